@@ -1,0 +1,57 @@
+# Tidal: make demo | test | bench | lint
+#
+# Each target bootstraps .venv on first use (python3 >= 3.11) and installs the
+# project with the extras it needs; a stamp file keyed on pyproject.toml keeps
+# later runs quick.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip
+STAMP_DEMO := $(VENV)/.stamp-sandbox
+STAMP_DEV := $(VENV)/.stamp-dev
+PYTEST_ARGS ?=
+
+.PHONY: demo test test-fast bench lint format clean debs
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Tidal needs Python 3.11 or newer; set PYTHON=python3.11 or newer")'
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip setuptools wheel
+
+$(STAMP_DEMO): pyproject.toml | $(BIN)/python
+	$(PIP) install -q -e '.[sandbox]'
+	@touch $@
+
+$(STAMP_DEV): pyproject.toml | $(BIN)/python
+	$(PIP) install -q -e '.[sandbox,loadtest,dev]'
+	@touch $@ $(STAMP_DEMO)
+
+debs:
+	@scripts/ensure-debian-packages
+
+demo: $(STAMP_DEMO)
+	$(BIN)/tidal demo
+
+test: $(STAMP_DEV) debs
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Unit tests only: seconds, for the edit-test loop.
+test-fast: $(STAMP_DEV)
+	$(BIN)/python -m pytest tests/unit -q $(PYTEST_ARGS)
+
+bench: $(STAMP_DEV) debs
+	$(BIN)/python -m loadtests.bench
+
+lint: $(STAMP_DEV)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+format: $(STAMP_DEV)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean:
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache

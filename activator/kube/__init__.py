@@ -1,0 +1,1 @@
+"""Discovery watches for the activator: opted-in Deployments and EndpointSlices."""

@@ -1,0 +1,1 @@
+"""Load tests, benchmarks and the sandbox (emulated cluster and fake GPU servers)."""

@@ -1,0 +1,7 @@
+"""``python -m scaler`` is ``tidal``."""
+
+import sys
+
+from scaler.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Where demand comes from: activator reports, pod scrapes, Prometheus queries."""

@@ -1,0 +1,1 @@
+"""The policy simulator: replays traces through the policy in simulated time."""
