@@ -1,0 +1,170 @@
+"""The contract between the scaler's pure policy and the code that drives it.
+
+The controller (I/O side) owns one :class:`SignalWindows` per target and
+records samples into it as they arrive (an activator report, a pod scrape, a
+Prometheus answer), each with the time it arrived. At every tick, and at once
+on an activation, it builds an :class:`Observation` and calls
+:func:`decide` with the target's :class:`PolicyState`; it acts on the returned
+:class:`Decision` and keeps the returned state for next time.
+
+Nothing here reads a clock: every time is a float of seconds on one monotonic
+timeline that the caller passes in, so tests step a simulated clock.
+
+Units: counts are requests; utilizations are fractions 0..1 (annotations say
+percent; :mod:`scaler.policy.annotations` converts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+__all__ = [
+    "Decision",
+    "Demand",
+    "Mode",
+    "Observation",
+    "PlacementConfig",
+    "Reason",
+    "ScalingConfig",
+    "SignalKind",
+    "SignalReading",
+]
+
+
+class SignalKind(StrEnum):
+    """A demand signal a target can be sized on (DESIGN §4)."""
+
+    CONCURRENCY = "concurrency"  # max(activator concurrency, server running + waiting)
+    QUEUE_DEPTH = "queue_depth"  # activator buffered + server waiting (Triton: pending)
+    KV_CACHE_UTILIZATION = "kv_cache_utilization"  # mean over ready pods, 0..1
+    GPU_UTILIZATION = "gpu_utilization"  # mean over ready pods, 0..1
+
+
+class Mode(StrEnum):
+    STABLE = "stable"
+    PANIC = "panic"
+
+
+class Reason(StrEnum):
+    """Why a decision came out as it did; also the Event/status vocabulary."""
+
+    ACTIVATED = "Activated"  # woke from zero on an activation
+    SCALED_UP = "ScaledUp"
+    SCALED_DOWN = "ScaledDown"
+    SCALED_TO_ZERO = "ScaledToZero"
+    STEADY = "Steady"  # desired unchanged
+    HOLDING = "Holding"  # would go down, but the scale-down delay or grace period holds it
+    NO_DATA = "NoData"  # a signal needed to lower the scale is missing or stale
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementConfig:
+    """``placement.tidal.dev/*`` (DESIGN §5)."""
+
+    policy: str = "on-demand"  # on-demand | spot | spot-with-on-demand-baseline
+    on_demand_baseline: int = 1
+    fallback: str = "dynamic"  # dynamic | none
+    spot_overprovision: int = 0
+    pending_timeout_s: float = 180.0
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingConfig:
+    """One target's validated ``autoscaling.tidal.dev/*`` knobs (DESIGN §2).
+
+    A target of ``None`` means its annotation is unset: that signal is not
+    configured. Concurrency is always configured (default 16).
+    """
+
+    min_scale: int = 0
+    max_scale: int = 10
+    initial_scale: int = 1
+    engine: str = "vllm"  # vllm | triton | generic
+    target_concurrency: float = 16.0
+    target_queue_depth: float | None = None
+    target_kv_cache_utilization: float | None = None  # fraction 0..1
+    target_gpu_utilization: float | None = None  # fraction 0..1
+    window_s: float = 60.0
+    panic_window_percentage: float = 10.0
+    panic_threshold_percentage: float = 200.0
+    scale_down_delay_s: float = 60.0
+    max_scale_up_rate: float = 1000.0
+    max_scale_down_rate: float = 2.0
+    scale_to_zero_grace_s: float = 300.0
+    metrics_port: int | str = 8000
+    placement: PlacementConfig = field(default_factory=PlacementConfig)
+
+    @property
+    def panic_window_s(self) -> float:
+        return max(1.0, self.window_s * self.panic_window_percentage / 100.0)
+
+    def configured_signals(self) -> tuple[SignalKind, ...]:
+        kinds = [SignalKind.CONCURRENCY]
+        if self.target_queue_depth is not None:
+            kinds.append(SignalKind.QUEUE_DEPTH)
+        if self.target_kv_cache_utilization is not None:
+            kinds.append(SignalKind.KV_CACHE_UTILIZATION)
+        if self.target_gpu_utilization is not None:
+            kinds.append(SignalKind.GPU_UTILIZATION)
+        return tuple(kinds)
+
+
+@dataclass(frozen=True, slots=True)
+class SignalReading:
+    """One signal's windows evaluated at ``now``.
+
+    ``stable``/``panic`` are the averages over the stable and panic windows,
+    ``None`` when the window holds no sample at all. ``fresh`` says a sample
+    arrived recently enough to trust (the controller decides how recent, per
+    source). No data is not zero load: a missing or stale reading may raise
+    the desired scale but never lower it.
+    """
+
+    stable: float | None
+    panic: float | None
+    fresh: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """Is anything asking for this target right now, and does every source say so?
+
+    ``busy``: some activator holds or runs a request, or some server has a
+    request running or waiting. ``all_sources_fresh``: every activator that
+    reports, and every ready pod's scrape, is fresh; only then can "not busy"
+    be trusted as idle (scale to zero needs it).
+    """
+
+    busy: bool
+    all_sources_fresh: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What the controller saw of one target at ``now``."""
+
+    ready_replicas: int
+    spec_replicas: int
+    signals: Mapping[SignalKind, SignalReading]
+    demand: Demand
+    # An activator asked to wake this target since the last decision.
+    activation_requested: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the policy wants; the controller acts on it.
+
+    ``desired`` is the total replica count (the placement split into spot and
+    on-demand happens after). ``recheck_after_s`` asks for an earlier
+    decision than the next tick (for example when a delay expires).
+    """
+
+    desired: int
+    reason: Reason
+    mode: Mode
+    per_signal: Mapping[SignalKind, int] = field(default_factory=dict)
+    recheck_after_s: float | None = None
+    message: str = ""
