@@ -1,0 +1,1 @@
+"""The emulated Kubernetes cluster: API server, object store and control plane."""
