@@ -32,6 +32,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -311,8 +312,16 @@ async def run_process(config: ServerConfig) -> int:
     try:
         await asyncio.wait({stopping, ready}, return_when=asyncio.FIRST_COMPLETED)
         if ready.done() and ready.exception() is not None:
-            log.error("the model server could not start: %s", ready.exception())
+            print(f"model server could not start: {ready.exception()}", file=sys.stderr)
             return 1
+        if ready.done():
+            print(
+                f"fake {config.engine} {config.model!r} ready on {config.host}:{server.port} "
+                f"(pid {os.getpid()}, max_num_seqs={config.llm.max_num_seqs}, "
+                f"speedup={config.speedup:g})",
+                file=sys.stderr,
+                flush=True,
+            )
         await stopping
     finally:
         stopping.cancel()

@@ -236,6 +236,12 @@ class TritonApp:
         except ValueError as e:
             self.stats.failure += 1
             return _error(str(e))
+        if batch > self.config.batcher.max_batch_size:
+            self.stats.failure += 1
+            return _error(
+                f"inference request batch-size must be <= {self.config.batcher.max_batch_size} "
+                f"for '{self.config.model}'"
+            )
         if self.faults.should_fail():
             self.stats.failure += 1
             return _error("fault injection: this request fails on purpose",

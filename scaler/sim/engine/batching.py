@@ -3,8 +3,9 @@
 Triton's dynamic batcher groups queued inference requests into one execution
 of the model. Main decision: the model runs one batch at a time; when it is
 free, the next batch takes queued requests first come first served while their
-items fit in ``max_batch_size`` (a request larger than that runs alone). This
-is Triton's behaviour with ``max_queue_delay_microseconds: 0``, its default:
+items fit in ``max_batch_size`` (a request larger than that runs alone; the
+Triton-like server refuses such requests before they get here, as Triton
+does). This is Triton's behaviour with ``max_queue_delay_microseconds: 0``, its default:
 it does not hold a request back hoping for a bigger batch.
 
 Execution time is ``exec_base_s + exec_per_item_s * items``. The defaults are
