@@ -25,6 +25,10 @@ from typing import Protocol
 
 from scaler.sim.engine import BatcherParams, DynamicBatcher, LlmEngine, LlmParams
 
+# How far (wall seconds) the engine loop may lag behind model time and still
+# keep steps back to back; beyond that the model's clock jumps to now.
+CATCH_UP_WALL_S = 0.02
+
 __all__ = ["BatchRuntime", "BatchTicket", "LlmObserver", "LlmRuntime", "ModelClock", "TokenStream"]
 
 
@@ -158,17 +162,27 @@ class LlmRuntime:
 
     async def _run(self) -> None:
         engine, clock = self.engine, self.clock
+        # Back-to-back steps start where the previous one ended in model time, so
+        # our own CPU time between steps (handing out tokens) does not stretch the
+        # GPU timeline; only when we fall further behind than this does it slip.
+        slack_s = CATCH_UP_WALL_S * clock.speedup
+        last_end: float | None = None
         while True:
             if not engine.has_work:
+                last_end = None
                 self._work.clear()
                 await self._work.wait()
                 continue
-            plan = engine.begin_step(clock.now())
+            now = clock.now()
+            start = last_end if last_end is not None and now - last_end <= slack_s else now
+            plan = engine.begin_step(start)
             if plan is None:  # only queued work that cannot start yet; wait for a change
+                last_end = None
                 self._work.clear()
                 await self._work.wait()
                 continue
-            await asyncio.sleep(clock.to_wall_s(plan.duration_s))
+            await asyncio.sleep(max(0.0, clock.to_wall_s(plan.end_s - clock.now())))
+            last_end = plan.end_s
             self._deliver(engine.end_step().emitted)
 
     def _deliver(self, emitted: tuple[int, ...]) -> None:
