@@ -45,6 +45,21 @@ def _int(value: Any, default: int) -> int:
         return default
 
 
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def _gpus(spec: RawObject) -> int:
+    pod_spec = (spec.get("template") or {}).get("spec") or {}
+    total = 0
+    for c in pod_spec.get("containers") or ():
+        res = c.get("resources") or {}
+        got = (res.get("limits") or {}).get(GPU_RESOURCE) or (res.get("requests") or {}).get(
+            GPU_RESOURCE
+        )
+        total += _int(got, 0)
+    return total or 1
+
+
 def deployment_from_raw(obj: RawObject) -> DeploymentInfo:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
@@ -70,6 +85,7 @@ def deployment_from_raw(obj: RawObject) -> DeploymentInfo:
             match_labels=dict(sel.get("matchLabels") or {}), match_expressions=exprs
         ),
         resource_version=str(meta.get("resourceVersion", "")),
+        gpus_per_replica=_gpus(spec),
     )
 
 

@@ -78,6 +78,9 @@ class DeploymentInfo:
     ready_replicas: int
     selector: LabelSelector
     resource_version: str = ""
+    # GPUs one replica asks for (``nvidia.com/gpu`` limits, else requests, summed
+    # over containers); 1 when the template names none, for GPU-seconds only.
+    gpus_per_replica: int = 1
 
     @property
     def key(self) -> str:
