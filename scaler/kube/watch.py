@@ -29,14 +29,15 @@ import aiohttp
 
 from scaler.kube.errors import ApiUnavailable, Gone, KubeError, error_for_status, translate
 
-__all__ = ["RawObject", "Reflector"]
+__all__ = ["RawObject", "Reflector", "check_response"]
 
 log = logging.getLogger(__name__)
 
 RawObject = dict[str, Any]
 
 
-async def _check(resp: Any, doing: str) -> None:
+async def check_response(resp: Any, doing: str) -> None:
+    """Raise our error for a non-2xx unpreloaded response (kubernetes_asyncio does not)."""
     status = int(resp.status)
     if 200 <= status < 300:
         return
@@ -83,7 +84,7 @@ class Reflector:
             resp = await self._list_call(
                 **self._kwargs, _preload_content=False, _request_timeout=self._request_timeout_s
             )
-            await _check(resp, doing)
+            await check_response(resp, doing)
             try:
                 data = json.loads(await resp.read())
             finally:
@@ -114,7 +115,7 @@ class Reflector:
                 _preload_content=False,
                 _request_timeout=timeout,
             )
-            await _check(resp, doing)
+            await check_response(resp, doing)
             try:
                 while line := await resp.content.readline():
                     rv = self._handle(line, rv)
