@@ -308,22 +308,23 @@ def decide(
         if not est.missing:
             rechecks.append(warm_up_left_s)
 
-    # Scale-down delay (step 5).
+    # Scale-down delay (step 5). It only "holds" when the held value is above
+    # the non-zero floor; below that the grace period is what holds.
+    floor = max(1, config.min_scale)
+    delayed = False
     if delay_s > 0:
         hold = state.delay_hold.record(want, now, window_s=delay_s)
         held = hold.current(now, window_s=delay_s)
-        delayed = held is not None and held > want
-        if delayed and held is not None:
+        if held is not None and held > max(want, floor):
+            delayed = True
             want = held
             expiry = hold.next_change_s(now, window_s=delay_s)
             if expiry is not None:
                 rechecks.append(expiry)
     else:
         hold = MaxHold()
-        delayed = False
 
     # Bounds (step 6).
-    floor = max(1, config.min_scale)
     desired = min(max(want, floor), config.max_scale)
     grace_pending = config.min_scale == 0 and idle_since_s is not None and idle_for_s < grace_s
     if grace_pending:
