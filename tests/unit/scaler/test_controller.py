@@ -126,7 +126,9 @@ async def test_activation_wakes_from_zero_within_the_call() -> None:
     assert w.scale.scales == [(KEY, 1)]
     assert w.events.reasons() == ["Activated"]
     status = json.loads(w.scale.statuses[-1][1])
-    assert status["desired"] == 1 and status["reason"] == "Activated" and status["mode"] == "stable"
+    assert status["desired"] == 1
+    assert status["reason"] == "Activated"
+    assert status["mode"] == "stable"
 
 
 async def test_follower_decides_but_never_writes() -> None:
@@ -134,9 +136,11 @@ async def test_follower_decides_but_never_writes() -> None:
     w.set(loaded("activator", 0.0, buffered=1.0), idle("scrape"))
     assert await w.controller.activate(KEY, now=w.now)
     await w.run_for(10)
-    assert w.scale.calls == [] and w.events.events == []
+    assert w.scale.calls == []
+    assert w.events.events == []
     [view] = w.controller.views()
-    assert view["desired"] == 1 and view["reason"] == "Activated"
+    assert view["desired"] == 1
+    assert view["reason"] == "Activated"
 
 
 async def test_bad_annotation_reported_once_and_scale_left_alone() -> None:
@@ -147,12 +151,14 @@ async def test_bad_annotation_reported_once_and_scale_left_alone() -> None:
     assert w.scale.calls == []
     [(key, reason, message, warning)] = w.events.events
     assert (key, reason, warning) == (KEY, "InvalidAnnotation", True)
-    assert "autoscaling.tidal.dev/max-scale" in message and '"0"' in message
+    assert "autoscaling.tidal.dev/max-scale" in message
+    assert '"0"' in message
     assert "autoscaling.tidal.dev/window" in message  # every bad key, not just the first
     # Fixed: the target is managed again.
     w.cluster.put(deployment(replicas=3, annotations={}))
     await w.run_for(4)
-    assert w.scale.scales and w.scale.scales[-1][1] > 3
+    assert w.scale.scales
+    assert w.scale.scales[-1][1] > 3
 
 
 @pytest.mark.parametrize(
@@ -186,7 +192,9 @@ async def test_unsupported_signal_for_setup_is_invalid(
     w.set(idle("activator"), idle("scrape"))
     await w.run_for(2)
     [(_, reason, message, _)] = w.events.events
-    assert reason == "InvalidAnnotation" and fragment in message and "allowed" in message
+    assert reason == "InvalidAnnotation"
+    assert fragment in message
+    assert "allowed" in message
     assert "scale" not in w.scale.calls
 
 
@@ -210,7 +218,8 @@ async def test_api_outage_does_not_crash_and_writes_resume() -> None:
     failures = w.metrics.registry.get_sample_value(
         "tidal_scaler_write_failures_total", {"target": KEY}
     )
-    assert failures is not None and failures >= 1
+    assert failures is not None
+    assert failures >= 1
     w.scale.fail_with = None
     await w.run_for(2)
     assert w.replicas() >= 4  # 64 concurrent / 16 per replica
@@ -393,7 +402,8 @@ async def test_combined_concurrency_reaches_policy(
     w.set(activator, scrape)
     await w.run_for(2)
     reading = policy.observations[-1].signals[SignalKind.CONCURRENCY]
-    assert reading.stable == value and reading.fresh is fresh
+    assert reading.stable == value
+    assert reading.fresh is fresh
 
 
 async def test_nothing_decided_before_sync_and_unknown_target_refused() -> None:
@@ -401,7 +411,8 @@ async def test_nothing_decided_before_sync_and_unknown_target_refused() -> None:
     w = World(replicas=1, policy=policy)
     w.cluster.synced = False
     await w.run_for(4)
-    assert policy.observations == [] and not await w.controller.activate(KEY)
+    assert policy.observations == []
+    assert not await w.controller.activate(KEY)
     w.cluster.synced = True
     assert not await w.controller.activate("default/other")
     assert await w.controller.activate(KEY)
