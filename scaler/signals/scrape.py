@@ -72,7 +72,14 @@ def _collect(text: str) -> dict[str, list[float]]:
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                values.setdefault(sample.name, []).append(float(sample.value))
+                name = sample.name
+                # The parser names counter samples ``<family>_total`` even when the
+                # text says ``nv_inference_queue_duration_us``: index by family too.
+                if family.type == "counter" and name == family.name + "_total":
+                    name = family.name
+                elif family.type == "counter" and name == family.name + "_created":
+                    continue
+                values.setdefault(name, []).append(float(sample.value))
     except ValueError as exc:  # prometheus_client raises ValueError on bad text
         raise ScrapeError(f"unparseable metrics text: {exc}") from exc
     return values
