@@ -102,8 +102,14 @@ async def _poll(
         await asyncio.sleep(max(0.0, interval_s - (loop.time() - started)))
 
 
-async def serve(settings: ScalerSettings, *, stop: asyncio.Event | None = None) -> None:
-    """Run the scaler until ``stop`` is set (or SIGTERM/SIGINT when ``stop`` is None)."""
+async def serve(
+    settings: ScalerSettings,
+    *,
+    stop: asyncio.Event | None = None,
+    started: Callable[[int], None] | None = None,
+) -> None:
+    """Run the scaler until ``stop`` is set (or SIGTERM/SIGINT when ``stop`` is None);
+    ``started`` gets the bound port once the server listens (useful with port 0)."""
     if settings.token is None or not settings.token.get_secret_value():
         raise SettingsError(
             "token: the scaler needs a bearer token for /v1/stats and /v1/activate; "
@@ -200,6 +206,8 @@ async def serve(settings: ScalerSettings, *, stop: asyncio.Event | None = None) 
         await runner.setup()
         site = web.TCPSite(runner, settings.host, settings.port)
         await site.start()
+        if started is not None:
+            started(int(runner.addresses[0][1]))  # the bound port, when asked for port 0
         log.info(
             "tidal scaler %s listening on %s:%s (kubernetes: %s, lease %s/%s)",
             identity,
