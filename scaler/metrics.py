@@ -12,6 +12,7 @@ is, as Knative's autoscaler does.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -118,7 +119,7 @@ class Metrics:
             registry=registry,
         )
         # Every labelled series per target, so that forgetting a target removes them all.
-        self._by_target: dict[str, set[tuple[Gauge | Counter, tuple[str, ...]]]] = {}
+        self._by_target: dict[str, dict[tuple[Any, tuple[str, ...]], Any]] = {}
         for capacity in CAPACITY_TYPES:
             self.gpu_seconds.labels(capacity)
         for result in REPORT_RESULTS:
@@ -126,10 +127,15 @@ class Metrics:
         for result in ACTIVATION_RESULTS:
             self.activations.labels(result)
 
-    def _series(self, target: str, metric: Gauge | Counter, *labels: str) -> tuple[str, ...]:
+    def _child(self, target: str, metric: Any, *labels: str) -> Any:
+        """The labelled child of ``metric`` for ``target``, cached: ``.labels()`` costs
+        more than the whole policy decision, and a tick touches a dozen per target."""
         values = (target, *labels)
-        self._by_target.setdefault(target, set()).add((metric, values))
-        return values
+        children = self._by_target.setdefault(target, {})
+        child = children.get((metric, values))
+        if child is None:
+            child = children[(metric, values)] = metric.labels(*values)
+        return child
 
     def observe_decision(
         self,
@@ -142,32 +148,32 @@ class Metrics:
         observed: Mapping[str, float],
     ) -> None:
         # Placement is on-demand only for now: everything is on-demand capacity.
-        s = self._series
-        self.desired.labels(*s(target, self.desired, "on-demand")).set(desired)
-        self.ready.labels(*s(target, self.ready, "on-demand")).set(ready)
-        self.panic.labels(*s(target, self.panic)).set(1 if panic else 0)
+        c = self._child
+        c(target, self.desired, "on-demand").set(desired)
+        c(target, self.ready, "on-demand").set(ready)
+        c(target, self.panic).set(1 if panic else 0)
         for kind, r in readings.items():
             if r.stable is not None:
-                self.stable.labels(*s(target, self.stable, kind.value)).set(r.stable)
+                c(target, self.stable, kind.value).set(r.stable)
             if r.panic is not None:
-                self.panic_avg.labels(*s(target, self.panic_avg, kind.value)).set(r.panic)
-            self.fresh.labels(*s(target, self.fresh, kind.value)).set(1 if r.fresh else 0)
+                c(target, self.panic_avg, kind.value).set(r.panic)
+            c(target, self.fresh, kind.value).set(1 if r.fresh else 0)
         for name, value in observed.items():
             if name in OBSERVED_SIGNALS:
-                self.observed.labels(*s(target, self.observed, name)).set(value)
+                c(target, self.observed, name).set(value)
 
     def forget_target(self, target: str) -> None:
         """Remove every series of a target that is no longer opted in."""
-        for metric, labels in self._by_target.pop(target, set()):
+        for metric, labels in self._by_target.pop(target, {}):
             metric.remove(*labels)
 
     def scaled(self, target: str, *, direction: str) -> None:
         if direction not in DIRECTIONS:
             raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
-        self.scaling_events.labels(*self._series(target, self.scaling_events, direction)).inc()
+        self._child(target, self.scaling_events, direction).inc()
 
     def write_failed(self, target: str) -> None:
-        self.write_failures.labels(*self._series(target, self.write_failures)).inc()
+        self._child(target, self.write_failures).inc()
 
     def set_leader(self, leading: bool) -> None:
         self.leader.set(1 if leading else 0)
