@@ -2,4 +2,61 @@
 
 An import contract (``make lint``) keeps this package free of I/O so that every
 decision can be tested by stepping a simulated clock.
+
+What the controller uses, all re-exported here:
+
+- :mod:`~scaler.policy.api`: the value types (config, observation, decision);
+- :mod:`~scaler.policy.annotations`: ``parse_scaling_config`` (annotations to
+  config, raising ``InvalidAnnotation`` naming every bad key);
+- :mod:`~scaler.policy.windows`: ``SignalWindows``, one per target, fed with
+  samples as they arrive and read at each decision;
+- :mod:`~scaler.policy.decide`: ``decide`` and its ``PolicyState``;
+- :mod:`~scaler.policy.placement`: ``split``, the spot/on-demand split.
 """
+
+from scaler.policy.annotations import (
+    STATUS_ANNOTATION,
+    AnnotationProblem,
+    InvalidAnnotation,
+    parse_duration_s,
+    parse_scaling_config,
+)
+from scaler.policy.api import (
+    Decision,
+    Demand,
+    Mode,
+    Observation,
+    PlacementConfig,
+    Reason,
+    ScalingConfig,
+    SignalKind,
+    SignalReading,
+)
+from scaler.policy.decide import PolicyState, decide, desired_for_signal
+from scaler.policy.placement import Split, split
+from scaler.policy.windows import MaxHold, SignalWindows, TrailingAverages
+
+__all__ = [
+    "STATUS_ANNOTATION",
+    "AnnotationProblem",
+    "Decision",
+    "Demand",
+    "InvalidAnnotation",
+    "MaxHold",
+    "Mode",
+    "Observation",
+    "PlacementConfig",
+    "PolicyState",
+    "Reason",
+    "ScalingConfig",
+    "SignalKind",
+    "SignalReading",
+    "SignalWindows",
+    "Split",
+    "TrailingAverages",
+    "decide",
+    "desired_for_signal",
+    "parse_duration_s",
+    "parse_scaling_config",
+    "split",
+]

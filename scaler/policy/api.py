@@ -160,6 +160,8 @@ class Decision:
     ``desired`` is the total replica count (the placement split into spot and
     on-demand happens after). ``recheck_after_s`` asks for an earlier
     decision than the next tick (for example when a delay expires).
+    ``missing_signals`` lists the configured signals that were missing or
+    stale in this decision (they could not lower the scale).
     """
 
     desired: int
@@ -168,3 +170,4 @@ class Decision:
     per_signal: Mapping[SignalKind, int] = field(default_factory=dict)
     recheck_after_s: float | None = None
     message: str = ""
+    missing_signals: tuple[SignalKind, ...] = ()

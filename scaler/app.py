@@ -1,0 +1,154 @@
+"""The scaler's HTTP face (port 8090): reports in, activations in, state out.
+
+====================  =====  =====================================================
+endpoint              auth   does
+====================  =====  =====================================================
+POST /v1/stats        token  record an activator's report -> 200 {"activators": n}
+POST /v1/activate     token  decide for the target now -> 202 (404: unknown target)
+GET  /v1/targets      none   live signals, stable/panic averages, mode, desired
+GET  /healthz         none   the process is alive
+GET  /readyz          none   the server is serving (503 once shutting down)
+GET  /metrics         none   Prometheus text
+====================  =====  =====================================================
+
+Main decision, authentication: both write endpoints require
+``Authorization: Bearer <token>`` (compared in constant time) and answer 401
+without it, before reading the body, so an unauthenticated client can neither
+feed demand in (and make the scaler grow a model) nor wake one. ``/readyz``
+means "serving": it depends on neither the API server nor the Lease, so every
+replica takes reports and keeps its windows warm.
+
+Errors are JSON ``{"error": {"message", "type", "code"}}`` as the activator's.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from scaler.controller import Controller
+from scaler.metrics import Metrics
+from scaler.signals.activator_reports import ActivatorReports, ReportError, parse_report
+
+__all__ = ["ServerState", "build_app"]
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 16 * 1024 * 1024  # a report for 100,000 targets fits
+
+
+class ServerState:
+    """Whether the server is serving (``/readyz``)."""
+
+    def __init__(self) -> None:
+        self.serving = True
+
+
+STATE_KEY = web.AppKey("state", ServerState)
+
+
+def _error(status: int, message: str, kind: str) -> web.Response:
+    body = {"error": {"message": message, "type": kind, "code": status}}
+    return web.json_response(body, status=status)
+
+
+def build_app(
+    *,
+    controller: Controller,
+    reports: ActivatorReports,
+    metrics: Metrics,
+    token: str,
+    clock: Callable[[], float],
+    identity: str = "",
+    leader: Callable[[], bool] = lambda: False,
+    state: ServerState | None = None,
+) -> web.Application:
+    if not token:
+        raise ValueError("the scaler needs a bearer token for /v1/stats and /v1/activate")
+    expected = f"Bearer {token}".encode()
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app[STATE_KEY] = state or ServerState()
+
+    def authorized(request: web.Request) -> bool:
+        got = request.headers.get("Authorization", "").encode()
+        return hmac.compare_digest(got, expected)
+
+    async def read_json(request: web.Request) -> Any:
+        try:
+            return await request.json(loads=json.loads)
+        except ValueError as exc:
+            raise ReportError(f"body is not JSON: {exc}") from exc
+
+    async def stats(request: web.Request) -> web.Response:
+        if not authorized(request):
+            metrics.report("unauthorized")
+            return _error(401, "missing or wrong bearer token", "unauthorized")
+        try:
+            report = parse_report(await read_json(request))
+            count = reports.record(report, now=clock())
+        except ReportError as exc:
+            metrics.report("rejected")
+            return _error(400, str(exc), "invalid_request")
+        metrics.report("accepted")
+        metrics.activators.set(count)
+        return web.json_response({"activators": count})
+
+    async def activate(request: web.Request) -> web.Response:
+        if not authorized(request):
+            metrics.activation("unauthorized")
+            return _error(401, "missing or wrong bearer token", "unauthorized")
+        try:
+            body = await read_json(request)
+        except ReportError as exc:
+            metrics.activation("rejected")
+            return _error(400, str(exc), "invalid_request")
+        target = body.get("target") if isinstance(body, dict) else None
+        if not isinstance(target, str) or target.count("/") != 1 or "" in target.split("/"):
+            metrics.activation("rejected")
+            return _error(
+                400, f"target: expected 'namespace/name', got {target!r}", "invalid_request"
+            )
+        if not await controller.activate(target, now=clock()):
+            metrics.activation("unknown_target")
+            return _error(404, f"no opted-in Deployment {target}", "not_found")
+        metrics.activation("accepted")
+        return web.json_response({"target": target, "leader": leader()}, status=202)
+
+    async def targets(request: web.Request) -> web.Response:
+        body = {
+            "identity": identity,
+            "leader": leader(),
+            "activators": reports.reporting(now=clock()),
+            "targets": controller.views(),
+        }
+        return web.json_response(body)
+
+    async def healthz(request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def readyz(request: web.Request) -> web.Response:
+        if not request.app[STATE_KEY].serving:
+            return _error(503, "shutting down", "unavailable")
+        return web.json_response({"status": "serving"})
+
+    async def metrics_text(request: web.Request) -> web.Response:
+        # Updated here too, so a follower that never ticks still says it follows.
+        metrics.set_leader(leader())
+        metrics.activators.set(reports.reporting(now=clock()))
+        resp = web.Response(body=generate_latest(metrics.registry))
+        resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return resp
+
+    app.router.add_post("/v1/stats", stats)
+    app.router.add_post("/v1/activate", activate)
+    app.router.add_get("/v1/targets", targets)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics_text)
+    return app

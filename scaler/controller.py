@@ -1,0 +1,589 @@
+"""The control loop: per target, read the signals, decide, act.
+
+At every tick (default 2 s, from an injectable :class:`Ticker`) and at once
+on an activation, for each opted-in Deployment the controller
+
+1. asks every demand source for its reading and combines them
+   (:mod:`scaler.signals.combine`), recording the combined values into the
+   target's windows at ``now``;
+2. evaluates the windows at ``now`` into :class:`SignalReading` values, marking
+   a signal not fresh when any source behind it is stale (so stale data can
+   raise the scale but never lower it);
+3. calls the pure policy (``decide``) with the target's state and keeps the
+   state it returns;
+4. acts, only when this replica holds the Lease: pod-deletion-cost on the
+   idlest pods before a scale-down, the ``/scale`` patch, an Event when the
+   scale changed, and the status annotation when its discrete content changed.
+
+Every replica does 1-3, so a follower that takes over has warm windows.
+
+Main decisions:
+
+- **No data is not zero load.** Until the Deployment list has synced, nothing
+  is decided. When the API server is unreachable the last known Deployments
+  and pods are kept; writes fail and are retried at the next tick (and a
+  leader that cannot renew its Lease stops writing). Nothing in this module
+  turns a missing answer into a zero.
+- **A bad annotation leaves the Deployment alone.** Its config is rejected
+  whole, an ``InvalidAnnotation`` Warning Event (naming key, value and what is
+  allowed) is written once per distinct set of annotations, and no write
+  touches its scale until the annotations change.
+- **One decision at a time per target.** An activation and a tick can race;
+  a per-target lock is taken (without yielding) right after a decision that
+  needs writes and held until they are done, and a tick skips a target whose
+  writes are still in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from scaler.kube.errors import KubeError
+from scaler.kube.types import (
+    STATUS_ANNOTATION,
+    ClusterView,
+    DeploymentInfo,
+    EventSink,
+    LeaderElector,
+    ScaleTarget,
+    TargetSnapshot,
+)
+from scaler.metrics import Metrics
+from scaler.policy.api import (
+    Decision,
+    Demand,
+    Mode,
+    Observation,
+    Reason,
+    ScalingConfig,
+    SignalKind,
+    SignalReading,
+)
+from scaler.signals.base import DemandSource, PodEndpoint, TargetPods
+from scaler.signals.combine import CombinedSignals, combine
+
+__all__ = [
+    "Controller",
+    "ControllerSettings",
+    "IntervalTicker",
+    "InvalidTargetConfig",
+    "Policy",
+    "Ticker",
+    "Windows",
+]
+
+log = logging.getLogger(__name__)
+
+CHANGE_REASONS = {
+    Reason.ACTIVATED,
+    Reason.SCALED_UP,
+    Reason.SCALED_DOWN,
+    Reason.SCALED_TO_ZERO,
+}
+INVALID_ANNOTATION = "InvalidAnnotation"
+
+
+class InvalidTargetConfig(ValueError):
+    """A target's annotations cannot be used; the message names key, value and what is allowed."""
+
+
+class Windows(Protocol):
+    """One target's time-bucketed signal windows (``scaler.policy.windows``)."""
+
+    def record(self, kind: SignalKind, value: float, now: float) -> None: ...
+
+    def reading(
+        self,
+        kind: SignalKind,
+        now: float,
+        *,
+        stable_window_s: float,
+        panic_window_s: float,
+        fresh_within_s: float,
+    ) -> SignalReading: ...
+
+
+class Policy(Protocol):
+    """The pure policy, as the controller uses it (``scaler.policy_adapter``)."""
+
+    def parse(self, annotations: Mapping[str, str]) -> ScalingConfig:
+        """The target's config; :class:`InvalidTargetConfig` when an annotation is bad."""
+        ...
+
+    def new_windows(self, config: ScalingConfig) -> Windows: ...
+
+    def initial_state(self, now: float) -> object: ...
+
+    def decide(
+        self, *, config: ScalingConfig, observation: Observation, state: object, now: float
+    ) -> tuple[Decision, object]: ...
+
+
+class Ticker(Protocol):
+    """Yields the time of each tick; tests push ticks themselves."""
+
+    def __aiter__(self) -> AsyncIterator[float]: ...
+
+
+class IntervalTicker:
+    """A tick every ``interval_s`` on the event loop's monotonic clock."""
+
+    def __init__(self, interval_s: float) -> None:
+        if interval_s <= 0:
+            raise ValueError(f"tick interval must be > 0 seconds, got {interval_s}")
+        self._interval_s = interval_s
+
+    async def __aiter__(self) -> AsyncIterator[float]:
+        loop = asyncio.get_running_loop()
+        next_at = loop.time()
+        while True:
+            yield loop.time()
+            next_at += self._interval_s
+            # A slow tick does not cause a burst of catch-up ticks.
+            next_at = max(next_at, loop.time())
+            await asyncio.sleep(next_at - loop.time())
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerSettings:
+    # A window sample older than this no longer counts as fresh (seconds).
+    fresh_within_s: float = 5.0
+    # Writes in flight at once across targets.
+    max_concurrent_writes: int = 16
+    # Sources that may feed GPU utilization (for validating target-gpu-utilization).
+    prometheus_configured: bool = False
+
+
+@dataclass(slots=True)
+class _Target:
+    key: str
+    annotations: Mapping[str, str]
+    config: ScalingConfig | None
+    problem: str | None
+    windows: Windows | None
+    state: object
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    problem_reported: bool = False
+    activation_pending: bool = False
+    decision: Decision | None = None
+    readings: Mapping[SignalKind, SignalReading] = field(default_factory=dict)
+    combined: CombinedSignals | None = None
+    status: dict[str, Any] | None = None  # discrete status last written or seen
+    last_change_wall: str | None = None
+    decided_at: float | None = None
+
+
+def _wall_time() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _existing_status(deployment: DeploymentInfo) -> dict[str, Any] | None:
+    raw = deployment.annotations.get(STATUS_ANNOTATION)
+    if not raw:
+        return None
+    try:
+        got = json.loads(raw)
+    except ValueError:
+        return None
+    return got if isinstance(got, dict) else None
+
+
+def _status_core(status: Mapping[str, Any] | None) -> tuple[Any, ...]:
+    if status is None:
+        return ()
+    return tuple(status.get(k) for k in ("desired", "mode", "onDemand", "spot", "reason"))
+
+
+class Controller:
+    """Decides for every opted-in Deployment; acts when leader."""
+
+    def __init__(
+        self,
+        *,
+        cluster: ClusterView,
+        policy: Policy,
+        sources: Sequence[DemandSource],
+        scale_target: ScaleTarget,
+        events: EventSink,
+        leader: LeaderElector,
+        metrics: Metrics,
+        clock: Callable[[], float],
+        settings: ControllerSettings | None = None,
+        wall_time: Callable[[], str] = _wall_time,
+    ) -> None:
+        self._cluster = cluster
+        self._policy = policy
+        self._sources = list(sources)
+        self._scale = scale_target
+        self._events = events
+        self._leader = leader
+        self._metrics = metrics
+        self._clock = clock
+        self._settings = settings or ControllerSettings()
+        self._wall_time = wall_time
+        self._targets: dict[str, _Target] = {}
+        self._write_slots = asyncio.Semaphore(self._settings.max_concurrent_writes)
+        self._last_tick: float | None = None
+        self.ticks = 0
+
+    # -- targets ------------------------------------------------------------
+
+    def _validate(self, config: ScalingConfig) -> None:
+        """Checks that need the scaler's own setup, not just the annotations."""
+        problems = []
+        gpu_ok = self._settings.prometheus_configured or config.engine == "triton"
+        if config.target_gpu_utilization is not None and not gpu_ok:
+            problems.append(
+                "autoscaling.tidal.dev/target-gpu-utilization: "
+                f'"{round(config.target_gpu_utilization * 100)}" needs GPU metrics; allowed: '
+                "only with engine triton, or when the scaler has a Prometheus URL"
+            )
+        if config.target_kv_cache_utilization is not None and config.engine != "vllm":
+            problems.append(
+                "autoscaling.tidal.dev/target-kv-cache-utilization: "
+                f'"{round(config.target_kv_cache_utilization * 100)}" needs KV-cache metrics; '
+                "allowed: only with engine vllm"
+            )
+        if problems:
+            raise InvalidTargetConfig("; ".join(problems))
+
+    def _sync_targets(self, snapshots: Mapping[str, TargetSnapshot], now: float) -> None:
+        for key in list(self._targets):
+            if key not in snapshots:
+                del self._targets[key]
+                self._metrics.forget_target(key)
+        for key, snap in snapshots.items():
+            d = snap.deployment
+            # The status annotation is ours: it changing must not re-parse the config.
+            annotations = {k: v for k, v in d.annotations.items() if k != STATUS_ANNOTATION}
+            target = self._targets.get(key)
+            if target is not None and target.annotations == annotations:
+                continue
+            config: ScalingConfig | None
+            problem: str | None = None
+            try:
+                config = self._policy.parse(annotations)
+                self._validate(config)
+            except InvalidTargetConfig as exc:
+                config, problem = None, str(exc)
+            if target is None:
+                target = _Target(
+                    key=key,
+                    annotations=annotations,
+                    config=config,
+                    problem=problem,
+                    windows=self._policy.new_windows(config) if config is not None else None,
+                    state=self._policy.initial_state(now),
+                    status=_existing_status(d),
+                )
+                self._targets[key] = target
+            else:
+                target.annotations = annotations
+                target.config = config
+                target.problem = problem
+                target.problem_reported = False
+                if config is not None and target.windows is None:
+                    target.windows = self._policy.new_windows(config)
+            if problem is not None:
+                log.warning("%s: invalid annotations, leaving it alone: %s", key, problem)
+
+    # -- signals ------------------------------------------------------------
+
+    def _observe(self, target: _Target, now: float) -> CombinedSignals:
+        combined = combine({s.name: s.read(target.key, now=now) for s in self._sources})
+        target.combined = combined
+        if target.windows is not None:
+            for kind, value in combined.values.items():
+                target.windows.record(kind, value, now)
+        return combined
+
+    def _readings(
+        self, target: _Target, config: ScalingConfig, combined: CombinedSignals, now: float
+    ) -> dict[SignalKind, SignalReading]:
+        assert target.windows is not None
+        readings = {}
+        for kind in config.configured_signals():
+            reading = target.windows.reading(
+                kind,
+                now,
+                stable_window_s=config.window_s,
+                panic_window_s=config.panic_window_s,
+                fresh_within_s=self._settings.fresh_within_s,
+            )
+            if reading.fresh and not combined.complete.get(kind, False):
+                # Recorded recently, but from a partial view: may raise, never lower.
+                reading = replace(reading, fresh=False)
+            readings[kind] = reading
+        return readings
+
+    # -- deciding -------------------------------------------------------------
+
+    def _decide(self, target: _Target, snap: TargetSnapshot, now: float) -> Decision | None:
+        combined = self._observe(target, now)
+        config = target.config
+        if config is None:
+            return None
+        readings = self._readings(target, config, combined, now)
+        d = snap.deployment
+        observation = Observation(
+            ready_replicas=d.ready_replicas,
+            spec_replicas=d.spec_replicas,
+            signals=readings,
+            demand=combined.demand,
+            activation_requested=target.activation_pending,
+        )
+        decision, target.state = self._policy.decide(
+            config=config, observation=observation, state=target.state, now=now
+        )
+        target.activation_pending = False
+        target.decision = decision
+        target.readings = readings
+        target.decided_at = now
+        self._metrics.observe_decision(
+            target.key,
+            desired=decision.desired,
+            ready=d.ready_replicas,
+            panic=decision.mode is Mode.PANIC,
+            readings=readings,
+            observed=combined.observed,
+        )
+        return decision
+
+    def _needs_writes(
+        self, target: _Target, snap: TargetSnapshot, decision: Decision | None
+    ) -> bool:
+        if not self._leader.is_leader:
+            return False
+        if decision is None:
+            return target.problem is not None and not target.problem_reported
+        if decision.desired != snap.deployment.spec_replicas:
+            return True
+        return _status_core(self._status_for(target, decision, changed=False)) != _status_core(
+            target.status
+        )
+
+    def _status_for(self, target: _Target, decision: Decision, *, changed: bool) -> dict[str, Any]:
+        previous = target.status or {}
+        reason = decision.reason.value if changed else previous.get("reason", decision.reason.value)
+        if changed:
+            when = self._wall_time()
+        else:
+            when = previous.get("lastChangeTime") or target.last_change_wall or self._wall_time()
+        return {
+            "desired": decision.desired,
+            "mode": decision.mode.value,
+            "onDemand": decision.desired,  # placement other than on-demand is not built yet
+            "spot": 0,
+            "reason": reason,
+            "lastChangeTime": when,
+        }
+
+    # -- acting ---------------------------------------------------------------
+
+    async def _write(
+        self, target: _Target, snap: TargetSnapshot, decision: Decision | None
+    ) -> None:
+        """The writes for one decision; the target's lock is held by the caller."""
+        d = snap.deployment
+        async with self._write_slots:
+            try:
+                if decision is None:
+                    if target.problem is not None and not target.problem_reported:
+                        await self._events.emit(
+                            d, reason=INVALID_ANNOTATION, message=target.problem, warning=True
+                        )
+                        target.problem_reported = True
+                    return
+                changed = False
+                if decision.desired != d.spec_replicas:
+                    if 0 < decision.desired < d.spec_replicas:
+                        await self._rank_pods(target, snap)
+                    before = await self._scale.scale(d.namespace, d.name, decision.desired)
+                    changed = before != decision.desired
+                    if changed:
+                        await self._announce(target, d, decision, before)
+                status = self._status_for(target, decision, changed=changed)
+                if _status_core(status) != _status_core(target.status):
+                    await self._scale.write_status(
+                        d.namespace, d.name, json.dumps(status, separators=(",", ":"))
+                    )
+                    target.status = status
+            except KubeError as exc:
+                # Outage, conflict storm, RBAC: log, keep the state, try at the next tick.
+                log.warning("%s: write failed, will retry: %s", target.key, exc)
+                self._metrics.write_failed(target.key)
+
+    async def _rank_pods(self, target: _Target, snap: TargetSnapshot) -> None:
+        """Lower pod-deletion-cost on the idlest pods, so the ReplicaSet removes them first."""
+        load = target.combined.pod_load if target.combined is not None else {}
+        costs = {}
+        for pod in snap.pods:
+            # Known load wins; a pod we know nothing about ranks as busy as the busiest,
+            # so an unmeasured pod is not taken for an idle one.
+            by_ip = f"{pod.ip}" if pod.ip else None
+            value = load.get(pod.name)
+            if value is None and by_ip is not None:
+                value = next((v for k, v in load.items() if k.split(":")[0] == by_ip), None)
+            if value is None:
+                value = max(load.values(), default=0.0)
+            cost = math.ceil(value)
+            if pod.deletion_cost != cost:
+                costs[pod.name] = cost
+        if costs:
+            await self._scale.set_deletion_costs(snap.deployment.namespace, costs)
+
+    async def _announce(
+        self, target: _Target, d: DeploymentInfo, decision: Decision, before: int
+    ) -> None:
+        if decision.reason in CHANGE_REASONS:
+            reason = decision.reason.value
+        elif decision.desired == 0:
+            reason = Reason.SCALED_TO_ZERO.value
+        else:
+            reason = (Reason.SCALED_UP if decision.desired > before else Reason.SCALED_DOWN).value
+        direction = "up" if decision.desired > before else "down"
+        self._metrics.scaled(target.key, direction=direction)
+        message = f"scaled from {before} to {decision.desired}"
+        if decision.message:
+            message += f": {decision.message}"
+        target.last_change_wall = self._wall_time()
+        try:
+            await self._events.emit(d, reason=reason, message=message)
+        except KubeError as exc:  # the scale changed; a lost Event must not undo that
+            log.warning("%s: could not record event %s: %s", target.key, reason, exc)
+
+    async def _locked_write(
+        self, target: _Target, snap: TargetSnapshot, decision: Decision | None
+    ) -> None:
+        try:
+            await self._write(target, snap, decision)
+        finally:
+            target.lock.release()
+
+    # -- entry points -----------------------------------------------------------
+
+    async def tick(self, now: float) -> None:
+        """One decision for every target at ``now``; writes when leader."""
+        self.ticks += 1
+        self._metrics.set_leader(self._leader.is_leader)
+        if not self._cluster.synced:
+            return
+        snapshots = self._cluster.targets()
+        if self._last_tick is not None and now > self._last_tick:
+            gpus = sum(
+                s.deployment.ready_replicas * s.deployment.gpus_per_replica
+                for s in snapshots.values()
+            )
+            self._metrics.add_gpu_seconds("on-demand", gpus * (now - self._last_tick))
+        self._last_tick = now
+        self._sync_targets(snapshots, now)
+        writes = []
+        for key, target in self._targets.items():
+            if target.lock.locked():
+                continue  # an activation is deciding or writing for it right now
+            snap = snapshots[key]
+            try:
+                decision = self._decide(target, snap, now)
+            except ValueError:
+                log.exception("%s: the policy refused to decide", key)
+                continue
+            if self._needs_writes(target, snap, decision):
+                await target.lock.acquire()  # free: returns without yielding
+                writes.append(self._locked_write(target, snap, decision))
+        if writes:
+            await asyncio.gather(*writes)
+
+    async def activate(self, key: str, *, now: float | None = None) -> bool:
+        """An activator asks to wake ``key``: decide for it now. False if the target is unknown."""
+        at = self._clock() if now is None else now
+        if not self._cluster.synced:
+            return False
+        snapshots = self._cluster.targets()
+        if key not in snapshots:
+            return False
+        self._sync_targets(snapshots, at)
+        target = self._targets[key]
+        target.activation_pending = True
+        await target.lock.acquire()
+        try:
+            snap = self._cluster.targets().get(key)
+            if snap is None:
+                return False
+            decision = self._decide(target, snap, at)
+            if self._needs_writes(target, snap, decision):
+                await self._write(target, snap, decision)
+        finally:
+            target.lock.release()
+        return True
+
+    async def run(self, ticker: Ticker) -> None:
+        """Tick until cancelled."""
+        async for now in ticker:
+            try:
+                await self.tick(now)
+            except Exception:  # one bad tick must not stop the controller
+                log.exception("tick failed")
+
+    def pull_targets(self) -> list[TargetPods]:
+        """Ready pods of every valid target, for the scrape and Prometheus loops."""
+        if not self._cluster.synced:
+            return []
+        out = []
+        for key, snap in self._cluster.targets().items():
+            target = self._targets.get(key)
+            config = target.config if target is not None else None
+            engine = config.engine if config is not None else "generic"
+            port: int | str = config.metrics_port if config is not None else 8000
+            pods = []
+            for pod in snap.ready_pods:
+                number = pod.port(port)
+                if number is not None and pod.ip is not None:
+                    pods.append(PodEndpoint(name=pod.name, ip=pod.ip, metrics_port=number))
+            d = snap.deployment
+            out.append(TargetPods(key=key, namespace=d.namespace, engine=engine, pods=pods))
+        return out
+
+    # -- live view ----------------------------------------------------------------
+
+    def views(self) -> list[dict[str, Any]]:
+        """What ``GET /v1/targets`` serves: live signals and the last decision per target."""
+        snapshots = self._cluster.targets() if self._cluster.synced else {}
+        out = []
+        for key, target in sorted(self._targets.items()):
+            snap = snapshots.get(key)
+            decision = target.decision
+            combined = target.combined
+            demand = combined.demand if combined is not None else Demand(False, False)
+            out.append(
+                {
+                    "target": key,
+                    "valid": target.problem is None,
+                    "problem": target.problem,
+                    "spec_replicas": snap.deployment.spec_replicas if snap else None,
+                    "ready_replicas": snap.deployment.ready_replicas if snap else None,
+                    "desired": decision.desired if decision else None,
+                    "mode": decision.mode.value if decision else None,
+                    "reason": decision.reason.value if decision else None,
+                    "message": decision.message if decision else "",
+                    "per_signal_desired": (
+                        {k.value: v for k, v in decision.per_signal.items()} if decision else {}
+                    ),
+                    "signals": {
+                        kind.value: {"stable": r.stable, "panic": r.panic, "fresh": r.fresh}
+                        for kind, r in target.readings.items()
+                    },
+                    "observed": dict(combined.observed) if combined else {},
+                    "activators": combined.activators if combined else 0,
+                    "busy": demand.busy,
+                    "all_sources_fresh": demand.all_sources_fresh,
+                    "decided_at_s": target.decided_at,
+                }
+            )
+        return out

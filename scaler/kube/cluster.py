@@ -1,0 +1,234 @@
+"""The opted-in Deployments and their pods, kept current by watches.
+
+One watch of Deployments across all namespaces with the label selector
+``autoscaling.tidal.dev/enabled=true``, and one watch of pods per namespace
+that holds at least one such Deployment (started and stopped as Deployments
+come and go). A pod belongs to a target when the Deployment's selector
+matches its labels, as the ReplicaSet controller decides it.
+
+Main decision, per-namespace pod watches rather than one per Deployment or one
+for the whole cluster: a thousand models in a few namespaces cost a few
+streams, and the scaler never needs to read pods in namespaces it does not
+manage. Snapshots are rebuilt lazily, only after something changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from scaler.kube.types import (
+    ENABLED_LABEL,
+    POD_DELETION_COST,
+    DeploymentInfo,
+    LabelRequirement,
+    LabelSelector,
+    PodInfo,
+    TargetSnapshot,
+)
+from scaler.kube.watch import RawObject, Reflector
+
+__all__ = ["KubeCluster", "deployment_from_raw", "pod_from_raw"]
+
+log = logging.getLogger(__name__)
+
+
+def _int(value: Any, default: int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def _gpus(spec: RawObject) -> int:
+    pod_spec = (spec.get("template") or {}).get("spec") or {}
+    total = 0
+    for c in pod_spec.get("containers") or ():
+        res = c.get("resources") or {}
+        got = (res.get("limits") or {}).get(GPU_RESOURCE) or (res.get("requests") or {}).get(
+            GPU_RESOURCE
+        )
+        total += _int(got, 0)
+    return total or 1
+
+
+def deployment_from_raw(obj: RawObject) -> DeploymentInfo:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    sel = spec.get("selector") or {}
+    exprs = tuple(
+        LabelRequirement(
+            key=str(e.get("key", "")),
+            operator=str(e.get("operator", "")),
+            values=tuple(str(v) for v in e.get("values") or ()),
+        )
+        for e in sel.get("matchExpressions") or ()
+    )
+    return DeploymentInfo(
+        namespace=str(meta.get("namespace", "default")),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        annotations=dict(meta.get("annotations") or {}),
+        # apps/v1 defaults an omitted spec.replicas to 1.
+        spec_replicas=_int(spec.get("replicas", 1), 1),
+        ready_replicas=_int(status.get("readyReplicas", 0), 0),
+        selector=LabelSelector(
+            match_labels=dict(sel.get("matchLabels") or {}), match_expressions=exprs
+        ),
+        resource_version=str(meta.get("resourceVersion", "")),
+        gpus_per_replica=_gpus(spec),
+    )
+
+
+def pod_from_raw(obj: RawObject) -> PodInfo:
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    spec = obj.get("spec") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or ()
+    )
+    ports: dict[str, int] = {}
+    for container in spec.get("containers") or ():
+        for port in container.get("ports") or ():
+            if port.get("name") and port.get("containerPort"):
+                ports.setdefault(str(port["name"]), _int(port["containerPort"], 0))
+    cost = (meta.get("annotations") or {}).get(POD_DELETION_COST)
+    return PodInfo(
+        namespace=str(meta.get("namespace", "default")),
+        name=str(meta.get("name", "")),
+        labels=dict(meta.get("labels") or {}),
+        ip=status.get("podIP") or None,
+        ready=ready,
+        terminating=meta.get("deletionTimestamp") is not None,
+        ports=ports,
+        deletion_cost=_int(cost, 0) if cost is not None else None,
+    )
+
+
+class KubeCluster:
+    """A :class:`~scaler.kube.types.ClusterView` fed by watches."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        label_selector: str = f"{ENABLED_LABEL}=true",
+        watch_timeout_s: int = 300,
+        request_timeout_s: float = 30.0,
+    ) -> None:
+        self._apps: Any = client.AppsV1Api(api)
+        self._core: Any = client.CoreV1Api(api)
+        self._label_selector = label_selector
+        self._watch_timeout_s = watch_timeout_s
+        self._request_timeout_s = request_timeout_s
+        self._deployments: dict[str, DeploymentInfo] = {}
+        self._pods: dict[str, dict[str, PodInfo]] = {}  # namespace -> name -> pod
+        self._pod_tasks: dict[str, asyncio.Task[None]] = {}
+        self._snapshot: dict[str, TargetSnapshot] | None = None
+        self._deploy_reflector = Reflector(
+            list_call=self._apps.list_deployment_for_all_namespaces,
+            what="deployments",
+            on_reset=self._reset_deployments,
+            on_event=self._deployment_event,
+            list_kwargs={"label_selector": label_selector},
+            watch_timeout_s=watch_timeout_s,
+            request_timeout_s=request_timeout_s,
+        )
+
+    @property
+    def synced(self) -> bool:
+        return self._deploy_reflector.synced
+
+    def targets(self) -> Mapping[str, TargetSnapshot]:
+        if self._snapshot is None:
+            snap: dict[str, TargetSnapshot] = {}
+            for key, d in self._deployments.items():
+                pods = tuple(
+                    p
+                    for p in self._pods.get(d.namespace, {}).values()
+                    if d.selector.matches(p.labels)
+                )
+                snap[key] = TargetSnapshot(deployment=d, pods=pods)
+            self._snapshot = snap
+        return self._snapshot
+
+    # -- deployments --------------------------------------------------------
+
+    def _reset_deployments(self, items: list[RawObject]) -> None:
+        self._deployments = {}
+        for obj in items:
+            d = deployment_from_raw(obj)
+            self._deployments[d.key] = d
+        self._changed()
+
+    def _deployment_event(self, kind: str, obj: RawObject) -> None:
+        d = deployment_from_raw(obj)
+        if kind == "DELETED":
+            self._deployments.pop(d.key, None)
+        else:
+            self._deployments[d.key] = d
+        self._changed()
+
+    def _changed(self) -> None:
+        self._snapshot = None
+        wanted = {d.namespace for d in self._deployments.values()}
+        for ns in list(self._pod_tasks):
+            if ns not in wanted:
+                self._pod_tasks.pop(ns).cancel()
+                self._pods.pop(ns, None)
+        for ns in wanted - self._pod_tasks.keys():
+            self._pod_tasks[ns] = asyncio.get_running_loop().create_task(
+                self._pod_reflector(ns).run(), name=f"tidal-pod-watch-{ns}"
+            )
+
+    # -- pods -----------------------------------------------------------------
+
+    def _pod_reflector(self, namespace: str) -> Reflector:
+        def reset(items: list[RawObject]) -> None:
+            self._pods[namespace] = {}
+            for obj in items:
+                p = pod_from_raw(obj)
+                self._pods[namespace][p.name] = p
+            self._snapshot = None
+
+        def event(kind: str, obj: RawObject) -> None:
+            p = pod_from_raw(obj)
+            pods = self._pods.setdefault(namespace, {})
+            if kind == "DELETED":
+                pods.pop(p.name, None)
+            else:
+                pods[p.name] = p
+            self._snapshot = None
+
+        return Reflector(
+            list_call=self._core.list_namespaced_pod,
+            what=f"pods in {namespace}",
+            on_reset=reset,
+            on_event=event,
+            list_kwargs={"namespace": namespace},
+            watch_timeout_s=self._watch_timeout_s,
+            request_timeout_s=self._request_timeout_s,
+        )
+
+    async def run(self) -> None:
+        """Watch until cancelled."""
+        try:
+            await self._deploy_reflector.run()
+        finally:
+            tasks = list(self._pod_tasks.values())
+            self._pod_tasks.clear()
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task

@@ -1,0 +1,157 @@
+"""What the controller knows of the cluster, and the seams it acts through.
+
+Plain frozen values (:class:`DeploymentInfo`, :class:`PodInfo`,
+:class:`TargetSnapshot`) and Protocols (:class:`ClusterView`,
+:class:`ScaleTarget`, :class:`EventSink`, :class:`LeaderElector`). This module
+imports no Kubernetes client, so the controller and its tests depend on these
+shapes only; ``scaler.kube.cluster``, ``.writer`` and ``.leader`` implement
+them with kubernetes_asyncio, and tests implement them with small fakes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+__all__ = [
+    "ENABLED_LABEL",
+    "POD_DELETION_COST",
+    "STATUS_ANNOTATION",
+    "ClusterView",
+    "DeploymentInfo",
+    "EventSink",
+    "LabelRequirement",
+    "LabelSelector",
+    "LeaderElector",
+    "PodInfo",
+    "ScaleTarget",
+    "TargetSnapshot",
+]
+
+ENABLED_LABEL = "autoscaling.tidal.dev/enabled"
+STATUS_ANNOTATION = "autoscaling.tidal.dev/status"
+POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+
+
+@dataclass(frozen=True, slots=True)
+class LabelRequirement:
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if self.operator == "In":
+            return labels.get(self.key) in self.values
+        if self.operator == "NotIn":
+            return labels.get(self.key) not in self.values
+        if self.operator == "Exists":
+            return self.key in labels
+        if self.operator == "DoesNotExist":
+            return self.key not in labels
+        return False  # an unknown operator selects nothing, as the API server would refuse it
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A Deployment's ``spec.selector``. An empty selector matches nothing here:
+    apps/v1 requires one, and matching every pod in a namespace would be wrong."""
+
+    match_labels: Mapping[str, str] = field(default_factory=dict)
+    match_expressions: tuple[LabelRequirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if not self.match_labels and not self.match_expressions:
+            return False
+        return all(labels.get(k) == v for k, v in self.match_labels.items()) and all(
+            r.matches(labels) for r in self.match_expressions
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentInfo:
+    namespace: str
+    name: str
+    uid: str
+    annotations: Mapping[str, str]
+    spec_replicas: int
+    ready_replicas: int
+    selector: LabelSelector
+    resource_version: str = ""
+    # GPUs one replica asks for (``nvidia.com/gpu`` limits, else requests, summed
+    # over containers); 1 when the template names none, for GPU-seconds only.
+    gpus_per_replica: int = 1
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    namespace: str
+    name: str
+    labels: Mapping[str, str]
+    ip: str | None
+    ready: bool
+    terminating: bool
+    ports: Mapping[str, int] = field(default_factory=dict)  # named container ports
+    deletion_cost: int | None = None
+
+    def port(self, number_or_name: int | str) -> int | None:
+        if isinstance(number_or_name, int):
+            return number_or_name
+        if number_or_name.isdigit():
+            return int(number_or_name)
+        return self.ports.get(number_or_name)
+
+
+@dataclass(frozen=True, slots=True)
+class TargetSnapshot:
+    deployment: DeploymentInfo
+    pods: tuple[PodInfo, ...] = ()
+
+    @property
+    def ready_pods(self) -> tuple[PodInfo, ...]:
+        return tuple(p for p in self.pods if p.ready and not p.terminating and p.ip)
+
+
+class ClusterView(Protocol):
+    """The opted-in Deployments and their pods, as last seen."""
+
+    def targets(self) -> Mapping[str, TargetSnapshot]: ...
+
+    @property
+    def synced(self) -> bool:
+        """True once the Deployments have been listed at least once."""
+        ...
+
+
+class ScaleTarget(Protocol):
+    """Writes the scaler makes to a Deployment and its pods."""
+
+    async def scale(self, namespace: str, name: str, replicas: int) -> int:
+        """Set ``spec.replicas`` through ``/scale``; the value it had before."""
+        ...
+
+    async def set_deletion_costs(self, namespace: str, costs: Mapping[str, int]) -> None:
+        """Set ``controller.kubernetes.io/pod-deletion-cost`` on the named pods."""
+        ...
+
+    async def write_status(self, namespace: str, name: str, status_json: str) -> None:
+        """Set the ``autoscaling.tidal.dev/status`` annotation."""
+        ...
+
+
+class EventSink(Protocol):
+    async def emit(
+        self, target: DeploymentInfo, *, reason: str, message: str, warning: bool = False
+    ) -> None: ...
+
+
+class LeaderElector(Protocol):
+    @property
+    def is_leader(self) -> bool: ...
+
+    @property
+    def identity(self) -> str: ...

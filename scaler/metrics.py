@@ -1,0 +1,193 @@
+"""The scaler's Prometheus metrics (DESIGN §8), around an injected registry.
+
+Names start with ``tidal_scaler_`` and carry their unit; label values come
+from closed sets (signal names, directions, capacity types, results) or from
+the opted-in Deployments (``target``), whose series are removed when the
+Deployment is no longer opted in, so cardinality follows the managed models.
+The decider's internals (stable and panic averages per signal, freshness,
+panic mode) are exported so that a dashboard shows why a model is sized as it
+is, as Knative's autoscaler does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from scaler.policy.api import SignalKind, SignalReading
+
+__all__ = ["CAPACITY_TYPES", "OBSERVED_SIGNALS", "Metrics"]
+
+CAPACITY_TYPES = ("on-demand", "spot")
+# Raw values the sources hand over (scaler.signals.*: ``observed``).
+OBSERVED_SIGNALS = (
+    "activator_concurrency",
+    "activator_in_flight",
+    "activator_buffered",
+    "activator_arrivals",
+    "server_running",
+    "server_waiting",
+    "server_kv_cache_utilization",
+    "server_gpu_utilization",
+    "server_queue_to_compute_ratio",
+    "dcgm_gpu_utilization",
+)
+DIRECTIONS = ("up", "down")
+REPORT_RESULTS = ("accepted", "rejected", "unauthorized")
+ACTIVATION_RESULTS = ("accepted", "unknown_target", "rejected", "unauthorized")
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        p = "tidal_scaler_"
+        self.desired = Gauge(
+            p + "desired_replicas",
+            "Replicas the scaler wants, by target and capacity type",
+            ["target", "capacity_type"],
+            registry=registry,
+        )
+        self.ready = Gauge(
+            p + "ready_replicas",
+            "Ready replicas, by target and capacity type",
+            ["target", "capacity_type"],
+            registry=registry,
+        )
+        self.panic = Gauge(
+            p + "panic_mode", "1 while the target is in panic mode", ["target"], registry=registry
+        )
+        self.observed = Gauge(
+            p + "observed_signal",
+            "Latest raw value per source signal (requests; utilizations as fractions 0..1)",
+            ["target", "signal"],
+            registry=registry,
+        )
+        self.stable = Gauge(
+            p + "signal_stable_average",
+            "Signal averaged over the stable window",
+            ["target", "signal"],
+            registry=registry,
+        )
+        self.panic_avg = Gauge(
+            p + "signal_panic_average",
+            "Signal averaged over the panic window",
+            ["target", "signal"],
+            registry=registry,
+        )
+        self.fresh = Gauge(
+            p + "signal_fresh",
+            "1 when every source behind the signal is fresh (it may lower the scale)",
+            ["target", "signal"],
+            registry=registry,
+        )
+        self.scaling_events = Counter(
+            p + "scaling_events",
+            "Scale changes written, by direction",
+            ["target", "direction"],
+            registry=registry,
+        )
+        self.write_failures = Counter(
+            p + "write_failures",
+            "Kubernetes writes that failed (retried at the next tick)",
+            ["target"],
+            registry=registry,
+        )
+        self.leader = Gauge(
+            p + "leader", "1 when this replica holds the tidal-scaler Lease", registry=registry
+        )
+        self.gpu_seconds = Counter(
+            p + "gpu_seconds",
+            "GPU-seconds of ready replicas, by capacity type",
+            ["capacity_type"],
+            registry=registry,
+        )
+        self.reports = Counter(
+            p + "reports", "POST /v1/stats by result", ["result"], registry=registry
+        )
+        self.activations = Counter(
+            p + "activations", "POST /v1/activate by result", ["result"], registry=registry
+        )
+        self.activators = Gauge(
+            p + "activators_reporting", "Activators whose reports count", registry=registry
+        )
+        self.tick_duration = Histogram(
+            p + "tick_duration_seconds",
+            "Time to decide for every target once",
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+            registry=registry,
+        )
+        # Every labelled series per target, so that forgetting a target removes them all.
+        self._by_target: dict[str, dict[tuple[Any, tuple[str, ...]], Any]] = {}
+        for capacity in CAPACITY_TYPES:
+            self.gpu_seconds.labels(capacity)
+        for result in REPORT_RESULTS:
+            self.reports.labels(result)
+        for result in ACTIVATION_RESULTS:
+            self.activations.labels(result)
+
+    def _child(self, target: str, metric: Any, *labels: str) -> Any:
+        """The labelled child of ``metric`` for ``target``, cached: ``.labels()`` costs
+        more than the whole policy decision, and a tick touches a dozen per target."""
+        values = (target, *labels)
+        children = self._by_target.setdefault(target, {})
+        child = children.get((metric, values))
+        if child is None:
+            child = children[(metric, values)] = metric.labels(*values)
+        return child
+
+    def observe_decision(
+        self,
+        target: str,
+        *,
+        desired: int,
+        ready: int,
+        panic: bool,
+        readings: Mapping[SignalKind, SignalReading],
+        observed: Mapping[str, float],
+    ) -> None:
+        # Placement is on-demand only for now: everything is on-demand capacity.
+        c = self._child
+        c(target, self.desired, "on-demand").set(desired)
+        c(target, self.ready, "on-demand").set(ready)
+        c(target, self.panic).set(1 if panic else 0)
+        for kind, r in readings.items():
+            if r.stable is not None:
+                c(target, self.stable, kind.value).set(r.stable)
+            if r.panic is not None:
+                c(target, self.panic_avg, kind.value).set(r.panic)
+            c(target, self.fresh, kind.value).set(1 if r.fresh else 0)
+        for name, value in observed.items():
+            if name in OBSERVED_SIGNALS:
+                c(target, self.observed, name).set(value)
+
+    def forget_target(self, target: str) -> None:
+        """Remove every series of a target that is no longer opted in."""
+        for metric, labels in self._by_target.pop(target, {}):
+            metric.remove(*labels)
+
+    def scaled(self, target: str, *, direction: str) -> None:
+        if direction not in DIRECTIONS:
+            raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+        self._child(target, self.scaling_events, direction).inc()
+
+    def write_failed(self, target: str) -> None:
+        self._child(target, self.write_failures).inc()
+
+    def set_leader(self, leading: bool) -> None:
+        self.leader.set(1 if leading else 0)
+
+    def add_gpu_seconds(self, capacity_type: str, seconds: float) -> None:
+        if capacity_type not in CAPACITY_TYPES:
+            raise ValueError(
+                f"capacity type must be one of {CAPACITY_TYPES}, got {capacity_type!r}"
+            )
+        if seconds > 0:
+            self.gpu_seconds.labels(capacity_type).inc(seconds)
+
+    def report(self, result: str) -> None:
+        self.reports.labels(result).inc()
+
+    def activation(self, result: str) -> None:
+        self.activations.labels(result).inc()

@@ -1,0 +1,476 @@
+"""Parse and validate a Deployment's annotations into a :class:`ScalingConfig` (DESIGN §2).
+
+``parse_scaling_config(annotations)`` reads every ``autoscaling.tidal.dev/*``
+and ``placement.tidal.dev/*`` key, applies the defaults of the DESIGN §2
+table, and checks each value and the cross-field rules (min <= max,
+initial <= max, baseline <= max, overprovision <= max). It raises one
+:class:`InvalidAnnotation` that lists **every** problem, so the controller's
+``InvalidAnnotation`` Event names each bad key at once and the user fixes them
+in one round.
+
+Main decisions:
+
+- **Typos are errors.** An unknown ``autoscaling.tidal.dev/*`` or
+  ``placement.tidal.dev/*`` key is rejected with the list of known keys: a
+  misspelt ``min-scael`` must not silently leave the default in force.
+  ``autoscaling.tidal.dev/status`` (written by Tidal) and
+  ``autoscaling.tidal.dev/enabled`` (the opt-in label, sometimes copied into
+  annotations) are allowed. ``routing.tidal.dev/*`` belongs to the activator
+  and is ignored here.
+- **Not built yet is an error, not a fallback**: ``scale-to-zero-grace-period:
+  adaptive`` and placement policies other than ``on-demand`` are rejected as
+  "not supported yet".
+- **A signal that can never arrive is an error**: the KV-cache target needs
+  ``engine: vllm`` (only vLLM exports it); otherwise that signal would be
+  missing forever and, since missing data never lowers the scale, the model
+  would never scale down.
+- Durations are Go-style (``500ms``, ``90s``, ``5m``, ``1h30m``; a bare ``0``
+  too); percentages are 0-100 and become fractions.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from scaler.policy.api import PlacementConfig, ScalingConfig
+
+__all__ = [
+    "AUTOSCALING_PREFIX",
+    "KNOWN_KEYS",
+    "PLACEMENT_PREFIX",
+    "STATUS_ANNOTATION",
+    "AnnotationProblem",
+    "InvalidAnnotation",
+    "parse_duration_s",
+    "parse_scaling_config",
+]
+
+AUTOSCALING_PREFIX = "autoscaling.tidal.dev/"
+PLACEMENT_PREFIX = "placement.tidal.dev/"
+STATUS_ANNOTATION = AUTOSCALING_PREFIX + "status"
+_ENABLED = AUTOSCALING_PREFIX + "enabled"
+
+_A = AUTOSCALING_PREFIX
+_P = PLACEMENT_PREFIX
+MIN_SCALE = _A + "min-scale"
+MAX_SCALE = _A + "max-scale"
+INITIAL_SCALE = _A + "initial-scale"
+ENGINE = _A + "engine"
+TARGET_CONCURRENCY = _A + "target-concurrency"
+TARGET_QUEUE_DEPTH = _A + "target-queue-depth"
+TARGET_KV_CACHE = _A + "target-kv-cache-utilization"
+TARGET_GPU = _A + "target-gpu-utilization"
+WINDOW = _A + "window"
+PANIC_WINDOW_PCT = _A + "panic-window-percentage"
+PANIC_THRESHOLD_PCT = _A + "panic-threshold-percentage"
+SCALE_DOWN_DELAY = _A + "scale-down-delay"
+MAX_SCALE_UP_RATE = _A + "max-scale-up-rate"
+MAX_SCALE_DOWN_RATE = _A + "max-scale-down-rate"
+GRACE_PERIOD = _A + "scale-to-zero-grace-period"
+METRICS_PORT = _A + "metrics-port"
+PLACEMENT_POLICY = _P + "policy"
+ON_DEMAND_BASELINE = _P + "on-demand-baseline"
+FALLBACK = _P + "fallback"
+SPOT_OVERPROVISION = _P + "spot-overprovision"
+PENDING_TIMEOUT = _P + "pending-timeout"
+
+#: Every key this module reads, in the order of the DESIGN §2 table.
+KNOWN_KEYS: tuple[str, ...] = (
+    MIN_SCALE,
+    MAX_SCALE,
+    INITIAL_SCALE,
+    ENGINE,
+    TARGET_CONCURRENCY,
+    TARGET_QUEUE_DEPTH,
+    TARGET_KV_CACHE,
+    TARGET_GPU,
+    WINDOW,
+    PANIC_WINDOW_PCT,
+    PANIC_THRESHOLD_PCT,
+    SCALE_DOWN_DELAY,
+    MAX_SCALE_UP_RATE,
+    MAX_SCALE_DOWN_RATE,
+    GRACE_PERIOD,
+    METRICS_PORT,
+    PLACEMENT_POLICY,
+    ON_DEMAND_BASELINE,
+    FALLBACK,
+    SPOT_OVERPROVISION,
+    PENDING_TIMEOUT,
+)
+_T = TypeVar("_T")
+
+_ALLOWED_UNREAD = frozenset({STATUS_ANNOTATION, _ENABLED})
+
+ENGINES = ("vllm", "triton", "generic")
+PLACEMENT_POLICIES = ("on-demand", "spot", "spot-with-on-demand-baseline")
+SUPPORTED_PLACEMENT_POLICIES = ("on-demand",)
+FALLBACKS = ("dynamic", "none")
+
+
+@dataclass(frozen=True, slots=True)
+class AnnotationProblem:
+    """One bad annotation: its key, its value, and what is allowed."""
+
+    key: str
+    value: str
+    allowed: str
+    unsupported: bool = False  # the value is valid in DESIGN but not built yet
+
+    def __str__(self) -> str:
+        verdict = "is not supported yet" if self.unsupported else "is not allowed"
+        return f'{self.key}: "{self.value}" {verdict}; allowed: {self.allowed}'
+
+
+class InvalidAnnotation(ValueError):
+    """One or more annotations are invalid; the message names each key, value and what is allowed.
+
+    ``InvalidAnnotation(key, value, allowed)`` builds one with a single
+    problem; :meth:`from_problems` one with several. ``key``, ``value`` and
+    ``allowed`` are those of the first problem; ``problems`` holds them all.
+    """
+
+    problems: tuple[AnnotationProblem, ...]
+
+    def __init__(self, key: str, value: str, allowed: str, *, unsupported: bool = False) -> None:
+        self._set((AnnotationProblem(key, value, allowed, unsupported),))
+
+    def _set(self, problems: tuple[AnnotationProblem, ...]) -> None:
+        self.problems = problems
+        ValueError.__init__(self, "; ".join(str(p) for p in problems))
+
+    @classmethod
+    def from_problems(cls, problems: tuple[AnnotationProblem, ...]) -> InvalidAnnotation:
+        if not problems:
+            raise ValueError("InvalidAnnotation needs at least one problem")
+        first = problems[0]
+        error = cls(first.key, first.value, first.allowed, unsupported=first.unsupported)
+        error._set(problems)
+        return error
+
+    @property
+    def key(self) -> str:
+        return self.problems[0].key
+
+    @property
+    def value(self) -> str:
+        return self.problems[0].value
+
+    @property
+    def allowed(self) -> str:
+        return self.problems[0].allowed
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every bad key, in the order found."""
+        return tuple(p.key for p in self.problems)
+
+
+# --- value parsers: each returns the value or raises _Bad -----------------------
+
+
+class _Bad(Exception):
+    """A value that does not parse; the caller turns it into an AnnotationProblem."""
+
+
+_DURATION_UNITS_S = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "μs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def parse_duration_s(text: str) -> float:
+    """Seconds in a Go duration string (``90s``, ``5m``, ``1h30m``, ``500ms``, ``0``).
+
+    Raises ``ValueError`` for anything else, negative durations included.
+    """
+    value = text.strip()
+    if value == "0":
+        return 0.0
+    if not value:
+        raise ValueError("empty duration")
+    total = 0.0
+    pos = 0
+    while pos < len(value):
+        match = _DURATION_PART.match(value, pos)
+        if match is None:
+            raise ValueError(f"not a duration: {text!r}")
+        total += float(match.group(1)) * _DURATION_UNITS_S[match.group(2)]
+        pos = match.end()
+    return total
+
+
+def _integer(text: str) -> int:
+    value = text.strip()
+    if not re.fullmatch(r"\+?\d+", value):
+        raise _Bad
+    return int(value)
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise _Bad from None
+    if not math.isfinite(value):
+        raise _Bad
+    return value
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration_s(text)
+    except ValueError:
+        raise _Bad from None
+
+
+_PORT_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?")
+
+
+def _port(text: str) -> int | str:
+    value = text.strip()
+    if value.isdigit():
+        number = int(value)
+        if 1 <= number <= 65535:
+            return number
+        raise _Bad
+    # An IANA service name, as a container port's name: at most 15 characters,
+    # lowercase letters, digits and inner single hyphens, at least one letter.
+    if _PORT_NAME.fullmatch(value) and "--" not in value and re.search(r"[a-z]", value):
+        return value
+    raise _Bad
+
+
+def _fmt_duration(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g}h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:g}m"
+    return f"{seconds:g}s"
+
+
+class _Reader:
+    """Reads annotations one key at a time, collecting problems instead of stopping."""
+
+    def __init__(self, annotations: Mapping[str, str]) -> None:
+        self.annotations = annotations
+        self.problems: list[AnnotationProblem] = []
+
+    def bad(self, key: str, allowed: str, *, unsupported: bool = False) -> None:
+        self.problems.append(
+            AnnotationProblem(key, self.annotations.get(key, ""), allowed, unsupported)
+        )
+
+    def get(self, key: str, parse: Callable[[str], _T], allowed: str) -> _T | None:
+        """The parsed value, ``None`` when unset or bad (a bad one is recorded)."""
+        text = self.annotations.get(key)
+        if text is None:
+            return None
+        try:
+            return parse(text)
+        except _Bad:
+            self.bad(key, allowed)
+            return None
+
+    def int_in(self, key: str, low: int, high: int, default: int, allowed: str) -> int:
+        value = self.get(key, _integer, allowed)
+        if value is None:
+            return default
+        if not low <= value <= high:
+            self.bad(key, allowed)
+            return default
+        return value
+
+    def optional_number(
+        self, key: str, *, allowed: str, check: Callable[[float], bool]
+    ) -> float | None:
+        """A number, ``None`` when unset (or bad: recorded)."""
+        value = self.get(key, _number, allowed)
+        if value is not None and not check(value):
+            self.bad(key, allowed)
+            return None
+        return value
+
+    def number(
+        self, key: str, *, default: float, allowed: str, check: Callable[[float], bool]
+    ) -> float:
+        value = self.optional_number(key, allowed=allowed, check=check)
+        return default if value is None else value
+
+    def duration(self, key: str, low_s: float, high_s: float, default_s: float) -> float:
+        allowed = (
+            f"a duration from {_fmt_duration(low_s)} to {_fmt_duration(high_s)} "
+            "(Go style, such as 90s, 5m, 1h30m)"
+        )
+        value = self.get(key, _duration, allowed)
+        if value is None:
+            return default_s
+        if not low_s <= value <= high_s:
+            self.bad(key, allowed)
+            return default_s
+        return value
+
+    def choice(self, key: str, choices: tuple[str, ...], default: str) -> str:
+        allowed = "one of " + ", ".join(choices)
+        value = self.get(key, lambda text: text.strip(), allowed)
+        if value is None:
+            return default
+        if value not in choices:
+            self.bad(key, allowed)
+            return default
+        return value
+
+
+def _unknown_keys(reader: _Reader) -> None:
+    known = frozenset(KNOWN_KEYS)
+    allowed = "known keys are " + ", ".join(KNOWN_KEYS)
+    for key in reader.annotations:
+        if (key.startswith((AUTOSCALING_PREFIX, PLACEMENT_PREFIX))) and not (
+            key in known or key in _ALLOWED_UNREAD
+        ):
+            reader.problems.append(
+                AnnotationProblem(key, reader.annotations[key], "unknown key; " + allowed)
+            )
+
+
+def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
+    """Validate ``annotations`` and build the target's :class:`ScalingConfig`.
+
+    Raises :class:`InvalidAnnotation` naming every bad key (see the module
+    docstring for what counts as bad).
+    """
+    r = _Reader(annotations)
+    _unknown_keys(r)
+
+    # max-scale first: several ranges depend on it. A bad one falls back to
+    # the default only for those checks (it is reported anyway).
+    max_scale = r.int_in(MAX_SCALE, 1, 1000, 10, "an integer from 1 to 1000")
+    max_known = not r.problems or r.problems[-1].key != MAX_SCALE
+    max_note = f"max-scale ({max_scale})"
+    # Against a bad max-scale (already reported) only the absolute range is checked.
+    limit = max_scale if max_known else 1000
+    min_scale = r.int_in(MIN_SCALE, 0, 1000, 0, f"an integer from 0 to {max_note}")
+    if min_scale > limit:
+        r.bad(MIN_SCALE, f"an integer from 0 to {max_note}")
+        min_scale = 0
+    initial_scale = r.int_in(INITIAL_SCALE, 1, 1000, 1, f"an integer from 1 to {max_note}")
+    if initial_scale > limit:
+        r.bad(INITIAL_SCALE, f"an integer from 1 to {max_note}")
+        initial_scale = 1
+
+    engine = r.choice(ENGINE, ENGINES, "vllm")
+
+    def positive(x: float) -> bool:
+        return x > 0
+
+    def percent(x: float) -> bool:
+        return 1 <= x <= 100
+
+    target_concurrency = r.number(
+        TARGET_CONCURRENCY, default=16.0, allowed="a number > 0", check=positive
+    )
+    target_queue_depth = r.optional_number(
+        TARGET_QUEUE_DEPTH, allowed="a number > 0", check=positive
+    )
+    kv_pct = r.optional_number(TARGET_KV_CACHE, allowed="a percentage from 1 to 100", check=percent)
+    if kv_pct is not None and engine != "vllm":
+        r.bad(
+            TARGET_KV_CACHE,
+            f"only with {ENGINE} vllm (engine is {engine}: it exports no KV-cache usage)",
+        )
+        kv_pct = None
+    gpu_pct = r.optional_number(TARGET_GPU, allowed="a percentage from 1 to 100", check=percent)
+
+    window_s = r.duration(WINDOW, 6.0, 3600.0, 60.0)
+    panic_window_pct = r.number(
+        PANIC_WINDOW_PCT, default=10.0, allowed="a percentage from 1 to 100", check=percent
+    )
+    panic_threshold_pct = r.number(
+        PANIC_THRESHOLD_PCT,
+        default=200.0,
+        allowed="a percentage from 110 to 1000",
+        check=lambda x: 110 <= x <= 1000,
+    )
+    scale_down_delay_s = r.duration(SCALE_DOWN_DELAY, 0.0, 3600.0, 60.0)
+    up_rate = r.number(
+        MAX_SCALE_UP_RATE, default=1000.0, allowed="a number > 1", check=lambda x: x > 1
+    )
+    down_rate = r.number(
+        MAX_SCALE_DOWN_RATE, default=2.0, allowed="a number > 1", check=lambda x: x > 1
+    )
+
+    grace_text = annotations.get(GRACE_PERIOD)
+    if grace_text is not None and grace_text.strip() == "adaptive":
+        r.bad(GRACE_PERIOD, "a duration from 0s to 24h (adaptive is planned)", unsupported=True)
+        grace_s = 300.0
+    else:
+        grace_s = r.duration(GRACE_PERIOD, 0.0, 24 * 3600.0, 300.0)
+
+    metrics_port = r.get(
+        METRICS_PORT, _port, "a port number from 1 to 65535 or a port name (IANA_SVC_NAME)"
+    )
+
+    policy_text = annotations.get(PLACEMENT_POLICY)
+    policy = "on-demand"
+    if policy_text is not None:
+        value = policy_text.strip()
+        if value in PLACEMENT_POLICIES and value not in SUPPORTED_PLACEMENT_POLICIES:
+            r.bad(
+                PLACEMENT_POLICY,
+                "on-demand (spot placement is planned, not built)",
+                unsupported=True,
+            )
+        elif value not in PLACEMENT_POLICIES:
+            r.bad(PLACEMENT_POLICY, "one of " + ", ".join(PLACEMENT_POLICIES))
+        else:
+            policy = value
+    baseline = r.int_in(ON_DEMAND_BASELINE, 0, 1000, 1, f"an integer from 0 to {max_note}")
+    if baseline > limit:
+        r.bad(ON_DEMAND_BASELINE, f"an integer from 0 to {max_note}")
+        baseline = 1
+    fallback = r.choice(FALLBACK, FALLBACKS, "dynamic")
+    overprovision = r.int_in(SPOT_OVERPROVISION, 0, 1000, 0, f"an integer from 0 to {max_note}")
+    if overprovision > limit:
+        r.bad(SPOT_OVERPROVISION, f"an integer from 0 to {max_note}")
+        overprovision = 0
+    pending_timeout_s = r.duration(PENDING_TIMEOUT, 10.0, 3600.0, 180.0)
+
+    if r.problems:
+        raise InvalidAnnotation.from_problems(tuple(r.problems))
+
+    return ScalingConfig(
+        min_scale=min_scale,
+        max_scale=max_scale,
+        initial_scale=initial_scale,
+        engine=engine,
+        target_concurrency=target_concurrency,
+        target_queue_depth=target_queue_depth,
+        target_kv_cache_utilization=None if kv_pct is None else kv_pct / 100.0,
+        target_gpu_utilization=None if gpu_pct is None else gpu_pct / 100.0,
+        window_s=window_s,
+        panic_window_percentage=panic_window_pct,
+        panic_threshold_percentage=panic_threshold_pct,
+        scale_down_delay_s=scale_down_delay_s,
+        max_scale_up_rate=up_rate,
+        max_scale_down_rate=down_rate,
+        scale_to_zero_grace_s=grace_s,
+        metrics_port=8000 if metrics_port is None else metrics_port,
+        placement=PlacementConfig(
+            policy=policy,
+            on_demand_baseline=baseline,
+            fallback=fallback,
+            spot_overprovision=overprovision,
+            pending_timeout_s=pending_timeout_s,
+        ),
+    )

@@ -1,0 +1,262 @@
+"""``tidal scaler``: run the controller, its HTTP server and its watches.
+
+Composition: Kubernetes access (``KUBECONFIG`` or in-cluster), the opted-in
+Deployments' watches, the three demand sources (activator reports always;
+pod scrapes unless disabled; Prometheus when a URL is set), the Lease
+election, the controller ticking every ``tick_interval_s``, and the aiohttp
+server on ``port`` (default 8090). uvloop runs the loop (entry point only).
+
+Shutdown on SIGTERM/SIGINT: ``/readyz`` fails first, then the background tasks
+stop (the leader releases its Lease so a successor need not wait it out),
+then the server and the connections close.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Awaitable, Callable
+
+import aiohttp
+import uvloop
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+
+from scaler.app import ServerState, build_app
+from scaler.controller import Controller, ControllerSettings, IntervalTicker
+from scaler.kube.client import KubeConfigError, connect
+from scaler.kube.cluster import KubeCluster
+from scaler.kube.leader import LeaseElector
+from scaler.kube.writer import KubeEvents, KubeScaleTarget
+from scaler.metrics import Metrics
+from scaler.policy_adapter import PurePolicy
+from scaler.settings import ScalerSettings, SettingsError, describe_settings, load_settings
+from scaler.signals.activator_reports import ActivatorReports
+from scaler.signals.base import DemandSource, PolledSource, TargetPods
+from scaler.signals.prometheus import PrometheusGpu
+from scaler.signals.scrape import PodScraper
+
+__all__ = ["configure", "run", "serve"]
+
+log = logging.getLogger("tidal.scaler")
+
+# flag -> dotted setting name
+_FLAGS = {
+    "port": "port",
+    "host": "host",
+    "token": "token",
+    "identity": "identity",
+    "tick_interval_s": "tick_interval_s",
+    "kubeconfig": "kube.kubeconfig",
+    "context": "kube.context",
+    "prometheus_url": "prometheus.url",
+    "log_level": "log_level",
+}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = describe_settings()
+    parser.add_argument(
+        "--config", metavar="FILE", help="YAML file of settings (lowest precedence)"
+    )
+    parser.add_argument("--port", type=int, help="HTTP port (default 8090)")
+    parser.add_argument("--host", help="address to listen on (default 0.0.0.0)")
+    parser.add_argument(
+        "--token", help="bearer token for POST /v1/stats and /v1/activate (or TIDAL_SCALER_TOKEN)"
+    )
+    parser.add_argument("--identity", help="name in the Lease (default $POD_NAME, else host:pid)")
+    parser.add_argument(
+        "--tick-interval-s", type=float, help="seconds between decisions (default 2)"
+    )
+    parser.add_argument("--kubeconfig", help="kubeconfig path (default $KUBECONFIG, in-cluster)")
+    parser.add_argument("--context", help="kubeconfig context (default: current)")
+    parser.add_argument(
+        "--prometheus-url", help="Prometheus base URL for DCGM GPU utilization (default: none)"
+    )
+    parser.add_argument("--log-level", help="debug, info, warning or error (default info)")
+
+
+def _identity(settings: ScalerSettings) -> str:
+    return (
+        settings.identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}:{os.getpid()}"
+    )
+
+
+async def _poll(
+    source: PolledSource, interval_s: float, targets: Callable[[], list[TargetPods]]
+) -> None:
+    loop = asyncio.get_running_loop()
+    while True:
+        started = loop.time()
+        try:
+            await source.refresh(targets(), now=started)
+        except Exception:  # a bug in one refresh must not stop the loop
+            log.exception("refresh of %s failed", source.name)
+        await asyncio.sleep(max(0.0, interval_s - (loop.time() - started)))
+
+
+async def serve(
+    settings: ScalerSettings,
+    *,
+    stop: asyncio.Event | None = None,
+    started: Callable[[int], None] | None = None,
+) -> None:
+    """Run the scaler until ``stop`` is set (or SIGTERM/SIGINT when ``stop`` is None);
+    ``started`` gets the bound port once the server listens (useful with port 0)."""
+    if settings.token is None or not settings.token.get_secret_value():
+        raise SettingsError(
+            "token: the scaler needs a bearer token for /v1/stats and /v1/activate; "
+            "set --token or TIDAL_SCALER_TOKEN"
+        )
+    loop = asyncio.get_running_loop()
+    if stop is None:
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+    identity = _identity(settings)
+    access = await connect(kubeconfig=settings.kube.kubeconfig, context=settings.kube.context)
+    metrics = Metrics(CollectorRegistry())
+    session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=settings.scrape.max_concurrent + 8)
+    )
+    tasks: list[asyncio.Task[None]] = []
+    runner: web.AppRunner | None = None
+    state = ServerState()
+    try:
+        reports = ActivatorReports(
+            drop_after_periods=settings.reports.drop_after_periods,
+            fresh_within_periods=settings.reports.fresh_within_periods,
+            expect_for_s=settings.reports.expect_for_s,
+        )
+        sources: list[DemandSource] = [reports]
+        polled: list[tuple[PolledSource, float]] = []
+        if settings.scrape.enabled:
+            scraper = PodScraper(
+                session=session,
+                timeout_s=settings.scrape.timeout_s,
+                stale_after_s=settings.scrape.stale_after_s,
+                max_concurrent=settings.scrape.max_concurrent,
+            )
+            sources.append(scraper)
+            polled.append((scraper, settings.scrape.interval_s))
+        prom = settings.prometheus
+        if prom.url:
+            gpu = PrometheusGpu(
+                session=session,
+                url=prom.url,
+                metric=prom.metric,
+                pod_label=prom.pod_label,
+                namespace_label=prom.namespace_label,
+                timeout_s=prom.timeout_s,
+                stale_after_s=prom.stale_after_s,
+            )
+            sources.append(gpu)
+            polled.append((gpu, prom.interval_s))
+        cluster = KubeCluster(
+            access.api,
+            watch_timeout_s=settings.kube.watch_timeout_s,
+            request_timeout_s=settings.kube.request_timeout_s,
+        )
+        leader = LeaseElector(
+            access.api,
+            namespace=settings.leader.namespace or access.namespace,
+            identity=identity,
+            name=settings.leader.lease_name,
+            lease_duration_s=settings.leader.lease_duration_s,
+            renew_deadline_s=settings.leader.renew_deadline_s,
+            retry_period_s=settings.leader.retry_period_s,
+        )
+        controller = Controller(
+            cluster=cluster,
+            policy=PurePolicy(),
+            sources=sources,
+            scale_target=KubeScaleTarget(
+                access.api, request_timeout_s=settings.kube.request_timeout_s
+            ),
+            events=KubeEvents(
+                access.api, instance=identity, request_timeout_s=settings.kube.request_timeout_s
+            ),
+            leader=leader,
+            metrics=metrics,
+            clock=loop.time,
+            settings=ControllerSettings(
+                fresh_within_s=settings.fresh_within_s,
+                max_concurrent_writes=settings.max_concurrent_writes,
+                prometheus_configured=bool(prom.url),
+            ),
+        )
+        app = build_app(
+            controller=controller,
+            reports=reports,
+            metrics=metrics,
+            token=settings.token.get_secret_value(),
+            clock=loop.time,
+            identity=identity,
+            leader=lambda: leader.is_leader,
+            state=state,
+        )
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, settings.host, settings.port)
+        await site.start()
+        if started is not None:
+            started(int(runner.addresses[0][1]))  # the bound port, when asked for port 0
+        log.info(
+            "tidal scaler %s listening on %s:%s (kubernetes: %s, lease %s/%s)",
+            identity,
+            settings.host,
+            settings.port,
+            access.source,
+            settings.leader.namespace or access.namespace,
+            settings.leader.lease_name,
+        )
+        jobs: list[tuple[str, Awaitable[None]]] = [
+            ("watch", cluster.run()),
+            ("leader", leader.run()),
+            ("controller", controller.run(IntervalTicker(settings.tick_interval_s))),
+        ]
+        jobs += [
+            (f"poll-{s.name}", _poll(s, every, controller.pull_targets)) for s, every in polled
+        ]
+        tasks = [asyncio.ensure_future(job) for _, job in jobs]
+        for (name, _), task in zip(jobs, tasks, strict=True):
+            task.set_name(f"tidal-scaler-{name}")
+        await stop.wait()
+        log.info("shutting down")
+    finally:
+        state.serving = False
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if runner is not None:
+            await runner.cleanup()
+        await session.close()
+        await access.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    flags = {dotted: getattr(args, name, None) for name, dotted in _FLAGS.items()}
+    try:
+        settings = load_settings(flags=flags, config_file=args.config)
+    except SettingsError as exc:
+        print(f"tidal scaler: bad settings: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(serve(settings))
+    except (SettingsError, KubeConfigError) as exc:
+        print(f"tidal scaler: {exc}", file=sys.stderr)
+        return 2
+    return 0

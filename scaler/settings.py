@@ -1,0 +1,239 @@
+"""``tidal scaler`` settings: flags, then environment, then a YAML file.
+
+One pydantic-settings class with nested groups. Environment variables are
+``TIDAL_SCALER_<NAME>`` and ``TIDAL_SCALER_<GROUP>__<NAME>`` (for example
+``TIDAL_SCALER_LEADER__LEASE_DURATION_S=20``); the file given by ``--config``
+holds the same names as YAML (``leader: {lease_duration_s: 20}``). A flag
+beats the environment, which beats the file, which beats the default. Units
+are in the names; every field says its default and unit in ``--help``.
+
+Main decision, cross-field checks live in one validator whose messages name
+the key, the value got and what is allowed (leader timings must nest:
+retry period < renew deadline < lease duration).
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from scaler.signals.prometheus import GpuMetric
+
+__all__ = ["ScalerSettings", "SettingsError", "describe_settings", "load_settings"]
+
+ENV_PREFIX = "TIDAL_SCALER_"
+
+
+class SettingsError(ValueError):
+    """Settings that cannot be used; the message says which and why."""
+
+
+class KubeSettings(BaseModel):
+    kubeconfig: str | None = Field(
+        None, description="kubeconfig path (default: $KUBECONFIG, in-cluster, ~/.kube/config)"
+    )
+    context: str | None = Field(None, description="kubeconfig context (default: current)")
+    request_timeout_s: float = Field(10.0, gt=0, description="timeout of one API call, seconds")
+    watch_timeout_s: int = Field(
+        300, ge=10, description="server-side timeout of one watch stream, seconds"
+    )
+
+
+class LeaderSettings(BaseModel):
+    lease_name: str = Field("tidal-scaler", description="name of the Lease")
+    namespace: str | None = Field(
+        None,
+        description=(
+            "namespace of the Lease (default: own namespace, kubeconfig context's, or default)"
+        ),
+    )
+    lease_duration_s: float = Field(
+        15.0, gt=0, description="how long a Lease lasts unrenewed, seconds"
+    )
+    renew_deadline_s: float = Field(
+        10.0, gt=0, description="a leader that has not renewed for this long stops writing, seconds"
+    )
+    retry_period_s: float = Field(2.0, gt=0, description="time between election attempts, seconds")
+
+
+class ReportSettings(BaseModel):
+    drop_after_periods: float = Field(
+        3.0, gt=0, description="drop an activator silent for this many report periods"
+    )
+    fresh_within_periods: float = Field(
+        2.0, gt=0, description="reports older than this many periods make the view stale"
+    )
+    expect_for_s: float = Field(
+        300.0,
+        ge=0,
+        description=(
+            "after the last report, how long silence counts as unknown demand "
+            "rather than as no activators, seconds"
+        ),
+    )
+
+
+class ScrapeSettings(BaseModel):
+    enabled: bool = Field(True, description="scrape ready pods' /metrics")
+    interval_s: float = Field(2.0, gt=0, description="time between scrapes of every pod, seconds")
+    timeout_s: float = Field(1.0, gt=0, description="timeout of one pod scrape, seconds")
+    stale_after_s: float = Field(
+        6.0, gt=0, description="a pod's values older than this are stale, seconds"
+    )
+    max_concurrent: int = Field(64, ge=1, description="scrapes in flight at once")
+
+
+class PrometheusSettings(BaseModel):
+    url: str | None = Field(
+        None, description="Prometheus base URL for DCGM GPU utilization (unset: no GPU view)"
+    )
+    metric: GpuMetric = Field(
+        GpuMetric.DCGM_GPU_UTIL,
+        description="DCGM_FI_DEV_GPU_UTIL (percent) or DCGM_FI_PROF_GR_ENGINE_ACTIVE (fraction)",
+    )
+    pod_label: str = Field("pod", description="label naming the pod (often exported_pod)")
+    namespace_label: str = Field(
+        "namespace", description="label naming the namespace (often exported_namespace)"
+    )
+    interval_s: float = Field(5.0, gt=0, description="time between queries, seconds")
+    timeout_s: float = Field(2.0, gt=0, description="timeout of one query, seconds")
+    stale_after_s: float = Field(
+        15.0, gt=0, description="an answer older than this is stale, seconds"
+    )
+
+
+_FILE_DATA: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
+    "tidal_scaler_file_settings", default=None
+)
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    """The ``--config`` YAML file, lowest in precedence (read by :func:`load_settings`)."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return (_FILE_DATA.get() or {}).get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(_FILE_DATA.get() or {})
+
+
+class ScalerSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", validate_default=True
+    )
+
+    host: str = Field("0.0.0.0", description="address to listen on")
+    port: int = Field(
+        8090, ge=0, le=65535, description="port for /v1/* , /healthz, /readyz, /metrics"
+    )
+    token: SecretStr | None = Field(
+        None, description="bearer token required by POST /v1/stats and /v1/activate"
+    )
+    identity: str | None = Field(
+        None, description="this replica's name in the Lease (default: $POD_NAME, else host:pid)"
+    )
+    tick_interval_s: float = Field(2.0, gt=0, description="time between decisions, seconds")
+    fresh_within_s: float = Field(
+        5.0, gt=0, description="a signal sample older than this cannot lower the scale, seconds"
+    )
+    max_concurrent_writes: int = Field(16, ge=1, description="Kubernetes writes in flight at once")
+    log_level: str = Field("info", description="debug, info, warning or error")
+    kube: KubeSettings = Field(default_factory=KubeSettings)  # type: ignore[arg-type]
+    leader: LeaderSettings = Field(default_factory=LeaderSettings)  # type: ignore[arg-type]
+    reports: ReportSettings = Field(default_factory=ReportSettings)  # type: ignore[arg-type]
+    scrape: ScrapeSettings = Field(default_factory=ScrapeSettings)  # type: ignore[arg-type]
+    prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)  # type: ignore[arg-type]
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _FileSource(settings_cls))
+
+    @model_validator(mode="after")
+    def _check(self) -> ScalerSettings:
+        le = self.leader
+        if not le.retry_period_s < le.renew_deadline_s < le.lease_duration_s:
+            raise ValueError(
+                "leader: need retry_period_s < renew_deadline_s < lease_duration_s, got "
+                f"{le.retry_period_s} < {le.renew_deadline_s} < {le.lease_duration_s}"
+            )
+        if self.reports.fresh_within_periods > self.reports.drop_after_periods:
+            raise ValueError(
+                "reports: fresh_within_periods must be <= drop_after_periods, got "
+                f"{self.reports.fresh_within_periods} > {self.reports.drop_after_periods}"
+            )
+        if self.log_level.lower() not in ("debug", "info", "warning", "error"):
+            raise ValueError(
+                f"log_level: allowed debug, info, warning, error; got {self.log_level!r}"
+            )
+        return self
+
+
+def _deep_set(target: dict[str, Any], dotted: str, value: Any) -> None:
+    *groups, last = dotted.split(".")
+    for g in groups:
+        target = target.setdefault(g, {})
+    target[last] = value
+
+
+def load_settings(
+    *, flags: Mapping[str, Any] | None = None, config_file: str | Path | None = None
+) -> ScalerSettings:
+    """Settings from ``flags`` (dotted names for groups; ``None`` values are unset),
+    the environment and ``config_file``; :class:`SettingsError` when they are bad."""
+    file_data: Mapping[str, Any] = {}
+    if config_file is not None:
+        try:
+            loaded = yaml.safe_load(Path(config_file).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise SettingsError(f"--config {config_file}: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise SettingsError(f"--config {config_file}: expected a YAML mapping at the top")
+        file_data = loaded
+    init: dict[str, Any] = {}
+    for name, value in (flags or {}).items():
+        if value is not None:
+            _deep_set(init, name, value)
+    token = _FILE_DATA.set(file_data)
+    try:
+        return ScalerSettings(**init)
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        raise SettingsError(str(exc)) from exc
+    finally:
+        _FILE_DATA.reset(token)
+
+
+def _fields(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, FieldInfo]]:
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            yield from _fields(annotation, f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}", info
+
+
+def describe_settings() -> str:
+    """Every setting with its environment variable, default and meaning (for ``--help``)."""
+    lines = ["settings (flag > environment > --config YAML > default):"]
+    for dotted, info in _fields(ScalerSettings):
+        env = ENV_PREFIX + dotted.upper().replace(".", "__")
+        default = info.get_default(call_default_factory=True)
+        if isinstance(default, GpuMetric):
+            default = default.value
+        lines.append(f"  {dotted:34} {env}  (default: {default})")
+        if info.description:
+            lines.append(f"      {info.description}")
+    return "\n".join(lines)

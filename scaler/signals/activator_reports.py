@@ -1,0 +1,202 @@
+"""Activator reports: the activator view of demand (DESIGN §3 "Reporting", §4).
+
+Every activator posts its per-target counts every ``period_s`` (1 s). The
+store keeps only each activator's latest report, stamped with the time it
+*arrived* (the sender's clock is never trusted), and sums over activators
+when read: three activators each holding 2 requests for a target is 6.
+
+Main decision, silence: an activator that has not reported for three of its
+periods is dropped (it crashed or was scaled away; what it held died with
+it). While it is not yet dropped its last report still counts, but the view
+is only *fresh* when every counted activator reported within two periods.
+Once activators have been seen, their all going silent is not "zero load": the
+view stays expected (stale, zeros) for ``expect_for_s`` so that it blocks any
+scale-down instead of vanishing. If no activator has reported for that long,
+the view is absent (``None``), as in a deployment without activators.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from scaler.signals.base import SourceReading
+
+__all__ = ["ActivatorReport", "ActivatorReports", "ReportError", "TargetStats", "parse_report"]
+
+SOURCE = "activator"
+
+
+class ReportError(ValueError):
+    """A report body that does not have the shape of DESIGN §3."""
+
+
+@dataclass(frozen=True, slots=True)
+class TargetStats:
+    """One activator's counts for one target over one period."""
+
+    concurrency: float  # time-weighted mean of in_flight + buffered
+    in_flight: int
+    buffered: int
+    arrivals: int
+    pods: Mapping[str, int] = field(default_factory=dict)  # in-flight per replica
+
+
+@dataclass(frozen=True, slots=True)
+class ActivatorReport:
+    activator: str
+    period_s: float
+    targets: Mapping[str, TargetStats]
+
+
+def _number(value: object, where: str, *, integer: bool = False) -> float:
+    # bool is an int in Python; a JSON true is not a count.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ReportError(f"{where}: expected a number, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ReportError(f"{where}: expected a finite number >= 0, got {value!r}")
+    if integer and value != int(value):
+        raise ReportError(f"{where}: expected a whole number, got {value!r}")
+    return float(value)
+
+
+def _target_key(key: object) -> str:
+    if not isinstance(key, str) or key.count("/") != 1 or "" in key.split("/"):
+        raise ReportError(f"targets: keys must be 'namespace/name', got {key!r}")
+    return key
+
+
+def parse_report(payload: object, *, max_targets: int = 100_000) -> ActivatorReport:
+    """Validate a ``POST /v1/stats`` body; :class:`ReportError` says what is wrong."""
+    if not isinstance(payload, dict):
+        raise ReportError("body: expected a JSON object")
+    activator = payload.get("activator")
+    if not isinstance(activator, str) or not activator or len(activator) > 253:
+        raise ReportError(f"activator: expected a non-empty name (<= 253 chars), got {activator!r}")
+    period_s = _number(payload.get("period_s", 1.0), "period_s")
+    if not 0.05 <= period_s <= 60:
+        raise ReportError(f"period_s: expected 0.05..60 seconds, got {period_s!r}")
+    raw_targets = payload.get("targets", {})
+    if not isinstance(raw_targets, dict):
+        raise ReportError("targets: expected an object keyed by 'namespace/name'")
+    if len(raw_targets) > max_targets:
+        raise ReportError(f"targets: at most {max_targets} per report, got {len(raw_targets)}")
+    targets: dict[str, TargetStats] = {}
+    for raw_key, raw in raw_targets.items():
+        key = _target_key(raw_key)
+        if not isinstance(raw, dict):
+            raise ReportError(f"targets[{key}]: expected an object")
+        pods_raw = raw.get("pods", {})
+        if not isinstance(pods_raw, dict):
+            raise ReportError(f"targets[{key}].pods: expected an object of pod -> in-flight")
+        pods = {
+            str(pod): int(_number(n, f"targets[{key}].pods[{pod}]", integer=True))
+            for pod, n in pods_raw.items()
+        }
+        targets[key] = TargetStats(
+            concurrency=_number(raw.get("concurrency", 0), f"targets[{key}].concurrency"),
+            in_flight=int(
+                _number(raw.get("in_flight", 0), f"targets[{key}].in_flight", integer=True)
+            ),
+            buffered=int(_number(raw.get("buffered", 0), f"targets[{key}].buffered", integer=True)),
+            arrivals=int(_number(raw.get("arrivals", 0), f"targets[{key}].arrivals", integer=True)),
+            pods=pods,
+        )
+    return ActivatorReport(activator=activator, period_s=period_s, targets=targets)
+
+
+@dataclass(frozen=True, slots=True)
+class _Received:
+    report: ActivatorReport
+    arrived_at: float
+
+
+class ActivatorReports:
+    """Latest report per activator; summed per target when read."""
+
+    def __init__(
+        self,
+        *,
+        drop_after_periods: float = 3.0,
+        fresh_within_periods: float = 2.0,
+        expect_for_s: float = 300.0,
+        max_activators: int = 1000,
+    ) -> None:
+        if not 0 < fresh_within_periods <= drop_after_periods:
+            raise ValueError(
+                "fresh_within_periods must be > 0 and <= drop_after_periods, got "
+                f"{fresh_within_periods} and {drop_after_periods}"
+            )
+        self._drop_after_periods = drop_after_periods
+        self._fresh_within_periods = fresh_within_periods
+        self._expect_for_s = expect_for_s
+        self._max_activators = max_activators
+        self._latest: dict[str, _Received] = {}
+        self._last_arrival: float | None = None
+
+    @property
+    def name(self) -> str:
+        return SOURCE
+
+    def record(self, report: ActivatorReport, *, now: float) -> int:
+        """Keep ``report`` as its activator's latest; the number of activators reporting."""
+        self._expire(now)
+        if report.activator not in self._latest and len(self._latest) >= self._max_activators:
+            raise ReportError(f"too many activators reporting (limit {self._max_activators})")
+        self._latest[report.activator] = _Received(report, now)
+        self._last_arrival = now
+        return len(self._latest)
+
+    def reporting(self, *, now: float) -> int:
+        """How many activators count at ``now`` (not silent for three periods)."""
+        self._expire(now)
+        return len(self._latest)
+
+    def _expire(self, now: float) -> None:
+        dead = [
+            name
+            for name, got in self._latest.items()
+            if now - got.arrived_at > self._drop_after_periods * got.report.period_s
+        ]
+        for name in dead:
+            del self._latest[name]
+
+    def read(self, key: str, *, now: float) -> SourceReading | None:
+        self._expire(now)
+        if not self._latest:
+            if self._last_arrival is None or now - self._last_arrival > self._expect_for_s:
+                return None
+            # Activators were here and went silent: unknown, not zero.
+            return SourceReading(source=SOURCE, fresh=False, reporters=0)
+        concurrency = 0.0
+        in_flight = buffered = arrivals = 0
+        pods: dict[str, float] = {}
+        fresh = True
+        for got in self._latest.values():
+            if now - got.arrived_at > self._fresh_within_periods * got.report.period_s:
+                fresh = False
+            stats = got.report.targets.get(key)
+            if stats is None:  # this activator saw nothing of the target: zero
+                continue
+            concurrency += stats.concurrency
+            in_flight += stats.in_flight
+            buffered += stats.buffered
+            arrivals += stats.arrivals
+            for pod, n in stats.pods.items():
+                pods[pod] = pods.get(pod, 0.0) + n
+        return SourceReading(
+            source=SOURCE,
+            fresh=fresh,
+            reporters=len(self._latest),
+            concurrency=concurrency,
+            queue_depth=float(buffered),
+            busy=concurrency > 0 or in_flight > 0 or buffered > 0,
+            pod_load=pods,
+            observed={
+                "activator_concurrency": concurrency,
+                "activator_in_flight": float(in_flight),
+                "activator_buffered": float(buffered),
+                "activator_arrivals": float(arrivals),
+            },
+        )

@@ -1,0 +1,98 @@
+"""Readings from every source -> the policy's signals for one target (DESIGN §4).
+
+- **concurrency** = max(activator concurrency, server running + waiting).
+  Never the sum: a request the activator forwarded is running on a server, and
+  adding both views would count it twice. The larger view wins because each
+  can miss requests the other sees (the activator misses traffic that bypasses
+  it; the servers miss requests still held in the activator).
+- **queue depth** = activator buffered + server waiting (Triton: pending): those
+  are different requests (held before a replica, queued inside one).
+- **KV cache utilization**: the server view; **GPU utilization**: Prometheus
+  (DCGM) when configured, else the server view (Triton's ``nv_gpu_utilization``).
+
+Main decision, freshness: a signal is *complete* only when every source that
+contributes to it is fresh. The value is still recorded when some contributor
+is stale (it can raise the scale), but the controller marks the reading not
+fresh so the policy never lowers on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from scaler.policy.api import Demand, SignalKind
+from scaler.signals.base import SourceReading
+
+__all__ = ["CombinedSignals", "combine"]
+
+ACTIVATOR = "activator"
+SCRAPE = "scrape"
+PROMETHEUS = "prometheus"
+
+
+@dataclass(frozen=True, slots=True)
+class CombinedSignals:
+    values: Mapping[SignalKind, float]  # what to record now; kinds with no data are absent
+    complete: Mapping[SignalKind, bool]  # every contributor fresh
+    demand: Demand
+    activators: int = 0  # activators reporting
+    pod_load: Mapping[str, float] = field(
+        default_factory=dict
+    )  # pod -> requests, for deletion cost
+    observed: Mapping[str, float] = field(default_factory=dict)  # raw values, named with units
+
+
+def _merge(
+    contributors: list[SourceReading], value: list[float | None]
+) -> tuple[list[float], bool]:
+    present = [v for v in value if v is not None]
+    return present, all(r.fresh for r in contributors)
+
+
+def combine(readings: Mapping[str, SourceReading | None]) -> CombinedSignals:
+    """Combine the readings of one target (keyed by source name, ``None``: not expected)."""
+    act = readings.get(ACTIVATOR)
+    scrape = readings.get(SCRAPE)
+    prom = readings.get(PROMETHEUS)
+    values: dict[SignalKind, float] = {}
+    complete: dict[SignalKind, bool] = {}
+
+    counted = [r for r in (act, scrape) if r is not None]
+    conc, conc_ok = _merge(counted, [r.concurrency for r in counted])
+    if conc:
+        values[SignalKind.CONCURRENCY] = max(conc)
+    complete[SignalKind.CONCURRENCY] = conc_ok and len(conc) == len(counted) and bool(counted)
+    queue, queue_ok = _merge(counted, [r.queue_depth for r in counted])
+    if queue:
+        values[SignalKind.QUEUE_DEPTH] = sum(queue)
+    complete[SignalKind.QUEUE_DEPTH] = queue_ok and len(queue) == len(counted) and bool(counted)
+
+    if scrape is not None and scrape.kv_cache_utilization is not None:
+        values[SignalKind.KV_CACHE_UTILIZATION] = scrape.kv_cache_utilization
+    complete[SignalKind.KV_CACHE_UTILIZATION] = scrape is not None and scrape.fresh
+
+    gpu_source = prom if prom is not None else scrape
+    if gpu_source is not None and gpu_source.gpu_utilization is not None:
+        values[SignalKind.GPU_UTILIZATION] = gpu_source.gpu_utilization
+    complete[SignalKind.GPU_UTILIZATION] = gpu_source is not None and gpu_source.fresh
+
+    present = [r for r in (act, scrape, prom) if r is not None]
+    pod_load: dict[str, float] = {}
+    observed: dict[str, float] = {}
+    for r in present:
+        observed.update(r.observed)
+        for pod, load in r.pod_load.items():
+            pod_load[pod] = max(load, pod_load.get(pod, 0.0))
+    demand = Demand(
+        busy=any(r.busy for r in present),
+        all_sources_fresh=bool(present) and all(r.fresh for r in present),
+    )
+    return CombinedSignals(
+        values=values,
+        complete=complete,
+        demand=demand,
+        activators=act.reporters if act is not None else 0,
+        pod_load=pod_load,
+        observed=observed,
+    )

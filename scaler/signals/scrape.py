@@ -1,0 +1,276 @@
+"""The server view: scrape each ready pod's ``/metrics`` (DESIGN §4).
+
+Per engine, from each pod's Prometheus text:
+
+- vLLM: ``vllm:num_requests_running``, ``vllm:num_requests_waiting`` (summed
+  over the pod's series), ``vllm:kv_cache_usage_perc`` (0..1, mean over
+  series; older vLLM says ``vllm:gpu_cache_usage_perc``);
+- Triton: ``nv_inference_pending_request_count`` (summed over models),
+  ``nv_gpu_utilization`` (0..1, mean over GPUs), and the rate of
+  ``nv_inference_queue_duration_us`` over the rate of
+  ``nv_inference_compute_infer_duration_us``: both are counters, so the ratio
+  is taken between two successful scrapes of the same pod (a counter that went
+  down means the server restarted; that pair is skipped).
+
+Main decision, failures: a scrape that times out, is refused or does not
+parse leaves the pod's last good values in place but marks the pod stale once
+they are older than ``stale_after_s``; a stale pod makes the whole view not
+fresh. Its last values still count (they can raise the scale) but nothing is
+ever read as zero because a pod did not answer. Scrapes run at most
+``max_concurrent`` at a time, each bounded by ``timeout_s`` and a body-size
+limit, so a thousand pods cannot exhaust sockets or memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from scaler.signals.base import PodEndpoint, SourceReading, TargetPods
+
+__all__ = ["PodMetrics", "PodScraper", "ScrapeError", "parse_pod_metrics"]
+
+log = logging.getLogger(__name__)
+SOURCE = "scrape"
+
+VLLM_RUNNING = "vllm:num_requests_running"
+VLLM_WAITING = "vllm:num_requests_waiting"
+VLLM_KV_CACHE = "vllm:kv_cache_usage_perc"
+VLLM_KV_CACHE_OLD = "vllm:gpu_cache_usage_perc"
+TRITON_PENDING = "nv_inference_pending_request_count"
+TRITON_QUEUE_US = "nv_inference_queue_duration_us"
+TRITON_COMPUTE_US = "nv_inference_compute_infer_duration_us"
+TRITON_GPU_UTIL = "nv_gpu_utilization"
+
+ENGINES = ("vllm", "triton")
+
+
+class ScrapeError(Exception):
+    """A pod's metrics could not be fetched or read."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodMetrics:
+    """One successful scrape of one pod, in the units of DESIGN §4."""
+
+    running: float = 0.0
+    waiting: float = 0.0  # vLLM waiting, or Triton pending
+    kv_cache_utilization: float | None = None  # 0..1
+    gpu_utilization: float | None = None  # 0..1
+    queue_us_total: float | None = None  # Triton counters, for rates
+    compute_us_total: float | None = None
+    queue_to_compute_ratio: float | None = None  # filled in from two scrapes
+
+
+def _collect(text: str) -> dict[str, list[float]]:
+    values: dict[str, list[float]] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                name = sample.name
+                # The parser names counter samples ``<family>_total`` even when the
+                # text says ``nv_inference_queue_duration_us``: index by family too.
+                if family.type == "counter" and name == family.name + "_total":
+                    name = family.name
+                elif family.type == "counter" and name == family.name + "_created":
+                    continue
+                values.setdefault(name, []).append(float(sample.value))
+    except ValueError as exc:  # prometheus_client raises ValueError on bad text
+        raise ScrapeError(f"unparseable metrics text: {exc}") from exc
+    return values
+
+
+def _mean(xs: Iterable[float]) -> float | None:
+    got = list(xs)
+    return sum(got) / len(got) if got else None
+
+
+def parse_pod_metrics(text: str, *, engine: str) -> PodMetrics:
+    """Read the DESIGN §4 series for ``engine`` out of Prometheus text.
+
+    A vLLM pod that exposes neither running nor waiting is not a vLLM pod we
+    can read: :class:`ScrapeError`, so it is stale rather than idle.
+    """
+    values = _collect(text)
+    if engine == "vllm":
+        if VLLM_RUNNING not in values and VLLM_WAITING not in values:
+            raise ScrapeError(f"no {VLLM_RUNNING} or {VLLM_WAITING} in the pod's metrics")
+        kv = values.get(VLLM_KV_CACHE) or values.get(VLLM_KV_CACHE_OLD) or []
+        return PodMetrics(
+            running=sum(values.get(VLLM_RUNNING, [])),
+            waiting=sum(values.get(VLLM_WAITING, [])),
+            kv_cache_utilization=_mean(kv),
+        )
+    if engine == "triton":
+        if TRITON_PENDING not in values:
+            raise ScrapeError(f"no {TRITON_PENDING} in the pod's metrics")
+        queue = values.get(TRITON_QUEUE_US)
+        compute = values.get(TRITON_COMPUTE_US)
+        return PodMetrics(
+            waiting=sum(values[TRITON_PENDING]),
+            gpu_utilization=_mean(values.get(TRITON_GPU_UTIL, [])),
+            queue_us_total=sum(queue) if queue is not None else None,
+            compute_us_total=sum(compute) if compute is not None else None,
+        )
+    raise ScrapeError(f"engine {engine!r} has no metrics to scrape; allowed: {', '.join(ENGINES)}")
+
+
+def _with_rates(previous: PodMetrics | None, current: PodMetrics) -> PodMetrics:
+    if (
+        previous is None
+        or previous.queue_us_total is None
+        or previous.compute_us_total is None
+        or current.queue_us_total is None
+        or current.compute_us_total is None
+    ):
+        return current
+    d_queue = current.queue_us_total - previous.queue_us_total
+    d_compute = current.compute_us_total - previous.compute_us_total
+    if d_queue < 0 or d_compute < 0:  # counters went back: the server restarted
+        return current
+    if d_compute == 0:
+        # No work finished between scrapes: keep the last ratio, if any.
+        return replace(current, queue_to_compute_ratio=previous.queue_to_compute_ratio)
+    return replace(current, queue_to_compute_ratio=d_queue / d_compute)
+
+
+@dataclass(slots=True)
+class _PodState:
+    last: PodMetrics | None = None
+    last_ok_at: float | None = None
+    last_error: str | None = None
+
+
+@dataclass(slots=True)
+class _TargetState:
+    engine: str
+    pods: dict[str, _PodState]
+
+
+class PodScraper:
+    """Scrapes ready pods and answers reads from what it last got."""
+
+    def __init__(
+        self,
+        *,
+        session: aiohttp.ClientSession,
+        timeout_s: float = 1.0,
+        stale_after_s: float = 6.0,
+        max_concurrent: int = 64,
+        max_body_bytes: int = 4 * 1024 * 1024,
+    ) -> None:
+        if timeout_s <= 0 or stale_after_s <= 0 or max_concurrent < 1:
+            raise ValueError(
+                "timeout_s and stale_after_s must be > 0 and max_concurrent >= 1, got "
+                f"{timeout_s}, {stale_after_s}, {max_concurrent}"
+            )
+        self._session = session
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._stale_after_s = stale_after_s
+        self._limit = asyncio.Semaphore(max_concurrent)
+        self._max_body_bytes = max_body_bytes
+        self._targets: dict[str, _TargetState] = {}
+
+    @property
+    def name(self) -> str:
+        return SOURCE
+
+    async def _fetch(self, pod: PodEndpoint, engine: str) -> PodMetrics:
+        host = f"[{pod.ip}]" if ":" in pod.ip else pod.ip
+        url = f"http://{host}:{pod.metrics_port}/metrics"
+        async with self._limit:
+            try:
+                async with self._session.get(url, timeout=self._timeout) as resp:
+                    if resp.status != 200:
+                        raise ScrapeError(f"GET {url}: HTTP {resp.status}")
+                    body = await resp.content.read(self._max_body_bytes + 1)
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                raise ScrapeError(f"GET {url}: {type(exc).__name__}: {exc}") from exc
+        if len(body) > self._max_body_bytes:
+            raise ScrapeError(f"GET {url}: body over {self._max_body_bytes} bytes")
+        return parse_pod_metrics(body.decode("utf-8", "replace"), engine=engine)
+
+    async def _scrape(self, state: _PodState, pod: PodEndpoint, engine: str, now: float) -> None:
+        try:
+            got = await self._fetch(pod, engine)
+        except ScrapeError as exc:
+            if state.last_error != str(exc):
+                log.info("scrape of pod %s failed: %s", pod.name, exc)
+            state.last_error = str(exc)
+            return
+        state.last = _with_rates(state.last, got)
+        state.last_ok_at = now
+        state.last_error = None
+
+    async def refresh(self, targets: Sequence[TargetPods], *, now: float) -> None:
+        jobs = []
+        seen: dict[str, _TargetState] = {}
+        for target in targets:
+            old = self._targets.get(target.key)
+            pods: dict[str, _PodState] = {}
+            for pod in target.pods:
+                state = old.pods.get(pod.name) if old is not None else None
+                pods[pod.name] = state if state is not None else _PodState()
+                if target.engine in ENGINES:
+                    jobs.append(self._scrape(pods[pod.name], pod, target.engine, now))
+            seen[target.key] = _TargetState(engine=target.engine, pods=pods)
+        # Forget targets and pods no longer listed (gone or no longer ready).
+        self._targets = seen
+        await asyncio.gather(*jobs)
+
+    def read(self, key: str, *, now: float) -> SourceReading | None:
+        target = self._targets.get(key)
+        if target is None:
+            # Never refreshed: we know nothing yet, which is not "idle".
+            return SourceReading(source=SOURCE, fresh=False, reporters=0)
+        if target.engine not in ENGINES:
+            return None
+        fresh = True
+        reporters = 0
+        running = waiting = 0.0
+        kv: list[float] = []
+        gpu: list[float] = []
+        ratios: list[float] = []
+        load: dict[str, float] = {}
+        for name, pod in target.pods.items():
+            if pod.last_ok_at is None or now - pod.last_ok_at > self._stale_after_s:
+                fresh = False
+            m = pod.last
+            if m is None:
+                continue
+            reporters += 1
+            running += m.running
+            waiting += m.waiting
+            load[name] = m.running + m.waiting
+            if m.kv_cache_utilization is not None:
+                kv.append(m.kv_cache_utilization)
+            if m.gpu_utilization is not None:
+                gpu.append(m.gpu_utilization)
+            if m.queue_to_compute_ratio is not None:
+                ratios.append(m.queue_to_compute_ratio)
+        has_data = reporters > 0 or not target.pods
+        observed = {"server_running": running, "server_waiting": waiting} if has_data else {}
+        kv_mean, gpu_mean, ratio_mean = _mean(kv), _mean(gpu), _mean(ratios)
+        if kv_mean is not None:
+            observed["server_kv_cache_utilization"] = kv_mean
+        if gpu_mean is not None:
+            observed["server_gpu_utilization"] = gpu_mean
+        if ratio_mean is not None:
+            observed["server_queue_to_compute_ratio"] = ratio_mean
+        return SourceReading(
+            source=SOURCE,
+            fresh=fresh,
+            reporters=reporters,
+            concurrency=running + waiting if has_data else None,
+            queue_depth=waiting if has_data else None,
+            busy=running + waiting > 0,
+            kv_cache_utilization=kv_mean,
+            gpu_utilization=gpu_mean,
+            pod_load=load,
+            observed=observed,
+        )

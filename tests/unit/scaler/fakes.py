@@ -1,0 +1,153 @@
+"""Fakes for the scaler's seams: cluster view, scale target, events, leader, sources, ticker.
+
+Each records what was done to it so that tests assert on calls, and can be told
+to fail (``fail_with``) the way the API server would during an outage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field, replace
+
+from scaler.kube.errors import KubeError
+from scaler.kube.types import DeploymentInfo, LabelSelector, PodInfo, TargetSnapshot
+from scaler.signals.base import SourceReading
+
+
+def deployment(
+    name: str = "llama",
+    namespace: str = "default",
+    *,
+    replicas: int = 0,
+    ready: int | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> DeploymentInfo:
+    return DeploymentInfo(
+        namespace=namespace,
+        name=name,
+        uid=f"uid-{name}",
+        annotations=dict(annotations or {}),
+        spec_replicas=replicas,
+        ready_replicas=replicas if ready is None else ready,
+        selector=LabelSelector(match_labels={"app": name}),
+    )
+
+
+def pod(name: str, *, app: str = "llama", ip: str = "10.0.0.1", cost: int | None = None) -> PodInfo:
+    return PodInfo(
+        namespace="default",
+        name=name,
+        labels={"app": app},
+        ip=ip,
+        ready=True,
+        terminating=False,
+        deletion_cost=cost,
+    )
+
+
+class FakeCluster:
+    def __init__(self, *snapshots: TargetSnapshot, synced: bool = True) -> None:
+        self.snapshots = {s.deployment.key: s for s in snapshots}
+        self.synced = synced
+
+    def targets(self) -> Mapping[str, TargetSnapshot]:
+        return self.snapshots
+
+    def put(self, d: DeploymentInfo, pods: tuple[PodInfo, ...] = ()) -> None:
+        self.snapshots[d.key] = TargetSnapshot(deployment=d, pods=pods)
+
+    def set_replicas(self, key: str, replicas: int, *, ready: int | None = None) -> None:
+        snap = self.snapshots[key]
+        d = replace(
+            snap.deployment,
+            spec_replicas=replicas,
+            ready_replicas=replicas if ready is None else ready,
+        )
+        self.snapshots[key] = replace(snap, deployment=d)
+
+
+@dataclass
+class FakeScaleTarget:
+    """Applies scale writes to a :class:`FakeCluster` (readiness follows at once unless told)."""
+
+    cluster: FakeCluster
+    ready_follows: bool = True
+    fail_with: KubeError | None = None
+    scales: list[tuple[str, int]] = field(default_factory=list)
+    costs: list[tuple[str, dict[str, int]]] = field(default_factory=list)
+    statuses: list[tuple[str, str]] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)
+
+    async def scale(self, namespace: str, name: str, replicas: int) -> int:
+        self.calls.append("scale")
+        if self.fail_with is not None:
+            raise self.fail_with
+        key = f"{namespace}/{name}"
+        before = self.cluster.snapshots[key].deployment.spec_replicas
+        self.scales.append((key, replicas))
+        ready = (
+            None if self.ready_follows else self.cluster.snapshots[key].deployment.ready_replicas
+        )
+        self.cluster.set_replicas(key, replicas, ready=ready)
+        return before
+
+    async def set_deletion_costs(self, namespace: str, costs: Mapping[str, int]) -> None:
+        self.calls.append("costs")
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.costs.append((namespace, dict(costs)))
+
+    async def write_status(self, namespace: str, name: str, status_json: str) -> None:
+        self.calls.append("status")
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.statuses.append((f"{namespace}/{name}", status_json))
+
+
+@dataclass
+class FakeEvents:
+    events: list[tuple[str, str, str, bool]] = field(default_factory=list)
+
+    async def emit(
+        self, target: DeploymentInfo, *, reason: str, message: str, warning: bool = False
+    ) -> None:
+        self.events.append((target.key, reason, message, warning))
+
+    def reasons(self) -> list[str]:
+        return [e[1] for e in self.events]
+
+
+@dataclass
+class FakeLeader:
+    is_leader: bool = True
+    identity: str = "test-scaler"
+
+
+class FakeSource:
+    """A demand source whose readings the test sets per target."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self.readings: dict[str, SourceReading | None] = {}
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def read(self, key: str, *, now: float) -> SourceReading | None:
+        return self.readings.get(key)
+
+
+class ManualTicker:
+    """Ticks only when the test pushes a time."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[float] = asyncio.Queue()
+
+    def push(self, now: float) -> None:
+        self._queue.put_nowait(now)
+
+    async def __aiter__(self) -> AsyncIterator[float]:
+        while True:
+            yield await self._queue.get()

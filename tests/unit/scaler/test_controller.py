@@ -1,0 +1,451 @@
+"""The controller with fakes at every seam and the real pure policy (or a scripted one).
+
+Covers:
+- an activation wakes a target at zero to initial-scale within that call
+  (one /scale write, an ``Activated`` Event, the status annotation);
+- a follower (not the Lease holder) decides and serves views but never writes;
+- a bad annotation: one ``InvalidAnnotation`` Warning Event, no scale write,
+  until the annotations change; and unsupported signal/engine combinations;
+- an API outage (every write fails) neither raises nor stops later writes;
+- stale or missing data never scales down or to zero, while fresh idleness
+  reaches zero after the grace period (``ScaledToZero``, no deletion costs);
+- pod-deletion-cost is written on the idlest pods before a scale-down;
+- the status annotation is written only when its discrete content changes;
+- a signal recorded from a partial view (one source stale) reaches the policy
+  as not fresh; concurrency is max(activator, server), not their sum;
+- the loop runs on an injected ticker; nothing is decided before the
+  Deployments have synced; unknown targets are refused on activation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from scaler.controller import Controller, ControllerSettings, InvalidTargetConfig, Windows
+from scaler.kube.errors import ApiUnavailable
+from scaler.metrics import Metrics
+from scaler.policy.api import (
+    Decision,
+    Mode,
+    Observation,
+    Reason,
+    ScalingConfig,
+    SignalKind,
+    SignalReading,
+)
+from scaler.policy_adapter import PurePolicy
+from scaler.signals.base import SourceReading
+from tests.unit.scaler.fakes import (
+    FakeCluster,
+    FakeEvents,
+    FakeLeader,
+    FakeScaleTarget,
+    FakeSource,
+    ManualTicker,
+    deployment,
+    pod,
+)
+
+KEY = "default/llama"
+
+
+def idle(source: str, *, fresh: bool = True) -> SourceReading:
+    return SourceReading(
+        source=source, fresh=fresh, reporters=1, concurrency=0.0, queue_depth=0.0, busy=False
+    )
+
+
+def loaded(
+    source: str, concurrency: float, *, fresh: bool = True, buffered: float = 0.0
+) -> SourceReading:
+    return SourceReading(
+        source=source,
+        fresh=fresh,
+        reporters=1,
+        concurrency=concurrency,
+        queue_depth=buffered,
+        busy=concurrency > 0 or buffered > 0,
+    )
+
+
+class World:
+    def __init__(
+        self,
+        *,
+        replicas: int = 0,
+        annotations: Mapping[str, str] | None = None,
+        leader: bool = True,
+        policy: object | None = None,
+        settings: ControllerSettings | None = None,
+    ) -> None:
+        self.cluster = FakeCluster()
+        self.cluster.put(deployment(replicas=replicas, annotations=annotations))
+        self.scale = FakeScaleTarget(self.cluster)
+        self.events = FakeEvents()
+        self.leader = FakeLeader(is_leader=leader)
+        self.activator = FakeSource("activator")
+        self.scrape = FakeSource("scrape")
+        self.metrics = Metrics(CollectorRegistry())
+        self.now = 1000.0
+        self.controller = Controller(
+            cluster=self.cluster,
+            policy=policy or PurePolicy(),  # type: ignore[arg-type]
+            sources=[self.activator, self.scrape],
+            scale_target=self.scale,
+            events=self.events,
+            leader=self.leader,
+            metrics=self.metrics,
+            clock=lambda: self.now,
+            settings=settings,
+            wall_time=lambda: f"t={self.now:.0f}",
+        )
+
+    def set(self, activator: SourceReading | None, scrape: SourceReading | None) -> None:
+        self.activator.readings[KEY] = activator
+        self.scrape.readings[KEY] = scrape
+
+    async def run_for(self, seconds: float, step_s: float = 2.0) -> None:
+        end = self.now + seconds
+        while self.now < end:
+            self.now += step_s
+            await self.controller.tick(self.now)
+
+    def replicas(self) -> int:
+        return self.cluster.snapshots[KEY].deployment.spec_replicas
+
+
+async def test_activation_wakes_from_zero_within_the_call() -> None:
+    w = World(replicas=0)
+    w.set(loaded("activator", 0.0, buffered=1.0), idle("scrape"))
+    assert await w.controller.activate(KEY, now=w.now)
+    assert w.scale.scales == [(KEY, 1)]
+    assert w.events.reasons() == ["Activated"]
+    status = json.loads(w.scale.statuses[-1][1])
+    assert status["desired"] == 1
+    assert status["reason"] == "Activated"
+    assert status["mode"] == "stable"
+
+
+async def test_follower_decides_but_never_writes() -> None:
+    w = World(replicas=0, leader=False)
+    w.set(loaded("activator", 0.0, buffered=1.0), idle("scrape"))
+    assert await w.controller.activate(KEY, now=w.now)
+    await w.run_for(10)
+    assert w.scale.calls == []
+    assert w.events.events == []
+    [view] = w.controller.views()
+    assert view["desired"] == 1
+    assert view["reason"] == "Activated"
+
+
+async def test_bad_annotation_reported_once_and_scale_left_alone() -> None:
+    bad = {"autoscaling.tidal.dev/max-scale": "0", "autoscaling.tidal.dev/window": "2s"}
+    w = World(replicas=3, annotations=bad)
+    w.set(loaded("activator", 200.0), idle("scrape"))
+    await w.run_for(10)
+    assert w.scale.calls == []
+    [(key, reason, message, warning)] = w.events.events
+    assert (key, reason, warning) == (KEY, "InvalidAnnotation", True)
+    assert "autoscaling.tidal.dev/max-scale" in message
+    assert '"0"' in message
+    assert "autoscaling.tidal.dev/window" in message  # every bad key, not just the first
+    # Fixed: the target is managed again.
+    w.cluster.put(deployment(replicas=3, annotations={}))
+    await w.run_for(4)
+    assert w.scale.scales
+    assert w.scale.scales[-1][1] > 3
+
+
+@pytest.mark.parametrize(
+    ("annotations", "prometheus", "fragment"),
+    [
+        pytest.param(
+            {"autoscaling.tidal.dev/target-gpu-utilization": "70"},
+            False,
+            "target-gpu-utilization",
+            id="gpu-without-prometheus-on-vllm",
+        ),
+        pytest.param(
+            {
+                "autoscaling.tidal.dev/engine": "triton",
+                "autoscaling.tidal.dev/target-kv-cache-utilization": "80",
+            },
+            True,
+            "target-kv-cache-utilization",
+            id="kv-cache-on-triton",
+        ),
+    ],
+)
+async def test_unsupported_signal_for_setup_is_invalid(
+    annotations: dict[str, str], prometheus: bool, fragment: str
+) -> None:
+    w = World(
+        replicas=1,
+        annotations=annotations,
+        settings=ControllerSettings(prometheus_configured=prometheus),
+    )
+    w.set(idle("activator"), idle("scrape"))
+    await w.run_for(2)
+    [(_, reason, message, _)] = w.events.events
+    assert reason == "InvalidAnnotation"
+    assert fragment in message
+    assert "allowed" in message
+    assert "scale" not in w.scale.calls
+
+
+async def test_gpu_target_with_prometheus_is_valid() -> None:
+    w = World(
+        replicas=1,
+        annotations={"autoscaling.tidal.dev/target-gpu-utilization": "70"},
+        settings=ControllerSettings(prometheus_configured=True),
+    )
+    w.set(idle("activator"), idle("scrape"))
+    await w.run_for(2)
+    assert w.events.events == []
+
+
+async def test_api_outage_does_not_crash_and_writes_resume() -> None:
+    w = World(replicas=1)
+    w.scale.fail_with = ApiUnavailable("API server down")
+    w.set(loaded("activator", 64.0), loaded("scrape", 64.0))
+    await w.run_for(10)  # every write fails; no exception escapes
+    assert w.replicas() == 1
+    failures = w.metrics.registry.get_sample_value(
+        "tidal_scaler_write_failures_total", {"target": KEY}
+    )
+    assert failures is not None
+    assert failures >= 1
+    w.scale.fail_with = None
+    await w.run_for(2)
+    assert w.replicas() >= 4  # 64 concurrent / 16 per replica
+
+
+@pytest.mark.parametrize(
+    ("activator", "scrape"),
+    [
+        pytest.param(None, None, id="no-sources-at-all"),
+        pytest.param(idle("activator", fresh=False), idle("scrape"), id="activator-stale"),
+        pytest.param(idle("activator"), idle("scrape", fresh=False), id="scrape-stale"),
+        pytest.param(
+            SourceReading(source="activator", fresh=False, reporters=0),
+            SourceReading(source="scrape", fresh=False, reporters=0),
+            id="both-silent",
+        ),
+    ],
+)
+async def test_missing_or_stale_data_never_lowers(
+    activator: SourceReading | None, scrape: SourceReading | None
+) -> None:
+    w = World(replicas=2)
+    w.set(activator, scrape)
+    await w.run_for(900)  # three grace periods
+    assert w.scale.scales == []
+    assert w.replicas() == 2
+
+
+async def test_fresh_idleness_reaches_zero_after_grace() -> None:
+    w = World(replicas=2)
+    w.set(idle("activator"), idle("scrape"))
+    await w.run_for(200)
+    assert 0 not in [r for _, r in w.scale.scales]  # grace period (5m) not over
+    await w.run_for(400)
+    assert w.replicas() == 0
+    assert w.events.reasons()[-1] == "ScaledToZero"
+    assert w.scale.costs == []  # going to zero ranks nothing
+
+
+class ScriptedPolicy:
+    """Returns the desired count the test sets; records observations."""
+
+    def __init__(self) -> None:
+        self.desired = 1
+        self.mode = Mode.STABLE
+        self.observations: list[Observation] = []
+
+    def parse(self, annotations: Mapping[str, str]) -> ScalingConfig:
+        if annotations.get("bad"):
+            raise InvalidTargetConfig('bad: "yes" is not allowed; allowed: nothing')
+        return ScalingConfig()
+
+    def new_windows(self, config: ScalingConfig) -> Windows:
+        return LastValueWindows()
+
+    def initial_state(self, now: float) -> object:
+        return None
+
+    def decide(
+        self, *, config: ScalingConfig, observation: Observation, state: object, now: float
+    ) -> tuple[Decision, object]:
+        self.observations.append(observation)
+        reason = Reason.STEADY
+        if self.desired > observation.spec_replicas:
+            reason = Reason.SCALED_UP
+        elif self.desired < observation.spec_replicas:
+            reason = Reason.SCALED_DOWN
+        return Decision(desired=self.desired, reason=reason, mode=self.mode), state
+
+
+class LastValueWindows:
+    def __init__(self) -> None:
+        self.values: dict[SignalKind, tuple[float, float]] = {}
+
+    def record(self, kind: SignalKind, value: float, now: float) -> None:
+        self.values[kind] = (value, now)
+
+    def reading(
+        self,
+        kind: SignalKind,
+        now: float,
+        *,
+        stable_window_s: float,
+        panic_window_s: float,
+        fresh_within_s: float,
+    ) -> SignalReading:
+        got = self.values.get(kind)
+        if got is None:
+            return SignalReading(stable=None, panic=None, fresh=False)
+        return SignalReading(stable=got[0], panic=got[0], fresh=now - got[1] <= fresh_within_s)
+
+
+async def test_deletion_cost_on_idlest_pods_before_scale_down() -> None:
+    policy = ScriptedPolicy()
+    w = World(replicas=3, policy=policy)
+    pods = (pod("p1", ip="10.0.0.1"), pod("p2", ip="10.0.0.2", cost=0), pod("p3", ip="10.0.0.3"))
+    w.cluster.put(deployment(replicas=3), pods)
+    w.activator.readings[KEY] = SourceReading(
+        source="activator",
+        fresh=True,
+        reporters=1,
+        concurrency=7.0,
+        pod_load={"p1": 5.0, "10.0.0.3:8000": 2.0},
+    )
+    w.scrape.readings[KEY] = SourceReading(
+        source="scrape", fresh=True, reporters=3, concurrency=7.0, pod_load={"p1": 4.0, "p2": 0.0}
+    )
+    policy.desired = 2
+    await w.run_for(2)
+    assert w.scale.calls[:2] == ["costs", "scale"]  # ranked before the scale-down
+    # p2 already has cost 0: not rewritten; p1 busiest (max of views), p3 by ip:port.
+    assert w.scale.costs == [("default", {"p1": 5, "p3": 2})]
+    assert w.events.reasons() == ["ScaledDown"]
+
+
+async def test_status_written_only_on_change() -> None:
+    policy = ScriptedPolicy()
+    w = World(replicas=1, policy=policy)
+    w.set(idle("activator"), idle("scrape"))
+    await w.run_for(20)
+    assert len(w.scale.statuses) == 1  # first decision: no status yet, write it
+    policy.mode = Mode.PANIC
+    await w.run_for(6)
+    assert len(w.scale.statuses) == 2
+    policy.desired = 3
+    await w.run_for(6)
+    assert len(w.scale.statuses) == 3
+    last = json.loads(w.scale.statuses[-1][1])
+    assert last == {
+        "desired": 3,
+        "mode": "panic",
+        "onDemand": 3,
+        "spot": 0,
+        "reason": "ScaledUp",
+        "lastChangeTime": last["lastChangeTime"],
+    }
+    assert w.events.reasons() == ["ScaledUp"]
+
+
+async def test_existing_status_is_not_rewritten_after_restart() -> None:
+    policy = ScriptedPolicy()
+    status = {
+        "desired": 1,
+        "mode": "stable",
+        "onDemand": 1,
+        "spot": 0,
+        "reason": "ScaledUp",
+        "lastChangeTime": "earlier",
+    }
+    w = World(
+        replicas=1, policy=policy, annotations={"autoscaling.tidal.dev/status": json.dumps(status)}
+    )
+    w.set(idle("activator"), idle("scrape"))
+    await w.run_for(10)
+    assert w.scale.statuses == []
+
+
+@pytest.mark.parametrize(
+    ("activator", "scrape", "value", "fresh"),
+    [
+        pytest.param(loaded("activator", 3.0), loaded("scrape", 5.0), 5.0, True, id="max-not-sum"),
+        pytest.param(
+            loaded("activator", 9.0), loaded("scrape", 5.0), 9.0, True, id="activator-larger"
+        ),
+        pytest.param(
+            loaded("activator", 3.0),
+            loaded("scrape", 5.0, fresh=False),
+            5.0,
+            False,
+            id="server-stale-marks-not-fresh",
+        ),
+        pytest.param(loaded("activator", 3.0), None, 3.0, True, id="generic-engine-activator-only"),
+    ],
+)
+async def test_combined_concurrency_reaches_policy(
+    activator: SourceReading, scrape: SourceReading | None, value: float, fresh: bool
+) -> None:
+    policy = ScriptedPolicy()
+    w = World(replicas=1, policy=policy)
+    w.set(activator, scrape)
+    await w.run_for(2)
+    reading = policy.observations[-1].signals[SignalKind.CONCURRENCY]
+    assert reading.stable == value
+    assert reading.fresh is fresh
+
+
+async def test_nothing_decided_before_sync_and_unknown_target_refused() -> None:
+    policy = ScriptedPolicy()
+    w = World(replicas=1, policy=policy)
+    w.cluster.synced = False
+    await w.run_for(4)
+    assert policy.observations == []
+    assert not await w.controller.activate(KEY)
+    w.cluster.synced = True
+    assert not await w.controller.activate("default/other")
+    assert await w.controller.activate(KEY)
+
+
+async def test_run_uses_injected_ticker() -> None:
+    policy = ScriptedPolicy()
+    w = World(replicas=1, policy=policy)
+    ticker = ManualTicker()
+    task = asyncio.create_task(w.controller.run(ticker))
+    try:
+        for t in (1.0, 2.0, 3.0):
+            ticker.push(t)
+        for _ in range(100):
+            if w.controller.ticks == 3:
+                break
+            await asyncio.sleep(0)
+        assert w.controller.ticks == 3
+        assert [o.spec_replicas for o in policy.observations] == [1, 1, 1]
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+async def test_removed_target_is_forgotten_with_its_metrics() -> None:
+    policy = ScriptedPolicy()
+    w = World(replicas=1, policy=policy)
+    w.set(idle("activator"), idle("scrape"))
+    await w.run_for(2)
+    labels = {"target": KEY, "capacity_type": "on-demand"}
+    assert w.metrics.registry.get_sample_value("tidal_scaler_desired_replicas", labels) == 1
+    del w.cluster.snapshots[KEY]
+    await w.run_for(2)
+    assert w.controller.views() == []
+    assert w.metrics.registry.get_sample_value("tidal_scaler_desired_replicas", labels) is None

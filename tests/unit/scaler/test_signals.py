@@ -1,0 +1,197 @@
+"""Demand sources and their combination, without the network.
+
+Covers:
+- activator reports: validation errors name the field and what is allowed;
+  sums over activators; a target an activator does not mention counts zero
+  from it; drop after three silent periods; stale between two and three
+  periods; silence after activators were seen is unknown (stale), not absent;
+- pod metrics text: vLLM running/waiting/KV cache (with the old
+  ``gpu_cache_usage_perc`` name), Triton pending/GPU utilization and the
+  queue/compute rate between two scrapes (counter reset skipped); text that is
+  not a model server's is an error, never zeros;
+- Prometheus answers: vector parsing by configurable labels, errors;
+- combine: concurrency is the max of views, queue depth the sum; completeness
+  per signal follows the freshness of its contributors; GPU from Prometheus
+  before Triton.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from scaler.policy.api import SignalKind
+from scaler.signals.activator_reports import ActivatorReports, ReportError, parse_report
+from scaler.signals.base import SourceReading
+from scaler.signals.combine import combine
+from scaler.signals.prometheus import PrometheusError, parse_vector
+from scaler.signals.scrape import PodMetrics, ScrapeError, _with_rates, parse_pod_metrics
+
+
+def report(name: str, targets: dict[str, dict[str, object]], period_s: float = 1.0) -> object:
+    return {"activator": name, "period_s": period_s, "targets": targets}
+
+
+@pytest.mark.parametrize(
+    ("payload", "fragment"),
+    [
+        pytest.param([], "expected a JSON object", id="not-object"),
+        pytest.param({"targets": {}}, "activator", id="no-activator"),
+        pytest.param(report("a", {"nons": {}}), "namespace/name", id="bad-key"),
+        pytest.param(report("a", {"d/m": {"buffered": -1}}), "buffered", id="negative"),
+        pytest.param(report("a", {"d/m": {"in_flight": 1.5}}), "whole number", id="fraction"),
+        pytest.param(report("a", {"d/m": {"concurrency": True}}), "number", id="bool"),
+        pytest.param(report("a", {}, period_s=0), "period_s", id="period"),
+        pytest.param(report("a", {"d/m": {"pods": []}}), "pods", id="pods-shape"),
+    ],
+)
+def test_report_validation(payload: object, fragment: str) -> None:
+    with pytest.raises(ReportError, match=fragment):
+        parse_report(payload)
+
+
+def test_reports_sum_over_activators_and_drop_after_three_periods() -> None:
+    store = ActivatorReports()
+    t = {"concurrency": 2.5, "in_flight": 2, "buffered": 1, "arrivals": 10, "pods": {"p1": 2}}
+    assert store.record(parse_report(report("a", {"d/m": t})), now=100.0) == 1
+    assert store.record(parse_report(report("b", {"d/m": t, "d/other": t})), now=100.5) == 2
+    r = store.read("d/m", now=101.0)
+    assert r is not None
+    assert (r.concurrency, r.queue_depth, r.reporters, r.fresh, r.busy) == (5.0, 2.0, 2, True, True)
+    assert r.pod_load == {"p1": 4.0}
+    other = store.read("d/other", now=101.0)
+    assert other is not None
+    assert other.concurrency == 2.5  # "a" does not mention it: zero from "a"
+    # "b" keeps reporting; "a" goes silent.
+    store.record(parse_report(report("b", {})), now=102.5)
+    stale = store.read("d/m", now=102.6)  # "a" silent 2.6 periods: counted, not fresh
+    assert stale is not None
+    assert (stale.reporters, stale.fresh, stale.concurrency) == (2, False, 2.5)
+    store.record(parse_report(report("b", {})), now=103.1)
+    assert store.reporting(now=103.1) == 1  # "a" silent 3.1 periods: dropped
+    fresh = store.read("d/m", now=103.1)
+    assert fresh is not None
+    assert (fresh.fresh, fresh.concurrency, fresh.busy) == (True, 0.0, False)
+
+
+def test_silence_after_reports_is_unknown_then_absent() -> None:
+    store = ActivatorReports(expect_for_s=60.0)
+    assert store.read("d/m", now=0.0) is None  # never any activator: no say
+    store.record(parse_report(report("a", {})), now=10.0)
+    gone = store.read("d/m", now=20.0)
+    assert gone is not None
+    assert (gone.fresh, gone.concurrency) == (False, None)
+    assert store.read("d/m", now=80.0) is None
+
+
+VLLM = """# HELP vllm:num_requests_running Number of requests running
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="llama"} 3.0
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{model_name="llama"} 2.0
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{model_name="llama"} 0.42
+"""
+VLLM_OLD = VLLM.replace("kv_cache_usage_perc", "gpu_cache_usage_perc")
+TRITON = """# TYPE nv_inference_pending_request_count gauge
+nv_inference_pending_request_count{model="a",version="1"} 4
+nv_inference_pending_request_count{model="b",version="1"} 1
+# TYPE nv_inference_queue_duration_us counter
+nv_inference_queue_duration_us{model="a",version="1"} 1000
+# TYPE nv_inference_compute_infer_duration_us counter
+nv_inference_compute_infer_duration_us{model="a",version="1"} 4000
+# TYPE nv_gpu_utilization gauge
+nv_gpu_utilization{gpu_uuid="GPU-1"} 0.5
+nv_gpu_utilization{gpu_uuid="GPU-2"} 0.7
+"""
+
+
+def test_parse_vllm_and_old_kv_name() -> None:
+    m = parse_pod_metrics(VLLM, engine="vllm")
+    assert (m.running, m.waiting, m.kv_cache_utilization) == (3.0, 2.0, 0.42)
+    assert parse_pod_metrics(VLLM_OLD, engine="vllm").kv_cache_utilization == 0.42
+
+
+def test_parse_triton_and_rates() -> None:
+    m = parse_pod_metrics(TRITON, engine="triton")
+    assert m.waiting == 5.0
+    assert m.gpu_utilization == pytest.approx(0.6)
+    assert m.queue_to_compute_ratio is None  # one scrape: no rate yet
+    later = PodMetrics(waiting=0, queue_us_total=3000, compute_us_total=8000)
+    assert _with_rates(m, later).queue_to_compute_ratio == pytest.approx(2000 / 4000)
+    restarted = PodMetrics(waiting=0, queue_us_total=10, compute_us_total=20)
+    assert _with_rates(m, restarted).queue_to_compute_ratio is None
+
+
+@pytest.mark.parametrize(
+    ("text", "engine"),
+    [
+        pytest.param("# TYPE foo gauge\nfoo 1\n", "vllm", id="vllm-without-series"),
+        pytest.param(VLLM, "triton", id="triton-without-pending"),
+        pytest.param("this is { not prometheus", "vllm", id="garbage"),
+        pytest.param(VLLM, "generic", id="generic-engine"),
+    ],
+)
+def test_unreadable_metrics_are_errors_not_zeros(text: str, engine: str) -> None:
+    with pytest.raises(ScrapeError):
+        parse_pod_metrics(text, engine=engine)
+
+
+def test_parse_prometheus_vector() -> None:
+    payload = {
+        "status": "success",
+        "data": {
+            "resultType": "vector",
+            "result": [
+                {"metric": {"exported_pod": "p1", "exported_namespace": "ns"}, "value": [1, "55"]},
+                {"metric": {"pod": "dcgm-exporter", "namespace": "gpu"}, "value": [1, "10"]},
+            ],
+        },
+    }
+    got = parse_vector(payload, pod_label="exported_pod", namespace_label="exported_namespace")
+    assert got == {("ns", "p1"): 55.0}
+    with pytest.raises(PrometheusError, match="query failed"):
+        parse_vector({"status": "error", "error": "bad query"}, pod_label="p", namespace_label="n")
+    with pytest.raises(PrometheusError, match="vector"):
+        parse_vector(
+            {"status": "success", "data": {"resultType": "matrix", "result": []}},
+            pod_label="p",
+            namespace_label="n",
+        )
+
+
+def r(source: str, *, fresh: bool = True, **kw: object) -> SourceReading:
+    return SourceReading(source=source, fresh=fresh, reporters=1, **kw)  # type: ignore[arg-type]
+
+
+def test_combine_max_concurrency_sum_queue() -> None:
+    c = combine(
+        {
+            "activator": r("activator", concurrency=6.0, queue_depth=2.0, busy=True),
+            "scrape": r("scrape", concurrency=5.0, queue_depth=3.0, kv_cache_utilization=0.5),
+        }
+    )
+    assert c.values[SignalKind.CONCURRENCY] == 6.0
+    assert c.values[SignalKind.QUEUE_DEPTH] == 5.0
+    assert c.values[SignalKind.KV_CACHE_UTILIZATION] == 0.5
+    assert all(c.complete[k] for k in (SignalKind.CONCURRENCY, SignalKind.QUEUE_DEPTH))
+    assert c.demand.busy
+    assert c.demand.all_sources_fresh
+
+
+def test_combine_completeness_and_gpu_preference() -> None:
+    c = combine(
+        {
+            "activator": r("activator", fresh=False),  # silent: no values, stale
+            "scrape": r("scrape", concurrency=1.0, queue_depth=0.0, gpu_utilization=0.9),
+            "prometheus": r("prometheus", gpu_utilization=0.3),
+        }
+    )
+    assert c.values[SignalKind.CONCURRENCY] == 1.0  # may still raise
+    assert not c.complete[SignalKind.CONCURRENCY]
+    assert c.values[SignalKind.GPU_UTILIZATION] == 0.3
+    assert c.complete[SignalKind.GPU_UTILIZATION]
+    assert not c.demand.all_sources_fresh
+    nothing = combine({"activator": None, "scrape": None})
+    assert nothing.values == {}
+    assert not nothing.complete[SignalKind.CONCURRENCY]
+    assert not nothing.demand.all_sources_fresh
