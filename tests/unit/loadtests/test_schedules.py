@@ -117,11 +117,13 @@ def test_open_loop_hands_out_requests_in_order_with_due_times() -> None:
     assert schedule.tick(0, 0) == Tick(3, 3)
     first = schedule.claim()
     second = schedule.claim()
-    assert first is not None and second is not None
+    assert first is not None
+    assert second is not None
     assert (first.due_s, first.prompt_tokens) == (102.0, 10)
     assert (second.due_s, second.output_tokens) == (103.5, 2)
     assert schedule.claim() is None
-    assert schedule.exhausted and schedule.in_flight == 2
+    assert schedule.exhausted
+    assert schedule.in_flight == 2
     assert schedule.tick(5, 3) == Tick(3, 3)  # still waiting for answers
     schedule.finish(first, sent_at_s=102.01)
     schedule.finish(second, sent_at_s=106.0)  # 2.5 s late: every user was busy

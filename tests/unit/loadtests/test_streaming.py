@@ -14,6 +14,7 @@ Covers:
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -28,7 +29,10 @@ def feed_all(chunks: list[bytes]) -> list[str]:
     return events + parser.close()
 
 
-STREAM = b'data: {"a": 1}\n\n: keep-alive comment\n\nevent: x\ndata: two\ndata: lines\n\ndata: [DONE]\n\n'
+STREAM = (
+    b'data: {"a": 1}\n\n: keep-alive comment\n\n'
+    b"event: x\ndata: two\ndata: lines\n\ndata: [DONE]\n\n"
+)
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 7, 1000])
@@ -105,8 +109,6 @@ def test_failures_are_explained(events: list[str], message: str) -> None:
     outcome = meter.finish(now_s=1.0)
     assert outcome.error is not None
     assert pytest.approx(1.0) == outcome.e2e_s
-    import re
-
     assert re.search(message, outcome.error), outcome.error
 
 
