@@ -27,8 +27,11 @@ User classes (name the ones to run on the command line; open-loop shapes pick
 Output length is exact (``max_tokens`` with ``ignore_eos``) and checked
 against the server's usage count, unless ``--no-output-length-check``.
 Settings are locust options with environment variables (``TIDAL_MODEL``,
-``TIDAL_PROMPT_TOKENS``…); ``locust -f loadtests/locustfile.py --help`` lists
-them with the shape options of :mod:`loadtests.shapes`.
+``TIDAL_PROMPT_TOKENS``…), defined in ``_add_arguments`` below and, for the
+shapes, in :mod:`loadtests.shapes` (locust's ``--help`` does not list a
+locustfile's own options; its web UI does). With ``--csv PREFIX`` the
+users also write ``PREFIX_requests.csv``, one row per request and per
+TTFT/TPOT figure, which :mod:`loadtests.report` reads.
 
 The streaming users use locust's ``HttpUser`` (requests), not
 ``FastHttpUser``: requests hands each HTTP chunk over as it arrives, which is
