@@ -10,8 +10,9 @@ Covers:
   shape (-u/-r/-t), on /v1/completions: each has its entry, none failed, and
   the server saw exact-length requests;
 - open-loop replay of a small trace: every request sent, at the times the
-  trace says (compressed), measured from those times; and of a window of the
-  real code trace, skipped with the reason when ../shared/traces is absent.
+  trace says (compressed), measured from those times; the same for a window
+  of the real code trace (skipped, with the reason, when ../shared/traces is
+  absent) and for the seeded diurnal arrivals.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pytest
 
 from loadtests import report, traces
 from loadtests.replicas_sampler import KubeAccess, KubeDeploymentReader, sample
+from loadtests.schedules import diurnal_arrivals
 
 from .conftest import ServeApp, run_locust
 from .fakes import COUNTS, FakeReplicas, kube_app, openai_app
@@ -145,7 +147,7 @@ def real_code_window() -> tuple[str, list[traces.TraceRequest]]:
     return str(path), traces.prepare(traces.read_trace(path), start_s=0, duration_s=40)
 
 
-@pytest.mark.parametrize("source", ["small", "real-code-window"])
+@pytest.mark.parametrize("source", ["small", "real-code-window", "diurnal"])
 async def test_open_loop_replay_sends_every_request_on_schedule(
     serve: ServeApp, tmp_path: Path, source: str
 ) -> None:
@@ -154,6 +156,26 @@ async def test_open_loop_replay_sends_every_request_on_schedule(
         records = small_trace(trace_path)
         window = ["--trace", str(trace_path)]
         compression = 2.0
+    elif source == "diurnal":
+        # Seeded, so the shape in locust draws these very arrivals.
+        records = diurnal_arrivals(
+            peak_rps=15, peak_to_trough=10, day_s=4, prompt_tokens=8, output_tokens=5, seed=3
+        )
+        window = [
+            "--shape",
+            "diurnal",
+            "--diurnal-peak-rps",
+            "15",
+            "--diurnal-day-s",
+            "4",
+            "--diurnal-seed",
+            "3",
+            "--prompt-tokens",
+            "8",
+            "--output-tokens",
+            "5",
+        ]
+        compression = 1.0
     else:
         trace_name, records = real_code_window()
         window = ["--trace", trace_name, "--trace-duration-s", "40"]
@@ -164,7 +186,7 @@ async def test_open_loop_replay_sends_every_request_on_schedule(
     run = await run_locust(
         url,
         ["--shape", "replay", *window, "--trace-compression", str(compression),
-         "--open-loop-lead-in-s", "1"],
+         "--open-loop-lead-in-s", "1"],  # a later --shape wins
         csv_prefix=prefix,
     )  # fmt: skip
     assert run.returncode == 0, run.output[-3000:]
