@@ -1,0 +1,142 @@
+"""Trace parsing (loadtests.traces).
+
+Covers:
+- parsing the Azure trace columns, seven-digit fractional seconds, offsets
+  from the earliest request, rows sorted by time;
+- clear errors for missing columns, unreadable rows, negative counts, empty files;
+- windowing (re-based to the window start, bounds half-open) and compression;
+- finding a trace by path, file name or short name, and the message when the
+  traces folder is missing;
+- the real code trace matches what ../shared/traces/README.md says of it
+  (skipped, with the reason, when the folder is absent).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from loadtests import traces
+from loadtests.traces import TraceError, TraceRequest, TracesMissingError
+
+HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+
+
+def parse(text: str) -> list[TraceRequest]:
+    return traces.parse_trace(text.splitlines(keepends=True), source="t.csv")
+
+
+def test_parses_offsets_from_the_first_request_with_seven_fraction_digits() -> None:
+    records = parse(
+        HEADER
+        + "2023-11-16 18:17:03.9799600,4808,10\n"
+        + "2023-11-16 18:17:04.0319600,3180,8\n"
+        + "2023-11-16 18:18:04,110,27\n"
+    )
+    assert [r.prompt_tokens for r in records] == [4808, 3180, 110]
+    assert [r.output_tokens for r in records] == [10, 8, 27]
+    assert records[0].offset_s == 0.0
+    assert records[1].offset_s == pytest.approx(0.052, abs=1e-6)
+    assert records[2].offset_s == pytest.approx(60.02004, abs=1e-6)
+
+
+def test_rows_out_of_order_are_sorted() -> None:
+    records = parse(HEADER + "2023-11-16 00:00:05.0,1,1\n2023-11-16 00:00:02.5,2,2\n")
+    assert records == [TraceRequest(0.0, 2, 2), TraceRequest(2.5, 1, 1)]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("TIMESTAMP,ContextTokens\n", "missing column", id="missing-column"),
+        pytest.param(HEADER + "yesterday,1,2\n", "t.csv:2", id="bad-time"),
+        pytest.param(HEADER + "2023-11-16 00:00:01.0,x,2\n", "t.csv:2", id="bad-count"),
+        pytest.param(HEADER + "2023-11-16 00:00:01.0,-1,2\n", "negative", id="negative"),
+        pytest.param(HEADER, "no requests", id="empty"),
+    ],
+)
+def test_bad_input_is_named(text: str, message: str) -> None:
+    with pytest.raises(TraceError, match=message):
+        parse(text)
+
+
+RECORDS = [TraceRequest(float(t), t, 1) for t in (0, 5, 10, 15, 20)]
+
+
+def test_window_is_half_open_and_rebased_to_its_start() -> None:
+    assert traces.window(RECORDS, start_s=5, duration_s=10) == [
+        TraceRequest(0.0, 5, 1),
+        TraceRequest(5.0, 10, 1),
+    ]
+    # An idle stretch at the start of a window is kept: offsets count from start_s.
+    assert traces.window(RECORDS, start_s=3, duration_s=3) == [TraceRequest(2.0, 5, 1)]
+    assert traces.window(RECORDS, start_s=12) == [
+        TraceRequest(3.0, 15, 1),
+        TraceRequest(8.0, 20, 1),
+    ]
+
+
+def test_compression_divides_offsets_only() -> None:
+    assert traces.compress(RECORDS[:2], 10) == [TraceRequest(0.0, 0, 1), TraceRequest(0.5, 5, 1)]
+    assert traces.prepare(RECORDS, start_s=10, duration_s=10, compression=5) == [
+        TraceRequest(0.0, 10, 1),
+        TraceRequest(1.0, 15, 1),
+    ]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        pytest.param(lambda: traces.compress(RECORDS, 0), id="zero-compression"),
+        pytest.param(lambda: traces.window(RECORDS, start_s=-1), id="negative-start"),
+        pytest.param(lambda: traces.window(RECORDS, duration_s=0), id="zero-duration"),
+    ],
+)
+def test_bad_window_parameters(call: object) -> None:
+    with pytest.raises(TraceError):
+        call()  # type: ignore[operator]
+
+
+def test_find_trace_by_short_name_file_name_and_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("azure_llm_2023_code.csv", "azure_llm_2023_conv.csv"):
+        (tmp_path / name).write_text(HEADER + "2023-11-16 00:00:01.0,1,1\n")
+    monkeypatch.setenv(traces.TRACES_DIR_ENV, str(tmp_path))
+    assert traces.find_trace("code") == tmp_path / "azure_llm_2023_code.csv"
+    assert traces.find_trace("azure_llm_2023_conv") == tmp_path / "azure_llm_2023_conv.csv"
+    assert traces.find_trace(str(tmp_path / "azure_llm_2023_conv.csv")).name.endswith("conv.csv")
+    with pytest.raises(TracesMissingError, match="available"):
+        traces.find_trace("chat")
+
+
+def test_a_missing_traces_folder_says_where_it_looked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(traces.TRACES_DIR_ENV, str(tmp_path / "nowhere"))
+    with pytest.raises(TracesMissingError, match="nowhere"):
+        traces.find_trace("code")
+    monkeypatch.delenv(traces.TRACES_DIR_ENV)
+    monkeypatch.setattr(traces, "project_root", lambda: tmp_path / "checkout")
+    with pytest.raises(TracesMissingError, match=r"shared/traces"):
+        traces.traces_dir()
+
+
+def real_trace(name: str) -> list[TraceRequest]:
+    try:
+        return traces.read_trace(traces.find_trace(name))
+    except TracesMissingError as error:
+        pytest.skip(f"workload traces are not available: {error}")
+
+
+def test_the_code_trace_looks_as_its_readme_says() -> None:
+    records = real_trace("code")
+    summary = traces.summarize(records)
+    # README: 8,818 requests in one hour, 154/min, median 1,469 prompt and 13 output tokens,
+    # longest idle gap 217 s.
+    assert 8_800 <= summary.requests <= 8_830
+    assert 150 <= summary.requests_per_min <= 158
+    assert 1_400 <= summary.median_prompt_tokens <= 1_600
+    assert summary.median_output_tokens == 13
+    assert 200 <= summary.longest_gap_s <= 230
