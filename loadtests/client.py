@@ -10,12 +10,12 @@ caller can count failures instead of losing them.
 
 from __future__ import annotations
 
-import json
 import time
 
 import aiohttp
 
 from loadtests.observe import RequestResult
+from loadtests.streaming import SseParser, StreamMeter
 
 __all__ = ["stream_chat"]
 
@@ -41,40 +41,33 @@ async def stream_chat(
         "max_tokens": max_tokens,
         "ignore_eos": True,
         "stream": True,
+        "stream_options": {"include_usage": True},
     }
     started = time.monotonic()
-    ttft: float | None = None
-    done = False
+    meter = StreamMeter(origin_s=started, expected_output_tokens=max_tokens)
+    parser = SseParser()
+    status = 0
     try:
         async with session.post(
             f"{base_url.rstrip('/')}/v1/chat/completions", json=body, headers=headers
         ) as response:
-            if response.status != 200:
-                text = (await response.text())[:200]
-                return RequestResult(
-                    started - clock_start_s,
-                    response.status,
-                    None,
-                    time.monotonic() - started,
-                    text,
-                )
-            async for raw in response.content:
-                line = raw.strip()
-                if not line.startswith(b"data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == b"[DONE]":
-                    done = True
-                    break
-                if ttft is None:
-                    chunk = json.loads(payload)
-                    choices = chunk.get("choices") or []
-                    if choices and (choices[0].get("delta") or {}).get("content"):
-                        ttft = time.monotonic() - started
             status = response.status
-    except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError) as exc:
-        return RequestResult(
-            started - clock_start_s, 0, ttft, time.monotonic() - started, repr(exc)
-        )
-    error = "" if done else "stream ended without [DONE]"
-    return RequestResult(started - clock_start_s, status, ttft, time.monotonic() - started, error)
+            if status != 200:
+                meter.fail(f"HTTP {status}: {(await response.text())[:200]}")
+            else:
+                async for chunk in response.content.iter_any():
+                    now = time.monotonic()
+                    for data in parser.feed(chunk):
+                        meter.event(data, now_s=now)
+                for data in parser.close():
+                    meter.event(data, now_s=time.monotonic())
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        meter.fail(repr(exc))
+    outcome = meter.finish(now_s=time.monotonic())
+    return RequestResult(
+        started_s=started - clock_start_s,
+        status=status,
+        ttft_s=outcome.ttft_s,
+        total_s=outcome.e2e_s,
+        error=outcome.error or "",
+    )
