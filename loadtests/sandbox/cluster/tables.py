@@ -147,7 +147,7 @@ def _pod(obj: Obj, now: datetime) -> list[Any]:
                 if term.get("signal")
                 else f"ExitCode:{term.get('exitCode', 0)}"
             )
-        elif state.get("running") and cs.get("ready"):
+        elif state.get("running") is not None and cs.get("ready"):
             ready += 1
     if meta.get("deletionTimestamp"):
         reason = "Terminating"
