@@ -193,9 +193,28 @@ def _semantic_findings(obj: dict[str, Any], kind: str, *, namespaced: bool) -> F
             )
     if kind in ("Deployment", "ReplicaSet"):
         _check_workload(spec, findings)
+    if kind == "Deployment":
+        _check_enum(spec, "strategy.type", ("Recreate", "RollingUpdate"), "spec", findings)
+    if kind == "Service":
+        types = ("ClusterIP", "ExternalName", "LoadBalancer", "NodePort")
+        _check_enum(spec, "type", types, "spec", findings)
     if kind == "Pod":
         _check_pod_spec(spec, "spec", findings)
     return findings
+
+
+def _check_enum(
+    spec: dict[str, Any], path: str, allowed: tuple[str, ...], prefix: str, findings: Findings
+) -> None:
+    """Enumerations the schemas only describe in prose."""
+    value: Any = spec
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    if isinstance(value, str) and value not in allowed:
+        shown = ", ".join(f'"{a}"' for a in allowed)
+        findings.invalid.append(
+            (f"{prefix}.{path}", f'Unsupported value: "{value}": supported values: {shown}')
+        )
 
 
 def _check_workload(spec: dict[str, Any], findings: Findings) -> None:
