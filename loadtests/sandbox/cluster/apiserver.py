@@ -196,7 +196,7 @@ class ApiServer:
         self._core_events = by_group_version_plural("", "v1", "events")
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    # --- lifecycle -----------------------------------------------------------------
+    # --- lifecycle -----------------------------------------------------------------------
 
     @property
     def port(self) -> int:
@@ -276,7 +276,7 @@ class ApiServer:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    # --- credentials -------------------------------------------------------------------
+    # --- credentials ---------------------------------------------------------------------
 
     def mint_token(self, namespace: str, service_account: str) -> str:
         """A bearer token for ServiceAccount ``namespace/service_account``."""
@@ -318,7 +318,7 @@ class ApiServer:
         )
         return {"KUBERNETES_SERVICE_HOST": self.host, "KUBERNETES_SERVICE_PORT": str(self._port)}
 
-    # --- faults ------------------------------------------------------------------------
+    # --- faults --------------------------------------------------------------------------
 
     def _now(self) -> float:
         return (self._loop or asyncio.get_running_loop()).time()
@@ -542,7 +542,7 @@ class ApiServer:
             raise MethodNotAllowed("GET, POST or DELETE /_sandbox/faults")
         return _json_response(self.faults.describe(self._now()))
 
-    # --- resources -----------------------------------------------------------------------------
+    # --- resources -----------------------------------------------------------------------
 
     def _storage_type(self, rtype: ResourceType) -> ResourceType:
         if rtype.group == _EVENTS_GROUP and rtype.plural == "events" and self._core_events:
@@ -631,7 +631,7 @@ class ApiServer:
             return await self._delete(request, req)
         return await self._delete_collection(request, req)
 
-    # --- reads ---------------------------------------------------------------------------------
+    # --- reads ---------------------------------------------------------------------------
 
     def _render(self, request: web.Request, req: _Request, obj: Obj) -> web.Response:
         accept = request.headers.get("Accept", "")
@@ -769,7 +769,7 @@ class ApiServer:
         except (ValueError, KeyError, TypeError):
             raise BadRequest(f"invalid continue token {token!r}") from None
 
-    # --- watch ---------------------------------------------------------------------------------
+    # --- watch ---------------------------------------------------------------------------
 
     async def _watch(self, request: web.Request, req: _Request) -> web.StreamResponse:
         rtype = req.rtype
@@ -896,7 +896,7 @@ class ApiServer:
         )
         return _dumps({"type": event.type, "object": table}) + b"\n"
 
-    # --- writes --------------------------------------------------------------------------------
+    # --- writes --------------------------------------------------------------------------
 
     async def _read_body(self, request: web.Request) -> Any:
         raw = await request.read()
@@ -1046,12 +1046,14 @@ class ApiServer:
         meta = body.setdefault("metadata", {})
         if meta.get("name") and meta["name"] != req.name:
             raise BadRequest(
-                f"the name of the object ({meta['name']}) does not match the name on the URL ({req.name})"
+                f"the name of the object ({meta['name']}) does not match the name on the URL "
+                f"({req.name})"
             )
         meta["name"] = req.name
         if req.namespace and meta.get("namespace") not in (None, "", req.namespace):
             raise BadRequest(
-                "the namespace of the provided object does not match the namespace sent on the request"
+                "the namespace of the provided object does not match the namespace sent on the "
+                "request"
             )
         warnings = self._validate(rtype, body, request)
         obj = self._from_wire(rtype, body)
@@ -1069,7 +1071,7 @@ class ApiServer:
         )
         return _json_response(self._to_wire(rtype, updated), warnings=warnings)
 
-    # --- scale -----------------------------------------------------------------------------------
+    # --- scale ---------------------------------------------------------------------------
 
     @staticmethod
     def _scale_of(rtype: ResourceType, obj: Obj) -> Obj:
@@ -1115,7 +1117,7 @@ class ApiServer:
         updated = self.store.update(rtype, current, namespace=req.namespace)
         return _json_response(self._scale_of(rtype, updated))
 
-    # --- patch -------------------------------------------------------------------------------------
+    # --- patch ---------------------------------------------------------------------------
 
     async def _patch(self, request: web.Request, req: _Request) -> web.Response:
         assert req.name is not None
@@ -1198,7 +1200,7 @@ class ApiServer:
         created = self.store.create(self._storage_type(rtype), obj, namespace=req.namespace)
         return _json_response(self._to_wire(rtype, created), status=201, warnings=warnings)
 
-    # --- delete ------------------------------------------------------------------------------------
+    # --- delete --------------------------------------------------------------------------
 
     async def _delete_options(self, request: web.Request) -> Obj:
         options: Obj = {}
