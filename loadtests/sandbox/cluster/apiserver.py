@@ -65,7 +65,14 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from loadtests.sandbox.cluster import defaults, events_conversion, patching, tables, validation
+from loadtests.sandbox.cluster import (
+    defaults,
+    events_conversion,
+    patching,
+    protobuf,
+    tables,
+    validation,
+)
 from loadtests.sandbox.cluster.auth import (
     TokenRegistry,
     UserInfo,
@@ -116,6 +123,7 @@ SERVER_VERSION = {
     "platform": "linux/amd64",
 }
 _NAMESPACE_SUBRESOURCES = {"status", "finalize"}
+_PUBLIC_PATHS = {"/version", "/healthz", "/livez", "/readyz"}
 _JSON = "application/json"
 _DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _CORE_EVENTS_KEY = "events"
@@ -396,6 +404,10 @@ class ApiServer:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
+        if path in _PUBLIC_PATHS and request.method in ("GET", "HEAD"):
+            # What a cluster's anonymous user may read (system:public-info-viewer):
+            # probes and version checks need no token.
+            return self._non_resource(request, path, [])
         user = self._authenticate(request)
         if path.startswith("/_sandbox/"):
             return await self._admin(request, user, path)
@@ -617,6 +629,8 @@ class ApiServer:
             return self._list(request, req)
         if verb == "get":
             return self._get(request, req)
+        if verb == "create" and req.rtype.kind == "SelfSubjectAccessReview":
+            return await self._access_review(request, user, req)
         if verb == "create":
             if req.subresource:
                 raise MethodNotAllowed(
@@ -630,6 +644,57 @@ class ApiServer:
         if verb == "delete":
             return await self._delete(request, req)
         return await self._delete_collection(request, req)
+
+    async def _access_review(
+        self, request: web.Request, user: UserInfo, req: _Request
+    ) -> web.Response:
+        """``SelfSubjectAccessReview``: may the caller do this? (``kubectl auth can-i``)."""
+        if "protobuf" in request.headers.get("Content-Type", ""):
+            try:
+                body: Any = protobuf.decode_self_subject_access_review(await request.read())
+            except protobuf.ProtobufError as error:
+                raise BadRequest(f"cannot decode the protobuf body: {error}") from None
+        else:
+            body = await self._read_body(request)
+        review = self._check_kind(req.rtype, body)
+        spec = review.get("spec") or {}
+        resource = spec.get("resourceAttributes")
+        non_resource = spec.get("nonResourceAttributes")
+        if isinstance(resource, dict):
+            attrs = Attributes(
+                user=user,
+                verb=str(resource.get("verb", "")),
+                resource_request=True,
+                api_group=str(resource.get("group", "")),
+                resource=str(resource.get("resource", "")),
+                subresource=str(resource.get("subresource", "")),
+                namespace=str(resource.get("namespace", "")),
+                name=str(resource.get("name", "")),
+            )
+        elif isinstance(non_resource, dict):
+            attrs = Attributes(
+                user=user,
+                verb=str(non_resource.get("verb", "")),
+                resource_request=False,
+                path=str(non_resource.get("path", "")),
+            )
+        else:
+            raise Invalid.of(
+                kind="SelfSubjectAccessReview",
+                group="authorization.k8s.io",
+                name="",
+                causes=[
+                    (
+                        "spec.resourceAttributes",
+                        "Required value: exactly one of nonResourceAttributes or "
+                        "resourceAttributes must be specified",
+                    )
+                ],
+            )
+        allowed = not self.rbac or self._authorizer.allowed(attrs)
+        review["status"] = {"allowed": allowed}
+        review.setdefault("metadata", {})["creationTimestamp"] = None
+        return _json_response(review, status=201)
 
     # --- reads ---------------------------------------------------------------------------
 

@@ -321,3 +321,57 @@ async def test_rbac_denial_reaches_kubectl_with_real_wording(
         'deployments.apps is forbidden: User "system:serviceaccount:default:reader" cannot list '
         'resource "deployments" in API group "apps" in the namespace "default"'
     ) in err.decode()
+
+
+async def test_auth_can_i_follows_rbac(
+    server: ApiServer, tmp_path: Any, tool_path: Callable[[str], str], store: Store
+) -> None:
+    import os
+
+    server.rbac = True
+    roles = by_group_version_plural("rbac.authorization.k8s.io", "v1", "roles")
+    bindings = by_group_version_plural("rbac.authorization.k8s.io", "v1", "rolebindings")
+    assert roles and bindings
+    store.create(
+        roles,
+        {
+            "metadata": {"name": "scaler", "namespace": "default"},
+            "rules": [
+                {"apiGroups": ["apps"], "resources": ["deployments/scale"], "verbs": ["patch"]}
+            ],
+        },
+    )
+    store.create(
+        bindings,
+        {
+            "metadata": {"name": "scaler", "namespace": "default"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "scaler"},
+            "subjects": [{"kind": "ServiceAccount", "name": "scaler", "namespace": "default"}],
+        },
+    )
+    config = server.write_kubeconfig(
+        tmp_path / "sa.kubeconfig", token=server.mint_token("default", "scaler")
+    )
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(config),
+        "HOME": str(tmp_path),
+        "KUBECACHEDIR": str(tmp_path / "kube-cache"),
+    }
+
+    async def can_i(*args: str) -> str:
+        process = await asyncio.create_subprocess_exec(
+            tool_path("kubectl"),
+            "auth",
+            "can-i",
+            *args,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, _ = await process.communicate()
+        return out.decode().strip()
+
+    assert await can_i("patch", "deployments", "--subresource=scale") == "yes"
+    assert await can_i("patch", "deployments") == "no"
+    assert await can_i("patch", "deployments", "--subresource=scale", "-n", "kube-system") == "no"
