@@ -513,3 +513,26 @@ async def test_unknown_resource_and_method(api: Api) -> None:
     assert code == 404 and err["message"] == "the server could not find the requested resource"
     code, err, _ = await api.call("GET", f"{NS}/pods/p/log")
     assert code == 404
+
+
+async def test_watch_list_with_initial_events_end_bookmark(api: Api, server: ApiServer) -> None:
+    for name in ("a", "b"):
+        await api.call("POST", DEPLOY, body=deployment(name))
+    params = {
+        "watch": "true",
+        "sendInitialEvents": "true",
+        "allowWatchBookmarks": "true",
+        "resourceVersionMatch": "NotOlderThan",
+        "resourceVersion": "",
+    }
+    headers = {"Authorization": f"Bearer {server.admin_token}"}
+    async with api.session.get(
+        server.url + DEPLOY, params=params, headers=headers, ssl=api.ssl_context
+    ) as resp:
+        events = await read_events(resp, 3)
+    assert [(e["type"], e["object"]["metadata"].get("name")) for e in events[:2]] == [
+        ("ADDED", "a"),
+        ("ADDED", "b"),
+    ]
+    assert events[2]["type"] == "BOOKMARK"
+    assert events[2]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
