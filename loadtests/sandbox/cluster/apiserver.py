@@ -916,10 +916,8 @@ class ApiServer:
                     if initial_left == 0:
                         await response.write(self._bookmark_line(rtype, watcher, initial_end=True))
                         initial_left = -1
-        except (ConnectionResetError, asyncio.CancelledError):
-            watcher.close()
-            self._watchers.discard(watcher)
-            raise
+        except ConnectionResetError:
+            return response  # the client went away mid-write: nothing left to say
         finally:
             watcher.close()
             self._watchers.discard(watcher)
