@@ -171,7 +171,9 @@ async def start(
         ttl_dns_cache=None,
         use_dns_cache=True,
         enable_cleanup_closed=False,
-        keepalive_timeout=30.0,
+        # Below uvicorn's (vLLM's) 5 s keep-alive, so we close idle pooled
+        # connections before the replica does and rarely race its close.
+        keepalive_timeout=4.0,
     )
     session = aiohttp.ClientSession(
         connector=connector,
@@ -185,6 +187,11 @@ async def start(
         cookie_jar=aiohttp.DummyCookieJar(),
         raise_for_status=False,
     )
+    # aiohttp re-sends an idempotent request once when a pooled connection
+    # turns out closed (RFC 9112 §9.3.1). DESIGN §3 is stricter: once bytes
+    # went to a replica the request is never retried (a GET may have started
+    # work there), so the answer is a 502. There is no public switch.
+    session._retry_connection = False
     proxy = Proxy(
         registry=targets,
         session=session,
@@ -249,7 +256,6 @@ async def start(
             settings.port,
             backlog=limits.backlog,
             reuse_port=reuse_port or None,
-            shutdown_timeout=timeouts.drain_s,
         )
         await site.start()
         activator.data_port = data_runner.addresses[0][1]
