@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from multidict import CIMultiDict
 
 from activator.app import Activator, start
 from activator.settings import ActivatorSettings
@@ -60,7 +61,7 @@ class Backend:
             self.first_byte_at = time.perf_counter()
         rid = request.headers.get("X-Request-Id", "")
         self.received.append(rid)
-        self.headers.append(dict(request.headers))
+        self.headers.append(CIMultiDict(request.headers))
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         try:
