@@ -192,7 +192,7 @@ def merge_expositions(texts: Iterable[str]) -> str:
                     continue  # a creation time; summing them means nothing
                 key = (s.name, tuple(sorted(s.labels.items())))
                 samples[key] = samples.get(key, 0.0) + s.value
-    return "".join(_render(name, *families[name]) for name in order)
+    return "".join(_render(name, *families[name]) for name in order if families[name][2])
 
 
 def _render(

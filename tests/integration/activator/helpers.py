@@ -17,7 +17,7 @@ import contextlib
 import json
 import socket
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,13 @@ from multidict import CIMultiDict
 from activator.app import Activator, start
 from activator.settings import ActivatorSettings
 from activator.targets import Endpoint, TargetSink, TargetSpec
+
+
+async def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    """Wait for a state change in the activator that has no event of its own to await."""
+    async with asyncio.timeout(timeout_s):
+        while not condition():  # noqa: ASYNC110 - the state lives in plain counters
+            await asyncio.sleep(0.005)
 
 
 def free_port() -> int:
@@ -133,7 +140,9 @@ class FakeScaler:
 
     async def _activate(self, request: web.Request) -> web.Response:
         body = await request.json()
-        self.activations.append((time.perf_counter(), body, request.headers.get("Authorization", "")))
+        self.activations.append(
+            (time.perf_counter(), body, request.headers.get("Authorization", ""))
+        )
         self.activated.set()
         return web.json_response({}, status=202)
 
@@ -206,9 +215,7 @@ def settings(scaler: FakeScaler | None = None, **overrides: Any) -> ActivatorSet
 
 
 @contextlib.asynccontextmanager
-async def running_activator(
-    source: Any, cfg: ActivatorSettings
-) -> AsyncIterator[Activator]:
+async def running_activator(source: Any, cfg: ActivatorSettings) -> AsyncIterator[Activator]:
     activator = await start(cfg, source=source)
     # Let the source push its first snapshot.
     for _ in range(100):

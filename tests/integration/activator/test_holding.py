@@ -35,6 +35,7 @@ from tests.integration.activator.helpers import (
     running_activator,
     settings,
     spec,
+    wait_until,
 )
 
 
@@ -51,7 +52,10 @@ async def test_held_until_replica_listens_and_scaler_told_at_once(
         pending = asyncio.create_task(client.post(url, json={"prompt": "hi"}))
         await asyncio.wait_for(scaler.activated.wait(), 5)
         told_after_s = scaler.activations[0][0] - sent
-        assert scaler.activations[0][1] == {"activator": "test-activator", "target": "default/llama"}
+        assert scaler.activations[0][1] == {
+            "activator": "test-activator",
+            "target": "default/llama",
+        }
         assert scaler.activations[0][2] == "Bearer s3cret"
         assert not pending.done()
         assert act.registry.gates["default/llama"].buffered == 1
@@ -72,13 +76,14 @@ async def test_held_until_replica_listens_and_scaler_told_at_once(
 async def test_buffer_full_gives_503_with_retry_after(
     scaler: FakeScaler, client: aiohttp.ClientSession
 ) -> None:
-    source = StaticSource(spec("default/llama", f"127.0.0.1:{free_port()}", ready=False, max_buffered=2))
+    source = StaticSource(
+        spec("default/llama", f"127.0.0.1:{free_port()}", ready=False, max_buffered=2)
+    )
     async with running_activator(source, settings(scaler, retry_after_s=7)) as act:
         url = f"http://127.0.0.1:{act.data_port}/x"
         held = [asyncio.create_task(client.get(url)) for _ in range(2)]
         gate = act.registry.gates["default/llama"]
-        while gate.buffered < 2:
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: not (gate.buffered < 2))
         async with client.get(url) as resp:
             assert resp.status == 503
             assert resp.headers["Retry-After"] == "7"
@@ -107,14 +112,15 @@ async def test_cold_start_timeout_gives_504(
 async def test_client_disconnect_frees_its_place(
     scaler: FakeScaler, client: aiohttp.ClientSession
 ) -> None:
-    source = StaticSource(spec("default/llama", f"127.0.0.1:{free_port()}", ready=False, max_buffered=1))
+    source = StaticSource(
+        spec("default/llama", f"127.0.0.1:{free_port()}", ready=False, max_buffered=1)
+    )
     async with running_activator(source, settings(scaler)) as act:
         url = f"http://127.0.0.1:{act.data_port}/x"
         gate = act.registry.gates["default/llama"]
         async with aiohttp.ClientSession() as other:
             first = asyncio.create_task(other.get(url))
-            while gate.buffered < 1:
-                await asyncio.sleep(0.01)
+            await wait_until(lambda: not (gate.buffered < 1))
         # Closing the session dropped the connection: the handler is cancelled.
         await asyncio.gather(first, return_exceptions=True)
         for _ in range(200):
@@ -123,8 +129,7 @@ async def test_client_disconnect_frees_its_place(
             await asyncio.sleep(0.01)
         assert gate.buffered == 0
         second = asyncio.create_task(client.get(url))
-        while gate.buffered < 1:
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: not (gate.buffered < 1))
         assert not second.done()  # held, not refused: the place was freed
         second.cancel()
         await asyncio.gather(second, return_exceptions=True)
@@ -143,8 +148,7 @@ async def test_container_concurrency_never_exceeded(
         async with running_activator(source, settings(scaler)) as act:
             gate = act.registry.gates["default/llama"]
             # Wait for the first report's answer to set this activator's share.
-            while gate.limit != expected_limit:
-                await asyncio.sleep(0.02)
+            await wait_until(lambda: gate.limit == expected_limit)
             url = f"http://127.0.0.1:{act.data_port}/x"
 
             async def one() -> int:
@@ -197,12 +201,11 @@ async def test_killed_replica_loses_no_request(
                     return rid, resp.status
 
             tasks = [asyncio.create_task(one(i)) for i in range(60)]
-            while len(victim.received) < 5:
-                await asyncio.sleep(0.005)
+            await wait_until(lambda: not (len(victim.received) < 5))
             await victim.kill()
             more = [asyncio.create_task(one(i)) for i in range(60, 120)]
             results = await asyncio.gather(*tasks, *more)
-        statuses = {rid: status for rid, status in results}
+        statuses = dict(results)
         assert set(statuses.values()) <= {200, 502}
         failed = {rid for rid, status in statuses.items() if status == 502}
         assert failed, "the kill should have cut some in-flight requests"
@@ -264,8 +267,9 @@ async def test_drain_finishes_in_flight_and_held_work(
             admin = f"http://127.0.0.1:{act.admin_port}"
             in_flight = [asyncio.create_task(client.get(base + "/slow")) for _ in range(5)]
             held = asyncio.create_task(client.get(base + "/cold"))
-            while slow.in_flight < 5 or act.registry.gates["default/cold"].buffered < 1:
-                await asyncio.sleep(0.01)
+            await wait_until(
+                lambda: not (slow.in_flight < 5 or act.registry.gates["default/cold"].buffered < 1)
+            )
             drain = asyncio.create_task(act.drain())
             await asyncio.sleep(0.05)
             async with client.get(admin + "/readyz") as resp:

@@ -44,7 +44,8 @@ async def _raw(port: int, request: bytes) -> bytes:
     ("request_bytes", "status"),
     [
         pytest.param(
-            b"GET http://127.0.0.1:1/secret HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n", b"400",
+            b"GET http://127.0.0.1:1/secret HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n",
+            b"400",
             id="absolute-form",
         ),
         pytest.param(
@@ -52,7 +53,8 @@ async def _raw(port: int, request: bytes) -> bytes:
         ),
         pytest.param(b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", b"400", id="asterisk-form"),
         pytest.param(
-            b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", b"400",
+            b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n",
+            b"400",
             id="header-too-long",
         ),
     ],
@@ -64,7 +66,8 @@ async def test_refused_requests(scaler: FakeScaler, request_bytes: bytes, status
         async with running_activator(source, settings(scaler)) as act:
             answer = await _raw(act.data_port, request_bytes)
         status_line = answer.split(b"\r\n", 1)[0]
-        assert status_line.startswith(b"HTTP/1.") and status_line[9:].startswith(status), answer[:80]
+        assert status_line.startswith(b"HTTP/1."), answer[:80]
+        assert status_line[9:].startswith(status), answer[:80]
         assert backend.received == []
     finally:
         await backend.stop()
@@ -98,11 +101,14 @@ async def test_model_routing_limits(scaler: FakeScaler, client: aiohttp.ClientSe
         await backend.stop()
 
 
-@pytest.mark.parametrize(("allowed", "header", "status"), [
-    pytest.param(False, "default/llama", 404, id="header-ignored-when-not-allowed"),
-    pytest.param(True, "default/llama", 200, id="header-routes-when-allowed"),
-    pytest.param(True, "default/nope", 404, id="unknown-target"),
-])
+@pytest.mark.parametrize(
+    ("allowed", "header", "status"),
+    [
+        pytest.param(False, "default/llama", 404, id="header-ignored-when-not-allowed"),
+        pytest.param(True, "default/llama", 200, id="header-routes-when-allowed"),
+        pytest.param(True, "default/nope", 404, id="unknown-target"),
+    ],
+)
 async def test_target_header(
     scaler: FakeScaler, client: aiohttp.ClientSession, allowed: bool, header: str, status: int
 ) -> None:

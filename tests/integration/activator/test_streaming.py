@@ -40,19 +40,21 @@ async def test_sse_chunks_arrive_as_sent(scaler: FakeScaler, client: aiohttp.Cli
     backend = await Backend(sse_chunks=5, sse_gate=gate).start()
     try:
         source = StaticSource(spec("default/llama", backend.endpoint))
-        async with running_activator(source, settings(scaler)) as act:
-            async with client.get(f"http://127.0.0.1:{act.data_port}/v1/stream") as resp:
-                assert resp.headers["Content-Type"] == "text/event-stream"
-                seen = []
-                buffer = b""
-                while len(seen) < 5:
-                    chunk = await asyncio.wait_for(resp.content.readany(), 5)
-                    buffer += chunk
-                    events = sse_events(buffer)
-                    if len(events) > len(seen):
-                        seen = events
-                        gate.put_nowait(None)  # let the backend send the next one
-                rest = await resp.read()
+        async with (
+            running_activator(source, settings(scaler)) as act,
+            client.get(f"http://127.0.0.1:{act.data_port}/v1/stream") as resp,
+        ):
+            assert resp.headers["Content-Type"] == "text/event-stream"
+            seen: list[str] = []
+            buffer = b""
+            while len(seen) < 5:
+                chunk = await asyncio.wait_for(resp.content.readany(), 5)
+                buffer += chunk
+                events = sse_events(buffer)
+                if len(events) > len(seen):
+                    seen = events
+                    gate.put_nowait(None)  # let the backend send the next one
+            rest = await resp.read()
         assert seen[:5] == [f"chunk-{i}" for i in range(5)]
         assert sse_events(buffer + rest)[-1] == "[DONE]"
     finally:
@@ -117,7 +119,9 @@ async def test_chunked_request_body_and_large_response(
 
     async def handler(request: web.Request) -> web.Response:
         got = await request.read()
-        return web.Response(body=got * 2, headers={"X-Te": request.headers.get("Transfer-Encoding", "")})
+        return web.Response(
+            body=got * 2, headers={"X-Te": request.headers.get("Transfer-Encoding", "")}
+        )
 
     app = web.Application()
     app.router.add_post("/{tail:.*}", handler)
@@ -132,11 +136,13 @@ async def test_chunked_request_body_and_large_response(
 
     try:
         source = StaticSource(spec("default/llama", f"127.0.0.1:{port}"))
-        async with running_activator(source, settings(scaler)) as act:
-            async with client.post(f"http://127.0.0.1:{act.data_port}/up", data=body()) as resp:
-                assert resp.status == 200
-                assert resp.headers["X-Te"] == "chunked"
-                assert await resp.read() == big * 2
+        async with (
+            running_activator(source, settings(scaler)) as act,
+            client.post(f"http://127.0.0.1:{act.data_port}/up", data=body()) as resp,
+        ):
+            assert resp.status == 200
+            assert resp.headers["X-Te"] == "chunked"
+            assert await resp.read() == big * 2
     finally:
         await runner.cleanup()
 
@@ -170,6 +176,7 @@ async def test_header_hygiene(scaler: FakeScaler, client: aiohttp.ClientSession)
         assert first["X-Forwarded-Proto"] == "http"
         assert first["X-Forwarded-Host"] == f"127.0.0.1:{act.data_port}"
         assert first["X-Request-Id"] == "abc-123"
-        assert second["X-Request-Id"] == generated and len(generated) == 32
+        assert second["X-Request-Id"] == generated
+        assert len(generated) == 32
     finally:
         await backend.stop()
