@@ -112,7 +112,9 @@ def start_backend(
     cpu: str, *, mode: str = "small", port: int | None = None, wait: bool = True
 ) -> tuple[subprocess.Popen[bytes], int]:
     port = port or free_port()
-    proc = _spawn(cpu, [sys.executable, "-m", "loadtests.bench.activator_harness", "backend", str(port), mode])
+    proc = _spawn(
+        cpu, [sys.executable, "-m", "loadtests.bench.activator_harness", "backend", str(port), mode]
+    )
     if wait:
         _wait_port(port)
     return proc, port
@@ -139,10 +141,12 @@ def start_activator(
     _wait_port(admin)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            with urllib.request.urlopen(f"http://127.0.0.1:{admin}/readyz", timeout=2) as r:
-                if r.status == 200:
-                    break
+        with (
+            contextlib.suppress(OSError),
+            urllib.request.urlopen(f"http://127.0.0.1:{admin}/readyz", timeout=2) as r,
+        ):
+            if r.status == 200:
+                break
         time.sleep(0.05)
     return proc, port, admin
 
@@ -150,7 +154,9 @@ def start_activator(
 def start_nginx(cpu: str, backend_port: int, workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(nginx).exists():
-        raise RuntimeError("nginx is not installed; 'apt-get install nginx' (or make bench as root)")
+        raise RuntimeError(
+            "nginx is not installed; 'apt-get install nginx' (or make bench as root)"
+        )
     port = free_port()
     conf = workdir / "nginx.conf"
     conf.write_text(
@@ -180,7 +186,9 @@ http {{
 }}
 """
     )
-    proc = _spawn(cpu, [nginx, "-p", str(workdir), "-c", str(conf), "-e", str(workdir / "nginx-error.log")])
+    proc = _spawn(
+        cpu, [nginx, "-p", str(workdir), "-c", str(conf), "-e", str(workdir / "nginx-error.log")]
+    )
     _wait_port(port)
     return proc, port
 
@@ -197,7 +205,7 @@ def spawn_load(cpu: str, **params: Any) -> subprocess.Popen[bytes]:
 def raise_fd_limit() -> None:
     import resource
 
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
@@ -207,7 +215,7 @@ def metric(admin_port: int, name: str) -> float:
     return sum(
         float(line.rsplit(" ", 1)[1])
         for line in text.splitlines()
-        if line.startswith(name + "{") or line.startswith(name + " ")
+        if line.startswith((name + "{", name + " "))
     )
 
 
@@ -266,7 +274,8 @@ class _Backend(asyncio.Protocol):
 
     async def _sse(self, transport: asyncio.Transport) -> None:
         transport.write(
-            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
         )
         for _ in range(50):
             await asyncio.sleep(0.02)

@@ -71,9 +71,11 @@ def main(argv: list[str]) -> int:
     extra = held_mb - idle_mb
     print(f"held at once: {held:.0f} of {count}")
     print(f"activator RSS idle {idle_mb:.1f} MB (reference), holding {held_mb:.1f} MB")
-    print(f"extra: {extra:.1f} MB = {extra * 1024 / max(held, 1):.1f} KiB per held request "
-          f"(x{held_mb / idle_mb:.2f} of idle); target < {TARGET_MB:.0f} MB: "
-          f"{'MET' if extra < TARGET_MB else 'NOT MET'}")
+    print(
+        f"extra: {extra:.1f} MB = {extra * 1024 / max(held, 1):.1f} KiB per held request "
+        f"(x{held_mb / idle_mb:.2f} of idle); target < {TARGET_MB:.0f} MB: "
+        f"{'MET' if extra < TARGET_MB else 'NOT MET'}"
+    )
     print(f"answered: {result['statuses']} in {result['elapsed_s']:.1f}s after the burst")
     ok = result["statuses"] == {"200": count} and held >= count
     print("all answered" if ok else "NOT all answered")

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import sys
 
-from loadtests.bench.activator_harness import cpus, run_load, start_activator, start_backend, stop, workdir
+from loadtests.bench.activator_harness import (
+    cpus,
+    run_load,
+    start_activator,
+    start_backend,
+    stop,
+    workdir,
+)
 
 RATES = (250, 500, 1000, 2000)
 
@@ -30,7 +37,9 @@ def main(argv: list[str]) -> int:
         try:
             run_load(load_cpu, port=port, conns=32, duration_s=1.0)  # warm up
             for rate in RATES:
-                direct = run_load(load_cpu, port=backend_port, conns=32, rate=rate, duration_s=duration)
+                direct = run_load(
+                    load_cpu, port=backend_port, conns=32, rate=rate, duration_s=duration
+                )
                 proxied = run_load(load_cpu, port=port, conns=32, rate=rate, duration_s=duration)
                 results.append((rate, direct, proxied))
         finally:
