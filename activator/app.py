@@ -1,0 +1,289 @@
+"""Wiring: the data server, the admin server, background work, and draining.
+
+:func:`start` builds one running activator from settings and a target
+source and returns an :class:`Activator`; :meth:`Activator.drain` is the
+SIGTERM path. The pieces:
+
+- the **data port** is aiohttp's low-level ``web.Server`` with the proxy's
+  one handler (no router or middleware on the hot path), handler
+  cancellation on (a client that leaves while held frees its place), a raised
+  listen backlog, header limits and an idle-connection timeout;
+- the **admin port** (``/healthz``, ``/readyz``, ``/metrics``) is a separate
+  server: admin endpoints are never served on the data port. ``/readyz``
+  depends on neither the scaler nor any backend;
+- one shared ``ClientSession`` to the replicas: no connection limit (the
+  gates bound concurrency, and aiohttp's default of 100 would silently queue
+  requests), no total timeout (only connect and idle-read), no automatic
+  decompression (bodies pass through byte for byte), no cookie jar;
+- background tasks: the target source, the prober and the reporter, each
+  cancelled on the way out.
+
+Drain (DESIGN §3): fail ``/readyz`` and answer new requests 503; after
+``drain_grace_s`` close the listener; then let aiohttp wait up to
+``drain_s`` for every request in progress, held ones included, before it
+cancels what is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import aiohttp
+from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from activator.metrics import Metrics
+from activator.probing import Prober
+from activator.proxy import Proxy, ProxyOptions
+from activator.registry import Registry
+from activator.reporting import Reporter
+from activator.settings import ActivatorSettings
+from activator.targets import TargetSource
+
+__all__ = ["Activator", "activator_name", "admin_app", "make_source", "start"]
+
+log = logging.getLogger(__name__)
+
+
+def activator_name(settings: ActivatorSettings) -> str:
+    if settings.name:
+        return settings.name
+    pod = os.environ.get("POD_NAME")
+    return pod if pod else f"{socket.gethostname()}:{os.getpid()}"
+
+
+def make_source(settings: ActivatorSettings) -> TargetSource:
+    if settings.routes is not None:
+        from activator.routes_file import RoutesFileSource
+
+        source = RoutesFileSource(
+            settings.routes, poll_s=settings.routes_poll_s, defaults=settings.defaults
+        )
+        source.load()  # fail at start, with the file's error, rather than later in a task
+        return source
+    from activator.kube.source import KubeSource
+
+    return KubeSource(label_selector=settings.label_selector, namespace=settings.namespace or None)
+
+
+@dataclass
+class Activator:
+    """One running activator (one worker)."""
+
+    settings: ActivatorSettings
+    registry: Registry
+    proxy: Proxy
+    metrics: Metrics
+    session: aiohttp.ClientSession
+    reporter: Reporter
+    prober: Prober
+    data_runner: web.ServerRunner
+    admin_runner: web.AppRunner | None
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    ready: bool = False
+    data_port: int = 0
+    admin_port: int = 0
+
+    async def drain(self) -> None:
+        """SIGTERM: fail readiness, stop accepting, finish work up to drain_s, stop."""
+        self.ready = False
+        self.proxy.draining = True
+        timeouts = self.settings.timeouts
+        if timeouts.drain_grace_s:
+            await asyncio.sleep(timeouts.drain_grace_s)
+        await self.data_runner.cleanup()  # closes the listener, waits up to drain_s
+        await self.close()
+
+    async def close(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        self.tasks.clear()
+        await self.reporter.close()
+        with contextlib.suppress(RuntimeError):
+            await self.data_runner.cleanup()
+        if self.admin_runner is not None:
+            await self.admin_runner.cleanup()
+        await self.session.close()
+
+
+def admin_app(
+    *,
+    is_ready: Callable[[], bool],
+    metrics_text: Callable[[], Awaitable[bytes]],
+) -> web.Application:
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def readyz(_: web.Request) -> web.Response:
+        if is_ready():
+            return web.Response(text="ready\n")
+        return web.Response(status=503, text="not ready\n")
+
+    async def metrics(_: web.Request) -> web.Response:
+        body = await metrics_text()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    return app
+
+
+async def _supervise(name: str, coro: Awaitable[None]) -> None:
+    """Run a background job; a crash is logged loudly, never swallowed silently."""
+    try:
+        await coro
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("background task %s failed", name)
+        raise
+
+
+async def start(
+    settings: ActivatorSettings,
+    *,
+    source: TargetSource,
+    registry: CollectorRegistry | None = None,
+    reuse_port: bool = False,
+    admin_unix_path: str | None = None,
+    serve_admin: bool = True,
+) -> Activator:
+    """Start an activator; the caller drains or closes it."""
+    prom = registry if registry is not None else CollectorRegistry()
+    targets = Registry(rng=random.Random())
+    metrics = Metrics(prom, gates=lambda: targets.gates)
+    timeouts = settings.timeouts
+    limits = settings.limits
+    connector = aiohttp.TCPConnector(
+        limit=limits.upstream_connections,
+        limit_per_host=0,
+        ttl_dns_cache=None,
+        use_dns_cache=True,
+        enable_cleanup_closed=False,
+        # Below uvicorn's (vLLM's) 5 s keep-alive, so we close idle pooled
+        # connections before the replica does and rarely race its close.
+        keepalive_timeout=4.0,
+    )
+    session = aiohttp.ClientSession(
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(
+            total=None,
+            connect=timeouts.connect_s,
+            sock_connect=timeouts.connect_s,
+            sock_read=timeouts.upstream_idle_s or None,
+        ),
+        auto_decompress=False,
+        cookie_jar=aiohttp.DummyCookieJar(),
+        raise_for_status=False,
+    )
+    # aiohttp re-sends an idempotent request once when a pooled connection
+    # turns out closed (RFC 9112 §9.3.1). DESIGN §3 is stricter: once bytes
+    # went to a replica the request is never retried (a GET may have started
+    # work there), so the answer is a 502. There is no public switch.
+    session._retry_connection = False
+    proxy = Proxy(
+        registry=targets,
+        session=session,
+        metrics=metrics,
+        options=ProxyOptions(
+            allow_target_header=settings.allow_target_header,
+            max_model_body_bytes=limits.max_model_body_bytes,
+            max_body_bytes=limits.max_body_bytes,
+            client_body_idle_s=timeouts.client_body_idle_s,
+            small_response_bytes=limits.small_response_bytes,
+            retry_after_s=settings.retry_after_s,
+        ),
+    )
+    token = settings.scaler_token.get_secret_value() if settings.scaler_token else None
+    reporter = Reporter(
+        registry=targets,
+        session=session,
+        scaler_url=settings.scaler_url,
+        token=token,
+        activator=activator_name(settings),
+        metrics=metrics,
+        period_s=settings.report_period_s,
+        timeout_s=timeouts.scaler_s,
+    )
+    targets.set_on_hold_cold(reporter.activate)
+    prober = Prober(
+        targets,
+        interval_s=settings.probe_interval_s,
+        timeout_s=timeouts.probe_s,
+        recheck_ready_s=settings.recheck_ready_s if settings.routes is not None else None,
+    )
+    server = web.Server(
+        proxy.handle,
+        handler_cancellation=True,
+        keepalive_timeout=timeouts.client_idle_s,
+        max_line_size=limits.max_header_bytes,
+        max_field_size=limits.max_header_bytes,
+        max_headers=limits.max_headers,
+        access_log=None,
+    )
+    data_runner = web.ServerRunner(server, shutdown_timeout=timeouts.drain_s)
+    await data_runner.setup()
+    activator = Activator(
+        settings=settings,
+        registry=targets,
+        proxy=proxy,
+        metrics=metrics,
+        session=session,
+        reporter=reporter,
+        prober=prober,
+        data_runner=data_runner,
+        admin_runner=None,
+    )
+    loop = asyncio.get_running_loop()
+    try:
+        activator.tasks.append(loop.create_task(_supervise("source", source.run(targets))))
+        activator.tasks.append(loop.create_task(_supervise("prober", prober.run())))
+        activator.tasks.append(loop.create_task(_supervise("reporter", reporter.run())))
+        site = web.TCPSite(
+            data_runner,
+            settings.host,
+            settings.port,
+            backlog=limits.backlog,
+            reuse_port=reuse_port or None,
+        )
+        await site.start()
+        activator.data_port = data_runner.addresses[0][1]
+
+        async def metrics_text() -> bytes:
+            return generate_latest(prom)
+
+        if serve_admin or admin_unix_path:
+            admin = web.AppRunner(
+                admin_app(is_ready=lambda: activator.ready, metrics_text=metrics_text),
+                access_log=None,
+            )
+            await admin.setup()
+            activator.admin_runner = admin
+            if admin_unix_path is not None:
+                await web.UnixSite(admin, admin_unix_path).start()
+            if serve_admin:
+                await web.TCPSite(admin, settings.admin_host, settings.admin_port).start()
+                activator.admin_port = next(a[1] for a in admin.addresses if isinstance(a, tuple))
+    except BaseException:
+        await activator.close()
+        raise
+    activator.ready = True
+    log.info(
+        "activator %s serving on %s:%d (admin %d)",
+        reporter.activator,
+        settings.host,
+        activator.data_port,
+        activator.admin_port,
+    )
+    return activator

@@ -1,0 +1,219 @@
+"""Per-target holding: a bounded FIFO of waiting requests and a per-replica limit.
+
+A :class:`Gate` stands in front of each target. A request asks it for an
+endpoint:
+
+- the fast path (:meth:`Gate.try_acquire`) is a plain function call with no
+  awaiting: when nobody is waiting and a ready endpoint has a free slot, the
+  request takes it at once;
+- otherwise the request is *held* (:meth:`Gate.acquire`): it gets a future at
+  the back of a FIFO queue. Whenever capacity appears (an endpoint turns ready,
+  a request finishes) :meth:`Gate.dispatch` hands endpoints to the queue's
+  head, already counted in flight, so a burst of 2,000 held requests is
+  released in arrival order without waking all of them for every slot;
+- beyond ``max_buffered`` waiting requests it fails at once with
+  :class:`BufferFull` (Knative's breaker does the same with its queue depth);
+- past its cold-start deadline it fails with :class:`ColdStartTimeout`;
+- a cancelled caller (the client went away) leaves the queue: its future is
+  cancelled and skipped, and an endpoint handed to it in the same instant is
+  given back.
+
+``container-concurrency`` is a hard per-replica bound; this activator
+enforces ``max(1, cc // activators)`` of it, where ``activators`` is the
+number the scaler counts (its answer to ``/v1/stats``), so several
+activators together stay within the bound as long as there are no more of
+them than ``cc``.
+
+The gate also keeps what ``/v1/stats`` reports: arrivals, and the time
+integral of ``in_flight + buffered`` from which the period's mean concurrency
+comes. Both are updated where the counts change, with one clock read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+
+from activator.balancing import pick
+from activator.readiness import EndpointTracker, TargetEndpoints
+
+__all__ = ["BufferFull", "ColdStartTimeout", "Gate", "GateClosed", "HoldError"]
+
+
+class HoldError(Exception):
+    """A request could not get an endpoint."""
+
+
+class BufferFull(HoldError):
+    """``max_buffered`` requests already wait for this target."""
+
+
+class ColdStartTimeout(HoldError):
+    """No endpoint became free within the cold-start timeout."""
+
+
+class GateClosed(HoldError):
+    """The target went away while the request waited."""
+
+
+class Gate:
+    """Holding and concurrency accounting for one target."""
+
+    def __init__(
+        self,
+        endpoints: TargetEndpoints,
+        *,
+        max_buffered: int,
+        container_concurrency: int,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] | None = None,
+        on_hold_cold: Callable[[Gate], None] | None = None,
+    ) -> None:
+        self.name = endpoints.name
+        self.endpoints = endpoints
+        self.max_buffered = 0
+        self.container_concurrency = 0
+        self.activators = 1
+        self.limit = 0
+        self.configure(max_buffered=max_buffered, container_concurrency=container_concurrency)
+        self._rng = rng or random.Random()
+        self._clock = clock or time.monotonic
+        self._on_hold_cold = on_hold_cold
+        self._waiters: deque[asyncio.Future[EndpointTracker]] = deque()
+        self.buffered = 0
+        self.in_flight = 0
+        self.arrivals = 0
+        self.closed = False
+        # Time integral of in_flight + buffered since the last report.
+        self.area = 0.0
+        self._last_t = self._clock()
+        endpoints.set_on_change(self.dispatch)
+
+    def configure(self, *, max_buffered: int, container_concurrency: int) -> None:
+        if max_buffered < 0:
+            raise ValueError(f"max_buffered must be >= 0, got {max_buffered}")
+        if container_concurrency < 0:
+            raise ValueError(f"container_concurrency must be >= 0, got {container_concurrency}")
+        self.max_buffered = max_buffered
+        self.container_concurrency = container_concurrency
+        self._update_limit()
+
+    def set_activators(self, count: int) -> None:
+        """The scaler's count of reporting activators; this one takes its share of cc."""
+        self.activators = max(1, count)
+        self._update_limit()
+
+    def _update_limit(self) -> None:
+        cc = self.container_concurrency
+        old = self.limit
+        self.limit = 0 if cc == 0 else max(1, cc // self.activators)
+        if self.limit != old and hasattr(self, "_waiters"):
+            self.dispatch()
+
+    # -- accounting ---------------------------------------------------------
+
+    def _touch(self) -> None:
+        now = self._clock()
+        self.area += (self.in_flight + self.buffered) * (now - self._last_t)
+        self._last_t = now
+
+    def take_period(self) -> tuple[float, int]:
+        """(level-seconds, arrivals) since the last call; resets both."""
+        self._touch()
+        area, arrivals = self.area, self.arrivals
+        self.area = 0.0
+        self.arrivals = 0
+        return area, arrivals
+
+    # -- the request path ---------------------------------------------------
+
+    def try_acquire(self) -> EndpointTracker | None:
+        """An endpoint now, or None; never waits. Queued requests go first."""
+        if self._waiters or self.closed:
+            return None
+        tracker = pick(self.endpoints.ready, self.limit, self._rng)
+        if tracker is not None:
+            self._touch()
+            tracker.in_flight += 1
+            self.in_flight += 1
+        return tracker
+
+    async def acquire(self, timeout_s: float) -> EndpointTracker:
+        """Hold until an endpoint is handed over; raises a :class:`HoldError` or cancels."""
+        if self.closed:
+            raise GateClosed(self.name)
+        tracker = self.try_acquire()
+        if tracker is not None:
+            return tracker
+        if self.buffered >= self.max_buffered:
+            raise BufferFull(self.name)
+        fut: asyncio.Future[EndpointTracker] = asyncio.get_running_loop().create_future()
+        self._touch()
+        self._waiters.append(fut)
+        self.buffered += 1
+        if not self.endpoints.ready and self._on_hold_cold is not None:
+            self._on_hold_cold(self)
+        handed = False
+        try:
+            async with asyncio.timeout(timeout_s):
+                tracker = await fut
+            handed = True
+            return tracker
+        except TimeoutError:
+            raise ColdStartTimeout(self.name) from None
+        finally:
+            self._touch()
+            self.buffered -= 1
+            if not fut.done():
+                fut.cancel()
+            elif not handed and not fut.cancelled() and fut.exception() is None:
+                # Handed an endpoint in the same instant we were cancelled or
+                # timed out: give it back to the next in line.
+                self.release(fut.result())
+            if len(self._waiters) > 2 * self.buffered + 64:
+                self._waiters = deque(f for f in self._waiters if not f.done())
+
+    def release(self, tracker: EndpointTracker) -> None:
+        self._touch()
+        tracker.in_flight -= 1
+        self.in_flight -= 1
+        if self._waiters:
+            self.dispatch()
+
+    def dispatch(self) -> None:
+        """Hand free endpoints to the waiters at the head of the queue."""
+        waiters = self._waiters
+        ready = self.endpoints.ready
+        if not ready:
+            return
+        touched = False
+        while waiters:
+            head = waiters[0]
+            if head.done():  # cancelled: its caller went away
+                waiters.popleft()
+                continue
+            tracker = pick(ready, self.limit, self._rng)
+            if tracker is None:
+                break
+            if not touched:
+                self._touch()
+                touched = True
+            waiters.popleft()
+            tracker.in_flight += 1
+            self.in_flight += 1
+            head.set_result(tracker)
+
+    def close(self) -> None:
+        """The target is gone: fail everyone waiting with :class:`GateClosed`."""
+        self.closed = True
+        while self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_exception(GateClosed(self.name))
+
+    def pods(self) -> dict[str, int]:
+        """In-flight requests per replica, for the report."""
+        return {t.label: t.in_flight for t in self.endpoints.trackers.values() if t.in_flight}

@@ -1,0 +1,116 @@
+"""``tidal activator``: flags -> settings -> one process, or a supervisor of workers.
+
+Every setting in :class:`~activator.settings.ActivatorSettings` gets a flag
+(``--timeouts-connect-s``) whose help names its default, unit and
+environment variable; ``--config FILE`` adds a YAML file under the
+environment. Bad settings exit with status 2 and a message naming the key.
+
+uvloop is installed here, at the entry point, through ``asyncio.Runner``'s
+loop factory; tests drive :func:`activator.app.start` on the stdlib loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import uvloop
+from pydantic import ValidationError
+
+from activator.settings import ActivatorSettings, flag_specs, load_settings
+
+__all__ = ["configure", "run", "serve", "settings_from_args"]
+
+log = logging.getLogger("activator")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", type=Path, metavar="FILE", help="YAML settings file (under flags and env)"
+    )
+    for spec in flag_specs():
+        dest = "setting__" + "__".join(spec.path)
+        if spec.is_bool:
+            parser.add_argument(
+                spec.flag, dest=dest, action="store_const", const=True, help=spec.help
+            )
+        else:
+            parser.add_argument(spec.flag, dest=dest, metavar="VALUE", help=spec.help)
+    parser.epilog = (
+        "Without --routes the activator discovers targets from Kubernetes "
+        "(KUBECONFIG or in-cluster)."
+    )
+
+
+def settings_from_args(args: argparse.Namespace) -> ActivatorSettings:
+    flags: dict[str, Any] = {}
+    for key, value in vars(args).items():
+        if not key.startswith("setting__") or value is None:
+            continue
+        path = key.removeprefix("setting__").split("__")
+        node = flags
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+    return load_settings(flags, getattr(args, "config", None))
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = settings_from_args(args)
+    except (ValidationError, ValueError) as exc:
+        print(f"tidal activator: invalid settings:\n{exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if settings.workers > 1:
+        from activator.workers import run_workers
+
+        return run_workers(settings)
+    try:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(serve(settings))
+    except (ValueError, OSError) as exc:
+        print(f"tidal activator: cannot start: {exc}", file=sys.stderr)
+        return 1
+
+
+async def serve(
+    settings: ActivatorSettings,
+    *,
+    reuse_port: bool = False,
+    admin_unix_path: str | None = None,
+    serve_admin: bool = True,
+) -> int:
+    """Run one activator until SIGTERM/SIGINT, then drain. Exit status."""
+    from activator.app import make_source, start
+
+    activator = await start(
+        settings,
+        source=make_source(settings),
+        reuse_port=reuse_port,
+        admin_unix_path=admin_unix_path,
+        serve_admin=serve_admin,
+    )
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    stopper = loop.create_task(stop.wait(), name="wait for SIGTERM")
+    done, _ = await asyncio.wait([stopper, *activator.tasks], return_when=asyncio.FIRST_COMPLETED)
+    if stopper not in done:
+        stopper.cancel()
+        log.error("a background task ended; shutting down")
+        await activator.close()
+        return 1
+    log.info("SIGTERM: draining")
+    await activator.drain()
+    log.info("drained; exiting")
+    return 0

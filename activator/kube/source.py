@@ -1,0 +1,150 @@
+"""Targets from Kubernetes: watches of opted-in Deployments, Services, EndpointSlices.
+
+The only module of the activator (with its package) that imports
+kubernetes_asyncio. Three :class:`~activator.kube.watch.Reflector` loops keep
+local stores:
+
+- Deployments with the label selector (``autoscaling.tidal.dev/enabled=true``);
+- Services (to map a ``routing.tidal.dev/port`` number to the port name the
+  EndpointSlices carry);
+- EndpointSlices that belong to a Service (``kubernetes.io/service-name``).
+
+Any change schedules one rebuild on the next loop turn (a burst of events
+costs one), which joins the stores with the pure
+:func:`~activator.kube.translate.build_targets` and hands the snapshot to the
+sink. The first snapshot goes out once all three have listed.
+
+Configuration: in-cluster when ``KUBERNETES_SERVICE_HOST`` is set, else
+``KUBECONFIG`` / ``~/.kube/config``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from kubernetes_asyncio import client, config, watch
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from activator.kube.translate import SERVICE_NAME_LABEL, build_targets
+from activator.kube.watch import Gone, Lister, Obj, Reflector, Watcher
+from activator.targets import TargetSink
+
+__all__ = ["KubeSource"]
+
+log = logging.getLogger(__name__)
+
+WATCH_TIMEOUT_S = 300
+
+
+def _bind(
+    list_all: Callable[..., Any],
+    list_namespaced: Callable[..., Any],
+    *,
+    namespace: str | None,
+    label_selector: str,
+) -> tuple[Lister, Watcher]:
+    def call(**kwargs: Any) -> Any:
+        if namespace:
+            return list_namespaced(namespace, label_selector=label_selector, **kwargs)
+        return list_all(label_selector=label_selector, **kwargs)
+
+    async def lister() -> tuple[list[Obj], str]:
+        resp = await call(_preload_content=False)
+        try:
+            data = json.loads(await resp.read())
+        finally:
+            resp.release()
+        return list(data.get("items") or []), str(data["metadata"]["resourceVersion"])
+
+    async def watcher(version: str) -> AsyncIterator[Obj]:
+        func = list_namespaced if namespace else list_all
+        args = (namespace,) if namespace else ()
+        w = watch.Watch()
+        try:
+            async with w.stream(
+                func,
+                *args,
+                label_selector=label_selector,
+                resource_version=version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=WATCH_TIMEOUT_S,
+            ) as stream:
+                async for event in stream:
+                    yield {"type": event["type"], "object": event["raw_object"]}
+        except ApiException as exc:
+            if exc.status == 410:
+                raise Gone() from exc
+            raise
+
+    return lister, watcher
+
+
+class KubeSource:
+    """A TargetSource backed by the Kubernetes API."""
+
+    def __init__(self, *, label_selector: str, namespace: str | None = None) -> None:
+        self.label_selector = label_selector
+        self.namespace = namespace
+
+    async def _load_config(self) -> None:
+        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
+        else:
+            await config.load_kube_config()
+
+    async def run(self, sink: TargetSink) -> None:
+        await self._load_config()
+        async with client.ApiClient() as api:
+            apps = client.AppsV1Api(api)
+            core = client.CoreV1Api(api)
+            disc = client.DiscoveryV1Api(api)
+            loop = asyncio.get_running_loop()
+            pending = False
+
+            def rebuild() -> None:
+                nonlocal pending
+                pending = False
+                if not all(r.synced.is_set() for r in reflectors):
+                    return
+                targets, problems = build_targets(
+                    deployments.store.values(), services.store, slices.store.values()
+                )
+                for problem in problems:
+                    log.warning("%s", problem)
+                sink.apply(targets)
+
+            def changed() -> None:
+                nonlocal pending
+                if not pending:
+                    pending = True
+                    loop.call_soon(rebuild)
+
+            ns = self.namespace
+            lister, watcher = _bind(
+                apps.list_deployment_for_all_namespaces,
+                apps.list_namespaced_deployment,
+                namespace=ns,
+                label_selector=self.label_selector,
+            )
+            deployments = Reflector("Deployment", lister=lister, watcher=watcher, on_change=changed)
+            lister, watcher = _bind(
+                core.list_service_for_all_namespaces,
+                core.list_namespaced_service,
+                namespace=ns,
+                label_selector="",
+            )
+            services = Reflector("Service", lister=lister, watcher=watcher, on_change=changed)
+            lister, watcher = _bind(
+                disc.list_endpoint_slice_for_all_namespaces,
+                disc.list_namespaced_endpoint_slice,
+                namespace=ns,
+                label_selector=SERVICE_NAME_LABEL,
+            )
+            slices = Reflector("EndpointSlice", lister=lister, watcher=watcher, on_change=changed)
+            reflectors = (deployments, services, slices)
+            await asyncio.gather(*(r.run() for r in reflectors))

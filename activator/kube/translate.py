@@ -1,0 +1,237 @@
+"""Kubernetes objects -> targets: pure functions over the API's JSON (plain dicts).
+
+Inputs are the objects as the API server sends them (``raw_object`` of watch
+events, items of lists), so these functions need no client and are tested
+with literal dicts.
+
+- :func:`target_from_deployment` reads an opted-in Deployment's
+  ``routing.tidal.dev/*`` annotations (DESIGN §2). A bad value is reported
+  (the returned problems name the key, the value and what is allowed) and
+  its default is used, so one typo does not take a model off the data path;
+  the scaler raises the ``InvalidAnnotation`` event.
+- :func:`endpoints_from_slices` turns the EndpointSlices of the target's
+  Service into endpoints: every address of every endpoint that is not
+  ``terminating``, with ``ready`` as the slice says (an absent condition
+  means ready, as the API documents). The port is the Service port named by
+  ``routing.tidal.dev/port`` (a number or a name; default: the first port),
+  looked up by name in the slice, since slices carry the Service's port
+  names with the *target* port numbers.
+- :func:`build_targets` joins Deployments, Services and slices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from activator.targets import (
+    COLD_START_TIMEOUT_RANGE_S,
+    CONTAINER_CONCURRENCY_RANGE,
+    DEFAULT_COLD_START_TIMEOUT_S,
+    DEFAULT_CONTAINER_CONCURRENCY,
+    DEFAULT_MAX_BUFFERED,
+    MAX_BUFFERED_RANGE,
+    Endpoint,
+    TargetSpec,
+    parse_duration_s,
+)
+
+__all__ = [
+    "ENABLED_LABEL",
+    "SERVICE_NAME_LABEL",
+    "Routing",
+    "build_targets",
+    "endpoints_from_slices",
+    "target_from_deployment",
+]
+
+ENABLED_LABEL = "autoscaling.tidal.dev/enabled"
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+_R = "routing.tidal.dev/"
+
+Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Routing:
+    """What one Deployment says about routing, before endpoints are known."""
+
+    spec: TargetSpec
+    service: str
+    port: str | int | None
+    problems: tuple[str, ...] = ()
+
+
+def _meta(obj: Obj) -> Mapping[str, Any]:
+    meta = obj.get("metadata") or {}
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def key_of(obj: Obj) -> str:
+    meta = _meta(obj)
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _list(value: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def _int_in(value: str, lo: int, hi: int) -> int:
+    number = int(value.strip())
+    if not lo <= number <= hi:
+        raise ValueError
+    return number
+
+
+def target_from_deployment(deployment: Obj) -> Routing:
+    meta = _meta(deployment)
+    name = key_of(deployment)
+    notes: Mapping[str, str] = meta.get("annotations") or {}
+    problems: list[str] = []
+
+    def bad(key: str, allowed: str) -> None:
+        problems.append(
+            f"{name}: annotation {_R}{key}={notes.get(_R + key)!r} is invalid; {allowed}"
+        )
+
+    cold_s = DEFAULT_COLD_START_TIMEOUT_S
+    if _R + "cold-start-timeout" in notes:
+        try:
+            cold_s = parse_duration_s(notes[_R + "cold-start-timeout"], key="cold-start-timeout")
+            lo, hi = COLD_START_TIMEOUT_RANGE_S
+            if not lo <= cold_s <= hi:
+                raise ValueError
+        except ValueError:
+            bad("cold-start-timeout", "allowed: a duration from 1s to 1h, such as 10m")
+            cold_s = DEFAULT_COLD_START_TIMEOUT_S
+    max_buffered = DEFAULT_MAX_BUFFERED
+    if _R + "max-buffered" in notes:
+        try:
+            max_buffered = _int_in(notes[_R + "max-buffered"], *MAX_BUFFERED_RANGE)
+        except ValueError:
+            bad("max-buffered", "allowed: a whole number 0..100000")
+    cc = DEFAULT_CONTAINER_CONCURRENCY
+    if _R + "container-concurrency" in notes:
+        try:
+            cc = _int_in(notes[_R + "container-concurrency"], *CONTAINER_CONCURRENCY_RANGE)
+        except ValueError:
+            bad("container-concurrency", "allowed: a whole number 0..10000 (0: no limit)")
+    prefix = notes.get(_R + "path-prefix")
+    if prefix is not None and not prefix.startswith("/"):
+        bad("path-prefix", "allowed: a path starting with '/'")
+        prefix = None
+    port: str | int | None = None
+    if _R + "port" in notes:
+        raw = notes[_R + "port"].strip()
+        if raw.isdigit() and 0 < int(raw) < 65536:
+            port = int(raw)
+        elif raw and not raw.isdigit():
+            port = raw
+        else:
+            bad("port", "allowed: a port number 1..65535 or a port name")
+    service = (notes.get(_R + "service") or "").strip() or str(meta.get("name", ""))
+    spec = TargetSpec(
+        name=name,
+        hosts=_list(notes.get(_R + "hosts", "")),
+        path_prefix=prefix,
+        models=_list(notes.get(_R + "models", "")),
+        container_concurrency=cc,
+        cold_start_timeout_s=cold_s,
+        max_buffered=max_buffered,
+    )
+    return Routing(spec=spec, service=service, port=port, problems=tuple(problems))
+
+
+def _slice_port_name(port: str | int | None, service: Obj | None) -> str | int | None:
+    """Which slice port to use: a name (matched by name) or a number (matched by number)."""
+    if isinstance(port, str):
+        return port
+    ports = ((service or {}).get("spec") or {}).get("ports") or []
+    if port is None:
+        return str(ports[0].get("name") or "") if ports else None
+    for p in ports:
+        if p.get("port") == port:
+            return str(p.get("name") or "")
+    return port
+
+
+def endpoints_from_slices(
+    slices: Iterable[Obj], *, port: str | int | None, service: Obj | None = None
+) -> tuple[Endpoint, ...]:
+    wanted = _slice_port_name(port, service)
+    found: dict[tuple[str, int], Endpoint] = {}
+    for sl in slices:
+        if sl.get("addressType") not in ("IPv4", "IPv6"):
+            continue
+        number: int | None = None
+        slice_ports = sl.get("ports") or []
+        for p in slice_ports:
+            if (
+                wanted is None
+                or (isinstance(wanted, str) and (p.get("name") or "") == wanted)
+                or (isinstance(wanted, int) and p.get("port") == wanted)
+            ):
+                number = p.get("port")
+                break
+        if number is None:
+            continue
+        for ep in sl.get("endpoints") or []:
+            conditions = ep.get("conditions") or {}
+            if conditions.get("terminating") is True:
+                continue
+            ready = conditions.get("ready")
+            ready = True if ready is None else bool(ready)
+            ref = ep.get("targetRef") or {}
+            pod = str(ref.get("name", "")) if ref.get("kind") == "Pod" else ""
+            for address in ep.get("addresses") or []:
+                key = (str(address), int(number))
+                previous = found.get(key)
+                if previous is None or (ready and not previous.ready):
+                    found[key] = Endpoint(
+                        host=str(address), port=int(number), name=pod, ready=ready
+                    )
+    return tuple(found[k] for k in sorted(found))
+
+
+def build_targets(
+    deployments: Iterable[Obj],
+    services: Mapping[str, Obj],
+    slices: Iterable[Obj],
+) -> tuple[dict[str, TargetSpec], list[str]]:
+    """Join the three kinds; ``services`` by ``namespace/name``. Returns (targets, problems)."""
+    by_service: dict[str, list[Obj]] = {}
+    for sl in slices:
+        meta = _meta(sl)
+        svc = (meta.get("labels") or {}).get(SERVICE_NAME_LABEL)
+        if svc:
+            by_service.setdefault(f"{meta.get('namespace', '')}/{svc}", []).append(sl)
+    targets: dict[str, TargetSpec] = {}
+    problems: list[str] = []
+    for dep in deployments:
+        labels = _meta(dep).get("labels") or {}
+        if labels.get(ENABLED_LABEL) != "true":
+            continue
+        try:
+            routing = target_from_deployment(dep)
+        except ValueError as exc:  # a name that is not namespace/name: skip it
+            problems.append(str(exc))
+            continue
+        problems.extend(routing.problems)
+        namespace = routing.spec.name.split("/")[0]
+        svc_key = f"{namespace}/{routing.service}"
+        endpoints = endpoints_from_slices(
+            by_service.get(svc_key, ()), port=routing.port, service=services.get(svc_key)
+        )
+        spec = routing.spec
+        targets[spec.name] = TargetSpec(
+            name=spec.name,
+            hosts=spec.hosts,
+            path_prefix=spec.path_prefix,
+            models=spec.models,
+            container_concurrency=spec.container_concurrency,
+            cold_start_timeout_s=spec.cold_start_timeout_s,
+            max_buffered=spec.max_buffered,
+            endpoints=endpoints,
+        )
+    return targets, problems

@@ -1,0 +1,94 @@
+"""Direct probes of endpoints: find a cold replica the moment it starts listening.
+
+Every ``interval_s`` (200 ms, as Knative's activator) the prober tries a TCP
+connection to each endpoint that is not ready: one the source lists but does
+not call ready yet, or one that refused a request. A successful connect puts
+it into rotation at once (held requests go out in the same loop turn); a
+failure keeps it out.
+
+With the routes file there is no watch to say that a replica died, so ready
+endpoints are probed too, every ``recheck_ready_s``: a listed endpoint is
+ready only while it accepts connections. With Kubernetes the EndpointSlice
+watch does that job and ``recheck_ready_s`` is None.
+
+A TCP connect is what "listening" means for the fake servers and for vLLM
+(which binds its port only once the model is loaded). Probes of one round run
+concurrently, each bounded by ``timeout_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+from activator.readiness import EndpointTracker, TargetEndpoints
+from activator.registry import Registry
+
+__all__ = ["Prober", "tcp_probe"]
+
+
+class _Closing(asyncio.Protocol):
+    pass
+
+
+async def tcp_probe(host: str, port: int, timeout_s: float) -> bool:
+    """True when a TCP connection to host:port opens within ``timeout_s``."""
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(timeout_s):
+            transport, _ = await loop.create_connection(_Closing, host, port)
+    except (OSError, TimeoutError):
+        return False
+    transport.close()
+    return True
+
+
+ProbeFn = Callable[[str, int, float], Awaitable[bool]]
+
+
+class Prober:
+    """Probes the registry's endpoints in the background."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        interval_s: float = 0.2,
+        timeout_s: float = 0.5,
+        recheck_ready_s: float | None = None,
+        probe: ProbeFn = tcp_probe,
+    ) -> None:
+        self.registry = registry
+        self.interval_s = interval_s
+        self.timeout_s = timeout_s
+        self.recheck_ready_s = recheck_ready_s
+        self.probe = probe
+        self._last_recheck = 0.0
+        self.rounds = 0
+
+    async def run(self) -> None:
+        while True:
+            await self.probe_once()
+            await asyncio.sleep(self.interval_s)
+
+    async def probe_once(self) -> None:
+        now = time.monotonic()
+        recheck = self.recheck_ready_s is not None and (
+            now - self._last_recheck >= self.recheck_ready_s
+        )
+        if recheck:
+            self._last_recheck = now
+        jobs: list[Awaitable[None]] = []
+        for gate in list(self.registry.gates.values()):
+            endpoints = gate.endpoints
+            for tracker in list(endpoints.trackers.values()):
+                if recheck or not tracker.ready:
+                    jobs.append(self._probe(endpoints, tracker))
+        if jobs:
+            await asyncio.gather(*jobs)
+        self.rounds += 1
+
+    async def _probe(self, endpoints: TargetEndpoints, tracker: EndpointTracker) -> None:
+        ok = await self.probe(tracker.host, tracker.port, self.timeout_s)
+        endpoints.set_probe_result(tracker.key, ok)

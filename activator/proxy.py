@@ -1,0 +1,496 @@
+"""The request path: route, hold, forward, stream back, and map failures to statuses.
+
+For each request :class:`Proxy` does, in order:
+
+1. refuse what would make it an open proxy: ``CONNECT`` and absolute-form
+   request targets (``GET http://elsewhere/``); only endpoints of known
+   targets are ever dialled, never an address from the request;
+2. route it (:mod:`activator.routing`); the body is read, bounded, only to
+   route by ``model``;
+3. take an endpoint from the target's gate: at once when one has room,
+   else held until one does (:mod:`activator.buffering`);
+4. forward it with hop-by-hop headers removed and ``X-Forwarded-*`` and
+   ``X-Request-Id`` set, streaming the request body chunk by chunk;
+5. relay the response as it arrives (server-sent events included). Only
+   idle timeouts apply, never a total one, so a long generation is not cut.
+
+A connection that fails before any byte reached the replica (refused,
+unreachable, connect timeout) marks that endpoint down and sends the request
+back to step 3, within its cold-start deadline. Once bytes went out the
+request is never retried: it ends in 502.
+
+Every failure the activator answers itself is an exception, and
+:data:`ERROR_STATUS` is the one table that turns exceptions into statuses,
+each with a JSON body in the OpenAI error shape:
+
+=====================  ======  =======================================
+exception              status  when
+=====================  ======  =======================================
+NoTarget, GateClosed    404    no target matches (or it was removed)
+BadBody                 400    body must be parsed for ``model``, is not JSON
+BodyTooLarge            413    body over the limit
+BufferFull              503    ``max_buffered`` requests already held
+Draining                503    shutting down
+ColdStartTimeout        504    no replica ready within the cold-start timeout
+AllRefused              502    timed out after every replica tried refused
+UpstreamFailed          502    bytes reached a replica that then failed
+RefusedRequest          400    absolute-form target (not a forward proxy)
+ConnectRefused          405    CONNECT (not a tunnel)
+=====================  ======  =======================================
+
+503s carry ``Retry-After``. Small responses (a ``Content-Length`` up to a
+limit) are relayed with one write; everything else is streamed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+
+import aiohttp
+from aiohttp import hdrs, web
+from multidict import CIMultiDict, istr
+from yarl import URL
+
+from activator.buffering import BufferFull, ColdStartTimeout, Gate, GateClosed
+from activator.metrics import Metrics
+from activator.readiness import EndpointTracker
+from activator.registry import Registry
+from activator.routing import TARGET_HEADER
+
+__all__ = [
+    "ERROR_STATUS",
+    "HOP_BY_HOP",
+    "AllRefused",
+    "BadBody",
+    "BodyTooLarge",
+    "ConnectRefused",
+    "Draining",
+    "ErrorStatus",
+    "NoTarget",
+    "Proxy",
+    "ProxyOptions",
+    "RefusedRequest",
+    "UpstreamFailed",
+    "error_response",
+    "forward_headers",
+    "response_headers",
+]
+
+log = logging.getLogger(__name__)
+
+
+class ProxyError(Exception):
+    """A request the activator answers itself."""
+
+
+class NoTarget(ProxyError):
+    pass
+
+
+class BadBody(ProxyError):
+    pass
+
+
+class BodyTooLarge(ProxyError):
+    pass
+
+
+class Draining(ProxyError):
+    pass
+
+
+class AllRefused(ProxyError):
+    pass
+
+
+class UpstreamFailed(ProxyError):
+    pass
+
+
+class RefusedRequest(ProxyError):
+    pass
+
+
+class ConnectRefused(ProxyError):
+    pass
+
+
+class _NotSent(Exception):
+    """No byte reached the replica; the request may wait for another."""
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorStatus:
+    status: int
+    type: str
+    code: str  # also the metrics' rejection reason
+    message: str
+    retry_after: bool = False
+
+
+ERROR_STATUS: dict[type[Exception], ErrorStatus] = {
+    NoTarget: ErrorStatus(404, "not_found_error", "no_target", "no target matches this request"),
+    GateClosed: ErrorStatus(404, "not_found_error", "no_target", "the target was removed"),
+    BadBody: ErrorStatus(
+        400, "invalid_request_error", "bad_body", "the body must be a JSON object with a 'model'"
+    ),
+    BodyTooLarge: ErrorStatus(
+        413, "invalid_request_error", "body_too_large", "the request body is over the limit"
+    ),
+    BufferFull: ErrorStatus(
+        503,
+        "overloaded_error",
+        "buffer_full",
+        "too many requests are waiting for this model",
+        retry_after=True,
+    ),
+    Draining: ErrorStatus(
+        503, "unavailable_error", "draining", "the activator is shutting down", retry_after=True
+    ),
+    ColdStartTimeout: ErrorStatus(
+        504, "timeout_error", "cold_start_timeout", "no replica became ready in time"
+    ),
+    AllRefused: ErrorStatus(
+        502, "upstream_error", "all_refused", "every ready replica refused the connection"
+    ),
+    UpstreamFailed: ErrorStatus(
+        502, "upstream_error", "upstream_failed", "the replica failed while handling the request"
+    ),
+    RefusedRequest: ErrorStatus(
+        400,
+        "invalid_request_error",
+        "refused_request",
+        "absolute-form request targets are refused: this is not a forward proxy",
+    ),
+    ConnectRefused: ErrorStatus(
+        405, "invalid_request_error", "refused_request", "CONNECT is refused: this is not a tunnel"
+    ),
+}
+
+HOP_BY_HOP = frozenset(
+    istr(h)
+    for h in (
+        "Connection",
+        "Keep-Alive",
+        "Proxy-Authenticate",
+        "Proxy-Authorization",
+        "Proxy-Connection",
+        "TE",
+        "Trailer",
+        "Transfer-Encoding",
+        "Upgrade",
+    )
+)
+_SKIP_REQUEST = HOP_BY_HOP | {
+    istr("Host"),
+    istr("Content-Length"),
+    istr(TARGET_HEADER),
+    istr("X-Forwarded-For"),
+}
+_SKIP_RESPONSE = HOP_BY_HOP | {istr("Content-Length")}
+_REQUEST_ID = istr("X-Request-Id")
+
+
+def error_response(
+    exc: Exception, *, request_id: str | None = None, retry_after_s: int = 1, detail: str = ""
+) -> web.Response:
+    """The one mapping from an exception to the activator's own response."""
+    spec = ERROR_STATUS.get(type(exc)) or ERROR_STATUS[UpstreamFailed]
+    message = spec.message + (f": {detail}" if detail else "")
+    body = {"error": {"message": message, "type": spec.type, "code": spec.code}}
+    headers = {}
+    if spec.retry_after:
+        headers["Retry-After"] = str(retry_after_s)
+    if request_id:
+        headers["X-Request-Id"] = request_id
+    return web.Response(
+        status=spec.status,
+        body=json.dumps(body).encode(),
+        content_type="application/json",
+        headers=headers,
+    )
+
+
+def _connection_tokens(headers: Mapping[str, str]) -> frozenset[istr]:
+    value = headers.get(hdrs.CONNECTION)
+    if not value:
+        return frozenset()
+    return frozenset(istr(t.strip()) for t in value.split(",") if t.strip())
+
+
+def forward_headers(request: web.BaseRequest, request_id: str) -> CIMultiDict[str]:
+    """Request headers for the replica: hop-by-hop out, X-Forwarded-* and X-Request-Id in."""
+    src = request.headers
+    extra = _connection_tokens(src)
+    out: CIMultiDict[str] = CIMultiDict()
+    for key, value in src.items():
+        if key in _SKIP_REQUEST or key in extra:
+            continue
+        out.add(key, value)
+    peer = request.remote or ""
+    prior = src.get(hdrs.X_FORWARDED_FOR)
+    out[hdrs.X_FORWARDED_FOR] = f"{prior}, {peer}" if prior else peer
+    if hdrs.X_FORWARDED_PROTO not in out:
+        out[hdrs.X_FORWARDED_PROTO] = request.scheme
+    if hdrs.X_FORWARDED_HOST not in out and request.host:
+        out[hdrs.X_FORWARDED_HOST] = src.get(hdrs.HOST, request.host)
+    out[_REQUEST_ID] = request_id
+    if request.content_length is not None:
+        out[hdrs.CONTENT_LENGTH] = str(request.content_length)
+    return out
+
+
+def response_headers(upstream: Mapping[str, str], request_id: str) -> CIMultiDict[str]:
+    extra = _connection_tokens(upstream)
+    out: CIMultiDict[str] = CIMultiDict()
+    for key, value in upstream.items():
+        if key in _SKIP_RESPONSE or key in extra:
+            continue
+        out.add(key, value)
+    if _REQUEST_ID not in out:
+        out[_REQUEST_ID] = request_id
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyOptions:
+    allow_target_header: bool = False
+    max_model_body_bytes: int = 8 * 1024 * 1024
+    max_body_bytes: int = 0
+    client_body_idle_s: float = 60.0
+    small_response_bytes: int = 65536
+    retry_after_s: int = 1
+
+
+class Proxy:
+    """The data port's one handler."""
+
+    def __init__(
+        self,
+        *,
+        registry: Registry,
+        session: aiohttp.ClientSession,
+        metrics: Metrics,
+        options: ProxyOptions,
+    ) -> None:
+        self.registry = registry
+        self.session = session
+        self.metrics = metrics
+        self.options = options
+        self.draining = False
+
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        started = time.perf_counter()
+        request_id = request.headers.get(_REQUEST_ID) or os.urandom(16).hex()
+        target = ""
+        try:
+            if request.method == hdrs.METH_CONNECT:
+                raise ConnectRefused()
+            raw_path = request.raw_path
+            if not raw_path.startswith("/"):
+                raise RefusedRequest()
+            if self.draining:
+                raise Draining()
+            body, target = await self._route(request, raw_path)
+            gate = self.registry.gates.get(target)
+            if gate is None:
+                raise NoTarget()
+            response = await self._serve(request, gate, raw_path, body, request_id)
+        except ProxyError as exc:
+            return self._fail(exc, target, started, request_id)
+        except (BufferFull, ColdStartTimeout, GateClosed) as exc:
+            return self._fail(exc, target, started, request_id)
+        self.metrics.observe(target, response.status, time.perf_counter() - started)
+        return response
+
+    def _fail(self, exc: Exception, target: str, started: float, request_id: str) -> web.Response:
+        spec = ERROR_STATUS.get(type(exc)) or ERROR_STATUS[UpstreamFailed]
+        self.metrics.reject(target, spec.code)
+        response = error_response(
+            exc,
+            request_id=request_id,
+            retry_after_s=self.options.retry_after_s,
+            detail=str(exc) if isinstance(exc, UpstreamFailed | AllRefused) else "",
+        )
+        if isinstance(exc, Draining):
+            response.force_close()
+        self.metrics.observe(target, response.status, time.perf_counter() - started)
+        return response
+
+    async def _route(self, request: web.BaseRequest, raw_path: str) -> tuple[bytes | None, str]:
+        table = self.registry.table
+        header = request.headers.get(TARGET_HEADER) if self.options.allow_target_header else None
+        target = table.route(host=request.host, path=raw_path, header_target=header)
+        if target is not None:
+            return None, target
+        if not table.wants_model(request.method, raw_path):
+            raise NoTarget()
+        body = await self._read_bounded(request, self.options.max_model_body_bytes)
+        try:
+            document = json.loads(body)
+        except (UnicodeDecodeError, ValueError):
+            raise BadBody() from None
+        if not isinstance(document, dict):
+            raise BadBody()
+        target = table.by_model(document.get("model"))
+        if target is None:
+            raise NoTarget()
+        return body, target
+
+    async def _read_bounded(self, request: web.BaseRequest, limit: int) -> bytes:
+        length = request.content_length
+        if length is not None and length > limit:
+            raise BodyTooLarge()
+        chunks: list[bytes] = []
+        size = 0
+        async with asyncio.timeout(self.options.client_body_idle_s) as cm:
+            while True:
+                chunk = await request.content.readany()
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > limit:
+                    raise BodyTooLarge()
+                chunks.append(chunk)
+                cm.reschedule(asyncio.get_running_loop().time() + self.options.client_body_idle_s)
+        return b"".join(chunks)
+
+    async def _serve(
+        self,
+        request: web.BaseRequest,
+        gate: Gate,
+        raw_path: str,
+        body: bytes | None,
+        request_id: str,
+    ) -> web.StreamResponse:
+        gate.arrivals += 1
+        limit = self.options.max_body_bytes
+        if limit and request.content_length is not None and request.content_length > limit:
+            raise BodyTooLarge()
+        spec = self.registry.specs.get(gate.name)
+        timeout_s = spec.cold_start_timeout_s if spec is not None else 600.0
+        loop = asyncio.get_running_loop()
+        deadline = 0.0
+        refused = 0
+        while True:
+            tracker = gate.try_acquire()
+            if tracker is None:
+                now = loop.time()
+                if not deadline:
+                    deadline = now + timeout_s
+                try:
+                    tracker = await gate.acquire(max(0.0, deadline - now))
+                except ColdStartTimeout:
+                    if refused:
+                        raise AllRefused(f"{refused} connection attempt(s) refused") from None
+                    raise
+                self.metrics.observe_cold_wait(gate.name, loop.time() - now)
+            try:
+                return await self._forward(request, tracker, raw_path, body, request_id)
+            except _NotSent:
+                refused += 1
+                gate.endpoints.mark_down(tracker)
+                if not deadline:
+                    deadline = loop.time() + timeout_s
+            finally:
+                gate.release(tracker)
+
+    async def _forward(
+        self,
+        request: web.BaseRequest,
+        tracker: EndpointTracker,
+        raw_path: str,
+        body: bytes | None,
+        request_id: str,
+    ) -> web.StreamResponse:
+        headers = forward_headers(request, request_id)
+        data: object = None
+        if body is not None:
+            data = body
+            headers[hdrs.CONTENT_LENGTH] = str(len(body))
+        elif request.body_exists:
+            data = self._body_stream(request)
+        url = URL(tracker.base_url + raw_path, encoded=True)
+        try:
+            upstream = await self.session.request(
+                request.method,
+                url,
+                headers=headers,
+                data=data,
+                allow_redirects=False,
+                skip_auto_headers=_SKIP_AUTO,
+            )
+        except aiohttp.ClientConnectorError as exc:
+            # Covers refused, unreachable and connect timeouts: no byte was sent.
+            raise _NotSent() from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise UpstreamFailed(f"{tracker.label}: {type(exc).__name__}") from exc
+        try:
+            return await self._relay(request, upstream, request_id, tracker)
+        finally:
+            upstream.release()
+
+    async def _relay(
+        self,
+        request: web.BaseRequest,
+        upstream: aiohttp.ClientResponse,
+        request_id: str,
+        tracker: EndpointTracker,
+    ) -> web.StreamResponse:
+        headers = response_headers(upstream.headers, request_id)
+        length = upstream.content_length
+        if (
+            length is not None
+            and length <= self.options.small_response_bytes
+            and request.method != hdrs.METH_HEAD
+        ):
+            try:
+                payload = await upstream.read()
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                raise UpstreamFailed(f"{tracker.label}: {type(exc).__name__}") from exc
+            return web.Response(
+                status=upstream.status, reason=upstream.reason, headers=headers, body=payload
+            )
+        response = web.StreamResponse(
+            status=upstream.status, reason=upstream.reason, headers=headers
+        )
+        if length is not None:
+            response.content_length = length
+        await response.prepare(request)
+        try:
+            async for chunk in upstream.content.iter_any():
+                await response.write(chunk)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            # Headers are gone already: the client sees the stream cut, which
+            # is the truth. Closing the connection makes that unambiguous.
+            log.warning("replica %s failed mid-response: %r", tracker.label, exc)
+            if request.transport is not None:
+                request.transport.close()
+            return response
+        await response.write_eof()
+        return response
+
+    async def _body_stream(self, request: web.BaseRequest) -> AsyncIterator[bytes]:
+        """The client's body, chunk by chunk, each wait bounded by the idle timeout."""
+        idle_s = self.options.client_body_idle_s
+        limit = self.options.max_body_bytes
+        size = 0
+        content = request.content
+        while True:
+            async with asyncio.timeout(idle_s):
+                chunk = await content.readany()
+            if not chunk:
+                return
+            size += len(chunk)
+            if limit and size > limit:
+                raise BodyTooLarge()
+            yield chunk
+
+
+_SKIP_AUTO = frozenset({hdrs.USER_AGENT, hdrs.ACCEPT_ENCODING, hdrs.ACCEPT, hdrs.CONTENT_TYPE})

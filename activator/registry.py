@@ -1,0 +1,97 @@
+"""The live set of targets: applies source snapshots, owns gates and the routing table.
+
+A source (Kubernetes or the routes file) hands :meth:`Registry.apply` a whole
+snapshot. The registry diffs it against what it has: a new target gets a
+:class:`~activator.readiness.TargetEndpoints` and a
+:class:`~activator.buffering.Gate`; a known one keeps them (its held requests
+and in-flight counts survive) and takes the new limits and endpoint list; a
+target that disappeared has its gate closed, which fails its held requests
+with 404 (no target matches any more). The routing table is rebuilt only
+when some target's routing keys changed, and is swapped as one reference.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Mapping
+
+from activator.buffering import Gate
+from activator.readiness import TargetEndpoints
+from activator.routing import RoutingTable
+from activator.targets import TargetSpec
+
+__all__ = ["Registry"]
+
+log = logging.getLogger(__name__)
+
+
+class Registry:
+    """Targets by name, their gates, and the routing table (a TargetSink)."""
+
+    def __init__(
+        self,
+        *,
+        rng: random.Random | None = None,
+        on_hold_cold: Callable[[Gate], None] | None = None,
+        on_update: Callable[[], None] | None = None,
+    ) -> None:
+        self.table = RoutingTable()
+        self.specs: dict[str, TargetSpec] = {}
+        self.gates: dict[str, Gate] = {}
+        self._rng = rng or random.Random()
+        self._on_hold_cold = on_hold_cold
+        self._on_update = on_update
+        self._activators = 1
+        self.updates = 0
+
+    def set_on_hold_cold(self, callback: Callable[[Gate], None]) -> None:
+        self._on_hold_cold = callback
+        for gate in self.gates.values():
+            gate._on_hold_cold = callback
+
+    def apply(self, targets: Mapping[str, TargetSpec]) -> None:
+        old_specs = self.specs
+        gates = dict(self.gates)
+        for name, spec in targets.items():
+            gate = gates.get(name)
+            if gate is None:
+                gate = Gate(
+                    TargetEndpoints(name),
+                    max_buffered=spec.max_buffered,
+                    container_concurrency=spec.container_concurrency,
+                    rng=self._rng,
+                    on_hold_cold=self._on_hold_cold,
+                )
+                gate.set_activators(self._activators)
+                gates[name] = gate
+            else:
+                gate.configure(
+                    max_buffered=spec.max_buffered,
+                    container_concurrency=spec.container_concurrency,
+                )
+            gate.endpoints.update(spec.endpoints)
+        for name in list(gates):
+            if name not in targets:
+                gates.pop(name).close()
+        routing_changed = set(old_specs) != set(targets) or any(
+            old_specs[n].routing_keys() != s.routing_keys() for n, s in targets.items()
+        )
+        self.specs = dict(targets)
+        self.gates = gates
+        if routing_changed:
+            table = RoutingTable.build(targets.values())
+            for conflict in table.conflicts:
+                log.warning("routing conflict: %s", conflict)
+            self.table = table
+        self.updates += 1
+        if self._on_update is not None:
+            self._on_update()
+
+    def set_activators(self, count: int) -> None:
+        """How many activators the scaler counts; each gate takes its share of cc."""
+        if count == self._activators:
+            return
+        self._activators = count
+        for gate in self.gates.values():
+            gate.set_activators(count)

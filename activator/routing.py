@@ -1,0 +1,139 @@
+"""Which target a request is for: an immutable table, rebuilt and swapped whole.
+
+The order is DESIGN §3's, first match wins:
+
+1. ``X-Tidal-Target: namespace/name``, only when the activator runs with
+   ``--allow-target-header`` (the proxy strips it before forwarding);
+2. the ``Host`` header (port dropped, case folded) against the targets'
+   ``hosts``; an exact name beats a ``*.example.com`` wildcard, which
+   matches exactly one more label, as Kubernetes Ingress does;
+3. the longest ``path_prefix`` that matches on a segment boundary
+   (``/llama`` matches ``/llama`` and ``/llama/v1/...``, never ``/llamas``);
+4. for ``POST /v1/*`` with a JSON body, its ``model`` field against the
+   targets' ``models``. Only this step needs the body, and the proxy reads
+   it only when the table has any model at all and nothing earlier matched.
+
+Lookups are dictionary hits (the path is cut at each ``/`` from the longest
+end), so their cost does not grow with the number of targets. The table is
+never mutated: a source change builds a new one and the registry swaps the
+reference, so a request in progress sees one consistent table.
+
+Two targets claiming the same host, prefix or model is a configuration error;
+:meth:`RoutingTable.build` keeps the first by name and reports the rest as
+conflicts (the routes file refuses them; Kubernetes discovery logs them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from activator.targets import TargetSpec
+
+__all__ = ["TARGET_HEADER", "RoutingTable"]
+
+TARGET_HEADER = "X-Tidal-Target"
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingTable:
+    """Immutable request -> target lookup."""
+
+    targets: frozenset[str] = frozenset()
+    exact_hosts: dict[str, str] = field(default_factory=dict)
+    wildcard_hosts: dict[str, str] = field(default_factory=dict)  # ".example.com" -> target
+    prefixes: dict[str, str] = field(default_factory=dict)  # "/llama" -> target
+    models: dict[str, str] = field(default_factory=dict)
+    conflicts: tuple[str, ...] = ()
+
+    @classmethod
+    def build(cls, specs: Iterable[TargetSpec]) -> RoutingTable:
+        exact: dict[str, str] = {}
+        wild: dict[str, str] = {}
+        prefixes: dict[str, str] = {}
+        models: dict[str, str] = {}
+        conflicts: list[str] = []
+        names: list[str] = []
+
+        def claim(table: dict[str, str], key: str, name: str, what: str) -> None:
+            owner = table.setdefault(key, name)
+            if owner != name:
+                conflicts.append(
+                    f"{what} {key!r} is claimed by {owner} and {name}; {owner} keeps it"
+                )
+
+        for spec in sorted(specs, key=lambda s: s.name):
+            names.append(spec.name)
+            for host in spec.hosts:
+                host = host.strip().lower()
+                if host.startswith("*."):
+                    claim(wild, host[1:], spec.name, "host")
+                else:
+                    claim(exact, host, spec.name, "host")
+            if spec.path_prefix is not None:
+                claim(prefixes, _normalise_prefix(spec.path_prefix), spec.name, "path prefix")
+            for model in spec.models:
+                claim(models, model, spec.name, "model")
+        return cls(
+            targets=frozenset(names),
+            exact_hosts=exact,
+            wildcard_hosts=wild,
+            prefixes=prefixes,
+            models=models,
+            conflicts=tuple(conflicts),
+        )
+
+    def by_header(self, value: str) -> str | None:
+        value = value.strip()
+        return value if value in self.targets else None
+
+    def by_host(self, host: str | None) -> str | None:
+        if not host or not (self.exact_hosts or self.wildcard_hosts):
+            return None
+        host = _strip_port(host).lower().rstrip(".")
+        found = self.exact_hosts.get(host)
+        if found is None and self.wildcard_hosts:
+            dot = host.find(".")
+            if dot > 0:
+                found = self.wildcard_hosts.get(host[dot:])
+        return found
+
+    def by_path(self, path: str) -> str | None:
+        if not self.prefixes:
+            return None
+        candidate = path.split("?", 1)[0].rstrip("/") or "/"
+        while True:
+            found = self.prefixes.get(candidate)
+            if found is not None:
+                return found
+            if candidate == "/":
+                return None
+            cut = candidate.rfind("/")
+            candidate = candidate[:cut] or "/"
+
+    def wants_model(self, method: str, path: str) -> bool:
+        """Whether routing by the body's ``model`` could apply to this request."""
+        return bool(self.models) and method == "POST" and path.startswith("/v1/")
+
+    def by_model(self, model: object) -> str | None:
+        return self.models.get(model) if isinstance(model, str) else None
+
+    def route(self, *, host: str | None, path: str, header_target: str | None = None) -> str | None:
+        """Steps 1-3 (everything but the body); ``header_target`` only when allowed."""
+        if header_target is not None:
+            # A named target that does not exist is a 404, not a fall-through:
+            # the caller asked for that target and no other.
+            return self.by_header(header_target)
+        return self.by_host(host) or self.by_path(path)
+
+
+def _strip_port(host: str) -> str:
+    if host.startswith("["):  # [::1]:8080
+        end = host.find("]")
+        return host[1:end] if end > 0 else host
+    colon = host.rfind(":")
+    return host[:colon] if colon >= 0 and host.count(":") == 1 else host
+
+
+def _normalise_prefix(prefix: str) -> str:
+    return prefix.rstrip("/") or "/"

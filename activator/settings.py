@@ -1,0 +1,262 @@
+"""The activator's settings: flags, then environment, then a YAML file, then defaults.
+
+One pydantic-settings class with nested groups. Environment variables use the
+prefix ``TIDAL_ACTIVATOR_`` and ``__`` between a group and its key
+(``TIDAL_ACTIVATOR_TIMEOUTS__CONNECT_S=2``). ``--config FILE`` names a YAML
+file with the same shape as the class (``timeouts: {connect_s: 2}``).
+
+Every field carries its unit in its name and its meaning in its description;
+:func:`flag_specs` turns them into ``--flags`` whose help shows the default,
+so ``tidal activator --help`` documents every setting. Timeouts are split by
+phase, as KEDA's interceptor does; for each, 0 means "no limit" where that is
+allowed and the description says so.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+__all__ = ["ActivatorSettings", "FlagSpec", "flag_specs", "load_settings"]
+
+_config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
+    "tidal_activator_config_file", default=None
+)
+
+
+class Timeouts(BaseModel):
+    """Timeouts by phase of a request."""
+
+    model_config = {"extra": "forbid"}
+
+    connect_s: float = Field(
+        default=5.0, gt=0, description="seconds to open a connection to a replica"
+    )
+    upstream_idle_s: float = Field(
+        default=900.0,
+        ge=0,
+        description=(
+            "seconds a replica may stay silent (before its headers or between body chunks); "
+            "long: a non-streamed generation sends nothing until it ends; 0: no limit"
+        ),
+    )
+    client_idle_s: float = Field(
+        default=75.0,
+        gt=0,
+        description="seconds an idle client connection (no request in progress) is kept",
+    )
+    client_body_idle_s: float = Field(
+        default=60.0, gt=0, description="seconds a client may pause while sending a request body"
+    )
+    drain_s: float = Field(
+        default=120.0,
+        ge=0,
+        description="seconds SIGTERM waits for in-flight and held requests to end",
+    )
+    drain_grace_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="seconds between failing /readyz and closing the listener on SIGTERM",
+    )
+    probe_s: float = Field(default=0.5, gt=0, description="seconds one readiness probe may take")
+    scaler_s: float = Field(
+        default=2.0, gt=0, description="seconds one call to the scaler may take"
+    )
+
+
+class Limits(BaseModel):
+    """Limits that keep one client from exhausting the activator."""
+
+    model_config = {"extra": "forbid"}
+
+    max_header_bytes: int = Field(
+        default=8190,
+        ge=1024,
+        le=1_048_576,
+        description="bytes in the request line or one header line",
+    )
+    max_headers: int = Field(default=128, ge=8, le=10_000, description="header lines in a request")
+    max_model_body_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        ge=1024,
+        description="bytes of a body read to route by its JSON 'model' field (413 beyond)",
+    )
+    max_body_bytes: int = Field(
+        default=0, ge=0, description="bytes of any streamed request body (413 beyond); 0: no limit"
+    )
+    backlog: int = Field(
+        default=4096, ge=128, description="listen backlog of the data port (connections)"
+    )
+    upstream_connections: int = Field(
+        default=0, ge=0, description="connections to all replicas together per worker; 0: no limit"
+    )
+    small_response_bytes: int = Field(
+        default=65536,
+        ge=0,
+        description=(
+            "responses with a Content-Length up to this many bytes are relayed in one write; "
+            "larger ones and chunked ones are streamed chunk by chunk"
+        ),
+    )
+
+
+class Defaults(BaseModel):
+    """Per-target values used when a routes-file entry leaves them out (DESIGN §2 defaults)."""
+
+    model_config = {"extra": "forbid"}
+
+    cold_start_timeout_s: float = Field(default=600.0, ge=1, le=3600, description="seconds")
+    max_buffered: int = Field(
+        default=1000, ge=0, le=100_000, description="requests held per target"
+    )
+    container_concurrency: int = Field(
+        default=0, ge=0, le=10_000, description="in-flight requests per replica; 0: no limit"
+    )
+
+
+class ActivatorSettings(BaseSettings):
+    """Everything ``tidal activator`` can be told."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="TIDAL_ACTIVATOR_",
+        env_nested_delimiter="__",
+        extra="forbid",
+    )
+
+    host: str = Field(default="0.0.0.0", description="address of the data port")
+    port: int = Field(default=8080, ge=0, le=65535, description="data port (0: any free port)")
+    admin_host: str = Field(default="0.0.0.0", description="address of the admin port")
+    admin_port: int = Field(
+        default=9091, ge=0, le=65535, description="admin port: /healthz, /readyz, /metrics"
+    )
+    scaler_url: str = Field(
+        default="http://tidal-scaler.tidal-system:8090", description="base URL of the scaler"
+    )
+    scaler_token: SecretStr | None = Field(
+        default=None, description="bearer token for the scaler (from a Secret); unset: no header"
+    )
+    name: str = Field(default="", description="name in reports; default: $POD_NAME, else host:pid")
+    allow_target_header: bool = Field(
+        default=False, description="route by the X-Tidal-Target: namespace/name header"
+    )
+    workers: int = Field(
+        default=1, ge=1, le=256, description="worker processes sharing the data port"
+    )
+    routes: Path | None = Field(
+        default=None, description="YAML routes file; unset: discover targets from Kubernetes"
+    )
+    routes_poll_s: float = Field(
+        default=1.0, gt=0, description="seconds between checks of the routes file"
+    )
+    probe_interval_s: float = Field(
+        default=0.2, gt=0, description="seconds between probes of endpoints not yet ready"
+    )
+    recheck_ready_s: float = Field(
+        default=1.0,
+        gt=0,
+        description="seconds between probes of ready endpoints (routes file only: no watch)",
+    )
+    report_period_s: float = Field(
+        default=1.0, gt=0, description="seconds between /v1/stats reports"
+    )
+    retry_after_s: int = Field(default=1, ge=0, description="Retry-After seconds sent with 503")
+    label_selector: str = Field(
+        default="autoscaling.tidal.dev/enabled=true",
+        description="Deployments opted in (Kubernetes)",
+    )
+    namespace: str = Field(default="", description="namespace to watch (Kubernetes); empty: all")
+    log_level: str = Field(default="INFO", description="DEBUG, INFO, WARNING or ERROR")
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    limits: Limits = Field(default_factory=Limits)
+    defaults: Defaults = Field(default_factory=Defaults)
+
+    @model_validator(mode="after")
+    def _check(self) -> ActivatorSettings:
+        if self.port != 0 and self.port == self.admin_port:
+            raise ValueError(
+                f"port and admin_port must differ (admin endpoints are never served on the "
+                f"data port); both are {self.port}"
+            )
+        if self.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+            raise ValueError(
+                f"log_level must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}"
+            )
+        if not self.scaler_url.startswith(("http://", "https://")):
+            raise ValueError(
+                f"scaler_url must start with http:// or https://, got {self.scaler_url!r}"
+            )
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        path = _config_file.get()
+        if path is not None:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path))
+        return tuple(sources)
+
+
+def load_settings(flags: dict[str, Any], config_file: Path | None = None) -> ActivatorSettings:
+    """Flags (nested dicts for groups) over environment over ``config_file``."""
+    if config_file is not None and not config_file.is_file():
+        raise ValueError(f"--config: {config_file} is not a readable file")
+    token = _config_file.set(config_file)
+    try:
+        return ActivatorSettings(**flags)
+    finally:
+        _config_file.reset(token)
+
+
+@dataclass(frozen=True, slots=True)
+class FlagSpec:
+    """One command-line flag derived from a settings field."""
+
+    flag: str  # --timeouts-connect-s
+    path: tuple[str, ...]  # ("timeouts", "connect_s")
+    is_bool: bool
+    help: str
+
+
+def flag_specs() -> list[FlagSpec]:
+    specs: list[FlagSpec] = []
+
+    def walk(model: type[BaseModel], prefix: tuple[str, ...]) -> None:
+        for name, info in model.model_fields.items():
+            annotation = info.annotation
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+                walk(annotation, (*prefix, name))
+                continue
+            path = (*prefix, name)
+            default = info.get_default(call_default_factory=True)
+            shown = "unset" if default is None or default == "" else repr(default)
+            if isinstance(default, bool):
+                shown = str(default).lower()
+            specs.append(
+                FlagSpec(
+                    flag="--" + "-".join(path).replace("_", "-"),
+                    path=path,
+                    is_bool=annotation is bool,
+                    help=f"{info.description} (default: {shown}; env "
+                    f"TIDAL_ACTIVATOR_{'__'.join(path).upper()})",
+                )
+            )
+
+    walk(ActivatorSettings, ())
+    return specs

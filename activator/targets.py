@@ -1,0 +1,166 @@
+"""What the activator knows about a target: its routing keys, limits and endpoints.
+
+A *target* is one autoscaled model, named ``namespace/name`` after its
+Deployment. Two sources describe targets (DESIGN §3): Kubernetes (opted-in
+Deployments and their Services' EndpointSlices, in :mod:`activator.kube`) and
+a static routes file (:mod:`activator.routes_file`). Both produce the same
+frozen values defined here and hand whole snapshots to a
+:class:`TargetSink`; nothing downstream knows which source is in use.
+
+An :class:`Endpoint` carries the source's opinion of readiness. The activator
+may know better in both directions: a direct probe can find a not-yet-ready
+endpoint accepting connections before the EndpointSlice says so, and a
+refused connection marks a "ready" one down until a probe succeeds again
+(:mod:`activator.readiness`).
+
+Durations are Go-style strings in annotations and routes files (``90s``,
+``5m``, ``1h30m``, ``250ms``); :func:`parse_duration_s` turns them into
+seconds and says what is allowed when it cannot.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+__all__ = [
+    "DEFAULT_COLD_START_TIMEOUT_S",
+    "DEFAULT_CONTAINER_CONCURRENCY",
+    "DEFAULT_MAX_BUFFERED",
+    "Endpoint",
+    "TargetSink",
+    "TargetSource",
+    "TargetSpec",
+    "parse_duration_s",
+    "parse_target_name",
+]
+
+# Defaults of the routing.tidal.dev/* annotations (DESIGN §2).
+DEFAULT_COLD_START_TIMEOUT_S = 600.0
+DEFAULT_MAX_BUFFERED = 1000
+DEFAULT_CONTAINER_CONCURRENCY = 0
+
+# Allowed ranges (DESIGN §2); the routes file and the annotations share them.
+COLD_START_TIMEOUT_RANGE_S = (1.0, 3600.0)
+MAX_BUFFERED_RANGE = (0, 100_000)
+CONTAINER_CONCURRENCY_RANGE = (0, 10_000)
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def parse_duration_s(value: str | float | int, *, key: str) -> float:
+    """``"90s"`` -> 90.0; ``"1h30m"`` -> 5400.0. Plain numbers are seconds.
+
+    ``key`` names the setting in the error, so a user sees what to fix.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{key}: expected a duration such as 90s, 5m or 1h, got {value!r}")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError(f"{key}: a duration cannot be negative, got {value!r}")
+        return float(value)
+    text = value.strip()
+    pos = 0
+    total = 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * _UNIT_S[match.group(2)]
+        pos = match.end()
+    if not text or pos != len(text):
+        raise ValueError(
+            f"{key}: {value!r} is not a duration; use Go-style units ms, s, m, h "
+            "such as 250ms, 90s, 5m or 1h30m"
+        )
+    return total
+
+
+def parse_target_name(value: str, *, key: str = "name") -> str:
+    """Check ``namespace/name`` (both DNS labels) and return it unchanged."""
+    parts = value.split("/")
+    if len(parts) != 2 or not all(_NAME.match(p) and len(p) <= 253 for p in parts):
+        raise ValueError(
+            f"{key}: {value!r} is not a target name; expected namespace/name "
+            "in lowercase letters, digits and '-', such as default/llama"
+        )
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One replica's address, as the source sees it."""
+
+    host: str
+    port: int
+    # The pod's name when known (Kubernetes), else ``host:port``; reports use it.
+    name: str = ""
+    # The source's view: EndpointSlice ``ready`` (routes file: always False,
+    # readiness then comes only from probes).
+    ready: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.host}:{self.port}" if ":" not in self.host else f"[{self.host}]:{self.port}"
+
+    @property
+    def label(self) -> str:
+        return self.name or self.key
+
+
+@dataclass(frozen=True, slots=True)
+class TargetSpec:
+    """One target: how requests find it, how many it holds, where its replicas are."""
+
+    name: str
+    hosts: tuple[str, ...] = ()
+    path_prefix: str | None = None
+    models: tuple[str, ...] = ()
+    container_concurrency: int = DEFAULT_CONTAINER_CONCURRENCY
+    cold_start_timeout_s: float = DEFAULT_COLD_START_TIMEOUT_S
+    max_buffered: int = DEFAULT_MAX_BUFFERED
+    endpoints: tuple[Endpoint, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        parse_target_name(self.name)
+        lo, hi = CONTAINER_CONCURRENCY_RANGE
+        if not lo <= self.container_concurrency <= hi:
+            raise ValueError(
+                f"{self.name}: container_concurrency must be {lo}..{hi} "
+                f"(0: no limit), got {self.container_concurrency}"
+            )
+        lo_s, hi_s = COLD_START_TIMEOUT_RANGE_S
+        if not lo_s <= self.cold_start_timeout_s <= hi_s:
+            raise ValueError(
+                f"{self.name}: cold_start_timeout must be 1s..1h, got {self.cold_start_timeout_s}s"
+            )
+        lo, hi = MAX_BUFFERED_RANGE
+        if not lo <= self.max_buffered <= hi:
+            raise ValueError(
+                f"{self.name}: max_buffered must be {lo}..{hi}, got {self.max_buffered}"
+            )
+        if self.path_prefix is not None and not self.path_prefix.startswith("/"):
+            raise ValueError(
+                f"{self.name}: path_prefix must start with '/', got {self.path_prefix!r}"
+            )
+
+    def routing_keys(self) -> tuple[tuple[str, ...], str | None, tuple[str, ...]]:
+        """What routing reads; a change here means the routing table is rebuilt."""
+        return (self.hosts, self.path_prefix, self.models)
+
+
+class TargetSink(Protocol):
+    """Receives whole snapshots of every target a source knows."""
+
+    def apply(self, targets: Mapping[str, TargetSpec]) -> None: ...
+
+
+class TargetSource(Protocol):
+    """Discovers targets and keeps a sink up to date until cancelled."""
+
+    async def run(self, sink: TargetSink) -> None:
+        """Push a first snapshot as soon as one is known, then every change."""
+        ...

@@ -1,0 +1,304 @@
+"""Holding requests through cold starts, over real HTTP on loopback.
+
+Covers:
+- a request for a target with no listening replica is held; the scaler gets
+  ``/v1/activate`` (with the bearer token) while it waits; the request is
+  answered once a replica starts listening (found by the direct probe);
+- the buffer bound: past ``max_buffered`` -> 503 with Retry-After and the
+  OpenAI error shape;
+- the cold-start timeout -> 504;
+- a client that disconnects while held frees its place (a later request fits);
+- ``container-concurrency`` is never exceeded under a burst, and it is
+  shared out when the scaler counts two activators;
+- a killed replica mid-load: every request ends in a response, and each 502
+  is for a request the killed replica had received;
+- scaling to zero while requests arrive loses none (held, then served by the
+  next replica);
+- a refused connection sends the request back to waiting (no 502);
+- drain: SIGTERM-path finishes in-flight and held requests, /readyz fails,
+  new requests get 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import aiohttp
+import pytest
+
+from tests.integration.activator.helpers import (
+    Backend,
+    FakeScaler,
+    StaticSource,
+    free_port,
+    running_activator,
+    settings,
+    spec,
+    wait_until,
+)
+
+
+async def test_held_until_replica_listens_and_scaler_told_at_once(
+    scaler: FakeScaler, client: aiohttp.ClientSession
+) -> None:
+    port = free_port()
+    # Not ready per the source: only the probe can find it, as in routes-file mode.
+    source = StaticSource(spec("default/llama", f"127.0.0.1:{port}", ready=False))
+    backend = Backend(name="cold")
+    async with running_activator(source, settings(scaler)) as act:
+        url = f"http://127.0.0.1:{act.data_port}/v1/completions"
+        sent = time.perf_counter()
+        pending = asyncio.create_task(client.post(url, json={"prompt": "hi"}))
+        await asyncio.wait_for(scaler.activated.wait(), 5)
+        told_after_s = scaler.activations[0][0] - sent
+        assert scaler.activations[0][1] == {
+            "activator": "test-activator",
+            "target": "default/llama",
+        }
+        assert scaler.activations[0][2] == "Bearer s3cret"
+        assert not pending.done()
+        assert act.registry.gates["default/llama"].buffered == 1
+        await backend.start(port)
+        try:
+            started = time.perf_counter()
+            resp = await asyncio.wait_for(pending, 5)
+            answered_after_s = time.perf_counter() - started
+            assert resp.status == 200
+            assert (await resp.json())["backend"] == "cold"
+        finally:
+            await backend.stop()
+    # Generous bounds (shared CI cores); the benchmarks measure the real figures.
+    assert told_after_s < 1.0, told_after_s
+    assert answered_after_s < 2.0, answered_after_s
+
+
+async def test_buffer_full_gives_503_with_retry_after(
+    scaler: FakeScaler, client: aiohttp.ClientSession
+) -> None:
+    source = StaticSource(
+        spec("default/llama", f"127.0.0.1:{free_port()}", ready=False, max_buffered=2)
+    )
+    async with running_activator(source, settings(scaler, retry_after_s=7)) as act:
+        url = f"http://127.0.0.1:{act.data_port}/x"
+        held = [asyncio.create_task(client.get(url)) for _ in range(2)]
+        gate = act.registry.gates["default/llama"]
+        await wait_until(lambda: not (gate.buffered < 2))
+        async with client.get(url) as resp:
+            assert resp.status == 503
+            assert resp.headers["Retry-After"] == "7"
+            body = await resp.json()
+        assert body["error"]["code"] == "buffer_full"
+        assert set(body["error"]) == {"message", "type", "code"}
+        for task in held:
+            task.cancel()
+        await asyncio.gather(*held, return_exceptions=True)
+
+
+async def test_cold_start_timeout_gives_504(
+    scaler: FakeScaler, client: aiohttp.ClientSession
+) -> None:
+    source = StaticSource(
+        spec("default/llama", f"127.0.0.1:{free_port()}", ready=False, cold_start_timeout_s=1.0)
+    )
+    async with running_activator(source, settings(scaler)) as act:
+        started = time.perf_counter()
+        async with client.get(f"http://127.0.0.1:{act.data_port}/x") as resp:
+            assert resp.status == 504
+            assert (await resp.json())["error"]["code"] == "cold_start_timeout"
+        assert 0.9 < time.perf_counter() - started < 5
+
+
+async def test_client_disconnect_frees_its_place(
+    scaler: FakeScaler, client: aiohttp.ClientSession
+) -> None:
+    source = StaticSource(
+        spec("default/llama", f"127.0.0.1:{free_port()}", ready=False, max_buffered=1)
+    )
+    async with running_activator(source, settings(scaler)) as act:
+        url = f"http://127.0.0.1:{act.data_port}/x"
+        gate = act.registry.gates["default/llama"]
+        async with aiohttp.ClientSession() as other:
+            first = asyncio.create_task(other.get(url))
+            await wait_until(lambda: not (gate.buffered < 1))
+        # Closing the session dropped the connection: the handler is cancelled.
+        await asyncio.gather(first, return_exceptions=True)
+        for _ in range(200):
+            if gate.buffered == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert gate.buffered == 0
+        second = asyncio.create_task(client.get(url))
+        await wait_until(lambda: not (gate.buffered < 1))
+        assert not second.done()  # held, not refused: the place was freed
+        second.cancel()
+        await asyncio.gather(second, return_exceptions=True)
+
+
+@pytest.mark.parametrize(("activators", "expected_limit"), [(1, 3), (2, 1)])
+async def test_container_concurrency_never_exceeded(
+    scaler: FakeScaler, client: aiohttp.ClientSession, activators: int, expected_limit: int
+) -> None:
+    scaler.activators = activators
+    backends = [await Backend(name=f"b{i}", delay_s=0.05).start() for i in range(2)]
+    try:
+        source = StaticSource(
+            spec("default/llama", *(b.endpoint for b in backends), container_concurrency=3)
+        )
+        async with running_activator(source, settings(scaler)) as act:
+            gate = act.registry.gates["default/llama"]
+            # Wait for the first report's answer to set this activator's share.
+            await wait_until(lambda: gate.limit == expected_limit)
+            url = f"http://127.0.0.1:{act.data_port}/x"
+
+            async def one() -> int:
+                async with client.get(url) as resp:
+                    await resp.read()
+                    return resp.status
+
+            statuses = await asyncio.gather(*(one() for _ in range(40)))
+        assert statuses == [200] * 40
+        assert max(b.peak for b in backends) == expected_limit
+        assert sum(len(b.received) for b in backends) == 40
+    finally:
+        for b in backends:
+            await b.stop()
+
+
+async def test_refused_connection_goes_back_to_waiting(
+    scaler: FakeScaler, client: aiohttp.ClientSession
+) -> None:
+    dead = free_port()
+    live = await Backend(name="live").start()
+    try:
+        # The source claims both are ready; one refuses connections.
+        source = StaticSource(spec("default/llama", f"127.0.0.1:{dead}", live.endpoint))
+        async with running_activator(source, settings(scaler)) as act:
+            url = f"http://127.0.0.1:{act.data_port}/x"
+            for _ in range(20):
+                async with client.get(url) as resp:
+                    assert resp.status == 200
+            gate = act.registry.gates["default/llama"]
+            assert [t.key for t in gate.endpoints.ready] == [live.endpoint]
+    finally:
+        await live.stop()
+
+
+async def test_killed_replica_loses_no_request(
+    scaler: FakeScaler, client: aiohttp.ClientSession
+) -> None:
+    victim = await Backend(name="victim", delay_s=0.2).start()
+    survivor = await Backend(name="survivor", delay_s=0.02).start()
+    source = StaticSource(spec("default/llama", victim.endpoint, survivor.endpoint))
+    try:
+        async with running_activator(source, settings(scaler)) as act:
+            url = f"http://127.0.0.1:{act.data_port}/x"
+
+            async def one(i: int) -> tuple[str, int]:
+                rid = f"req-{i}"
+                async with client.get(url, headers={"X-Request-Id": rid}) as resp:
+                    await resp.read()
+                    return rid, resp.status
+
+            tasks = [asyncio.create_task(one(i)) for i in range(60)]
+            await wait_until(lambda: not (len(victim.received) < 5))
+            await victim.kill()
+            more = [asyncio.create_task(one(i)) for i in range(60, 120)]
+            results = await asyncio.gather(*tasks, *more)
+        statuses = dict(results)
+        assert set(statuses.values()) <= {200, 502}
+        failed = {rid for rid, status in statuses.items() if status == 502}
+        assert failed, "the kill should have cut some in-flight requests"
+        assert failed <= set(victim.received), "a 502 for a request the victim never got"
+        assert len(statuses) == 120
+    finally:
+        await victim.stop()
+        await survivor.stop()
+
+
+async def test_scale_to_zero_while_requests_arrive_loses_none(
+    scaler: FakeScaler, client: aiohttp.ClientSession
+) -> None:
+    first = await Backend(name="first").start()
+    source = StaticSource(spec("default/llama", first.endpoint))
+    second = Backend(name="second")
+    try:
+        async with running_activator(source, settings(scaler)) as act:
+            url = f"http://127.0.0.1:{act.data_port}/x"
+
+            async def one() -> int:
+                async with client.get(url) as resp:
+                    await resp.read()
+                    return resp.status
+
+            before = await asyncio.gather(*(one() for _ in range(10)))
+            # Scaled to zero: the endpoint leaves the slice, then the pod goes.
+            source.set(spec("default/llama"))
+            await first.stop()
+            during = [asyncio.create_task(one()) for _ in range(30)]
+            await asyncio.wait_for(scaler.activated.wait(), 5)
+            # Woken again: a new replica, a new address.
+            await second.start()
+            source.set(spec("default/llama", second.endpoint))
+            after = await asyncio.gather(*during)
+        assert before == [200] * 10
+        assert after == [200] * 30
+        assert len(second.received) == 30
+    finally:
+        await first.stop()
+        await second.stop()
+
+
+async def test_drain_finishes_in_flight_and_held_work(
+    scaler: FakeScaler, client: aiohttp.ClientSession
+) -> None:
+    slow = await Backend(name="slow", delay_s=0.5).start()
+    cold_port = free_port()
+    cold = Backend(name="cold")
+    source = StaticSource(
+        spec("default/llama", slow.endpoint, path_prefix="/slow"),
+        spec("default/cold", f"127.0.0.1:{cold_port}", ready=False, path_prefix="/cold"),
+    )
+    try:
+        act_cm = running_activator(source, settings(scaler))
+        act = await act_cm.__aenter__()
+        try:
+            base = f"http://127.0.0.1:{act.data_port}"
+            admin = f"http://127.0.0.1:{act.admin_port}"
+            in_flight = [asyncio.create_task(client.get(base + "/slow")) for _ in range(5)]
+            held = asyncio.create_task(client.get(base + "/cold"))
+            await wait_until(
+                lambda: not (slow.in_flight < 5 or act.registry.gates["default/cold"].buffered < 1)
+            )
+            drain = asyncio.create_task(act.drain())
+            await asyncio.sleep(0.05)
+            async with client.get(admin + "/readyz") as resp:
+                assert resp.status == 503
+            await cold.start(cold_port)
+            responses = await asyncio.gather(*in_flight, held)
+            assert [r.status for r in responses] == [200] * 6
+            await drain
+            with pytest.raises(aiohttp.ClientConnectionError):
+                async with client.get(base + "/slow"):
+                    pass
+        finally:
+            await act_cm.__aexit__(None, None, None)
+    finally:
+        await slow.stop()
+        await cold.stop()
+
+
+async def test_draining_answers_new_requests_503(
+    scaler: FakeScaler, client: aiohttp.ClientSession
+) -> None:
+    backend = await Backend().start()
+    try:
+        source = StaticSource(spec("default/llama", backend.endpoint))
+        async with running_activator(source, settings(scaler)) as act:
+            act.proxy.draining = True
+            async with client.get(f"http://127.0.0.1:{act.data_port}/x") as resp:
+                assert resp.status == 503
+                assert "Retry-After" in resp.headers
+                assert (await resp.json())["error"]["code"] == "draining"
+    finally:
+        await backend.stop()

@@ -1,0 +1,123 @@
+"""Reports to the scaler and the routes-file source, over loopback.
+
+Covers:
+- ``/v1/stats`` arrives periodically with the bearer token and DESIGN §3's
+  shape; while requests are held it reports them as buffered with a
+  positive concurrency and counts arrivals; per-pod in-flight is keyed by
+  the endpoint;
+- ``/v1/activate`` repeats with backoff while the target stays cold;
+- the routes file: a listed endpoint is ready only while it accepts
+  connections (probed), a held request goes out when it starts listening,
+  and an edit of the file is picked up (new target routable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import aiohttp
+
+from activator.app import start
+from activator.routes_file import RoutesFileSource
+from tests.integration.activator.helpers import (
+    Backend,
+    FakeScaler,
+    StaticSource,
+    free_port,
+    running_activator,
+    settings,
+    spec,
+    wait_until,
+)
+
+
+async def test_stats_report_shape_and_activation_backoff(
+    scaler: FakeScaler, client: aiohttp.ClientSession
+) -> None:
+    source = StaticSource(spec("default/llama", f"127.0.0.1:{free_port()}", ready=False))
+    async with running_activator(source, settings(scaler)) as act:
+        act.reporter.backoff_s = (0.1,)
+        url = f"http://127.0.0.1:{act.data_port}/x"
+        held = [asyncio.create_task(client.get(url)) for _ in range(3)]
+        report = None
+        for _ in range(50):
+            report = await asyncio.wait_for(scaler.reported.get(), 5)
+            if report["targets"]["default/llama"]["buffered"] == 3:
+                break
+        assert report is not None
+        entry = report["targets"]["default/llama"]
+        assert report["activator"] == "test-activator"
+        assert 0.1 < report["period_s"] < 1.0
+        assert entry["in_flight"] == 0
+        assert entry["buffered"] == 3
+        assert entry["concurrency"] > 0
+        assert entry["pods"] == {}
+        assert sum(r["targets"]["default/llama"]["arrivals"] for _, r, _ in scaler.stats) == 3
+        assert all(auth == "Bearer s3cret" for _, _, auth in scaler.stats)
+        await wait_until(lambda: not (len(scaler.activations) < 3))
+        for task in held:
+            task.cancel()
+        await asyncio.gather(*held, return_exceptions=True)
+
+
+async def test_pods_in_flight_reported(scaler: FakeScaler, client: aiohttp.ClientSession) -> None:
+    backend = await Backend(delay_s=0.6).start()
+    try:
+        source = StaticSource(spec("default/llama", backend.endpoint))
+        async with running_activator(source, settings(scaler)) as act:
+            task = asyncio.create_task(client.get(f"http://127.0.0.1:{act.data_port}/x"))
+            while True:
+                report = await asyncio.wait_for(scaler.reported.get(), 5)
+                if report["targets"]["default/llama"]["in_flight"] == 1:
+                    break
+            assert report["targets"]["default/llama"]["pods"] == {backend.endpoint: 1}
+            assert (await task).status == 200
+    finally:
+        await backend.stop()
+
+
+async def test_routes_file_cold_start_and_reload(
+    tmp_path: Path, scaler: FakeScaler, client: aiohttp.ClientSession
+) -> None:
+    port = free_port()
+    routes = tmp_path / "routes.yaml"
+    routes.write_text(
+        "targets:\n"
+        "  - name: default/llama\n"
+        "    path_prefix: /llama\n"
+        f'    endpoints: ["127.0.0.1:{port}"]\n'
+        "    cold_start_timeout: 30s\n"
+    )
+    cfg = settings(scaler, routes=routes, recheck_ready_s=0.1)
+    source = RoutesFileSource(routes, poll_s=0.05)
+    backend = Backend(name="late")
+    other = await Backend(name="other").start()
+    activator = await start(cfg, source=source)
+    try:
+        base = f"http://127.0.0.1:{activator.data_port}"
+        await wait_until(lambda: bool(activator.registry.updates))
+        gate = activator.registry.gates["default/llama"]
+        held = asyncio.create_task(client.get(base + "/llama/v1/models"))
+        await wait_until(lambda: not (gate.buffered < 1))
+        await backend.start(port)
+        resp = await asyncio.wait_for(held, 5)
+        assert resp.status == 200
+        assert (await resp.json())["backend"] == "late"
+        # Stops listening: no longer ready once a probe notices.
+        await backend.stop()
+        await wait_until(lambda: not (gate.endpoints.ready))
+        # Edit the file: a second target appears.
+        routes.write_text(
+            routes.read_text()
+            + "  - name: default/other\n    path_prefix: /other\n"
+            + f'    endpoints: ["{other.endpoint}"]\n'
+        )
+        await wait_until(lambda: "default/other" in activator.registry.gates)
+        async with client.get(base + "/other/x") as resp:
+            assert resp.status == 200
+            assert (await resp.json())["backend"] == "other"
+    finally:
+        await activator.close()
+        await backend.stop()
+        await other.stop()

@@ -1,0 +1,158 @@
+"""The gate: FIFO hand-off, bounds, timeouts, cancellation, shares of cc.
+
+Covers: fast path with no waiting; holding and hand-off in arrival order
+when an endpoint turns ready; BufferFull past ``max_buffered``;
+ColdStartTimeout; a cancelled waiter frees its place and an endpoint handed
+to it at the same instant is given back; container-concurrency as a hard
+per-replica bound and its share with several activators; GateClosed when
+the target goes; the concurrency integral for reports; readiness waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from activator.buffering import BufferFull, ColdStartTimeout, Gate, GateClosed
+from activator.readiness import TargetEndpoints
+from activator.targets import Endpoint
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make_gate(*, max_buffered: int = 10, cc: int = 0, clock: Clock | None = None) -> Gate:
+    return Gate(
+        TargetEndpoints("ns/t"),
+        max_buffered=max_buffered,
+        container_concurrency=cc,
+        clock=clock or Clock(),
+    )
+
+
+EP1 = Endpoint("10.0.0.1", 80, name="pod-1", ready=True)
+EP2 = Endpoint("10.0.0.2", 80, name="pod-2", ready=True)
+
+
+async def test_fifo_hand_off_when_endpoint_turns_ready() -> None:
+    gate = make_gate(cc=1)
+    order: list[int] = []
+
+    async def waiter(i: int) -> None:
+        tracker = await gate.acquire(10)
+        order.append(i)
+        await asyncio.sleep(0)
+        gate.release(tracker)
+
+    tasks = [asyncio.create_task(waiter(i)) for i in range(5)]
+    await asyncio.sleep(0)
+    assert gate.buffered == 5
+    assert gate.in_flight == 0
+    gate.endpoints.update([EP1])
+    await asyncio.gather(*tasks)
+    assert order == [0, 1, 2, 3, 4]
+    assert gate.buffered == 0
+    assert gate.in_flight == 0
+
+
+async def test_buffer_full_and_timeout() -> None:
+    gate = make_gate(max_buffered=1)
+    first = asyncio.create_task(gate.acquire(0.05))
+    await asyncio.sleep(0)
+    with pytest.raises(BufferFull):
+        await gate.acquire(10)
+    with pytest.raises(ColdStartTimeout):
+        await first
+    assert gate.buffered == 0
+    gate2 = make_gate(max_buffered=0)
+    with pytest.raises(BufferFull):
+        await gate2.acquire(1)
+
+
+async def test_cancelled_waiter_frees_place_and_returns_handed_endpoint() -> None:
+    gate = make_gate(max_buffered=1, cc=1)
+    task = asyncio.create_task(gate.acquire(10))
+    await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert gate.buffered == 0
+    # Handed an endpoint and cancelled in the same loop turn.
+    task = asyncio.create_task(gate.acquire(10))
+    await asyncio.sleep(0)
+    gate.endpoints.update([EP1])  # dispatch sets the future's result
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert gate.in_flight == 0
+    assert gate.buffered == 0
+    assert gate.try_acquire() is not None
+
+
+async def test_container_concurrency_share() -> None:
+    gate = make_gate(cc=4)
+    gate.endpoints.update([EP1, EP2])
+    taken = [gate.try_acquire() for _ in range(8)]
+    assert all(taken)
+    assert gate.try_acquire() is None
+    assert sorted(gate.pods().values()) == [4, 4]
+    for tracker in taken:
+        assert tracker is not None
+        gate.release(tracker)
+    gate.set_activators(3)
+    assert gate.limit == 1
+    gate.set_activators(10)
+    assert gate.limit == 1  # never zero: each activator may send one
+    with pytest.raises(ValueError, match="max_buffered"):
+        make_gate(max_buffered=-1)
+
+
+async def test_close_fails_waiters() -> None:
+    gate = make_gate()
+    task = asyncio.create_task(gate.acquire(10))
+    await asyncio.sleep(0)
+    gate.close()
+    with pytest.raises(GateClosed):
+        await task
+    with pytest.raises(GateClosed):
+        await gate.acquire(1)
+
+
+async def test_concurrency_integral() -> None:
+    clock = Clock()
+    gate = make_gate(clock=clock)
+    gate.endpoints.update([EP1])
+    gate.take_period()
+    a = gate.try_acquire()
+    clock.now += 0.5
+    b = gate.try_acquire()
+    clock.now += 0.5
+    assert a is not None
+    assert b is not None
+    area, _ = gate.take_period()
+    assert area == pytest.approx(0.5 * 1 + 0.5 * 2)
+
+
+async def test_readiness_wait_outcomes() -> None:
+    endpoints = TargetEndpoints("ns/t")
+    assert await endpoints.wait_ready(0.01) is False
+    waiter = asyncio.create_task(endpoints.wait_ready(5))
+    await asyncio.sleep(0)
+    endpoints.update([Endpoint("10.0.0.1", 80, ready=False)])
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    endpoints.set_probe_result("10.0.0.1:80", True)
+    assert await waiter is True
+    tracker = endpoints.trackers["10.0.0.1:80"]
+    endpoints.mark_down(tracker)
+    assert endpoints.ready == ()
+    endpoints.set_probe_result("10.0.0.1:80", True)
+    assert endpoints.ready == (tracker,)
+    # The source withdrawing readiness drops an earlier probe success.
+    endpoints.update([Endpoint("10.0.0.1", 80, ready=True)])
+    endpoints.update([Endpoint("10.0.0.1", 80, ready=False)])
+    assert endpoints.ready == ()
