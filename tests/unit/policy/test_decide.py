@@ -181,6 +181,14 @@ RULES = [
         Reason.SCALED_DOWN,
         id="down rate close to 1 still steps down by one",
     ),
+    pytest.param(
+        config(scale_down_delay_s=0),
+        SETTLED,
+        observation(ready=10, spec=2, concurrency=0),
+        2,
+        Reason.STEADY,
+        id="down rate never pushes back up while pods terminate",
+    ),
     # --- bounds -----------------------------------------------------------------
     pytest.param(
         config(),
