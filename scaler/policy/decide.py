@@ -233,6 +233,7 @@ def decide(
         hold: MaxHold,
         recheck_after_s: float | None = None,
         panic: tuple[float | None, int] = (panic_crossed_s, panic_desired),
+        idle_since: float | None = idle_since_s,
     ) -> tuple[Decision, PolicyState]:
         crossed, top = panic
         decision = Decision(
@@ -250,7 +251,7 @@ def decide(
             panic_crossed_s=crossed,
             panic_desired=top,
             delay_hold=hold,
-            idle_since_s=idle_since_s,
+            idle_since_s=idle_since,
             last_desired=desired,
             last_change_s=now if changed else state.last_change_s,
             last_reason=reason,
@@ -278,6 +279,10 @@ def decide(
                     panic_crossed_s,
                     max(panic_desired, desired) if panic_crossed_s is not None else 0,
                 ),
+                # An activation is demand: the idle clock restarts, or a target
+                # idle at zero for an hour could be sent back to zero at the next
+                # tick, before the activator's report shows it busy.
+                idle_since=None,
             )
         if config.min_scale > 0:
             desired = min(config.min_scale, config.max_scale)
@@ -341,6 +346,8 @@ def decide(
         message = f"signals want {top} ({mode})"
         if desired < top:
             message += f", limited to {desired}"
+        elif desired == floor > top:
+            message = f"raised to min-scale {desired}"
     elif desired < current:
         reason = Reason.SCALED_DOWN
         message = f"signals want {signal_want} ({mode})"

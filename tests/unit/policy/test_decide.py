@@ -576,6 +576,25 @@ def test_state_tracks_change_and_idle() -> None:
     assert s5.idle_since_s is None  # so does a stale source: idle is unproven
 
 
+def test_a_wake_restarts_the_idle_clock() -> None:
+    # Idle at zero for a long time; the activator's /v1/activate arrives before
+    # its next stats report shows the held request (so busy is still False).
+    state = replace(SETTLED, idle_since_s=NOW - 3600)
+    woken, state = decide(
+        config=config(),
+        observation=observation(ready=0, concurrency=0, activation=True),
+        state=state,
+        now=NOW,
+    )
+    assert woken.reason is Reason.ACTIVATED
+    assert state.idle_since_s is None
+    # The next tick still sees no report of the request: not back to zero.
+    after, _ = decide(
+        config=config(), observation=observation(ready=0, spec=1), state=state, now=NOW + 2
+    )
+    assert after.desired == 1, after.message
+
+
 def test_decide_is_pure() -> None:
     obs = observation(ready=3, signals={C: reading(40, panic=200)})
     state = replace(SETTLED, delay_hold=MaxHold(((NOW - 10, 5),)), idle_since_s=NOW - 5)
