@@ -15,7 +15,8 @@ says "as Knative"):
    decrease below the current scale while pods are still starting; at least
    ``ceil(max(ready, 1) / down_rate)`` as DESIGN says ("desired >= ready /
    rate"; Knative rounds this one down), capped at ``ready - 1`` so that a
-   rate close to 1 still lets the scale step down.
+   rate close to 1 still lets the scale step down, and at the current scale
+   so that pods still terminating (counted ready) never push it back up.
 3. **Panic** (as Knative): enter when panic-desired / max(ready, 1) reaches
    the threshold; every crossing extends it; leave once a whole stable window
    has passed since the last crossing. In panic the desired scale is the
@@ -190,7 +191,11 @@ def decide(
 
     # Rates, as Knative (step 2 of the module docstring).
     max_up = max(current, math.ceil(config.max_scale_up_rate * ready_for_rates - _EPSILON))
-    min_down = min(_ceil(ready_for_rates / config.max_scale_down_rate), ready_for_rates - 1)
+    # A rate limits a step; it never forces one the other way (ready can still
+    # count pods that a scale-down is removing, so cap the floor at current).
+    min_down = min(
+        _ceil(ready_for_rates / config.max_scale_down_rate), ready_for_rates - 1, current
+    )
     stable_want = min(max(est.stable, min_down), max_up)
     panic_want = min(max(est.panic, min_down), max_up)
 
@@ -228,6 +233,7 @@ def decide(
         hold: MaxHold,
         recheck_after_s: float | None = None,
         panic: tuple[float | None, int] = (panic_crossed_s, panic_desired),
+        idle_since: float | None = idle_since_s,
     ) -> tuple[Decision, PolicyState]:
         crossed, top = panic
         decision = Decision(
@@ -245,7 +251,7 @@ def decide(
             panic_crossed_s=crossed,
             panic_desired=top,
             delay_hold=hold,
-            idle_since_s=idle_since_s,
+            idle_since_s=idle_since,
             last_desired=desired,
             last_change_s=now if changed else state.last_change_s,
             last_reason=reason,
@@ -273,6 +279,10 @@ def decide(
                     panic_crossed_s,
                     max(panic_desired, desired) if panic_crossed_s is not None else 0,
                 ),
+                # An activation is demand: the idle clock restarts, or a target
+                # idle at zero for an hour could be sent back to zero at the next
+                # tick, before the activator's report shows it busy.
+                idle_since=None,
             )
         if config.min_scale > 0:
             desired = min(config.min_scale, config.max_scale)
@@ -336,6 +346,8 @@ def decide(
         message = f"signals want {top} ({mode})"
         if desired < top:
             message += f", limited to {desired}"
+        elif desired == floor > top:
+            message = f"raised to min-scale {desired}"
     elif desired < current:
         reason = Reason.SCALED_DOWN
         message = f"signals want {signal_want} ({mode})"
