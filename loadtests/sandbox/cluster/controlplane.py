@@ -91,13 +91,14 @@ class ControlPlane:
         return all(len(c.queue) == 0 for c in self.controllers) and len(self.kubelet.queue) == 0
 
     async def stop(self) -> None:
-        await self.kubelet.close()
+        # Loops first, so that nothing starts a pod while the kubelet shuts down.
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        await self.kubelet.close()
 
     async def __aenter__(self) -> ControlPlane:
         self.start()

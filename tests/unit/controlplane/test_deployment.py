@@ -98,8 +98,12 @@ async def test_scale_down_honours_pod_deletion_cost(
     store.create(DEPLOYMENTS, deployment(replicas=4))
     await changes.until(lambda: rolled_out(store))
     pods = sorted(items(store, PODS), key=lambda p: p["metadata"]["name"])
-    costs = {pods[0]["metadata"]["name"]: "100", pods[1]["metadata"]["name"]: "-5",
-             pods[2]["metadata"]["name"]: "7", pods[3]["metadata"]["name"]: "-10"}  # fmt: skip
+    costs = {
+        pods[0]["metadata"]["name"]: "100",
+        pods[1]["metadata"]["name"]: "-5",
+        pods[2]["metadata"]["name"]: "7",
+        pods[3]["metadata"]["name"]: "-10",
+    }
     for pod in pods:
         meta = pod["metadata"]
         meta.setdefault("annotations", {})[DELETION_COST] = costs[meta["name"]]
@@ -113,19 +117,35 @@ async def test_scale_down_honours_pod_deletion_cost(
     assert status_of(store)["observedGeneration"] == 2
 
 
-def _pod(name: str, *, node: str = "n1", ready: bool = True, cost: int | None = None,
-         created: str = "2026-01-01T00:00:00Z", phase: str = "Running") -> Obj:  # fmt: skip
+def _pod(
+    name: str,
+    *,
+    node: str = "n1",
+    ready: bool = True,
+    cost: int | None = None,
+    created: str = "2026-01-01T00:00:00Z",
+    phase: str = "Running",
+) -> Obj:
     annotations = {DELETION_COST: str(cost)} if cost is not None else {}
     return {
-        "metadata": {"name": name, "uid": name, "creationTimestamp": created,
-                     "annotations": annotations},
+        "metadata": {
+            "name": name,
+            "uid": name,
+            "creationTimestamp": created,
+            "annotations": annotations,
+        },
         "spec": {"nodeName": node},
         "status": {
             "phase": phase,
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False",
-                            "lastTransitionTime": created}],
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True" if ready else "False",
+                    "lastTransitionTime": created,
+                }
+            ],
         },
-    }  # fmt: skip
+    }
 
 
 @pytest.mark.parametrize(
