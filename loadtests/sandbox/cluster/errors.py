@@ -142,12 +142,16 @@ class Invalid(ApiError):
     @classmethod
     def of(cls, *, kind: str, group: str, name: str, causes: list[tuple[str, str]]) -> Invalid:
         """``causes``: (field path, message) pairs, as the real server lists them."""
+        # One error reads "field: message"; several are bracketed, as Go's
+        # field.ErrorList aggregate prints them.
         summary = ", ".join(f"{field}: {msg}" for field, msg in causes)
+        if len(causes) > 1:
+            summary = f"[{summary}]"
         details: dict[str, Any] = {
             "name": name,
             "kind": kind,
             "causes": [
-                {"reason": "FieldValueInvalid", "message": msg, "field": field}
+                {"reason": _cause_reason(msg), "message": msg, "field": field}
                 for field, msg in causes
             ],
         }
@@ -155,6 +159,23 @@ class Invalid(ApiError):
             details["group"] = group
         subject = f"{kind}.{group}" if group else kind
         return cls(f'{subject} "{name}" is invalid: {summary}', details=details)
+
+
+_CAUSE_REASONS = (
+    ("Required value", "FieldValueRequired"),
+    ("Unsupported value", "FieldValueNotSupported"),
+    ("Duplicate value", "FieldValueDuplicate"),
+    ("Forbidden", "FieldValueForbidden"),
+    ("Too long", "FieldValueTooLong"),
+)
+
+
+def _cause_reason(message: str) -> str:
+    """The ``StatusCause.reason`` for a field error message, by its standard prefix."""
+    for prefix, reason in _CAUSE_REASONS:
+        if message.startswith(prefix):
+            return reason
+    return "FieldValueInvalid"
 
 
 class TooManyRequests(ApiError):
