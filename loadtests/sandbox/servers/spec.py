@@ -27,6 +27,8 @@ class ServerSpec:
     extra_args: tuple[str, ...] = ()
     # Environment additions for the process (on top of the launcher's).
     env: dict[str, str] = field(default_factory=dict)
+    # Where the process writes stdout and stderr (appended); None: the launcher's stderr.
+    log_path: str | None = None
 
 
 class ServerProcess(Protocol):

@@ -1,0 +1,245 @@
+"""``tidal sandbox model-server``: run one fake vLLM- or Triton-like server.
+
+Flags map one to one onto :class:`ServerConfig`; durations are Go-style
+(``90s``, ``5m``, ``250ms``, ``1m30s``) or plain seconds. Performance knobs
+default to Llama-3.1-8B on one H100 under vLLM (``scaler.sim.engine.llm``).
+This module is also the entry point of the launcher's forked children
+(:func:`main`), so it imports only what a server needs.
+
+Settings here are plain flags, not pydantic-settings: a fake server is a test
+fixture, and keeping pydantic out keeps each server process small.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import sys
+from collections.abc import Sequence
+
+from loadtests.sandbox.servers.faults import Faults
+from loadtests.sandbox.servers.server import ServerConfig, run_process
+from scaler.sim.engine import BatcherParams, LlmParams
+
+__all__ = ["config_from_args", "configure", "main", "parse_duration", "run"]
+
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|us|µs|ns|h|m|s)")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a Go-style duration (``1m30s``, ``250ms``) or a plain number of seconds."""
+    value = text.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        pos, seconds = 0, 0.0
+        for match in _PART.finditer(value):
+            if match.start() != pos:
+                break
+            seconds += float(match.group(1)) * _UNITS[match.group(2)]
+            pos = match.end()
+        if pos != len(value) or not value:
+            raise ValueError(
+                f"{text!r} is not a duration; use e.g. 90s, 5m, 1h, 250ms, 1m30s, or seconds"
+            ) from None
+    if seconds < 0 or seconds != seconds:
+        raise ValueError(f"a duration must be >= 0; got {text!r}")
+    return seconds
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    llm, batcher = LlmParams(), BatcherParams()
+    g = parser.add_argument_group("server")
+    g.add_argument(
+        "--engine",
+        choices=["vllm", "triton"],
+        default="vllm",
+        help="which server to imitate (default: vllm)",
+    )
+    g.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    g.add_argument("--port", type=int, default=8000, help="port (default: 8000, as vLLM's; 0: any)")
+    g.add_argument(
+        "--model", default="llama-3.1-8b", help="served model name (default: llama-3.1-8b)"
+    )
+    g.add_argument(
+        "--startup-delay",
+        type=_duration,
+        default=0.0,
+        metavar="DURATION",
+        help="cold start before the server is ready (default: 0s)",
+    )
+    g.add_argument(
+        "--drain-timeout",
+        type=_duration,
+        default=120.0,
+        metavar="DURATION",
+        help="on SIGTERM, longest wait for running requests (default: 120s)",
+    )
+    g.add_argument(
+        "--speedup",
+        type=float,
+        default=1.0,
+        help="model time runs this many times faster than wall time (default: 1)",
+    )
+    g.add_argument("--seed", type=int, default=None, help="seed for output lengths and faults")
+    p = parser.add_argument_group("vLLM performance model (defaults: Llama-3.1-8B, 1x H100)")
+    p.add_argument(
+        "--max-num-seqs",
+        type=int,
+        default=llm.max_num_seqs,
+        help=f"most sequences in a batch; the rest wait (default: {llm.max_num_seqs})",
+    )
+    p.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        default=llm.max_num_batched_tokens,
+        help=f"token budget of one step (default: {llm.max_num_batched_tokens})",
+    )
+    p.add_argument(
+        "--prefill-tokens-per-s",
+        type=float,
+        default=llm.prefill_tokens_per_s,
+        help=f"prefill rate, tokens/s (default: {llm.prefill_tokens_per_s:g})",
+    )
+    p.add_argument(
+        "--step-base-s",
+        type=float,
+        default=llm.step_base_s,
+        help=f"decode step time at batch 0, seconds (default: {llm.step_base_s})",
+    )
+    p.add_argument(
+        "--step-per-seq-s",
+        type=float,
+        default=llm.step_per_seq_s,
+        help=f"step time added per running sequence, seconds (default: {llm.step_per_seq_s})",
+    )
+    p.add_argument(
+        "--kv-cache-tokens",
+        type=int,
+        default=llm.kv_cache_tokens,
+        help=f"KV-cache capacity in tokens (default: {llm.kv_cache_tokens})",
+    )
+    p.add_argument(
+        "--mean-output-tokens",
+        type=float,
+        default=179.0,
+        help="mean natural output length without ignore_eos, tokens (default: 179)",
+    )
+    p.add_argument(
+        "--max-model-len",
+        type=int,
+        default=131_072,
+        help="context length, tokens (default: 131072)",
+    )
+    t = parser.add_argument_group("Triton dynamic batcher")
+    t.add_argument(
+        "--max-batch-size",
+        type=int,
+        default=batcher.max_batch_size,
+        help=f"most items in one execution (default: {batcher.max_batch_size})",
+    )
+    t.add_argument(
+        "--exec-base-s",
+        type=float,
+        default=batcher.exec_base_s,
+        help=f"execution time of a batch, seconds (default: {batcher.exec_base_s})",
+    )
+    t.add_argument(
+        "--exec-per-item-s",
+        type=float,
+        default=batcher.exec_per_item_s,
+        help=f"execution time added per item, seconds (default: {batcher.exec_per_item_s})",
+    )
+    f = parser.add_argument_group("faults")
+    f.add_argument(
+        "--fail-rate",
+        type=float,
+        default=0.0,
+        help="share of requests answered with a 5xx, 0-1 (default: 0)",
+    )
+    f.add_argument("--fail-status", type=int, default=500, help="status of those (default: 500)")
+    f.add_argument(
+        "--break-stream-rate",
+        type=float,
+        default=0.0,
+        help="share of streams cut mid-way, 0-1 (default: 0)",
+    )
+    f.add_argument(
+        "--crash-after",
+        type=_duration,
+        default=None,
+        metavar="DURATION",
+        help="exit abruptly this long after becoming ready (default: never)",
+    )
+    f.add_argument(
+        "--crash-exit-code", type=int, default=70, help="exit status of that crash (default: 70)"
+    )
+
+
+def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    """Build the config; raises ValueError naming what is wrong."""
+    return ServerConfig(
+        engine=args.engine,
+        model=args.model,
+        host=args.host,
+        port=args.port,
+        startup_delay_s=args.startup_delay,
+        speedup=args.speedup,
+        llm=LlmParams(
+            max_num_seqs=args.max_num_seqs,
+            max_num_batched_tokens=args.max_num_batched_tokens,
+            prefill_tokens_per_s=args.prefill_tokens_per_s,
+            step_base_s=args.step_base_s,
+            step_per_seq_s=args.step_per_seq_s,
+            kv_cache_tokens=args.kv_cache_tokens,
+        ),
+        batcher=BatcherParams(
+            max_batch_size=args.max_batch_size,
+            exec_base_s=args.exec_base_s,
+            exec_per_item_s=args.exec_per_item_s,
+        ),
+        faults=Faults(
+            fail_rate=args.fail_rate,
+            fail_status=args.fail_status,
+            break_stream_rate=args.break_stream_rate,
+            crash_after_s=args.crash_after,
+            crash_exit_code=args.crash_exit_code,
+            seed=args.seed,
+        ),
+        mean_output_tokens=args.mean_output_tokens,
+        max_model_len=args.max_model_len,
+        drain_timeout_s=args.drain_timeout,
+        seed=args.seed,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = config_from_args(args)
+    except ValueError as e:
+        print(f"tidal sandbox model-server: {e}", file=sys.stderr)
+        return 2
+    import uvloop
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(run_process(config))
+
+
+def main(argv: Sequence[str]) -> int:
+    """Parse model-server flags and run (the launcher's children start here)."""
+    parser = argparse.ArgumentParser(prog="tidal sandbox model-server")
+    configure(parser)
+    return run(parser.parse_args(list(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
