@@ -27,6 +27,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from loadtests.sandbox.servers.launcher import server_argv
 from loadtests.sandbox.servers.spec import ServerSpec
 
 __all__ = ["SimpleLauncher", "SimpleProcess", "die_with_parent", "model_server_command"]
@@ -36,24 +37,7 @@ _PR_SET_PDEATHSIG = 1
 
 def model_server_command(spec: ServerSpec) -> list[str]:
     """``tidal sandbox model-server`` for ``spec``, run by this interpreter."""
-    return [
-        sys.executable,
-        "-m",
-        "scaler",
-        "sandbox",
-        "model-server",
-        "--engine",
-        spec.engine,
-        "--model",
-        spec.model,
-        "--host",
-        spec.host,
-        "--port",
-        str(spec.port),
-        "--startup-delay",
-        f"{spec.startup_delay_s}s",
-        *spec.extra_args,
-    ]
+    return [sys.executable, "-m", "scaler", "sandbox", "model-server", *server_argv(spec)]
 
 
 def die_with_parent(parent_pid: int) -> Callable[[], None]:
@@ -115,24 +99,31 @@ class SimpleLauncher:
 
     async def start(self, spec: ServerSpec) -> SimpleProcess:
         env = {**(self._env if self._env is not None else os.environ), **spec.env}
-        log = None
-        if self._log_dir is not None:
-            self._log_dir.mkdir(parents=True, exist_ok=True)
+        path: Path | None = None
+        if spec.log_path is not None:
+            path = Path(spec.log_path)
+        elif self._log_dir is not None:
             name = f"{spec.env.get('POD_NAMESPACE', 'pod')}_{spec.env.get('POD_NAME', spec.host)}"
-            log = (self._log_dir / f"{name}.log").open("ab")
+            path = self._log_dir / f"{name}.log"
+        log_fd: int | None = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            log_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *self._command(spec),
                 stdin=asyncio.subprocess.DEVNULL,
-                stdout=log if log is not None else asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.STDOUT if log is not None else asyncio.subprocess.DEVNULL,
+                stdout=log_fd if log_fd is not None else asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.STDOUT
+                if log_fd is not None
+                else asyncio.subprocess.DEVNULL,
                 env=env,
                 start_new_session=True,
                 preexec_fn=die_with_parent(os.getpid()),
             )
         finally:
-            if log is not None:
-                log.close()
+            if log_fd is not None:
+                os.close(log_fd)
         process = SimpleProcess(proc)
         self._procs = {p for p in self._procs if p.returncode is None}
         self._procs.add(process)

@@ -196,6 +196,8 @@ async def test_delete_drains_then_removes(
     pod = await changes.until(lambda: (p := only_pod(store)) and is_pod_ready(p) and p)
     (pid,) = pids(pidfile)
     # Scale to zero: the pod is deleted gracefully (5 s grace in the template).
+    loop = asyncio.get_running_loop()
+    started = loop.time()
     d = store.get(DEPLOYMENTS, "default", "llama")
     d["spec"]["replicas"] = 0
     store.update(DEPLOYMENTS, d)
@@ -211,6 +213,8 @@ async def test_delete_drains_then_removes(
     assert conds["ready"] is False
     assert alive(pid)  # still draining (0.5 s) within its 5 s grace period
     await changes.until(lambda: not items(store, PODS))
+    # Removed when the process exited after its drain, not at the end of the grace period.
+    assert loop.time() - started < 4.0
     assert not alive(pid)
     assert pod["metadata"]["name"] not in {p["metadata"]["name"] for p in items(store, PODS)}
 

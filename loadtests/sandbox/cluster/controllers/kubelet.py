@@ -53,6 +53,7 @@ import logging
 import shlex
 import uuid
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, cast
 
 from loadtests.sandbox.cluster.addresses import AddressBlock, AddressesExhausted
@@ -101,6 +102,8 @@ class KubeletSettings:
     force_stop_grace_s: float = 2.0
     default_port: int = 8000
     kubelet_version: str = "v1.32.2"
+    # Where pod processes write their output (``<ns>_<pod>_<container>.log``).
+    log_dir: Path | None = None
 
 
 class PodConfigError(ValueError):
@@ -118,7 +121,9 @@ def _container_port(container: Obj, default: int) -> int:
     return default
 
 
-def server_spec_for(pod: Obj, *, host: str, default_port: int, node_name: str) -> ServerSpec:
+def server_spec_for(
+    pod: Obj, *, host: str, default_port: int, node_name: str, log_dir: Path | None = None
+) -> ServerSpec:
     """What fake server the pod's first container is, from its annotations."""
     annotations = _annotations(pod)
     engine = annotations.get(ANNOTATION_ENGINE, "vllm")
@@ -149,6 +154,10 @@ def server_spec_for(pod: Obj, *, host: str, default_port: int, node_name: str) -
             "NODE_NAME": node_name,
         }
     )
+    log_path = None
+    if log_dir is not None:
+        name = container.get("name", "main")
+        log_path = str(log_dir / f"{meta.get('namespace', 'default')}_{meta['name']}_{name}.log")
     return ServerSpec(
         engine=cast(Engine, engine),
         model=annotations.get(ANNOTATION_MODEL, DEFAULT_MODEL),
@@ -157,6 +166,7 @@ def server_spec_for(pod: Obj, *, host: str, default_port: int, node_name: str) -
         startup_delay_s=delay_s,
         extra_args=extra,
         env=env,
+        log_path=log_path,
     )
 
 
@@ -484,6 +494,7 @@ class PodWorker:
                 host=self.ip,
                 default_port=self.kubelet.settings.default_port,
                 node_name=self.node,
+                log_dir=self.kubelet.settings.log_dir,
             )
         except PodConfigError as exc:
             state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
@@ -655,7 +666,7 @@ class PodWorker:
             changed = asyncio.create_task(self.grace_changed.wait())
             waiters: set[asyncio.Future[Any]] = {exited, changed}
             try:
-                await asyncio.wait(waiters, timeout=remaining)
+                await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 changed.cancel()
 
