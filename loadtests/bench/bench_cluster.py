@@ -41,11 +41,17 @@ import aiohttp
 from loadtests.sandbox.cluster.cluster import SandboxCluster
 from loadtests.sandbox.cluster.controllers.base import DEPLOYMENTS, NAMESPACES, PODS
 from loadtests.sandbox.cluster.nodes import NodeSpec
-from loadtests.sandbox.cluster.resources import by_group_version_plural
+from loadtests.sandbox.cluster.resources import ResourceType, by_group_version_plural
 from loadtests.sandbox.cluster.store import Store
 
-CONFIGMAPS = by_group_version_plural("", "v1", "configmaps")
-assert CONFIGMAPS is not None
+
+def _configmaps() -> ResourceType:
+    rtype = by_group_version_plural("", "v1", "configmaps")
+    assert rtype is not None
+    return rtype
+
+
+CONFIGMAPS = _configmaps()
 
 
 def rss_mib() -> float:
