@@ -65,7 +65,14 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from loadtests.sandbox.cluster import defaults, events_conversion, patching, tables, validation
+from loadtests.sandbox.cluster import (
+    defaults,
+    events_conversion,
+    patching,
+    protobuf,
+    tables,
+    validation,
+)
 from loadtests.sandbox.cluster.auth import (
     TokenRegistry,
     UserInfo,
@@ -116,6 +123,7 @@ SERVER_VERSION = {
     "platform": "linux/amd64",
 }
 _NAMESPACE_SUBRESOURCES = {"status", "finalize"}
+_PUBLIC_PATHS = {"/version", "/healthz", "/livez", "/readyz"}
 _JSON = "application/json"
 _DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _CORE_EVENTS_KEY = "events"
@@ -196,7 +204,7 @@ class ApiServer:
         self._core_events = by_group_version_plural("", "v1", "events")
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    # --- lifecycle -----------------------------------------------------------------
+    # --- lifecycle -----------------------------------------------------------------------
 
     @property
     def port(self) -> int:
@@ -276,7 +284,7 @@ class ApiServer:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    # --- credentials -------------------------------------------------------------------
+    # --- credentials ---------------------------------------------------------------------
 
     def mint_token(self, namespace: str, service_account: str) -> str:
         """A bearer token for ServiceAccount ``namespace/service_account``."""
@@ -318,7 +326,7 @@ class ApiServer:
         )
         return {"KUBERNETES_SERVICE_HOST": self.host, "KUBERNETES_SERVICE_PORT": str(self._port)}
 
-    # --- faults ------------------------------------------------------------------------
+    # --- faults --------------------------------------------------------------------------
 
     def _now(self) -> float:
         return (self._loop or asyncio.get_running_loop()).time()
@@ -396,6 +404,10 @@ class ApiServer:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
+        if path in _PUBLIC_PATHS and request.method in ("GET", "HEAD"):
+            # What a cluster's anonymous user may read (system:public-info-viewer):
+            # probes and version checks need no token.
+            return self._non_resource(request, path, [])
         user = self._authenticate(request)
         if path.startswith("/_sandbox/"):
             return await self._admin(request, user, path)
@@ -542,7 +554,7 @@ class ApiServer:
             raise MethodNotAllowed("GET, POST or DELETE /_sandbox/faults")
         return _json_response(self.faults.describe(self._now()))
 
-    # --- resources -----------------------------------------------------------------------------
+    # --- resources -----------------------------------------------------------------------
 
     def _storage_type(self, rtype: ResourceType) -> ResourceType:
         if rtype.group == _EVENTS_GROUP and rtype.plural == "events" and self._core_events:
@@ -617,6 +629,8 @@ class ApiServer:
             return self._list(request, req)
         if verb == "get":
             return self._get(request, req)
+        if verb == "create" and req.rtype.kind == "SelfSubjectAccessReview":
+            return await self._access_review(request, user, req)
         if verb == "create":
             if req.subresource:
                 raise MethodNotAllowed(
@@ -631,7 +645,58 @@ class ApiServer:
             return await self._delete(request, req)
         return await self._delete_collection(request, req)
 
-    # --- reads ---------------------------------------------------------------------------------
+    async def _access_review(
+        self, request: web.Request, user: UserInfo, req: _Request
+    ) -> web.Response:
+        """``SelfSubjectAccessReview``: may the caller do this? (``kubectl auth can-i``)."""
+        if "protobuf" in request.headers.get("Content-Type", ""):
+            try:
+                body: Any = protobuf.decode_self_subject_access_review(await request.read())
+            except protobuf.ProtobufError as error:
+                raise BadRequest(f"cannot decode the protobuf body: {error}") from None
+        else:
+            body = await self._read_body(request)
+        review = self._check_kind(req.rtype, body)
+        spec = review.get("spec") or {}
+        resource = spec.get("resourceAttributes")
+        non_resource = spec.get("nonResourceAttributes")
+        if isinstance(resource, dict):
+            attrs = Attributes(
+                user=user,
+                verb=str(resource.get("verb", "")),
+                resource_request=True,
+                api_group=str(resource.get("group", "")),
+                resource=str(resource.get("resource", "")),
+                subresource=str(resource.get("subresource", "")),
+                namespace=str(resource.get("namespace", "")),
+                name=str(resource.get("name", "")),
+            )
+        elif isinstance(non_resource, dict):
+            attrs = Attributes(
+                user=user,
+                verb=str(non_resource.get("verb", "")),
+                resource_request=False,
+                path=str(non_resource.get("path", "")),
+            )
+        else:
+            raise Invalid.of(
+                kind="SelfSubjectAccessReview",
+                group="authorization.k8s.io",
+                name="",
+                causes=[
+                    (
+                        "spec.resourceAttributes",
+                        "Required value: exactly one of nonResourceAttributes or "
+                        "resourceAttributes must be specified",
+                    )
+                ],
+            )
+        allowed = not self.rbac or self._authorizer.allowed(attrs)
+        review["status"] = {"allowed": allowed}
+        review.setdefault("metadata", {})["creationTimestamp"] = None
+        return _json_response(review, status=201)
+
+    # --- reads ---------------------------------------------------------------------------
 
     def _render(self, request: web.Request, req: _Request, obj: Obj) -> web.Response:
         accept = request.headers.get("Accept", "")
@@ -769,7 +834,7 @@ class ApiServer:
         except (ValueError, KeyError, TypeError):
             raise BadRequest(f"invalid continue token {token!r}") from None
 
-    # --- watch ---------------------------------------------------------------------------------
+    # --- watch ---------------------------------------------------------------------------
 
     async def _watch(self, request: web.Request, req: _Request) -> web.StreamResponse:
         rtype = req.rtype
@@ -851,10 +916,8 @@ class ApiServer:
                     if initial_left == 0:
                         await response.write(self._bookmark_line(rtype, watcher, initial_end=True))
                         initial_left = -1
-        except (ConnectionResetError, asyncio.CancelledError):
-            watcher.close()
-            self._watchers.discard(watcher)
-            raise
+        except ConnectionResetError:
+            return response  # the client went away mid-write: nothing left to say
         finally:
             watcher.close()
             self._watchers.discard(watcher)
@@ -896,7 +959,7 @@ class ApiServer:
         )
         return _dumps({"type": event.type, "object": table}) + b"\n"
 
-    # --- writes --------------------------------------------------------------------------------
+    # --- writes --------------------------------------------------------------------------
 
     async def _read_body(self, request: web.Request) -> Any:
         raw = await request.read()
@@ -1046,12 +1109,14 @@ class ApiServer:
         meta = body.setdefault("metadata", {})
         if meta.get("name") and meta["name"] != req.name:
             raise BadRequest(
-                f"the name of the object ({meta['name']}) does not match the name on the URL ({req.name})"
+                f"the name of the object ({meta['name']}) does not match the name on the URL "
+                f"({req.name})"
             )
         meta["name"] = req.name
         if req.namespace and meta.get("namespace") not in (None, "", req.namespace):
             raise BadRequest(
-                "the namespace of the provided object does not match the namespace sent on the request"
+                "the namespace of the provided object does not match the namespace sent on the "
+                "request"
             )
         warnings = self._validate(rtype, body, request)
         obj = self._from_wire(rtype, body)
@@ -1069,7 +1134,7 @@ class ApiServer:
         )
         return _json_response(self._to_wire(rtype, updated), warnings=warnings)
 
-    # --- scale -----------------------------------------------------------------------------------
+    # --- scale ---------------------------------------------------------------------------
 
     @staticmethod
     def _scale_of(rtype: ResourceType, obj: Obj) -> Obj:
@@ -1115,7 +1180,7 @@ class ApiServer:
         updated = self.store.update(rtype, current, namespace=req.namespace)
         return _json_response(self._scale_of(rtype, updated))
 
-    # --- patch -------------------------------------------------------------------------------------
+    # --- patch ---------------------------------------------------------------------------
 
     async def _patch(self, request: web.Request, req: _Request) -> web.Response:
         assert req.name is not None
@@ -1198,7 +1263,7 @@ class ApiServer:
         created = self.store.create(self._storage_type(rtype), obj, namespace=req.namespace)
         return _json_response(self._to_wire(rtype, created), status=201, warnings=warnings)
 
-    # --- delete ------------------------------------------------------------------------------------
+    # --- delete --------------------------------------------------------------------------
 
     async def _delete_options(self, request: web.Request) -> Obj:
         options: Obj = {}

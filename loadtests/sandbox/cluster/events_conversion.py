@@ -81,9 +81,7 @@ def events_field_selector(text: str | None) -> str | None:
     parts = []
     for part in text.split(","):
         for new, _old in _FIELDS:
-            if (
-                part.startswith((new + ".", new + "=", new + "!"))
-            ):
+            if part.startswith((new + ".", new + "=", new + "!")):
                 part = _TO_CORE[new] + part[len(new) :]
                 break
         parts.append(part)

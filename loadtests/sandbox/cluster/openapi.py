@@ -277,7 +277,21 @@ class OpenApi:
                 "parameters": item_params,
             },
         }
-        if rtype.namespaced:
+        # Publish only the operations the resource takes.
+        actions = {
+            "get": "get",
+            "post": "create",
+            "put": "update",
+            "patch": "patch",
+        }
+        for item in list(paths.values()):
+            for method in [m for m in item if m != "parameters"]:
+                action = item[method]["x-kubernetes-action"]
+                verb = actions.get(action, action)
+                if verb not in rtype.verbs:
+                    del item[method]
+        paths = {k: v for k, v in paths.items() if set(v) - {"parameters"}}
+        if rtype.namespaced and "list" in rtype.verbs:
             paths[f"{base}/{rtype.plural}"] = {
                 "get": op("list", f"list{kind}ForAllNamespaces", body=False, out=list_ref)
             }

@@ -195,7 +195,7 @@ def _merge_map(
 ) -> dict[str, Any]:
     directive = patch.get("$patch")
     if directive == "replace":
-        return _strip({k: v for k, v in patch.items() if k != "$patch"})
+        return _strip_map(patch)
     if directive == "delete":
         return {}
     if directive not in (None, "merge"):
@@ -249,9 +249,9 @@ def _merge_list(
     resolved = defs.resolve(schema) if defs is not None else None
     strategies, merge_key = _strategy(defs, resolved)
     if "merge" not in strategies:
-        return _strip(patch)
+        return _strip_list(patch)
     if any(isinstance(p, dict) and p.get("$patch") == "replace" for p in patch):
-        return _strip([p for p in patch if not (isinstance(p, dict) and "$patch" in p)])
+        return _strip_list([p for p in patch if not (isinstance(p, dict) and "$patch" in p)])
     if merge_key is None:
         # A set of primitives (finalizers): union, keeping the original order.
         result = list(original)
@@ -299,6 +299,14 @@ def _reorder(items: list[Any], order: list[Any], merge_key: str | None) -> list[
         for n, i in enumerate(items)
     ]
     return [item for _, _, item in sorted(ranked, key=lambda t: (t[0], t[1]))]
+
+
+def _strip_map(value: dict[str, Any]) -> dict[str, Any]:
+    return {k: _strip(v) for k, v in value.items() if not k.startswith("$")}
+
+
+def _strip_list(value: list[Any]) -> list[Any]:
+    return [_strip(v) for v in value]
 
 
 def _strip(value: Any) -> Any:

@@ -13,8 +13,9 @@ The rules are Kubernetes' own (``plugin/pkg/auth/authorizer/rbac``):
   ``resourceNames``, the request names one of them (a request without a name,
   such as list or create, never matches a rule with ``resourceNames``);
 - non-resource paths match ``nonResourceURLs`` (``/healthz``, ``/api/*``);
-  the discovery paths every cluster grants to ``system:authenticated``
-  (``system:discovery``, ``system:public-info-viewer``) are built in.
+  the discovery paths and self access reviews every cluster grants to
+  ``system:authenticated`` (``system:discovery``,
+  ``system:public-info-viewer``, ``system:basic-user``) are built in.
 
 A denial is 403 with the real server's wording, e.g. ``deployments.apps "x" is
 forbidden: User "system:serviceaccount:ns:sa" cannot patch resource
@@ -160,6 +161,13 @@ class RbacAuthorizer:
             and attrs.path.startswith(_DISCOVERY_PREFIXES)
         ):
             return True
+        if (
+            attrs.resource_request
+            and attrs.verb == "create"
+            and attrs.api_group == "authorization.k8s.io"
+            and attrs.resource in ("selfsubjectaccessreviews", "selfsubjectrulesreviews")
+        ):
+            return True  # system:basic-user, bound to system:authenticated in every cluster
         user = attrs.user
         if self._cluster_bindings is not None:
             items, _ = self._store.list(self._cluster_bindings, copy=False)

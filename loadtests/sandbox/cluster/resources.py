@@ -69,6 +69,15 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType(
         "rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False
     ),
+    # Answered, never stored: ``kubectl auth can-i`` asks the authorizer through it.
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectAccessReview",
+        "selfsubjectaccessreviews",
+        False,
+        verbs=("create",),
+    ),
 )
 
 _BY_GVP = {(r.group, r.version, r.plural): r for r in RESOURCES}

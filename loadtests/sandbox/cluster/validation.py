@@ -148,11 +148,11 @@ def _classify(error: jsonschema.ValidationError, findings: Findings) -> None:
         )
         return
     if error.validator == "enum":
-        allowed = ", ".join(_go_value(v) for v in error.validator_value)
+        supported = ", ".join(_go_value(v) for v in error.validator_value)
         findings.invalid.append(
             (
                 _path(where),
-                f"Unsupported value: {_go_value(error.instance)}: supported values: {allowed}",
+                f"Unsupported value: {_go_value(error.instance)}: supported values: {supported}",
             )
         )
         return
@@ -221,7 +221,7 @@ def _check_workload(spec: dict[str, Any], findings: Findings) -> None:
     from loadtests.sandbox.cluster.selectors import selector_from_object
 
     selector = spec.get("selector")
-    template = spec.get("template") if isinstance(spec.get("template"), dict) else {}
+    template: dict[str, Any] = spec["template"] if isinstance(spec.get("template"), dict) else {}
     if not selector:
         findings.invalid.append(("spec.selector", "Required value"))
     elif isinstance(selector, dict):

@@ -31,7 +31,10 @@ def deployment(name: str, replicas: int = 1) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": name, "labels": {"app": name, "autoscaling.tidal.dev/enabled": "true"}},
+        "metadata": {
+            "name": name,
+            "labels": {"app": name, "autoscaling.tidal.dev/enabled": "true"},
+        },
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": name}},
@@ -79,28 +82,52 @@ async def test_kubernetes_asyncio_through_kubeconfig(kubeconfig: Path) -> None:
         assert seen == [("MODIFIED", 5)]
 
 
-async def test_kubernetes_asyncio_in_cluster_with_rbac(rbac_server: ApiServer, tmp_path: Path) -> None:
+async def test_kubernetes_asyncio_in_cluster_with_rbac(
+    rbac_server: ApiServer, tmp_path: Path
+) -> None:
     server = rbac_server
     admin = aclient.Configuration()
     kubeconfig = server.write_kubeconfig(tmp_path / "admin.kubeconfig")
     await aconfig.load_kube_config(config_file=str(kubeconfig), client_configuration=admin)
     async with aclient.ApiClient(admin) as admin_client:
         await aclient.CoreV1Api(admin_client).create_namespace({"metadata": {"name": "tidal"}})
-        await aclient.AppsV1Api(admin_client).create_namespaced_deployment("tidal", deployment("llama"))
+        await aclient.AppsV1Api(admin_client).create_namespaced_deployment(
+            "tidal", deployment("llama")
+        )
         rbac = aclient.RbacAuthorizationV1Api(admin_client)
-        await rbac.create_namespaced_role("tidal", {
-            "metadata": {"name": "scaler"},
-            "rules": [
-                {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch"]},
-                {"apiGroups": ["apps"], "resources": ["deployments/scale"], "verbs": ["patch"],
-                 "resourceNames": ["llama"]},
-            ],
-        })
-        await rbac.create_namespaced_role_binding("tidal", {
-            "metadata": {"name": "scaler"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "scaler"},
-            "subjects": [{"kind": "ServiceAccount", "name": "tidal-scaler", "namespace": "tidal"}],
-        })
+        await rbac.create_namespaced_role(
+            "tidal",
+            {
+                "metadata": {"name": "scaler"},
+                "rules": [
+                    {
+                        "apiGroups": ["apps"],
+                        "resources": ["deployments"],
+                        "verbs": ["get", "list", "watch"],
+                    },
+                    {
+                        "apiGroups": ["apps"],
+                        "resources": ["deployments/scale"],
+                        "verbs": ["patch"],
+                        "resourceNames": ["llama"],
+                    },
+                ],
+            },
+        )
+        await rbac.create_namespaced_role_binding(
+            "tidal",
+            {
+                "metadata": {"name": "scaler"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "Role",
+                    "name": "scaler",
+                },
+                "subjects": [
+                    {"kind": "ServiceAccount", "name": "tidal-scaler", "namespace": "tidal"}
+                ],
+            },
+        )
 
     mount = tmp_path / "serviceaccount"
     env = server.write_in_cluster_dir(mount, namespace="tidal", service_account="tidal-scaler")
@@ -113,15 +140,18 @@ async def test_kubernetes_asyncio_in_cluster_with_rbac(rbac_server: ApiServer, t
         apps = aclient.AppsV1Api(api_client)
         listing = await apps.list_namespaced_deployment("tidal")
         assert [d.metadata.name for d in listing.items] == ["llama"]
-        scale = await apps.patch_namespaced_deployment_scale("llama", "tidal", {"spec": {"replicas": 2}})
+        scale = await apps.patch_namespaced_deployment_scale(
+            "llama", "tidal", {"spec": {"replicas": 2}}
+        )
         assert scale.spec.replicas == 2
         with pytest.raises(aclient.ApiException) as denied:
             await apps.patch_namespaced_deployment("llama", "tidal", {"spec": {"replicas": 4}})
         assert denied.value.status == 403
-        assert (
-            'deployments.apps "llama" is forbidden: User "system:serviceaccount:tidal:tidal-scaler" '
-            'cannot patch resource "deployments" in API group "apps" in the namespace "tidal"'
-        ) == json.loads(denied.value.body)["message"]
+        assert json.loads(denied.value.body)["message"] == (
+            'deployments.apps "llama" is forbidden: '
+            'User "system:serviceaccount:tidal:tidal-scaler" cannot patch resource "deployments" '
+            'in API group "apps" in the namespace "tidal"'
+        )
         with pytest.raises(aclient.ApiException) as other_ns:
             await apps.list_namespaced_deployment("default")
         assert other_ns.value.status == 403
@@ -143,16 +173,24 @@ def _sync_client_session(kubeconfig: Path) -> dict[str, Any]:
         apps.create_namespaced_deployment("default", deployment("b", replicas=2))
         selected = apps.list_namespaced_deployment("default", label_selector="app=b")
         patched = apps.patch_namespaced_deployment(
-            "a", "default",
+            "a",
+            "default",
             {"spec": {"template": {"spec": {"containers": [{"name": "vllm", "image": "vllm:2"}]}}}},
         )
-        events.create_namespaced_event("default", {
-            "metadata": {"name": "a.1"},
-            "eventTime": "2025-01-01T00:00:00.000000Z",
-            "regarding": {"kind": "Deployment", "name": "a", "namespace": "default"},
-            "reason": "ScaledUp", "note": "up", "action": "Scale", "type": "Normal",
-            "reportingController": "tidal", "reportingInstance": "t-0",
-        })
+        events.create_namespaced_event(
+            "default",
+            {
+                "metadata": {"name": "a.1"},
+                "eventTime": "2025-01-01T00:00:00.000000Z",
+                "regarding": {"kind": "Deployment", "name": "a", "namespace": "default"},
+                "reason": "ScaledUp",
+                "note": "up",
+                "action": "Scale",
+                "type": "Normal",
+                "reportingController": "tidal",
+                "reportingInstance": "t-0",
+            },
+        )
         core_events = core.list_namespaced_event("default", field_selector="involvedObject.name=a")
         watcher = kubernetes.watch.Watch()
         streamed = [

@@ -64,7 +64,9 @@ async def test_unauthenticated_is_401(api: Api) -> None:
 
 
 async def test_discovery_both_shapes(api: Api) -> None:
-    aggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+    aggregated = (
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+    )
     code, body, headers = await api.call("GET", "/apis", accept=aggregated)
     assert code == 200 and body["kind"] == "APIGroupDiscoveryList"
     assert "as=APIGroupDiscoveryList" in headers["Content-Type"]
@@ -90,13 +92,19 @@ async def test_openapi_v3_declares_field_validation(api: Api) -> None:
     item = doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]
     patch = item["patch"]
     assert patch["x-kubernetes-group-version-kind"] == {
-        "group": "apps", "version": "v1", "kind": "Deployment"
+        "group": "apps",
+        "version": "v1",
+        "kind": "Deployment",
     }
     assert any(p["name"] == "fieldValidation" for p in patch["parameters"])
     assert "application/strategic-merge-patch+json" in patch["requestBody"]["content"]
-    containers = doc["components"]["schemas"]["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"]
+    containers = doc["components"]["schemas"]["io.k8s.api.core.v1.PodSpec"]["properties"][
+        "containers"
+    ]
     assert containers["x-kubernetes-patch-merge-key"] == "name"
-    code, _, _ = await api.call("GET", "/openapi/v2", accept="application/com.github.proto-openapi.spec.v2@v1.0+protobuf")
+    code, _, _ = await api.call(
+        "GET", "/openapi/v2", accept="application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+    )
     assert code == 404
 
 
@@ -112,7 +120,7 @@ async def test_create_defaults_generate_name_dry_run_and_conflicts(api: Api, sto
     gen = {"metadata": {"generateName": "cm-"}, "data": {"a": "b"}}
     code, made, _ = await api.call("POST", f"{NS}/configmaps", body=gen)
     assert code == 201 and made["metadata"]["name"].startswith("cm-")
-    code, dry, _ = await api.call("POST", DEPLOY, body=deployment("dry"), params={"dryRun": "All"})
+    code, _dry, _ = await api.call("POST", DEPLOY, body=deployment("dry"), params={"dryRun": "All"})
     assert code == 201 and store.peek(DEPLOYMENTS, "default", "dry") is None
     # Update with a stale version: 409 Conflict, worded as the real server does.
     stale = dict(created)
@@ -127,7 +135,8 @@ async def test_create_defaults_generate_name_dry_run_and_conflicts(api: Api, sto
 async def test_status_and_scale_subresources(api: Api) -> None:
     await api.call("POST", DEPLOY, body=deployment(replicas=2))
     code, obj, _ = await api.call(
-        "PATCH", f"{DEPLOY}/llama/status",
+        "PATCH",
+        f"{DEPLOY}/llama/status",
         body={"spec": {"replicas": 9}, "status": {"replicas": 2, "readyReplicas": 1}},
         content_type="application/merge-patch+json",
     )
@@ -138,14 +147,18 @@ async def test_status_and_scale_subresources(api: Api) -> None:
     assert scale["spec"] == {"replicas": 2}
     assert scale["status"] == {"replicas": 2, "selector": "app=llama"}
     code, scale, _ = await api.call(
-        "PATCH", f"{DEPLOY}/llama/scale", body={"spec": {"replicas": 4}},
+        "PATCH",
+        f"{DEPLOY}/llama/scale",
+        body={"spec": {"replicas": 4}},
         content_type="application/merge-patch+json",
     )
     assert code == 200 and scale["spec"]["replicas"] == 4
     code, obj, _ = await api.call("GET", f"{DEPLOY}/llama")
     assert obj["spec"]["replicas"] == 4 and obj["status"]["readyReplicas"] == 1
     code, err, _ = await api.call(
-        "PATCH", f"{DEPLOY}/llama/scale", body={"spec": {"replicas": -1}},
+        "PATCH",
+        f"{DEPLOY}/llama/scale",
+        body={"spec": {"replicas": -1}},
         content_type="application/merge-patch+json",
     )
     assert code == 422
@@ -157,18 +170,30 @@ async def test_status_and_scale_subresources(api: Api) -> None:
 
 async def test_patch_types(api: Api) -> None:
     await api.call("POST", DEPLOY, body=deployment())
-    smp = {"spec": {"template": {"spec": {"containers": [
-        {"name": "sidecar", "image": "envoy"},
-        {"name": "vllm", "env": [{"name": "X", "value": "1"}]},
-    ]}}}}
+    smp = {
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {"name": "sidecar", "image": "envoy"},
+                        {"name": "vllm", "env": [{"name": "X", "value": "1"}]},
+                    ]
+                }
+            }
+        }
+    }
     code, obj, _ = await api.call(
-        "PATCH", f"{DEPLOY}/llama", body=smp,
+        "PATCH",
+        f"{DEPLOY}/llama",
+        body=smp,
         content_type="application/strategic-merge-patch+json",
     )
     assert code == 200, obj
     containers = obj["spec"]["template"]["spec"]["containers"]
     assert [c["name"] for c in containers] == ["vllm", "sidecar"]
-    assert containers[0]["image"] == "vllm:1" and containers[0]["env"] == [{"name": "X", "value": "1"}]
+    assert containers[0]["image"] == "vllm:1" and containers[0]["env"] == [
+        {"name": "X", "value": "1"}
+    ]
     ops = [
         {"op": "test", "path": "/spec/replicas", "value": 1},
         {"op": "replace", "path": "/spec/replicas", "value": 2},
@@ -177,19 +202,27 @@ async def test_patch_types(api: Api) -> None:
     code, obj, _ = await api.call(
         "PATCH", f"{DEPLOY}/llama", body=ops, content_type="application/json-patch+json"
     )
-    assert code == 200 and obj["spec"]["replicas"] == 2 and obj["metadata"]["annotations"] == {"a": "b"}
-    code, err, _ = await api.call(
+    assert (
+        code == 200
+        and obj["spec"]["replicas"] == 2
+        and obj["metadata"]["annotations"] == {"a": "b"}
+    )
+    code, _, _ = await api.call(
         "PATCH", f"{DEPLOY}/llama", body=ops[:1], content_type="application/json-patch+json"
     )
     assert code == 422
     code, obj, _ = await api.call(
-        "PATCH", f"{DEPLOY}/llama", body={"metadata": {"annotations": {"a": None}}},
+        "PATCH",
+        f"{DEPLOY}/llama",
+        body={"metadata": {"annotations": {"a": None}}},
         content_type="application/merge-patch+json",
     )
     assert "a" not in (obj["metadata"].get("annotations") or {})
     # A patch carrying a stale resourceVersion is a conflict.
-    code, err, _ = await api.call(
-        "PATCH", f"{DEPLOY}/llama", body={"metadata": {"resourceVersion": "1"}},
+    code, _err, _ = await api.call(
+        "PATCH",
+        f"{DEPLOY}/llama",
+        body={"metadata": {"resourceVersion": "1"}},
         content_type="application/merge-patch+json",
     )
     assert code == 409
@@ -205,7 +238,9 @@ async def test_field_validation_modes(api: Api) -> None:
     assert code == 201 and "bogus" not in obj["spec"]
     assert headers.getall("Warning") == ['299 - "unknown field \\"spec.bogus\\""']
     code, err, _ = await api.call(
-        "PATCH", f"{DEPLOY}/llama", body={"spec": {"replicas": "many"}},
+        "PATCH",
+        f"{DEPLOY}/llama",
+        body={"spec": {"replicas": "many"}},
         content_type="application/merge-patch+json",
     )
     assert code == 422 and err["details"]["causes"][0]["field"] == "spec.replicas"
@@ -214,17 +249,19 @@ async def test_field_validation_modes(api: Api) -> None:
 async def test_list_selectors_and_paging(api: Api) -> None:
     for i in range(5):
         await api.call("POST", DEPLOY, body=deployment(f"m{i}", tier="gpu" if i % 2 else "cpu"))
-    code, body, _ = await api.call("GET", DEPLOY, params={"labelSelector": "tier=gpu"})
+    _, body, _ = await api.call("GET", DEPLOY, params={"labelSelector": "tier=gpu"})
     assert [i["metadata"]["name"] for i in body["items"]] == ["m1", "m3"]
-    code, body, _ = await api.call("GET", DEPLOY, params={"labelSelector": "tier in (cpu),app!=m0"})
+    _, body, _ = await api.call("GET", DEPLOY, params={"labelSelector": "tier in (cpu),app!=m0"})
     assert [i["metadata"]["name"] for i in body["items"]] == ["m2", "m4"]
-    code, body, _ = await api.call("GET", "/apis/apps/v1/deployments", params={"fieldSelector": "metadata.name=m3"})
+    _, body, _ = await api.call(
+        "GET", "/apis/apps/v1/deployments", params={"fieldSelector": "metadata.name=m3"}
+    )
     assert [i["metadata"]["name"] for i in body["items"]] == ["m3"]
     names: list[str] = []
     params = {"limit": "2"}
     pages = 0
     while True:
-        code, body, _ = await api.call("GET", DEPLOY, params=params)
+        _code, body, _ = await api.call("GET", DEPLOY, params=params)
         pages += 1
         names += [i["metadata"]["name"] for i in body["items"]]
         token = body["metadata"].get("continue")
@@ -238,17 +275,21 @@ async def test_list_selectors_and_paging(api: Api) -> None:
 async def test_tables(api: Api) -> None:
     await api.call("POST", DEPLOY, body=deployment(replicas=3))
     accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
-    code, table, _ = await api.call("GET", DEPLOY, accept=accept)
+    _, table, _ = await api.call("GET", DEPLOY, accept=accept)
     assert table["kind"] == "Table"
     assert [c["name"] for c in table["columnDefinitions"]][:5] == [
-        "Name", "Ready", "Up-to-date", "Available", "Age"
+        "Name",
+        "Ready",
+        "Up-to-date",
+        "Available",
+        "Age",
     ]
     row = table["rows"][0]
     assert row["cells"][:4] == ["llama", "0/3", 0, 0]
     assert row["object"]["kind"] == "PartialObjectMetadata"
-    code, table, _ = await api.call("GET", DEPLOY, accept=accept, params={"includeObject": "Object"})
+    _, table, _ = await api.call("GET", DEPLOY, accept=accept, params={"includeObject": "Object"})
     assert table["rows"][0]["object"]["spec"]["replicas"] == 3
-    code, table, _ = await api.call("GET", DEPLOY, accept=accept, params={"includeObject": "None"})
+    _code, table, _ = await api.call("GET", DEPLOY, accept=accept, params={"includeObject": "None"})
     assert "object" not in table["rows"][0]
 
 
@@ -261,27 +302,41 @@ async def read_events(response: aiohttp.ClientResponse, count: int) -> list[dict
     return events
 
 
-async def test_watch_replay_bookmark_timeout_and_selector_leave(api: Api, server: ApiServer) -> None:
-    code, created, _ = await api.call("POST", DEPLOY, body=deployment(tier="gpu"))
+async def test_watch_replay_bookmark_timeout_and_selector_leave(
+    api: Api, server: ApiServer
+) -> None:
+    _code, created, _ = await api.call("POST", DEPLOY, body=deployment(tier="gpu"))
     rv = created["metadata"]["resourceVersion"]
     await api.call(
-        "PATCH", f"{DEPLOY}/llama", body={"spec": {"replicas": 2}},
+        "PATCH",
+        f"{DEPLOY}/llama",
+        body={"spec": {"replicas": 2}},
         content_type="application/merge-patch+json",
     )
     url = server.url + DEPLOY
     headers = {"Authorization": f"Bearer {server.admin_token}"}
-    params = {"watch": "true", "resourceVersion": rv, "allowWatchBookmarks": "true",
-              "labelSelector": "tier=gpu", "timeoutSeconds": "2"}
+    params = {
+        "watch": "true",
+        "resourceVersion": rv,
+        "allowWatchBookmarks": "true",
+        "labelSelector": "tier=gpu",
+        "timeoutSeconds": "2",
+    }
     async with api.session.get(url, params=params, headers=headers, ssl=api.ssl_context) as resp:
         assert resp.status == 200
         (modified,) = await read_events(resp, 1)
         assert modified["type"] == "MODIFIED" and modified["object"]["spec"]["replicas"] == 2
         (bookmark,) = await read_events(resp, 1)  # nothing happens: a bookmark comes
         assert bookmark["type"] == "BOOKMARK"
-        assert bookmark["object"]["metadata"]["resourceVersion"] == modified["object"]["metadata"]["resourceVersion"]
+        assert (
+            bookmark["object"]["metadata"]["resourceVersion"]
+            == modified["object"]["metadata"]["resourceVersion"]
+        )
         # The object stops matching the selector: the watcher sees it leave.
         await api.call(
-            "PATCH", f"{DEPLOY}/llama", body={"metadata": {"labels": {"tier": "cpu"}}},
+            "PATCH",
+            f"{DEPLOY}/llama",
+            body={"metadata": {"labels": {"tier": "cpu"}}},
             content_type="application/merge-patch+json",
         )
         event = (await read_events(resp, 1))[0]
@@ -294,7 +349,7 @@ async def test_watch_replay_bookmark_timeout_and_selector_leave(api: Api, server
 
 
 async def test_stale_watch_gets_410_then_relists(api: Api, server: ApiServer, store: Store) -> None:
-    code, created, _ = await api.call("POST", DEPLOY, body=deployment())
+    _, created, _ = await api.call("POST", DEPLOY, body=deployment())
     old_rv = created["metadata"]["resourceVersion"]
     await api.call("POST", DEPLOY, body=deployment("second"))
     server.cut_watches(compact=True)
@@ -310,11 +365,13 @@ async def test_stale_watch_gets_410_then_relists(api: Api, server: ApiServer, st
         assert error["object"]["message"].startswith("too old resource version")
         assert await resp.content.read() == b""
     # Re-list, then watch from the list's version: only what happens next arrives.
-    code, listing, _ = await api.call("GET", DEPLOY)
+    _code, listing, _ = await api.call("GET", DEPLOY)
     assert {i["metadata"]["name"] for i in listing["items"]} == {"llama", "second"}
     async with api.session.get(
-        url, params={"watch": "true", "resourceVersion": listing["metadata"]["resourceVersion"]},
-        headers=headers, ssl=api.ssl_context,
+        url,
+        params={"watch": "true", "resourceVersion": listing["metadata"]["resourceVersion"]},
+        headers=headers,
+        ssl=api.ssl_context,
     ) as resp:
         await api.call("DELETE", f"{DEPLOY}/second")
         (event,) = await read_events(resp, 1)
@@ -324,9 +381,11 @@ async def test_stale_watch_gets_410_then_relists(api: Api, server: ApiServer, st
 async def test_watch_cut_by_fault_ends_stream(api: Api, server: ApiServer) -> None:
     url = server.url + DEPLOY
     headers = {"Authorization": f"Bearer {server.admin_token}"}
-    async with api.session.get(url, params={"watch": "true"}, headers=headers, ssl=api.ssl_context) as resp:
+    async with api.session.get(
+        url, params={"watch": "true"}, headers=headers, ssl=api.ssl_context
+    ) as resp:
         await asyncio.sleep(0.05)
-        code, state, _ = await api.call("POST", "/_sandbox/faults", body={"cut_watches": True})
+        code, _state, _ = await api.call("POST", "/_sandbox/faults", body={"cut_watches": True})
         assert code == 200
         assert await asyncio.wait_for(resp.content.read(), 10) == b""
 
@@ -360,35 +419,53 @@ async def test_refused_connections_then_recovery(api: Api, server: ApiServer) ->
         except aiohttp.ClientConnectionError:
             pass
     await server.restore()
-    async with aiohttp.ClientSession() as fresh:
-        async with fresh.get(
-            server.url + "/version", ssl=api.ssl_context,
+    async with (
+        aiohttp.ClientSession() as fresh,
+        fresh.get(
+            server.url + "/version",
+            ssl=api.ssl_context,
             headers={"Authorization": f"Bearer {server.admin_token}"},
-        ) as resp:
-            assert resp.status == 200
+        ) as resp,
+    ):
+        assert resp.status == 200
 
 
 async def test_delete_preconditions_orphan_and_collection(api: Api) -> None:
     code, owner, _ = await api.call("POST", DEPLOY, body=deployment())
     pod = {
-        "metadata": {"name": "p", "ownerReferences": [{
-            "apiVersion": "apps/v1", "kind": "Deployment", "name": "llama",
-            "uid": owner["metadata"]["uid"],
-        }], "labels": {"app": "llama"}},
+        "metadata": {
+            "name": "p",
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "name": "llama",
+                    "uid": owner["metadata"]["uid"],
+                }
+            ],
+            "labels": {"app": "llama"},
+        },
         "spec": {"containers": [{"name": "c", "image": "x"}]},
     }
     await api.call("POST", f"{NS}/pods", body=pod)
     code, err, _ = await api.call(
-        "DELETE", f"{DEPLOY}/llama",
+        "DELETE",
+        f"{DEPLOY}/llama",
         body={"preconditions": {"uid": "not-the-uid"}},
     )
     assert code == 409 and "Precondition failed" in err["message"]
-    code, status, _ = await api.call("DELETE", f"{DEPLOY}/llama", params={"propagationPolicy": "Orphan"})
+    code, status, _ = await api.call(
+        "DELETE", f"{DEPLOY}/llama", params={"propagationPolicy": "Orphan"}
+    )
     assert code == 200 and status["status"] == "Success"
     code, orphan, _ = await api.call("GET", f"{NS}/pods/p")
     assert code == 200 and "ownerReferences" not in orphan["metadata"]
     for name in ("q", "r"):
-        await api.call("POST", f"{NS}/pods", body={**pod, "metadata": {"name": name, "labels": {"app": "other"}}})
+        await api.call(
+            "POST",
+            f"{NS}/pods",
+            body={**pod, "metadata": {"name": name, "labels": {"app": "other"}}},
+        )
     code, deleted, _ = await api.call("DELETE", f"{NS}/pods", params={"labelSelector": "app=other"})
     assert code == 200 and sorted(i["metadata"]["name"] for i in deleted["items"]) == ["q", "r"]
     code, left, _ = await api.call("GET", f"{NS}/pods")
@@ -397,12 +474,17 @@ async def test_delete_preconditions_orphan_and_collection(api: Api) -> None:
 
 async def test_events_api_groups_share_one_store(api: Api) -> None:
     new_event = {
-        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
         "metadata": {"name": "llama.1"},
         "eventTime": "2025-01-01T00:00:00.000000Z",
         "regarding": {"kind": "Deployment", "name": "llama", "namespace": "default", "uid": "u1"},
-        "reason": "ScaledUp", "note": "0 -> 1", "type": "Normal", "action": "Scale",
-        "reportingController": "tidal.dev/scaler", "reportingInstance": "scaler-0",
+        "reason": "ScaledUp",
+        "note": "0 -> 1",
+        "type": "Normal",
+        "action": "Scale",
+        "reportingController": "tidal.dev/scaler",
+        "reportingInstance": "scaler-0",
     }
     code, created, _ = await api.call(
         "POST", "/apis/events.k8s.io/v1/namespaces/default/events", body=new_event
@@ -410,14 +492,16 @@ async def test_events_api_groups_share_one_store(api: Api) -> None:
     assert code == 201, created
     assert created["note"] == "0 -> 1" and created["apiVersion"] == "events.k8s.io/v1"
     code, core, _ = await api.call(
-        "GET", f"{NS}/events",
+        "GET",
+        f"{NS}/events",
         params={"fieldSelector": "involvedObject.name=llama,involvedObject.kind=Deployment"},
     )
     (event,) = core["items"]
     assert event["message"] == "0 -> 1" and event["involvedObject"]["uid"] == "u1"
     assert event["reportingComponent"] == "tidal.dev/scaler"
     code, back, _ = await api.call(
-        "GET", "/apis/events.k8s.io/v1/namespaces/default/events",
+        "GET",
+        "/apis/events.k8s.io/v1/namespaces/default/events",
         params={"fieldSelector": "regarding.name=llama"},
     )
     assert [e["reason"] for e in back["items"]] == ["ScaledUp"]
@@ -429,3 +513,26 @@ async def test_unknown_resource_and_method(api: Api) -> None:
     assert code == 404 and err["message"] == "the server could not find the requested resource"
     code, err, _ = await api.call("GET", f"{NS}/pods/p/log")
     assert code == 404
+
+
+async def test_watch_list_with_initial_events_end_bookmark(api: Api, server: ApiServer) -> None:
+    for name in ("a", "b"):
+        await api.call("POST", DEPLOY, body=deployment(name))
+    params = {
+        "watch": "true",
+        "sendInitialEvents": "true",
+        "allowWatchBookmarks": "true",
+        "resourceVersionMatch": "NotOlderThan",
+        "resourceVersion": "",
+    }
+    headers = {"Authorization": f"Bearer {server.admin_token}"}
+    async with api.session.get(
+        server.url + DEPLOY, params=params, headers=headers, ssl=api.ssl_context
+    ) as resp:
+        events = await read_events(resp, 3)
+    assert [(e["type"], e["object"]["metadata"].get("name")) for e in events[:2]] == [
+        ("ADDED", "a"),
+        ("ADDED", "b"),
+    ]
+    assert events[2]["type"] == "BOOKMARK"
+    assert events[2]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}

@@ -104,31 +104,41 @@ async def test_strict_validation_and_invalid_values(kubectl: Kubectl) -> None:
 async def test_get_columns(kubectl: Kubectl, store: Store) -> None:
     ok(await kubectl("apply", "-f", "-", stdin=DEPLOYMENT.replace("REPLICAS", "2")))
     assert header(ok(await kubectl("get", "deployments"))) == [
-        "NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"
+        "NAME",
+        "READY",
+        "UP-TO-DATE",
+        "AVAILABLE",
+        "AGE",
     ]
     out = ok(await kubectl("get", "deploy"))
     assert out.splitlines()[1].split()[:4] == ["llama", "0/2", "0", "0"]
-    store.create(NODES, {
-        "metadata": {"name": "gpu-1", "labels": {"node-role.kubernetes.io/worker": ""}},
-        "status": {
-            "conditions": [{"type": "Ready", "status": "True"}],
-            "nodeInfo": {"kubeletVersion": "v1.32.4"},
+    store.create(
+        NODES,
+        {
+            "metadata": {"name": "gpu-1", "labels": {"node-role.kubernetes.io/worker": ""}},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "nodeInfo": {"kubeletVersion": "v1.32.4"},
+            },
         },
-    })
+    )
     out = ok(await kubectl("get", "nodes"))
     assert header(out) == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
     assert out.splitlines()[1].split()[:3] == ["gpu-1", "Ready", "worker"]
-    store.create(PODS, {
-        "metadata": {"name": "llama-1", "namespace": "default"},
-        "spec": {"nodeName": "gpu-1", "containers": [{"name": "vllm", "image": "x"}]},
-        "status": {
-            "phase": "Running",
-            "podIP": "127.0.10.2",
-            "containerStatuses": [
-                {"name": "vllm", "ready": True, "restartCount": 0, "state": {"running": {}}}
-            ],
+    store.create(
+        PODS,
+        {
+            "metadata": {"name": "llama-1", "namespace": "default"},
+            "spec": {"nodeName": "gpu-1", "containers": [{"name": "vllm", "image": "x"}]},
+            "status": {
+                "phase": "Running",
+                "podIP": "127.0.10.2",
+                "containerStatuses": [
+                    {"name": "vllm", "ready": True, "restartCount": 0, "state": {"running": {}}}
+                ],
+            },
         },
-    })
+    )
     out = ok(await kubectl("get", "pods"))
     assert header(out) == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
     assert out.splitlines()[1].split()[:4] == ["llama-1", "1/1", "Running", "0"]
@@ -140,19 +150,28 @@ async def test_get_columns(kubectl: Kubectl, store: Store) -> None:
 async def test_describe_shows_events_of_the_object(kubectl: Kubectl, store: Store) -> None:
     ok(await kubectl("apply", "-f", "-", stdin=DEPLOYMENT.replace("REPLICAS", "1")))
     deployment = store.get(DEPLOYMENTS, "default", "llama")
-    store.create(EVENTS, {
-        "metadata": {"name": "llama.1", "namespace": "default"},
-        "involvedObject": {
-            "kind": "Deployment", "apiVersion": "apps/v1", "name": "llama",
-            "namespace": "default", "uid": deployment["metadata"]["uid"],
+    store.create(
+        EVENTS,
+        {
+            "metadata": {"name": "llama.1", "namespace": "default"},
+            "involvedObject": {
+                "kind": "Deployment",
+                "apiVersion": "apps/v1",
+                "name": "llama",
+                "namespace": "default",
+                "uid": deployment["metadata"]["uid"],
+            },
+            "reason": "ScaledUp",
+            "message": "scaled from 0 to 1",
+            "type": "Normal",
+            "source": {"component": "tidal-scaler"},
+            "count": 1,
+            "firstTimestamp": deployment["metadata"]["creationTimestamp"],
+            "lastTimestamp": deployment["metadata"]["creationTimestamp"],
         },
-        "reason": "ScaledUp", "message": "scaled from 0 to 1", "type": "Normal",
-        "source": {"component": "tidal-scaler"}, "count": 1,
-        "firstTimestamp": deployment["metadata"]["creationTimestamp"],
-        "lastTimestamp": deployment["metadata"]["creationTimestamp"],
-    })
+    )
     out = ok(await kubectl("describe", "deployment", "llama"))
-    events = out[out.index("Events:"):]
+    events = out[out.index("Events:") :]
     assert "ScaledUp" in events and "scaled from 0 to 1" in events and "tidal-scaler" in events
     out = ok(await kubectl("get", "events"))
     assert header(out) == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
@@ -168,19 +187,30 @@ async def test_annotate_label_scale_delete(kubectl: Kubectl, store: Store) -> No
     assert stored["metadata"]["annotations"]["autoscaling.tidal.dev/max-scale"] == "4"
     assert stored["metadata"]["labels"]["autoscaling.tidal.dev/enabled"] == "true"
     assert stored["spec"]["replicas"] == 3
-    out = ok(await kubectl("get", "deploy", "-l", "autoscaling.tidal.dev/enabled=true", "-o", "name"))
+    out = ok(
+        await kubectl("get", "deploy", "-l", "autoscaling.tidal.dev/enabled=true", "-o", "name")
+    )
     assert out.strip() == "deployment.apps/llama"
     # A pod owned by the Deployment goes with it (garbage collection).
-    store.create(PODS, {
-        "metadata": {
-            "name": "llama-x", "namespace": "default",
-            "ownerReferences": [{
-                "apiVersion": "apps/v1", "kind": "Deployment", "name": "llama",
-                "uid": stored["metadata"]["uid"], "controller": True,
-            }],
+    store.create(
+        PODS,
+        {
+            "metadata": {
+                "name": "llama-x",
+                "namespace": "default",
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "Deployment",
+                        "name": "llama",
+                        "uid": stored["metadata"]["uid"],
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {"containers": [{"name": "vllm", "image": "x"}]},
         },
-        "spec": {"containers": [{"name": "vllm", "image": "x"}]},
-    })
+    )
     assert 'deployment.apps "llama" deleted' in ok(await kubectl("delete", "deploy", "llama"))
     assert store.peek(PODS, "default", "llama-x") is None
     result = await kubectl("get", "deploy", "llama")
@@ -188,23 +218,33 @@ async def test_annotate_label_scale_delete(kubectl: Kubectl, store: Store) -> No
     assert 'deployments.apps "llama" not found' in result.err
 
 
-async def test_get_watch_prints_changes(kubectl: Kubectl, kubeconfig: Any, store: Store,
-                                        tool_path: Callable[[str], str], tmp_path: Any) -> None:
+async def test_get_watch_prints_changes(
+    kubectl: Kubectl, kubeconfig: Any, store: Store, tool_path: Callable[[str], str], tmp_path: Any
+) -> None:
     import os
 
     ok(await kubectl("apply", "-f", "-", stdin=DEPLOYMENT.replace("REPLICAS", "1")))
     process = await asyncio.create_subprocess_exec(
-        tool_path("kubectl"), "get", "deploy", "-w",
-        env={**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(tmp_path),
-             "KUBECACHEDIR": str(tmp_path / "kube-cache")},
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        tool_path("kubectl"),
+        "get",
+        "deploy",
+        "-w",
+        env={
+            **os.environ,
+            "KUBECONFIG": str(kubeconfig),
+            "HOME": str(tmp_path),
+            "KUBECACHEDIR": str(tmp_path / "kube-cache"),
+        },
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         assert process.stdout is not None
         first = await asyncio.wait_for(process.stdout.readline(), 30)
         assert first.split()[:2] == [b"NAME", b"READY"]
         assert (await asyncio.wait_for(process.stdout.readline(), 30)).split()[:2] == [
-            b"llama", b"0/1"
+            b"llama",
+            b"0/1",
         ]
         stored = store.get(DEPLOYMENTS, "default", "llama")
         stored["spec"]["replicas"] = 4
@@ -221,14 +261,15 @@ async def test_wait_for_condition_and_rollout_status(kubectl: Kubectl, api: Any)
     waiting = asyncio.create_task(
         kubectl("wait", "--for=condition=Available", "deploy/llama", "--timeout=30s")
     )
-    rollout = asyncio.create_task(
-        kubectl("rollout", "status", "deploy/llama", "--timeout=30s")
-    )
+    rollout = asyncio.create_task(kubectl("rollout", "status", "deploy/llama", "--timeout=30s"))
     await asyncio.sleep(1.0)  # let both start watching before the status changes
     status = {
         "status": {
-            "observedGeneration": 1, "replicas": 2, "updatedReplicas": 2,
-            "readyReplicas": 2, "availableReplicas": 2,
+            "observedGeneration": 1,
+            "replicas": 2,
+            "updatedReplicas": 2,
+            "readyReplicas": 2,
+            "availableReplicas": 2,
             "conditions": [
                 {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
                 {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
@@ -236,8 +277,10 @@ async def test_wait_for_condition_and_rollout_status(kubectl: Kubectl, api: Any)
         }
     }
     code, body, _ = await api.call(
-        "PATCH", "/apis/apps/v1/namespaces/default/deployments/llama/status",
-        body=status, content_type="application/merge-patch+json",
+        "PATCH",
+        "/apis/apps/v1/namespaces/default/deployments/llama/status",
+        body=status,
+        content_type="application/merge-patch+json",
     )
     assert code == 200, body
     assert "condition met" in ok(await waiting)
@@ -260,10 +303,17 @@ async def test_rbac_denial_reaches_kubectl_with_real_wording(
     token = server.mint_token("default", "reader")
     config = server.write_kubeconfig(tmp_path / "reader.kubeconfig", token=token)
     process = await asyncio.create_subprocess_exec(
-        tool_path("kubectl"), "get", "deploy",
-        env={**os.environ, "KUBECONFIG": str(config), "HOME": str(tmp_path),
-             "KUBECACHEDIR": str(tmp_path / "kube-cache")},
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        tool_path("kubectl"),
+        "get",
+        "deploy",
+        env={
+            **os.environ,
+            "KUBECONFIG": str(config),
+            "HOME": str(tmp_path),
+            "KUBECACHEDIR": str(tmp_path / "kube-cache"),
+        },
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     _, err = await process.communicate()
     assert process.returncode == 1
@@ -271,3 +321,57 @@ async def test_rbac_denial_reaches_kubectl_with_real_wording(
         'deployments.apps is forbidden: User "system:serviceaccount:default:reader" cannot list '
         'resource "deployments" in API group "apps" in the namespace "default"'
     ) in err.decode()
+
+
+async def test_auth_can_i_follows_rbac(
+    server: ApiServer, tmp_path: Any, tool_path: Callable[[str], str], store: Store
+) -> None:
+    import os
+
+    server.rbac = True
+    roles = by_group_version_plural("rbac.authorization.k8s.io", "v1", "roles")
+    bindings = by_group_version_plural("rbac.authorization.k8s.io", "v1", "rolebindings")
+    assert roles and bindings
+    store.create(
+        roles,
+        {
+            "metadata": {"name": "scaler", "namespace": "default"},
+            "rules": [
+                {"apiGroups": ["apps"], "resources": ["deployments/scale"], "verbs": ["patch"]}
+            ],
+        },
+    )
+    store.create(
+        bindings,
+        {
+            "metadata": {"name": "scaler", "namespace": "default"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "scaler"},
+            "subjects": [{"kind": "ServiceAccount", "name": "scaler", "namespace": "default"}],
+        },
+    )
+    config = server.write_kubeconfig(
+        tmp_path / "sa.kubeconfig", token=server.mint_token("default", "scaler")
+    )
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(config),
+        "HOME": str(tmp_path),
+        "KUBECACHEDIR": str(tmp_path / "kube-cache"),
+    }
+
+    async def can_i(*args: str) -> str:
+        process = await asyncio.create_subprocess_exec(
+            tool_path("kubectl"),
+            "auth",
+            "can-i",
+            *args,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, _ = await process.communicate()
+        return out.decode().strip()
+
+    assert await can_i("patch", "deployments", "--subresource=scale") == "yes"
+    assert await can_i("patch", "deployments") == "no"
+    assert await can_i("patch", "deployments", "--subresource=scale", "-n", "kube-system") == "no"

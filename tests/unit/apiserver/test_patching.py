@@ -28,7 +28,9 @@ DEPLOYMENT = DEFS.kind_schema("apps", "v1", "Deployment")
 
 
 def smp(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    result: dict[str, Any] = apply_strategic_merge_patch(target, patch, defs=DEFS, schema=DEPLOYMENT)
+    result: dict[str, Any] = apply_strategic_merge_patch(
+        target, patch, defs=DEFS, schema=DEPLOYMENT
+    )
     return result
 
 
@@ -90,7 +92,9 @@ def test_json_patch_operations() -> None:
     [
         pytest.param([{"op": "test", "path": "/a", "value": 2}], errors.Invalid, id="test-fails"),
         pytest.param([{"op": "remove", "path": "/nope"}], errors.Invalid, id="remove-missing"),
-        pytest.param([{"op": "replace", "path": "/nope", "value": 1}], errors.Invalid, id="replace-missing"),
+        pytest.param(
+            [{"op": "replace", "path": "/nope", "value": 1}], errors.Invalid, id="replace-missing"
+        ),
         pytest.param([{"op": "frob", "path": "/a"}], errors.BadRequest, id="unknown-op"),
         pytest.param({"op": "add"}, errors.BadRequest, id="not-a-list"),
         pytest.param([{"op": "add", "path": "a", "value": 1}], errors.BadRequest, id="bad-pointer"),
@@ -153,7 +157,13 @@ def test_strategic_merge_directives() -> None:
                         "containers": [
                             {"name": "vllm", "env": [{"name": "A", "$patch": "delete"}]},
                         ],
-                        "volumes": [{"name": "v", "hostPath": {"path": "/x"}, "$retainKeys": ["name", "hostPath"]}],
+                        "volumes": [
+                            {
+                                "name": "v",
+                                "hostPath": {"path": "/x"},
+                                "$retainKeys": ["name", "hostPath"],
+                            }
+                        ],
                     }
                 }
             },
@@ -166,10 +176,18 @@ def test_strategic_merge_directives() -> None:
     assert patched["metadata"]["finalizers"] == []
     replaced = smp(
         deployment(),
-        {"spec": {"template": {"spec": {"containers": [{"name": "only", "image": "o"}, {"$patch": "replace"}]}}}},
+        {
+            "spec": {
+                "template": {
+                    "spec": {"containers": [{"name": "only", "image": "o"}, {"$patch": "replace"}]}
+                }
+            }
+        },
     )
     assert replaced["spec"]["template"]["spec"]["containers"] == [{"name": "only", "image": "o"}]
-    whole = smp(deployment(), {"spec": {"template": {"$patch": "replace", "spec": {"containers": []}}}})
+    whole = smp(
+        deployment(), {"spec": {"template": {"$patch": "replace", "spec": {"containers": []}}}}
+    )
     assert whole["spec"]["template"] == {"spec": {"containers": []}}
 
 
