@@ -1,0 +1,79 @@
+"""``tidal sandbox cluster``: run the emulated cluster until interrupted.
+
+Starts :class:`SandboxCluster` in ``--dir`` (default pool, or ``--nodes
+FILE``; RBAC enforced with ``--rbac``), prints where the kubeconfig is, and
+runs until SIGINT or SIGTERM, then stops everything it started (pod
+processes included). The flags are plain flags rather than pydantic
+settings: the sandbox is a test world with a handful of knobs, none of them
+scaler or activator settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+import uvloop
+
+from loadtests.sandbox.cluster.controllers.kubelet import KubeletSettings
+from loadtests.sandbox.cluster.nodes import DEFAULT_POOL, load_nodes_file
+from loadtests.sandbox.cluster.quantity import parse_duration
+
+__all__ = ["configure", "run"]
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        required=True,
+        help="directory for kubeconfig, certificates, admin.json and pod logs (created)",
+    )
+    parser.add_argument(
+        "--nodes",
+        type=Path,
+        help="YAML/JSON nodes file (default: 2 on-demand + 4 spot nodes, 8 GPUs each, 2 zones)",
+    )
+    parser.add_argument(
+        "--rbac", action="store_true", help="enforce RBAC (default: every token may do anything)"
+    )
+    parser.add_argument(
+        "--crash-backoff",
+        default="10s",
+        help="first restart back-off of a crashed pod, doubling to 5m (default: 10s, as a kubelet)",
+    )
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from loadtests.sandbox.cluster.cluster import SandboxCluster
+
+    try:
+        nodes = load_nodes_file(args.nodes) if args.nodes else DEFAULT_POOL
+        backoff_s = parse_duration(args.crash_backoff)
+    except (OSError, ValueError) as exc:
+        print(f"tidal sandbox cluster: {exc}", file=sys.stderr)
+        return 2
+    directory: Path = args.dir.resolve()
+    settings = KubeletSettings(backoff_base_s=backoff_s, log_dir=directory / "logs")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with SandboxCluster(directory, nodes=nodes, rbac=args.rbac, kubelet=settings) as cluster:
+        assert cluster.api is not None
+        assert cluster.addresses is not None
+        print(f"kubeconfig: {cluster.kubeconfig}", flush=True)
+        print(f"API server: {cluster.api.url} (addresses {cluster.addresses.cidr})", flush=True)
+        print(f"nodes: {', '.join(n.name for n in nodes)}", flush=True)
+        print(f"try: KUBECONFIG={cluster.kubeconfig} kubectl get nodes", flush=True)
+        await stop.wait()
+        print("stopping the sandbox cluster", flush=True)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(_serve(args))

@@ -1,0 +1,133 @@
+"""``SandboxCluster``: the whole emulated cluster, composed and torn down as one.
+
+It takes a loopback block of its own (:mod:`addresses`), builds the store,
+the API server (TLS, tokens, RBAC when asked) on the block's first address,
+the control plane (:mod:`controlplane`) with the node pool, and the admin
+endpoint; it writes into its directory:
+
+- ``kubeconfig``: admin credentials for kubectl and the clients;
+- ``pki/``: the CA and serving certificate;
+- ``admin.json``: the admin endpoint (preemption, pod crashes);
+- ``logs/``: one file per pod container.
+
+Pod processes come from the fast zygote launcher of the servers package
+unless a launcher is passed in. Leaving the context (or ``stop()``) kills
+every pod process, stops the servers and gives the address block back; if
+the sandbox process itself is killed, the pods die with it (parent-death
+signal) and the kernel drops the block's lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+from loadtests.sandbox.cluster.addresses import AddressBlock
+from loadtests.sandbox.cluster.admin import AdminEndpoint
+from loadtests.sandbox.cluster.apiserver import ApiServer
+from loadtests.sandbox.cluster.controllers.base import NAMESPACES
+from loadtests.sandbox.cluster.controllers.kubelet import KubeletSettings
+from loadtests.sandbox.cluster.controlplane import ControlPlane
+from loadtests.sandbox.cluster.errors import AlreadyExists
+from loadtests.sandbox.cluster.nodes import DEFAULT_POOL, NodeSpec
+from loadtests.sandbox.cluster.store import Store
+from loadtests.sandbox.servers.launcher import ZygoteLauncher
+from loadtests.sandbox.servers.spec import Launcher
+
+__all__ = ["SandboxCluster"]
+
+NAMESPACES_AT_START = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+class SandboxCluster:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        nodes: Sequence[NodeSpec] = DEFAULT_POOL,
+        rbac: bool = False,
+        launcher: Launcher | None = None,
+        kubelet: KubeletSettings | None = None,
+    ) -> None:
+        self.directory = directory
+        self.node_specs = tuple(nodes)
+        self.rbac = rbac
+        self._own_launcher = launcher is None
+        self.launcher: Launcher = launcher or ZygoteLauncher()
+        self.kubelet_settings = kubelet or KubeletSettings(log_dir=directory / "logs")
+        self.store = Store()
+        self.addresses: AddressBlock | None = None
+        self.plane: ControlPlane | None = None
+        self.api: ApiServer | None = None
+        self.admin: AdminEndpoint | None = None
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.directory / "kubeconfig"
+
+    async def start(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if self.kubelet_settings.log_dir is not None:
+            self.kubelet_settings.log_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.addresses = AddressBlock.acquire()
+            for name in NAMESPACES_AT_START:
+                with contextlib.suppress(AlreadyExists):
+                    self.store.create(
+                        NAMESPACES, {"metadata": {"name": name}, "status": {"phase": "Active"}}
+                    )
+            self.plane = ControlPlane(
+                self.store,
+                launcher=self.launcher,
+                addresses=self.addresses,
+                kubelet=self.kubelet_settings,
+            )
+            self.plane.add_nodes(self.node_specs)
+            self.api = ApiServer(
+                self.store,
+                host=self.addresses.api_host,
+                port=0,
+                rbac=self.rbac,
+                certs_dir=self.directory / "pki",
+            )
+            await self.api.start()
+            self.plane.start()
+            self.api.write_kubeconfig(self.kubeconfig)
+            self.admin = AdminEndpoint(
+                self.plane, host=self.addresses.api_host, directory=self.directory
+            )
+            await self.admin.start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        if self.admin is not None:
+            await self.admin.stop()
+            self.admin = None
+        if self.plane is not None:
+            await self.plane.stop()
+            self.plane = None
+        if self._own_launcher:
+            await self.launcher.close()
+        if self.api is not None:
+            await self.api.stop()
+            self.api = None
+        if self.addresses is not None:
+            self.addresses.release()
+            self.addresses = None
+        (self.directory / "admin.json").unlink(missing_ok=True)
+
+    async def __aenter__(self) -> SandboxCluster:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()

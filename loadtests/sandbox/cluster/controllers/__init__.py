@@ -1,0 +1,1 @@
+"""The emulated control plane: controllers that run in-process on the store."""

@@ -1,0 +1,71 @@
+"""``tidal sandbox preempt NODE --dir DIR [--notice 30s]``: preempt a spot node.
+
+Does to a node of a running sandbox what a cloud and its termination
+handler do: cordon and taint it as interrupted, wait the notice, delete its
+pods with their grace periods, remove the node. It talks to the sandbox's
+admin endpoint (``DIR/admin.json``) rather than to the Kubernetes API:
+preemption is a cloud-side event that no Kubernetes client can cause, and
+running it inside the sandbox lets the node's pods be stopped by the same
+kubelet that started them. Blocks until the node is gone and prints what
+went with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import aiohttp
+
+from loadtests.sandbox.cluster.admin import read_admin_file
+from loadtests.sandbox.cluster.quantity import parse_duration
+
+__all__ = ["configure", "run"]
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("node", metavar="NODE", help="the node to preempt (kubectl get nodes)")
+    parser.add_argument(
+        "--dir", type=Path, required=True, help="the directory of the running sandbox cluster"
+    )
+    parser.add_argument(
+        "--notice",
+        default="30s",
+        help="interruption notice before the node goes (default: 30s, as GCP; AWS gives 2m)",
+    )
+
+
+async def _preempt(directory: Path, node: str, notice_s: float) -> int:
+    admin = read_admin_file(directory)
+    timeout = aiohttp.ClientTimeout(total=notice_s + 600)
+    async with (
+        aiohttp.ClientSession(timeout=timeout) as session,
+        session.post(
+            f"{admin['url']}/preempt",
+            json={"node": node, "notice_s": notice_s},
+            headers={"Authorization": f"Bearer {admin['token']}"},
+        ) as resp,
+    ):
+        body = await resp.json()
+    if resp.status != 200:
+        print(f"tidal sandbox preempt: {body.get('message', body)}", file=sys.stderr)
+        return 1
+    print(json.dumps(body))
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        notice_s = parse_duration(args.notice)
+    except ValueError as exc:
+        print(f"tidal sandbox preempt: --notice: {exc}", file=sys.stderr)
+        return 2
+    print(f"preempting {args.node}: notice {notice_s:g}s", file=sys.stderr, flush=True)
+    try:
+        return asyncio.run(_preempt(args.dir, args.node, notice_s))
+    except (FileNotFoundError, aiohttp.ClientError, OSError) as exc:
+        print(f"tidal sandbox preempt: {exc}", file=sys.stderr)
+        return 1
