@@ -1,0 +1,285 @@
+"""``SandboxStack``: the emulated cluster with Tidal's scaler and activator running on it.
+
+What ``tidal sandbox up``, ``tidal demo`` and the end-to-end tests run: a
+:class:`SandboxCluster`, then the scaler and the activator as real processes
+(``tidal scaler``, ``tidal activator``) that reach the cluster only through
+its kubeconfig, exactly as they would reach a real one, and optionally the
+example model (a Deployment at zero replicas and its Service).
+
+Addresses: the cluster holds a loopback block 127.X.0.0/16 of its own; the
+scaler listens on 127.X.0.2 and the activator on 127.X.0.3, so two stacks on
+one machine never collide and no port needs to be discovered.
+
+Lifecycle: each process gets its own session (Ctrl-C at a terminal reaches
+only the stack, which then stops them in order: the activator first, so it
+drains, then the scaler, then the cluster) and a parent-death signal, so
+nothing outlives the stack even when it is killed outright.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+import aiohttp
+
+from loadtests.sandbox.cluster.cluster import SandboxCluster
+from loadtests.sandbox.cluster.defaults import apply_defaults
+from loadtests.sandbox.cluster.resources import by_group_version_plural
+from loadtests.sandbox.cluster.simple_launcher import die_with_parent
+from loadtests.sandbox.example import ExampleModel
+
+__all__ = ["SandboxStack", "StackSettings", "TidalProcess"]
+
+DEPLOYMENTS = by_group_version_plural("apps", "v1", "deployments")
+SERVICES = by_group_version_plural("", "v1", "services")
+PODS = by_group_version_plural("", "v1", "pods")
+
+
+@dataclass(frozen=True, slots=True)
+class StackSettings:
+    example: ExampleModel | None = field(default_factory=ExampleModel)
+    scaler_args: tuple[str, ...] = ()
+    activator_args: tuple[str, ...] = ()
+    scaler_port: int = 8090
+    activator_port: int = 8080
+    activator_admin_port: int = 9091
+    start_timeout_s: float = 60.0
+    stop_timeout_s: float = 30.0
+    rbac: bool = False
+
+
+class TidalProcess:
+    """One ``tidal`` subcommand running as a child process, logging to a file."""
+
+    def __init__(self, name: str, argv: Sequence[str], *, env: dict[str, str], log: Path) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.env = env
+        self.log = log
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as out:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "scaler",
+                *self.argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=out,
+                stderr=asyncio.subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,
+                preexec_fn=die_with_parent(os.getpid()),
+            )
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None
+
+    def signal(self, sig: int) -> None:
+        if self.running:
+            assert self.proc is not None
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(sig)
+
+    async def stop(self, timeout_s: float) -> int | None:
+        """SIGTERM, then SIGKILL after ``timeout_s``; the exit status."""
+        if self.proc is None:
+            return None
+        self.signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(self.proc.wait(), timeout_s)
+        except TimeoutError:
+            self.signal(signal.SIGKILL)
+            await self.proc.wait()
+        return self.proc.returncode
+
+    def tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+class SandboxStack:
+    def __init__(self, directory: Path, settings: StackSettings | None = None) -> None:
+        self.directory = directory
+        self.settings = settings or StackSettings()
+        self.cluster = SandboxCluster(directory, rbac=self.settings.rbac)
+        self.token = secrets.token_urlsafe(24)
+        self.scaler: TidalProcess | None = None
+        self.activator: TidalProcess | None = None
+
+    # --- addresses ---------------------------------------------------------------
+
+    def _host(self, last_octet: int) -> str:
+        block = self.cluster.addresses
+        if block is None:
+            raise RuntimeError("the sandbox cluster is not started")
+        return block.api_host.rsplit(".", 1)[0] + f".{last_octet}"
+
+    @property
+    def scaler_url(self) -> str:
+        return f"http://{self._host(2)}:{self.settings.scaler_port}"
+
+    @property
+    def activator_url(self) -> str:
+        return f"http://{self._host(3)}:{self.settings.activator_port}"
+
+    @property
+    def activator_admin_url(self) -> str:
+        return f"http://{self._host(3)}:{self.settings.activator_admin_port}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.cluster.kubeconfig
+
+    # --- lifecycle -----------------------------------------------------------------
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["KUBECONFIG"] = str(self.kubeconfig)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        # The children must not pick up settings meant for another instance.
+        for key in list(env):
+            if key.startswith(("TIDAL_SCALER_", "TIDAL_ACTIVATOR_")):
+                del env[key]
+        return env
+
+    async def start(self) -> None:
+        try:
+            await self.cluster.start()
+            if self.settings.example is not None:
+                self.apply_example(self.settings.example)
+            logs = self.directory / "logs"
+            self.scaler = TidalProcess(
+                "scaler",
+                [
+                    "scaler",
+                    "--host",
+                    self._host(2),
+                    "--port",
+                    str(self.settings.scaler_port),
+                    "--token",
+                    self.token,
+                    "--kubeconfig",
+                    str(self.kubeconfig),
+                    *self.settings.scaler_args,
+                ],
+                env=self._env(),
+                log=logs / "tidal-scaler.log",
+            )
+            self.activator = TidalProcess(
+                "activator",
+                [
+                    "activator",
+                    "--host",
+                    self._host(3),
+                    "--port",
+                    str(self.settings.activator_port),
+                    "--admin-host",
+                    self._host(3),
+                    "--admin-port",
+                    str(self.settings.activator_admin_port),
+                    "--scaler-url",
+                    self.scaler_url,
+                    "--scaler-token",
+                    self.token,
+                    *self.settings.activator_args,
+                ],
+                env=self._env(),
+                log=logs / "tidal-activator.log",
+            )
+            await self.scaler.start()
+            await self.activator.start()
+            await self._wait_ready()
+        except BaseException:
+            await self.stop()
+            raise
+
+    def apply_example(self, example: ExampleModel) -> None:
+        assert DEPLOYMENTS is not None
+        assert SERVICES is not None
+        # Written straight into the store, so default them as the API server
+        # would: otherwise the first write through the API (the scaler's
+        # /scale patch) fills the template's defaults and starts a rollout.
+        for rtype, obj in ((SERVICES, example.service()), (DEPLOYMENTS, example.deployment())):
+            apply_defaults(obj, rtype.kind, creating=True)
+            self.cluster.store.create(rtype, obj)
+
+    async def _wait_ready(self) -> None:
+        checks = [
+            (self.scaler, f"{self.scaler_url}/readyz"),
+            (self.activator, f"{self.activator_admin_url}/readyz"),
+        ]
+        deadline = asyncio.get_running_loop().time() + self.settings.start_timeout_s
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+            for process, url in checks:
+                assert process is not None
+                while True:
+                    if not process.running:
+                        raise RuntimeError(
+                            f"tidal {process.name} exited during start; its log "
+                            f"({process.log}) ends with:\n{process.tail()}"
+                        )
+                    with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                        async with session.get(url) as response:
+                            if response.status == 200:
+                                break
+                    if asyncio.get_running_loop().time() > deadline:
+                        raise TimeoutError(
+                            f"tidal {process.name} was not ready at {url} within "
+                            f"{self.settings.start_timeout_s:.0f}s; its log ends with:\n"
+                            f"{process.tail()}"
+                        )
+                    await asyncio.sleep(0.1)
+
+    async def stop(self) -> None:
+        # Activator first: it drains what it holds while the model is still up.
+        for process in (self.activator, self.scaler):
+            if process is not None:
+                await process.stop(self.settings.stop_timeout_s)
+        await self.cluster.stop()
+
+    async def __aenter__(self) -> SandboxStack:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    # --- observation ---------------------------------------------------------------
+
+    def deployment_state(self, name: str, namespace: str = "default") -> tuple[int, int, int]:
+        """(spec.replicas, status.readyReplicas, pods that exist) straight from the store."""
+        assert DEPLOYMENTS is not None
+        assert PODS is not None
+        obj = self.cluster.store.peek(DEPLOYMENTS, namespace, name)
+        if obj is None:
+            return (0, 0, 0)
+        desired = int(obj.get("spec", {}).get("replicas", 0) or 0)
+        ready = int(obj.get("status", {}).get("readyReplicas", 0) or 0)
+        labels = obj.get("spec", {}).get("selector", {}).get("matchLabels", {})
+        pods, _ = self.cluster.store.list(PODS, namespace=namespace, copy=False)
+        count = sum(
+            1
+            for p in pods
+            if all(p["metadata"].get("labels", {}).get(k) == v for k, v in labels.items())
+        )
+        return (desired, ready, count)
