@@ -281,16 +281,20 @@ class Store:
         copy: bool = True,
     ) -> tuple[list[Obj], str]:
         """Matching objects sorted by namespace and name, and the list's resourceVersion."""
-        items = []
-        for (ns, _name), obj in sorted(self._objects[rtype.key].items()):
-            if namespace is not None and rtype.namespaced and ns != namespace:
+        # Filter first and sort only what matched: a namespaced list of a few
+        # pods must not pay for sorting every pod in the cluster.
+        by_namespace = namespace is not None and rtype.namespaced
+        matched = []
+        for ident, obj in self._objects[rtype.key].items():
+            if by_namespace and ident[0] != namespace:
                 continue
-            meta = obj["metadata"]
-            if labels is not None and not labels.matches(meta.get("labels")):
+            if labels is not None and not labels.matches(obj["metadata"].get("labels")):
                 continue
             if fields is not None and not fields.matches(obj):
                 continue
-            items.append(_copy(obj) if copy else obj)
+            matched.append((ident, obj))
+        matched.sort(key=lambda pair: pair[0])
+        items = [_copy(obj) if copy else obj for _, obj in matched]
         return items, self.resource_version
 
     # --- writes ------------------------------------------------------------------
