@@ -71,7 +71,11 @@ def make_source(settings: ActivatorSettings) -> TargetSource:
         return source
     from activator.kube.source import KubeSource
 
-    return KubeSource(label_selector=settings.label_selector, namespace=settings.namespace or None)
+    return KubeSource(
+        label_selector=settings.label_selector,
+        namespace=settings.namespace or None,
+        kubeconfig=settings.kubeconfig,
+    )
 
 
 @dataclass

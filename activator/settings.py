@@ -175,6 +175,10 @@ class ActivatorSettings(BaseSettings):
         description="Deployments opted in (Kubernetes)",
     )
     namespace: str = Field(default="", description="namespace to watch (Kubernetes); empty: all")
+    kubeconfig: Path | None = Field(
+        default=None,
+        description="kubeconfig path (Kubernetes); unset: $KUBECONFIG, in-cluster, ~/.kube/config",
+    )
     log_level: str = Field(default="INFO", description="DEBUG, INFO, WARNING or ERROR")
     timeouts: Timeouts = Field(default_factory=Timeouts)
     limits: Limits = Field(default_factory=Limits)
