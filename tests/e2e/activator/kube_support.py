@@ -102,12 +102,20 @@ class Api:
     # --- the few writes the tests make ---------------------------------------------------
 
     async def create(self, obj: Obj) -> Obj:
+        """POST ``obj`` to its collection (the kinds these tests write)."""
         meta = obj["metadata"]
         ns = meta.get("namespace", "default")
+        rbac = "/apis/rbac.authorization.k8s.io/v1"
         path = {
             "Deployment": f"/apis/apps/v1/namespaces/{ns}/deployments",
             "Service": f"/api/v1/namespaces/{ns}/services",
+            "ServiceAccount": f"/api/v1/namespaces/{ns}/serviceaccounts",
             "Namespace": "/api/v1/namespaces",
+            "Lease": f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
+            "Role": f"{rbac}/namespaces/{ns}/roles",
+            "RoleBinding": f"{rbac}/namespaces/{ns}/rolebindings",
+            "ClusterRole": f"{rbac}/clusterroles",
+            "ClusterRoleBinding": f"{rbac}/clusterrolebindings",
         }[obj["kind"]]
         result: Obj = await self.call("POST", path, obj)
         return result
