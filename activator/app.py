@@ -45,6 +45,7 @@ from activator.probing import Prober
 from activator.proxy import Proxy, ProxyOptions
 from activator.registry import Registry
 from activator.reporting import Reporter
+from activator.scaler_peers import ScalerPeers, parse_scaler_urls
 from activator.settings import ActivatorSettings
 from activator.targets import TargetSource
 
@@ -71,7 +72,11 @@ def make_source(settings: ActivatorSettings) -> TargetSource:
         return source
     from activator.kube.source import KubeSource
 
-    return KubeSource(label_selector=settings.label_selector, namespace=settings.namespace or None)
+    return KubeSource(
+        label_selector=settings.label_selector,
+        namespace=settings.namespace or None,
+        kubeconfig=settings.kubeconfig,
+    )
 
 
 @dataclass
@@ -209,7 +214,7 @@ async def start(
     reporter = Reporter(
         registry=targets,
         session=session,
-        scaler_url=settings.scaler_url,
+        peers=ScalerPeers(parse_scaler_urls(settings.scaler_url)),
         token=token,
         activator=activator_name(settings),
         metrics=metrics,

@@ -45,6 +45,7 @@ limit) are relayed with one write; everything else is streamed.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
@@ -83,6 +84,27 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+# X-Request-Id when the client sent none: 16 random bytes per process, then a
+# counter. Unique like a random id, without a getrandom() call per request.
+_ID_PREFIX = os.urandom(8).hex()
+_id_counter = itertools.count(1)
+
+# Upstream URLs by (endpoint base, raw path): small hot sets of paths repeat
+# (/v1/chat/completions), and yarl's parsing is a measurable part of a small
+# request. Bounded: cleared when it grows past _URL_CACHE_MAX.
+_URL_CACHE_MAX = 1024
+_url_cache: dict[tuple[str, str], URL] = {}
+
+
+def _upstream_url(base: str, raw_path: str) -> URL:
+    key = (base, raw_path)
+    url = _url_cache.get(key)
+    if url is None:
+        if len(_url_cache) >= _URL_CACHE_MAX:
+            _url_cache.clear()
+        url = _url_cache[key] = URL(base + raw_path, encoded=True)
+    return url
 
 
 class ProxyError(Exception):
@@ -227,12 +249,12 @@ def _connection_tokens(headers: Mapping[str, str]) -> frozenset[istr]:
 def forward_headers(request: web.BaseRequest, request_id: str) -> CIMultiDict[str]:
     """Request headers for the replica: hop-by-hop out, X-Forwarded-* and X-Request-Id in."""
     src = request.headers
-    extra = _connection_tokens(src)
     out: CIMultiDict[str] = CIMultiDict()
+    add = out.add
+    skip = _SKIP_REQUEST | _connection_tokens(src) if hdrs.CONNECTION in src else _SKIP_REQUEST
     for key, value in src.items():
-        if key in _SKIP_REQUEST or key in extra:
-            continue
-        out.add(key, value)
+        if key not in skip:
+            add(key, value)
     peer = request.remote or ""
     prior = src.get(hdrs.X_FORWARDED_FOR)
     out[hdrs.X_FORWARDED_FOR] = f"{prior}, {peer}" if prior else peer
@@ -247,12 +269,15 @@ def forward_headers(request: web.BaseRequest, request_id: str) -> CIMultiDict[st
 
 
 def response_headers(upstream: Mapping[str, str], request_id: str) -> CIMultiDict[str]:
-    extra = _connection_tokens(upstream)
     out: CIMultiDict[str] = CIMultiDict()
+    add = out.add
+    if hdrs.CONNECTION in upstream:
+        skip = _SKIP_RESPONSE | _connection_tokens(upstream)
+    else:
+        skip = _SKIP_RESPONSE
     for key, value in upstream.items():
-        if key in _SKIP_RESPONSE or key in extra:
-            continue
-        out.add(key, value)
+        if key not in skip:
+            add(key, value)
     if _REQUEST_ID not in out:
         out[_REQUEST_ID] = request_id
     return out
@@ -287,7 +312,7 @@ class Proxy:
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         started = time.perf_counter()
-        request_id = request.headers.get(_REQUEST_ID) or os.urandom(16).hex()
+        request_id = request.headers.get(_REQUEST_ID) or f"{_ID_PREFIX}{next(_id_counter):016x}"
         target = ""
         try:
             if request.method == hdrs.METH_CONNECT:
@@ -416,7 +441,7 @@ class Proxy:
             headers[hdrs.CONTENT_LENGTH] = str(len(body))
         elif request.body_exists:
             data = self._body_stream(request)
-        url = URL(tracker.base_url + raw_path, encoded=True)
+        url = _upstream_url(tracker.base_url, raw_path)
         try:
             upstream = await self.session.request(
                 request.method,

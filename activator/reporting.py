@@ -15,16 +15,28 @@ gate). One task per target repeats it with exponential backoff (0.5 s
 doubling to 8 s) until a replica is ready, waking early when one is; a
 second held request while that task runs costs nothing.
 
-Failures to reach the scaler are logged (once per streak) and counted; they
-never affect the request path.
+Every scaler replica gets every report and every activation
+(:mod:`activator.scaler_peers` finds them): each replica keeps its windows
+warm, and only the leader acts, so an activation that reached only a
+follower would wake nothing. Posts to different replicas run concurrently
+and each replica has its own backoff: a dead or hanging replica costs the
+others nothing (a stats post still in flight to it when the next period
+ends is not doubled; that replica skips a report). With several replicas
+the activator count is the largest fresh answer among them (a replica that
+has just started may not have heard from every activator yet).
+
+Failures to reach the scaler are logged (once per streak and replica) and
+counted; they never affect the request path.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -32,12 +44,17 @@ import aiohttp
 from activator.buffering import Gate
 from activator.metrics import Metrics
 from activator.registry import Registry
+from activator.scaler_peers import Peer, ScalerPeers
 
-__all__ = ["ACTIVATE_BACKOFF_S", "Reporter", "build_report"]
+__all__ = ["ACTIVATE_BACKOFF_S", "STATS_BACKOFF_PERIODS", "Reporter", "build_report"]
 
 log = logging.getLogger(__name__)
 
 ACTIVATE_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)
+# After n failed stats posts in a row a replica is skipped for this many periods.
+STATS_BACKOFF_PERIODS = (1, 2, 4, 8)
+# An activator count answered longer ago than this many periods is forgotten.
+ANSWER_FRESH_PERIODS = 3
 
 
 def build_report(*, activator: str, registry: Registry, elapsed_s: float) -> dict[str, Any]:
@@ -55,15 +72,26 @@ def build_report(*, activator: str, registry: Registry, elapsed_s: float) -> dic
     return {"activator": activator, "period_s": round(elapsed_s, 4), "targets": targets}
 
 
+@dataclass(slots=True)
+class _PeerState:
+    """One scaler replica as the stats loop sees it."""
+
+    failures: int = 0
+    retry_at: float = 0.0
+    posting: asyncio.Task[None] | None = None
+    activators: int | None = None
+    answered_at: float = 0.0
+
+
 class Reporter:
-    """Posts stats every period and activations on demand."""
+    """Posts stats every period and activations on demand, to every scaler replica."""
 
     def __init__(
         self,
         *,
         registry: Registry,
         session: aiohttp.ClientSession,
-        scaler_url: str,
+        peers: ScalerPeers,
         token: str | None,
         activator: str,
         metrics: Metrics,
@@ -74,7 +102,7 @@ class Reporter:
     ) -> None:
         self.registry = registry
         self.session = session
-        self.base = scaler_url.rstrip("/")
+        self.peers = peers
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.activator = activator
         self.metrics = metrics
@@ -83,12 +111,15 @@ class Reporter:
         self.backoff_s = backoff_s
         self.clock = clock
         self._activating: dict[str, asyncio.Task[None]] = {}
-        self._failing = False
+        self._state: dict[str, _PeerState] = {}
+        self._failing_activate: set[str] = set()
 
     async def run(self) -> None:
         """Report every period until cancelled."""
         last = self.clock()
         try:
+            # Resolve the replicas now, so the first activation need not wait for DNS.
+            await self.peers.current()
             while True:
                 await asyncio.sleep(self.period_s)
                 now = self.clock()
@@ -96,14 +127,33 @@ class Reporter:
                     activator=self.activator, registry=self.registry, elapsed_s=now - last
                 )
                 last = now
-                await self._post_stats(report)
+                await self.send_stats(report, now=now)
         finally:
             await self.close()
 
-    async def _post_stats(self, report: dict[str, Any]) -> None:
+    async def send_stats(self, report: dict[str, Any], *, now: float) -> None:
+        """Start one post of ``report`` to each replica that is neither busy nor backing off."""
+        body = json.dumps(report).encode()
+        loop = asyncio.get_running_loop()
+        for peer in await self.peers.current():
+            state = self._state.setdefault(peer.base, _PeerState())
+            if state.posting is not None or now < state.retry_at:
+                continue
+            state.posting = loop.create_task(
+                self._post_stats(peer, state, body), name=f"stats to {peer.label}"
+            )
+
+    def _request_kwargs(self, peer: Peer) -> dict[str, Any]:
+        headers = {**self.headers, "Host": peer.host_header, "Content-Type": "application/json"}
+        kwargs: dict[str, Any] = {"headers": headers, "timeout": self.timeout}
+        if peer.tls:
+            kwargs["server_hostname"] = peer.host
+        return kwargs
+
+    async def _post_stats(self, peer: Peer, state: _PeerState, body: bytes) -> None:
         try:
             async with self.session.post(
-                self.base + "/v1/stats", json=report, headers=self.headers, timeout=self.timeout
+                peer.base + "/v1/stats", data=body, **self._request_kwargs(peer)
             ) as resp:
                 if resp.status != 200:
                     raise aiohttp.ClientResponseError(
@@ -111,20 +161,38 @@ class Reporter:
                     )
                 answer = await resp.json(content_type=None)
             count = answer.get("activators") if isinstance(answer, dict) else None
+            now = self.clock()
             if isinstance(count, int) and count > 0:
-                self.registry.set_activators(count)
+                state.activators = count
+                state.answered_at = now
+                self._update_activators(now)
             self.metrics.reports.labels("ok").inc()
-            if self._failing:
-                log.info("stats reports reach the scaler again")
-                self._failing = False
+            if state.failures:
+                log.info("stats reports reach scaler %s again", peer.label)
+            state.failures = 0
+            state.retry_at = 0.0
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             self.metrics.reports.labels("error").inc()
-            if not self._failing:
-                log.warning("cannot report stats to %s: %r", self.base, exc)
-                self._failing = True
+            if not state.failures:
+                log.warning("cannot report stats to scaler %s: %r", peer.label, exc)
+            periods = STATS_BACKOFF_PERIODS[min(state.failures, len(STATS_BACKOFF_PERIODS) - 1)]
+            state.failures += 1
+            state.retry_at = self.clock() + periods * self.period_s
+        finally:
+            state.posting = None
+
+    def _update_activators(self, now: float) -> None:
+        fresh_after = now - ANSWER_FRESH_PERIODS * self.period_s
+        counts = [
+            s.activators
+            for s in self._state.values()
+            if s.activators is not None and s.answered_at >= fresh_after
+        ]
+        if counts:
+            self.registry.set_activators(max(counts))
 
     def activate(self, gate: Gate) -> None:
-        """A request is held for a cold target: tell the scaler now (idempotent)."""
+        """A request is held for a cold target: tell every scaler replica now (idempotent)."""
         task = self._activating.get(gate.name)
         if task is not None and not task.done():
             return
@@ -133,32 +201,47 @@ class Reporter:
         )
 
     async def _activate_until_ready(self, gate: Gate) -> None:
+        peers = await self.peers.current()
+        await asyncio.gather(*(self._activate_peer(gate, peer) for peer in peers))
+
+    async def _activate_peer(self, gate: Gate, peer: Peer) -> None:
+        """Repeat /v1/activate to one replica, with its own backoff, until a replica is ready."""
         attempt = 0
         while not gate.endpoints.ready and not gate.closed:
-            await self._post_activate(gate.name)
+            await self._post_activate(peer, gate.name)
             delay = self.backoff_s[min(attempt, len(self.backoff_s) - 1)]
             attempt += 1
             if await gate.endpoints.wait_ready(delay):
                 return
 
-    async def _post_activate(self, target: str) -> None:
-        body = {"activator": self.activator, "target": target}
+    async def _post_activate(self, peer: Peer, target: str) -> None:
+        body = json.dumps({"activator": self.activator, "target": target}).encode()
         try:
             async with self.session.post(
-                self.base + "/v1/activate", json=body, headers=self.headers, timeout=self.timeout
+                peer.base + "/v1/activate", data=body, **self._request_kwargs(peer)
             ) as resp:
                 ok = resp.status < 300
                 await resp.read()
             self.metrics.activations.labels(target, "ok" if ok else "error").inc()
             if not ok:
-                log.warning("scaler answered %s to /v1/activate for %s", resp.status, target)
+                log.warning(
+                    "scaler %s answered %s to /v1/activate for %s", peer.label, resp.status, target
+                )
+            elif peer.base in self._failing_activate:
+                self._failing_activate.discard(peer.base)
         except (aiohttp.ClientError, TimeoutError) as exc:
             self.metrics.activations.labels(target, "error").inc()
-            log.warning("cannot send /v1/activate for %s to %s: %r", target, self.base, exc)
+            if peer.base not in self._failing_activate:
+                self._failing_activate.add(peer.base)
+                log.warning(
+                    "cannot send /v1/activate for %s to scaler %s: %r", target, peer.label, exc
+                )
 
     async def close(self) -> None:
         tasks = [t for t in self._activating.values() if not t.done()]
+        tasks += [s.posting for s in self._state.values() if s.posting is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._activating.clear()
+        await self.peers.close()

@@ -27,6 +27,8 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from activator.scaler_peers import parse_scaler_urls
+
 __all__ = ["ActivatorSettings", "FlagSpec", "flag_specs", "load_settings"]
 
 _config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
@@ -140,7 +142,11 @@ class ActivatorSettings(BaseSettings):
         default=9091, ge=0, le=65535, description="admin port: /healthz, /readyz, /metrics"
     )
     scaler_url: str = Field(
-        default="http://tidal-scaler.tidal-system:8090", description="base URL of the scaler"
+        default="http://tidal-scaler.tidal-system:8090",
+        description=(
+            "base URL of the scaler, or a comma-separated list; each host is resolved to all "
+            "its addresses every 10 s and every replica gets every report"
+        ),
     )
     scaler_token: SecretStr | None = Field(
         default=None, description="bearer token for the scaler (from a Secret); unset: no header"
@@ -175,6 +181,10 @@ class ActivatorSettings(BaseSettings):
         description="Deployments opted in (Kubernetes)",
     )
     namespace: str = Field(default="", description="namespace to watch (Kubernetes); empty: all")
+    kubeconfig: Path | None = Field(
+        default=None,
+        description="kubeconfig path (Kubernetes); unset: $KUBECONFIG, in-cluster, ~/.kube/config",
+    )
     log_level: str = Field(default="INFO", description="DEBUG, INFO, WARNING or ERROR")
     timeouts: Timeouts = Field(default_factory=Timeouts)
     limits: Limits = Field(default_factory=Limits)
@@ -191,10 +201,7 @@ class ActivatorSettings(BaseSettings):
             raise ValueError(
                 f"log_level must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}"
             )
-        if not self.scaler_url.startswith(("http://", "https://")):
-            raise ValueError(
-                f"scaler_url must start with http:// or https://, got {self.scaler_url!r}"
-            )
+        parse_scaler_urls(self.scaler_url)
         return self
 
     @classmethod

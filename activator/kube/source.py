@@ -14,8 +14,11 @@ costs one), which joins the stores with the pure
 :func:`~activator.kube.translate.build_targets` and hands the snapshot to the
 sink. The first snapshot goes out once all three have listed.
 
-Configuration: in-cluster when ``KUBERNETES_SERVICE_HOST`` is set, else
-``KUBECONFIG`` / ``~/.kube/config``.
+Configuration, in the scaler's order: an explicit kubeconfig path
+(``--kubeconfig``), else ``$KUBECONFIG``, else in-cluster when
+``KUBERNETES_SERVICE_HOST`` is set, else ``~/.kube/config``. The client gets a
+``Configuration`` of its own rather than the library's process-wide default,
+so two sources in one process (tests) never share credentials.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import json
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client, config, watch
@@ -41,6 +45,13 @@ log = logging.getLogger(__name__)
 WATCH_TIMEOUT_S = 300
 
 
+class ApiError(Exception):
+    """The API server refused a list or watch; the message says what it answered."""
+
+    def __init__(self, exc: ApiException) -> None:
+        super().__init__(f"API server answered {exc.status} {exc.reason}")
+
+
 def _bind(
     list_all: Callable[..., Any],
     list_namespaced: Callable[..., Any],
@@ -54,7 +65,10 @@ def _bind(
         return list_all(label_selector=label_selector, **kwargs)
 
     async def lister() -> tuple[list[Obj], str]:
-        resp = await call(_preload_content=False)
+        try:
+            resp = await call(_preload_content=False)
+        except ApiException as exc:
+            raise ApiError(exc) from exc
         try:
             data = json.loads(await resp.read())
         finally:
@@ -79,7 +93,7 @@ def _bind(
         except ApiException as exc:
             if exc.status == 410:
                 raise Gone() from exc
-            raise
+            raise ApiError(exc) from exc
 
     return lister, watcher
 
@@ -87,19 +101,30 @@ def _bind(
 class KubeSource:
     """A TargetSource backed by the Kubernetes API."""
 
-    def __init__(self, *, label_selector: str, namespace: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        label_selector: str,
+        namespace: str | None = None,
+        kubeconfig: Path | None = None,
+    ) -> None:
         self.label_selector = label_selector
         self.namespace = namespace
+        self.kubeconfig = kubeconfig
+        self.reflectors: tuple[Reflector, ...] = ()
 
-    async def _load_config(self) -> None:
-        if os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
+    async def _load_config(self) -> client.Configuration:
+        cfg = client.Configuration()
+        path = str(self.kubeconfig or "") or os.environ.get("KUBECONFIG") or None
+        if path is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
         else:
-            await config.load_kube_config()
+            await config.load_kube_config(config_file=path, client_configuration=cfg)
+        return cfg
 
     async def run(self, sink: TargetSink) -> None:
-        await self._load_config()
-        async with client.ApiClient() as api:
+        cfg = await self._load_config()
+        async with client.ApiClient(configuration=cfg) as api:
             apps = client.AppsV1Api(api)
             core = client.CoreV1Api(api)
             disc = client.DiscoveryV1Api(api)
@@ -147,4 +172,5 @@ class KubeSource:
             )
             slices = Reflector("EndpointSlice", lister=lister, watcher=watcher, on_change=changed)
             reflectors = (deployments, services, slices)
+            self.reflectors = reflectors
             await asyncio.gather(*(r.run() for r in reflectors))
