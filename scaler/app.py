@@ -91,10 +91,14 @@ def build_app(
             return _error(401, "missing or wrong bearer token", "unauthorized")
         try:
             report = parse_report(await read_json(request))
-            count = reports.record(report, now=clock())
+            now = clock()
+            count = reports.record(report, now=now)
         except ReportError as exc:
             metrics.report("rejected")
             return _error(400, str(exc), "invalid_request")
+        # Into the windows now, at its arrival time (DESIGN §4). Every target, not
+        # only the report's: a target an activator does not list is at zero there.
+        controller.record_arrival(reports.name, now=now)
         metrics.report("accepted")
         metrics.activators.set(count)
         return web.json_response({"activators": count})

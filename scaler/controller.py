@@ -1,21 +1,35 @@
 """The control loop: per target, read the signals, decide, act.
 
-At every tick (default 2 s, from an injectable :class:`Ticker`) and at once
-on an activation, for each opted-in Deployment the controller
+Samples go into the windows **when they arrive** (DESIGN §4): the HTTP
+server calls :meth:`Controller.record_arrival` as an activator report comes in
+(every target, since a report lists every target its activator knows, idle
+ones at zero), and the poll loops call it as a scrape or a Prometheus answer
+completes. Each arrival records, at its arrival time, the combined value
+(:mod:`scaler.signals.combine`) of the signals that source feeds, so a second
+in which nothing arrived is *missing* in the windows, never a zero.
 
-1. asks every demand source for its reading and combines them
-   (:mod:`scaler.signals.combine`), recording the combined values into the
-   target's windows at ``now``;
+At every tick (default 2 s, from an injectable :class:`Ticker`), at once on an
+activation, and at the ``recheck_after_s`` a decision asked for when that comes
+before the next tick, for each opted-in Deployment the controller
+
+1. asks every demand source for its current reading and combines them (for
+   freshness and "is anything busy", not to record);
 2. evaluates the windows at ``now`` into :class:`SignalReading` values, marking
    a signal not fresh when any source behind it is stale (so stale data can
    raise the scale but never lower it);
 3. calls the pure policy (``decide``) with the target's state and keeps the
    state it returns;
 4. acts, only when this replica holds the Lease: pod-deletion-cost on the
-   idlest pods before a scale-down, the ``/scale`` patch, an Event when the
-   scale changed, and the status annotation when its discrete content changed.
+   idlest pods before a scale-down, the ``/scale`` patch, an Event and an INFO
+   log line when the scale changed, and the status annotation when its
+   discrete content changed.
 
-Every replica does 1-3, so a follower that takes over has warm windows.
+Every replica records and does 1-3, so a follower that takes over has warm
+windows and a policy state that has long left its warm-up; :meth:`poke` (called
+when this replica wins the Lease) decides for every target at once instead of
+waiting for the next tick. A follower keeps its copy of the status annotation
+in step with what the leader wrote, so on taking over it rewrites nothing that
+did not change.
 
 Main decisions:
 
@@ -41,7 +55,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -67,7 +81,7 @@ from scaler.policy.api import (
     SignalReading,
 )
 from scaler.signals.base import DemandSource, PodEndpoint, TargetPods
-from scaler.signals.combine import CombinedSignals, combine
+from scaler.signals.combine import PROMETHEUS, CombinedSignals, combine, fed_by
 
 __all__ = [
     "Controller",
@@ -159,6 +173,11 @@ class ControllerSettings:
     max_concurrent_writes: int = 16
     # Sources that may feed GPU utilization (for validating target-gpu-utilization).
     prometheus_configured: bool = False
+    # Per signal, a longer freshness bound than fresh_within_s, for signals fed only by
+    # a slower poll (GPU utilization from a Prometheus queried every 5 s).
+    fresh_within_s_by_kind: Mapping[SignalKind, float] = field(default_factory=dict)
+    # The tick interval: a recheck due before the next tick gets a decision of its own.
+    tick_interval_s: float = 2.0
 
 
 @dataclass(slots=True)
@@ -193,6 +212,10 @@ def _existing_status(deployment: DeploymentInfo) -> dict[str, Any] | None:
     except ValueError:
         return None
     return got if isinstance(got, dict) else None
+
+
+def _fmt(value: float | None) -> str:
+    return "none" if value is None else f"{value:.3g}"
 
 
 def _status_core(status: Mapping[str, Any] | None) -> tuple[Any, ...]:
@@ -231,7 +254,14 @@ class Controller:
         self._targets: dict[str, _Target] = {}
         self._write_slots = asyncio.Semaphore(self._settings.max_concurrent_writes)
         self._last_tick: float | None = None
+        self._has_prometheus = any(s.name == PROMETHEUS for s in self._sources)
+        # Extra decisions (rechecks, pokes) run only while run() is active, so a
+        # controller driven tick by tick in a test leaves nothing behind.
+        self._running = False
+        self._rechecks: dict[str, tuple[float, asyncio.TimerHandle]] = {}
+        self._side_tasks: set[asyncio.Task[None]] = set()
         self.ticks = 0
+        self.rechecks_run = 0
 
     # -- targets ------------------------------------------------------------
 
@@ -264,6 +294,10 @@ class Controller:
             # The status annotation is ours: it changing must not re-parse the config.
             annotations = {k: v for k, v in d.annotations.items() if k != STATUS_ANNOTATION}
             target = self._targets.get(key)
+            if target is not None and not self._leader.is_leader:
+                # The leader writes the status; keep our copy in step so that, on
+                # taking over, we rewrite it only if our decision differs.
+                target.status = _existing_status(d)
             if target is not None and target.annotations == annotations:
                 continue
             config: ScalingConfig | None
@@ -299,23 +333,52 @@ class Controller:
     def _observe(self, target: _Target, now: float) -> CombinedSignals:
         combined = combine({s.name: s.read(target.key, now=now) for s in self._sources})
         target.combined = combined
-        if target.windows is not None:
-            for kind, value in combined.values.items():
-                target.windows.record(kind, value, now)
         return combined
+
+    def record_arrival(self, source: str, *, now: float, keys: Iterable[str] | None = None) -> int:
+        """``source`` brought news at ``now``: record the signals it feeds, for ``keys``
+        (default: every target), into their windows. Returns the targets recorded.
+
+        The value recorded is the combined one (max of the concurrency views, sum
+        of the queue views), from every source's latest reading, so that a window
+        holds totals, one sample per arrival.
+        """
+        kinds = fed_by(source, prometheus=self._has_prometheus)
+        if self._cluster.synced:
+            snapshots = self._cluster.targets()
+            if len(snapshots) != len(self._targets):
+                # A target appeared since the last tick: record for it too.
+                self._sync_targets(snapshots, now)
+        targets = (
+            self._targets.values()
+            if keys is None
+            else [t for t in (self._targets.get(k) for k in keys) if t is not None]
+        )
+        count = 0
+        for target in targets:
+            windows = target.windows
+            if windows is None or target.config is None:
+                continue
+            combined = combine({s.name: s.read(target.key, now=now) for s in self._sources})
+            for kind, value in combined.values.items():
+                if kind in kinds:
+                    windows.record(kind, value, now)
+            count += 1
+        return count
 
     def _readings(
         self, target: _Target, config: ScalingConfig, combined: CombinedSignals, now: float
     ) -> dict[SignalKind, SignalReading]:
         assert target.windows is not None
         readings = {}
+        by_kind = self._settings.fresh_within_s_by_kind
         for kind in config.configured_signals():
             reading = target.windows.reading(
                 kind,
                 now,
                 stable_window_s=config.window_s,
                 panic_window_s=config.panic_window_s,
-                fresh_within_s=self._settings.fresh_within_s,
+                fresh_within_s=max(self._settings.fresh_within_s, by_kind.get(kind, 0.0)),
             )
             if reading.fresh and not combined.complete.get(kind, False):
                 # Recorded recently, but from a partial view: may raise, never lower.
@@ -346,6 +409,7 @@ class Controller:
         target.decision = decision
         target.readings = readings
         target.decided_at = now
+        self._schedule_recheck(target.key, decision, now)
         self._metrics.observe_decision(
             target.key,
             desired=decision.desired,
@@ -453,6 +517,21 @@ class Controller:
         message = f"scaled from {before} to {decision.desired}"
         if decision.message:
             message += f": {decision.message}"
+        signals = ", ".join(
+            f"{kind.value} stable={_fmt(r.stable)} panic={_fmt(r.panic)}"
+            + ("" if r.fresh else " (stale)")
+            for kind, r in target.readings.items()
+        )
+        log.info(
+            "%s: scaled %d -> %d, reason %s, mode %s; signals: %s; %s",
+            target.key,
+            before,
+            decision.desired,
+            reason,
+            decision.mode.value,
+            signals or "none",
+            decision.message or "-",
+        )
         target.last_change_wall = self._wall_time()
         try:
             await self._events.emit(d, reason=reason, message=message)
@@ -502,6 +581,13 @@ class Controller:
 
     async def activate(self, key: str, *, now: float | None = None) -> bool:
         """An activator asks to wake ``key``: decide for it now. False if the target is unknown."""
+        return await self.decide_now(key, now=now, activation=True)
+
+    async def decide_now(
+        self, key: str, *, now: float | None = None, activation: bool = False
+    ) -> bool:
+        """One decision for ``key`` outside the tick (activation, recheck); writes when
+        leader. False if the target is unknown."""
         at = self._clock() if now is None else now
         if not self._cluster.synced:
             return False
@@ -510,7 +596,8 @@ class Controller:
             return False
         self._sync_targets(snapshots, at)
         target = self._targets[key]
-        target.activation_pending = True
+        if activation:
+            target.activation_pending = True
         await target.lock.acquire()
         try:
             snap = self._cluster.targets().get(key)
@@ -524,12 +611,75 @@ class Controller:
         return True
 
     async def run(self, ticker: Ticker) -> None:
-        """Tick until cancelled."""
-        async for now in ticker:
-            try:
-                await self.tick(now)
-            except Exception:  # one bad tick must not stop the controller
-                log.exception("tick failed")
+        """Tick until cancelled (rechecks and pokes run only meanwhile)."""
+        self._running = True
+        try:
+            async for now in ticker:
+                try:
+                    await self.tick(now)
+                except Exception:  # one bad tick must not stop the controller
+                    log.exception("tick failed")
+        finally:
+            self._running = False
+            for _, handle in self._rechecks.values():
+                handle.cancel()
+            self._rechecks.clear()
+            tasks = list(self._side_tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- extra decisions --------------------------------------------------------------
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        task.set_name(name)
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
+
+    def _schedule_recheck(self, key: str, decision: Decision, now: float) -> None:
+        """Act on ``recheck_after_s``: decide again then if that is before the next tick."""
+        after = decision.recheck_after_s
+        if not self._running or after is None or after <= 0:
+            return
+        next_tick = (self._last_tick if self._last_tick is not None else now) + (
+            self._settings.tick_interval_s
+        )
+        due = now + after
+        if due >= next_tick:
+            return  # the tick decides in time
+        scheduled = self._rechecks.get(key)
+        if scheduled is not None:
+            if scheduled[0] <= due:
+                return
+            scheduled[1].cancel()
+        loop = asyncio.get_running_loop()
+        handle = loop.call_later(max(0.0, due - now), self._recheck_due, key)
+        self._rechecks[key] = (due, handle)
+
+    def _recheck_due(self, key: str) -> None:
+        self._rechecks.pop(key, None)
+        if self._running:
+            self._spawn(self._recheck(key), f"tidal-scaler-recheck:{key}")
+
+    async def _recheck(self, key: str) -> None:
+        try:
+            self.rechecks_run += 1
+            await self.decide_now(key)
+        except Exception:
+            log.exception("%s: recheck failed", key)
+
+    def poke(self) -> None:
+        """Decide for every target now, not at the next tick (this replica just became
+        leader: its windows are warm, so it acts on them at once)."""
+        if self._running:
+            self._spawn(self._poked(), "tidal-scaler-poke")
+
+    async def _poked(self) -> None:
+        try:
+            await self.tick(self._clock())
+        except Exception:
+            log.exception("decision after becoming leader failed")
 
     def pull_targets(self) -> list[TargetPods]:
         """Ready pods of every valid target, for the scrape and Prometheus loops."""

@@ -35,10 +35,11 @@ from scaler.kube.cluster import KubeCluster
 from scaler.kube.leader import LeaseElector
 from scaler.kube.writer import KubeEvents, KubeScaleTarget
 from scaler.metrics import Metrics
+from scaler.policy.api import SignalKind
 from scaler.policy_adapter import PurePolicy
 from scaler.settings import ScalerSettings, SettingsError, describe_settings, load_settings
 from scaler.signals.activator_reports import ActivatorReports
-from scaler.signals.base import DemandSource, PolledSource, TargetPods
+from scaler.signals.base import DemandSource, PolledSource
 from scaler.signals.prometheus import PrometheusGpu
 from scaler.signals.scrape import PodScraper
 
@@ -89,17 +90,33 @@ def _identity(settings: ScalerSettings) -> str:
     )
 
 
-async def _poll(
-    source: PolledSource, interval_s: float, targets: Callable[[], list[TargetPods]]
-) -> None:
+async def _poll(source: PolledSource, interval_s: float, controller: Controller) -> None:
     loop = asyncio.get_running_loop()
     while True:
         started = loop.time()
         try:
-            await source.refresh(targets(), now=started)
+            listed = controller.pull_targets()
+            await source.refresh(listed, now=started)
+            # The samples arrive now, as the scrape or query completes.
+            controller.record_arrival(source.name, now=loop.time(), keys=[t.key for t in listed])
         except Exception:  # a bug in one refresh must not stop the loop
             log.exception("refresh of %s failed", source.name)
         await asyncio.sleep(max(0.0, interval_s - (loop.time() - started)))
+
+
+def _fresh_by_kind(settings: ScalerSettings) -> dict[SignalKind, float]:
+    """Signals fed only by a slow poll need a freshness bound of one poll and a half
+    plus its timeout (samples arrive once per poll, not every second)."""
+    out: dict[SignalKind, float] = {}
+    scrape, prom = settings.scrape, settings.prometheus
+    if scrape.enabled:
+        bound = 1.5 * scrape.interval_s + scrape.timeout_s
+        out[SignalKind.KV_CACHE_UTILIZATION] = bound
+        if not prom.url:
+            out[SignalKind.GPU_UTILIZATION] = bound
+    if prom.url:
+        out[SignalKind.GPU_UTILIZATION] = 1.5 * prom.interval_s + prom.timeout_s
+    return out
 
 
 async def serve(
@@ -164,8 +181,18 @@ async def serve(
             watch_timeout_s=settings.kube.watch_timeout_s,
             request_timeout_s=settings.kube.request_timeout_s,
         )
+        # The controller is built after the elector; on winning the Lease it decides
+        # for every target at once, on its warm windows.
+        pokes: list[Callable[[], None]] = []
+
+        def elected() -> None:
+            log.info("%s is now the leader", identity)
+            for poke in pokes:
+                poke()
+
         leader = LeaseElector(
             access.api,
+            on_elected=elected,
             namespace=settings.leader.namespace or access.namespace,
             identity=identity,
             name=settings.leader.lease_name,
@@ -190,8 +217,11 @@ async def serve(
                 fresh_within_s=settings.fresh_within_s,
                 max_concurrent_writes=settings.max_concurrent_writes,
                 prometheus_configured=bool(prom.url),
+                fresh_within_s_by_kind=_fresh_by_kind(settings),
+                tick_interval_s=settings.tick_interval_s,
             ),
         )
+        pokes.append(controller.poke)
         app = build_app(
             controller=controller,
             reports=reports,
@@ -222,9 +252,7 @@ async def serve(
             ("leader", leader.run()),
             ("controller", controller.run(IntervalTicker(settings.tick_interval_s))),
         ]
-        jobs += [
-            (f"poll-{s.name}", _poll(s, every, controller.pull_targets)) for s, every in polled
-        ]
+        jobs += [(f"poll-{s.name}", _poll(s, every, controller)) for s, every in polled]
         tasks = [asyncio.ensure_future(job) for _, job in jobs]
         for (name, _), task in zip(jobs, tasks, strict=True):
             task.set_name(f"tidal-scaler-{name}")

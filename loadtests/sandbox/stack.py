@@ -7,8 +7,19 @@ its kubeconfig, exactly as they would reach a real one, and optionally the
 example model (a Deployment at zero replicas and its Service).
 
 Addresses: the cluster holds a loopback block 127.X.0.0/16 of its own; the
-scaler listens on 127.X.0.2 and the activator on 127.X.0.3, so two stacks on
-one machine never collide and no port needs to be discovered.
+scaler listens on 127.X.0.2, the activator on 127.X.0.3, Prometheus (when
+asked for) on 127.X.0.4 and further scalers (:meth:`SandboxStack.add_scaler`)
+on 127.X.0.5 and up, so two stacks on one machine never collide and no port
+needs to be discovered.
+
+Several scalers: each scaler process has its own identity (``scaler-<n>``,
+the name it puts in the Lease) and its own kubeconfig user
+(``tidal-scaler-<n>``), so the API server's audit log
+(``stack.cluster.api.audit``) says which of them wrote what.
+
+GPU metrics: with ``StackSettings(prometheus=<binary>)`` the cluster runs its
+DCGM-like exporter (every fake-server pod, port 9400 on the API host), a real
+Prometheus scrapes it every second, and the scaler gets ``--prometheus-url``.
 
 Lifecycle: each process gets its own session (Ctrl-C at a terminal reaches
 only the stack, which then stops them in order: the activator first, so it
@@ -24,7 +35,7 @@ import os
 import secrets
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -36,6 +47,7 @@ from loadtests.sandbox.cluster.defaults import apply_defaults
 from loadtests.sandbox.cluster.resources import by_group_version_plural
 from loadtests.sandbox.cluster.simple_launcher import die_with_parent
 from loadtests.sandbox.example import ExampleModel
+from loadtests.sandbox.prometheus import PrometheusProcess
 
 __all__ = ["SandboxStack", "StackSettings", "TidalProcess"]
 
@@ -55,6 +67,14 @@ class StackSettings:
     start_timeout_s: float = 60.0
     stop_timeout_s: float = 30.0
     rbac: bool = False
+    # Extra environment for every scaler (TIDAL_SCALER_LEADER__LEASE_DURATION_S=...).
+    scaler_env: Mapping[str, str] = field(default_factory=dict)
+    # Start the activator (a scaler-only test can do without it).
+    activator: bool = True
+    # Path of a Prometheus binary: run the DCGM exporter and Prometheus, and point
+    # the scaler at it. None: neither.
+    prometheus: str | None = None
+    prometheus_port: int = 9090
 
 
 class TidalProcess:
@@ -119,7 +139,9 @@ class SandboxStack:
         self.cluster = SandboxCluster(directory, rbac=self.settings.rbac)
         self.token = secrets.token_urlsafe(24)
         self.scaler: TidalProcess | None = None
+        self.scalers: list[TidalProcess] = []  # the stack's own first, then add_scaler's
         self.activator: TidalProcess | None = None
+        self.prometheus: PrometheusProcess | None = None
 
     # --- addresses ---------------------------------------------------------------
 
@@ -129,9 +151,16 @@ class SandboxStack:
             raise RuntimeError("the sandbox cluster is not started")
         return block.api_host.rsplit(".", 1)[0] + f".{last_octet}"
 
+    def scaler_host(self, index: int = 0) -> str:
+        """Scaler ``index``'s address: 127.X.0.2 for the first, 127.X.0.5 and up after."""
+        return self._host(2 if index == 0 else 4 + index)
+
+    def scaler_url_of(self, index: int) -> str:
+        return f"http://{self.scaler_host(index)}:{self.settings.scaler_port}"
+
     @property
     def scaler_url(self) -> str:
-        return f"http://{self._host(2)}:{self.settings.scaler_port}"
+        return self.scaler_url_of(0)
 
     @property
     def activator_url(self) -> str:
@@ -157,56 +186,102 @@ class SandboxStack:
                 del env[key]
         return env
 
+    def _scaler_process(
+        self, index: int, args: Sequence[str], env: Mapping[str, str] | None = None
+    ) -> TidalProcess:
+        """Scaler number ``index`` (0: the stack's own), with its own identity and user."""
+        assert self.cluster.api is not None
+        name = f"scaler-{index}"
+        kubeconfig = self.cluster.api.write_kubeconfig(
+            self.directory / f"kubeconfig-{name}",
+            token=self.cluster.api.mint_user_token(f"tidal-{name}", groups=("system:masters",)),
+        )
+        environment = self._env()
+        environment.update(self.settings.scaler_env)
+        environment.update(env or {})
+        return TidalProcess(
+            "scaler" if index == 0 else name,
+            [
+                "scaler",
+                "--host",
+                self.scaler_host(index),
+                "--port",
+                str(self.settings.scaler_port),
+                "--token",
+                self.token,
+                "--identity",
+                name,
+                "--kubeconfig",
+                str(kubeconfig),
+                *(["--prometheus-url", self.prometheus.url] if self.prometheus else []),
+                *args,
+            ],
+            env=environment,
+            # The first keeps the name the stack always gave its scaler's log.
+            log=self.directory
+            / "logs"
+            / ("tidal-scaler.log" if index == 0 else f"tidal-{name}.log"),
+        )
+
     async def start(self) -> None:
         try:
+            self.cluster.gpu_exporter_wanted = self.settings.prometheus is not None
             await self.cluster.start()
             if self.settings.example is not None:
                 self.apply_example(self.settings.example)
-            logs = self.directory / "logs"
-            self.scaler = TidalProcess(
-                "scaler",
-                [
-                    "scaler",
-                    "--host",
-                    self._host(2),
-                    "--port",
-                    str(self.settings.scaler_port),
-                    "--token",
-                    self.token,
-                    "--kubeconfig",
-                    str(self.kubeconfig),
-                    *self.settings.scaler_args,
-                ],
-                env=self._env(),
-                log=logs / "tidal-scaler.log",
-            )
-            self.activator = TidalProcess(
-                "activator",
-                [
+            if self.settings.prometheus is not None:
+                exporter = self.cluster.gpu_exporter
+                assert exporter is not None
+                self.prometheus = PrometheusProcess(
+                    self.settings.prometheus,
+                    self.directory / "prometheus",
+                    host=self._host(4),
+                    port=self.settings.prometheus_port,
+                    targets=[f"{exporter.exporter.host}:{exporter.exporter.port}"],
+                )
+                await self.prometheus.start(timeout_s=self.settings.start_timeout_s)
+            self.scaler = self._scaler_process(0, self.settings.scaler_args)
+            self.scalers = [self.scaler]
+            if self.settings.activator:
+                self.activator = TidalProcess(
                     "activator",
-                    "--host",
-                    self._host(3),
-                    "--port",
-                    str(self.settings.activator_port),
-                    "--admin-host",
-                    self._host(3),
-                    "--admin-port",
-                    str(self.settings.activator_admin_port),
-                    "--scaler-url",
-                    self.scaler_url,
-                    "--scaler-token",
-                    self.token,
-                    *self.settings.activator_args,
-                ],
-                env=self._env(),
-                log=logs / "tidal-activator.log",
-            )
+                    [
+                        "activator",
+                        "--host",
+                        self._host(3),
+                        "--port",
+                        str(self.settings.activator_port),
+                        "--admin-host",
+                        self._host(3),
+                        "--admin-port",
+                        str(self.settings.activator_admin_port),
+                        "--scaler-url",
+                        self.scaler_url,
+                        "--scaler-token",
+                        self.token,
+                        *self.settings.activator_args,
+                    ],
+                    env=self._env(),
+                    log=self.directory / "logs" / "tidal-activator.log",
+                )
             await self.scaler.start()
-            await self.activator.start()
+            if self.activator is not None:
+                await self.activator.start()
             await self._wait_ready()
         except BaseException:
             await self.stop()
             raise
+
+    async def add_scaler(
+        self, args: Sequence[str] = (), *, env: Mapping[str, str] | None = None
+    ) -> TidalProcess:
+        """Start one more scaler replica (on the next address) and wait until it serves."""
+        index = len(self.scalers)
+        process = self._scaler_process(index, [*self.settings.scaler_args, *args], env)
+        self.scalers.append(process)
+        await process.start()
+        await self._wait_for(process, f"{self.scaler_url_of(index)}/readyz")
+        return process
 
     def apply_example(self, example: ExampleModel) -> None:
         assert DEPLOYMENTS is not None
@@ -219,37 +294,39 @@ class SandboxStack:
             self.cluster.store.create(rtype, obj)
 
     async def _wait_ready(self) -> None:
-        checks = [
-            (self.scaler, f"{self.scaler_url}/readyz"),
-            (self.activator, f"{self.activator_admin_url}/readyz"),
-        ]
+        assert self.scaler is not None
+        await self._wait_for(self.scaler, f"{self.scaler_url}/readyz")
+        if self.activator is not None:
+            await self._wait_for(self.activator, f"{self.activator_admin_url}/readyz")
+
+    async def _wait_for(self, process: TidalProcess, url: str) -> None:
         deadline = asyncio.get_running_loop().time() + self.settings.start_timeout_s
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
-            for process, url in checks:
-                assert process is not None
-                while True:
-                    if not process.running:
-                        raise RuntimeError(
-                            f"tidal {process.name} exited during start; its log "
-                            f"({process.log}) ends with:\n{process.tail()}"
-                        )
-                    with contextlib.suppress(aiohttp.ClientError, TimeoutError):
-                        async with session.get(url) as response:
-                            if response.status == 200:
-                                break
-                    if asyncio.get_running_loop().time() > deadline:
-                        raise TimeoutError(
-                            f"tidal {process.name} was not ready at {url} within "
-                            f"{self.settings.start_timeout_s:.0f}s; its log ends with:\n"
-                            f"{process.tail()}"
-                        )
-                    await asyncio.sleep(0.1)
+            while True:
+                if not process.running:
+                    raise RuntimeError(
+                        f"tidal {process.name} exited during start; its log "
+                        f"({process.log}) ends with:\n{process.tail()}"
+                    )
+                with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                    async with session.get(url) as response:
+                        if response.status == 200:
+                            return
+                if asyncio.get_running_loop().time() > deadline:
+                    raise TimeoutError(
+                        f"tidal {process.name} was not ready at {url} within "
+                        f"{self.settings.start_timeout_s:.0f}s; its log ends with:\n"
+                        f"{process.tail()}"
+                    )
+                await asyncio.sleep(0.1)
 
     async def stop(self) -> None:
         # Activator first: it drains what it holds while the model is still up.
-        for process in (self.activator, self.scaler):
+        for process in (self.activator, *self.scalers):
             if process is not None:
                 await process.stop(self.settings.stop_timeout_s)
+        if self.prometheus is not None:
+            await self.prometheus.stop()
         await self.cluster.stop()
 
     async def __aenter__(self) -> SandboxStack:

@@ -58,6 +58,7 @@ class LeaseElector:
         retry_period_s: float = 2.0,
         request_timeout_s: float = 5.0,
         clock: Callable[[], float] | None = None,
+        on_elected: Callable[[], None] | None = None,
     ) -> None:
         if not 0 < retry_period_s < renew_deadline_s < lease_duration_s:
             raise ValueError(
@@ -76,6 +77,7 @@ class LeaseElector:
         self._observed_rv: str | None = None
         self._observed_at = 0.0
         self._renewed_at: float | None = None  # our clock, last successful acquire/renew
+        self._on_elected = on_elected
 
     @property
     def identity(self) -> str:
@@ -110,6 +112,13 @@ class LeaseElector:
 
     async def try_acquire_or_renew(self) -> bool:
         """One attempt; True when we hold the Lease afterwards."""
+        was_leader = self.is_leader
+        held = await self._attempt()
+        if held and not was_leader and self._on_elected is not None:
+            self._on_elected()
+        return held
+
+    async def _attempt(self) -> bool:
         started = self._now()
         doing = f"lease {self._namespace}/{self._name}"
         try:

@@ -24,11 +24,36 @@ from dataclasses import dataclass, field
 from scaler.policy.api import Demand, SignalKind
 from scaler.signals.base import SourceReading
 
-__all__ = ["CombinedSignals", "combine"]
+__all__ = ["ACTIVATOR", "PROMETHEUS", "SCRAPE", "CombinedSignals", "combine", "fed_by"]
 
 ACTIVATOR = "activator"
 SCRAPE = "scrape"
 PROMETHEUS = "prometheus"
+
+
+_ALL_KINDS = frozenset(SignalKind)
+_COUNTS = frozenset({SignalKind.CONCURRENCY, SignalKind.QUEUE_DEPTH})
+
+
+def fed_by(source: str, *, prometheus: bool) -> frozenset[SignalKind]:
+    """The signals whose combined value changes when ``source`` brings news.
+
+    The controller records only these at that source's arrival, so that a
+    slow source's last value is not recorded again at every faster arrival
+    (GPU utilization from Prometheus would otherwise be re-sampled at every
+    activator report). The server view feeds GPU utilization only when no
+    Prometheus is configured (Triton's ``nv_gpu_utilization``). A source of
+    another name (a test's fake) feeds everything.
+    """
+    if source == ACTIVATOR:
+        return _COUNTS
+    if source == SCRAPE:
+        if prometheus:
+            return _COUNTS | {SignalKind.KV_CACHE_UTILIZATION}
+        return _ALL_KINDS
+    if source == PROMETHEUS:
+        return frozenset({SignalKind.GPU_UTILIZATION})
+    return _ALL_KINDS
 
 
 @dataclass(frozen=True, slots=True)

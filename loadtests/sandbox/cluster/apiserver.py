@@ -40,6 +40,11 @@ Composing it::
     server.cut_watches(compact=True)          # watchers re-list after 410
     await server.stop()
 
+Every write (POST, PUT, PATCH, DELETE; not the admin endpoint) is kept in
+``server.audit``, a bounded audit log of :class:`AuditRecord` (time, user,
+verb, path, status), as a real API server's audit log at level Metadata: the
+way a test tells which client wrote what (two scalers, one leader).
+
 The admin endpoint takes the admin token: ``GET /_sandbox/faults`` shows the
 faults, ``POST`` with ``{"unavailable_s": 5, "refuse_connections": false,
 "latency_s": 0.2, "slow_s": 10, "cut_watches": true, "compact": false}`` sets
@@ -56,6 +61,7 @@ import base64
 import contextlib
 import json
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -105,7 +111,7 @@ from loadtests.sandbox.cluster.selectors import (
 )
 from loadtests.sandbox.cluster.store import Store, Watcher, WatchEvent, copy_object, rfc3339
 
-__all__ = ["SERVER_VERSION", "ApiServer"]
+__all__ = ["SERVER_VERSION", "ApiServer", "AuditRecord"]
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +174,22 @@ def _truthy(value: str | None) -> bool:
     return value is not None and value.lower() in ("true", "1")
 
 
+_WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_USER_KEY = web.RequestKey("tidal_sandbox_user", str)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """One write request as the server answered it."""
+
+    at: float  # the server's event-loop time
+    user: str  # the authenticated user ("" when authentication failed)
+    method: str
+    path: str
+    query: str
+    status: int
+
+
 class ApiServer:
     """The emulated API server over ``store``; see the module docstring."""
 
@@ -181,6 +203,7 @@ class ApiServer:
         certs_dir: Path,
         bookmark_interval_s: float = 5.0,
         resources: tuple[ResourceType, ...] = RESOURCES,
+        audit_max_records: int = 100_000,
     ) -> None:
         if bookmark_interval_s <= 0:
             raise ValueError(f"bookmark_interval_s must be > 0, got {bookmark_interval_s}")
@@ -203,6 +226,7 @@ class ApiServer:
         self._reopen_task: asyncio.Task[None] | None = None
         self._core_events = by_group_version_plural("", "v1", "events")
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.audit: deque[AuditRecord] = deque(maxlen=audit_max_records)
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -392,14 +416,27 @@ class ApiServer:
             if delay > 0:
                 await asyncio.sleep(delay)
         try:
-            return await handler(request)
+            response = await handler(request)
         except ApiError as error:
-            return _error_response(error)
+            response = _error_response(error)
+        if request.method in _WRITE_METHODS and not request.path.startswith("/_sandbox/"):
+            self.audit.append(
+                AuditRecord(
+                    at=self._now(),
+                    user=request.get(_USER_KEY, ""),
+                    method=request.method,
+                    path=request.path,
+                    query=request.query_string,
+                    status=response.status,
+                )
+            )
+        return response
 
     def _authenticate(self, request: web.Request) -> UserInfo:
         user = self.tokens.authenticate(request.headers.get("Authorization"))
         if user is None:
             raise Unauthorized("Unauthorized")
+        request[_USER_KEY] = user.name
         return user
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:

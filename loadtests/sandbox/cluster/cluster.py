@@ -8,6 +8,8 @@ endpoint; it writes into its directory:
 - ``kubeconfig``: admin credentials for kubectl and the clients;
 - ``pki/``: the CA and serving certificate;
 - ``admin.json``: the admin endpoint (preemption, pod crashes);
+- ``dcgm.url``: with ``gpu_exporter=True``, the DCGM-like exporter covering
+  every fake-server pod (:mod:`gpu_exporter`), on the API host, port 9400;
 - ``logs/``: one file per pod container.
 
 Pod processes come from the fast zygote launcher of the servers package
@@ -31,6 +33,7 @@ from loadtests.sandbox.cluster.controllers.base import NAMESPACES
 from loadtests.sandbox.cluster.controllers.kubelet import KubeletSettings
 from loadtests.sandbox.cluster.controlplane import ControlPlane
 from loadtests.sandbox.cluster.errors import AlreadyExists
+from loadtests.sandbox.cluster.gpu_exporter import PodGpuExporter
 from loadtests.sandbox.cluster.nodes import DEFAULT_POOL, NodeSpec
 from loadtests.sandbox.cluster.store import Store
 from loadtests.sandbox.servers.launcher import ZygoteLauncher
@@ -50,8 +53,11 @@ class SandboxCluster:
         rbac: bool = False,
         launcher: Launcher | None = None,
         kubelet: KubeletSettings | None = None,
+        gpu_exporter: bool = False,
     ) -> None:
         self.directory = directory
+        self.gpu_exporter_wanted = gpu_exporter
+        self.gpu_exporter: PodGpuExporter | None = None
         self.node_specs = tuple(nodes)
         self.rbac = rbac
         self._own_launcher = launcher is None
@@ -99,11 +105,17 @@ class SandboxCluster:
                 self.plane, host=self.addresses.api_host, directory=self.directory
             )
             await self.admin.start()
+            if self.gpu_exporter_wanted:
+                self.gpu_exporter = PodGpuExporter(self.plane.cache, host=self.addresses.api_host)
+                await self.gpu_exporter.start(self.directory)
         except BaseException:
             await self.stop()
             raise
 
     async def stop(self) -> None:
+        if self.gpu_exporter is not None:
+            await self.gpu_exporter.stop(self.directory)
+            self.gpu_exporter = None
         if self.admin is not None:
             await self.admin.stop()
             self.admin = None

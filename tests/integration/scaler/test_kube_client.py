@@ -133,8 +133,19 @@ async def test_lease_election(api: tuple[FakeKubeApi, client.ApiClient]) -> None
         "retry_period_s": 2.0,
         "clock": lambda: clock[0],
     }
-    a = LeaseElector(api_client, identity="a", **kw)  # type: ignore[arg-type]
-    b = LeaseElector(api_client, identity="b", **kw)  # type: ignore[arg-type]
+    elected: list[str] = []
+    a = LeaseElector(
+        api_client,
+        identity="a",
+        on_elected=lambda: elected.append("a"),
+        **kw,  # type: ignore[arg-type]
+    )
+    b = LeaseElector(
+        api_client,
+        identity="b",
+        on_elected=lambda: elected.append("b"),
+        **kw,  # type: ignore[arg-type]
+    )
     assert await a.try_acquire_or_renew()
     assert a.is_leader
     assert fake.leases["tidal/tidal-scaler"]["spec"]["holderIdentity"] == "a"
@@ -152,6 +163,7 @@ async def test_lease_election(api: tuple[FakeKubeApi, client.ApiClient]) -> None
     assert clock[0] - died_at <= 15.0 + 2.0
     assert fake.leases["tidal/tidal-scaler"]["spec"]["holderIdentity"] == "b"
     assert fake.leases["tidal/tidal-scaler"]["spec"]["leaseTransitions"] == 1
+    assert elected == ["a", "b"]  # once per election, not per renewal
     # "a" comes back: it is not leader, and must not be after its renew deadline either.
     assert not a.is_leader
     assert not await a.try_acquire_or_renew()
@@ -161,6 +173,10 @@ async def test_lease_election(api: tuple[FakeKubeApi, client.ApiClient]) -> None
     assert b.is_leader
     clock[0] += 1.5
     assert not b.is_leader
+    # The API is back: "b" renews, counts itself leader again, and says so.
+    fake.unavailable = False
+    assert await b.try_acquire_or_renew()
+    assert elected == ["a", "b", "b"]
 
 
 async def test_lease_released_on_shutdown(api: tuple[FakeKubeApi, client.ApiClient]) -> None:

@@ -110,9 +110,12 @@ class World:
         self.scrape.readings[KEY] = scrape
 
     async def run_for(self, seconds: float, step_s: float = 2.0) -> None:
+        """Each step, both sources bring news (recorded as it arrives), then a tick."""
         end = self.now + seconds
         while self.now < end:
             self.now += step_s
+            for source in (self.activator, self.scrape):
+                self.controller.record_arrival(source.name, now=self.now)
             await self.controller.tick(self.now)
 
     def replicas(self) -> int:
