@@ -210,8 +210,14 @@ class DemoRun:
         if now.ready != before.ready:
             text = f"ready replicas {before.ready} -> {now.ready}"
             if before.ready == 0 and self._woke_at is not None:
+                # readyReplicas trails the pod's readiness probe and the
+                # Deployment controller; the activator probes pods itself, so
+                # the held request may already be answered.
                 self.cold_start_s = now.at_s - self._woke_at
-                text += f" (cold start: {self.cold_start_s:.1f}s after the wake)"
+                text += (
+                    f" (the Deployment's status, {self.cold_start_s:.1f}s after the wake; "
+                    "the activator probes pods itself and may forward sooner)"
+                )
             self.event(text)
         if now.pods == 0 and before.pods > 0:
             self.event("no pod left: nothing runs on the GPUs")

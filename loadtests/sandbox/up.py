@@ -4,9 +4,10 @@ Starts a :class:`~loadtests.sandbox.stack.SandboxStack` in ``--dir``: the
 emulated cluster, ``tidal scaler`` and ``tidal activator`` as real processes,
 and the example model (an annotated fake-vLLM Deployment ``llama`` serving
 ``llama-3-8b``, at zero replicas). It then prints where everything is and
-commands to try, copy-pastable as they stand: absolute paths, the
-kubeconfig inline, the ``tidal``/``python``/``locust`` of the environment
-this runs from (so they work whether or not that virtualenv is activated).
+commands to try, copy-pastable as they stand into another terminal:
+absolute paths, the kubeconfig inline, and the ``tidal``/``python``/``locust``
+of the environment this runs from (bare names when that environment is on
+``PATH``, absolute paths otherwise).
 
 It runs until SIGINT (Ctrl-C) or SIGTERM, then stops what it started, in
 order (the activator first, so it drains, then the scaler, then the cluster
@@ -26,6 +27,7 @@ import asyncio
 import contextlib
 import json
 import shlex
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -65,16 +67,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _tool(name: str) -> str:
-    """The path of ``name`` in this environment's bin folder, short when it is under the cwd."""
+    """How to call ``name`` from this environment, from any folder of another terminal.
+
+    The bare name when the shell would find this environment's own (the
+    virtualenv is activated), else its absolute path: a relative path would
+    work only from the folder this command was started in.
+    """
     bin_dir = Path(sys.executable).parent
-    path = Path(sys.executable) if name == "python" else bin_dir / name
+    path = bin_dir / name
+    if name == "python":
+        path = Path(sys.executable)
     if not path.exists():
         return name
-    try:
-        relative = path.relative_to(Path.cwd())
-    except ValueError:
-        return str(path)
-    return f"./{relative}" if len(relative.parts) == 1 else str(relative)
+    found = shutil.which(name)
+    if found is not None and Path(found).absolute() == path.absolute():
+        return name
+    return str(path.absolute())
 
 
 def try_commands(stack: SandboxStack, model: ExampleModel | None) -> list[tuple[str, str]]:
