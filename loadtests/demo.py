@@ -102,30 +102,35 @@ def configure(parser: argparse.ArgumentParser) -> None:
     story.add_argument(
         "--idle-s",
         type=float,
+        metavar="SECONDS",
         default=defaults.idle_s,
         help=f"seconds at zero before the first request (default {defaults.idle_s:g})",
     )
     story.add_argument(
         "--burst-concurrency",
         type=int,
+        metavar="N",
         default=defaults.burst_concurrency,
         help=f"concurrent streams during the burst (default {defaults.burst_concurrency})",
     )
     story.add_argument(
         "--burst-s",
         type=float,
+        metavar="SECONDS",
         default=defaults.burst_s,
         help=f"seconds the burst lasts (default {defaults.burst_s:g})",
     )
     story.add_argument(
         "--max-tokens",
         type=int,
+        metavar="N",
         default=defaults.max_tokens,
         help=f"output tokens per request (default {defaults.max_tokens})",
     )
     story.add_argument(
         "--zero-timeout-s",
         type=float,
+        metavar="SECONDS",
         default=defaults.zero_timeout_s,
         help="most seconds to wait for the return to zero after the burst "
         f"(default {defaults.zero_timeout_s:g})",
@@ -397,6 +402,7 @@ async def _main(args: argparse.Namespace) -> int:
     stack = SandboxStack(directory, StackSettings(example=model))
     run: DemoRun | None = None
     interrupted = False
+    failure = ""
     main_task = asyncio.current_task()
     assert main_task is not None
     loop = asyncio.get_running_loop()
@@ -431,20 +437,23 @@ async def _main(args: argparse.Namespace) -> int:
         console.event("interrupted")
         return 130
     except (OSError, RuntimeError, TimeoutError) as exc:
-        console.event(f"tidal demo: the sandbox failed: {exc}")
-        console.event(f"logs are in {directory / 'logs'}")
-        return 1
+        # Still summarized below (and as JSON): what was seen until then.
+        failure = f"the sandbox failed: {exc}"
+        console.event(f"tidal demo: {failure}")
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
     wall_s = time.monotonic() - started
-    summary = run.tracker.summary()
-    problems = summary.problems()
-    first = run.first_result
+    tracker = run.tracker if run is not None else DemoTracker()
+    summary = tracker.summary()
+    problems = summary.problems() + ([failure] if failure else [])
+    first = run.first_result if run is not None else None
+    cold_start_s = run.cold_start_s if run is not None else None
+    zero_after_s = run.zero_after_s if run is not None else None
     extra = [
         ("first request TTFT (the cold start)", _fmt(first.ttft_s if first else None)),
-        ("cold start (desired 0 -> ready)", _fmt(run.cold_start_s)),
-        ("burst -> zero", _fmt(run.zero_after_s)),
+        ("cold start (desired 0 -> ready)", _fmt(cold_start_s)),
+        ("burst -> zero", _fmt(zero_after_s)),
         ("wall time", _fmt(wall_s)),
     ]
     print(summary_table(summary, extra=extra, problems=problems), flush=True)
@@ -453,13 +462,15 @@ async def _main(args: argparse.Namespace) -> int:
     elif temporary:
         shutil.rmtree(directory, ignore_errors=True)
     if args.json:
-        figures = dict(summary.as_json())
+        figures: dict[str, object] = dict(summary.as_json())
         figures.update(
             first_ttft_s=_round(first.ttft_s if first else None),
-            cold_start_s=_round(run.cold_start_s),
-            zero_after_s=_round(run.zero_after_s),
+            cold_start_s=_round(cold_start_s),
+            zero_after_s=_round(zero_after_s),
             wall_s=_round(wall_s),
         )
+        if failure:
+            figures["error"] = failure
         print(json.dumps(figures), flush=True)
     return 1 if problems else 0
 
