@@ -1,0 +1,69 @@
+"""``tidal demo --json`` end to end, as ``make demo`` runs it (plus ``--json``).
+
+Covers: the whole story runs to the end in a subprocess, well inside three
+minutes, and exits 0; its last line is the JSON of DESIGN §7 with every
+figure present and consistent (no failed request, a cold start, more than
+one replica ready at peak, none at the end, a request held at the
+activator, a first TTFT about the cold start); with stdout not a terminal
+the output has no cursor tricks (plain lines only); the sandbox directory
+given with ``--dir`` holds the processes' logs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+REQUIRED = (
+    "requests",
+    "succeeded",
+    "failed",
+    "cold_starts",
+    "peak_replicas",
+    "final_replicas",
+    "ttft_p50_s",
+    "ttft_p99_s",
+    "max_buffered",
+)
+
+
+@pytest.mark.timeout(240)
+def test_demo_json_shows_scale_from_zero_out_and_back(tmp_path: Path) -> None:
+    started = time.monotonic()
+    run = subprocess.run(
+        [sys.executable, "-m", "scaler", "demo", "--json", "--dir", str(tmp_path / "demo")],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=210,
+    )
+    wall_s = time.monotonic() - started
+    assert run.returncode == 0, f"{run.stdout[-4000:]}\n{run.stderr[-4000:]}"
+    assert wall_s < 180, f"the demo took {wall_s:.0f}s, more than three minutes"
+
+    lines = run.stdout.rstrip("\n").splitlines()
+    figures = json.loads(lines[-1])
+    assert all(key in figures for key in REQUIRED), figures
+    assert figures["failed"] == 0
+    assert figures["requests"] == figures["succeeded"] > 1
+    assert figures["cold_starts"] >= 1
+    assert figures["peak_replicas"] > 1
+    assert figures["final_replicas"] == 0
+    assert figures["max_buffered"] >= 1
+    assert 0 < figures["ttft_p50_s"] <= figures["ttft_p99_s"]
+    # The first request waited for the 4 s cold start.
+    assert figures["first_ttft_s"] >= 4.0
+
+    # Readable without a terminal: plain lines, no carriage returns or escapes.
+    assert "\x1b" not in run.stdout and "\r" not in run.stdout
+    assert any("2/4 wake" in line for line in lines)
+    assert any(" wake " in line and "held 1" in line for line in lines), "never showed it held"
+    assert any(line.startswith("OK:") for line in lines)
+    assert (tmp_path / "demo" / "logs" / "tidal-scaler.log").is_file()
