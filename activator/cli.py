@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import prometheus_client
 import uvloop
 from pydantic import ValidationError
 
@@ -71,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # The *_created series double every counter's series for a timestamp no
+    # dashboard uses; the services are the only place that may say so
+    # process-wide.
+    prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
     if settings.workers > 1:
         from activator.workers import run_workers
 

@@ -24,6 +24,7 @@ import sys
 from collections.abc import Awaitable, Callable
 
 import aiohttp
+import prometheus_client
 import uvloop
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -281,6 +282,10 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # The *_created series double every counter's series for a timestamp no
+    # dashboard uses; the services are the only place that may say so
+    # process-wide.
+    prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
     try:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             runner.run(serve(settings))

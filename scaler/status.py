@@ -22,6 +22,7 @@ from scaler.kube.client import KubeConfigError, connect
 from scaler.kube.errors import KubeError
 from scaler.kube.listing import list_opted_in
 from scaler.kube.types import STATUS_ANNOTATION, DeploymentInfo
+from scaler.policy.annotations import InvalidAnnotation, parse_scaling_config
 
 __all__ = ["configure", "render_table", "rows", "run"]
 
@@ -76,6 +77,13 @@ def rows(
             "reason": st.get("reason"),
             "last_change": st.get("lastChangeTime"),
         }
+        # The scaler leaves a Deployment with a bad annotation alone, so its
+        # status annotation goes stale: say why here, from the same parser.
+        try:
+            parse_scaling_config(d.annotations)
+        except InvalidAnnotation as exc:
+            row["reason"] = "InvalidAnnotation"
+            row["problem"] = str(exc)
         if live is not None:
             view = live.get(d.key) or {}
             signals = view.get("signals") or {}
@@ -129,6 +137,9 @@ def render_table(table: Sequence[Mapping[str, Any]]) -> str:
         "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
         for cells in lines
     ]
+    problems = [f"{r['namespace']}/{r['name']}: {r['problem']}" for r in table if r.get("problem")]
+    if problems:
+        text += ["", "Left alone until fixed:", *problems]
     return "\n".join(text)
 
 

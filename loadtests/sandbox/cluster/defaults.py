@@ -5,8 +5,8 @@ controllers read ``spec.replicas``), so a Deployment created without them
 must come back with them, as on a real cluster. Only the defaults that
 something reads are here: Deployment/ReplicaSet replicas, strategy,
 revision history and progress deadline; pod spec restart/DNS/scheduler/grace
-fields; container pull policy, termination message fields and port
-protocols; Service type, session affinity, port protocol and targetPort;
+fields; container pull policy, termination message fields, probe timings
+and port protocols; Service type, session affinity, port protocol and targetPort;
 Namespace phase; a new Pod's ``Pending`` phase.
 
 Defaulting runs on every write that decodes an object (create, update,
@@ -31,9 +31,26 @@ def _container(c: Obj) -> None:
     c.setdefault("terminationMessagePath", "/dev/termination-log")
     c.setdefault("terminationMessagePolicy", "File")
     c.setdefault("resources", {})
+    for probe_key in ("readinessProbe", "livenessProbe", "startupProbe"):
+        probe = c.get(probe_key)
+        if isinstance(probe, dict):
+            _probe(probe)
     for port in c.get("ports") or []:
         if isinstance(port, dict):
             port.setdefault("protocol", "TCP")
+
+
+def _probe(probe: Obj) -> None:
+    # The real defaults (kubectl describe prints them): 1 s timeout, 10 s
+    # period, one success, three failures; httpGet over plain HTTP.
+    probe.setdefault("timeoutSeconds", 1)
+    probe.setdefault("periodSeconds", 10)
+    probe.setdefault("successThreshold", 1)
+    probe.setdefault("failureThreshold", 3)
+    http_get = probe.get("httpGet")
+    if isinstance(http_get, dict):
+        http_get.setdefault("scheme", "HTTP")
+        http_get.setdefault("path", "/")
 
 
 def _pod_spec(spec: Obj) -> None:

@@ -279,12 +279,13 @@ class DeploymentController(Controller):
             },
         }
         created = self.store.create(REPLICASETS, rs, namespace=meta["namespace"])
-        self.recorder.record(
-            d,
-            event_type="Normal",
-            reason="ScalingReplicaSet",
-            message=f"Scaled up replica set {created['metadata']['name']} from 0 to {start}",
-        )
+        if start > 0:  # as the real controller: a replica set created empty scaled nothing
+            self.recorder.record(
+                d,
+                event_type="Normal",
+                reason="ScalingReplicaSet",
+                message=f"Scaled up replica set {created['metadata']['name']} from 0 to {start}",
+            )
         return (
             self.store.peek(REPLICASETS, meta["namespace"], created["metadata"]["name"]) or created
         )
