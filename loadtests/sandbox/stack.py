@@ -207,8 +207,9 @@ class SandboxStack:
                 self.scaler_host(index),
                 "--port",
                 str(self.settings.scaler_port),
-                "--token",
-                self.token,
+                # "=": a URL-safe token may start with "-", which argparse
+                # would take for an option.
+                f"--token={self.token}",
                 "--identity",
                 name,
                 "--kubeconfig",
@@ -257,8 +258,7 @@ class SandboxStack:
                         str(self.settings.activator_admin_port),
                         "--scaler-url",
                         self.scaler_url,
-                        "--scaler-token",
-                        self.token,
+                        f"--scaler-token={self.token}",
                         *self.settings.activator_args,
                     ],
                     env=self._env(),

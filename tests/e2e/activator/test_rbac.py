@@ -112,7 +112,7 @@ async def tidal_with_service_accounts(
     scaler_port, port, admin = free_port(), free_port(), free_port()
     scaler = TidalProcess(
         "scaler",
-        ["scaler", "--host", "127.0.0.1", "--port", str(scaler_port), "--token", shared,
+        ["scaler", "--host", "127.0.0.1", "--port", str(scaler_port), f"--token={shared}",
          "--kubeconfig", str(scaler_kc), "--tick-interval-s", "1"],
         env=_env(scaler_kc),
         log=directory / "logs" / "tidal-scaler.log",
@@ -121,7 +121,7 @@ async def tidal_with_service_accounts(
         "activator",
         ["activator", "--host", "127.0.0.1", "--port", str(port),
          "--admin-host", "127.0.0.1", "--admin-port", str(admin),
-         "--scaler-url", f"http://127.0.0.1:{scaler_port}", "--scaler-token", shared,
+         "--scaler-url", f"http://127.0.0.1:{scaler_port}", f"--scaler-token={shared}",
          "--kubeconfig", str(activator_kc)],
         env=_env(activator_kc),
         log=directory / "logs" / "tidal-activator.log",
