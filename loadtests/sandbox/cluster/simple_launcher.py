@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import ctypes.util
 import os
 import signal
 import sys
@@ -29,10 +27,9 @@ from pathlib import Path
 
 from loadtests.sandbox.servers.launcher import server_argv
 from loadtests.sandbox.servers.spec import ServerSpec
+from loadtests.sandbox.servers.zygote import set_parent_death_signal
 
 __all__ = ["SimpleLauncher", "SimpleProcess", "die_with_parent", "model_server_command"]
-
-_PR_SET_PDEATHSIG = 1
 
 
 def model_server_command(spec: ServerSpec) -> list[str]:
@@ -42,11 +39,9 @@ def model_server_command(spec: ServerSpec) -> list[str]:
 
 def die_with_parent(parent_pid: int) -> Callable[[], None]:
     """A ``preexec_fn`` that arms PR_SET_PDEATHSIG=SIGKILL in the child."""
-    libc_name = ctypes.util.find_library("c") or "libc.so.6"
 
     def arm() -> None:
-        libc = ctypes.CDLL(libc_name, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        set_parent_death_signal(signal.SIGKILL)
         if os.getppid() != parent_pid:  # the parent died before the signal was armed
             os._exit(137)
 

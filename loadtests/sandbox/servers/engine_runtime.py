@@ -104,8 +104,33 @@ class LlmObserver(Protocol):
     def finished(self, stream: TokenStream, e2e_s: float) -> None: ...
 
 
-class LlmRuntime:
+class _EngineLoop:
+    """One background task that runs a model's steps; started and stopped with the server."""
+
+    _loop_name = "engine-loop"
+
+    def __init__(self) -> None:
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=self._loop_name)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        raise NotImplementedError
+
+
+class LlmRuntime(_EngineLoop):
     """A running continuous-batching engine: submit requests, await their tokens."""
+
+    _loop_name = "llm-engine-loop"
 
     def __init__(
         self,
@@ -114,24 +139,13 @@ class LlmRuntime:
         speedup: float = 1.0,
         observer: LlmObserver | None = None,
     ) -> None:
+        super().__init__()
         self.engine = LlmEngine(params)
         self.clock = ModelClock(speedup)
         self._observer = observer
         self._streams: dict[int, TokenStream] = {}
         self._ids = itertools.count(1)
         self._work = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="llm-engine-loop")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
 
     @property
     def in_flight(self) -> int:
@@ -217,8 +231,10 @@ class BatchTicket:
     future: asyncio.Future[tuple[float, float]]  # (queue wall s, compute wall s)
 
 
-class BatchRuntime:
+class BatchRuntime(_EngineLoop):
     """A running dynamic batcher (the Triton-like server's model)."""
+
+    _loop_name = "batcher-loop"
 
     def __init__(
         self,
@@ -227,24 +243,13 @@ class BatchRuntime:
         speedup: float = 1.0,
         on_batch: Callable[[int], None] | None = None,
     ) -> None:
+        super().__init__()
         self.batcher = DynamicBatcher(params)
         self.clock = ModelClock(speedup)
         self._on_batch = on_batch
         self._tickets: dict[int, BatchTicket] = {}
         self._ids = itertools.count(1)
         self._work = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="batcher-loop")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
 
     @property
     def pending(self) -> int:
