@@ -64,7 +64,10 @@ class Reflector:
         watch_timeout_s: int = 300,
         request_timeout_s: float = 30.0,
         backoff_initial_s: float = 0.5,
-        backoff_max_s: float = 30.0,
+        # client-go's reflectors cap at 30 s; the scaler's view of ready pods
+        # drives decisions, so after an API outage it must catch up within
+        # seconds, and a handful of watches retrying every 5 s is no load.
+        backoff_max_s: float = 5.0,
     ) -> None:
         self._list_call = list_call
         self._what = what
