@@ -1,8 +1,10 @@
 """``tidal sandbox model-server``: run one fake vLLM- or Triton-like server.
 
 Flags map one to one onto :class:`ServerConfig`; durations are Go-style
-(``90s``, ``5m``, ``250ms``, ``1m30s``) or plain seconds. Performance knobs
-default to Llama-3.1-8B on one H100 under vLLM (``scaler.sim.engine.llm``).
+(``90s``, ``5m``, ``250ms``, ``1m30s``) or plain seconds, read by the
+sandbox's one duration parser (``loadtests.sandbox.cluster.quantity``).
+Performance knobs default to Llama-3.1-8B on one H100 under vLLM
+(``scaler.sim.engine.llm``).
 This module is also the entry point of the launcher's forked children
 (:func:`main`), so it imports only what a server needs.
 
@@ -14,46 +16,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
+import math
 import sys
 from collections.abc import Sequence
 
+from loadtests.sandbox.cluster.quantity import parse_duration
 from loadtests.sandbox.servers.faults import Faults
 from loadtests.sandbox.servers.server import ServerConfig, run_process
 from scaler.sim.engine import BatcherParams, LlmParams
 
-__all__ = ["config_from_args", "configure", "main", "parse_duration", "run"]
-
-_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|us|µs|ns|h|m|s)")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in a Go-style duration (``1m30s``, ``250ms``) or a plain number of seconds."""
-    value = text.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        pos, seconds = 0, 0.0
-        for match in _PART.finditer(value):
-            if match.start() != pos:
-                break
-            seconds += float(match.group(1)) * _UNITS[match.group(2)]
-            pos = match.end()
-        if pos != len(value) or not value:
-            raise ValueError(
-                f"{text!r} is not a duration; use e.g. 90s, 5m, 1h, 250ms, 1m30s, or seconds"
-            ) from None
-    if seconds < 0 or seconds != seconds:
-        raise ValueError(f"a duration must be >= 0; got {text!r}")
-    return seconds
+__all__ = ["config_from_args", "configure", "main", "run"]
 
 
 def _duration(text: str) -> float:
     try:
-        return parse_duration(text)
+        seconds = parse_duration(text)
     except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+        raise argparse.ArgumentTypeError(f"not a duration: {e}") from None
+    if math.isnan(seconds):
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} is not a number")
+    return seconds
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
