@@ -36,14 +36,15 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Literal, Protocol
+from typing import Generic, Literal, Protocol, TypeVar
 
 from aiohttp import web
 
+from loadtests.sandbox.servers.engine_runtime import ModelClock
 from loadtests.sandbox.servers.faults import Faults
 from scaler.sim.engine import BatcherParams, LlmParams
 
-__all__ = ["EngineApp", "ModelServer", "ServerConfig", "run_process"]
+__all__ = ["EngineApp", "ModelServer", "RuntimeApp", "ServerConfig", "run_process"]
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,60 @@ class EngineApp(Protocol):
         ...
 
     def model_time_s(self) -> float: ...
+
+
+class EngineRuntime(Protocol):
+    """The engine loop behind an app (``LlmRuntime``, ``BatchRuntime``)."""
+
+    clock: ModelClock
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def busy_time_s(self) -> float: ...
+
+
+RuntimeT = TypeVar("RuntimeT", bound=EngineRuntime)
+
+
+class RuntimeApp(Generic[RuntimeT]):
+    """The part of :class:`EngineApp` every flavour shares: it delegates to its runtime.
+
+    A flavour builds its runtime and its routes, then calls ``__init__``; it
+    routes ``GET /sandbox/gpu`` to :meth:`gpu` (read by the DCGM-like exporter).
+    """
+
+    listen_before_ready: bool
+
+    def __init__(self, *, app: web.Application, runtime: RuntimeT) -> None:
+        self._app = app
+        self.runtime = runtime
+        self._ready = False
+
+    @property
+    def app(self) -> web.Application:
+        return self._app
+
+    def start_engine(self) -> None:
+        self.runtime.start()
+
+    async def stop_engine(self) -> None:
+        await self.runtime.stop()
+
+    def mark_ready(self) -> None:
+        self._ready = True
+
+    def busy_time_s(self) -> float:
+        return self.runtime.busy_time_s()
+
+    def model_time_s(self) -> float:
+        return self.runtime.clock.now()
+
+    async def gpu(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {"busy_s": self.busy_time_s(), "model_time_s": self.model_time_s()}
+        )
 
 
 def build_engine_app(config: ServerConfig) -> EngineApp:

@@ -34,7 +34,7 @@ from prometheus_client.registry import Collector
 
 from loadtests.sandbox.servers.engine_runtime import BatchRuntime
 from loadtests.sandbox.servers.faults import FaultInjector
-from loadtests.sandbox.servers.server import ServerConfig
+from loadtests.sandbox.servers.server import RuntimeApp, ServerConfig
 from scaler.sim.engine import UtilizationMeter
 
 __all__ = ["TritonApp", "render_exposition"]
@@ -117,19 +117,16 @@ def _error(message: str, status: int = 400) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
 
-class TritonApp:
+class TritonApp(RuntimeApp[BatchRuntime]):
     listen_before_ready = True
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
         self.stats = TritonStats()
-        self.runtime = BatchRuntime(
-            config.batcher, speedup=config.speedup, on_batch=self._count_exec
-        )
+        runtime = BatchRuntime(config.batcher, speedup=config.speedup, on_batch=self._count_exec)
         self.faults = FaultInjector(config.faults)
         self.gpu_uuid = f"GPU-{uuid.uuid4()}"
         self._meter = UtilizationMeter()
-        self._ready = False
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(TritonCollector(self))
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -145,26 +142,7 @@ class TritonApp:
         r.add_post("/v2/models/{model}/versions/{version}/infer", self.infer)
         r.add_get("/metrics", self.metrics)
         r.add_get("/sandbox/gpu", self.gpu)
-        self._app = app
-
-    @property
-    def app(self) -> web.Application:
-        return self._app
-
-    def start_engine(self) -> None:
-        self.runtime.start()
-
-    async def stop_engine(self) -> None:
-        await self.runtime.stop()
-
-    def mark_ready(self) -> None:
-        self._ready = True
-
-    def busy_time_s(self) -> float:
-        return self.runtime.busy_time_s()
-
-    def model_time_s(self) -> float:
-        return self.runtime.clock.now()
+        super().__init__(app=app, runtime=runtime)
 
     def gpu_utilization(self) -> float:
         return self._meter.read(now=self.model_time_s(), busy_s=self.busy_time_s())
@@ -216,11 +194,6 @@ class TritonApp:
     async def metrics(self, request: web.Request) -> web.Response:
         return web.Response(
             body=render_exposition(self.registry), headers={"Content-Type": PROMETHEUS_TEXT}
-        )
-
-    async def gpu(self, request: web.Request) -> web.Response:
-        return web.json_response(
-            {"busy_s": self.busy_time_s(), "model_time_s": self.model_time_s()}
         )
 
     async def infer(self, request: web.Request) -> web.Response:

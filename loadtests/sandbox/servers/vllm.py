@@ -36,7 +36,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from loadtests.sandbox.servers.engine_runtime import LlmRuntime, TokenStream
 from loadtests.sandbox.servers.faults import FaultInjector
-from loadtests.sandbox.servers.server import ServerConfig
+from loadtests.sandbox.servers.server import RuntimeApp, ServerConfig
 
 __all__ = ["VllmApp", "VllmMetrics", "count_prompt_tokens"]
 
@@ -240,7 +240,7 @@ def _usage(prompt: int, completion: int) -> dict[str, int]:
     }
 
 
-class VllmApp:
+class VllmApp(RuntimeApp[LlmRuntime]):
     """The aiohttp application and the engine behind it."""
 
     listen_before_ready = False
@@ -249,12 +249,11 @@ class VllmApp:
         self.config = config
         self.registry = CollectorRegistry(auto_describe=False)
         self.metrics = VllmMetrics(self.registry, config.model)
-        self.runtime = LlmRuntime(config.llm, speedup=config.speedup, observer=self.metrics)
-        self.metrics.bind(self.runtime)
+        runtime = LlmRuntime(config.llm, speedup=config.speedup, observer=self.metrics)
+        self.metrics.bind(runtime)
         self.faults = FaultInjector(config.faults)
         self._rng = random.Random(config.seed)
         self._created = int(time.time())
-        self._ready = False
         app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/chat/completions", self.chat_completions)
@@ -263,26 +262,7 @@ class VllmApp:
         app.router.add_get("/version", self.version)
         app.router.add_get("/metrics", self.metrics_endpoint)
         app.router.add_get("/sandbox/gpu", self.gpu)
-        self._app = app
-
-    @property
-    def app(self) -> web.Application:
-        return self._app
-
-    def start_engine(self) -> None:
-        self.runtime.start()
-
-    async def stop_engine(self) -> None:
-        await self.runtime.stop()
-
-    def mark_ready(self) -> None:
-        self._ready = True
-
-    def busy_time_s(self) -> float:
-        return self.runtime.busy_time_s()
-
-    def model_time_s(self) -> float:
-        return self.runtime.clock.now()
+        super().__init__(app=app, runtime=runtime)
 
     # --- plain endpoints ------------------------------------------------------------
 
@@ -308,11 +288,6 @@ class VllmApp:
     async def metrics_endpoint(self, request: web.Request) -> web.Response:
         body = generate_latest(self.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-    async def gpu(self, request: web.Request) -> web.Response:
-        return web.json_response(
-            {"busy_s": self.busy_time_s(), "model_time_s": self.model_time_s()}
-        )
 
     # --- inference ------------------------------------------------------------------
 
