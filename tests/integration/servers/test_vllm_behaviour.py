@@ -33,6 +33,20 @@ async def _stream_all(session: aiohttp.ClientSession, url: str, max_tokens: int)
         return await resp.read()
 
 
+async def _until_accepted(session: aiohttp.ClientSession, url: str, count: int) -> None:
+    """Return once the engine has taken ``count`` requests (running, waiting or finished)."""
+    for _ in range(500):
+        samples = await scrape(session, url)
+        accepted = sum(
+            samples[f"vllm:{name}{LABEL}"]
+            for name in ("num_requests_running", "num_requests_waiting", "request_success_total")
+        )
+        if accepted >= count:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"the server did not accept {count} requests; saw {accepted}")
+
+
 async def test_refuses_connections_while_starting_then_ready() -> None:
     port = free_port()
     server = ModelServer(vllm_config(port=port, startup_delay_s=0.5))
@@ -86,7 +100,7 @@ async def test_stop_finishes_running_and_queued_requests_and_refuses_new_ones() 
     try:
         async with aiohttp.ClientSession() as session:
             tasks = [asyncio.create_task(_stream_all(session, url, 150)) for _ in range(5)]
-            await asyncio.sleep(0.05)  # all five accepted: three running, two queued
+            await _until_accepted(session, url, 5)  # three running, two queued (or done)
             stopping = asyncio.create_task(server.stop())
             await asyncio.sleep(0.02)
             with pytest.raises(aiohttp.ClientConnectorError):
