@@ -287,6 +287,18 @@ def _status_error(response: Any) -> str:
     return f"HTTP {response.status_code}: {text[:300]}"
 
 
+def _json_answer(response: Any) -> tuple[bool, Any]:
+    """(True, the body's JSON) of a 200; else marks the entry failed and gives (False, None)."""
+    if response.status_code != 200:
+        response.failure(_status_error(response))
+        return False, None
+    try:
+        return True, response.json()
+    except ValueError:
+        response.failure(f"response is not JSON: {(response.text or '')[:200]!r}")
+        return False, None
+
+
 class _StreamingMixin:
     """The streamed request, timed from a given origin (see the module docstring)."""
 
@@ -403,13 +415,8 @@ class OpenAINonStreamingUser(FastHttpUser):
         with self.client.post(
             path, json=body, headers=_headers(options), name=path, catch_response=True
         ) as response:
-            if response.status_code != 200:
-                response.failure(_status_error(response))
-                return
-            try:
-                answer = response.json()
-            except ValueError:
-                response.failure(f"response is not JSON: {(response.text or '')[:200]!r}")
+            ok, answer = _json_answer(response)
+            if not ok:
                 return
             if not isinstance(answer, dict) or not answer.get("choices"):
                 response.failure(f"response has no choices: {str(answer)[:200]}")
@@ -446,13 +453,8 @@ class TritonUser(FastHttpUser):
         with self.client.post(
             path, json=body, headers=_headers(options), name=path, catch_response=True
         ) as response:
-            if response.status_code != 200:
-                response.failure(_status_error(response))
-                return
-            try:
-                answer = response.json()
-            except ValueError:
-                response.failure(f"response is not JSON: {(response.text or '')[:200]!r}")
+            ok, answer = _json_answer(response)
+            if not ok:
                 return
             if not isinstance(answer, dict) or not isinstance(answer.get("outputs"), list):
                 response.failure(f"KServe v2 response has no outputs: {str(answer)[:200]}")
