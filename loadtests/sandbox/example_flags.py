@@ -60,38 +60,24 @@ def _positive_float(text: str) -> float:
 def add_model_flags(parser: argparse.ArgumentParser, defaults: ExampleModel) -> None:
     """Add the example model's knobs, each help naming its default and the annotation it sets."""
     group = parser.add_argument_group("the example model (an annotated fake-vLLM Deployment)")
-    group.add_argument(
-        "--startup-delay",
-        type=_duration_arg,
-        default=defaults.startup_delay_s,
-        metavar="DURATION",
-        help="cold start of each replica: the fake vLLM listens only after this "
-        f"(default {_duration(defaults.startup_delay_s)})",
-    )
-    group.add_argument(
-        "--grace-period",
-        type=_duration_arg,
-        default=defaults.grace_s,
-        metavar="DURATION",
-        help="autoscaling.tidal.dev/scale-to-zero-grace-period: idle time before zero "
-        f"(default {_duration(defaults.grace_s)})",
-    )
-    group.add_argument(
-        "--window",
-        type=_duration_arg,
-        default=defaults.window_s,
-        metavar="DURATION",
-        help="autoscaling.tidal.dev/window: stable averaging window, 6s..1h "
-        f"(default {_duration(defaults.window_s)})",
-    )
-    group.add_argument(
-        "--scale-down-delay",
-        type=_duration_arg,
-        default=defaults.scale_down_delay_s,
-        metavar="DURATION",
-        help="autoscaling.tidal.dev/scale-down-delay "
-        f"(default {_duration(defaults.scale_down_delay_s)})",
-    )
+    durations = (
+        ("--startup-delay", defaults.startup_delay_s,
+         "cold start of each replica: the fake vLLM listens only after this"),
+        ("--grace-period", defaults.grace_s,
+         "autoscaling.tidal.dev/scale-to-zero-grace-period: idle time before zero"),
+        ("--window", defaults.window_s,
+         "autoscaling.tidal.dev/window: stable averaging window, 6s..1h"),
+        ("--scale-down-delay", defaults.scale_down_delay_s,
+         "autoscaling.tidal.dev/scale-down-delay"),
+    )  # fmt: skip
+    for flag, default_s, meaning in durations:
+        group.add_argument(
+            flag,
+            type=_duration_arg,
+            default=default_s,
+            metavar="DURATION",
+            help=f"{meaning} (default {_duration(default_s)})",
+        )
     group.add_argument(
         "--target-concurrency",
         type=_positive_int,
