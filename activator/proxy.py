@@ -401,8 +401,7 @@ class Proxy:
         limit = self.options.max_body_bytes
         if limit and request.content_length is not None and request.content_length > limit:
             raise BodyTooLarge()
-        spec = self.registry.specs.get(gate.name)
-        timeout_s = spec.cold_start_timeout_s if spec is not None else 600.0
+        timeout_s = gate.cold_start_timeout_s
         loop = asyncio.get_running_loop()
         deadline = 0.0
         refused = 0
