@@ -33,10 +33,6 @@ class Loaded(Protocol):
 T = TypeVar("T", bound=Loaded)
 
 
-def has_room(tracker: Loaded, limit: int) -> bool:
-    return limit <= 0 or tracker.in_flight < limit
-
-
 def least_in_flight(trackers: Sequence[T], limit: int) -> T | None:
     """The least loaded replica with room (first wins a tie), or None."""
     best: T | None = None

@@ -39,6 +39,7 @@ from collections.abc import Callable
 
 from activator.balancing import pick
 from activator.readiness import EndpointTracker, TargetEndpoints
+from activator.targets import DEFAULT_COLD_START_TIMEOUT_S
 
 __all__ = ["BufferFull", "ColdStartTimeout", "Gate", "GateClosed", "HoldError"]
 
@@ -68,6 +69,7 @@ class Gate:
         *,
         max_buffered: int,
         container_concurrency: int,
+        cold_start_timeout_s: float = DEFAULT_COLD_START_TIMEOUT_S,
         rng: random.Random | None = None,
         clock: Callable[[], float] | None = None,
         on_hold_cold: Callable[[Gate], None] | None = None,
@@ -78,7 +80,12 @@ class Gate:
         self.container_concurrency = 0
         self.activators = 1
         self.limit = 0
-        self.configure(max_buffered=max_buffered, container_concurrency=container_concurrency)
+        self.cold_start_timeout_s = 0.0
+        self.configure(
+            max_buffered=max_buffered,
+            container_concurrency=container_concurrency,
+            cold_start_timeout_s=cold_start_timeout_s,
+        )
         self._rng = rng or random.Random()
         self._clock = clock or time.monotonic
         self._on_hold_cold = on_hold_cold
@@ -92,13 +99,21 @@ class Gate:
         self._last_t = self._clock()
         endpoints.set_on_change(self.dispatch)
 
-    def configure(self, *, max_buffered: int, container_concurrency: int) -> None:
+    def configure(
+        self,
+        *,
+        max_buffered: int,
+        container_concurrency: int,
+        cold_start_timeout_s: float = DEFAULT_COLD_START_TIMEOUT_S,
+    ) -> None:
+        """The target's limits; ``cold_start_timeout_s`` bounds how long a request is held."""
         if max_buffered < 0:
             raise ValueError(f"max_buffered must be >= 0, got {max_buffered}")
         if container_concurrency < 0:
             raise ValueError(f"container_concurrency must be >= 0, got {container_concurrency}")
         self.max_buffered = max_buffered
         self.container_concurrency = container_concurrency
+        self.cold_start_timeout_s = cold_start_timeout_s
         self._update_limit()
 
     def set_activators(self, count: int) -> None:

@@ -58,7 +58,7 @@ from aiohttp import hdrs, web
 from multidict import CIMultiDict, istr
 from yarl import URL
 
-from activator.buffering import BufferFull, ColdStartTimeout, Gate, GateClosed
+from activator.buffering import BufferFull, ColdStartTimeout, Gate, GateClosed, HoldError
 from activator.metrics import Metrics
 from activator.readiness import EndpointTracker
 from activator.registry import Registry
@@ -219,11 +219,15 @@ _SKIP_RESPONSE = HOP_BY_HOP | {istr("Content-Length")}
 _REQUEST_ID = istr("X-Request-Id")
 
 
+def _status_of(exc: Exception) -> ErrorStatus:
+    return ERROR_STATUS.get(type(exc)) or ERROR_STATUS[UpstreamFailed]
+
+
 def error_response(
     exc: Exception, *, request_id: str | None = None, retry_after_s: int = 1, detail: str = ""
 ) -> web.Response:
     """The one mapping from an exception to the activator's own response."""
-    spec = ERROR_STATUS.get(type(exc)) or ERROR_STATUS[UpstreamFailed]
+    spec = _status_of(exc)
     message = spec.message + (f": {detail}" if detail else "")
     body = {"error": {"message": message, "type": spec.type, "code": spec.code}}
     headers = {}
@@ -327,16 +331,13 @@ class Proxy:
             if gate is None:
                 raise NoTarget()
             response = await self._serve(request, gate, raw_path, body, request_id)
-        except ProxyError as exc:
-            return self._fail(exc, target, started, request_id)
-        except (BufferFull, ColdStartTimeout, GateClosed) as exc:
+        except (ProxyError, HoldError) as exc:
             return self._fail(exc, target, started, request_id)
         self.metrics.observe(target, response.status, time.perf_counter() - started)
         return response
 
     def _fail(self, exc: Exception, target: str, started: float, request_id: str) -> web.Response:
-        spec = ERROR_STATUS.get(type(exc)) or ERROR_STATUS[UpstreamFailed]
-        self.metrics.reject(target, spec.code)
+        self.metrics.reject(target, _status_of(exc).code)
         response = error_response(
             exc,
             request_id=request_id,
@@ -374,7 +375,9 @@ class Proxy:
             raise BodyTooLarge()
         chunks: list[bytes] = []
         size = 0
-        async with asyncio.timeout(self.options.client_body_idle_s) as cm:
+        idle_s = self.options.client_body_idle_s
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(idle_s) as cm:
             while True:
                 chunk = await request.content.readany()
                 if not chunk:
@@ -383,7 +386,7 @@ class Proxy:
                 if size > limit:
                     raise BodyTooLarge()
                 chunks.append(chunk)
-                cm.reschedule(asyncio.get_running_loop().time() + self.options.client_body_idle_s)
+                cm.reschedule(loop.time() + idle_s)
         return b"".join(chunks)
 
     async def _serve(
@@ -398,8 +401,7 @@ class Proxy:
         limit = self.options.max_body_bytes
         if limit and request.content_length is not None and request.content_length > limit:
             raise BodyTooLarge()
-        spec = self.registry.specs.get(gate.name)
-        timeout_s = spec.cold_start_timeout_s if spec is not None else 600.0
+        timeout_s = gate.cold_start_timeout_s
         loop = asyncio.get_running_loop()
         deadline = 0.0
         refused = 0

@@ -40,7 +40,6 @@ class EndpointTracker:
     __slots__ = (
         "base_url",
         "down",
-        "endpoint",
         "host",
         "in_flight",
         "key",
@@ -51,7 +50,6 @@ class EndpointTracker:
     )
 
     def __init__(self, endpoint: Endpoint) -> None:
-        self.endpoint = endpoint
         self.host = endpoint.host
         self.port = endpoint.port
         self.key = endpoint.key
@@ -96,7 +94,6 @@ class TargetEndpoints:
                     # an old probe success must not keep it in rotation.
                     tracker.probe_ok = False
                 tracker.source_ready = ep.ready
-                tracker.endpoint = ep
                 tracker.label = ep.label
             fresh[ep.key] = tracker
         self.trackers = fresh
@@ -128,9 +125,6 @@ class TargetEndpoints:
         tracker.probe_ok = False
         if self.trackers.get(tracker.key) is tracker:
             self._recompute()
-
-    def not_ready(self) -> list[EndpointTracker]:
-        return [t for t in self.trackers.values() if not t.ready]
 
     def _recompute(self) -> None:
         ready = tuple(t for t in self.trackers.values() if t.ready)

@@ -60,6 +60,7 @@ class Registry:
                     TargetEndpoints(name),
                     max_buffered=spec.max_buffered,
                     container_concurrency=spec.container_concurrency,
+                    cold_start_timeout_s=spec.cold_start_timeout_s,
                     rng=self._rng,
                     on_hold_cold=self._on_hold_cold,
                 )
@@ -69,6 +70,7 @@ class Registry:
                 gate.configure(
                     max_buffered=spec.max_buffered,
                     container_concurrency=spec.container_concurrency,
+                    cold_start_timeout_s=spec.cold_start_timeout_s,
                 )
             gate.endpoints.update(spec.endpoints)
         for name in list(gates):

@@ -28,6 +28,7 @@ parsing is logged and the last good targets stay in force.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from pathlib import Path
@@ -141,6 +142,12 @@ def parse_routes(text: str, *, defaults: Defaults | None = None) -> dict[str, Ta
     return specs
 
 
+def _identity(path: Path) -> tuple[int, int, int]:
+    """What tells an edited or replaced file apart: (inode, size, mtime); raises OSError."""
+    stat = os.stat(path)
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
 class RoutesFileSource:
     """A TargetSource that reads a routes file and re-reads it when it changes."""
 
@@ -154,18 +161,17 @@ class RoutesFileSource:
 
     def load(self) -> dict[str, TargetSpec]:
         """Read and parse now (raises ValueError/OSError); remembers the file's identity."""
-        stat = os.stat(self.path)
+        identity = _identity(self.path)
         text = self.path.read_text(encoding="utf-8")
         specs = parse_routes(text, defaults=self.defaults)
-        self._identity = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        self._identity = identity
         return specs
 
     def _changed(self) -> bool:
         try:
-            stat = os.stat(self.path)
+            return _identity(self.path) != self._identity
         except OSError:
             return False
-        return (stat.st_ino, stat.st_size, stat.st_mtime_ns) != self._identity
 
     async def run(self, sink: TargetSink) -> None:
         # The first snapshot always goes out (load() may have run already, at
@@ -181,11 +187,9 @@ class RoutesFileSource:
                 log.error(
                     "routes file %s not reloaded, keeping the last good one: %s", self.path, exc
                 )
-                try:
-                    stat = os.stat(self.path)
-                    self._identity = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
-                except OSError:
-                    pass
+                # Remember the bad file too, so it is not re-parsed every poll.
+                with contextlib.suppress(OSError):
+                    self._identity = _identity(self.path)
                 continue
             log.info("routes file %s reloaded: %d target(s)", self.path, len(specs))
             sink.apply(specs)

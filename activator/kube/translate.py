@@ -22,7 +22,7 @@ with literal dicts.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from activator.targets import (
@@ -223,15 +223,5 @@ def build_targets(
         endpoints = endpoints_from_slices(
             by_service.get(svc_key, ()), port=routing.port, service=services.get(svc_key)
         )
-        spec = routing.spec
-        targets[spec.name] = TargetSpec(
-            name=spec.name,
-            hosts=spec.hosts,
-            path_prefix=spec.path_prefix,
-            models=spec.models,
-            container_concurrency=spec.container_concurrency,
-            cold_start_timeout_s=spec.cold_start_timeout_s,
-            max_buffered=spec.max_buffered,
-            endpoints=endpoints,
-        )
+        targets[routing.spec.name] = replace(routing.spec, endpoints=endpoints)
     return targets, problems

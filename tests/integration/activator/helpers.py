@@ -217,12 +217,9 @@ def settings(scaler: FakeScaler | None = None, **overrides: Any) -> ActivatorSet
 @contextlib.asynccontextmanager
 async def running_activator(source: Any, cfg: ActivatorSettings) -> AsyncIterator[Activator]:
     activator = await start(cfg, source=source)
-    # Let the source push its first snapshot.
-    for _ in range(100):
-        if activator.registry.updates:
-            break
-        await asyncio.sleep(0.01)
     try:
+        # Let the source push its first snapshot.
+        await wait_until(lambda: bool(activator.registry.updates))
         yield activator
     finally:
         await activator.close()

@@ -83,7 +83,7 @@ async def test_buffer_full_gives_503_with_retry_after(
         url = f"http://127.0.0.1:{act.data_port}/x"
         held = [asyncio.create_task(client.get(url)) for _ in range(2)]
         gate = act.registry.gates["default/llama"]
-        await wait_until(lambda: not (gate.buffered < 2))
+        await wait_until(lambda: gate.buffered >= 2)
         async with client.get(url) as resp:
             assert resp.status == 503
             assert resp.headers["Retry-After"] == "7"
@@ -120,16 +120,13 @@ async def test_client_disconnect_frees_its_place(
         gate = act.registry.gates["default/llama"]
         async with aiohttp.ClientSession() as other:
             first = asyncio.create_task(other.get(url))
-            await wait_until(lambda: not (gate.buffered < 1))
+            await wait_until(lambda: gate.buffered >= 1)
         # Closing the session dropped the connection: the handler is cancelled.
         await asyncio.gather(first, return_exceptions=True)
-        for _ in range(200):
-            if gate.buffered == 0:
-                break
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: gate.buffered == 0, timeout_s=2.0)
         assert gate.buffered == 0
         second = asyncio.create_task(client.get(url))
-        await wait_until(lambda: not (gate.buffered < 1))
+        await wait_until(lambda: gate.buffered >= 1)
         assert not second.done()  # held, not refused: the place was freed
         second.cancel()
         await asyncio.gather(second, return_exceptions=True)
@@ -201,7 +198,7 @@ async def test_killed_replica_loses_no_request(
                     return rid, resp.status
 
             tasks = [asyncio.create_task(one(i)) for i in range(60)]
-            await wait_until(lambda: not (len(victim.received) < 5))
+            await wait_until(lambda: len(victim.received) >= 5)
             await victim.kill()
             more = [asyncio.create_task(one(i)) for i in range(60, 120)]
             results = await asyncio.gather(*tasks, *more)
@@ -268,10 +265,10 @@ async def test_drain_finishes_in_flight_and_held_work(
             in_flight = [asyncio.create_task(client.get(base + "/slow")) for _ in range(5)]
             held = asyncio.create_task(client.get(base + "/cold"))
             await wait_until(
-                lambda: not (slow.in_flight < 5 or act.registry.gates["default/cold"].buffered < 1)
+                lambda: slow.in_flight >= 5 and act.registry.gates["default/cold"].buffered >= 1
             )
             drain = asyncio.create_task(act.drain())
-            await asyncio.sleep(0.05)
+            await wait_until(lambda: not act.ready)
             async with client.get(admin + "/readyz") as resp:
                 assert resp.status == 503
             await cold.start(cold_port)

@@ -55,7 +55,7 @@ async def test_stats_report_shape_and_activation_backoff(
         assert entry["pods"] == {}
         assert sum(r["targets"]["default/llama"]["arrivals"] for _, r, _ in scaler.stats) == 3
         assert all(auth == "Bearer s3cret" for _, _, auth in scaler.stats)
-        await wait_until(lambda: not (len(scaler.activations) < 3))
+        await wait_until(lambda: len(scaler.activations) >= 3)
         for task in held:
             task.cancel()
         await asyncio.gather(*held, return_exceptions=True)
@@ -99,14 +99,14 @@ async def test_routes_file_cold_start_and_reload(
         await wait_until(lambda: bool(activator.registry.updates))
         gate = activator.registry.gates["default/llama"]
         held = asyncio.create_task(client.get(base + "/llama/v1/models"))
-        await wait_until(lambda: not (gate.buffered < 1))
+        await wait_until(lambda: gate.buffered >= 1)
         await backend.start(port)
         resp = await asyncio.wait_for(held, 5)
         assert resp.status == 200
         assert (await resp.json())["backend"] == "late"
         # Stops listening: no longer ready once a probe notices.
         await backend.stop()
-        await wait_until(lambda: not (gate.endpoints.ready))
+        await wait_until(lambda: not gate.endpoints.ready)
         # Edit the file: a second target appears.
         routes.write_text(
             routes.read_text()

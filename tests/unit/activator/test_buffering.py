@@ -5,7 +5,9 @@ when an endpoint turns ready; BufferFull past ``max_buffered``;
 ColdStartTimeout; a cancelled waiter frees its place and an endpoint handed
 to it at the same instant is given back; container-concurrency as a hard
 per-replica bound and its share with several activators; GateClosed when
-the target goes; the concurrency integral for reports; readiness waits.
+the target goes; the concurrency integral for reports; readiness waits; the
+registry hands each gate its target's limits, cold-start timeout included,
+and updates them on a re-apply.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import pytest
 
 from activator.buffering import BufferFull, ColdStartTimeout, Gate, GateClosed
 from activator.readiness import TargetEndpoints
-from activator.targets import Endpoint
+from activator.registry import Registry
+from activator.targets import Endpoint, TargetSpec
 
 
 class Clock:
@@ -156,3 +159,13 @@ async def test_readiness_wait_outcomes() -> None:
     endpoints.update([Endpoint("10.0.0.1", 80, ready=True)])
     endpoints.update([Endpoint("10.0.0.1", 80, ready=False)])
     assert endpoints.ready == ()
+
+
+def test_registry_gives_each_gate_its_targets_limits() -> None:
+    registry = Registry()
+    registry.apply({"ns/t": TargetSpec(name="ns/t", max_buffered=5, cold_start_timeout_s=30.0)})
+    gate = registry.gates["ns/t"]
+    assert (gate.max_buffered, gate.cold_start_timeout_s) == (5, 30.0)
+    registry.apply({"ns/t": TargetSpec(name="ns/t", max_buffered=7, cold_start_timeout_s=90.0)})
+    assert registry.gates["ns/t"] is gate  # kept: held requests survive a re-apply
+    assert (gate.max_buffered, gate.cold_start_timeout_s) == (7, 90.0)
