@@ -108,6 +108,7 @@ from loadtests.sandbox.cluster.selectors import (
     LabelSelector,
     parse_field_selector,
     parse_label_selector,
+    selector_string,
 )
 from loadtests.sandbox.cluster.store import Store, Watcher, WatchEvent, copy_object, rfc3339
 
@@ -1175,8 +1176,6 @@ class ApiServer:
 
     @staticmethod
     def _scale_of(rtype: ResourceType, obj: Obj) -> Obj:
-        from loadtests.sandbox.cluster.tables import _labels_string
-
         meta = obj["metadata"]
         selector = (obj.get("spec") or {}).get("selector")
         scale_meta = {
@@ -1191,7 +1190,7 @@ class ApiServer:
             "spec": {"replicas": int((obj.get("spec") or {}).get("replicas", 0))},
             "status": {
                 "replicas": int((obj.get("status") or {}).get("replicas", 0)),
-                "selector": _labels_string(selector) if selector else "",
+                "selector": selector_string(selector),
             },
         }
 

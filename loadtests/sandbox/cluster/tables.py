@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from loadtests.sandbox.cluster.resources import ResourceType
+from loadtests.sandbox.cluster.selectors import selector_string
 
 __all__ = ["human_duration", "table_for", "wants_table"]
 
@@ -86,24 +87,7 @@ def _meta(obj: Obj) -> Obj:
 
 
 def _labels_string(selector: Any) -> str:
-    if not selector:
-        return "<none>"
-    if "matchLabels" in selector or "matchExpressions" in selector:
-        parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
-        for expr in selector.get("matchExpressions") or []:
-            op = expr.get("operator")
-            key = expr.get("key")
-            values = ",".join(expr.get("values") or [])
-            if op == "In":
-                parts.append(f"{key} in ({values})")
-            elif op == "NotIn":
-                parts.append(f"{key} notin ({values})")
-            elif op == "Exists":
-                parts.append(str(key))
-            elif op == "DoesNotExist":
-                parts.append(f"!{key}")
-        return ",".join(parts) or "<none>"
-    return ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+    return selector_string(selector) or "<none>"
 
 
 def _containers(spec: Obj) -> tuple[str, str]:
