@@ -64,7 +64,6 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -1109,8 +1108,7 @@ class ApiServer:
         obj["apiVersion"], obj["kind"] = storage.api_version, storage.kind
         return obj
 
-    @staticmethod
-    def _record_manager(obj: Obj, request: web.Request, *, operation: str) -> None:
+    def _record_manager(self, obj: Obj, request: web.Request, *, operation: str) -> None:
         manager = request.query.get("fieldManager")
         if not manager and operation != "Apply":
             return
@@ -1125,7 +1123,7 @@ class ApiServer:
                 "manager": manager or "unknown",
                 "operation": operation,
                 "apiVersion": obj.get("apiVersion", ""),
-                "time": rfc3339(datetime.now(UTC)),
+                "time": rfc3339(self.store.now()),
                 "fieldsType": "FieldsV1",
                 "fieldsV1": {},
             }
