@@ -121,7 +121,7 @@ class Watcher:
         self._max_pending = max_pending
         self.closed = False
         self.overflowed = False
-        # The last resourceVersion this watcher has been sent (for bookmarks).
+        # The last resourceVersion this watcher has seen (the API server's bookmarks).
         self.last_rv = 0
 
     def _visible(self, obj: Obj | None) -> bool:
@@ -159,18 +159,6 @@ class Watcher:
             self.close()
             return
         self._queue.put_nowait(event)
-
-    def bookmark(self) -> WatchEvent:
-        """A BOOKMARK for the newest version this watcher has been sent."""
-        rv = str(max(self.last_rv, 1))
-        return WatchEvent(
-            "BOOKMARK",
-            {
-                "kind": self.rtype.kind,
-                "apiVersion": self.rtype.api_version,
-                "metadata": {"resourceVersion": rv},
-            },
-        )
 
     def close(self) -> None:
         if not self.closed:
