@@ -170,14 +170,13 @@ _POD_COLUMNS: list[Column] = [
 ]
 
 
-def _deployment(obj: Obj, now: datetime) -> list[Any]:
-    spec, status, meta = obj.get("spec") or {}, obj.get("status") or {}, _meta(obj)
+def _workload_row(obj: Obj, now: datetime, counts: list[Any]) -> list[Any]:
+    """A Deployment's or ReplicaSet's row: name, its replica ``counts``, age, then the wide part."""
+    spec, meta = obj.get("spec") or {}, _meta(obj)
     names, images = _containers(spec)
     return [
         meta.get("name", ""),
-        f"{status.get('readyReplicas', 0)}/{spec.get('replicas', 1)}",
-        int(status.get("updatedReplicas", 0)),
-        int(status.get("availableReplicas", 0)),
+        *counts,
         _age(meta.get("creationTimestamp"), now),
         names,
         images,
@@ -185,43 +184,59 @@ def _deployment(obj: Obj, now: datetime) -> list[Any]:
     ]
 
 
-_DEPLOYMENT_COLUMNS: list[Column] = [
-    _NAME,
-    ("Ready", "string", "", 0),
-    ("Up-to-date", "integer", "", 0),
-    ("Available", "integer", "", 0),
-    _AGE,
-    ("Containers", "string", "", 1),
-    ("Images", "string", "", 1),
-    ("Selector", "string", "", 1),
-]
+def _workload_columns(counts: list[Column]) -> list[Column]:
+    return [
+        _NAME,
+        *counts,
+        _AGE,
+        ("Containers", "string", "", 1),
+        ("Images", "string", "", 1),
+        ("Selector", "string", "", 1),
+    ]
+
+
+def _deployment(obj: Obj, now: datetime) -> list[Any]:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    return _workload_row(
+        obj,
+        now,
+        [
+            f"{status.get('readyReplicas', 0)}/{spec.get('replicas', 1)}",
+            int(status.get("updatedReplicas", 0)),
+            int(status.get("availableReplicas", 0)),
+        ],
+    )
+
+
+_DEPLOYMENT_COLUMNS = _workload_columns(
+    [
+        ("Ready", "string", "", 0),
+        ("Up-to-date", "integer", "", 0),
+        ("Available", "integer", "", 0),
+    ]
+)
 
 
 def _replicaset(obj: Obj, now: datetime) -> list[Any]:
-    spec, status, meta = obj.get("spec") or {}, obj.get("status") or {}, _meta(obj)
-    names, images = _containers(spec)
-    return [
-        meta.get("name", ""),
-        int(spec.get("replicas", 1)),
-        int(status.get("replicas", 0)),
-        int(status.get("readyReplicas", 0)),
-        _age(meta.get("creationTimestamp"), now),
-        names,
-        images,
-        _labels_string(spec.get("selector")),
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    return _workload_row(
+        obj,
+        now,
+        [
+            int(spec.get("replicas", 1)),
+            int(status.get("replicas", 0)),
+            int(status.get("readyReplicas", 0)),
+        ],
+    )
+
+
+_REPLICASET_COLUMNS = _workload_columns(
+    [
+        ("Desired", "integer", "", 0),
+        ("Current", "integer", "", 0),
+        ("Ready", "integer", "", 0),
     ]
-
-
-_REPLICASET_COLUMNS: list[Column] = [
-    _NAME,
-    ("Desired", "integer", "", 0),
-    ("Current", "integer", "", 0),
-    ("Ready", "integer", "", 0),
-    _AGE,
-    ("Containers", "string", "", 1),
-    ("Images", "string", "", 1),
-    ("Selector", "string", "", 1),
-]
+)
 
 
 def _node(obj: Obj, now: datetime) -> list[Any]:
