@@ -55,7 +55,7 @@ from loadtests.sandbox.cluster.errors import (
 from loadtests.sandbox.cluster.resources import RESOURCES, ResourceType
 from loadtests.sandbox.cluster.selectors import FieldSelector, LabelSelector
 
-__all__ = ["Store", "WatchEvent", "Watcher", "copy_object", "rfc3339"]
+__all__ = ["Store", "WatchEvent", "Watcher", "copy_object", "parse_rfc3339", "rfc3339"]
 
 Obj = dict[str, Any]
 
@@ -76,6 +76,16 @@ def _copy(obj: Obj) -> Obj:
 
 def rfc3339(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_rfc3339(stamp: Any) -> datetime | None:
+    """A timestamp as ``rfc3339`` writes it; ``None`` when absent or unreadable."""
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def _utcnow() -> datetime:

@@ -18,6 +18,7 @@ from typing import Any
 
 from loadtests.sandbox.cluster.resources import ResourceType
 from loadtests.sandbox.cluster.selectors import selector_string
+from loadtests.sandbox.cluster.store import parse_rfc3339
 
 __all__ = ["human_duration", "table_for", "wants_table"]
 
@@ -65,17 +66,8 @@ def human_duration(seconds: float) -> str:
     return f"{hours // 24 // 365}y"
 
 
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def _age(value: Any, now: datetime) -> str:
-    when = _parse_time(value)
+    when = parse_rfc3339(value)
     if when is None:
         return "<unknown>"
     return human_duration((now - when).total_seconds())
@@ -114,7 +106,7 @@ def _pod(obj: Obj, now: datetime) -> list[Any]:
     reason = status.get("reason") or status.get("phase") or "Pending"
     for cs in status.get("containerStatuses") or []:
         restarts += int(cs.get("restartCount") or 0)
-        finished = _parse_time(
+        finished = parse_rfc3339(
             ((cs.get("lastState") or {}).get("terminated") or {}).get("finishedAt")
         )
         if finished and (last_restart is None or finished > last_restart):

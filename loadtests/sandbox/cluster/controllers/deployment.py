@@ -54,8 +54,7 @@ from loadtests.sandbox.cluster.controllers.base import (
     controller_uid,
     set_condition,
 )
-from loadtests.sandbox.cluster.controllers.replicaset import parse_time
-from loadtests.sandbox.cluster.store import Store, copy_object
+from loadtests.sandbox.cluster.store import Store, copy_object, parse_rfc3339
 
 __all__ = ["DeploymentController", "pod_template_hash", "resolve_int_or_percent"]
 
@@ -543,7 +542,7 @@ class DeploymentController(Controller):
                     conditions[-1]["lastTransitionTime"] = current.get("lastTransitionTime")
                 recheck = float(deadline_s)
             elif current.get("status") == "True":
-                since = parse_time(current.get("lastUpdateTime"))
+                since = parse_rfc3339(current.get("lastUpdateTime"))
                 waited = (now - since).total_seconds() if since else 0.0
                 if waited >= float(deadline_s):
                     conditions = set_condition(
