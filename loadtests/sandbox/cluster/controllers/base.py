@@ -48,6 +48,7 @@ __all__ = [
     "Obj",
     "WorkQueue",
     "condition",
+    "controller_ref",
     "controller_uid",
     "is_pod_active",
     "is_pod_ready",
@@ -80,6 +81,18 @@ ENDPOINTSLICES = _rtype("discovery.k8s.io", "endpointslices")
 def key_of(obj: Obj) -> Key:
     meta = obj["metadata"]
     return (meta.get("namespace") or "", meta["name"])
+
+
+def controller_ref(owner: Obj, *, kind: str, api_version: str) -> Obj:
+    """The ``ownerReferences`` entry a controller puts on what it creates for ``owner``."""
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
 
 
 def controller_uid(obj: Obj) -> str | None:

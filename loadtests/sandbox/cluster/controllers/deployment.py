@@ -51,6 +51,7 @@ from loadtests.sandbox.cluster.controllers.base import (
     EventRecorder,
     Key,
     Obj,
+    controller_ref,
     controller_uid,
     set_condition,
 )
@@ -259,16 +260,7 @@ class DeploymentController(Controller):
                     MAX_REPLICAS: str(desired + surge),
                     REVISION: str(revision),
                 },
-                "ownerReferences": [
-                    {
-                        "apiVersion": "apps/v1",
-                        "kind": "Deployment",
-                        "name": meta["name"],
-                        "uid": meta["uid"],
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
+                "ownerReferences": [controller_ref(d, kind="Deployment", api_version="apps/v1")],
             },
             "spec": {
                 "replicas": start,

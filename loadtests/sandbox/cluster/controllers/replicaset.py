@@ -44,6 +44,7 @@ from loadtests.sandbox.cluster.controllers.base import (
     Key,
     Obj,
     condition,
+    controller_ref,
     controller_uid,
     is_pod_active,
     is_pod_ready,
@@ -125,14 +126,9 @@ def pod_from_template(owner: Obj, template: Obj, *, owner_kind: str) -> Obj:
             "namespace": meta["namespace"],
             "labels": dict(tmeta.get("labels") or {}),
             "ownerReferences": [
-                {
-                    "apiVersion": owner.get("apiVersion", "apps/v1"),
-                    "kind": owner_kind,
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
+                controller_ref(
+                    owner, kind=owner_kind, api_version=owner.get("apiVersion", "apps/v1")
+                )
             ],
         },
         "spec": spec,
