@@ -64,7 +64,6 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +87,7 @@ from loadtests.sandbox.cluster.auth import (
 from loadtests.sandbox.cluster.certs import ServingCertificates, make_certificates
 from loadtests.sandbox.cluster.discovery import AGGREGATED_CONTENT_TYPE, Discovery, wants_aggregated
 from loadtests.sandbox.cluster.errors import (
+    AlreadyExists,
     ApiError,
     BadRequest,
     Conflict,
@@ -97,6 +97,7 @@ from loadtests.sandbox.cluster.errors import (
     NotFound,
     ServiceUnavailable,
     Unauthorized,
+    UnsupportedMediaType,
 )
 from loadtests.sandbox.cluster.faults import Faults
 from loadtests.sandbox.cluster.openapi import OpenApi
@@ -108,6 +109,7 @@ from loadtests.sandbox.cluster.selectors import (
     LabelSelector,
     parse_field_selector,
     parse_label_selector,
+    selector_string,
 )
 from loadtests.sandbox.cluster.store import Store, Watcher, WatchEvent, copy_object, rfc3339
 
@@ -132,7 +134,6 @@ _NAMESPACE_SUBRESOURCES = {"status", "finalize"}
 _PUBLIC_PATHS = {"/version", "/healthz", "/livez", "/readyz"}
 _JSON = "application/json"
 _DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-_CORE_EVENTS_KEY = "events"
 _EVENTS_GROUP = "events.k8s.io"
 
 
@@ -257,8 +258,8 @@ class ApiServer:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._certs = make_certificates(self.certs_dir, hosts=(self.host,))
+        ns_type = by_group_version_plural("", "v1", "namespaces")
         for name in _DEFAULT_NAMESPACES:
-            ns_type = by_group_version_plural("", "v1", "namespaces")
             if ns_type is not None and self.store.peek(ns_type, None, name) is None:
                 obj: Obj = {"metadata": {"name": name}}
                 defaults.apply_defaults(obj, "Namespace", creating=True)
@@ -594,7 +595,7 @@ class ApiServer:
     # --- resources -----------------------------------------------------------------------
 
     def _storage_type(self, rtype: ResourceType) -> ResourceType:
-        if rtype.group == _EVENTS_GROUP and rtype.plural == "events" and self._core_events:
+        if self._is_events_group(rtype) and self._core_events:
             return self._core_events
         return rtype
 
@@ -1004,7 +1005,10 @@ class ApiServer:
             raise BadRequest("the request body is empty")
         content_type = request.headers.get("Content-Type", _JSON).split(";")[0].strip()
         if "protobuf" in content_type:
-            raise ApiError_unsupported(content_type)
+            raise UnsupportedMediaType(
+                "the body of the request was in an unknown format - accepted media types "
+                f"include: application/json, application/yaml (got {content_type})"
+            )
         try:
             if content_type.endswith("yaml"):
                 return yaml.safe_load(raw)
@@ -1042,11 +1046,10 @@ class ApiServer:
         return body
 
     def _validate(self, rtype: ResourceType, obj: Obj, request: web.Request) -> list[str]:
-        version = rtype.version
         return validation.validate_object(
             obj,
             group=rtype.group,
-            version=version,
+            version=rtype.version,
             kind=rtype.kind,
             namespaced=rtype.namespaced,
             field_validation=request.query.get("fieldValidation", "Warn"),
@@ -1100,16 +1103,13 @@ class ApiServer:
             meta.get("name")
             and self.store.peek(storage, meta.get("namespace"), meta["name"]) is not None
         ):
-            from loadtests.sandbox.cluster.errors import AlreadyExists
-
             raise AlreadyExists.of(storage.group, storage.plural, meta["name"])
         meta.setdefault("name", meta.get("generateName", "") + "dryrun")
         meta["creationTimestamp"] = rfc3339(self.store.now())
         obj["apiVersion"], obj["kind"] = storage.api_version, storage.kind
         return obj
 
-    @staticmethod
-    def _record_manager(obj: Obj, request: web.Request, *, operation: str) -> None:
+    def _record_manager(self, obj: Obj, request: web.Request, *, operation: str) -> None:
         manager = request.query.get("fieldManager")
         if not manager and operation != "Apply":
             return
@@ -1124,7 +1124,7 @@ class ApiServer:
                 "manager": manager or "unknown",
                 "operation": operation,
                 "apiVersion": obj.get("apiVersion", ""),
-                "time": rfc3339(datetime.now(UTC)),
+                "time": rfc3339(self.store.now()),
                 "fieldsType": "FieldsV1",
                 "fieldsV1": {},
             }
@@ -1175,8 +1175,6 @@ class ApiServer:
 
     @staticmethod
     def _scale_of(rtype: ResourceType, obj: Obj) -> Obj:
-        from loadtests.sandbox.cluster.tables import _labels_string
-
         meta = obj["metadata"]
         selector = (obj.get("spec") or {}).get("selector")
         scale_meta = {
@@ -1191,7 +1189,7 @@ class ApiServer:
             "spec": {"replicas": int((obj.get("spec") or {}).get("replicas", 0))},
             "status": {
                 "replicas": int((obj.get("status") or {}).get("replicas", 0)),
-                "selector": _labels_string(selector) if selector else "",
+                "selector": selector_string(selector),
             },
         }
 
@@ -1407,18 +1405,6 @@ class ApiServer:
                 "items": [self._to_wire(rtype, o) for o in deleted],
             }
         )
-
-
-class UnsupportedMediaType(ApiError):
-    code = 415
-    reason = "UnsupportedMediaType"
-
-
-def ApiError_unsupported(content_type: str) -> ApiError:
-    return UnsupportedMediaType(
-        f"the body of the request was in an unknown format - accepted media types include: "
-        f"application/json, application/yaml (got {content_type})"
-    )
 
 
 def _patch_sets_version(patch: Any, content_type: str) -> bool:

@@ -13,6 +13,7 @@ object real clients parse (kubectl prints ``message``; client libraries map
     ├── AlreadyExists     409 AlreadyExists
     ├── Conflict          409 Conflict
     ├── Gone              410 Expired
+    ├── UnsupportedMediaType 415 UnsupportedMediaType
     ├── Invalid           422 Invalid (with field causes)
     ├── TooManyRequests   429 TooManyRequests
     └── ServiceUnavailable 503 ServiceUnavailable
@@ -35,6 +36,7 @@ __all__ = [
     "ServiceUnavailable",
     "TooManyRequests",
     "Unauthorized",
+    "UnsupportedMediaType",
 ]
 
 
@@ -176,6 +178,11 @@ def _cause_reason(message: str) -> str:
         if message.startswith(prefix):
             return reason
     return "FieldValueInvalid"
+
+
+class UnsupportedMediaType(ApiError):
+    code = 415
+    reason = "UnsupportedMediaType"
 
 
 class TooManyRequests(ApiError):

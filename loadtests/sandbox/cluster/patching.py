@@ -84,9 +84,10 @@ def _index(container: list[Any], token: str, *, for_add: bool) -> int:
     return index
 
 
-def _parent(doc: Any, tokens: list[str], path: str) -> Any:
+def _walk(doc: Any, tokens: list[str], path: str) -> Any:
+    """The value at ``tokens``, each of which must exist (``path`` is for the error)."""
     current = doc
-    for token in tokens[:-1]:
+    for token in tokens:
         if isinstance(current, dict) and token in current:
             current = current[token]
         elif isinstance(current, list):
@@ -97,22 +98,14 @@ def _parent(doc: Any, tokens: list[str], path: str) -> Any:
 
 
 def _get(doc: Any, path: str) -> Any:
-    current = doc
-    for token in _pointer(path):
-        if isinstance(current, dict) and token in current:
-            current = current[token]
-        elif isinstance(current, list):
-            current = current[_index(current, token, for_add=False)]
-        else:
-            raise Invalid(f'doc is missing path: "{path}"')
-    return current
+    return _walk(doc, _pointer(path), path)
 
 
 def _add(doc: Any, path: str, value: Any) -> Any:
     tokens = _pointer(path)
     if not tokens:
         return value
-    parent = _parent(doc, tokens, path)
+    parent = _walk(doc, tokens[:-1], path)
     last = tokens[-1]
     if isinstance(parent, dict):
         parent[last] = value
@@ -127,7 +120,7 @@ def _remove(doc: Any, path: str) -> tuple[Any, Any]:
     tokens = _pointer(path)
     if not tokens:
         raise Invalid("cannot remove the whole document")
-    parent = _parent(doc, tokens, path)
+    parent = _walk(doc, tokens[:-1], path)
     last = tokens[-1]
     if isinstance(parent, dict) and last in parent:
         return doc, parent.pop(last)

@@ -24,6 +24,7 @@ __all__ = [
     "parse_field_selector",
     "parse_label_selector",
     "selector_from_object",
+    "selector_string",
 ]
 
 _SET_OPS = {"in", "notin"}
@@ -116,6 +117,31 @@ def selector_from_object(selector: Mapping[str, Any] | None) -> LabelSelector:
             raise BadRequest(f"{op!r} is not a valid label selector operator")
         requirements.append(Requirement(key, mapping[op], values))
     return LabelSelector(tuple(requirements))
+
+
+def selector_string(selector: Mapping[str, Any] | None) -> str:
+    """A selector object (or a Service's plain map) in query syntax; "" selects everything.
+
+    The form ``kubectl get -o wide`` prints and a Scale's ``status.selector`` carries.
+    """
+    if not selector:
+        return ""
+    if "matchLabels" not in selector and "matchExpressions" not in selector:
+        return ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for expr in selector.get("matchExpressions") or []:
+        op = expr.get("operator")
+        key = expr.get("key")
+        values = ",".join(expr.get("values") or [])
+        if op == "In":
+            parts.append(f"{key} in ({values})")
+        elif op == "NotIn":
+            parts.append(f"{key} notin ({values})")
+        elif op == "Exists":
+            parts.append(str(key))
+        elif op == "DoesNotExist":
+            parts.append(f"!{key}")
+    return ",".join(parts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,7 +55,7 @@ from loadtests.sandbox.cluster.errors import (
 from loadtests.sandbox.cluster.resources import RESOURCES, ResourceType
 from loadtests.sandbox.cluster.selectors import FieldSelector, LabelSelector
 
-__all__ = ["Store", "WatchEvent", "Watcher", "copy_object", "rfc3339"]
+__all__ = ["Store", "WatchEvent", "Watcher", "copy_object", "parse_rfc3339", "rfc3339"]
 
 Obj = dict[str, Any]
 
@@ -76,6 +76,16 @@ def _copy(obj: Obj) -> Obj:
 
 def rfc3339(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_rfc3339(stamp: Any) -> datetime | None:
+    """A timestamp as ``rfc3339`` writes it; ``None`` when absent or unreadable."""
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def _utcnow() -> datetime:
@@ -121,7 +131,7 @@ class Watcher:
         self._max_pending = max_pending
         self.closed = False
         self.overflowed = False
-        # The last resourceVersion this watcher has been sent (for bookmarks).
+        # The last resourceVersion this watcher has seen (the API server's bookmarks).
         self.last_rv = 0
 
     def _visible(self, obj: Obj | None) -> bool:
@@ -160,18 +170,6 @@ class Watcher:
             return
         self._queue.put_nowait(event)
 
-    def bookmark(self) -> WatchEvent:
-        """A BOOKMARK for the newest version this watcher has been sent."""
-        rv = str(max(self.last_rv, 1))
-        return WatchEvent(
-            "BOOKMARK",
-            {
-                "kind": self.rtype.kind,
-                "apiVersion": self.rtype.api_version,
-                "metadata": {"resourceVersion": rv},
-            },
-        )
-
     def close(self) -> None:
         if not self.closed:
             self.closed = True
@@ -207,6 +205,13 @@ class Watcher:
             yield event
 
 
+def _owner_uids(obj: Obj | None) -> frozenset[str]:
+    if obj is None:
+        return frozenset()
+    refs = obj["metadata"].get("ownerReferences") or ()
+    return frozenset(uid for ref in refs if isinstance(uid := ref.get("uid"), str))
+
+
 class Store:
     def __init__(
         self,
@@ -217,7 +222,15 @@ class Store:
         clock: Callable[[], datetime] = _utcnow,
     ) -> None:
         self._types = {r.key: r for r in resources}
+        self._type_order = {key: i for i, key in enumerate(self._types)}
         self._objects: dict[str, dict[tuple[str, str], Obj]] = {k: {} for k in self._types}
+        # Garbage collection looks objects up by uid and by owner uid; these
+        # indexes keep a delete proportional to its dependents, not to the
+        # cluster. Only ``_put`` and ``_pop`` touch ``_objects``, and they keep
+        # both current. ``_owned`` is ``owner uid -> {(type key, ident)}``, in
+        # the order the references appeared (a dict as an ordered set).
+        self._uids: set[str] = set()
+        self._owned: dict[str, dict[tuple[str, tuple[str, str]], None]] = {}
         self._rv = 0
         self._history: deque[_Record] = deque(maxlen=history_size)
         self._watchers: set[Watcher] = set()
@@ -258,6 +271,34 @@ class Store:
     @staticmethod
     def _ident(rtype: ResourceType, namespace: str | None, name: str) -> tuple[str, str]:
         return ((namespace or "") if rtype.namespaced else "", name)
+
+    def _put(self, rtype: ResourceType, ident: tuple[str, str], obj: Obj) -> None:
+        """Store ``obj`` at ``ident`` (new or replacing), keeping the uid indexes current."""
+        old = self._objects[rtype.key].get(ident)
+        self._objects[rtype.key][ident] = obj
+        if old is None:
+            self._uids.add(obj["metadata"]["uid"])
+        self._reindex_owners((rtype.key, ident), _owner_uids(old), _owner_uids(obj))
+
+    def _pop(self, rtype: ResourceType, ident: tuple[str, str]) -> Obj:
+        obj = self._objects[rtype.key].pop(ident)
+        self._uids.discard(obj["metadata"]["uid"])
+        self._reindex_owners((rtype.key, ident), _owner_uids(obj), frozenset())
+        return obj
+
+    def _reindex_owners(
+        self,
+        entry: tuple[str, tuple[str, str]],
+        before: frozenset[str],
+        after: frozenset[str],
+    ) -> None:
+        for uid in before - after:
+            bucket = self._owned[uid]
+            del bucket[entry]
+            if not bucket:
+                del self._owned[uid]
+        for uid in after - before:
+            self._owned.setdefault(uid, {})[entry] = None
 
     # --- reads -------------------------------------------------------------------
 
@@ -336,7 +377,7 @@ class Store:
         if "spec" in obj or rtype.has_status:
             meta["generation"] = 1
         meta["resourceVersion"] = str(self._next_rv())
-        self._objects[rtype.key][ident] = obj
+        self._put(rtype, ident, obj)
         self._commit(rtype, "ADDED", None, obj)
         return _copy(obj)
 
@@ -407,10 +448,10 @@ class Store:
             and not new_meta.get("finalizers")
             and (rtype.key != "pods" or not old_meta.get("deletionGracePeriodSeconds"))
         ):
-            self._objects[rtype.key][ident] = new
+            self._put(rtype, ident, new)
             self._commit(rtype, "MODIFIED", stored, new)
             return self._remove(rtype, ident, propagation="Background")
-        self._objects[rtype.key][ident] = new
+        self._put(rtype, ident, new)
         self._commit(rtype, "MODIFIED", stored, new)
         return _copy(new)
 
@@ -487,12 +528,12 @@ class Store:
         meta["deletionTimestamp"] = rfc3339(self._clock())
         meta["deletionGracePeriodSeconds"] = grace_s
         meta["resourceVersion"] = str(self._next_rv())
-        self._objects[rtype.key][ident] = new
+        self._put(rtype, ident, new)
         self._commit(rtype, "MODIFIED", stored, new)
         return _copy(new)
 
     def _remove(self, rtype: ResourceType, ident: tuple[str, str], *, propagation: str) -> Obj:
-        stored = self._objects[rtype.key].pop(ident)
+        stored = self._pop(rtype, ident)
         gone = _copy(stored)
         gone["metadata"]["resourceVersion"] = str(self._next_rv())
         self._commit(rtype, "DELETED", stored, gone)
@@ -506,13 +547,9 @@ class Store:
         return _copy(gone)
 
     def _dependents(self, owner_uid: str) -> builtins.list[tuple[ResourceType, Obj]]:
-        found = []
-        for key, objects in self._objects.items():
-            for obj in objects.values():
-                refs = obj["metadata"].get("ownerReferences") or ()
-                if any(ref.get("uid") == owner_uid for ref in refs):
-                    found.append((self._types[key], obj))
-        return found
+        """The objects that reference ``owner_uid``, by type (in table order), then age."""
+        entries = sorted(self._owned.get(owner_uid, ()), key=lambda e: self._type_order[e[0]])
+        return [(self._types[key], self._objects[key][ident]) for key, ident in entries]
 
     def _collect_dependents(self, owner_uid: str) -> None:
         for rtype, obj in self._dependents(owner_uid):
@@ -536,11 +573,7 @@ class Store:
             self.update(rtype, {**obj, "metadata": new_meta})
 
     def _uid_exists(self, uid: str) -> bool:
-        return any(
-            obj["metadata"]["uid"] == uid
-            for objs in self._objects.values()
-            for obj in objs.values()
-        )
+        return uid in self._uids
 
     def _namespaces(self) -> set[str]:
         return {name for (_ns, name) in self._objects.get("namespaces", {})}

@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from loadtests.sandbox.cluster.resources import ResourceType
+from loadtests.sandbox.cluster.selectors import selector_string
+from loadtests.sandbox.cluster.store import parse_rfc3339
 
 __all__ = ["human_duration", "table_for", "wants_table"]
 
@@ -64,17 +66,8 @@ def human_duration(seconds: float) -> str:
     return f"{hours // 24 // 365}y"
 
 
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def _age(value: Any, now: datetime) -> str:
-    when = _parse_time(value)
+    when = parse_rfc3339(value)
     if when is None:
         return "<unknown>"
     return human_duration((now - when).total_seconds())
@@ -86,24 +79,7 @@ def _meta(obj: Obj) -> Obj:
 
 
 def _labels_string(selector: Any) -> str:
-    if not selector:
-        return "<none>"
-    if "matchLabels" in selector or "matchExpressions" in selector:
-        parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
-        for expr in selector.get("matchExpressions") or []:
-            op = expr.get("operator")
-            key = expr.get("key")
-            values = ",".join(expr.get("values") or [])
-            if op == "In":
-                parts.append(f"{key} in ({values})")
-            elif op == "NotIn":
-                parts.append(f"{key} notin ({values})")
-            elif op == "Exists":
-                parts.append(str(key))
-            elif op == "DoesNotExist":
-                parts.append(f"!{key}")
-        return ",".join(parts) or "<none>"
-    return ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+    return selector_string(selector) or "<none>"
 
 
 def _containers(spec: Obj) -> tuple[str, str]:
@@ -130,7 +106,7 @@ def _pod(obj: Obj, now: datetime) -> list[Any]:
     reason = status.get("reason") or status.get("phase") or "Pending"
     for cs in status.get("containerStatuses") or []:
         restarts += int(cs.get("restartCount") or 0)
-        finished = _parse_time(
+        finished = parse_rfc3339(
             ((cs.get("lastState") or {}).get("terminated") or {}).get("finishedAt")
         )
         if finished and (last_restart is None or finished > last_restart):
@@ -186,14 +162,13 @@ _POD_COLUMNS: list[Column] = [
 ]
 
 
-def _deployment(obj: Obj, now: datetime) -> list[Any]:
-    spec, status, meta = obj.get("spec") or {}, obj.get("status") or {}, _meta(obj)
+def _workload_row(obj: Obj, now: datetime, counts: list[Any]) -> list[Any]:
+    """A Deployment's or ReplicaSet's row: name, its replica ``counts``, age, then the wide part."""
+    spec, meta = obj.get("spec") or {}, _meta(obj)
     names, images = _containers(spec)
     return [
         meta.get("name", ""),
-        f"{status.get('readyReplicas', 0)}/{spec.get('replicas', 1)}",
-        int(status.get("updatedReplicas", 0)),
-        int(status.get("availableReplicas", 0)),
+        *counts,
         _age(meta.get("creationTimestamp"), now),
         names,
         images,
@@ -201,43 +176,59 @@ def _deployment(obj: Obj, now: datetime) -> list[Any]:
     ]
 
 
-_DEPLOYMENT_COLUMNS: list[Column] = [
-    _NAME,
-    ("Ready", "string", "", 0),
-    ("Up-to-date", "integer", "", 0),
-    ("Available", "integer", "", 0),
-    _AGE,
-    ("Containers", "string", "", 1),
-    ("Images", "string", "", 1),
-    ("Selector", "string", "", 1),
-]
+def _workload_columns(counts: list[Column]) -> list[Column]:
+    return [
+        _NAME,
+        *counts,
+        _AGE,
+        ("Containers", "string", "", 1),
+        ("Images", "string", "", 1),
+        ("Selector", "string", "", 1),
+    ]
+
+
+def _deployment(obj: Obj, now: datetime) -> list[Any]:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    return _workload_row(
+        obj,
+        now,
+        [
+            f"{status.get('readyReplicas', 0)}/{spec.get('replicas', 1)}",
+            int(status.get("updatedReplicas", 0)),
+            int(status.get("availableReplicas", 0)),
+        ],
+    )
+
+
+_DEPLOYMENT_COLUMNS = _workload_columns(
+    [
+        ("Ready", "string", "", 0),
+        ("Up-to-date", "integer", "", 0),
+        ("Available", "integer", "", 0),
+    ]
+)
 
 
 def _replicaset(obj: Obj, now: datetime) -> list[Any]:
-    spec, status, meta = obj.get("spec") or {}, obj.get("status") or {}, _meta(obj)
-    names, images = _containers(spec)
-    return [
-        meta.get("name", ""),
-        int(spec.get("replicas", 1)),
-        int(status.get("replicas", 0)),
-        int(status.get("readyReplicas", 0)),
-        _age(meta.get("creationTimestamp"), now),
-        names,
-        images,
-        _labels_string(spec.get("selector")),
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    return _workload_row(
+        obj,
+        now,
+        [
+            int(spec.get("replicas", 1)),
+            int(status.get("replicas", 0)),
+            int(status.get("readyReplicas", 0)),
+        ],
+    )
+
+
+_REPLICASET_COLUMNS = _workload_columns(
+    [
+        ("Desired", "integer", "", 0),
+        ("Current", "integer", "", 0),
+        ("Ready", "integer", "", 0),
     ]
-
-
-_REPLICASET_COLUMNS: list[Column] = [
-    _NAME,
-    ("Desired", "integer", "", 0),
-    ("Current", "integer", "", 0),
-    ("Ready", "integer", "", 0),
-    _AGE,
-    ("Containers", "string", "", 1),
-    ("Images", "string", "", 1),
-    ("Selector", "string", "", 1),
-]
+)
 
 
 def _node(obj: Obj, now: datetime) -> list[Any]:

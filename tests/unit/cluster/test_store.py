@@ -4,7 +4,8 @@ Covers: create fills server fields and refuses duplicates; generateName;
 optimistic concurrency (409 on a stale resourceVersion); status subresource
 separation and generation bumps; no-op updates keep the version; graceful pod
 deletion and finalizers; ownerReference garbage collection (background and
-orphan); namespace deletion; watch replay from a version, 410 Gone when
+orphan, a dependent with two owners, references added or dropped by updates);
+namespace deletion; watch replay from a version, 410 Gone when
 compacted, synthetic ADDED from "0", selector watches seeing objects enter and
 leave; overflowing watchers are closed; label and field selectors.
 """
@@ -147,6 +148,47 @@ def test_garbage_collection_orphan(store: Store) -> None:
     store.delete(DEPLOYMENTS, "default", "llama", propagation="Orphan")
     (pod,), _ = store.list(PODS)
     assert "ownerReferences" not in pod["metadata"]
+
+
+def _ref(owner: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+    }
+
+
+def test_dependent_with_two_owners_goes_with_the_last(store: Store) -> None:
+    a = store.create(DEPLOYMENTS, deployment("a"))
+    b = store.create(DEPLOYMENTS, deployment("b"))
+    store.create(CONFIGMAPS, {"metadata": {"name": "c", "ownerReferences": [_ref(a), _ref(b)]}})
+    store.delete(DEPLOYMENTS, "default", "a")
+    held = store.get(CONFIGMAPS, "default", "c")
+    assert held["metadata"]["ownerReferences"] == [_ref(b)]
+    store.delete(DEPLOYMENTS, "default", "b")
+    with pytest.raises(errors.NotFound):
+        store.get(CONFIGMAPS, "default", "c")
+
+
+def test_collection_follows_references_changed_by_updates(store: Store) -> None:
+    a = store.create(DEPLOYMENTS, deployment("a"))
+    b = store.create(DEPLOYMENTS, deployment("b"))
+    adopted = store.create(CONFIGMAPS, {"metadata": {"name": "adopted"}})
+    store.update(
+        CONFIGMAPS, {**adopted, "metadata": {**adopted["metadata"], "ownerReferences": [_ref(a)]}}
+    )
+    released = store.create(
+        CONFIGMAPS, {"metadata": {"name": "released", "ownerReferences": [_ref(a)]}}
+    )
+    store.update(
+        CONFIGMAPS, {**released, "metadata": {**released["metadata"], "ownerReferences": [_ref(b)]}}
+    )
+    store.delete(DEPLOYMENTS, "default", "a")
+    names = [o["metadata"]["name"] for o in store.list(CONFIGMAPS)[0]]
+    assert names == ["released"]
+    store.delete(DEPLOYMENTS, "default", "b")
+    assert store.list(CONFIGMAPS)[0] == []
 
 
 def test_namespace_deletion_removes_contents(store: Store) -> None:

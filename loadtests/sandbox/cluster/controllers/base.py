@@ -48,6 +48,7 @@ __all__ = [
     "Obj",
     "WorkQueue",
     "condition",
+    "controller_ref",
     "controller_uid",
     "is_pod_active",
     "is_pod_ready",
@@ -80,6 +81,18 @@ ENDPOINTSLICES = _rtype("discovery.k8s.io", "endpointslices")
 def key_of(obj: Obj) -> Key:
     meta = obj["metadata"]
     return (meta.get("namespace") or "", meta["name"])
+
+
+def controller_ref(owner: Obj, *, kind: str, api_version: str) -> Obj:
+    """The ``ownerReferences`` entry a controller puts on what it creates for ``owner``."""
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
 
 
 def controller_uid(obj: Obj) -> str | None:
@@ -127,40 +140,27 @@ def set_condition(
     """
     stamp = rfc3339(now)
     out = [dict(c) for c in conditions]
-    for i, old in enumerate(out):
-        if old.get("type") != kind:
-            continue
-        if (
-            old.get("status") == status
-            and old.get("reason") == reason
-            and old.get("message") == message
-        ):
-            return out
-        new: Obj = {"type": kind, "status": status}
-        if with_probe_time:
-            new["lastProbeTime"] = None
-        if with_update_time:
-            new["lastUpdateTime"] = stamp
-        new["lastTransitionTime"] = (
-            old.get("lastTransitionTime", stamp) if old.get("status") == status else stamp
-        )
-        if reason is not None:
-            new["reason"] = reason
-        if message is not None:
-            new["message"] = message
-        out[i] = new
+    at = next((i for i, c in enumerate(out) if c.get("type") == kind), None)
+    old = out[at] if at is not None else {}
+    wanted = (status, reason, message)
+    if at is not None and (old.get("status"), old.get("reason"), old.get("message")) == wanted:
         return out
-    new = {"type": kind, "status": status}
+    new: Obj = {"type": kind, "status": status}
     if with_probe_time:
         new["lastProbeTime"] = None
     if with_update_time:
         new["lastUpdateTime"] = stamp
-    new["lastTransitionTime"] = stamp
+    new["lastTransitionTime"] = (
+        old.get("lastTransitionTime", stamp) if old.get("status") == status else stamp
+    )
     if reason is not None:
         new["reason"] = reason
     if message is not None:
         new["message"] = message
-    out.append(new)
+    if at is None:
+        out.append(new)
+    else:
+        out[at] = new
     return out
 
 

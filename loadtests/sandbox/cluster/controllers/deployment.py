@@ -51,11 +51,11 @@ from loadtests.sandbox.cluster.controllers.base import (
     EventRecorder,
     Key,
     Obj,
+    controller_ref,
     controller_uid,
     set_condition,
 )
-from loadtests.sandbox.cluster.controllers.replicaset import parse_time
-from loadtests.sandbox.cluster.store import Store, copy_object
+from loadtests.sandbox.cluster.store import Store, copy_object, parse_rfc3339
 
 __all__ = ["DeploymentController", "pod_template_hash", "resolve_int_or_percent"]
 
@@ -260,16 +260,7 @@ class DeploymentController(Controller):
                     MAX_REPLICAS: str(desired + surge),
                     REVISION: str(revision),
                 },
-                "ownerReferences": [
-                    {
-                        "apiVersion": "apps/v1",
-                        "kind": "Deployment",
-                        "name": meta["name"],
-                        "uid": meta["uid"],
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
+                "ownerReferences": [controller_ref(d, kind="Deployment", api_version="apps/v1")],
             },
             "spec": {
                 "replicas": start,
@@ -543,7 +534,7 @@ class DeploymentController(Controller):
                     conditions[-1]["lastTransitionTime"] = current.get("lastTransitionTime")
                 recheck = float(deadline_s)
             elif current.get("status") == "True":
-                since = parse_time(current.get("lastUpdateTime"))
+                since = parse_rfc3339(current.get("lastUpdateTime"))
                 waited = (now - since).total_seconds() if since else 0.0
                 if waited >= float(deadline_s):
                     conditions = set_condition(

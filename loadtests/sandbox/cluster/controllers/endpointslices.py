@@ -41,6 +41,7 @@ from loadtests.sandbox.cluster.controllers.base import (
     Controller,
     Key,
     Obj,
+    controller_ref,
     is_pod_ready,
 )
 from loadtests.sandbox.cluster.errors import NotFound
@@ -224,14 +225,7 @@ class EndpointSliceController(Controller):
             SERVICE_NAME: meta["name"],
             MANAGED_BY_LABEL: MANAGED_BY,
         }
-        owner = {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "name": meta["name"],
-            "uid": meta["uid"],
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
+        owner = controller_ref(service, kind="Service", api_version="v1")
         # Reuse slices with the same ports first, so an endpoint change is one update.
         remaining = sorted(existing, key=lambda s: s["metadata"]["name"])
         plan: list[tuple[Obj | None, list[Obj] | None, list[Obj]]] = []

@@ -34,7 +34,6 @@ Status: ``replicas`` (active pods), ``fullyLabeledReplicas``,
 from __future__ import annotations
 
 import contextlib
-from datetime import datetime
 from typing import Any
 
 from loadtests.sandbox.cluster.controllers.base import (
@@ -45,12 +44,13 @@ from loadtests.sandbox.cluster.controllers.base import (
     Key,
     Obj,
     condition,
+    controller_ref,
     controller_uid,
     is_pod_active,
     is_pod_ready,
 )
 from loadtests.sandbox.cluster.errors import NotFound
-from loadtests.sandbox.cluster.store import Store, copy_object
+from loadtests.sandbox.cluster.store import Store, copy_object, parse_rfc3339
 
 __all__ = ["DELETION_COST", "ReplicaSetController", "deletion_rank", "pod_from_template"]
 
@@ -58,12 +58,6 @@ DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 # The real controller creates at most this many pods per sync ("burst").
 _BURST = 500
 _PHASE_ORDER = {"Pending": 0, "Unknown": 1, "Running": 2}
-
-
-def parse_time(stamp: str | None) -> datetime | None:
-    if not stamp:
-        return None
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 def _deletion_cost(pod: Obj) -> int:
@@ -81,8 +75,8 @@ def deletion_rank(pod: Obj, *, colocated: int) -> tuple[Any, ...]:
     """Sort key: pods that sort first are deleted first (see the module docstring)."""
     status = pod.get("status", {})
     ready = is_pod_ready(pod)
-    ready_since = parse_time((condition(pod, "Ready") or {}).get("lastTransitionTime"))
-    created = parse_time(pod["metadata"].get("creationTimestamp"))
+    ready_since = parse_rfc3339((condition(pod, "Ready") or {}).get("lastTransitionTime"))
+    created = parse_rfc3339(pod["metadata"].get("creationTimestamp"))
     restarts = sum(int(c.get("restartCount", 0)) for c in status.get("containerStatuses") or ())
     return (
         bool(pod.get("spec", {}).get("nodeName")),
@@ -132,14 +126,9 @@ def pod_from_template(owner: Obj, template: Obj, *, owner_kind: str) -> Obj:
             "namespace": meta["namespace"],
             "labels": dict(tmeta.get("labels") or {}),
             "ownerReferences": [
-                {
-                    "apiVersion": owner.get("apiVersion", "apps/v1"),
-                    "kind": owner_kind,
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
+                controller_ref(
+                    owner, kind=owner_kind, api_version=owner.get("apiVersion", "apps/v1")
+                )
             ],
         },
         "spec": spec,
@@ -258,7 +247,7 @@ class ReplicaSetController(Controller):
             if not is_pod_ready(pod):
                 continue
             ready += 1
-            since = parse_time((condition(pod, "Ready") or {}).get("lastTransitionTime"))
+            since = parse_rfc3339((condition(pod, "Ready") or {}).get("lastTransitionTime"))
             waited = (now - since).total_seconds() if since else 0.0
             if min_ready_s <= 0 or waited >= min_ready_s:
                 available += 1
