@@ -197,6 +197,10 @@ class _Target:
     status: dict[str, Any] | None = None  # discrete status last written or seen
     last_change_wall: str | None = None
     decided_at: float | None = None
+    # The Deployment's annotations as last synced (compared by identity) and the
+    # status annotation they held, parsed once.
+    seen: Mapping[str, str] | None = None
+    seen_status: dict[str, Any] | None = None
 
 
 def _wall_time() -> str:
@@ -291,42 +295,61 @@ class Controller:
                 self._metrics.forget_target(key)
         for key, snap in snapshots.items():
             d = snap.deployment
-            # The status annotation is ours: it changing must not re-parse the config.
-            annotations = {k: v for k, v in d.annotations.items() if k != STATUS_ANNOTATION}
             target = self._targets.get(key)
-            if target is not None and not self._leader.is_leader:
+            if target is None or target.seen is not d.annotations:
+                self._update_target(key, d, target, now)
+            elif not self._leader.is_leader:
                 # The leader writes the status; keep our copy in step so that, on
                 # taking over, we rewrite it only if our decision differs.
-                target.status = _existing_status(d)
-            if target is not None and target.annotations == annotations:
-                continue
-            config: ScalingConfig | None
-            problem: str | None = None
-            try:
-                config = self._policy.parse(annotations)
-                self._validate(config)
-            except InvalidTargetConfig as exc:
-                config, problem = None, str(exc)
-            if target is None:
-                target = _Target(
-                    key=key,
-                    annotations=annotations,
-                    config=config,
-                    problem=problem,
-                    windows=self._policy.new_windows(config) if config is not None else None,
-                    state=self._policy.initial_state(now),
-                    status=_existing_status(d),
-                )
-                self._targets[key] = target
-            else:
-                target.annotations = annotations
-                target.config = config
-                target.problem = problem
-                target.problem_reported = False
-                if config is not None and target.windows is None:
-                    target.windows = self._policy.new_windows(config)
-            if problem is not None:
-                log.warning("%s: invalid annotations, leaving it alone: %s", key, problem)
+                target.status = target.seen_status
+
+    def _update_target(
+        self, key: str, d: DeploymentInfo, target: _Target | None, now: float
+    ) -> None:
+        """A new target, or one whose Deployment annotations are a new object.
+
+        The cluster view keeps one ``DeploymentInfo`` per version it saw, so an
+        unchanged Deployment is skipped by identity at every tick, without
+        copying its annotations or parsing its status JSON again.
+        """
+        seen_status = _existing_status(d)
+        if target is not None:
+            target.seen = d.annotations
+            target.seen_status = seen_status
+            if not self._leader.is_leader:
+                target.status = seen_status
+        # The status annotation is ours: it changing must not re-parse the config.
+        annotations = {k: v for k, v in d.annotations.items() if k != STATUS_ANNOTATION}
+        if target is not None and target.annotations == annotations:
+            return
+        config: ScalingConfig | None
+        problem: str | None = None
+        try:
+            config = self._policy.parse(annotations)
+            self._validate(config)
+        except InvalidTargetConfig as exc:
+            config, problem = None, str(exc)
+        if target is None:
+            self._targets[key] = _Target(
+                key=key,
+                annotations=annotations,
+                config=config,
+                problem=problem,
+                windows=self._policy.new_windows(config) if config is not None else None,
+                state=self._policy.initial_state(now),
+                status=seen_status,
+                seen=d.annotations,
+                seen_status=seen_status,
+            )
+        else:
+            target.annotations = annotations
+            target.config = config
+            target.problem = problem
+            target.problem_reported = False
+            if config is not None and target.windows is None:
+                target.windows = self._policy.new_windows(config)
+        if problem is not None:
+            log.warning("%s: invalid annotations, leaving it alone: %s", key, problem)
 
     # -- signals ------------------------------------------------------------
 
