@@ -70,6 +70,7 @@ from scaler.kube.types import (
     TargetSnapshot,
 )
 from scaler.metrics import Metrics
+from scaler.policy.annotations import InvalidAnnotation, parse_scaling_config
 from scaler.policy.api import (
     Decision,
     Demand,
@@ -80,6 +81,8 @@ from scaler.policy.api import (
     SignalKind,
     SignalReading,
 )
+from scaler.policy.decide import PolicyState, decide
+from scaler.policy.windows import SignalWindows
 from scaler.signals.base import DemandSource, PodEndpoint, TargetPods
 from scaler.signals.combine import PROMETHEUS, CombinedSignals, combine, fed_by
 
@@ -89,8 +92,8 @@ __all__ = [
     "IntervalTicker",
     "InvalidTargetConfig",
     "Policy",
+    "PurePolicy",
     "Ticker",
-    "Windows",
 ]
 
 log = logging.getLogger(__name__)
@@ -108,36 +111,47 @@ class InvalidTargetConfig(ValueError):
     """A target's annotations cannot be used; the message names key, value and what is allowed."""
 
 
-class Windows(Protocol):
-    """One target's time-bucketed signal windows (``scaler.policy.windows``)."""
-
-    def record(self, kind: SignalKind, value: float, now: float) -> None: ...
-
-    def reading(
-        self,
-        kind: SignalKind,
-        now: float,
-        *,
-        stable_window_s: float,
-        panic_window_s: float,
-        fresh_within_s: float,
-    ) -> SignalReading: ...
-
-
 class Policy(Protocol):
-    """The pure policy, as the controller uses it (``scaler.policy_adapter``)."""
+    """The pure policy, as the controller uses it (:class:`PurePolicy`; tests script one).
+
+    The policy state is opaque to the controller: it keeps what ``decide``
+    returns and passes it back at the next decision.
+    """
 
     def parse(self, annotations: Mapping[str, str]) -> ScalingConfig:
         """The target's config; :class:`InvalidTargetConfig` when an annotation is bad."""
         ...
-
-    def new_windows(self, config: ScalingConfig) -> Windows: ...
 
     def initial_state(self, now: float) -> object: ...
 
     def decide(
         self, *, config: ScalingConfig, observation: Observation, state: object, now: float
     ) -> tuple[Decision, object]: ...
+
+
+class PurePolicy:
+    """:class:`Policy` with :mod:`scaler.policy`.
+
+    Its :class:`~scaler.policy.annotations.InvalidAnnotation` becomes an
+    :class:`InvalidTargetConfig`, message unchanged (it names every bad key,
+    its value and what is allowed); the state must be the policy's own type.
+    """
+
+    def parse(self, annotations: Mapping[str, str]) -> ScalingConfig:
+        try:
+            return parse_scaling_config(annotations)
+        except InvalidAnnotation as exc:
+            raise InvalidTargetConfig(str(exc)) from exc
+
+    def initial_state(self, now: float) -> object:
+        return PolicyState.initial(now)
+
+    def decide(
+        self, *, config: ScalingConfig, observation: Observation, state: object, now: float
+    ) -> tuple[Decision, object]:
+        if not isinstance(state, PolicyState):
+            raise TypeError(f"policy state must be a PolicyState, got {type(state).__name__}")
+        return decide(config=config, observation=observation, state=state, now=now)
 
 
 class Ticker(Protocol):
@@ -186,7 +200,7 @@ class _Target:
     annotations: Mapping[str, str]
     config: ScalingConfig | None
     problem: str | None
-    windows: Windows | None
+    windows: SignalWindows | None
     state: object
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     problem_reported: bool = False
@@ -335,7 +349,7 @@ class Controller:
                 annotations=annotations,
                 config=config,
                 problem=problem,
-                windows=self._policy.new_windows(config) if config is not None else None,
+                windows=SignalWindows.for_config(config) if config is not None else None,
                 state=self._policy.initial_state(now),
                 status=seen_status,
                 seen=d.annotations,
@@ -347,7 +361,7 @@ class Controller:
             target.problem = problem
             target.problem_reported = False
             if config is not None and target.windows is None:
-                target.windows = self._policy.new_windows(config)
+                target.windows = SignalWindows.for_config(config)
         if problem is not None:
             log.warning("%s: invalid annotations, leaving it alone: %s", key, problem)
 

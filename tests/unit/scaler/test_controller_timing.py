@@ -64,12 +64,12 @@ async def test_arrival_records_only_what_its_source_feeds() -> None:
     target = w.controller._targets[KEY]
     windows = target.windows
     assert windows is not None
-    got = windows.reading(  # type: ignore[attr-defined]
+    got = windows.reading(
         SignalKind.GPU_UTILIZATION, w.now, stable_window_s=60, panic_window_s=6, fresh_within_s=5
     )
     assert got.stable is None  # an activator report says nothing about GPUs
     w.controller.record_arrival("prometheus", now=w.now + 1)
-    got = windows.reading(  # type: ignore[attr-defined]
+    got = windows.reading(
         SignalKind.GPU_UTILIZATION,
         w.now + 1,
         stable_window_s=60,
