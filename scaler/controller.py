@@ -273,6 +273,12 @@ class Controller:
         self._write_slots = asyncio.Semaphore(self._settings.max_concurrent_writes)
         self._last_tick: float | None = None
         self._has_prometheus = any(s.name == PROMETHEUS for s in self._sources)
+        # Per signal, how recent its latest sample must be to count as fresh: fixed
+        # for the controller's life, so not recomputed per target and tick.
+        by_kind = self._settings.fresh_within_s_by_kind
+        self._fresh_within_s = {
+            kind: max(self._settings.fresh_within_s, by_kind.get(kind, 0.0)) for kind in SignalKind
+        }
         # Extra decisions (rechecks, pokes) run only while run() is active, so a
         # controller driven tick by tick in a test leaves nothing behind.
         self._running = False
@@ -408,14 +414,13 @@ class Controller:
     ) -> dict[SignalKind, SignalReading]:
         assert target.windows is not None
         readings = {}
-        by_kind = self._settings.fresh_within_s_by_kind
         for kind in config.configured_signals():
             reading = target.windows.reading(
                 kind,
                 now,
                 stable_window_s=config.window_s,
                 panic_window_s=config.panic_window_s,
-                fresh_within_s=max(self._settings.fresh_within_s, by_kind.get(kind, 0.0)),
+                fresh_within_s=self._fresh_within_s[kind],
             )
             if reading.fresh and not combined.complete.get(kind, False):
                 # Recorded recently, but from a partial view: may raise, never lower.
