@@ -87,6 +87,7 @@ from scaler.signals.base import DemandSource, PodEndpoint, TargetPods
 from scaler.signals.combine import PROMETHEUS, CombinedSignals, combine, fed_by
 
 __all__ = [
+    "CallLater",
     "Controller",
     "ControllerSettings",
     "IntervalTicker",
@@ -94,6 +95,7 @@ __all__ = [
     "Policy",
     "PurePolicy",
     "Ticker",
+    "Timer",
 ]
 
 log = logging.getLogger(__name__)
@@ -152,6 +154,16 @@ class PurePolicy:
         if not isinstance(state, PolicyState):
             raise TypeError(f"policy state must be a PolicyState, got {type(state).__name__}")
         return decide(config=config, observation=observation, state=state, now=now)
+
+
+class Timer(Protocol):
+    """A scheduled callback that can be called off (``asyncio.TimerHandle``)."""
+
+    def cancel(self) -> None: ...
+
+
+#: Schedules ``callback`` after ``delay_s`` seconds (``loop.call_later``; tests step one).
+CallLater = Callable[[float, Callable[[], None]], Timer]
 
 
 class Ticker(Protocol):
@@ -258,6 +270,7 @@ class Controller:
         clock: Callable[[], float],
         settings: ControllerSettings | None = None,
         wall_time: Callable[[], str] = _wall_time,
+        call_later: CallLater | None = None,
     ) -> None:
         self._cluster = cluster
         self._policy = policy
@@ -269,6 +282,7 @@ class Controller:
         self._clock = clock
         self._settings = settings or ControllerSettings()
         self._wall_time = wall_time
+        self._call_later = call_later
         self._targets: dict[str, _Target] = {}
         self._write_slots = asyncio.Semaphore(self._settings.max_concurrent_writes)
         self._last_tick: float | None = None
@@ -282,7 +296,7 @@ class Controller:
         # Extra decisions (rechecks, pokes) run only while run() is active, so a
         # controller driven tick by tick in a test leaves nothing behind.
         self._running = False
-        self._rechecks: dict[str, tuple[float, asyncio.TimerHandle]] = {}
+        self._rechecks: dict[str, tuple[float, Timer]] = {}
         self._side_tasks: set[asyncio.Task[None]] = set()
         self.ticks = 0
         self.rechecks_run = 0
@@ -695,8 +709,8 @@ class Controller:
             if scheduled[0] <= due:
                 return
             scheduled[1].cancel()
-        loop = asyncio.get_running_loop()
-        handle = loop.call_later(max(0.0, due - now), self._recheck_due, key)
+        call_later = self._call_later or asyncio.get_running_loop().call_later
+        handle = call_later(max(0.0, due - now), lambda: self._recheck_due(key))
         self._rechecks[key] = (due, handle)
 
     def _recheck_due(self, key: str) -> None:

@@ -26,7 +26,13 @@ from collections.abc import Mapping
 import pytest
 from prometheus_client import CollectorRegistry
 
-from scaler.controller import Controller, ControllerSettings, InvalidTargetConfig, PurePolicy
+from scaler.controller import (
+    CallLater,
+    Controller,
+    ControllerSettings,
+    InvalidTargetConfig,
+    PurePolicy,
+)
 from scaler.kube.errors import ApiUnavailable
 from scaler.metrics import Metrics
 from scaler.policy.api import (
@@ -80,6 +86,7 @@ class World:
         leader: bool = True,
         policy: object | None = None,
         settings: ControllerSettings | None = None,
+        call_later: CallLater | None = None,
     ) -> None:
         self.cluster = FakeCluster()
         self.cluster.put(deployment(replicas=replicas, annotations=annotations))
@@ -101,6 +108,7 @@ class World:
             clock=lambda: self.now,
             settings=settings,
             wall_time=lambda: f"t={self.now:.0f}",
+            call_later=call_later,
         )
 
     def set(self, activator: SourceReading | None, scrape: SourceReading | None) -> None:
