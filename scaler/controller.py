@@ -70,6 +70,7 @@ from scaler.kube.types import (
     TargetSnapshot,
 )
 from scaler.metrics import Metrics
+from scaler.policy.annotations import InvalidAnnotation, parse_scaling_config
 from scaler.policy.api import (
     Decision,
     Demand,
@@ -80,17 +81,21 @@ from scaler.policy.api import (
     SignalKind,
     SignalReading,
 )
+from scaler.policy.decide import PolicyState, decide
+from scaler.policy.windows import SignalWindows
 from scaler.signals.base import DemandSource, PodEndpoint, TargetPods
 from scaler.signals.combine import PROMETHEUS, CombinedSignals, combine, fed_by
 
 __all__ = [
+    "CallLater",
     "Controller",
     "ControllerSettings",
     "IntervalTicker",
     "InvalidTargetConfig",
     "Policy",
+    "PurePolicy",
     "Ticker",
-    "Windows",
+    "Timer",
 ]
 
 log = logging.getLogger(__name__)
@@ -108,36 +113,57 @@ class InvalidTargetConfig(ValueError):
     """A target's annotations cannot be used; the message names key, value and what is allowed."""
 
 
-class Windows(Protocol):
-    """One target's time-bucketed signal windows (``scaler.policy.windows``)."""
-
-    def record(self, kind: SignalKind, value: float, now: float) -> None: ...
-
-    def reading(
-        self,
-        kind: SignalKind,
-        now: float,
-        *,
-        stable_window_s: float,
-        panic_window_s: float,
-        fresh_within_s: float,
-    ) -> SignalReading: ...
-
-
 class Policy(Protocol):
-    """The pure policy, as the controller uses it (``scaler.policy_adapter``)."""
+    """The pure policy, as the controller uses it (:class:`PurePolicy`; tests script one).
+
+    The policy state is opaque to the controller: it keeps what ``decide``
+    returns and passes it back at the next decision.
+    """
 
     def parse(self, annotations: Mapping[str, str]) -> ScalingConfig:
         """The target's config; :class:`InvalidTargetConfig` when an annotation is bad."""
         ...
-
-    def new_windows(self, config: ScalingConfig) -> Windows: ...
 
     def initial_state(self, now: float) -> object: ...
 
     def decide(
         self, *, config: ScalingConfig, observation: Observation, state: object, now: float
     ) -> tuple[Decision, object]: ...
+
+
+class PurePolicy:
+    """:class:`Policy` with :mod:`scaler.policy`.
+
+    Its :class:`~scaler.policy.annotations.InvalidAnnotation` becomes an
+    :class:`InvalidTargetConfig`, message unchanged (it names every bad key,
+    its value and what is allowed); the state must be the policy's own type.
+    """
+
+    def parse(self, annotations: Mapping[str, str]) -> ScalingConfig:
+        try:
+            return parse_scaling_config(annotations)
+        except InvalidAnnotation as exc:
+            raise InvalidTargetConfig(str(exc)) from exc
+
+    def initial_state(self, now: float) -> object:
+        return PolicyState.initial(now)
+
+    def decide(
+        self, *, config: ScalingConfig, observation: Observation, state: object, now: float
+    ) -> tuple[Decision, object]:
+        if not isinstance(state, PolicyState):
+            raise TypeError(f"policy state must be a PolicyState, got {type(state).__name__}")
+        return decide(config=config, observation=observation, state=state, now=now)
+
+
+class Timer(Protocol):
+    """A scheduled callback that can be called off (``asyncio.TimerHandle``)."""
+
+    def cancel(self) -> None: ...
+
+
+#: Schedules ``callback`` after ``delay_s`` seconds (``loop.call_later``; tests step one).
+CallLater = Callable[[float, Callable[[], None]], Timer]
 
 
 class Ticker(Protocol):
@@ -186,7 +212,7 @@ class _Target:
     annotations: Mapping[str, str]
     config: ScalingConfig | None
     problem: str | None
-    windows: Windows | None
+    windows: SignalWindows | None
     state: object
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     problem_reported: bool = False
@@ -197,6 +223,10 @@ class _Target:
     status: dict[str, Any] | None = None  # discrete status last written or seen
     last_change_wall: str | None = None
     decided_at: float | None = None
+    # The Deployment's annotations as last synced (compared by identity) and the
+    # status annotation they held, parsed once.
+    seen: Mapping[str, str] | None = None
+    seen_status: dict[str, Any] | None = None
 
 
 def _wall_time() -> str:
@@ -240,6 +270,7 @@ class Controller:
         clock: Callable[[], float],
         settings: ControllerSettings | None = None,
         wall_time: Callable[[], str] = _wall_time,
+        call_later: CallLater | None = None,
     ) -> None:
         self._cluster = cluster
         self._policy = policy
@@ -251,14 +282,21 @@ class Controller:
         self._clock = clock
         self._settings = settings or ControllerSettings()
         self._wall_time = wall_time
+        self._call_later = call_later
         self._targets: dict[str, _Target] = {}
         self._write_slots = asyncio.Semaphore(self._settings.max_concurrent_writes)
         self._last_tick: float | None = None
         self._has_prometheus = any(s.name == PROMETHEUS for s in self._sources)
+        # Per signal, how recent its latest sample must be to count as fresh: fixed
+        # for the controller's life, so not recomputed per target and tick.
+        by_kind = self._settings.fresh_within_s_by_kind
+        self._fresh_within_s = {
+            kind: max(self._settings.fresh_within_s, by_kind.get(kind, 0.0)) for kind in SignalKind
+        }
         # Extra decisions (rechecks, pokes) run only while run() is active, so a
         # controller driven tick by tick in a test leaves nothing behind.
         self._running = False
-        self._rechecks: dict[str, tuple[float, asyncio.TimerHandle]] = {}
+        self._rechecks: dict[str, tuple[float, Timer]] = {}
         self._side_tasks: set[asyncio.Task[None]] = set()
         self.ticks = 0
         self.rechecks_run = 0
@@ -291,42 +329,61 @@ class Controller:
                 self._metrics.forget_target(key)
         for key, snap in snapshots.items():
             d = snap.deployment
-            # The status annotation is ours: it changing must not re-parse the config.
-            annotations = {k: v for k, v in d.annotations.items() if k != STATUS_ANNOTATION}
             target = self._targets.get(key)
-            if target is not None and not self._leader.is_leader:
+            if target is None or target.seen is not d.annotations:
+                self._update_target(key, d, target, now)
+            elif not self._leader.is_leader:
                 # The leader writes the status; keep our copy in step so that, on
                 # taking over, we rewrite it only if our decision differs.
-                target.status = _existing_status(d)
-            if target is not None and target.annotations == annotations:
-                continue
-            config: ScalingConfig | None
-            problem: str | None = None
-            try:
-                config = self._policy.parse(annotations)
-                self._validate(config)
-            except InvalidTargetConfig as exc:
-                config, problem = None, str(exc)
-            if target is None:
-                target = _Target(
-                    key=key,
-                    annotations=annotations,
-                    config=config,
-                    problem=problem,
-                    windows=self._policy.new_windows(config) if config is not None else None,
-                    state=self._policy.initial_state(now),
-                    status=_existing_status(d),
-                )
-                self._targets[key] = target
-            else:
-                target.annotations = annotations
-                target.config = config
-                target.problem = problem
-                target.problem_reported = False
-                if config is not None and target.windows is None:
-                    target.windows = self._policy.new_windows(config)
-            if problem is not None:
-                log.warning("%s: invalid annotations, leaving it alone: %s", key, problem)
+                target.status = target.seen_status
+
+    def _update_target(
+        self, key: str, d: DeploymentInfo, target: _Target | None, now: float
+    ) -> None:
+        """A new target, or one whose Deployment annotations are a new object.
+
+        The cluster view keeps one ``DeploymentInfo`` per version it saw, so an
+        unchanged Deployment is skipped by identity at every tick, without
+        copying its annotations or parsing its status JSON again.
+        """
+        seen_status = _existing_status(d)
+        if target is not None:
+            target.seen = d.annotations
+            target.seen_status = seen_status
+            if not self._leader.is_leader:
+                target.status = seen_status
+        # The status annotation is ours: it changing must not re-parse the config.
+        annotations = {k: v for k, v in d.annotations.items() if k != STATUS_ANNOTATION}
+        if target is not None and target.annotations == annotations:
+            return
+        config: ScalingConfig | None
+        problem: str | None = None
+        try:
+            config = self._policy.parse(annotations)
+            self._validate(config)
+        except InvalidTargetConfig as exc:
+            config, problem = None, str(exc)
+        if target is None:
+            self._targets[key] = _Target(
+                key=key,
+                annotations=annotations,
+                config=config,
+                problem=problem,
+                windows=SignalWindows.for_config(config) if config is not None else None,
+                state=self._policy.initial_state(now),
+                status=seen_status,
+                seen=d.annotations,
+                seen_status=seen_status,
+            )
+        else:
+            target.annotations = annotations
+            target.config = config
+            target.problem = problem
+            target.problem_reported = False
+            if config is not None and target.windows is None:
+                target.windows = SignalWindows.for_config(config)
+        if problem is not None:
+            log.warning("%s: invalid annotations, leaving it alone: %s", key, problem)
 
     # -- signals ------------------------------------------------------------
 
@@ -371,14 +428,13 @@ class Controller:
     ) -> dict[SignalKind, SignalReading]:
         assert target.windows is not None
         readings = {}
-        by_kind = self._settings.fresh_within_s_by_kind
         for kind in config.configured_signals():
             reading = target.windows.reading(
                 kind,
                 now,
                 stable_window_s=config.window_s,
                 panic_window_s=config.panic_window_s,
-                fresh_within_s=max(self._settings.fresh_within_s, by_kind.get(kind, 0.0)),
+                fresh_within_s=self._fresh_within_s[kind],
             )
             if reading.fresh and not combined.complete.get(kind, False):
                 # Recorded recently, but from a partial view: may raise, never lower.
@@ -653,8 +709,8 @@ class Controller:
             if scheduled[0] <= due:
                 return
             scheduled[1].cancel()
-        loop = asyncio.get_running_loop()
-        handle = loop.call_later(max(0.0, due - now), self._recheck_due, key)
+        call_later = self._call_later or asyncio.get_running_loop().call_later
+        handle = call_later(max(0.0, due - now), lambda: self._recheck_due(key))
         self._rechecks[key] = (due, handle)
 
     def _recheck_due(self, key: str) -> None:

@@ -30,14 +30,13 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from scaler.app import ServerState, build_app
-from scaler.controller import Controller, ControllerSettings, IntervalTicker
+from scaler.controller import Controller, ControllerSettings, IntervalTicker, PurePolicy
 from scaler.kube.client import KubeConfigError, connect
 from scaler.kube.cluster import KubeCluster
 from scaler.kube.leader import LeaseElector
 from scaler.kube.writer import KubeEvents, KubeScaleTarget
 from scaler.metrics import Metrics
 from scaler.policy.api import SignalKind
-from scaler.policy_adapter import PurePolicy
 from scaler.settings import ScalerSettings, SettingsError, describe_settings, load_settings
 from scaler.signals.activator_reports import ActivatorReports
 from scaler.signals.base import DemandSource, PolledSource

@@ -21,9 +21,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
 from scaler.app import ServerState, build_app
-from scaler.controller import Controller
+from scaler.controller import Controller, PurePolicy
 from scaler.metrics import Metrics
-from scaler.policy_adapter import PurePolicy
 from scaler.signals.activator_reports import ActivatorReports
 from tests.unit.scaler.fakes import FakeCluster, FakeEvents, FakeLeader, FakeScaleTarget, deployment
 

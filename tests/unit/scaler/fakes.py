@@ -1,4 +1,5 @@
-"""Fakes for the scaler's seams: cluster view, scale target, events, leader, sources, ticker.
+"""Fakes for the scaler's seams: cluster view, scale target, events, leader, sources, ticker,
+timers.
 
 Each records what was done to it so that tests assert on calls, and can be told
 to fail (``fail_with``) the way the API server would during an outage.
@@ -7,7 +8,7 @@ to fail (``fail_with``) the way the API server would during an outage.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from scaler.kube.errors import KubeError
@@ -151,3 +152,35 @@ class ManualTicker:
     async def __aiter__(self) -> AsyncIterator[float]:
         while True:
             yield await self._queue.get()
+
+
+@dataclass
+class ManualTimer:
+    delay_s: float
+    callback: Callable[[], None]
+    cancelled: bool = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class ManualTimers:
+    """A ``call_later`` that runs nothing until the test fires what is due."""
+
+    def __init__(self) -> None:
+        self.scheduled: list[ManualTimer] = []
+
+    def call_later(self, delay_s: float, callback: Callable[[], None]) -> ManualTimer:
+        timer = ManualTimer(delay_s, callback)
+        self.scheduled.append(timer)
+        return timer
+
+    def pending(self) -> list[ManualTimer]:
+        return [t for t in self.scheduled if not t.cancelled]
+
+    def fire_all(self) -> int:
+        """Run every callback not cancelled (as if their time had come); returns how many."""
+        due, self.scheduled = self.pending(), []
+        for timer in due:
+            timer.callback()
+        return len(due)

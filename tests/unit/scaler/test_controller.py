@@ -26,7 +26,13 @@ from collections.abc import Mapping
 import pytest
 from prometheus_client import CollectorRegistry
 
-from scaler.controller import Controller, ControllerSettings, InvalidTargetConfig, Windows
+from scaler.controller import (
+    CallLater,
+    Controller,
+    ControllerSettings,
+    InvalidTargetConfig,
+    PurePolicy,
+)
 from scaler.kube.errors import ApiUnavailable
 from scaler.metrics import Metrics
 from scaler.policy.api import (
@@ -36,9 +42,7 @@ from scaler.policy.api import (
     Reason,
     ScalingConfig,
     SignalKind,
-    SignalReading,
 )
-from scaler.policy_adapter import PurePolicy
 from scaler.signals.base import SourceReading
 from tests.unit.scaler.fakes import (
     FakeCluster,
@@ -82,6 +86,7 @@ class World:
         leader: bool = True,
         policy: object | None = None,
         settings: ControllerSettings | None = None,
+        call_later: CallLater | None = None,
     ) -> None:
         self.cluster = FakeCluster()
         self.cluster.put(deployment(replicas=replicas, annotations=annotations))
@@ -103,6 +108,7 @@ class World:
             clock=lambda: self.now,
             settings=settings,
             wall_time=lambda: f"t={self.now:.0f}",
+            call_later=call_later,
         )
 
     def set(self, activator: SourceReading | None, scrape: SourceReading | None) -> None:
@@ -275,9 +281,6 @@ class ScriptedPolicy:
             raise InvalidTargetConfig('bad: "yes" is not allowed; allowed: nothing')
         return ScalingConfig()
 
-    def new_windows(self, config: ScalingConfig) -> Windows:
-        return LastValueWindows()
-
     def initial_state(self, now: float) -> object:
         return None
 
@@ -291,28 +294,6 @@ class ScriptedPolicy:
         elif self.desired < observation.spec_replicas:
             reason = Reason.SCALED_DOWN
         return Decision(desired=self.desired, reason=reason, mode=self.mode), state
-
-
-class LastValueWindows:
-    def __init__(self) -> None:
-        self.values: dict[SignalKind, tuple[float, float]] = {}
-
-    def record(self, kind: SignalKind, value: float, now: float) -> None:
-        self.values[kind] = (value, now)
-
-    def reading(
-        self,
-        kind: SignalKind,
-        now: float,
-        *,
-        stable_window_s: float,
-        panic_window_s: float,
-        fresh_within_s: float,
-    ) -> SignalReading:
-        got = self.values.get(kind)
-        if got is None:
-            return SignalReading(stable=None, panic=None, fresh=False)
-        return SignalReading(stable=got[0], panic=got[0], fresh=now - got[1] <= fresh_within_s)
 
 
 async def test_deletion_cost_on_idlest_pods_before_scale_down() -> None:

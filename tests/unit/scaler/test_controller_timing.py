@@ -20,13 +20,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 
 import pytest
 
 from scaler.controller import ControllerSettings
 from scaler.policy.api import Decision, Mode, Observation, Reason, ScalingConfig, SignalKind
 from scaler.signals.base import SourceReading
-from tests.unit.scaler.fakes import FakeSource, ManualTicker, deployment
+from tests.unit.scaler.fakes import FakeSource, ManualTicker, ManualTimers, deployment
 from tests.unit.scaler.test_controller import KEY, ScriptedPolicy, World, idle, loaded
 
 
@@ -64,12 +65,12 @@ async def test_arrival_records_only_what_its_source_feeds() -> None:
     target = w.controller._targets[KEY]
     windows = target.windows
     assert windows is not None
-    got = windows.reading(  # type: ignore[attr-defined]
+    got = windows.reading(
         SignalKind.GPU_UTILIZATION, w.now, stable_window_s=60, panic_window_s=6, fresh_within_s=5
     )
     assert got.stable is None  # an activator report says nothing about GPUs
     w.controller.record_arrival("prometheus", now=w.now + 1)
-    got = windows.reading(  # type: ignore[attr-defined]
+    got = windows.reading(
         SignalKind.GPU_UTILIZATION,
         w.now + 1,
         stable_window_s=60,
@@ -89,19 +90,35 @@ class RecheckingPolicy(ScriptedPolicy):
         )
 
 
+async def _settle(done: Callable[[], bool]) -> None:
+    """Let spawned tasks run (no time passes): a bounded number of loop turns."""
+    for _ in range(100):
+        if done():
+            return
+        await asyncio.sleep(0)
+
+
 async def test_recheck_before_next_tick_gets_its_own_decision() -> None:
     policy = RecheckingPolicy()
-    w = World(replicas=1, policy=policy, settings=ControllerSettings(tick_interval_s=3600))
+    timers = ManualTimers()
+    w = World(
+        replicas=1,
+        policy=policy,
+        settings=ControllerSettings(tick_interval_s=3600),
+        call_later=timers.call_later,
+    )
     w.set(idle("activator"), idle("scrape"))
     ticker = ManualTicker()
     task = asyncio.create_task(w.controller.run(ticker))
     try:
         ticker.push(w.now)
-        for _ in range(200):  # bounded: 2 s at most
-            if w.controller.rechecks_run >= 2:
-                break
-            await asyncio.sleep(0.01)
+        await _settle(lambda: len(timers.pending()) == 1)
         # One tick, then a recheck 50 ms later that asked for another, and so on.
+        for n in (1, 2):
+            [timer] = timers.pending()
+            assert timer.delay_s == pytest.approx(0.05)
+            timers.fire_all()
+            await _settle(lambda n=n: w.controller.rechecks_run == n and bool(timers.pending()))
         assert w.controller.ticks == 1
         assert w.controller.rechecks_run >= 2
         assert len(policy.observations) >= 3
@@ -109,21 +126,30 @@ async def test_recheck_before_next_tick_gets_its_own_decision() -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-    # Stopped: nothing more is scheduled and nothing is left running.
+    # Stopped: the recheck still scheduled was called off, and nothing more runs.
     before = len(policy.observations)
-    await asyncio.sleep(0.1)
+    assert timers.fire_all() == 0
+    await asyncio.sleep(0)
     assert len(policy.observations) == before
 
 
 async def test_recheck_later_than_next_tick_is_left_to_the_tick() -> None:
     policy = RecheckingPolicy()
-    w = World(replicas=1, policy=policy, settings=ControllerSettings(tick_interval_s=0.01))
+    timers = ManualTimers()
+    w = World(
+        replicas=1,
+        policy=policy,
+        settings=ControllerSettings(tick_interval_s=0.01),
+        call_later=timers.call_later,
+    )
     w.set(idle("activator"), idle("scrape"))
     ticker = ManualTicker()
     task = asyncio.create_task(w.controller.run(ticker))
     try:
         ticker.push(w.now)
-        await asyncio.sleep(0.15)
+        await _settle(lambda: w.controller.ticks == 1)
+        assert policy.observations  # the tick decided, asking for a recheck in 50 ms
+        assert timers.scheduled == []
         assert w.controller.rechecks_run == 0
     finally:
         task.cancel()
@@ -159,10 +185,7 @@ async def test_follower_tracks_status_and_poke_acts_at_once() -> None:
     try:
         await asyncio.sleep(0)  # let run() start: pokes act only while it runs
         w.controller.poke()
-        for _ in range(100):
-            if w.scale.scales:
-                break
-            await asyncio.sleep(0.01)
+        await _settle(lambda: bool(w.scale.scales))
         assert w.controller.ticks == 4  # three from run_for, one from the poke
         assert w.scale.scales == [(KEY, 4)]
         assert w.events.reasons() == ["ScaledUp"]
