@@ -189,6 +189,12 @@ class Metrics:
         c(target, self.desired, "on-demand").set(desired)
         c(target, self.ready, "on-demand").set(ready)
         c(target, self.spot_fallback).set(spot_fallback)
+        if (self.write_failures, (target,)) not in self._by_target[target]:
+            # Counters start at 0 with the target, so rate() and alerts see a
+            # series before the first failure or scale change, not nothing.
+            c(target, self.write_failures)
+            for direction in DIRECTIONS:
+                c(target, self.scaling_events, direction)
         c(target, self.panic).set(1 if panic else 0)
         for kind, r in readings.items():
             if r.stable is not None:

@@ -90,3 +90,22 @@ def test_workers_merge_sums_capacity_and_keeps_the_timeout() -> None:
     merged = merge_expositions(texts)
     assert 'tidal_activator_buffer_capacity{target="ns/t"} 50.0' in merged
     assert 'tidal_activator_cold_start_timeout_seconds{target="ns/t"} 600.0' in merged
+
+
+def test_counters_of_a_target_start_at_zero() -> None:
+    registry = CollectorRegistry()
+    metrics = ScalerMetrics(registry)
+    metrics.observe_decision("ns/a", desired=0, ready=0, panic=False, readings={}, observed={})
+    assert _value(registry, "tidal_scaler_write_failures_total", target="ns/a") == 0
+    for direction in ("up", "down"):
+        assert (
+            _value(
+                registry, "tidal_scaler_scaling_events_total", target="ns/a", direction=direction
+            )
+            == 0
+        )
+    metrics.write_failed("ns/a")
+    metrics.observe_decision("ns/a", desired=0, ready=0, panic=False, readings={}, observed={})
+    assert _value(registry, "tidal_scaler_write_failures_total", target="ns/a") == 1
+    metrics.forget_target("ns/a")
+    assert _value(registry, "tidal_scaler_write_failures_total", target="ns/a") is None
