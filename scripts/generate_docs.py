@@ -4,9 +4,11 @@
 the scaler's annotation table :data:`scaler.policy.annotations.SPECS` and the
 activator's :data:`activator.kube.translate.ROUTING_ANNOTATIONS`) and
 ``docs/metrics.md`` (from the metrics each service registers, read back from
-a fresh ``CollectorRegistry``). ``--check`` writes nothing and exits 1 when a
-page differs from what the code says; a unit test runs the same comparison,
-so a knob or a metric cannot change without its page.
+a fresh ``CollectorRegistry``) and ``docs/statuses.md`` (from the
+activator's one table of its own answers, ``activator.proxy.ERROR_STATUS``).
+``--check`` writes nothing and exits 1 when a page differs from what the
+code says; a unit test runs the same comparison, so a knob, a metric or a
+status cannot change without its page.
 
 Main decision: the pages are rendered from the live objects (the parser's
 table, the registered collectors), never from a copy kept by hand, and the
@@ -24,10 +26,11 @@ from prometheus_client import CollectorRegistry
 
 from activator.kube.translate import ROUTING_ANNOTATIONS
 from activator.metrics import Metrics as ActivatorMetrics
+from activator.proxy import ERROR_STATUS
 from scaler.metrics import Metrics as ScalerMetrics
 from scaler.policy.annotations import SPECS, STATUS_ANNOTATION
 
-__all__ = ["PAGES", "annotations_page", "main", "metrics_page"]
+__all__ = ["PAGES", "annotations_page", "main", "metrics_page", "statuses_page"]
 
 ROOT = Path(__file__).resolve().parent.parent
 _GENERATED = (
@@ -169,10 +172,81 @@ def metrics_page() -> str:
     return "\n".join(lines)
 
 
+def statuses_page() -> str:
+    """docs/statuses.md: every status the activator answers itself, with its error code."""
+    lines = [
+        "# Statuses and error codes",
+        "",
+        _GENERATED.format(source="`activator/proxy.py` (ERROR_STATUS)"),
+        "",
+        "The activator passes every response of a model's replica through",
+        "unchanged: status, headers and body, streamed as they arrive. The",
+        "statuses below are the ones it answers **itself**, when no replica could.",
+        "Each has a JSON body in the OpenAI error shape, so OpenAI clients show",
+        "the message:",
+        "",
+        "```json",
+        '{"error": {"message": "too many requests are waiting for this model",',
+        '           "type": "overloaded_error", "code": "buffer_full"}}',
+        "```",
+        "",
+        "`code` is also the `reason` label of `tidal_activator_rejections_total`",
+        "([metrics.md](metrics.md)), so every such answer is counted by why. The",
+        "response carries the request's `X-Request-Id` (the client's, or one the",
+        "activator made).",
+        "",
+        _row("status", "code", "type", "Retry-After", "when"),
+        _row("---", "---", "---", "---", "---"),
+    ]
+    seen = set()
+    for spec in sorted(ERROR_STATUS.values(), key=lambda e: (e.status, e.code, e.message)):
+        if (spec.status, spec.code, spec.message) in seen:
+            continue
+        seen.add((spec.status, spec.code, spec.message))
+        lines.append(
+            _row(
+                str(spec.status),
+                f"`{spec.code}`",
+                f"`{spec.type}`",
+                "yes" if spec.retry_after else "",
+                spec.message,
+            )
+        )
+    lines += [
+        "",
+        "## What a client should do",
+        "",
+        "- **503** (`buffer_full`, `draining`): retry after `Retry-After`",
+        "  seconds; another activator replica may take it at once. Many",
+        "  `buffer_full` mean the model cannot scale out fast enough (see the",
+        "  `TidalActivatorBufferNearFull` alert in [operating.md](operating.md)).",
+        "- **504** (`cold_start_timeout`): no replica became ready within the",
+        "  model's `routing.tidal.dev/cold-start-timeout`",
+        "  ([annotations.md](annotations.md)). Retrying is safe: the request",
+        "  never reached a replica.",
+        "- **502**: `all_refused` never reached a replica either (every ready",
+        "  replica refused the connection until the cold-start timeout);",
+        "  `upstream_failed` did reach one, which then failed, so the request",
+        "  may have had effects: it is not retried by the activator.",
+        "- **404** (`no_target`): nothing routes this request: check the Host,",
+        "  the path prefix or the `model` field against the routing annotations.",
+        "- **400**, **405**, **413**: the request itself is wrong; do not retry",
+        "  it unchanged.",
+        "",
+        "A request that reached no replica (the connection was refused or reset",
+        "before any byte was sent) goes back to waiting, on another replica or",
+        "for the next ready one, within its cold-start timeout; once bytes were",
+        "sent it is never retried.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
 #: Each generated page: its path under the repository root and its renderer.
 PAGES = {
     "docs/annotations.md": annotations_page,
     "docs/metrics.md": metrics_page,
+    "docs/statuses.md": statuses_page,
 }
 
 

@@ -46,6 +46,14 @@ def test_check_mode_reports_a_stale_page(tmp_path: Path, monkeypatch: pytest.Mon
     assert generate_docs.main(["--check"]) == 1
 
 
+def test_every_error_code_is_a_counted_reason() -> None:
+    """docs/statuses.md says the code is the rejections metric's reason: keep it true."""
+    from activator.metrics import REASONS
+    from activator.proxy import ERROR_STATUS
+
+    assert {spec.code for spec in ERROR_STATUS.values()} <= set(REASONS)
+
+
 def test_documented_keys_are_the_parsers_keys() -> None:
     assert tuple(spec.key for spec in SPECS) == KNOWN_KEYS
     assert len(set(KNOWN_KEYS)) == len(KNOWN_KEYS)
