@@ -16,7 +16,8 @@ Covers:
   drives alerts to firing (and not firing) on synthetic series;
 - the rules and the dashboard read only metrics the code registers;
 - the Dockerfile builds the runtime only: non-root, no compilers, no extras,
-  no sandbox.
+  no sandbox;
+- the example Deployment validates and carries no ``replicas`` (Tidal owns it).
 """
 
 from __future__ import annotations
@@ -438,3 +439,19 @@ def test_dockerfile_builds_the_runtime_only() -> None:
     assert "[" not in "".join(line for line in text.splitlines() if "pip" in line), "no extras"
     for compiler in ("gcc", "build-essential", "g++", "clang"):
         assert compiler not in final
+
+
+# --- the example a user copies ------------------------------------------------------
+
+
+def test_example_validates_and_leaves_replicas_to_tidal() -> None:
+    objects = [
+        o for o in yaml.safe_load_all((DEPLOY / "examples" / "vllm-llama.yaml").read_text()) if o
+    ]
+    for obj in objects:
+        kubernetes_validate.validate(obj, SCHEMA_VERSIONS[0], strict=True)
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    # A replicas field in the manifest is written back over Tidal's number on
+    # every apply: docs/operating.md tells users to leave it out, so does this.
+    assert "replicas" not in deployment["spec"]
+    assert deployment["metadata"]["labels"]["autoscaling.tidal.dev/enabled"] == "true"
