@@ -19,9 +19,9 @@ concurrently, each bounded by ``timeout_s``.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 
+from activator.clock import Clock, loop_time
 from activator.readiness import EndpointTracker, TargetEndpoints
 from activator.registry import Registry
 
@@ -58,13 +58,15 @@ class Prober:
         timeout_s: float = 0.5,
         recheck_ready_s: float | None = None,
         probe: ProbeFn = tcp_probe,
+        clock: Clock = loop_time,
     ) -> None:
         self.registry = registry
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self.recheck_ready_s = recheck_ready_s
         self.probe = probe
-        self._last_recheck = 0.0
+        self.clock = clock
+        self._last_recheck: float | None = None
         self.rounds = 0
 
     async def run(self) -> None:
@@ -73,9 +75,9 @@ class Prober:
             await asyncio.sleep(self.interval_s)
 
     async def probe_once(self) -> None:
-        now = time.monotonic()
+        now = self.clock()
         recheck = self.recheck_ready_s is not None and (
-            now - self._last_recheck >= self.recheck_ready_s
+            self._last_recheck is None or now - self._last_recheck >= self.recheck_ready_s
         )
         if recheck:
             self._last_recheck = now

@@ -20,8 +20,10 @@ wakes its waiters. :meth:`TargetEndpoints.wait_ready` ends in one of:
 - ``False`` when ``timeout_s`` passes first;
 - ``CancelledError`` when the caller is cancelled.
 
-Requests themselves do not wait here: :mod:`activator.buffering` hands
-endpoints to held requests in arrival order through ``on_change``.
+Requests themselves do not wait here: the target's gate
+(:mod:`activator.buffering`) builds its ``TargetEndpoints`` with an
+``on_change`` callback and hands endpoints to held requests in arrival order
+from it.
 """
 
 from __future__ import annotations
@@ -77,9 +79,6 @@ class TargetEndpoints:
         self.ready: tuple[EndpointTracker, ...] = ()
         self._changed = asyncio.Event()
         self._on_change = on_change
-
-    def set_on_change(self, callback: Callable[[], None]) -> None:
-        self._on_change = callback
 
     def update(self, endpoints: Iterable[Endpoint]) -> None:
         """Take the source's latest list: add, drop, and refresh source readiness."""

@@ -13,14 +13,13 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from activator.buffering import Gate
 from activator.metrics import Metrics
-from activator.readiness import TargetEndpoints
 from loadtests.activator_gauges import HeldRequests, parse_gauges
 
 
 def exposition(counts: dict[str, tuple[int, int]]) -> str:
     gates = {}
     for name, (buffered, in_flight) in counts.items():
-        gate = Gate(TargetEndpoints(name), max_buffered=100, container_concurrency=0)
+        gate = Gate(name, max_buffered=100, container_concurrency=0)
         gate.buffered, gate.in_flight = buffered, in_flight
         gates[name] = gate
     registry = CollectorRegistry()
