@@ -23,9 +23,12 @@ one worker of :mod:`activator.workers`). The pieces:
   on and the reporter consumes, and the event loop's clock for everything.
 
 Drain (DESIGN §3): fail ``/readyz`` and answer new requests 503; after
-``drain_grace_s`` close the listener; then let aiohttp wait up to
-``drain_s`` for every request in progress, held ones included, before it
-cancels what is left.
+``drain_grace_s`` close the listener; then wait up to ``drain_s`` for every
+request in progress, held ones included, to end. Requests still held then
+are answered 503 (JSON, ``Retry-After``, code ``draining``): every request
+gets an answer, none is left to aiohttp's shutdown, which only closes
+connections. aiohttp's own shutdown timeout is just the time those answers
+(and any response still streaming) get to be written: ``FLUSH_S``.
 """
 
 from __future__ import annotations
@@ -59,6 +62,12 @@ from activator.wake_queue import WakeQueue
 __all__ = ["Activator", "activator_name", "admin_app", "make_source", "serve", "start"]
 
 log = logging.getLogger(__name__)
+
+# After the drain: how long the last answers may take to be written before
+# aiohttp cancels what is left (a response still streaming from a replica).
+FLUSH_S = 2.0
+# How often the drain looks at the gates' counts (plain integers: no event).
+_DRAIN_POLL_S = 0.05
 
 
 def activator_name(settings: ActivatorSettings) -> str:
@@ -105,14 +114,32 @@ class Activator:
     admin_port: int = 0
 
     async def drain(self) -> None:
-        """SIGTERM: fail readiness, stop accepting, finish work up to drain_s, stop."""
+        """SIGTERM: fail readiness, stop accepting, finish work up to drain_s, answer the rest."""
         self.ready = False
         self.proxy.draining = True
         timeouts = self.settings.timeouts
         if timeouts.drain_grace_s:
             await asyncio.sleep(timeouts.drain_grace_s)
-        await self.data_runner.cleanup()  # closes the listener, waits up to drain_s
+        for site in list(self.data_runner.sites):
+            await site.stop()  # closes the listener; open connections stay
+        await self.wait_idle(timeouts.drain_s)
+        self.registry.end_drain()  # what is still held gets its 503 now
+        await self.data_runner.cleanup()  # waits up to FLUSH_S for those answers
         await self.close()
+
+    def requests_in_progress(self) -> int:
+        """Held and in-flight requests over all targets."""
+        return sum(g.buffered + g.in_flight for g in self.registry.gates.values())
+
+    async def wait_idle(self, timeout_s: float) -> bool:
+        """Wait until no request is held or in flight; False when ``timeout_s`` passed first."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self.requests_in_progress():
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(min(_DRAIN_POLL_S, max(0.0, deadline - loop.time())))
+        return True
 
     async def close(self) -> None:
         for task in self.tasks:
@@ -216,6 +243,7 @@ async def start(
             client_body_idle_s=timeouts.client_body_idle_s,
             small_response_bytes=limits.small_response_bytes,
             retry_after_s=settings.retry_after_s,
+            max_held_body_bytes=limits.max_held_body_bytes,
         ),
     )
     token = settings.scaler_token.get_secret_value() if settings.scaler_token else None
@@ -245,7 +273,7 @@ async def start(
         max_headers=limits.max_headers,
         access_log=None,
     )
-    data_runner = web.ServerRunner(server, shutdown_timeout=timeouts.drain_s)
+    data_runner = web.ServerRunner(server, shutdown_timeout=FLUSH_S)
     await data_runner.setup()
     activator = Activator(
         settings=settings,

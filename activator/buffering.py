@@ -53,7 +53,7 @@ from activator.readiness import EndpointTracker, TargetEndpoints
 from activator.targets import DEFAULT_COLD_START_TIMEOUT_S
 from activator.wake_queue import WakeQueue
 
-__all__ = ["BufferFull", "ColdStartTimeout", "Gate", "GateClosed", "HoldError"]
+__all__ = ["BufferFull", "ColdStartTimeout", "DrainEnded", "Gate", "GateClosed", "HoldError"]
 
 
 class HoldError(Exception):
@@ -70,6 +70,10 @@ class ColdStartTimeout(HoldError):
 
 class GateClosed(HoldError):
     """The target went away while the request waited."""
+
+
+class DrainEnded(HoldError):
+    """The activator's drain timeout ended while the request waited."""
 
 
 class Gate:
@@ -97,6 +101,7 @@ class Gate:
         self.in_flight = 0
         self.arrivals = 0
         self.closed = False
+        self._closed_reason: type[HoldError] = GateClosed
         # Time integral of in_flight + buffered since the last report. The
         # first reading may come from any instant: the level is zero until a
         # count changes, and every change reads the clock first.
@@ -177,11 +182,11 @@ class Gate:
     async def acquire(self, timeout_s: float) -> EndpointTracker:
         """Hold until an endpoint is handed over; raises a :class:`HoldError` or cancels."""
         if self.closed:
-            raise GateClosed(self.name)
+            raise self._closed_reason(self.name)
         tracker = self.try_acquire()
         if tracker is not None:
             return tracker
-        if self.buffered >= self.max_buffered:
+        if self.full:
             raise BufferFull(self.name)
         fut: asyncio.Future[EndpointTracker] = asyncio.get_running_loop().create_future()
         self._touch()
@@ -243,13 +248,23 @@ class Gate:
             self.in_flight += 1
             head.set_result(tracker)
 
-    def close(self) -> None:
-        """The target is gone: fail everyone waiting with :class:`GateClosed`."""
+    @property
+    def full(self) -> bool:
+        """A request that cannot take an endpoint now would get :class:`BufferFull`."""
+        return self.buffered >= self.max_buffered
+
+    def close(self, reason: type[HoldError] = GateClosed) -> None:
+        """Fail everyone waiting, and every later request, with ``reason``.
+
+        :class:`GateClosed` when the target is gone; :class:`DrainEnded` when
+        the activator's drain ends with requests still held.
+        """
         self.closed = True
+        self._closed_reason = reason
         while self._waiters:
             fut = self._waiters.popleft()
             if not fut.done():
-                fut.set_exception(GateClosed(self.name))
+                fut.set_exception(reason(self.name))
 
     def pods(self) -> dict[str, int]:
         """In-flight requests per replica, for the report."""

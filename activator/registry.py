@@ -16,7 +16,7 @@ import logging
 import random
 from collections.abc import Callable, Mapping
 
-from activator.buffering import Gate
+from activator.buffering import DrainEnded, Gate
 from activator.clock import Clock, loop_time
 from activator.routing import RoutingTable
 from activator.targets import TargetSpec
@@ -96,3 +96,8 @@ class Registry:
         self._activators = count
         for gate in self.gates.values():
             gate.set_activators(count)
+
+    def end_drain(self) -> None:
+        """The drain timeout ended: every request still held gets :class:`DrainEnded`."""
+        for gate in self.gates.values():
+            gate.close(DrainEnded)

@@ -96,6 +96,14 @@ class Limits(BaseModel):
     max_body_bytes: int = Field(
         default=0, ge=0, description="bytes of any streamed request body (413 beyond); 0: no limit"
     )
+    max_held_body_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        ge=0,
+        description=(
+            "bytes of request bodies (read to route by 'model') kept while their requests are "
+            "held, over all targets per worker; past it 503 with Retry-After; 0: no limit"
+        ),
+    )
     backlog: int = Field(
         default=4096, ge=128, description="listen backlog of the data port (connections)"
     )

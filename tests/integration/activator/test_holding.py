@@ -16,7 +16,8 @@ Covers:
   next replica);
 - a refused connection sends the request back to waiting (no 502);
 - drain: SIGTERM-path finishes in-flight and held requests, /readyz fails,
-  new requests get 503.
+  new requests get 503; requests still held when the drain timeout ends get
+  503 with the JSON body and Retry-After (not a closed connection).
 
 Nothing here bounds latency in real time (the box is shared): how fast the
 scaler is told and a held request goes out is measured by
@@ -300,3 +301,26 @@ async def test_draining_answers_new_requests_503(
                 assert (await resp.json())["error"]["code"] == "draining"
     finally:
         await backend.stop()
+
+
+async def test_requests_still_held_when_the_drain_ends_get_503(
+    scaler: FakeScaler, client: aiohttp.ClientSession
+) -> None:
+    source = StaticSource(spec("default/cold", f"127.0.0.1:{free_port()}", ready=False))
+    cfg = settings(scaler, retry_after_s=3, timeouts={"drain_s": 0.2})
+    async with running_activator(source, cfg) as act:
+        url = f"http://127.0.0.1:{act.data_port}/x"
+
+        async def one() -> tuple[int, str, dict[str, dict[str, str]]]:
+            async with client.get(url) as resp:
+                return resp.status, resp.headers.get("Retry-After", ""), await resp.json()
+
+        held = [asyncio.create_task(one()) for _ in range(3)]
+        gate = act.registry.gates["default/cold"]
+        await wait_until(lambda: gate.buffered >= 3)
+        await act.drain()
+        answers = await asyncio.gather(*held)
+    for status, retry_after, body in answers:
+        assert (status, retry_after) == (503, "3")
+        assert body["error"]["code"] == "draining"
+        assert set(body["error"]) == {"message", "type", "code"}
