@@ -29,7 +29,10 @@ from activator.app import serve
 from activator.settings import ActivatorSettings, flag_specs, load_settings
 from activator.workers import run_workers
 
-__all__ = ["configure", "run", "settings_from_args"]
+__all__ = ["configure", "run", "secret_flag_warnings", "settings_from_args"]
+
+# Settings whose value is a secret: a flag puts it in every user's ps.
+_SECRET_FLAGS = {"setting__scaler_token": ("--scaler-token", "TIDAL_ACTIVATOR_SCALER_TOKEN")}
 
 log = logging.getLogger("activator")
 
@@ -65,6 +68,18 @@ def settings_from_args(args: argparse.Namespace) -> ActivatorSettings:
     return load_settings(flags, getattr(args, "config", None))
 
 
+def secret_flag_warnings(args: argparse.Namespace) -> list[str]:
+    """A warning for each secret given as a flag (still accepted, for old manifests)."""
+    warnings = []
+    for dest, (flag, env) in _SECRET_FLAGS.items():
+        if getattr(args, dest, None) is not None:
+            warnings.append(
+                f"{flag} is visible to every user of this machine (ps, /proc); "
+                f"set {env} or {flag}-file instead"
+            )
+    return warnings
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         settings = settings_from_args(args)
@@ -79,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
     # dashboard uses; the services are the only place that may say so
     # process-wide.
     prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
+    for warning in secret_flag_warnings(args):
+        log.warning("%s", warning)
     if settings.workers > 1:
         return run_workers(settings)
     try:

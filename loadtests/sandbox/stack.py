@@ -258,10 +258,10 @@ class SandboxStack:
                         str(self.settings.activator_admin_port),
                         "--scaler-url",
                         self.scaler_url,
-                        f"--scaler-token={self.token}",
                         *self.settings.activator_args,
                     ],
-                    env=self._env(),
+                    # In the environment, not a flag: flags are visible in ps.
+                    env={**self._env(), "TIDAL_ACTIVATOR_SCALER_TOKEN": self.token},
                     log=self.directory / "logs" / "tidal-activator.log",
                 )
             await self.scaler.start()
