@@ -4,7 +4,8 @@ Every ``interval_s`` (200 ms, as Knative's activator) the prober tries a TCP
 connection to each endpoint that is not ready: one the source lists but does
 not call ready yet, or one that refused a request. A successful connect puts
 it into rotation at once (held requests go out in the same loop turn); a
-failure keeps it out.
+failure keeps it out. Draining endpoints are never probed: they are going
+away, and a successful connect must not put them back.
 
 With the routes file there is no watch to say that a replica died, so ready
 endpoints are probed too, every ``recheck_ready_s``: a listed endpoint is
@@ -85,6 +86,8 @@ class Prober:
         for gate in list(self.registry.gates.values()):
             endpoints = gate.endpoints
             for tracker in list(endpoints.trackers.values()):
+                if tracker.draining:
+                    continue  # going away: no probe may put it back
                 if recheck or not tracker.ready:
                     jobs.append(self._probe(endpoints, tracker))
         if jobs:

@@ -221,3 +221,26 @@ async def test_gate_public_surface_counts_arrivals_and_marks_down() -> None:
     gate.release(tracker)
     assert gate.take_period()[1] == 2
     assert gate.take_period()[1] == 0
+
+
+async def test_draining_endpoint_takes_nothing_new_and_in_flight_finishes() -> None:
+    gate = make_gate(cc=2)
+    gate.endpoints.update([EP1])
+    first = gate.try_acquire()
+    assert first is not None
+    # The source says the replica is going away (EndpointSlice terminating).
+    gate.endpoints.update([Endpoint("10.0.0.1", 80, name="pod-1", ready=False, draining=True)])
+    assert gate.endpoints.ready == ()
+    assert gate.try_acquire() is None
+    gate.endpoints.set_probe_result("10.0.0.1:80", True)  # still listening: no matter
+    assert gate.endpoints.ready == ()
+    assert gate.pods() == {"pod-1": 1}  # its in-flight request is still counted
+    held = asyncio.create_task(gate.acquire(10))
+    await asyncio.sleep(0)
+    gate.release(first)  # finished: the slot frees, but not for new requests
+    await asyncio.sleep(0)
+    assert not held.done()
+    gate.endpoints.update([EP2])
+    tracker = await held
+    assert tracker.key == EP2.key
+    gate.release(tracker)

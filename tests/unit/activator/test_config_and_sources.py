@@ -249,13 +249,20 @@ def test_endpoint_slices_translate() -> None:
         ep("10.0.0.2", "p2", ready=False),
         ep("10.0.0.3", "p3", ready=False, terminating=True),
         ep("10.0.0.4", "p4"),  # no condition: ready
+        ep("10.0.0.5", "p5", ready=False, serving=True),  # terminating, not said so
     )
     by_name = endpoints_from_slices([sl], port="http")
+    # Terminating endpoints are kept as draining (their in-flight requests
+    # stay counted), never ready; before issue 13 they were dropped.
     assert by_name == (
         Endpoint("10.0.0.1", 8000, name="p1", ready=True),
         Endpoint("10.0.0.2", 8000, name="p2", ready=False),
+        Endpoint("10.0.0.3", 8000, name="p3", ready=False, draining=True),
         Endpoint("10.0.0.4", 8000, name="p4", ready=True),
+        Endpoint("10.0.0.5", 8000, name="p5", ready=False, draining=True),
     )
+    routable = tuple(e for e in by_name if not e.draining)
+    assert [e.name for e in routable] == ["p1", "p2", "p4"]
     # A Service port number maps to its name, then to the slice's target port.
     assert endpoints_from_slices([sl], port=80, service=SERVICE) == by_name
     # Default: the Service's first port.
