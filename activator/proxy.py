@@ -375,11 +375,12 @@ class Proxy:
     ) -> web.StreamResponse:
         headers = forward_headers(request, request_id)
         data: object = None
-        client_body = _ClientBody()
+        client_body: _ClientBody | None = None
         if body is not None:
             data = body
             headers[hdrs.CONTENT_LENGTH] = str(len(body))
         elif request.body_exists:
+            client_body = _ClientBody()
             data = self._body_stream(request, client_body)
         url = _upstream_url(tracker.base_url, raw_path)
         try:
@@ -394,7 +395,7 @@ class Proxy:
         except (aiohttp.ClientError, TimeoutError) as exc:
             answer = after_failure(
                 _failure_of(exc),
-                client_body=client_body.error,
+                client_body=client_body.error if client_body is not None else None,
                 replica=tracker.label,
                 what=type(exc).__name__,
             )
