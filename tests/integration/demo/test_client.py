@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import aiohttp
 
-from loadtests.client import stream_chat
+from loadtests.demo.client import stream_chat
 from loadtests.sandbox.servers.server import ModelServer, ServerConfig, free_port
 
 

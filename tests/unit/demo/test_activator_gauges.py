@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from activator.buffering import Gate
 from activator.metrics import Metrics
 from activator.readiness import TargetEndpoints
-from loadtests.activator_gauges import HeldRequests, parse_gauges
+from loadtests.demo.activator_gauges import HeldRequests, parse_gauges
 
 
 def exposition(counts: dict[str, tuple[int, int]]) -> str:

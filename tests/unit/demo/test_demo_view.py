@@ -15,8 +15,8 @@ import shutil
 
 import pytest
 
-from loadtests.demo_view import Console, Status, format_status, summary_table
-from loadtests.observe import Summary
+from loadtests.demo.observe import Summary
+from loadtests.demo.view import Console, Status, format_status, summary_table
 
 
 def status(**changes: object) -> Status:

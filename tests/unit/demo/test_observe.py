@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadtests.observe import ClusterSample, DemoTracker, RequestResult, percentile
+from loadtests.demo.observe import ClusterSample, DemoTracker, RequestResult, percentile
 
 
 def tracker_with(readies: list[int], *, pods_at_end: int = 0) -> DemoTracker:

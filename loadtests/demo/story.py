@@ -19,7 +19,7 @@ Everything reported is observed, never assumed (DESIGN §7): replica counts
 are sampled from the cluster's store (``spec.replicas``,
 ``status.readyReplicas``, the pods that exist), held and in-flight counts
 from the activator's ``/metrics``, latencies on the client's clock;
-:mod:`loadtests.observe` turns the samples into the summary and its
+:mod:`loadtests.demo.observe` turns the samples into the summary and its
 verdict. ``--json`` ends the output with that summary as one line of JSON;
 the exit status is 1 unless no request failed, a cold start was seen, more
 than one replica was ready at peak and none was left at the end.
@@ -50,10 +50,10 @@ from pathlib import Path
 import aiohttp
 import uvloop
 
-from loadtests.activator_gauges import HeldRequests, read_gauges
-from loadtests.client import stream_chat
-from loadtests.demo_view import Console, Status, summary_table
-from loadtests.observe import ClusterSample, DemoTracker, RequestResult
+from loadtests.demo.activator_gauges import HeldRequests, read_gauges
+from loadtests.demo.client import stream_chat
+from loadtests.demo.observe import ClusterSample, DemoTracker, RequestResult
+from loadtests.demo.view import Console, Status, summary_table
 from loadtests.sandbox.example import ExampleModel
 from loadtests.sandbox.example_flags import add_model_flags, model_from_args
 from loadtests.sandbox.stack import SandboxStack, StackSettings

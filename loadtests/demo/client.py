@@ -4,7 +4,7 @@ Used by the demo and the end-to-end tests (locust drives the load tests).
 It measures time to first token on its own clock from the moment it starts
 sending, reads the server-sent events line by line as they arrive, and turns
 every outcome, including a refused connection or a stream cut midway, into a
-:class:`~loadtests.observe.RequestResult` rather than an exception, so a
+:class:`~loadtests.demo.observe.RequestResult` rather than an exception, so a
 caller can count failures instead of losing them.
 """
 
@@ -14,7 +14,7 @@ import time
 
 import aiohttp
 
-from loadtests.observe import RequestResult
+from loadtests.demo.observe import RequestResult
 from loadtests.streaming import SseParser, StreamMeter
 
 __all__ = ["stream_chat"]

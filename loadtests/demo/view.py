@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
-from loadtests.observe import Summary
+from loadtests.demo.observe import Summary
 
 __all__ = ["Console", "Status", "format_status", "summary_table"]
 
