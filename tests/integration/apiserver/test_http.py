@@ -385,7 +385,7 @@ async def test_watch_cut_by_fault_ends_stream(api: Api, server: ApiServer) -> No
         url, params={"watch": "true"}, headers=headers, ssl=api.ssl_context
     ) as resp:
         # The server registers the watch before it sends the headers we hold.
-        assert len(server._watchers) == 1
+        assert server.open_watches == 1
         code, _state, _ = await api.call("POST", "/_sandbox/faults", body={"cut_watches": True})
         assert code == 200
         assert await asyncio.wait_for(resp.content.read(), 10) == b""
