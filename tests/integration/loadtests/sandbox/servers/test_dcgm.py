@@ -17,7 +17,7 @@ import pytest
 
 from loadtests.sandbox.servers.dcgm import DcgmExporter, GpuTarget
 from loadtests.sandbox.servers.server import ModelServer
-from tests.integration.servers.conftest import scrape, vllm_config
+from tests.integration.loadtests.sandbox.servers.conftest import scrape, vllm_config
 
 
 async def test_utilization_follows_busy_time_and_drops_gone_servers() -> None:

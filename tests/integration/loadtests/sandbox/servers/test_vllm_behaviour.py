@@ -21,7 +21,7 @@ import pytest
 
 from loadtests.sandbox.servers.faults import Faults
 from loadtests.sandbox.servers.server import ModelServer, free_port
-from tests.integration.servers.conftest import scrape, vllm_config
+from tests.integration.loadtests.sandbox.servers.conftest import scrape, vllm_config
 
 LABEL = '{model_name="m"}'
 

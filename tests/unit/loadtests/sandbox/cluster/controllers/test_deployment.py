@@ -30,7 +30,7 @@ from loadtests.sandbox.cluster.controllers.deployment import (
 from loadtests.sandbox.cluster.controllers.replicaset import DELETION_COST, deletion_rank
 from loadtests.sandbox.cluster.controlplane import ControlPlane
 from loadtests.sandbox.cluster.store import Store
-from tests.unit.controlplane.support import Changes, deployment, items
+from tests.unit.loadtests.sandbox.cluster.controllers.support import Changes, deployment, items
 
 Obj = dict[str, Any]
 

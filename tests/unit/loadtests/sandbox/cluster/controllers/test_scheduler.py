@@ -23,7 +23,7 @@ from loadtests.sandbox.cluster.controllers.scheduler import node_filter_failures
 from loadtests.sandbox.cluster.controlplane import ControlPlane
 from loadtests.sandbox.cluster.nodes import DEFAULT_POOL, NodeSpec, node_object
 from loadtests.sandbox.cluster.store import Store
-from tests.unit.controlplane.support import Changes, deployment, items
+from tests.unit.loadtests.sandbox.cluster.controllers.support import Changes, deployment, items
 
 Obj = dict[str, Any]
 SPOT_NODES = {s.name for s in DEFAULT_POOL if s.capacity_type == "spot"}

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import descendants
-from tests.e2e.demo.conftest import SandboxUp
+from tests.e2e.loadtests.conftest import SandboxUp
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

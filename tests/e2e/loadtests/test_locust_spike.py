@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import loadtests
-from tests.e2e.demo.conftest import SandboxUp
+from tests.e2e.loadtests.conftest import SandboxUp
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

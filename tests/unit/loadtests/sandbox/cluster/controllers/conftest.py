@@ -11,7 +11,7 @@ import pytest_asyncio
 from loadtests.sandbox.cluster.controlplane import ControlPlane
 from loadtests.sandbox.cluster.nodes import DEFAULT_POOL
 from loadtests.sandbox.cluster.store import Store
-from tests.unit.controlplane.support import Changes, make_plane, new_store
+from tests.unit.loadtests.sandbox.cluster.controllers.support import Changes, make_plane, new_store
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ import pytest
 
 from loadtests.sandbox.servers.server import ModelServer, ServerConfig
 from scaler.sim.engine import BatcherParams
-from tests.integration.servers.conftest import scrape
+from tests.integration.loadtests.sandbox.servers.conftest import scrape
 
 LABELS = '{model="resnet",version="1"}'
 

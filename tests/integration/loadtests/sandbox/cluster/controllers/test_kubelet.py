@@ -32,7 +32,7 @@ from loadtests.sandbox.cluster.controllers.base import (
 from loadtests.sandbox.cluster.controlplane import ControlPlane
 from loadtests.sandbox.cluster.nodes import INTERRUPTION_TAINTS
 from loadtests.sandbox.cluster.store import Store
-from tests.unit.controlplane.support import Changes, deployment, items
+from tests.unit.loadtests.sandbox.cluster.controllers.support import Changes, deployment, items
 
 Obj = dict[str, Any]
 

@@ -16,7 +16,7 @@ from loadtests.sandbox.cluster.nodes import DEFAULT_POOL
 from loadtests.sandbox.cluster.simple_launcher import SimpleLauncher
 from loadtests.sandbox.cluster.store import Store
 from loadtests.sandbox.servers.spec import ServerSpec
-from tests.unit.controlplane.support import Changes, make_plane, new_store
+from tests.unit.loadtests.sandbox.cluster.controllers.support import Changes, make_plane, new_store
 
 TINY = Path(__file__).with_name("tiny_server.py")
 FAST = KubeletSettings(backoff_base_s=0.2, backoff_cap_s=0.8, tcp_probe_period_s=0.05)

@@ -20,7 +20,7 @@ import pytest
 
 from loadtests.sandbox.servers.server import ModelServer
 from scaler.sim.engine import LlmParams
-from tests.integration.servers.conftest import scrape, vllm_config
+from tests.integration.loadtests.sandbox.servers.conftest import scrape, vllm_config
 
 IGNORE_EOS = {"ignore_eos": True}
 
