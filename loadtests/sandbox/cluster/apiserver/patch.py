@@ -18,10 +18,10 @@ from loadtests.sandbox.cluster.apiserver.scale import scale_of, write_scale
 from loadtests.sandbox.cluster.apiserver.wire import (
     Obj,
     check_kind,
+    decode_body,
     is_dry_run,
     json_response,
     read_body,
-    validate_body,
 )
 from loadtests.sandbox.cluster.apiserver.writes import record_manager
 from loadtests.sandbox.cluster.errors import (
@@ -73,7 +73,7 @@ async def patch_object(
         meta["resourceVersion"] = existing["metadata"]["resourceVersion"]
     patched["apiVersion"], patched["kind"] = rtype.api_version, rtype.kind
     try:
-        warnings = validate_body(rtype, patched, request)
+        warnings = decode_body(rtype, patched, request)
     except BadRequest as error:
         if "strict decoding error" in error.message:
             raise BadRequest(error.message.split(": ", 1)[1]) from None
@@ -107,7 +107,7 @@ async def apply_create(
         raise BadRequest("PATCH, fieldManager: Required value: is required for apply patch")
     body = check_kind(rtype, copy_object(patch))
     body.setdefault("metadata", {})["name"] = req.name
-    warnings = validate_body(rtype, body, request)
+    warnings = decode_body(rtype, body, request)
     obj = ctx.from_wire(rtype, body)
     if rtype.has_status:
         obj.pop("status", None)

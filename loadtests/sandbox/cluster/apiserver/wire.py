@@ -2,7 +2,9 @@
 
 Main decision: every answer is compact JSON (also when protobuf is preferred,
 which kubectl accepts); validation warnings travel as ``Warning: 299``
-headers; a 503 carries ``Retry-After: 1`` so clients back off briefly.
+headers; a 503 carries ``Retry-After: 1`` so clients back off briefly. A
+decoded body has its resource quantities rewritten canonically
+(``quantity_fields``), as the real server's decoding does.
 """
 
 from __future__ import annotations
@@ -20,19 +22,20 @@ from loadtests.sandbox.cluster.errors import (
     ServiceUnavailable,
     UnsupportedMediaType,
 )
+from loadtests.sandbox.cluster.quantity_fields import canonicalize_quantities
 from loadtests.sandbox.cluster.resources import ResourceType
 
 __all__ = [
     "JSON",
     "Obj",
     "check_kind",
+    "decode_body",
     "dumps",
     "error_response",
     "is_dry_run",
     "json_response",
     "read_body",
     "truthy",
-    "validate_body",
 ]
 
 Obj = dict[str, Any]
@@ -114,8 +117,14 @@ def check_kind(
     return body
 
 
-def validate_body(rtype: ResourceType, obj: Obj, request: web.Request) -> list[str]:
-    return validation.validate_object(
+def decode_body(rtype: ResourceType, obj: Obj, request: web.Request) -> list[str]:
+    """Validate ``obj`` as its kind and write its quantities canonically; the warnings.
+
+    What the real server's decoding does to a typed object: afterwards the
+    object reads back as it would from a real cluster (``nvidia.com/gpu: 1``
+    as ``"1"``).
+    """
+    warnings = validation.validate_object(
         obj,
         group=rtype.group,
         version=rtype.version,
@@ -123,6 +132,8 @@ def validate_body(rtype: ResourceType, obj: Obj, request: web.Request) -> list[s
         namespaced=rtype.namespaced,
         field_validation=request.query.get("fieldValidation", "Warn"),
     )
+    canonicalize_quantities(obj, group=rtype.group, version=rtype.version, kind=rtype.kind)
+    return warnings
 
 
 def is_dry_run(request: web.Request) -> bool:

@@ -17,10 +17,10 @@ from loadtests.sandbox.cluster.apiserver.scale import write_scale
 from loadtests.sandbox.cluster.apiserver.wire import (
     Obj,
     check_kind,
+    decode_body,
     is_dry_run,
     json_response,
     read_body,
-    validate_body,
 )
 from loadtests.sandbox.cluster.errors import (
     AlreadyExists,
@@ -39,7 +39,7 @@ async def create_object(
 ) -> web.Response:
     rtype = req.rtype
     body = check_kind(rtype, await read_body(request))
-    warnings = validate_body(rtype, body, request)
+    warnings = decode_body(rtype, body, request)
     obj = ctx.from_wire(rtype, body)
     meta = obj.setdefault("metadata", {})
     for key in (
@@ -133,7 +133,7 @@ async def update_object(
         raise BadRequest(
             "the namespace of the provided object does not match the namespace sent on the request"
         )
-    warnings = validate_body(rtype, body, request)
+    warnings = decode_body(rtype, body, request)
     obj = ctx.from_wire(rtype, body)
     defaults.apply_defaults(obj, rtype.kind, creating=False)
     record_manager(ctx, obj, request, operation="Update")

@@ -7,7 +7,9 @@ token and CA files a pod would have, with RBAC on: the ServiceAccount may do
 what its Role grants and gets 403 for the rest; the official synchronous
 ``kubernetes`` client through the kubeconfig (in a worker thread, so the
 test's loop keeps serving): list with a label selector, a strategic merge
-patch, the events.k8s.io API, and a watch that ends on timeoutSeconds.
+patch, the events.k8s.io API, and a watch that ends on timeoutSeconds; the
+official client reads back a Deployment whose quantities were sent as
+numbers (they come back as canonical strings, as from a real server).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from kubernetes_asyncio import watch as awatch
 from kubernetes_asyncio.config.incluster_config import InClusterConfigLoader
 
 from loadtests.sandbox.cluster.apiserver import ApiServer
+
+from .conftest import Api
 
 
 def deployment(name: str, replicas: int = 1) -> dict[str, Any]:
@@ -214,3 +218,52 @@ async def test_official_sync_client_through_kubeconfig(kubeconfig: Path) -> None
     assert result["image"] == "vllm:2" and result["containers"] == 1  # merged by name
     assert result["event_messages"] == ["up"]
     assert result["streamed"] == [("ADDED", "a"), ("ADDED", "b")]
+
+
+def _read_resources(kubeconfig: Path, name: str) -> dict[str, dict[str, str]]:
+    api_client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
+    try:
+        read = kubernetes.client.AppsV1Api(api_client).read_namespaced_deployment(name, "default")
+        resources = read.spec.template.spec.containers[0].resources
+        return {"limits": dict(resources.limits), "requests": dict(resources.requests)}
+    finally:
+        api_client.close()
+
+
+async def test_official_client_reads_quantities_back_as_canonical_strings(
+    api: Api, kubeconfig: Path
+) -> None:
+    # Sent as a user writes them in YAML (kubectl passes numbers through);
+    # the official client (37) refuses a number where a quantity is, so it
+    # can read the Deployment back only if the server answers with the
+    # canonical strings a real one returns.
+    body = deployment("gpu")
+    body["spec"]["template"]["spec"]["containers"][0]["resources"] = {
+        "limits": {"nvidia.com/gpu": 1, "memory": "1024Mi"},
+        "requests": {"cpu": 0.5, "memory": "1.5Gi"},
+    }
+    code, _, _ = await api.call("POST", "/apis/apps/v1/namespaces/default/deployments", body=body)
+    assert code == 201
+    read = await asyncio.to_thread(_read_resources, kubeconfig, "gpu")
+    assert read == {
+        "limits": {"nvidia.com/gpu": "1", "memory": "1Gi"},
+        "requests": {"cpu": "500m", "memory": "1536Mi"},
+    }
+    patch = {
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [{"name": "vllm", "resources": {"limits": {"nvidia.com/gpu": 2}}}]
+                }
+            }
+        }
+    }
+    code, _, _ = await api.call(
+        "PATCH",
+        "/apis/apps/v1/namespaces/default/deployments/gpu",
+        body=patch,
+        content_type="application/strategic-merge-patch+json",
+    )
+    assert code == 200
+    read = await asyncio.to_thread(_read_resources, kubeconfig, "gpu")
+    assert read["limits"] == {"nvidia.com/gpu": "2", "memory": "1Gi"}

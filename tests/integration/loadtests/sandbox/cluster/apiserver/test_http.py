@@ -537,3 +537,23 @@ async def test_watch_list_with_initial_events_end_bookmark(api: Api, server: Api
     ]
     assert events[2]["type"] == "BOOKMARK"
     assert events[2]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+
+
+async def test_quantities_stored_canonically_and_bad_ones_refused(api: Api, store: Store) -> None:
+    body = deployment("q")
+    container = body["spec"]["template"]["spec"]["containers"][0]
+    container["resources"] = {"limits": {"nvidia.com/gpu": 1, "cpu": "1000m"}}
+    code, created, _ = await api.call("POST", DEPLOY, body=body)
+    assert code == 201
+    limits = created["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits == {"nvidia.com/gpu": "1", "cpu": "1"}
+    assert DEPLOYMENTS is not None
+    stored = store.get(DEPLOYMENTS, "default", "q")
+    assert stored["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] == limits
+
+    bad = deployment("bad")
+    bad["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "lots"}}
+    code, status, _ = await api.call("POST", DEPLOY, body=bad)
+    assert code == 400, status
+    assert "quantities must match the regular expression" in status["message"]
+    assert "spec.template.spec.containers[0].resources.limits.cpu" in status["message"]
