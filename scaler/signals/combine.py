@@ -23,12 +23,9 @@ from dataclasses import dataclass, field
 
 from scaler.policy.api import Demand, SignalKind
 from scaler.signals.base import SourceReading
+from scaler.signals.names import ACTIVATOR, PROMETHEUS, SCRAPE
 
-__all__ = ["ACTIVATOR", "PROMETHEUS", "SCRAPE", "CombinedSignals", "combine", "fed_by"]
-
-ACTIVATOR = "activator"
-SCRAPE = "scrape"
-PROMETHEUS = "prometheus"
+__all__ = ["CombinedSignals", "combine", "fed_by"]
 
 
 _ALL_KINDS = frozenset(SignalKind)
