@@ -56,7 +56,7 @@ from scaler.policy.status_doc import StatusDocument
 from scaler.signals.combine import CombinedSignals
 from scaler.signals.hub import SignalHub, SignalView
 from scaler.targets import TargetBook, TargetConfig
-from scaler.ticking import CallLater, Ticker, Timer
+from scaler.ticking import CallLater, RecheckTimers, Ticker
 
 __all__ = ["Controller", "ControllerSettings", "TargetState"]
 
@@ -124,14 +124,13 @@ class Controller:
         self._metrics = metrics
         self._clock = clock
         self._settings = settings or ControllerSettings()
-        self._call_later = call_later
         self._gpu_seconds = GpuSeconds(metrics)
         self._loops: dict[str, _Loop] = {}
         self._last_tick: float | None = None
         # Extra decisions (rechecks, pokes) run only while run() is active, so a
         # controller driven tick by tick in a test leaves nothing behind.
         self._running = False
-        self._rechecks: dict[str, tuple[float, Timer]] = {}
+        self._rechecks = RecheckTimers(self._recheck_due, call_later)
         self._side_tasks: set[asyncio.Task[None]] = set()
         self.ticks = 0
         self.rechecks_run = 0
@@ -301,9 +300,7 @@ class Controller:
                     log.exception("tick failed")
         finally:
             self._running = False
-            for _, handle in self._rechecks.values():
-                handle.cancel()
-            self._rechecks.clear()
+            self._rechecks.cancel_all()
             tasks = list(self._side_tasks)
             for task in tasks:
                 task.cancel()
@@ -324,19 +321,10 @@ class Controller:
             return
         last = self._last_tick if self._last_tick is not None else now
         due = now + after
-        if due >= last + self._settings.tick_interval_s:
-            return  # the tick decides in time
-        scheduled = self._rechecks.get(key)
-        if scheduled is not None:
-            if scheduled[0] <= due:
-                return
-            scheduled[1].cancel()
-        call_later = self._call_later or asyncio.get_running_loop().call_later
-        handle = call_later(max(0.0, due - now), lambda: self._recheck_due(key))
-        self._rechecks[key] = (due, handle)
+        if due < last + self._settings.tick_interval_s:  # else the tick decides in time
+            self._rechecks.at(key, due, now=now)
 
     def _recheck_due(self, key: str) -> None:
-        self._rechecks.pop(key, None)
         if self._running:
             self._spawn(self._recheck(key), f"tidal-scaler-recheck:{key}")
 

@@ -1,10 +1,12 @@
 """``tidal scaler``: run the controller, its HTTP server and its watches.
 
 Composition: Kubernetes access (``KUBECONFIG`` or in-cluster), the opted-in
-Deployments' watches, the three demand sources (activator reports always;
-pod scrapes unless disabled; Prometheus when a URL is set), the Lease
-election, the controller ticking every ``tick_interval_s``, and the aiohttp
-server on ``port`` (default 8090). uvloop runs the loop (entry point only).
+Deployments' watches and the target book over them, the three demand sources
+(activator reports always; pod scrapes unless disabled; Prometheus when a URL
+is set) in the signal hub, each pulled source polled on its own schedule, the
+Lease election, the actuator, the controller ticking every
+``tick_interval_s``, and the aiohttp server on ``port`` (default 8090).
+uvloop runs the loop (entry point only).
 
 Shutdown on SIGTERM/SIGINT: ``/readyz`` fails first, then the background tasks
 stop (the leader releases its Lease so a successor need not wait it out),

@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
-__all__ = ["CallLater", "IntervalTicker", "Ticker", "Timer"]
+__all__ = ["CallLater", "IntervalTicker", "RecheckTimers", "Ticker", "Timer"]
 
 
 class Timer(Protocol):
@@ -51,3 +51,36 @@ class IntervalTicker:
             next_at += self._interval_s
             next_at = max(next_at, loop.time())
             await asyncio.sleep(next_at - loop.time())
+
+
+class RecheckTimers:
+    """At most one early-decision timer per target; an earlier one replaces a later.
+
+    ``fire(key)`` runs when a timer is due; :meth:`cancel_all` calls every timer off
+    (the controller stopped).
+    """
+
+    def __init__(self, fire: Callable[[str], None], call_later: CallLater | None = None) -> None:
+        self._fire = fire
+        self._call_later = call_later
+        self._timers: dict[str, tuple[float, Timer]] = {}
+
+    def at(self, key: str, due: float, *, now: float) -> None:
+        """Fire for ``key`` at ``due`` unless a timer at or before it is already set."""
+        scheduled = self._timers.get(key)
+        if scheduled is not None:
+            if scheduled[0] <= due:
+                return
+            scheduled[1].cancel()
+        call_later = self._call_later or asyncio.get_running_loop().call_later
+        handle = call_later(max(0.0, due - now), lambda: self._due(key))
+        self._timers[key] = (due, handle)
+
+    def _due(self, key: str) -> None:
+        self._timers.pop(key, None)
+        self._fire(key)
+
+    def cancel_all(self) -> None:
+        for _, handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
