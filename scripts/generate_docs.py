@@ -5,7 +5,7 @@ the scaler's annotation table :data:`scaler.policy.annotations.SPECS` and the
 activator's :data:`activator.kube.translate.ROUTING_ANNOTATIONS`) and
 ``docs/metrics.md`` (from the metrics each service registers, read back from
 a fresh ``CollectorRegistry``) and ``docs/statuses.md`` (from the
-activator's one table of its own answers, ``activator.proxy.ERROR_STATUS``).
+activator's one table of its own answers, ``activator.statuses.ERROR_STATUS``).
 ``--check`` writes nothing and exits 1 when a page differs from what the
 code says; a unit test runs the same comparison, so a knob, a metric or a
 status cannot change without its page.
@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry
 
 from activator.kube.translate import ROUTING_ANNOTATIONS
 from activator.metrics import Metrics as ActivatorMetrics
-from activator.proxy import ERROR_STATUS
+from activator.statuses import ERROR_STATUS
 from scaler.metrics import Metrics as ScalerMetrics
 from scaler.policy.annotations import SPECS, STATUS_ANNOTATION
 
@@ -177,7 +177,7 @@ def statuses_page() -> str:
     lines = [
         "# Statuses and error codes",
         "",
-        _GENERATED.format(source="`activator/proxy.py` (ERROR_STATUS)"),
+        _GENERATED.format(source="`activator/statuses.py` (ERROR_STATUS)"),
         "",
         "The activator passes every response of a model's replica through",
         "unchanged: status, headers and body, streamed as they arrive. The",
@@ -216,8 +216,8 @@ def statuses_page() -> str:
         "",
         "## What a client should do",
         "",
-        "- **503** (`buffer_full`, `draining`): retry after `Retry-After`",
-        "  seconds; another activator replica may take it at once. Many",
+        "- **503** (`buffer_full`, `held_bodies_full`, `draining`): retry after",
+        "  `Retry-After` seconds; another activator replica may take it at once. Many",
         "  `buffer_full` mean the model cannot scale out fast enough (see the",
         "  `TidalActivatorBufferNearFull` alert in [operating.md](operating.md)).",
         "- **504** (`cold_start_timeout`): no replica became ready within the",
@@ -230,6 +230,8 @@ def statuses_page() -> str:
         "  may have had effects: it is not retried by the activator.",
         "- **404** (`no_target`): nothing routes this request: check the Host,",
         "  the path prefix or the `model` field against the routing annotations.",
+        "- **408** (`body_timeout`): the client stopped sending its body for",
+        "  longer than the activator's idle timeout; send it again, whole.",
         "- **400**, **405**, **413**: the request itself is wrong; do not retry",
         "  it unchanged.",
         "",

@@ -18,7 +18,6 @@ from prometheus_client import CollectorRegistry, generate_latest
 from activator.buffering import Gate
 from activator.metrics import Metrics as ActivatorMetrics
 from activator.metrics import merge_expositions
-from activator.readiness import TargetEndpoints
 from scaler.metrics import Metrics as ScalerMetrics
 
 
@@ -65,7 +64,7 @@ def test_spot_fallback_per_target_and_forgotten_with_it() -> None:
 
 def _gate(max_buffered: int, timeout_s: float) -> Gate:
     return Gate(
-        TargetEndpoints("ns/t"),
+        "ns/t",
         max_buffered=max_buffered,
         container_concurrency=0,
         cold_start_timeout_s=timeout_s,

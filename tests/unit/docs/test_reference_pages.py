@@ -49,7 +49,7 @@ def test_check_mode_reports_a_stale_page(tmp_path: Path, monkeypatch: pytest.Mon
 def test_every_error_code_is_a_counted_reason() -> None:
     """docs/statuses.md says the code is the rejections metric's reason: keep it true."""
     from activator.metrics import REASONS
-    from activator.proxy import ERROR_STATUS
+    from activator.statuses import ERROR_STATUS
 
     assert {spec.code for spec in ERROR_STATUS.values()} <= set(REASONS)
 
