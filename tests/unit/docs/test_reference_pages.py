@@ -10,7 +10,8 @@ Covers:
 - the documented keys are the keys the scaler's parser accepts;
 - every documented metric is registered (the page lists the registry);
 - every relative link in README.md and docs/*.md resolves inside the
-  repository, and none points outside it.
+  repository, and none points outside it (nor mentions ../shared, which a
+  clone does not have).
 """
 
 from __future__ import annotations
@@ -158,7 +159,7 @@ _LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 def _markdown_files() -> list[Path]:
-    return sorted((ROOT / "docs").glob("*.md"))
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 @pytest.mark.parametrize("path", _markdown_files(), ids=lambda p: p.name)

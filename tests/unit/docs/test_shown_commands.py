@@ -1,6 +1,6 @@
 """Commands the docs and ``tidal sandbox up``'s banner show, checked as text.
 
-Covers: no kubectl command in docs/ or the banner watches several types at
+Covers: no kubectl command in README.md, docs/ or the banner watches several types at
 once (``kubectl get deploy,pods -w``), which kubectl refuses
 (tests/integration/apiserver/test_shown_commands.py shows it does).
 """
@@ -25,7 +25,8 @@ class _Stack:  # the parts of a SandboxStack that try_commands reads
 
 
 def _shown_texts(kubeconfig: Path) -> dict[str, str]:
-    texts = {p.name: p.read_text() for p in (ROOT / "docs").glob("*.md")}
+    pages = [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
+    texts = {p.name: p.read_text() for p in pages}
     banner = try_commands(_Stack(kubeconfig), None)  # type: ignore[arg-type]
     texts["sandbox banner"] = "\n".join(command for _, command in banner)
     return texts

@@ -5,7 +5,8 @@ Covers:
   NetworkPolicies, PodDisruptionBudgets) applies, and applies again
   unchanged;
 - NetworkPolicy (networking.k8s.io/v1) and PodDisruptionBudget (policy/v1)
-  are served like the other types: discovery and short names, get, strict
+  are served like the other types: discovery and short names, get with
+  kubectl's columns, strict
   schema validation of unknown fields, and the semantic checks a real API
   server makes (a PDB with both bounds, a negative one or a bad
   percentage; a NetworkPolicy's policy types, protocols and port range).
@@ -43,9 +44,15 @@ async def test_apply_k_deploy_succeeds_and_is_idempotent(kubectl: Kubectl) -> No
         "networkpolicy.networking.k8s.io/tidal-activator",
         "networkpolicy.networking.k8s.io/tidal-scaler",
     }
-    budgets = ok(await kubectl("-n", "tidal-system", "get", "pdb"))
-    assert "tidal-scaler" in budgets
-    assert "NAME" in budgets.splitlines()[0]
+    budgets = ok(await kubectl("-n", "tidal-system", "get", "pdb")).splitlines()
+    assert budgets[0].split() == [
+        "NAME", "MIN", "AVAILABLE", "MAX", "UNAVAILABLE", "ALLOWED", "DISRUPTIONS", "AGE"
+    ]  # fmt: skip
+    scaler_budget = next(line.split() for line in budgets if line.startswith("tidal-scaler"))
+    assert scaler_budget[1:3] == ["N/A", "1"]
+    shown = ok(await kubectl("-n", "tidal-system", "get", "netpol", "tidal-scaler")).splitlines()
+    assert shown[0].split() == ["NAME", "POD-SELECTOR", "AGE"]
+    assert shown[1].split()[1] == "app.kubernetes.io/name=tidal-scaler"
 
 
 PDB = """
