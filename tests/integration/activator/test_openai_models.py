@@ -1,9 +1,10 @@
 """The activator as an OpenAI endpoint, over loopback.
 
 Covers:
-- ``GET /v1/models`` that no route claims lists every model routed by name,
-  the one at zero replicas included, and the official ``openai`` client
-  reads it; nothing is sent to a replica;
+- ``GET /v1/models`` that no route claims lists every model routed by
+  name, the one at zero replicas included, and the official ``openai``
+  client reads it; ``HEAD`` answers with no body; nothing is sent to a
+  replica;
 - a path or host route still claims ``/v1/models`` and forwards it to its
   target;
 - an unknown ``model`` is a 404 in the OpenAI error shape naming the model
@@ -55,6 +56,9 @@ async def test_models_listed_also_at_zero_and_read_by_openai(
             finally:
                 await sdk.close()
             assert listed == ["llama-3-8b", "mistral-7b"]
+            async with client.head(f"{base}/v1/models") as resp:
+                assert resp.status == 200
+                assert await resp.read() == b""
         assert warm.received == []
     finally:
         await warm.stop()
