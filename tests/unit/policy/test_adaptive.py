@@ -1,0 +1,98 @@
+"""The adaptive grace period (scaler.policy.adaptive).
+
+Covers:
+- the fixed fallback while history is short, and when most idle times fall
+  beyond the histogram's range;
+- the keep-alive at the 99th percentile's bin edge plus the 10 % margin;
+- pre-warm only for a periodic pattern (a peaked histogram) whose head is
+  longer than two cold starts; none for a flat one or a short head;
+- idle stretches shorter than ``min_idle_s`` are not recorded; records are
+  immutable (a new history each time);
+- bad values are refused with the name of the knob.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from scaler.policy.adaptive import AdaptiveGraceConfig, IdleHistory
+
+
+def history(*idle_s: float, config: AdaptiveGraceConfig | None = None) -> IdleHistory:
+    h = IdleHistory(config or AdaptiveGraceConfig())
+    for value in idle_s:
+        h = h.record(value)
+    return h
+
+
+def test_fixed_fallback_while_history_is_short() -> None:
+    plan = history(*[40.0] * 9).plan(cold_start_s=60)
+    assert (plan.keep_alive_s, plan.prewarm_after_s, plan.learned) == (300.0, None, False)
+    assert "fewer than 10" in plan.why
+
+
+def test_fallback_when_most_idle_times_are_beyond_the_range() -> None:
+    cfg = AdaptiveGraceConfig(range_s=600.0)
+    plan = history(*[5000.0] * 8, 40.0, 50.0, config=cfg).plan(cold_start_s=60)
+    assert not plan.learned
+    assert "beyond 600s" in plan.why
+
+
+def test_keep_alive_is_the_99th_percentile_edge_plus_the_margin() -> None:
+    # 99 gaps of 42 s and one of 120 s: p99 falls in the 40-45 s bin.
+    plan = history(*[42.0] * 99, 120.0).plan(cold_start_s=60)
+    assert plan.learned
+    assert plan.keep_alive_s == pytest.approx(45.0 * 1.1)
+
+
+def test_keep_alive_covers_the_tail_when_it_is_more_than_one_percent() -> None:
+    plan = history(*[42.0] * 90, *[120.0] * 10).plan(cold_start_s=60)
+    assert plan.keep_alive_s == pytest.approx(125.0 * 1.1)
+
+
+def test_periodic_pattern_with_a_long_head_pre_warms() -> None:
+    # A job every ~10 minutes: go to zero, wake before the next one.
+    plan = history(*[600.0 + i % 3 for i in range(20)]).plan(cold_start_s=60)
+    assert plan.prewarm_after_s == pytest.approx(600.0 * 0.9)
+    assert plan.keep_alive_s == pytest.approx(605.0 * 1.1)
+    assert "pre-warm" in plan.why
+
+
+def test_no_pre_warm_when_the_head_is_within_two_cold_starts() -> None:
+    plan = history(*[100.0] * 20).plan(cold_start_s=60)
+    assert plan.prewarm_after_s is None
+    assert plan.learned
+
+
+def test_no_pre_warm_for_a_flat_histogram() -> None:
+    # Idle times spread evenly from 10 s to 1000 s: CV of the bin counts is low.
+    plan = history(*[10.0 + 5 * i for i in range(199)]).plan(cold_start_s=10)
+    assert plan.prewarm_after_s is None
+    assert "not periodic" in plan.why
+
+
+def test_short_idle_stretches_are_ignored_and_records_are_immutable() -> None:
+    empty = IdleHistory()
+    assert empty.record(3.0) is empty
+    one = empty.record(30.0)
+    assert (empty.samples, one.samples) == (0, 1)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        pytest.param({"min_samples": 0}, "min_samples", id="min-samples"),
+        pytest.param({"keep_alive_percentile": 101}, "keep_alive_percentile", id="percentile"),
+        pytest.param({"prewarm_percentile": 99.5}, "prewarm_percentile", id="prewarm-above"),
+        pytest.param({"bin_s": 0}, "bin_s", id="bin"),
+        pytest.param({"margin": 1.0}, "margin", id="margin"),
+    ],
+)
+def test_bad_knobs_are_named(kwargs: dict[str, float], name: str) -> None:
+    with pytest.raises(ValueError, match=name):
+        AdaptiveGraceConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_negative_idle_time_is_refused() -> None:
+    with pytest.raises(ValueError, match="idle time"):
+        IdleHistory().record(-1.0)
