@@ -71,7 +71,7 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile(values, 99) == 99.0
     assert percentile(values, 100) == 100.0
     assert percentile([], 50) is None
-    with pytest.raises(ValueError, match="0..100"):
+    with pytest.raises(ValueError, match=r"0\.\.100"):
         percentile(values, 101)
 
 
