@@ -134,6 +134,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     spot.add_argument("--spot-notice", type=_duration, default=120.0, help="AWS: 2m; GCP: 30s")
     spot.add_argument(
+        "--spot-availability",
+        type=float,
+        default=1.0,
+        help="long-run share of time the zone has spot capacity (SkyPilot traces: 0.17-0.79)",
+    )
+    spot.add_argument(
+        "--spot-changes-per-day",
+        type=float,
+        default=5.5,
+        help="spot availability state changes a day (SkyPilot traces: about 5.5)",
+    )
+    spot.add_argument(
         "--preemption-trace", type=Path, default=None, help="file of seconds, one per line"
     )
     spot.add_argument("--price-on-demand", type=float, default=4.0, help="per GPU-hour")
@@ -232,6 +244,8 @@ def options_from(args: argparse.Namespace) -> SimulationOptions:
             rate_per_hour=args.spot_preemptions_per_hour,
             notice_s=args.spot_notice,
             times_s=_preemption_times(args.preemption_trace),
+            availability=args.spot_availability,
+            changes_per_day=args.spot_changes_per_day,
         ),
         seed=args.seed,
     )

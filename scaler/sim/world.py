@@ -76,6 +76,7 @@ _KILL = 2
 _NOTICE = 3
 _ARRIVAL = 4
 _TICK = 5
+_MARKET = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,16 +138,33 @@ class ColdStart:
 
 @dataclass(frozen=True, slots=True)
 class SpotModel:
-    """Spot interruptions: a Poisson rate per replica-hour and a notice, or fixed times.
+    """Spot interruptions and availability.
 
-    Defaults: no interruptions. ``notice_s`` 120 is AWS's two-minute spot
-    interruption notice (GCP gives 30 s). ``times_s`` (a preemption trace):
-    at each time the oldest live spot replica gets its notice.
+    Three sources, any combination (defaults: none):
+
+    - ``rate_per_hour``: each spot replica is interrupted after an
+      exponential time with this rate (per replica-hour);
+    - ``times_s`` (a preemption trace): at each time the oldest live spot
+      replica gets its notice;
+    - ``availability`` below 1: the zone's spot capacity alternates between
+      available and unavailable stretches (exponential, means chosen so that
+      the long-run share available is ``availability`` and there are
+      ``changes_per_day`` state changes a day). When it becomes
+      unavailable every spot replica gets its notice; spot replicas asked
+      for meanwhile stay *pending* (no node, no GPU-seconds) until it comes
+      back. SkyPilot's spot traces (Wu et al., "Can't Be Late", NSDI 2024;
+      the traces README): a 1-GPU spot type available 17 % to 79 % of the
+      time, about 5.5 state changes a day per zone.
+
+    ``notice_s`` 120 is AWS's two-minute spot interruption notice (GCP
+    gives 30 s).
     """
 
     rate_per_hour: float = 0.0
     notice_s: float = 120.0
     times_s: tuple[float, ...] = ()
+    availability: float = 1.0
+    changes_per_day: float = 5.5
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.rate_per_hour) and self.rate_per_hour >= 0):
@@ -155,6 +173,16 @@ class SpotModel:
             )
         if not (math.isfinite(self.notice_s) and self.notice_s >= 0):
             raise ValueError(f"spot notice must be >= 0 s, got {self.notice_s}")
+        if not 0 < self.availability <= 1:
+            raise ValueError(f"spot availability is a share within (0, 1], got {self.availability}")
+        if not (math.isfinite(self.changes_per_day) and self.changes_per_day > 0):
+            raise ValueError(f"spot changes per day must be > 0, got {self.changes_per_day}")
+
+    def mean_stretch_s(self, *, available: bool) -> float:
+        """Mean length of an available (or unavailable) stretch."""
+        cycle_s = 2 * 86400.0 / self.changes_per_day
+        share = self.availability if available else 1 - self.availability
+        return cycle_s * share
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +206,7 @@ class _Replica:
     ready: bool = False
     draining: bool = False  # removed by a scale-down: no new requests, finishing the rest
     noticed: bool = False  # spot interruption notice received
+    pending: bool = False  # spot asked for while the zone has none: no node yet
     ended_s: float | None = None
     in_flight: int = 0
     requests: set[int] = field(default_factory=set)
@@ -270,6 +299,7 @@ class _World:
         self.timeline: list[Second] = []
         self.now = 0.0
         self.spot_times = deque(sorted(config.spot.times_s))
+        self.spot_available = True
 
     # --- events -------------------------------------------------------------------------
 
@@ -287,6 +317,9 @@ class _World:
             self.target = initial
             self._reconcile(warm=True)
         self._push(0.0, _TICK, 0)
+        if self.config.spot.availability < 1:
+            self.spot_available = self.spot_rng.random() < self.config.spot.availability
+            self._schedule_market()
         events = self.events
         while events:
             at_s, kind, _, key, payload = heapq.heappop(events)
@@ -297,14 +330,17 @@ class _World:
                 self._arrive(key)
             elif kind == _TICK:
                 self._tick()
-                if at_s < horizon or self.outstanding > 0:
-                    self._push(at_s + 1.0, _TICK, 0)
+                if at_s >= horizon and self.outstanding == 0:
+                    break  # every policy's run ends at the same time once all is answered
+                self._push(at_s + 1.0, _TICK, 0)
             elif kind == _READY:
                 self._ready(payload)  # type: ignore[arg-type]
             elif kind == _NOTICE:
                 self._notice(payload)  # type: ignore[arg-type]
             elif kind == _KILL:
                 self._kill(payload)  # type: ignore[arg-type]
+            elif kind == _MARKET:
+                self._market()
         end_s = self.now
         for replica in list(self.replicas):
             self._end(replica)
@@ -437,14 +473,37 @@ class _World:
         )
         self.next_rid += 1
         self.replicas.append(replica)
+        if capacity == SPOT and not self.spot_available:
+            replica.pending = True
+            return
+        self._start(replica, warm=warm)
+
+    def _start(self, replica: _Replica, *, warm: bool = False) -> None:
+        """The replica has a node: its GPU is held from now, its cold start begins."""
+        replica.pending = False
+        replica.created_s = self.now
         if warm:
             replica.ready = True
             self.ready_count += 1
         else:
             self._push(self.now + self.config.cold_start.draw(self.cold_rng), _READY, 0, replica)
-        if capacity == SPOT and self.config.spot.rate_per_hour > 0:
+        if replica.capacity == SPOT and self.config.spot.rate_per_hour > 0:
             hours = self.spot_rng.expovariate(self.config.spot.rate_per_hour)
             self._push(self.now + hours * 3600.0, _NOTICE, 0, replica)
+
+    def _schedule_market(self) -> None:
+        mean = self.config.spot.mean_stretch_s(available=self.spot_available)
+        self._push(self.now + self.spot_rng.expovariate(1.0 / mean), _MARKET, 0)
+
+    def _market(self) -> None:
+        self.spot_available = not self.spot_available
+        if self.spot_available:
+            for replica in [r for r in self.replicas if r.pending]:
+                self._start(replica)
+        else:
+            for replica in [r for r in self.replicas if r.capacity == SPOT and not r.pending]:
+                self._notice(replica)
+        self._schedule_market()
 
     def _ready(self, replica: _Replica) -> None:
         if replica.ended_s is not None or replica.draining:
@@ -463,6 +522,8 @@ class _World:
             self.ready_count -= 1
         replica.ended_s = self.now
         self.replicas.remove(replica)
+        if replica.pending:
+            return  # never had a node: no GPU time
         self.lives.append(
             ReplicaLife(
                 capacity=replica.capacity,
@@ -481,7 +542,7 @@ class _World:
             self._end(replica)
 
     def _notice(self, replica: _Replica) -> None:
-        if replica.ended_s is not None or replica.noticed:
+        if replica.ended_s is not None or replica.noticed or replica.pending:
             return
         if replica.serving:
             self.ready_count -= 1

@@ -131,3 +131,20 @@ def test_bad_world_settings_are_refused() -> None:
         SpotModel(rate_per_hour=-1)
     with pytest.raises(ValueError, match="at least one request"):
         run_world([], AlwaysOn(1))
+
+
+def test_an_unavailable_spot_zone_leaves_spot_pending_and_on_demand_covers() -> None:
+    # Availability so low that the zone starts (and stays) without spot capacity.
+    spot = SpotModel(availability=1e-9, changes_per_day=0.001)
+    config = WorldConfig(
+        cold_start=ColdStart(5.0),
+        placement=PlacementConfig(policy="spot", on_demand_baseline=0),
+        spot=spot,
+    )
+    result = run_world([req(0.0), req(30.0)], Scripted(wake=2), config)
+    assert result.failed_reason == (None, None)
+    # Pending spot replicas never got a node: no GPU time for them.
+    assert {life.capacity for life in result.replicas} == {ON_DEMAND}
+    assert len(result.replicas) == 2
+    with pytest.raises(ValueError, match="availability"):
+        SpotModel(availability=0.0)
