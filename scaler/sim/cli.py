@@ -112,6 +112,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=f"comma list from {', '.join(POLICY_NAMES)} (default: all)",
     )
     world.add_argument(
+        "--tidal-warm-start",
+        type=int,
+        default=0,
+        help="replicas Tidal's policies have warm at time 0 (default 0: start from zero)",
+    )
+    world.add_argument(
         "--annotation",
         action="append",
         default=[],
@@ -258,6 +264,7 @@ def options_from(args: argparse.Namespace) -> SimulationOptions:
         tidal_annotations=_annotations(args.annotation),
         policies=policies,
         spot_placement=spot_placement,
+        tidal_warm_start=args.tidal_warm_start,
     )
 
 

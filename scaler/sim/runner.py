@@ -84,6 +84,8 @@ class SimulationOptions:
     tuned_annotations: Mapping[str, str] = field(default_factory=lambda: dict(TUNED_ANNOTATIONS))
     policies: tuple[str, ...] = POLICY_NAMES
     spot_placement: PlacementConfig | None = None
+    # Tidal's variants start with this many replicas warm (0: from zero).
+    tidal_warm_start: int = 0
 
     def __post_init__(self) -> None:
         if self.spot_placement is not None and self.spot_placement.policy == "on-demand":
@@ -122,7 +124,9 @@ Factory = Callable[[], Autoscaler]
 
 def _tidal(name: str, annotations: Mapping[str, str], options: SimulationOptions) -> Factory:
     merged = {**options.shared_annotations(), **annotations}
-    return lambda: TidalAutoscaler(name, merged, cold_start_s=options.cold_start.median_s)
+    return lambda: TidalAutoscaler(
+        name, merged, cold_start_s=options.cold_start.median_s, warm_start=options.tidal_warm_start
+    )
 
 
 def _factories(options: SimulationOptions) -> dict[str, Factory]:

@@ -54,12 +54,19 @@ class TidalAutoscaler:
         *,
         cold_start_s: float,
         tick_s: float = DEFAULT_TICK_S,
+        warm_start: int = 0,
     ) -> None:
         self._name = name
         self.annotations = dict(annotations)
         self.config: ScalingConfig = parse_scaling_config(self.annotations)
         self.tick_s = tick_s
         self.cold_start_s = cold_start_s
+        if warm_start < 0:
+            raise ValueError(f"warm start must be >= 0 replicas, got {warm_start}")
+        # Replicas already serving at time 0, as if the trace window began
+        # in the middle of a day of traffic (a steady-load comparison should
+        # not be decided by one start from zero).
+        self.warm_start = min(warm_start, self.config.max_scale)
         self.windows = SignalWindows.for_config(self.config)
         # A scaler that has run for a while: no warm-up hold at time 0.
         self.state = PolicyState.initial(-self.config.window_s)
@@ -79,7 +86,7 @@ class TidalAutoscaler:
 
     @property
     def initial(self) -> int:
-        return self.config.min_scale
+        return max(self.config.min_scale, self.warm_start)
 
     def plan(self) -> GracePlan:
         if self._plan is None:

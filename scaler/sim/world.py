@@ -566,10 +566,13 @@ class _World:
 
     def _reconcile(self, *, warm: bool = False) -> None:
         """Bring each capacity pool to what ``split`` asks for the current target."""
-        alive = [r for r in self.replicas if not r.draining and not r.noticed]
-        ready_spot = sum(1 for r in alive if r.capacity == SPOT and r.ready)
-        want = split(target=self.target, placement=self.config.placement, ready_spot=ready_spot)
-        for capacity, count in ((SPOT, want.spot), (ON_DEMAND, want.on_demand)):
+        for capacity in (SPOT, ON_DEMAND):
+            # Spot first: a warm start makes spot replicas ready at once, and
+            # the on-demand count must see them (or it would cover them too).
+            alive = [r for r in self.replicas if not r.draining and not r.noticed]
+            ready_spot = sum(1 for r in alive if r.capacity == SPOT and r.ready)
+            want = split(target=self.target, placement=self.config.placement, ready_spot=ready_spot)
+            count = want.spot if capacity == SPOT else want.on_demand
             pool = [r for r in alive if r.capacity == capacity]
             if len(pool) < count:
                 for _ in range(count - len(pool)):
