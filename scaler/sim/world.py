@@ -254,10 +254,18 @@ class RunResult:
 
 
 def run_world(
-    requests: Sequence[TraceRequest], autoscaler: Autoscaler, config: WorldConfig | None = None
+    requests: Sequence[TraceRequest],
+    autoscaler: Autoscaler,
+    config: WorldConfig | None = None,
+    *,
+    until_s: float | None = None,
 ) -> RunResult:
-    """Replay ``requests`` (sorted by offset) against ``autoscaler``; see the module docstring."""
-    return _World(requests, autoscaler, config or WorldConfig()).run()
+    """Replay ``requests`` (sorted by offset) against ``autoscaler``; see the module docstring.
+
+    The run ends at the first tick after the last arrival (or at ``until_s``,
+    if later) once every request is answered.
+    """
+    return _World(requests, autoscaler, config or WorldConfig()).run(until_s)
 
 
 class _World:
@@ -307,11 +315,11 @@ class _World:
         self.order += 1
         heapq.heappush(self.events, (at_s, kind, self.order, key, payload))
 
-    def run(self) -> RunResult:
+    def run(self, until_s: float | None) -> RunResult:
         for i, r in enumerate(self.reqs):
             self._push(r.offset_s, _ARRIVAL, i)
         last_arrival = self.reqs[-1].offset_s
-        horizon = math.floor(last_arrival) + 1.0
+        horizon = max(math.floor(last_arrival) + 1.0, until_s or 0.0)
         initial = self.autoscaler.initial
         if initial > 0:
             self.target = initial
