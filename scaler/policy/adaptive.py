@@ -18,9 +18,10 @@ the Serverless Workload at a Large Cloud Provider" (USENIX ATC 2020), the
   the histogram is flat (the coefficient of variation of its bin counts is
   below 2) or when too many idle times fall beyond its range.
 
-Main decision: the caller owns one :class:`IdleHistory` per target, records
-an idle time when a request ends an idle stretch, and asks :meth:`plan` for
-the :class:`GracePlan` to use; the effective grace period goes into
+Main decision: the caller owns one :class:`AdaptiveGrace` per target (an
+:class:`IdleHistory` and the current idle stretch), which records an idle
+time when a request ends an idle stretch and turns the :class:`GracePlan`
+into the config to decide with; the effective grace period goes into
 :func:`scaler.policy.decide` through the config's ``scale_to_zero_grace_s``,
 so ``decide`` itself does not change. Idle stretches shorter than
 ``min_idle_s`` are not recorded: they never reach a scale-to-zero decision,
@@ -40,9 +41,11 @@ and :meth:`IdleHistory.record` returns a new one.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-__all__ = ["AdaptiveGraceConfig", "GracePlan", "IdleHistory"]
+from scaler.policy.api import ScalingConfig
+
+__all__ = ["AdaptiveGrace", "AdaptiveGraceConfig", "GracePlan", "IdleHistory"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,3 +198,75 @@ class IdleHistory:
             f"keep alive {keep_alive:.0f}s "
             f"(p{cfg.keep_alive_percentile:g} of {samples} idle times)",
         )
+
+
+@dataclass(frozen=True, slots=True)
+class AdaptiveGrace:
+    """One target's adaptive grace period: its idle history and its current idle stretch.
+
+    What the controller (and the simulator) keeps per target with
+    ``scale-to-zero-grace-period: adaptive``, as immutable state:
+
+    - :meth:`observe` at every sample: ``busy`` (a request held, running or
+      waiting anywhere) ends an idle stretch, which is recorded; not busy
+      starts one;
+    - :meth:`effective` before each ``decide``: the config to pass in (its
+      ``scale_to_zero_grace_s`` replaced by the learned grace), and whether to
+      wake the target now (a pre-warm: call ``decide`` with
+      ``activation_requested``).
+
+    With a pre-warm plan the grace is 0 until the wake time (go to zero as
+    soon as idle), then whatever is left of the keep-alive measured from the
+    start of the idle stretch; ``decide`` measures idle time from its own
+    state (``PolicyState.idle_since_s``, which an activation restarts), so
+    the grace passed in is converted to its clock.
+    """
+
+    history: IdleHistory = IdleHistory()
+    idle_since_s: float | None = None
+
+    @classmethod
+    def start(cls, now: float, *, fallback_s: float) -> AdaptiveGrace:
+        """A target first seen (idle) at ``now``, with the fixed fallback grace."""
+        return cls(IdleHistory(AdaptiveGraceConfig(fallback_s=fallback_s)), now)
+
+    def observe(self, *, busy: bool, now: float) -> AdaptiveGrace:
+        if busy:
+            if self.idle_since_s is None:
+                return self
+            return AdaptiveGrace(self.history.record(max(0.0, now - self.idle_since_s)), None)
+        if self.idle_since_s is None:
+            return AdaptiveGrace(self.history, now)
+        return self
+
+    def effective(
+        self,
+        config: ScalingConfig,
+        *,
+        now: float,
+        spec_replicas: int,
+        policy_idle_since_s: float | None,
+        cold_start_s: float,
+        plan: GracePlan | None = None,
+    ) -> tuple[ScalingConfig, bool]:
+        """The config for ``decide`` and whether to pre-warm now (see the class docstring).
+
+        ``plan`` may be passed in when the caller caches :meth:`IdleHistory.plan`
+        (it changes only when an idle time is recorded).
+        """
+        if not config.scale_to_zero_grace_adaptive:
+            return config, False
+        plan = plan or self.history.plan(cold_start_s=cold_start_s)
+        grace = plan.keep_alive_s
+        prewarm = False
+        if plan.prewarm_after_s is not None and self.idle_since_s is not None:
+            idle_for = now - self.idle_since_s
+            wake_at = plan.prewarm_after_s - cold_start_s
+            if idle_for < wake_at:
+                grace = 0.0
+            else:
+                if spec_replicas == 0 and idle_for < plan.keep_alive_s:
+                    prewarm = True
+                if policy_idle_since_s is not None:
+                    grace = max(0.0, self.idle_since_s + plan.keep_alive_s - policy_idle_since_s)
+        return replace(config, scale_to_zero_grace_s=grace), prewarm

@@ -9,9 +9,10 @@ every controller tick (2 s by default), at once on an activation, and at the
 ``recheck_after_s`` the decision asks for. Nothing of the policy is copied.
 
 With ``scale-to-zero-grace-period: adaptive`` it keeps an
-:class:`~scaler.policy.adaptive.IdleHistory`, records each idle stretch when a
-request ends it, and passes the learned grace period into ``decide`` through
-the config (``decide`` itself knows nothing of it). When the plan says
+:class:`~scaler.policy.adaptive.AdaptiveGrace` (the same pure state the
+controller keeps per target), records each idle stretch when a request ends
+it, and passes the learned grace period into ``decide`` through the config
+(``decide`` itself knows nothing of it). When the plan says
 *pre-warm*, the grace period is 0 (go to zero when idle), and the model is
 woken (an activation, as the activator's would be) a cold start before the
 likely next request; it then stays up until the keep-alive.
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import replace
 
 from scaler.policy import (
     Demand,
@@ -33,7 +33,7 @@ from scaler.policy import (
     decide,
     parse_scaling_config,
 )
-from scaler.policy.adaptive import AdaptiveGraceConfig, GracePlan, IdleHistory
+from scaler.policy.adaptive import AdaptiveGrace, GracePlan
 from scaler.sim.world import View
 
 __all__ = ["TidalAutoscaler"]
@@ -71,12 +71,8 @@ class TidalAutoscaler:
         # A scaler that has run for a while: no warm-up hold at time 0.
         self.state = PolicyState.initial(-self.config.window_s)
         self.next_decision_s = 0.0
-        self.adaptive = self.config.scale_to_zero_grace_adaptive
-        self.history = IdleHistory(
-            AdaptiveGraceConfig(fallback_s=self.config.scale_to_zero_grace_s)
-        )
+        self.grace = AdaptiveGrace.start(0.0, fallback_s=self.config.scale_to_zero_grace_s)
         self._plan: GracePlan | None = None
-        self.idle_since_s: float | None = 0.0
         self.decisions = 0
         self.prewarms = 0
 
@@ -90,45 +86,28 @@ class TidalAutoscaler:
 
     def plan(self) -> GracePlan:
         if self._plan is None:
-            self._plan = self.history.plan(cold_start_s=self.cold_start_s)
+            self._plan = self.grace.history.plan(cold_start_s=self.cold_start_s)
         return self._plan
-
-    def _track_idle(self, view: View) -> None:
-        if view.busy or view.held or view.in_flight:
-            if self.idle_since_s is not None:
-                self.history = self.history.record(view.now - self.idle_since_s)
-                self._plan = None
-                self.idle_since_s = None
-        elif self.idle_since_s is None:
-            self.idle_since_s = view.now
-
-    def _effective_config(self, view: View) -> tuple[ScalingConfig, bool]:
-        """The config with the learned grace period, and whether to pre-warm now."""
-        if not self.adaptive:
-            return self.config, False
-        plan = self.plan()
-        grace = plan.keep_alive_s
-        prewarm = False
-        if plan.prewarm_after_s is not None and self.idle_since_s is not None:
-            idle_for = view.now - self.idle_since_s
-            wake_at = plan.prewarm_after_s - self.cold_start_s
-            if idle_for < wake_at:
-                grace = 0.0
-            elif view.spec == 0 and idle_for < plan.keep_alive_s:
-                prewarm = True
-            # decide() measures idle time from its own clock, which an
-            # activation restarts: hold until the keep-alive measured here.
-            policy_idle_since = self.state.idle_since_s
-            if policy_idle_since is not None and idle_for >= wake_at:
-                grace = max(0.0, self.idle_since_s + plan.keep_alive_s - policy_idle_since)
-        return replace(self.config, scale_to_zero_grace_s=grace), prewarm
 
     def tick(self, view: View, *, activation: bool) -> int | None:
         now = view.now
         if not activation:
             self.windows.record(SignalKind.CONCURRENCY, view.concurrency, now)
-            self._track_idle(view)
-        config, prewarm = self._effective_config(view)
+            busy = view.busy or view.held > 0 or view.in_flight > 0
+            before = self.grace.history
+            self.grace = self.grace.observe(busy=busy, now=now)
+            if self.grace.history is not before:
+                self._plan = None
+        config, prewarm = self.config, False
+        if self.config.scale_to_zero_grace_adaptive:
+            config, prewarm = self.grace.effective(
+                self.config,
+                now=now,
+                spec_replicas=view.spec,
+                policy_idle_since_s=self.state.idle_since_s,
+                cold_start_s=self.cold_start_s,
+                plan=self.plan(),
+            )
         if prewarm:
             activation = True
             self.prewarms += 1

@@ -8,14 +8,19 @@ Covers:
   longer than two cold starts; none for a flat one or a short head;
 - idle stretches shorter than ``min_idle_s`` are not recorded; records are
   immutable (a new history each time);
-- bad values are refused with the name of the knob.
+- bad values are refused with the name of the knob;
+- AdaptiveGrace (per target): each idle stretch recorded once, a fixed
+  config passed through, the fallback then the learned keep-alive, and the
+  pre-warm cycle (zero at once, a wake one cold start early, the keep-alive
+  converted to decide's idle clock).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from scaler.policy.adaptive import AdaptiveGraceConfig, IdleHistory
+from scaler.policy import ScalingConfig
+from scaler.policy.adaptive import AdaptiveGrace, AdaptiveGraceConfig, IdleHistory
 
 
 def history(*idle_s: float, config: AdaptiveGraceConfig | None = None) -> IdleHistory:
@@ -96,3 +101,81 @@ def test_bad_knobs_are_named(kwargs: dict[str, float], name: str) -> None:
 def test_negative_idle_time_is_refused() -> None:
     with pytest.raises(ValueError, match="idle time"):
         IdleHistory().record(-1.0)
+
+
+# --- AdaptiveGrace: the per-target state the controller and the simulator keep ------------
+
+ADAPTIVE = ScalingConfig(scale_to_zero_grace_adaptive=True)
+
+
+def periodic(every_s: float, times: int = 20) -> AdaptiveGrace:
+    """A target that was busy for 1 s every ``every_s`` seconds, ``times`` times."""
+    grace = AdaptiveGrace.start(1.0, fallback_s=300.0)
+    t = 0.0
+    for _ in range(times):
+        t += every_s
+        grace = grace.observe(busy=True, now=t).observe(busy=False, now=t + 1)
+    return grace
+
+
+def test_observe_records_each_idle_stretch_once() -> None:
+    grace = AdaptiveGrace.start(0.0, fallback_s=300.0)
+    grace = grace.observe(busy=False, now=10.0)  # still the same idle stretch
+    grace = grace.observe(busy=True, now=40.0)
+    grace = grace.observe(busy=True, now=41.0)
+    assert grace.history.samples == 1
+    assert grace.idle_since_s is None
+    assert grace.observe(busy=False, now=42.0).idle_since_s == 42.0
+
+
+def test_a_fixed_grace_config_passes_through() -> None:
+    config = ScalingConfig(scale_to_zero_grace_s=90.0)
+    out, prewarm = periodic(600.0).effective(
+        config, now=0.0, spec_replicas=1, policy_idle_since_s=None, cold_start_s=60.0
+    )
+    assert out is config
+    assert not prewarm
+
+
+def test_fallback_while_learning_then_the_learned_keep_alive() -> None:
+    short = periodic(100.0, times=5)
+    out, _ = short.effective(
+        ADAPTIVE, now=0.0, spec_replicas=1, policy_idle_since_s=None, cold_start_s=60.0
+    )
+    assert out.scale_to_zero_grace_s == 300.0
+    learned = periodic(100.0, times=20)
+    out, prewarm = learned.effective(
+        ADAPTIVE, now=0.0, spec_replicas=1, policy_idle_since_s=None, cold_start_s=60.0
+    )
+    # Idle gaps of 99 s: the 95-100 s bin, plus 10 %.
+    assert out.scale_to_zero_grace_s == pytest.approx(110.0)
+    assert not prewarm  # the head (~89 s) is within two cold starts
+
+
+def test_pre_warm_goes_to_zero_then_wakes_a_cold_start_early() -> None:
+    grace = periodic(600.0)  # idle since 20 x 600 + 1
+    idle_start = grace.idle_since_s
+    assert idle_start is not None
+
+    def at(idle_for: float, spec: int, policy_idle: float | None) -> tuple[float, bool]:
+        out, prewarm = grace.effective(
+            ADAPTIVE,
+            now=idle_start + idle_for,
+            spec_replicas=spec,
+            policy_idle_since_s=policy_idle,
+            cold_start_s=60.0,
+        )
+        return out.scale_to_zero_grace_s, prewarm
+
+    # Idle gaps of 599 s: head 595 x 0.9 = 535.5 s (the 595-600 bin's lower
+    # edge, less 10 %); wake a cold start before: at 475.5 s of idle.
+    assert at(10.0, 1, idle_start) == (0.0, False)  # go to zero at once
+    assert at(475.0, 0, None) == (0.0, False)
+    grace_s, prewarm = at(480.0, 0, None)
+    assert prewarm
+    # Woken at 480 s: decide's idle clock restarts there; keep until 660 s of idle.
+    keep = 600.0 * 1.1
+    assert at(480.0, 0, None)[1]
+    grace_s, prewarm = at(500.0, 1, idle_start + 480.0)
+    assert not prewarm
+    assert grace_s == pytest.approx(keep - 480.0)
