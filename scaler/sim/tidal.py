@@ -1,21 +1,32 @@
-"""Tidal in the simulator: the scaler's own windows, ``decide`` and adaptive grace.
+"""Tidal in the simulator: the scaler's own signal hub, policy and adaptive grace.
 
 :class:`TidalAutoscaler` does for one simulated model what the controller
-does for one Deployment: it parses the Deployment's annotations with
-``parse_scaling_config`` (so a bad knob fails here as it would in the
-cluster), records each second's concurrency into a real
-:class:`~scaler.policy.SignalWindows`, and calls :func:`~scaler.policy.decide`
-every controller tick (2 s by default), at once on an activation, and at the
-``recheck_after_s`` the decision asks for. Nothing of the policy is copied.
+does for one Deployment, with the same pieces:
+
+- :class:`~scaler.policy.protocol.PurePolicy` parses the Deployment's
+  annotations (a bad knob fails here as it would in the cluster), makes the
+  initial state and decides;
+- a :class:`~scaler.signals.hub.SignalHub` with an
+  :class:`~scaler.signals.activator_reports.ActivatorReports` source receives,
+  every simulated second, the report the activator would post to
+  ``/v1/stats`` (its period's mean concurrency, in flight, held, arrivals)
+  and gives back the readings and the demand the controller builds its
+  :class:`~scaler.policy.Observation` from;
+- ``decide`` runs every controller tick (2 s by default), at once on an
+  activation, and at the ``recheck_after_s`` a decision asks for.
+
+Nothing of the policy is copied. What the simulator leaves out is the pod
+scrape (server view): the activator view carries the same concurrency here,
+since every request passes through the one simulated activator.
 
 With ``scale-to-zero-grace-period: adaptive`` it keeps an
 :class:`~scaler.policy.adaptive.AdaptiveGrace` (the same pure state the
 controller keeps per target), records each idle stretch when a request ends
 it, and passes the learned grace period into ``decide`` through the config
-(``decide`` itself knows nothing of it). When the plan says
-*pre-warm*, the grace period is 0 (go to zero when idle), and the model is
-woken (an activation, as the activator's would be) a cold start before the
-likely next request; it then stays up until the keep-alive.
+(``decide`` itself knows nothing of it). When the plan says *pre-warm*, the
+grace period is 0 (go to zero when idle), and the model is woken (an
+activation, as the activator's would be) a cold start before the likely
+next request; it then stays up until the keep-alive.
 """
 
 from __future__ import annotations
@@ -23,25 +34,30 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from scaler.policy import (
-    Demand,
-    Observation,
-    PolicyState,
-    ScalingConfig,
-    SignalKind,
-    SignalWindows,
-    decide,
-    parse_scaling_config,
-)
+from scaler.policy import Observation, ScalingConfig
 from scaler.policy.adaptive import AdaptiveGrace, GracePlan
+from scaler.policy.protocol import PurePolicy
+from scaler.signals.activator_reports import ActivatorReport, ActivatorReports, TargetStats
+from scaler.signals.hub import SignalHub
 from scaler.sim.world import View
 
 __all__ = ["TidalAutoscaler"]
 
-# The controller's default tick (scaler settings) and how recent a sample must
-# be to count as fresh: samples arrive every simulated second here.
+# The controller's default tick (scaler settings) and the activator's report
+# period: one report per simulated second.
 DEFAULT_TICK_S = 2.0
-_FRESH_WITHIN_S = 3.0
+_REPORT_PERIOD_S = 1.0
+_KEY = "sim/model"
+
+
+class _OneTarget:
+    """The hub's catalog: the one simulated target and its config."""
+
+    def __init__(self, config: ScalingConfig) -> None:
+        self._configs: dict[str, ScalingConfig | None] = {_KEY: config}
+
+    def configs(self) -> Mapping[str, ScalingConfig | None]:
+        return self._configs
 
 
 class TidalAutoscaler:
@@ -58,7 +74,8 @@ class TidalAutoscaler:
     ) -> None:
         self._name = name
         self.annotations = dict(annotations)
-        self.config: ScalingConfig = parse_scaling_config(self.annotations)
+        self.policy = PurePolicy()
+        self.config: ScalingConfig = self.policy.parse(self.annotations)
         self.tick_s = tick_s
         self.cold_start_s = cold_start_s
         if warm_start < 0:
@@ -67,9 +84,9 @@ class TidalAutoscaler:
         # in the middle of a day of traffic (a steady-load comparison should
         # not be decided by one start from zero).
         self.warm_start = min(warm_start, self.config.max_scale)
-        self.windows = SignalWindows.for_config(self.config)
+        self.hub = SignalHub(sources=[ActivatorReports()], catalog=_OneTarget(self.config))
         # A scaler that has run for a while: no warm-up hold at time 0.
-        self.state = PolicyState.initial(-self.config.window_s)
+        self.state = self.policy.initial_state(-self.config.window_s)
         self.next_decision_s = 0.0
         self.grace = AdaptiveGrace.start(0.0, fallback_s=self.config.scale_to_zero_grace_s)
         self._plan: GracePlan | None = None
@@ -92,7 +109,16 @@ class TidalAutoscaler:
     def tick(self, view: View, *, activation: bool) -> int | None:
         now = view.now
         if not activation:
-            self.windows.record(SignalKind.CONCURRENCY, view.concurrency, now)
+            stats = TargetStats(
+                concurrency=view.concurrency,
+                in_flight=view.in_flight,
+                buffered=view.held,
+                arrivals=view.arrivals,
+            )
+            self.hub.report(
+                ActivatorReport(activator="sim", period_s=_REPORT_PERIOD_S, targets={_KEY: stats}),
+                now=now,
+            )
             busy = view.busy or view.held > 0 or view.in_flight > 0
             before = self.grace.history
             self.grace = self.grace.observe(busy=busy, now=now)
@@ -113,14 +139,15 @@ class TidalAutoscaler:
             self.prewarms += 1
         if not activation and now < self.next_decision_s:
             return None
+        signals = self.hub.observe(_KEY, config, now=now)
         observation = Observation(
             ready_replicas=view.ready,
             spec_replicas=view.spec,
-            signals=self.windows.readings(config, now, fresh_within_s=_FRESH_WITHIN_S),
-            demand=Demand(busy=view.busy or view.held > 0, all_sources_fresh=True),
+            signals=signals.readings,
+            demand=signals.combined.demand,
             activation_requested=activation,
         )
-        decision, self.state = decide(
+        decision, self.state = self.policy.decide(
             config=config, observation=observation, state=self.state, now=now
         )
         self.decisions += 1

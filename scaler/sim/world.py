@@ -90,6 +90,7 @@ class View:
     busy: bool  # any request held or in flight during the last second
     held: int  # requests held by the activator now
     in_flight: int  # requests on replicas now
+    arrivals: int = 0  # requests that arrived during the last second
 
 
 class Autoscaler(Protocol):
@@ -605,6 +606,7 @@ class _World:
             busy=self.busy_in_second or self.outstanding > 0,
             held=len(self.held),
             in_flight=in_flight,
+            arrivals=self.arrivals_in_second,
         )
 
     def _decide(self, *, activation: bool, concurrency: float | None = None) -> None:

@@ -30,8 +30,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from loadtests.client import stream_chat
-from loadtests.observe import RequestResult
+from loadtests.demo.client import stream_chat
+from loadtests.demo.observe import RequestResult
 from loadtests.sandbox.example import ExampleModel
 from loadtests.sandbox.stack import SandboxStack, StackSettings
 from scaler.sim.engine import LlmParams
