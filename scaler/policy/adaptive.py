@@ -204,15 +204,18 @@ class IdleHistory:
 class AdaptiveGrace:
     """One target's adaptive grace period: its idle history and its current idle stretch.
 
-    What the controller (and the simulator) keeps per target with
-    ``scale-to-zero-grace-period: adaptive``, as immutable state:
+    What the policy keeps per target with ``scale-to-zero-grace-period:
+    adaptive`` (inside :class:`~scaler.policy.decide.PolicyState`, so the
+    controller and the simulator carry it without knowing of it), as
+    immutable state:
 
-    - :meth:`observe` at every sample: ``busy`` (a request held, running or
+    - :meth:`observe` at every decision: ``busy`` (a request held, running or
       waiting anywhere) ends an idle stretch, which is recorded; not busy
-      starts one;
-    - :meth:`effective` before each ``decide``: the config to pass in (its
+      starts one. The plan is recomputed only then (a histogram scan per
+      idle stretch, not per decision: a thousand targets decide every 2 s);
+    - :meth:`effective` before ``decide``: the config to pass in (its
       ``scale_to_zero_grace_s`` replaced by the learned grace), and whether to
-      wake the target now (a pre-warm: call ``decide`` with
+      wake the target now (a pre-warm: ``decide`` with
       ``activation_requested``).
 
     With a pre-warm plan the grace is 0 until the wake time (go to zero as
@@ -222,21 +225,30 @@ class AdaptiveGrace:
     the grace passed in is converted to its clock.
     """
 
-    history: IdleHistory = IdleHistory()
-    idle_since_s: float | None = None
+    history: IdleHistory
+    idle_since_s: float | None
+    cold_start_s: float
+    plan: GracePlan
 
     @classmethod
-    def start(cls, now: float, *, fallback_s: float) -> AdaptiveGrace:
+    def start(cls, now: float, *, fallback_s: float, cold_start_s: float) -> AdaptiveGrace:
         """A target first seen (idle) at ``now``, with the fixed fallback grace."""
-        return cls(IdleHistory(AdaptiveGraceConfig(fallback_s=fallback_s)), now)
+        history = IdleHistory(AdaptiveGraceConfig(fallback_s=fallback_s))
+        return cls(history, now, cold_start_s, history.plan(cold_start_s=cold_start_s))
 
     def observe(self, *, busy: bool, now: float) -> AdaptiveGrace:
         if busy:
             if self.idle_since_s is None:
                 return self
-            return AdaptiveGrace(self.history.record(max(0.0, now - self.idle_since_s)), None)
+            history = self.history.record(max(0.0, now - self.idle_since_s))
+            plan = (
+                self.plan
+                if history is self.history
+                else history.plan(cold_start_s=self.cold_start_s)
+            )
+            return AdaptiveGrace(history, None, self.cold_start_s, plan)
         if self.idle_since_s is None:
-            return AdaptiveGrace(self.history, now)
+            return AdaptiveGrace(self.history, now, self.cold_start_s, self.plan)
         return self
 
     def effective(
@@ -246,22 +258,16 @@ class AdaptiveGrace:
         now: float,
         spec_replicas: int,
         policy_idle_since_s: float | None,
-        cold_start_s: float,
-        plan: GracePlan | None = None,
     ) -> tuple[ScalingConfig, bool]:
-        """The config for ``decide`` and whether to pre-warm now (see the class docstring).
-
-        ``plan`` may be passed in when the caller caches :meth:`IdleHistory.plan`
-        (it changes only when an idle time is recorded).
-        """
+        """The config for ``decide`` and whether to pre-warm now (see the class docstring)."""
         if not config.scale_to_zero_grace_adaptive:
             return config, False
-        plan = plan or self.history.plan(cold_start_s=cold_start_s)
+        plan = self.plan
         grace = plan.keep_alive_s
         prewarm = False
         if plan.prewarm_after_s is not None and self.idle_since_s is not None:
             idle_for = now - self.idle_since_s
-            wake_at = plan.prewarm_after_s - cold_start_s
+            wake_at = plan.prewarm_after_s - self.cold_start_s
             if idle_for < wake_at:
                 grace = 0.0
             else:

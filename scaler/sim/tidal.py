@@ -19,14 +19,10 @@ Nothing of the policy is copied. What the simulator leaves out is the pod
 scrape (server view): the activator view carries the same concurrency here,
 since every request passes through the one simulated activator.
 
-With ``scale-to-zero-grace-period: adaptive`` it keeps an
-:class:`~scaler.policy.adaptive.AdaptiveGrace` (the same pure state the
-controller keeps per target), records each idle stretch when a request ends
-it, and passes the learned grace period into ``decide`` through the config
-(``decide`` itself knows nothing of it). When the plan says *pre-warm*, the
-grace period is 0 (go to zero when idle), and the model is woken (an
-activation, as the activator's would be) a cold start before the likely
-next request; it then stays up until the keep-alive.
+``scale-to-zero-grace-period: adaptive`` needs nothing here: ``PurePolicy``
+learns the grace period in the policy state (:mod:`scaler.policy.grace`), as
+in the scaler; the simulator only tells it the cold start, to time a
+pre-warm. Pre-warms show in the decisions' messages.
 """
 
 from __future__ import annotations
@@ -34,8 +30,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from scaler.policy import Observation, ScalingConfig
-from scaler.policy.adaptive import AdaptiveGrace, GracePlan
+from scaler.policy import Observation, Reason, ScalingConfig
+from scaler.policy.adaptive import GracePlan
 from scaler.policy.protocol import PurePolicy
 from scaler.signals.activator_reports import ActivatorReport, ActivatorReports, TargetStats
 from scaler.signals.hub import SignalHub
@@ -74,7 +70,7 @@ class TidalAutoscaler:
     ) -> None:
         self._name = name
         self.annotations = dict(annotations)
-        self.policy = PurePolicy()
+        self.policy = PurePolicy(cold_start_estimate_s=cold_start_s)
         self.config: ScalingConfig = self.policy.parse(self.annotations)
         self.tick_s = tick_s
         self.cold_start_s = cold_start_s
@@ -88,8 +84,6 @@ class TidalAutoscaler:
         # A scaler that has run for a while: no warm-up hold at time 0.
         self.state = self.policy.initial_state(-self.config.window_s)
         self.next_decision_s = 0.0
-        self.grace = AdaptiveGrace.start(0.0, fallback_s=self.config.scale_to_zero_grace_s)
-        self._plan: GracePlan | None = None
         self.decisions = 0
         self.prewarms = 0
 
@@ -101,10 +95,9 @@ class TidalAutoscaler:
     def initial(self) -> int:
         return max(self.config.min_scale, self.warm_start)
 
-    def plan(self) -> GracePlan:
-        if self._plan is None:
-            self._plan = self.grace.history.plan(cold_start_s=self.cold_start_s)
-        return self._plan
+    def plan(self) -> GracePlan | None:
+        """The adaptive grace period's current plan (None without ``adaptive``)."""
+        return None if self.state.adaptive is None else self.state.adaptive.plan
 
     def tick(self, view: View, *, activation: bool) -> int | None:
         now = view.now
@@ -119,26 +112,9 @@ class TidalAutoscaler:
                 ActivatorReport(activator="sim", period_s=_REPORT_PERIOD_S, targets={_KEY: stats}),
                 now=now,
             )
-            busy = view.busy or view.held > 0 or view.in_flight > 0
-            before = self.grace.history
-            self.grace = self.grace.observe(busy=busy, now=now)
-            if self.grace.history is not before:
-                self._plan = None
-        config, prewarm = self.config, False
-        if self.config.scale_to_zero_grace_adaptive:
-            config, prewarm = self.grace.effective(
-                self.config,
-                now=now,
-                spec_replicas=view.spec,
-                policy_idle_since_s=self.state.idle_since_s,
-                cold_start_s=self.cold_start_s,
-                plan=self.plan(),
-            )
-        if prewarm:
-            activation = True
-            self.prewarms += 1
         if not activation and now < self.next_decision_s:
             return None
+        config = self.config
         signals = self.hub.observe(_KEY, config, now=now)
         observation = Observation(
             ready_replicas=view.ready,
@@ -151,6 +127,8 @@ class TidalAutoscaler:
             config=config, observation=observation, state=self.state, now=now
         )
         self.decisions += 1
+        if decision.reason is Reason.ACTIVATED and decision.message.startswith("pre-warm"):
+            self.prewarms += 1
         if not activation or now >= self.next_decision_s:
             self.next_decision_s = now + self.tick_s
         if decision.recheck_after_s is not None:

@@ -12,15 +12,28 @@ Covers:
 - AdaptiveGrace (per target): each idle stretch recorded once, a fixed
   config passed through, the fallback then the learned keep-alive, and the
   pre-warm cycle (zero at once, a wake one cold start early, the keep-alive
-  converted to decide's idle clock).
+  converted to decide's idle clock);
+- decide_with_grace / PurePolicy: a fixed grace decides exactly as decide;
+  with adaptive, the state learns a periodic job through decisions alone and
+  pre-warms a cold start ahead of it.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from scaler.policy import ScalingConfig
+from scaler.policy import (
+    Demand,
+    Observation,
+    PolicyState,
+    ScalingConfig,
+    SignalKind,
+    SignalReading,
+    decide,
+)
 from scaler.policy.adaptive import AdaptiveGrace, AdaptiveGraceConfig, IdleHistory
+from scaler.policy.grace import decide_with_grace
+from scaler.policy.protocol import PurePolicy
 
 
 def history(*idle_s: float, config: AdaptiveGraceConfig | None = None) -> IdleHistory:
@@ -110,7 +123,7 @@ ADAPTIVE = ScalingConfig(scale_to_zero_grace_adaptive=True)
 
 def periodic(every_s: float, times: int = 20) -> AdaptiveGrace:
     """A target that was busy for 1 s every ``every_s`` seconds, ``times`` times."""
-    grace = AdaptiveGrace.start(1.0, fallback_s=300.0)
+    grace = AdaptiveGrace.start(1.0, fallback_s=300.0, cold_start_s=60.0)
     t = 0.0
     for _ in range(times):
         t += every_s
@@ -119,7 +132,7 @@ def periodic(every_s: float, times: int = 20) -> AdaptiveGrace:
 
 
 def test_observe_records_each_idle_stretch_once() -> None:
-    grace = AdaptiveGrace.start(0.0, fallback_s=300.0)
+    grace = AdaptiveGrace.start(0.0, fallback_s=300.0, cold_start_s=60.0)
     grace = grace.observe(busy=False, now=10.0)  # still the same idle stretch
     grace = grace.observe(busy=True, now=40.0)
     grace = grace.observe(busy=True, now=41.0)
@@ -131,7 +144,7 @@ def test_observe_records_each_idle_stretch_once() -> None:
 def test_a_fixed_grace_config_passes_through() -> None:
     config = ScalingConfig(scale_to_zero_grace_s=90.0)
     out, prewarm = periodic(600.0).effective(
-        config, now=0.0, spec_replicas=1, policy_idle_since_s=None, cold_start_s=60.0
+        config, now=0.0, spec_replicas=1, policy_idle_since_s=None
     )
     assert out is config
     assert not prewarm
@@ -139,14 +152,10 @@ def test_a_fixed_grace_config_passes_through() -> None:
 
 def test_fallback_while_learning_then_the_learned_keep_alive() -> None:
     short = periodic(100.0, times=5)
-    out, _ = short.effective(
-        ADAPTIVE, now=0.0, spec_replicas=1, policy_idle_since_s=None, cold_start_s=60.0
-    )
+    out, _ = short.effective(ADAPTIVE, now=0.0, spec_replicas=1, policy_idle_since_s=None)
     assert out.scale_to_zero_grace_s == 300.0
     learned = periodic(100.0, times=20)
-    out, prewarm = learned.effective(
-        ADAPTIVE, now=0.0, spec_replicas=1, policy_idle_since_s=None, cold_start_s=60.0
-    )
+    out, prewarm = learned.effective(ADAPTIVE, now=0.0, spec_replicas=1, policy_idle_since_s=None)
     # Idle gaps of 99 s: the 95-100 s bin, plus 10 %.
     assert out.scale_to_zero_grace_s == pytest.approx(110.0)
     assert not prewarm  # the head (~89 s) is within two cold starts
@@ -163,7 +172,6 @@ def test_pre_warm_goes_to_zero_then_wakes_a_cold_start_early() -> None:
             now=idle_start + idle_for,
             spec_replicas=spec,
             policy_idle_since_s=policy_idle,
-            cold_start_s=60.0,
         )
         return out.scale_to_zero_grace_s, prewarm
 
@@ -179,3 +187,56 @@ def test_pre_warm_goes_to_zero_then_wakes_a_cold_start_early() -> None:
     grace_s, prewarm = at(500.0, 1, idle_start + 480.0)
     assert not prewarm
     assert grace_s == pytest.approx(keep - 480.0)
+
+
+# --- decide_with_grace: the policy path the controller and the simulator share -------------
+
+
+def idle_observation(*, spec: int, busy: bool = False) -> Observation:
+    return Observation(
+        ready_replicas=spec,
+        spec_replicas=spec,
+        signals={SignalKind.CONCURRENCY: SignalReading(stable=0.0, panic=0.0, fresh=True)},
+        demand=Demand(busy=busy, all_sources_fresh=True),
+    )
+
+
+def test_a_fixed_grace_decides_as_decide_does() -> None:
+    config = ScalingConfig(scale_to_zero_grace_s=30.0)
+    state = PolicyState.initial(-100.0)
+    got = decide_with_grace(
+        config=config, observation=idle_observation(spec=1), state=state, now=0.0
+    )
+    assert got == decide(config=config, observation=idle_observation(spec=1), state=state, now=0.0)
+    assert got[1].adaptive is None
+
+
+def test_adaptive_learns_in_the_policy_state_and_pre_warms() -> None:
+    # A job every 600 s, busy for 2 s: the state learns the pattern through
+    # decisions alone, as the controller's would.
+    policy = PurePolicy(cold_start_estimate_s=60.0)
+    config = ScalingConfig(scale_to_zero_grace_adaptive=True)
+    state = policy.initial_state(-100.0)
+    spec = 1
+    wakes: list[tuple[float, bool]] = []  # (time, pre-warm?)
+    for step in range(0, 600 * 25, 2):
+        now = float(step)
+        busy = step % 600 < 2
+        decision, state = policy.decide(
+            config=config, observation=idle_observation(spec=spec, busy=busy), state=state, now=now
+        )
+        if spec == 0 and decision.desired > 0:
+            wakes.append((now, decision.message.startswith("pre-warm")))
+        spec = decision.desired
+    assert state.adaptive is not None
+    assert state.adaptive.plan.prewarm_after_s is not None
+    # While learning (the 300 s fallback), jobs wake it from zero; once
+    # learned, it goes to zero between jobs and wakes a cold start ahead.
+    learned = [(t, pre) for t, pre in wakes if t > 600 * 15]
+    assert learned
+    assert all(pre and 470 <= t % 600 <= 540 for t, pre in learned), wakes
+
+
+def test_the_cold_start_estimate_must_be_sane() -> None:
+    with pytest.raises(ValueError, match="cold-start estimate"):
+        PurePolicy(cold_start_estimate_s=-1.0)
