@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 from scaler.sim.world import SPOT, RunResult
 
@@ -83,7 +83,6 @@ class Scorecard:
     peak_replicas: int
     preemptions: int
     duration_s: float
-    notes: dict[str, object] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, object]:
         data = asdict(self)
