@@ -98,10 +98,14 @@ def score(result: RunResult, *, slo_ttft_s: float = 2.0, prices: Prices | None =
         raise ValueError(f"the TTFT threshold must be > 0 s, got {slo_ttft_s}")
     prices = prices or Prices()
     n = len(result.arrival_s)
+    # A request lost with a preempted replica may have had its first token:
+    # it failed all the same, so it neither meets the SLO nor counts in TTFT.
     ttfts = [
         first - arrival
-        for arrival, first in zip(result.arrival_s, result.first_token_s, strict=True)
-        if first is not None
+        for arrival, first, failed in zip(
+            result.arrival_s, result.first_token_s, result.failed_reason, strict=True
+        )
+        if first is not None and failed is None
     ]
     met = sum(1 for t in ttfts if t <= slo_ttft_s + 1e-9)
     reasons = Counter(r for r in result.failed_reason if r is not None)

@@ -1,12 +1,14 @@
 """Scorecard arithmetic (scaler.sim.scorecard) on a hand-made run.
 
-Covers: SLO attainment over all requests (failed ones miss it, the threshold
-is inclusive); goodput; nearest-rank percentiles; GPU-seconds busy/idle and
-spot/on-demand from replica lifetimes; cost at the stated prices with the
+Covers: SLO attainment over all requests (failed ones miss it, even after a
+first token; the threshold is inclusive); goodput; nearest-rank percentiles;
+GPU-seconds busy/idle and spot/on-demand from replica lifetimes; cost at the stated prices with the
 spot ratio; failures counted by reason; bad thresholds and prices refused.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
@@ -54,6 +56,17 @@ def test_gpu_seconds_and_cost() -> None:
     assert (card.gpu_seconds_on_demand, card.gpu_seconds_spot) == (3600.0, 1800.0)
     # One on-demand hour at 4, half a spot hour at 4 x 0.25.
     assert card.cost == pytest.approx(4.0 + 0.5)
+
+
+def test_a_request_lost_after_its_first_token_misses_the_slo() -> None:
+    lost = replace(
+        run(),
+        first_token_s=(0.5, 3.0, 5.0, 3.5),
+        failed_reason=(None, None, None, "preempted"),
+    )
+    card = score(lost)
+    assert card.slo_attainment == pytest.approx(2 / 4)
+    assert card.failed_by_reason == {"preempted": 1}
 
 
 def test_cold_start_waits() -> None:
