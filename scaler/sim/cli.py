@@ -143,13 +143,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--spot-availability",
         type=float,
         default=1.0,
-        help="long-run share of time the zone has spot capacity (SkyPilot traces: 0.17-0.79)",
+        help="long-run share of time each zone has spot capacity (SkyPilot traces: 0.17-0.79)",
     )
     spot.add_argument(
         "--spot-changes-per-day",
         type=float,
         default=5.5,
-        help="spot availability state changes a day (SkyPilot traces: about 5.5)",
+        help="spot availability state changes a day per zone (SkyPilot traces: about 5.5)",
+    )
+    spot.add_argument(
+        "--spot-zones",
+        type=int,
+        default=1,
+        help="zones whose spot capacity comes and goes independently; spot replicas spread "
+        "over the available ones (SkyServe spreads over zones)",
     )
     spot.add_argument(
         "--preemption-trace", type=Path, default=None, help="file of seconds, one per line"
@@ -252,6 +259,7 @@ def options_from(args: argparse.Namespace) -> SimulationOptions:
             times_s=_preemption_times(args.preemption_trace),
             availability=args.spot_availability,
             changes_per_day=args.spot_changes_per_day,
+            zones=args.spot_zones,
         ),
         seed=args.seed,
     )

@@ -147,15 +147,22 @@ class SpotModel:
       exponential time with this rate (per replica-hour);
     - ``times_s`` (a preemption trace): at each time the oldest live spot
       replica gets its notice;
-    - ``availability`` below 1: the zone's spot capacity alternates between
-      available and unavailable stretches (exponential, means chosen so that
-      the long-run share available is ``availability`` and there are
-      ``changes_per_day`` state changes a day). When it becomes
-      unavailable every spot replica gets its notice; spot replicas asked
-      for meanwhile stay *pending* (no node, no GPU-seconds) until it comes
-      back. SkyPilot's spot traces (Wu et al., "Can't Be Late", NSDI 2024;
-      the traces README): a 1-GPU spot type available 17 % to 79 % of the
-      time, about 5.5 state changes a day per zone.
+    - ``availability`` below 1: each of ``zones`` zones has spot capacity
+      that alternates between available and unavailable stretches
+      (exponential, means chosen so that the long-run share available is
+      ``availability`` and there are ``changes_per_day`` state changes a day
+      in each zone), independently of the other zones. A new spot replica
+      goes to the available zone with the fewest spot replicas (spread, as
+      SkyServe's SpotHedge places spot replicas over zones); when a zone
+      becomes unavailable its spot replicas, and only those, get their
+      notice; spot replicas asked for while no zone has capacity stay
+      *pending* (no node, no GPU-seconds) until one comes back. SkyPilot's
+      spot traces (Wu et al., "Can't Be Late", NSDI 2024; the traces
+      README): a 1-GPU spot type available 17 % to 79 % of the time, about
+      5.5 state changes a day *per zone*. Independence across zones is the
+      optimistic end: SkyServe (Mao et al., EuroSys 2025) finds preemptions
+      correlated within a zone and much less across zones and regions,
+      which is why it spreads; one zone (the default) is the pessimistic end.
 
     ``notice_s`` 120 is AWS's two-minute spot interruption notice (GCP
     gives 30 s).
@@ -166,8 +173,11 @@ class SpotModel:
     times_s: tuple[float, ...] = ()
     availability: float = 1.0
     changes_per_day: float = 5.5
+    zones: int = 1
 
     def __post_init__(self) -> None:
+        if self.zones < 1:
+            raise ValueError(f"spot zones must be >= 1, got {self.zones}")
         if not (math.isfinite(self.rate_per_hour) and self.rate_per_hour >= 0):
             raise ValueError(
                 f"spot preemption rate must be >= 0 per hour, got {self.rate_per_hour}"
@@ -207,7 +217,8 @@ class _Replica:
     ready: bool = False
     draining: bool = False  # removed by a scale-down: no new requests, finishing the rest
     noticed: bool = False  # spot interruption notice received
-    pending: bool = False  # spot asked for while the zone has none: no node yet
+    pending: bool = False  # spot asked for while no zone has any: no node yet
+    zone: int = 0  # the spot zone its node is in (on-demand: 0, never noticed by a zone)
     ended_s: float | None = None
     in_flight: int = 0
     requests: set[int] = field(default_factory=set)
@@ -308,7 +319,8 @@ class _World:
         self.timeline: list[Second] = []
         self.now = 0.0
         self.spot_times = deque(sorted(config.spot.times_s))
-        self.spot_available = True
+        # Per zone: does it have spot capacity now?
+        self.spot_available = [True] * config.spot.zones
 
     # --- events -------------------------------------------------------------------------
 
@@ -327,8 +339,10 @@ class _World:
             self._reconcile(warm=True)
         self._push(0.0, _TICK, 0)
         if self.config.spot.availability < 1:
-            self.spot_available = self.spot_rng.random() < self.config.spot.availability
-            self._schedule_market()
+            for zone in range(self.config.spot.zones):
+                available = self.spot_rng.random() < self.config.spot.availability
+                self.spot_available[zone] = available
+                self._schedule_market(zone)
         events = self.events
         while events:
             at_s, kind, _, key, payload = heapq.heappop(events)
@@ -349,7 +363,7 @@ class _World:
             elif kind == _KILL:
                 self._kill(payload)  # type: ignore[arg-type]
             elif kind == _MARKET:
-                self._market()
+                self._market(key)
         end_s = self.now
         for replica in list(self.replicas):
             self._end(replica)
@@ -482,10 +496,22 @@ class _World:
         )
         self.next_rid += 1
         self.replicas.append(replica)
-        if capacity == SPOT and not self.spot_available:
-            replica.pending = True
-            return
+        if capacity == SPOT:
+            zone = self._spot_zone()
+            if zone is None:
+                replica.pending = True
+                return
+            replica.zone = zone
         self._start(replica, warm=warm)
+
+    def _spot_zone(self) -> int | None:
+        """The available zone with the fewest live spot replicas (None: no zone has spot)."""
+        counts = [0] * self.config.spot.zones
+        for r in self.replicas:
+            if r.capacity == SPOT and not r.pending and not r.noticed and r.ended_s is None:
+                counts[r.zone] += 1
+        open_zones = [z for z, ok in enumerate(self.spot_available) if ok]
+        return min(open_zones, key=lambda z: (counts[z], z), default=None)
 
     def _start(self, replica: _Replica, *, warm: bool = False) -> None:
         """The replica has a node: its GPU is held from now, its cold start begins."""
@@ -500,19 +526,22 @@ class _World:
             hours = self.spot_rng.expovariate(self.config.spot.rate_per_hour)
             self._push(self.now + hours * 3600.0, _NOTICE, 0, replica)
 
-    def _schedule_market(self) -> None:
-        mean = self.config.spot.mean_stretch_s(available=self.spot_available)
-        self._push(self.now + self.spot_rng.expovariate(1.0 / mean), _MARKET, 0)
+    def _schedule_market(self, zone: int) -> None:
+        mean = self.config.spot.mean_stretch_s(available=self.spot_available[zone])
+        self._push(self.now + self.spot_rng.expovariate(1.0 / mean), _MARKET, zone)
 
-    def _market(self) -> None:
-        self.spot_available = not self.spot_available
-        if self.spot_available:
+    def _market(self, zone: int) -> None:
+        self.spot_available[zone] = not self.spot_available[zone]
+        if self.spot_available[zone]:
             for replica in [r for r in self.replicas if r.pending]:
+                replica.zone = zone
                 self._start(replica)
         else:
-            for replica in [r for r in self.replicas if r.capacity == SPOT and not r.pending]:
+            for replica in [
+                r for r in self.replicas if r.capacity == SPOT and not r.pending and r.zone == zone
+            ]:
                 self._notice(replica)
-        self._schedule_market()
+        self._schedule_market(zone)
 
     def _ready(self, replica: _Replica) -> None:
         if replica.ended_s is not None or replica.draining:

@@ -11,6 +11,9 @@ Covers:
 - spot: an interruption notice takes the replica out of service, the
   placement split covers it with on-demand at once, and a replica killed
   with requests still on it fails them;
+- spot zones: replicas spread over the zones with capacity, a zone's loss
+  notices only its replicas, spot waits pending while no zone has any, and
+  independent zones leave spot without capacity far less often than one;
 - the timeline has one entry per second, and a Tidal run replays a short
   burst with the real policy (woken once, no failures).
 """
@@ -148,3 +151,81 @@ def test_an_unavailable_spot_zone_leaves_spot_pending_and_on_demand_covers() -> 
     assert len(result.replicas) == 2
     with pytest.raises(ValueError, match="availability"):
         SpotModel(availability=0.0)
+
+
+def test_spot_spreads_over_zones_and_a_zone_loss_notices_only_its_replicas() -> None:
+    # Two zones, both with spot capacity. When a zone loses it is random in a
+    # run, so the zone loss is driven directly through the world's market
+    # event (its own changes are made too rare to interfere).
+    from scaler.sim import world as world_module
+
+    config = WorldConfig(
+        cold_start=ColdStart(5.0),
+        placement=PlacementConfig(policy="spot", on_demand_baseline=0),
+        spot=SpotModel(availability=0.5, changes_per_day=0.001, zones=2),
+    )
+    w = world_module._World([req(0.0)], Scripted(wake=4), config)
+    w.target = 4
+    w._reconcile(warm=True)
+    zones = sorted(r.zone for r in w.replicas if r.capacity == SPOT)
+    assert zones == [0, 0, 1, 1]  # spread: two per zone
+    w._market(1)  # zone 1 loses its spot capacity
+    noticed = [r for r in w.replicas if r.noticed]
+    assert len(noticed) == 2 and {r.zone for r in noticed} == {1}
+    # The replacements go to the zone that still has spot, not to pending.
+    fresh = [r for r in w.replicas if r.capacity == SPOT and not r.noticed]
+    assert len(fresh) == 4
+    assert all(r.zone == 0 and not r.pending for r in fresh)
+
+
+def test_with_every_zone_gone_spot_waits_pending_until_one_comes_back() -> None:
+    from scaler.sim import world as world_module
+
+    config = WorldConfig(
+        cold_start=ColdStart(5.0),
+        placement=PlacementConfig(policy="spot", on_demand_baseline=0),
+        spot=SpotModel(availability=0.5, changes_per_day=0.001, zones=2),
+    )
+    w = world_module._World([req(0.0)], Scripted(wake=2), config)
+    w._market(0)
+    w._market(1)
+    w.target = 2
+    w._reconcile()
+    spot = [r for r in w.replicas if r.capacity == SPOT]
+    assert len(spot) == 2 and all(r.pending for r in spot)
+    w._market(1)  # zone 1 has spot again
+    assert all(not r.pending and r.zone == 1 for r in spot)
+
+
+def test_more_zones_leave_spot_without_capacity_less_often() -> None:
+    # Each zone has spot 48 % of the time (SkyPilot's middle figure); changes
+    # are made frequent (100 a day) so that a few simulated hours average
+    # out. Without capacity anywhere the dynamic fallback runs on-demand: one
+    # zone leaves it so about 52 % of the time, three independent zones about
+    # 0.52 ** 3 = 14 %.
+    hours = 6
+    requests = [req(float(t)) for t in range(0, hours * 3600, 600)]
+    share = {}
+    for zones in (1, 3):
+        on_demand_s = 0.0
+        for seed in (1, 2, 3):
+            config = WorldConfig(
+                cold_start=ColdStart(5.0),
+                placement=PlacementConfig(policy="spot", on_demand_baseline=0),
+                spot=SpotModel(availability=0.48, changes_per_day=100.0, zones=zones),
+                seed=seed,
+            )
+            result = run_world(requests, AlwaysOn(1), config)
+            on_demand_s += sum(
+                life.ended_s - life.created_s
+                for life in result.replicas
+                if life.capacity == ON_DEMAND
+            )
+        share[zones] = on_demand_s / (3 * hours * 3600)
+    assert 0.35 < share[1] < 0.70
+    assert share[3] < 0.25
+
+
+def test_spot_zones_must_be_at_least_one() -> None:
+    with pytest.raises(ValueError, match="zones must be >= 1"):
+        SpotModel(zones=0)
