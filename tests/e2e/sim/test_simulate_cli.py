@@ -5,7 +5,8 @@ Covers:
   object whose ``policies`` hold always-on, HPA, KEDA, Knative and Tidal
   entries with the documented keys, every request accounted for;
 - ``--charts`` writes the Pareto and the replicas PNGs;
-- a trace with a missing column exits 2 and names the column and the flag.
+- a trace with a missing column exits 2 and names the column and the flag;
+- a bad ``--spot-zones`` exits 2 and says what is allowed.
 """
 
 from __future__ import annotations
@@ -86,3 +87,9 @@ def test_a_missing_column_is_named_with_its_flag(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "TIMESTAMP" in done.stderr
     assert "--time-field" in done.stderr
+
+
+def test_a_bad_spot_zone_count_is_named() -> None:
+    done = simulate("--trace", "synthetic:bursts", "--spot-zones", "0", "--json")
+    assert done.returncode == 2
+    assert "spot zones must be >= 1, got 0" in done.stderr
