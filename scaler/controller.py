@@ -179,6 +179,7 @@ class Controller:
             signals=view.readings,
             demand=view.combined.demand,
             activation_requested=loop.activation_pending,
+            demand_seen_at_s=view.demand_seen_at_s,
         )
         decision, loop.state = self._policy.decide(
             config=config, observation=observation, state=loop.state, now=now
