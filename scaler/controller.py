@@ -42,14 +42,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scaler.actuator import Actuator, WritePlan, plan_writes
 from scaler.gpu_seconds import GpuSeconds
 from scaler.kube.types import LeaderElector, TargetSnapshot
 from scaler.metrics import Metrics
-from scaler.policy.api import Decision, Mode, Observation, SignalKind, SignalReading
+from scaler.policy.api import Decision, Mode, Observation, Reason, SignalKind, SignalReading
 from scaler.policy.decide import PolicyState
 from scaler.policy.protocol import Policy
 from scaler.policy.status_doc import StatusDocument
@@ -61,6 +61,10 @@ from scaler.ticking import CallLater, RecheckTimers, Ticker
 __all__ = ["Controller", "ControllerSettings", "TargetState"]
 
 log = logging.getLogger(__name__)
+
+# After a conflict, how many times one decision is made again on the re-read
+# Deployment before waiting for the next tick.
+MAX_REDECISIONS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +95,7 @@ class _Loop:
     state: PolicyState
     revision: int
     status: StatusDocument | None  # discrete status last written or seen
+    intended: StatusDocument | None = None  # a status whose write failed, still to write
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     problem_reported: bool = False
     activation_pending: bool = False
@@ -98,6 +103,16 @@ class _Loop:
     view: SignalView | None = None
     last_change_wall: str | None = None
     decided_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """What one decision was based on, kept to decide again after a conflict."""
+
+    snap: TargetSnapshot
+    entry: TargetConfig
+    now: float
+    activation: bool
 
 
 class Controller:
@@ -142,6 +157,7 @@ class Controller:
         for key in [k for k in self._loops if k not in entries]:
             del self._loops[key]
             self._metrics.forget_target(key)
+            self._actuator.forget(key)
         leading = self._leader.is_leader
         for key, entry in entries.items():
             loop = self._loops.get(key)
@@ -165,7 +181,13 @@ class Controller:
     # -- deciding -------------------------------------------------------------
 
     def _decide(
-        self, loop: _Loop, entry: TargetConfig, snap: TargetSnapshot, now: float
+        self,
+        loop: _Loop,
+        entry: TargetConfig,
+        snap: TargetSnapshot,
+        now: float,
+        *,
+        activation: bool = False,
     ) -> Decision | None:
         view = self._signals.observe(loop.key, entry.config, now=now)
         loop.view = view
@@ -178,13 +200,12 @@ class Controller:
             spec_replicas=d.spec_replicas,
             signals=view.readings,
             demand=view.combined.demand,
-            activation_requested=loop.activation_pending,
+            activation_requested=activation,
             demand_seen_at_s=view.demand_seen_at_s,
         )
         decision, loop.state = self._policy.decide(
             config=config, observation=observation, state=loop.state, now=now
         )
-        loop.activation_pending = False
         loop.decision = decision
         loop.decided_at = now
         self._schedule_recheck(loop.key, decision, now)
@@ -199,10 +220,18 @@ class Controller:
         return decision
 
     def _plan(
-        self, loop: _Loop, entry: TargetConfig, snap: TargetSnapshot, decision: Decision | None
+        self,
+        loop: _Loop,
+        entry: TargetConfig,
+        snap: TargetSnapshot,
+        decision: Decision | None,
+        now: float,
     ) -> WritePlan | None:
         if not self._leader.is_leader:
             return None
+        waking = decision is not None and decision.reason is Reason.ACTIVATED
+        if self._actuator.backing_off(loop.key, now) and not waking:
+            return None  # failed writes: wait out the backoff (waking from zero never waits)
         view = loop.view
         return plan_writes(
             deployment=snap.deployment,
@@ -211,21 +240,44 @@ class Controller:
             problem=entry.problem,
             problem_reported=loop.problem_reported,
             status=loop.status,
+            intended=loop.intended,
             last_change_wall=loop.last_change_wall,
             pod_load=view.combined.pod_load if view is not None else None,
             readings=view.readings if view is not None else None,
         )
 
-    async def _act(self, loop: _Loop, plan: WritePlan) -> None:
-        """Carry out ``plan``; the target's lock is held by the caller."""
-        outcome = await self._actuator.carry_out(plan)
-        loop.status = outcome.status
-        loop.last_change_wall = outcome.last_change_wall
-        loop.problem_reported = loop.problem_reported or outcome.problem_reported
+    async def _act(self, loop: _Loop, step: _Step, plan: WritePlan) -> None:
+        """Carry out ``plan``; the target's lock is held by the caller.
 
-    async def _locked_act(self, loop: _Loop, plan: WritePlan) -> None:
+        On a conflict the Deployment changed since the decision: decide again on
+        what the API server has now (re-checking the Lease in :meth:`_plan`), a
+        bounded number of times, rather than re-apply the old decision.
+        """
+        snap = step.snap
+        for attempt in range(MAX_REDECISIONS + 1):
+            outcome = await self._actuator.carry_out(plan, now=step.now)
+            loop.status = outcome.status
+            loop.intended = outcome.intended
+            loop.last_change_wall = outcome.last_change_wall
+            loop.problem_reported = loop.problem_reported or outcome.problem_reported
+            if outcome.fresh is None or attempt == MAX_REDECISIONS:
+                return
+            fresh = outcome.fresh
+            d = replace(
+                snap.deployment,
+                spec_replicas=fresh.replicas,
+                resource_version=fresh.resource_version,
+            )
+            snap = replace(snap, deployment=d)
+            decision = self._decide(loop, step.entry, snap, step.now, activation=step.activation)
+            next_plan = self._plan(loop, step.entry, snap, decision, step.now)
+            if next_plan is None:
+                return
+            plan = next_plan
+
+    async def _locked_act(self, loop: _Loop, step: _Step, plan: WritePlan) -> None:
         try:
-            await self._act(loop, plan)
+            await self._act(loop, step, plan)
         finally:
             loop.lock.release()
 
@@ -246,16 +298,19 @@ class Controller:
         for key, loop in self._loops.items():
             if loop.lock.locked():
                 continue  # an activation is deciding or writing for it right now
-            snap, entry = snapshots[key], entries[key]
+            step = _Step(snapshots[key], entries[key], now, loop.activation_pending)
+            loop.activation_pending = False
             try:
-                decision = self._decide(loop, entry, snap, now)
+                decision = self._decide(
+                    loop, step.entry, step.snap, now, activation=step.activation
+                )
             except ValueError:
                 log.exception("%s: the policy refused to decide", key)
                 continue
-            plan = self._plan(loop, entry, snap, decision)
+            plan = self._plan(loop, step.entry, step.snap, decision, now)
             if plan is not None:
                 await loop.lock.acquire()  # free: returns without yielding
-                writes.append(self._locked_act(loop, plan))
+                writes.append(self._locked_act(loop, step, plan))
         if writes:
             await asyncio.gather(*writes)
         self._metrics.tick_duration.observe(max(0.0, self._clock() - started))
@@ -282,10 +337,12 @@ class Controller:
             entry = self._book.get(key)
             if snap is None or entry is None:
                 return False
-            decision = self._decide(loop, entry, snap, at)
-            plan = self._plan(loop, entry, snap, decision)
+            step = _Step(snap, entry, at, loop.activation_pending)
+            loop.activation_pending = False
+            decision = self._decide(loop, entry, snap, at, activation=step.activation)
+            plan = self._plan(loop, entry, snap, decision, at)
             if plan is not None:
-                await self._act(loop, plan)
+                await self._act(loop, step, plan)
         finally:
             loop.lock.release()
         return True

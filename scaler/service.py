@@ -31,7 +31,7 @@ import uvloop
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from scaler.actuator import kube_actuator
+from scaler.actuator import ActuatorSettings, kube_actuator
 from scaler.app import ServerState, build_app
 from scaler.controller import Controller, ControllerSettings
 from scaler.kube.client import KubeConfigError, connect
@@ -243,9 +243,10 @@ async def serve(
             actuator=kube_actuator(
                 access,
                 identity=identity,
+                leader=leader,
                 metrics=metrics,
                 request_timeout_s=settings.kube.request_timeout_s,
-                max_concurrent_writes=settings.max_concurrent_writes,
+                settings=ActuatorSettings(max_concurrent_writes=settings.max_concurrent_writes),
             ),
             policy=policy,
             leader=leader,

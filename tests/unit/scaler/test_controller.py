@@ -6,7 +6,8 @@ Covers:
 - a follower (not the Lease holder) decides and serves views but never writes;
 - a bad annotation: one ``InvalidAnnotation`` Warning Event, no scale write,
   until the annotations change; and unsupported signal/engine combinations;
-- an API outage (every write fails) neither raises nor stops later writes;
+- an API outage (every write fails) neither raises nor stops later writes
+  (they back off, and resume once the backoff has passed);
 - stale or missing data never scales down or to zero, while fresh idleness
   reaches zero after the grace period (``ScaledToZero``, no deletion costs);
   a short request seen only in a report between two ticks restarts that
@@ -234,8 +235,10 @@ async def test_api_outage_does_not_crash_and_writes_resume() -> None:
     )
     assert failures is not None
     assert failures >= 1
+    calls = len(w.scale.calls)
+    assert calls < 5  # 5 ticks, but failed writes back off instead of retrying each tick
     w.scale.fail_with = None
-    await w.run_for(2)
+    await w.run_for(60)  # the longest backoff
     assert w.replicas() >= 4  # 64 concurrent / 16 per replica
 
 
