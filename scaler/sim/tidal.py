@@ -122,6 +122,9 @@ class TidalAutoscaler:
             signals=signals.readings,
             demand=signals.combined.demand,
             activation_requested=activation,
+            # As the controller builds it: demand a report showed between two
+            # decisions restarts the idle clock of scale to zero.
+            demand_seen_at_s=signals.demand_seen_at_s,
         )
         decision, self.state = self.policy.decide(
             config=config, observation=observation, state=self.state, now=now

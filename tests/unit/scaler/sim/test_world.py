@@ -229,3 +229,19 @@ def test_more_zones_leave_spot_without_capacity_less_often() -> None:
 def test_spot_zones_must_be_at_least_one() -> None:
     with pytest.raises(ValueError, match="zones must be >= 1"):
         SpotModel(zones=0)
+
+
+def test_tidal_sees_demand_reported_between_its_decisions() -> None:
+    # The controller passes the hub's demand_seen_at_s into the Observation, so
+    # a request seen only in a report between two decision ticks restarts the
+    # idle clock; the simulator's Tidal must decide on the same observation.
+    tidal = TidalAutoscaler("tidal", {}, cold_start_s=10.0)  # 2 s decision ticks
+
+    def view(now: float, *, busy: bool) -> View:
+        n = 1 if busy else 0
+        return View(now=now, ready=1, spec=1, concurrency=float(n), busy=busy, held=0, in_flight=n)
+
+    tidal.tick(view(0.0, busy=False), activation=False)  # decides: idle from 0
+    tidal.tick(view(1.0, busy=True), activation=False)  # a report only, no decision
+    tidal.tick(view(2.0, busy=False), activation=False)  # decides
+    assert tidal.state.idle_since_s == 1.0
