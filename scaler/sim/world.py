@@ -333,16 +333,18 @@ class _World:
             self._push(r.offset_s, _ARRIVAL, i)
         last_arrival = self.reqs[-1].offset_s
         horizon = max(math.floor(last_arrival) + 1.0, until_s or 0.0)
-        initial = self.autoscaler.initial
-        if initial > 0:
-            self.target = initial
-            self._reconcile(warm=True)
-        self._push(0.0, _TICK, 0)
+        # The zones' spot state is drawn before the warm start, so that warm
+        # spot replicas go only to zones that have spot at time 0.
         if self.config.spot.availability < 1:
             for zone in range(self.config.spot.zones):
                 available = self.spot_rng.random() < self.config.spot.availability
                 self.spot_available[zone] = available
                 self._schedule_market(zone)
+        initial = self.autoscaler.initial
+        if initial > 0:
+            self.target = initial
+            self._reconcile(warm=True)
+        self._push(0.0, _TICK, 0)
         events = self.events
         while events:
             at_s, kind, _, key, payload = heapq.heappop(events)

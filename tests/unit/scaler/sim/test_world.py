@@ -245,3 +245,16 @@ def test_tidal_sees_demand_reported_between_its_decisions() -> None:
     tidal.tick(view(1.0, busy=True), activation=False)  # a report only, no decision
     tidal.tick(view(2.0, busy=False), activation=False)  # decides
     assert tidal.state.idle_since_s == 1.0
+
+
+def test_a_warm_start_puts_no_spot_replica_in_a_zone_without_spot() -> None:
+    # The zone starts (and stays) without spot capacity: a warm fleet's spot
+    # part waits pending and on-demand covers it, from time 0.
+    config = WorldConfig(
+        cold_start=ColdStart(5.0),
+        placement=PlacementConfig(policy="spot", on_demand_baseline=0),
+        spot=SpotModel(availability=1e-9, changes_per_day=0.001),
+    )
+    result = run_world([req(0.0), req(30.0)], AlwaysOn(2), config)
+    assert {life.capacity for life in result.replicas} == {ON_DEMAND}
+    assert result.failed_reason == (None, None)
