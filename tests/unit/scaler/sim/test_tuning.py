@@ -2,15 +2,17 @@
 
 Covers: the cheapest point that keeps the defaults' SLO attainment wins; a
 cheaper point that loses attainment does not; among equally cheap points
-the one that changes the fewest defaults wins; no fit point gives None.
+the one that changes the fewest defaults wins; no fit point gives None; the
+defaults it compares with are the annotations' real defaults, for every grid knob.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from scaler.policy.annotations import parse_scaling_config
 from scaler.sim.scorecard import Scorecard
-from scaler.sim.tuning import DEFAULTS, TuningPoint, best
+from scaler.sim.tuning import DEFAULTS, GRID, TuningPoint, best
 
 A = "autoscaling.tidal.dev/"
 
@@ -60,3 +62,10 @@ def test_ties_keep_the_defaults() -> None:
 
 def test_nothing_fits() -> None:
     assert best(BASE, [point(10, 0.5)]) is None
+
+
+def test_the_defaults_tuning_keeps_on_ties_are_the_policys_defaults() -> None:
+    # Ties go to the point that changes the fewest DEFAULTS; if DEFAULTS drifted
+    # from the annotations' real defaults, a tie would keep a changed knob.
+    assert parse_scaling_config(dict(DEFAULTS)) == parse_scaling_config({})
+    assert set(DEFAULTS) == set(GRID)
