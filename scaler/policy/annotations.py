@@ -18,8 +18,7 @@ Main decisions:
   annotations) are allowed. ``routing.tidal.dev/*`` belongs to the activator
   and is ignored here.
 - **Not built yet is an error, not a fallback**: ``scale-to-zero-grace-period:
-  adaptive`` and placement policies other than ``on-demand`` are rejected as
-  "not supported yet".
+  adaptive`` is rejected as "not supported yet".
 - **A signal that can never arrive is an error**: the KV-cache target needs
   ``engine: vllm`` (only vLLM exports it); otherwise that signal would be
   missing forever and, since missing data never lowers the scale, the model
@@ -108,7 +107,6 @@ _ALLOWED_UNREAD = frozenset({STATUS_ANNOTATION, _ENABLED})
 
 ENGINES = ("vllm", "triton", "generic")
 PLACEMENT_POLICIES = ("on-demand", "spot", "spot-with-on-demand-baseline")
-SUPPORTED_PLACEMENT_POLICIES = ("on-demand",)
 FALLBACKS = ("dynamic", "none")
 
 
@@ -421,20 +419,7 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
         METRICS_PORT, _port, "a port number from 1 to 65535 or a port name (IANA_SVC_NAME)"
     )
 
-    policy_text = annotations.get(PLACEMENT_POLICY)
-    policy = "on-demand"
-    if policy_text is not None:
-        value = policy_text.strip()
-        if value in PLACEMENT_POLICIES and value not in SUPPORTED_PLACEMENT_POLICIES:
-            r.bad(
-                PLACEMENT_POLICY,
-                "on-demand (spot placement is planned, not built)",
-                unsupported=True,
-            )
-        elif value not in PLACEMENT_POLICIES:
-            r.bad(PLACEMENT_POLICY, "one of " + ", ".join(PLACEMENT_POLICIES))
-        else:
-            policy = value
+    policy = r.choice(PLACEMENT_POLICY, PLACEMENT_POLICIES, "on-demand")
     baseline = r.int_in(ON_DEMAND_BASELINE, 0, 1000, 1, f"an integer from 0 to {max_note}")
     if baseline > limit:
         r.bad(ON_DEMAND_BASELINE, f"an integer from 0 to {max_note}")

@@ -81,6 +81,13 @@ GOOD = [
     (A + "metrics-port", "metrics", "metrics_port", "metrics"),
     (A + "metrics-port", "http-2", "metrics_port", "http-2"),
     (P + "policy", "on-demand", "placement.policy", "on-demand"),
+    (P + "policy", "spot", "placement.policy", "spot"),
+    (
+        P + "policy",
+        " spot-with-on-demand-baseline ",
+        "placement.policy",
+        "spot-with-on-demand-baseline",
+    ),
     (P + "on-demand-baseline", "0", "placement.on_demand_baseline", 0),
     (P + "on-demand-baseline", "10", "placement.on_demand_baseline", 10),
     (P + "fallback", "none", "placement.fallback", "none"),
@@ -189,8 +196,6 @@ def test_bad_value(key: str, value: str, allowed: str) -> None:
             "a duration from 0s to 24h",
             id="adaptive grace period",
         ),
-        pytest.param(P + "policy", "spot", "on-demand", id="spot"),
-        pytest.param(P + "policy", "spot-with-on-demand-baseline", "on-demand", id="baseline"),
     ],
 )
 def test_not_supported_yet(key: str, value: str, allowed: str) -> None:
@@ -262,7 +267,7 @@ def test_every_problem_is_reported() -> None:
         A + "min-scale": "x",
         A + "window": "5",
         A + "scale-to-zero-grace-period": "adaptive",
-        P + "policy": "spot",
+        P + "policy": "cheap",
         A + "targt-concurrency": "8",
         A + "engine": "vllm",  # good: not reported
     }

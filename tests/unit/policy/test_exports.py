@@ -16,7 +16,7 @@ import pytest
 
 import scaler.policy
 
-MODULES = ["api", "annotations", "decide", "placement", "windows"]
+MODULES = ["api", "annotations", "availability", "decide", "fallback", "placement", "windows"]
 
 
 @pytest.mark.parametrize("module", MODULES)
