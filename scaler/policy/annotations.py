@@ -15,7 +15,8 @@ Main decisions:
   misspelt ``min-scael`` must not silently leave the default in force.
   ``autoscaling.tidal.dev/status`` (written by Tidal) and
   ``autoscaling.tidal.dev/enabled`` (the opt-in label, sometimes copied into
-  annotations) are allowed. ``routing.tidal.dev/*`` belongs to the activator
+  annotations) and ``placement.tidal.dev/on-demand-pin`` (written by Tidal)
+  are allowed. ``routing.tidal.dev/*`` belongs to the activator
   and is ignored here.
 - **Not built yet is an error, not a fallback**: ``scale-to-zero-grace-period:
   adaptive`` is rejected as "not supported yet".
@@ -103,7 +104,8 @@ KNOWN_KEYS: tuple[str, ...] = (
 )
 _T = TypeVar("_T")
 
-_ALLOWED_UNREAD = frozenset({STATUS_ANNOTATION, _ENABLED})
+# Written by Tidal: the status, and the record of the on-demand pin (policy.companion).
+_ALLOWED_UNREAD = frozenset({STATUS_ANNOTATION, _ENABLED, _P + "on-demand-pin"})
 
 ENGINES = ("vllm", "triton", "generic")
 PLACEMENT_POLICIES = ("on-demand", "spot", "spot-with-on-demand-baseline")
