@@ -16,7 +16,18 @@ import pytest
 
 import scaler.policy
 
-MODULES = ["api", "annotations", "availability", "decide", "fallback", "placement", "windows"]
+MODULES = [
+    "api",
+    "annotations",
+    "availability",
+    "companion",
+    "cost",
+    "decide",
+    "fallback",
+    "placement",
+    "providers",
+    "windows",
+]
 
 
 @pytest.mark.parametrize("module", MODULES)
