@@ -19,11 +19,13 @@ __all__ = [
     "POD_DELETION_COST",
     "STATUS_ANNOTATION",
     "ClusterView",
+    "CompanionInfo",
     "DeploymentInfo",
     "EventSink",
     "LabelRequirement",
     "LabelSelector",
     "LeaderElector",
+    "NodeInfo",
     "PodInfo",
     "ScaleTarget",
     "TargetSnapshot",
@@ -97,6 +99,14 @@ class PodInfo:
     terminating: bool
     ports: Mapping[str, int] = field(default_factory=dict)  # named container ports
     deletion_cost: int | None = None
+    # What placement needs (scaler.policy.availability): where the pod runs,
+    # its phase, when it was created (epoch seconds), whether it was evicted
+    # (status.reason Evicted or a DisruptionTarget condition), its GPUs.
+    node: str | None = None
+    phase: str = "Running"
+    created_at: float = 0.0
+    evicted: bool = False
+    gpus: int = 0
 
     def port(self, number_or_name: int | str) -> int | None:
         if isinstance(number_or_name, int):
@@ -104,6 +114,28 @@ class PodInfo:
         if number_or_name.isdigit():
             return int(number_or_name)
         return self.ports.get(number_or_name)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """A node as placement sees it: its labels (capacity type, zone, GPU model) and taint keys."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Mapping[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CompanionInfo:
+    """A spot companion Deployment ``<name>-spot`` (scaler.policy.companion), as last seen."""
+
+    namespace: str
+    name: str
+    companion_of: str
+    spec_replicas: int
+    ready_replicas: int
+    template_hash: str
+    resource_version: str = ""
 
 
 @dataclass(frozen=True, slots=True)
