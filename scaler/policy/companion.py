@@ -255,7 +255,9 @@ def _template_spec_patch(before: Obj, after: Obj) -> Obj:
     patch: Obj = {}
     before_selector = before.get("nodeSelector") or {}
     after_selector = after.get("nodeSelector") or {}
-    if before_selector != after_selector:
+    if before_selector and not after_selector:
+        patch["nodeSelector"] = None  # all gone: no empty map left behind
+    elif before_selector != after_selector:
         patch["nodeSelector"] = {
             **{k: None for k in before_selector if k not in after_selector},
             **{k: v for k, v in after_selector.items() if before_selector.get(k) != v},

@@ -248,11 +248,18 @@ def test_pin_and_unpin_round_trip(p: Any) -> None:
     assert unpin_patch(unpinned) is None
 
 
-def test_pin_without_any_user_requirement_leaves_nothing_behind() -> None:
+@pytest.mark.parametrize("p", [KARPENTER, GKE], ids=lambda p: p.name)
+def test_pin_without_any_user_requirement_leaves_nothing_behind(p: Any) -> None:
     original = deployment()
-    pinned = merge_patch(original, pin_patch(original, GKE))
-    assert "affinity" in pinned["spec"]["template"]["spec"]
-    assert merge_patch(pinned, unpin_patch(pinned)) == original
+    pinned = merge_patch(original, pin_patch(original, p))
+    assert {"affinity", "nodeSelector"} & set(pinned["spec"]["template"]["spec"])
+    unpinned = merge_patch(pinned, unpin_patch(pinned))
+    assert unpinned == original
+    # Not even an empty map: the patch removes the field itself.
+    assert unpin_patch(pinned)["spec"]["template"]["spec"] in (
+        {"nodeSelector": None},
+        {"affinity": None},
+    )
 
 
 def test_template_hash_rolls_only_on_template_changes() -> None:
