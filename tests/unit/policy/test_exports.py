@@ -25,6 +25,7 @@ MODULES = [
     "decide",
     "fallback",
     "placement",
+    "placement_plan",
     "providers",
     "windows",
 ]
