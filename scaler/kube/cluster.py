@@ -98,6 +98,7 @@ def deployment_from_raw(obj: RawObject) -> DeploymentInfo:
         ),
         resource_version=str(meta.get("resourceVersion", "")),
         gpus_per_replica=_gpus(spec),
+        raw=obj,
     )
 
 

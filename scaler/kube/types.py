@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 __all__ = [
     "ENABLED_LABEL",
@@ -83,6 +83,9 @@ class DeploymentInfo:
     # GPUs one replica asks for (``nvidia.com/gpu`` limits, else requests, summed
     # over containers); 1 when the template names none, for GPU-seconds only.
     gpus_per_replica: int = 1
+    # The object as served (placement builds the spot companion from its pod
+    # template, and reads the on-demand pin); not compared, not shown.
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def key(self) -> str:
