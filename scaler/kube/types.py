@@ -20,6 +20,7 @@ __all__ = [
     "STATUS_ANNOTATION",
     "ClusterView",
     "CompanionInfo",
+    "CompanionWrites",
     "DeploymentInfo",
     "EventSink",
     "LabelRequirement",
@@ -176,6 +177,22 @@ class ScaleTarget(Protocol):
     async def write_status(self, namespace: str, name: str, status_json: str) -> None:
         """Set the ``autoscaling.tidal.dev/status`` annotation."""
         ...
+
+
+class CompanionWrites(Protocol):
+    """Placement's writes (:mod:`scaler.kube.companion_writes`)."""
+
+    async def read_deployment(self, namespace: str, name: str) -> Mapping[str, Any] | None: ...
+
+    async def ensure_companion(self, body: Mapping[str, Any]) -> str:
+        """Create or replace (template hash differs); ``created``/``replaced``/``unchanged``."""
+        ...
+
+    async def delete_companion(self, namespace: str, name: str) -> bool: ...
+
+    async def patch_deployment(
+        self, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> None: ...
 
 
 class EventSink(Protocol):
