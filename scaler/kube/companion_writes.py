@@ -6,11 +6,14 @@ Only the actuator uses this module (as it does :mod:`scaler.kube.writer`).
   companion is built from its whole pod template, which the watches do not
   keep).
 - :meth:`KubeCompanions.ensure_companion`: create the companion, or, when
-  its template hash differs (the user changed the template), *replace* it
-  with the read ``resourceVersion``, keeping its current ``spec.replicas``
-  (the scale is the scale writes' business): a replace, not a merge patch,
-  because a merge patch cannot remove what the user removed from the
-  template. A 409 (someone else wrote in between) is read again and retried.
+  its template hash differs (the user changed the template), replace its
+  pod template, labels and annotations whole with a JSON patch (RFC 6902)
+  that first tests the read ``resourceVersion``; its ``spec.replicas`` is
+  left alone (the scale is the scale writes' business). A JSON patch rather
+  than a merge patch, which cannot remove what the user removed from the
+  template; and rather than an update (PUT), so the scaler's RBAC needs no
+  ``update`` on Deployments. A failed test (someone wrote in between: 422
+  or 409) is read again and retried.
 - :meth:`KubeCompanions.delete_companion`: delete it (gone already is fine).
 - :meth:`KubeCompanions.patch_deployment`: a JSON merge patch on the user's
   Deployment (the pin and its removal, :mod:`scaler.policy.companion`).
@@ -35,6 +38,7 @@ from scaler.policy.companion import TEMPLATE_HASH
 __all__ = ["KubeCompanions"]
 
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 _CALL_ERRORS = (ApiException, aiohttp.ClientError, OSError, TimeoutError)
 Obj = dict[str, Any]
 
@@ -88,21 +92,31 @@ class KubeCompanions:
                 have = (current_meta.get("annotations") or {}).get(TEMPLATE_HASH)
                 if have == meta["annotations"][TEMPLATE_HASH]:
                     return "unchanged"
-                replacement = {
-                    **body,
-                    "metadata": {**meta, "resourceVersion": current_meta.get("resourceVersion")},
-                    "spec": {
-                        **body["spec"],
-                        "replicas": (current.get("spec") or {}).get("replicas", 0),
+                ops = [
+                    {
+                        "op": "test",
+                        "path": "/metadata/resourceVersion",
+                        "value": current_meta.get("resourceVersion"),
                     },
-                }
-                await self._apps.replace_namespaced_deployment(
-                    name, namespace, replacement, _request_timeout=self._timeout_s
+                    {"op": "replace", "path": "/spec/template", "value": body["spec"]["template"]},
+                    {"op": "add", "path": "/metadata/labels", "value": meta.get("labels") or {}},
+                    {
+                        "op": "add",
+                        "path": "/metadata/annotations",
+                        "value": meta.get("annotations") or {},
+                    },
+                ]
+                await self._apps.patch_namespaced_deployment(
+                    name,
+                    namespace,
+                    ops,
+                    _content_type=JSON_PATCH,
+                    _request_timeout=self._timeout_s,
                 )
                 return "replaced"
             except _CALL_ERRORS as exc:
                 err = translate(exc, doing=doing)
-                if isinstance(err, Conflict):
+                if isinstance(err, Conflict) or err.status == 422:
                     continue  # created or changed meanwhile: look again
                 raise err from exc
         raise Conflict(
