@@ -32,14 +32,15 @@ from scaler.kube.placement_watch import pod_facts
 from scaler.kube.types import CompanionInfo, DeploymentInfo, NodeInfo, PodInfo
 from scaler.placement_metrics import PlacementMetrics
 from scaler.policy.api import PlacementConfig
-from scaler.policy.availability import PodFacts
+from scaler.policy.availability import CapacityType, PodFacts
 from scaler.policy.companion import companion_name, is_pinned, template_hash
 from scaler.policy.cost import CostMeter, CostRate, PriceTable, cost_rate
 from scaler.policy.fallback import DEFAULT_RELEASE_HOLD_S, FallbackState
+from scaler.policy.placement import split
 from scaler.policy.placement_plan import PlacementPlan, plan_placement
 from scaler.policy.providers import ProviderPreset
 
-__all__ = ["CostView", "PlacementView", "Placer"]
+__all__ = ["CostView", "PlacementView", "Placer", "initial_state"]
 
 
 class PlacementView(Protocol):
@@ -68,6 +69,28 @@ class CostView:
             "dollars": round(sum(self.meter.dollars.values()), 4),
             "saved_dollars": round(self.meter.saved_dollars, 4),
         }
+
+
+def initial_state(
+    *, placement: PlacementConfig, target: int, pods: Sequence[PodFacts]
+) -> FallbackState:
+    """The cover a target starts with: its Ready on-demand replicas above the baseline.
+
+    When a model switches from on-demand to a spot policy (or the scaler
+    restarts), those replicas serve now; counting them as cover keeps them
+    until spot replicas are Ready to replace them, instead of dropping to the
+    baseline while spot loads.
+    """
+    if placement.policy == "on-demand" or placement.fallback == "none" or target == 0:
+        return FallbackState()
+    asked = split(target=target, placement=placement, ready_spot=0).spot
+    baseline = 0 if placement.policy == "spot" else placement.on_demand_baseline
+    on_demand_ready = sum(
+        1
+        for p in pods
+        if p.capacity_type is CapacityType.ON_DEMAND and p.ready and not p.terminating
+    )
+    return FallbackState(covered=min(asked, max(0, on_demand_ready - min(baseline, target))))
 
 
 class Placer:
@@ -111,16 +134,20 @@ class Placer:
             deployment.raw, self.preset
         )
         on_demand = self.preset.on_demand.as_dict()
+        facts = self.facts(pods)
+        state = self._states.get(key)
+        if state is None:
+            state = initial_state(placement=placement, target=target, pods=facts)
         plan = plan_placement(
             placement=placement,
             target=target,
-            pods=self.facts(pods),
+            pods=facts,
             companion_name=companion_name(deployment.name),
             companion_exists=companion is not None,
             companion_current=current,
             pinned=is_pinned(deployment.raw, self.preset),
             pin_description=f"{on_demand['key']} {on_demand['operator']} {on_demand['values']}",
-            state=self._states.get(key, FallbackState()),
+            state=state,
             now_wall=now_wall,
             hold_s=self.hold_s,
         )

@@ -11,8 +11,8 @@ pin writes, the Events, and the state to keep. The actuator carries it out.
 Per policy:
 
 - ``on-demand``: everything on the user's Deployment; a companion left
-  from a spot policy is deleted and the pin taken off (the policy went back
-  to on-demand);
+  from a spot policy is deleted once the user's Deployment has the whole
+  target Ready, and the pin taken off (the policy went back to on-demand);
 - ``spot`` / ``spot-with-on-demand-baseline``: the companion is created
   (or rebuilt when the user's template changed), the user's Deployment is
   pinned to on-demand once (Event ``OnDemandPinned``: a one-time rollout),
@@ -105,13 +105,20 @@ def plan_placement(
         if asked > existing:
             counts = replace(counts, available=counts.available + asked - existing)
     if placement.policy == "on-demand":
+        # The spot half goes once the on-demand half serves the whole target,
+        # so going back to on-demand leaves no gap while on-demand pods load.
+        on_demand_ready = sum(
+            1
+            for p in pods
+            if p.capacity_type is CapacityType.ON_DEMAND and p.ready and not p.terminating
+        )
         return PlacementPlan(
             split=Split(spot=0, on_demand=target),
             state=FallbackState(),
             counts=counts,
             on_demand_replicas=target,
             companion_replicas=None,
-            delete_companion=companion_exists,
+            delete_companion=companion_exists and on_demand_ready >= target,
             unpin=pinned,
         )
     result, new_state = plan_split(

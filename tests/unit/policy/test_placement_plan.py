@@ -4,7 +4,8 @@ Covers, stepped on a wall clock: a spot policy on a fresh target asks for
 the companion, the pin (with its Event) and the split; a notice on one spot
 replica's node gives SpotFallback naming why, in that step; the replacement
 Ready and the hold over give SpotRecovered; an outdated companion is
-ensured again; going back to on-demand deletes the companion and unpins;
+ensured again; going back to on-demand unpins, and deletes the companion
+once the on-demand replicas serve the whole target;
 on-demand with nothing left over writes nothing; a full spot pool (Pending
 past the timeout) is covered.
 """
@@ -99,7 +100,14 @@ def test_outdated_companion_is_ensured() -> None:
 
 
 def test_back_to_on_demand_removes_companion_and_pin() -> None:
-    plan = step(placement=PlacementConfig(), state=FallbackState(covered=2))
+    on_demand = [
+        replace(spot(f"o{i}"), capacity_type=CapacityType.ON_DEMAND, ready=i < 3) for i in range(4)
+    ]
+    # Three of four on-demand replicas Ready: the spot half stays for now.
+    plan = step(placement=PlacementConfig(), state=FallbackState(covered=2), pods=on_demand)
+    assert not plan.delete_companion and plan.unpin
+    ready = [replace(p, ready=True) for p in on_demand]
+    plan = step(placement=PlacementConfig(), state=FallbackState(covered=2), pods=ready)
     assert plan.delete_companion and plan.unpin
     assert (plan.on_demand_replicas, plan.companion_replicas) == (4, None)
     assert plan.state == FallbackState() and plan.events == ()

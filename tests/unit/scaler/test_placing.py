@@ -7,7 +7,8 @@ change makes the companion outdated; the fallback state is kept between
 decisions (a notice on a spot node covers, the next plan still does);
 cost accounting over wall-clock seconds feeds the metrics and the cost
 view (spot cheaper than the all-on-demand equivalent); orphan companions;
-forget.
+forget; a switch from on-demand keeps the running on-demand replicas as
+cover until spot is Ready.
 """
 
 from __future__ import annotations
@@ -175,3 +176,16 @@ def test_cost_accounting_and_orphans() -> None:
         )
         is None
     )
+
+
+def test_switching_to_spot_keeps_on_demand_until_spot_is_ready() -> None:
+    view = View()
+    placer = Placer(view=view, preset=KARPENTER, prices=DEFAULT_PRICES, hold_s=30.0)
+    on_demand = [pod(f"o{i}", "od-1") for i in range(4)]
+    d = deployment_from_raw(RAW)
+    plan = placer.plan(deployment=d, pods=on_demand, placement=SPOT, target=4, now_wall=T0)
+    assert (plan.on_demand_replicas, plan.companion_replicas) == (4, 3)  # nothing dropped
+    spot_ready = [*on_demand, *(pod(f"s{i}", "spot-1") for i in range(3))]
+    placer.plan(deployment=d, pods=spot_ready, placement=SPOT, target=4, now_wall=T0 + 60)
+    plan = placer.plan(deployment=d, pods=spot_ready, placement=SPOT, target=4, now_wall=T0 + 90)
+    assert plan.on_demand_replicas == 1
