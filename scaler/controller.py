@@ -70,6 +70,8 @@ from scaler.kube.types import (
     TargetSnapshot,
 )
 from scaler.metrics import Metrics
+from scaler.placement_actuation import PlacementActuation
+from scaler.placing import Placer
 from scaler.policy.annotations import InvalidAnnotation, parse_scaling_config
 from scaler.policy.api import (
     Decision,
@@ -82,6 +84,7 @@ from scaler.policy.api import (
     SignalReading,
 )
 from scaler.policy.decide import PolicyState, decide
+from scaler.policy.placement_plan import PlacementPlan
 from scaler.policy.windows import SignalWindows
 from scaler.signals.base import DemandSource, PodEndpoint, TargetPods
 from scaler.signals.combine import PROMETHEUS, CombinedSignals, combine, fed_by
@@ -227,6 +230,8 @@ class _Target:
     # status annotation they held, parsed once.
     seen: Mapping[str, str] | None = None
     seen_status: dict[str, Any] | None = None
+    # Placement (spot/on-demand): this decision's plan, when a placer is set.
+    plan: PlacementPlan | None = None
 
 
 def _wall_time() -> str:
@@ -271,6 +276,9 @@ class Controller:
         settings: ControllerSettings | None = None,
         wall_time: Callable[[], str] = _wall_time,
         call_later: CallLater | None = None,
+        placer: Placer | None = None,
+        placement: PlacementActuation | None = None,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._cluster = cluster
         self._policy = policy
@@ -283,6 +291,12 @@ class Controller:
         self._settings = settings or ControllerSettings()
         self._wall_time = wall_time
         self._call_later = call_later
+        # Spot/on-demand placement (scaler.placing): planned on every replica,
+        # carried out by the leader; the wall clock measures pending-timeout
+        # against the pods' creationTimestamp.
+        self._placer = placer
+        self._placement = placement
+        self._wall_clock = wall_clock
         self._targets: dict[str, _Target] = {}
         self._write_slots = asyncio.Semaphore(self._settings.max_concurrent_writes)
         self._last_tick: float | None = None
@@ -327,6 +341,8 @@ class Controller:
             if key not in snapshots:
                 del self._targets[key]
                 self._metrics.forget_target(key)
+                if self._placer is not None:
+                    self._placer.forget(key)
         for key, snap in snapshots.items():
             d = snap.deployment
             target = self._targets.get(key)
@@ -451,9 +467,10 @@ class Controller:
             return None
         readings = self._readings(target, config, combined, now)
         d = snap.deployment
+        ready, spec = self._pair_counts(target, snap)
         observation = Observation(
-            ready_replicas=d.ready_replicas,
-            spec_replicas=d.spec_replicas,
+            ready_replicas=ready,
+            spec_replicas=spec,
             signals=readings,
             demand=combined.demand,
             activation_requested=target.activation_pending,
@@ -462,6 +479,14 @@ class Controller:
             config=config, observation=observation, state=target.state, now=now
         )
         target.activation_pending = False
+        if self._placer is not None:
+            target.plan = self._placer.plan(
+                deployment=d,
+                pods=snap.pods,
+                placement=config.placement,
+                target=decision.desired,
+                now_wall=self._wall_clock(),
+            )
         target.decision = decision
         target.readings = readings
         target.decided_at = now
@@ -469,12 +494,39 @@ class Controller:
         self._metrics.observe_decision(
             target.key,
             desired=decision.desired,
-            ready=d.ready_replicas,
+            ready=ready,
             panic=decision.mode is Mode.PANIC,
             readings=readings,
             observed=combined.observed,
         )
         return decision
+
+    def _pair_counts(self, target: _Target, snap: TargetSnapshot) -> tuple[int, int]:
+        """Ready and current replicas of the whole model: with a spot companion, both halves.
+
+        The current scale of a pair is the last target decided (the status
+        annotation's ``desired``), not the sum of the two Deployments, which
+        includes on-demand cover and spot over-provisioning.
+        """
+        d = snap.deployment
+        companion = self._placer.view.companions().get(d.key) if self._placer else None
+        if companion is None:
+            return d.ready_replicas, d.spec_replicas
+        ready = d.ready_replicas + companion.ready_replicas
+        last = (target.status or {}).get("desired")
+        if isinstance(last, int) and last >= 0:
+            return ready, last
+        return ready, d.spec_replicas + companion.spec_replicas
+
+    def _placement_writes(self, snap: TargetSnapshot, plan: PlacementPlan) -> bool:
+        if plan.ensure_companion or plan.pin or plan.delete_companion or plan.unpin:
+            return True
+        if plan.events:
+            return True
+        if plan.companion_replicas is None or self._placer is None:
+            return False
+        companion = self._placer.view.companions().get(snap.deployment.key)
+        return companion is None or companion.spec_replicas != plan.companion_replicas
 
     def _needs_writes(
         self, target: _Target, snap: TargetSnapshot, decision: Decision | None
@@ -483,7 +535,11 @@ class Controller:
             return False
         if decision is None:
             return target.problem is not None and not target.problem_reported
-        if decision.desired != snap.deployment.spec_replicas:
+        plan = target.plan
+        scale = plan.on_demand_replicas if plan is not None else decision.desired
+        if scale != snap.deployment.spec_replicas:
+            return True
+        if plan is not None and self._placement_writes(snap, plan):
             return True
         return _status_core(self._status_for(target, decision, changed=False)) != _status_core(
             target.status
@@ -496,11 +552,12 @@ class Controller:
             when = self._wall_time()
         else:
             when = previous.get("lastChangeTime") or target.last_change_wall or self._wall_time()
+        plan = target.plan
         return {
             "desired": decision.desired,
             "mode": decision.mode.value,
-            "onDemand": decision.desired,  # placement other than on-demand is not built yet
-            "spot": 0,
+            "onDemand": plan.split.on_demand if plan is not None else decision.desired,
+            "spot": plan.split.spot if plan is not None else 0,
             "reason": reason,
             "lastChangeTime": when,
         }
@@ -522,7 +579,21 @@ class Controller:
                         target.problem_reported = True
                     return
                 changed = False
-                if decision.desired != d.spec_replicas:
+                plan = target.plan
+                if plan is not None:
+                    # The user's Deployment runs the on-demand share: scaled first,
+                    # so cover for lost spot comes before anything else is written.
+                    _, total_before = self._pair_counts(target, snap)
+                    if plan.on_demand_replicas != d.spec_replicas:
+                        if 0 < plan.on_demand_replicas < d.spec_replicas:
+                            await self._rank_pods(target, snap)
+                        await self._scale.scale(d.namespace, d.name, plan.on_demand_replicas)
+                    if self._placement is not None:
+                        await self._placement.carry_out(d, plan)
+                    changed = decision.desired != total_before
+                    if changed:
+                        await self._announce(target, d, decision, total_before)
+                elif decision.desired != d.spec_replicas:
                     if 0 < decision.desired < d.spec_replicas:
                         await self._rank_pods(target, snap)
                     before = await self._scale.scale(d.namespace, d.name, decision.desired)
@@ -611,7 +682,9 @@ class Controller:
         if not self._cluster.synced:
             return
         snapshots = self._cluster.targets()
-        if self._last_tick is not None and now > self._last_tick:
+        if self._placer is not None:
+            self._account_placement(snapshots, now)
+        elif self._last_tick is not None and now > self._last_tick:
             gpus = sum(
                 s.deployment.ready_replicas * s.deployment.gpus_per_replica
                 for s in snapshots.values()
@@ -619,6 +692,12 @@ class Controller:
             self._metrics.add_gpu_seconds("on-demand", gpus * (now - self._last_tick))
         self._last_tick = now
         self._sync_targets(snapshots, now)
+        if self._placer is not None and self._placement is not None and self._leader.is_leader:
+            for orphan in self._placer.orphans(snapshots):
+                try:
+                    await self._placement.remove_orphan(orphan)
+                except KubeError as exc:
+                    log.warning("%s: orphan spot companion: %s", orphan.name, exc)
         writes = []
         for key, target in self._targets.items():
             if target.lock.locked():
@@ -634,6 +713,19 @@ class Controller:
                 writes.append(self._locked_write(target, snap, decision))
         if writes:
             await asyncio.gather(*writes)
+
+    def _account_placement(self, snapshots: Mapping[str, TargetSnapshot], now: float) -> None:
+        """GPU-seconds (by capacity type, as placement sees each pod's node) and cost."""
+        assert self._placer is not None
+        if self._last_tick is not None and now > self._last_tick:
+            seconds = now - self._last_tick
+            for snap in snapshots.values():
+                for facts in self._placer.facts(snap.ready_pods):
+                    gpus = facts.gpus or snap.deployment.gpus_per_replica
+                    self._metrics.add_gpu_seconds(facts.capacity_type.value, gpus * seconds)
+        self._placer.account(
+            {key: snap.pods for key, snap in snapshots.items()}, now_wall=self._wall_clock()
+        )
 
     async def activate(self, key: str, *, now: float | None = None) -> bool:
         """An activator asks to wake ``key``: decide for it now. False if the target is unknown."""
@@ -758,6 +850,23 @@ class Controller:
 
     # -- live view ----------------------------------------------------------------
 
+    def _placement_view(self, key: str, target: _Target) -> dict[str, Any]:
+        if self._placer is None:
+            return {}
+        plan = target.plan
+        cost = self._placer.cost(key)
+        out: dict[str, Any] = {"cost": cost.as_json() if cost is not None else None}
+        if plan is not None:
+            out["placement"] = {
+                "on_demand": plan.split.on_demand,
+                "spot": plan.split.spot,
+                "covering": plan.split.covering,
+                "spot_available": plan.counts.available,
+                "spot_ready": plan.counts.ready,
+                "spot_unavailable": {k: str(v) for k, v in plan.counts.unavailable.items()},
+            }
+        return out
+
     def views(self) -> list[dict[str, Any]]:
         """What ``GET /v1/targets`` serves: live signals and the last decision per target."""
         snapshots = self._cluster.targets() if self._cluster.synced else {}
@@ -790,6 +899,7 @@ class Controller:
                     "busy": demand.busy,
                     "all_sources_fresh": demand.all_sources_fresh,
                     "decided_at_s": target.decided_at,
+                    **self._placement_view(key, target),
                 }
             )
         return out

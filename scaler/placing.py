@@ -146,6 +146,7 @@ class Placer:
             companion_exists=companion is not None,
             companion_current=current,
             pinned=is_pinned(deployment.raw, self.preset),
+            user_ready=deployment.ready_replicas,
             pin_description=f"{on_demand['key']} {on_demand['operator']} {on_demand['values']}",
             state=state,
             now_wall=now_wall,

@@ -33,9 +33,14 @@ from scaler.app import ServerState, build_app
 from scaler.controller import Controller, ControllerSettings, IntervalTicker, PurePolicy
 from scaler.kube.client import KubeConfigError, connect
 from scaler.kube.cluster import KubeCluster
+from scaler.kube.companion_writes import KubeCompanions
 from scaler.kube.leader import LeaseElector
+from scaler.kube.placement_watch import PlacementWatch
 from scaler.kube.writer import KubeEvents, KubeScaleTarget
 from scaler.metrics import Metrics
+from scaler.placement_actuation import PlacementActuation
+from scaler.placement_metrics import PlacementMetrics
+from scaler.placing import Placer
 from scaler.policy.api import SignalKind
 from scaler.settings import ScalerSettings, SettingsError, describe_settings, load_settings
 from scaler.signals.activator_reports import ActivatorReports
@@ -184,6 +189,28 @@ async def serve(
         # The controller is built after the elector; on winning the Lease it decides
         # for every target at once, on its warm windows.
         pokes: list[Callable[[], None]] = []
+        preset = settings.placement.preset()
+
+        def noticed(node: str) -> None:
+            # DESIGN §5: a notice is an event, not a tick; cover it now.
+            log.info("node %s has an interruption notice: deciding now", node)
+            for poke in pokes:
+                poke()
+
+        placement_watch = PlacementWatch(
+            access.api,
+            preset=preset,
+            on_notice=noticed,
+            watch_timeout_s=settings.kube.watch_timeout_s,
+            request_timeout_s=settings.kube.request_timeout_s,
+        )
+        placer = Placer(
+            view=placement_watch,
+            preset=preset,
+            prices=settings.placement.price_table(),
+            metrics=PlacementMetrics(metrics.registry),
+            hold_s=settings.placement.release_hold_s,
+        )
 
         def elected() -> None:
             log.info("%s is now the leader", identity)
@@ -213,6 +240,19 @@ async def serve(
             leader=leader,
             metrics=metrics,
             clock=loop.time,
+            placer=placer,
+            placement=PlacementActuation(
+                companions=KubeCompanions(
+                    access.api, request_timeout_s=settings.kube.request_timeout_s
+                ),
+                scale_target=KubeScaleTarget(
+                    access.api, request_timeout_s=settings.kube.request_timeout_s
+                ),
+                events=KubeEvents(
+                    access.api, instance=identity, request_timeout_s=settings.kube.request_timeout_s
+                ),
+                preset=preset,
+            ),
             settings=ControllerSettings(
                 fresh_within_s=settings.fresh_within_s,
                 max_concurrent_writes=settings.max_concurrent_writes,
@@ -249,6 +289,7 @@ async def serve(
         )
         jobs: list[tuple[str, Awaitable[None]]] = [
             ("watch", cluster.run()),
+            ("placement-watch", placement_watch.run()),
             ("leader", leader.run()),
             ("controller", controller.run(IntervalTicker(settings.tick_interval_s))),
         ]

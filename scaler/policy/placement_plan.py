@@ -86,12 +86,15 @@ def plan_placement(
     companion_current: bool,
     pinned: bool,
     pin_description: str,
+    user_ready: int = 0,
     state: FallbackState,
     now_wall: float,
     hold_s: float = DEFAULT_RELEASE_HOLD_S,
 ) -> PlacementPlan:
     """This step's plan (see the module docstring). ``now_wall``: epoch seconds, the
-    clock of the pods' creation times (for ``pending-timeout``) and of the hold."""
+    clock of the pods' creation times (for ``pending-timeout``) and of the hold.
+    ``user_ready``: Ready replicas of the user's Deployment (wherever they run:
+    once unpinned they may land on any capacity)."""
     counts = count_spot(pods, now=now_wall, pending_timeout_s=placement.pending_timeout_s)
     if placement.policy != "on-demand":
         # Spot replicas asked for but not created yet (the companion was just
@@ -105,20 +108,15 @@ def plan_placement(
         if asked > existing:
             counts = replace(counts, available=counts.available + asked - existing)
     if placement.policy == "on-demand":
-        # The spot half goes once the on-demand half serves the whole target,
-        # so going back to on-demand leaves no gap while on-demand pods load.
-        on_demand_ready = sum(
-            1
-            for p in pods
-            if p.capacity_type is CapacityType.ON_DEMAND and p.ready and not p.terminating
-        )
+        # The spot half goes once the user's Deployment serves the whole target,
+        # so going back to on-demand leaves no gap while its pods load.
         return PlacementPlan(
             split=Split(spot=0, on_demand=target),
             state=FallbackState(),
             counts=counts,
             on_demand_replicas=target,
             companion_replicas=None,
-            delete_companion=companion_exists and on_demand_ready >= target,
+            delete_companion=companion_exists and user_ready >= target,
             unpin=pinned,
         )
     result, new_state = plan_split(

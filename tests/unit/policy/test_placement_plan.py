@@ -100,14 +100,10 @@ def test_outdated_companion_is_ensured() -> None:
 
 
 def test_back_to_on_demand_removes_companion_and_pin() -> None:
-    on_demand = [
-        replace(spot(f"o{i}"), capacity_type=CapacityType.ON_DEMAND, ready=i < 3) for i in range(4)
-    ]
-    # Three of four on-demand replicas Ready: the spot half stays for now.
-    plan = step(placement=PlacementConfig(), state=FallbackState(covered=2), pods=on_demand)
+    # Three of four replicas of the user's Deployment Ready: the spot half stays for now.
+    plan = step(placement=PlacementConfig(), state=FallbackState(covered=2), user_ready=3)
     assert not plan.delete_companion and plan.unpin
-    ready = [replace(p, ready=True) for p in on_demand]
-    plan = step(placement=PlacementConfig(), state=FallbackState(covered=2), pods=ready)
+    plan = step(placement=PlacementConfig(), state=FallbackState(covered=2), user_ready=4)
     assert plan.delete_companion and plan.unpin
     assert (plan.on_demand_replicas, plan.companion_replicas) == (4, None)
     assert plan.state == FallbackState() and plan.events == ()
