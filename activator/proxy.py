@@ -17,29 +17,17 @@ For each request :class:`Proxy` does, in order:
 A connection that fails before any byte reached the replica (refused,
 unreachable, connect timeout) marks that endpoint down and sends the request
 back to step 3, within its cold-start deadline. Once bytes went out the
-request is never retried: it ends in 502.
+request is never retried: it ends in 502, or in 408/413 when the cause was
+the client's own body (stalled past the idle timeout, over the limit).
 
-Every failure the activator answers itself is an exception, and
-:data:`ERROR_STATUS` is the one table that turns exceptions into statuses,
-each with a JSON body in the OpenAI error shape:
+While a request is held, a body it was routed by stays in memory; the sum
+of such bodies is capped per activator (:mod:`activator.held_bodies`).
 
-=====================  ======  =======================================
-exception              status  when
-=====================  ======  =======================================
-NoTarget, GateClosed    404    no target matches (or it was removed)
-BadBody                 400    body must be parsed for ``model``, is not JSON
-BodyTooLarge            413    body over the limit
-BufferFull              503    ``max_buffered`` requests already held
-Draining                503    shutting down
-ColdStartTimeout        504    no replica ready within the cold-start timeout
-AllRefused              502    timed out after every replica tried refused
-UpstreamFailed          502    bytes reached a replica that then failed
-RefusedRequest          400    absolute-form target (not a forward proxy)
-ConnectRefused          405    CONNECT (not a tunnel)
-=====================  ======  =======================================
-
-503s carry ``Retry-After``. Small responses (a ``Content-Length`` up to a
-limit) are relayed with one write; everything else is streamed.
+What status to answer, and whether to go back to waiting, is decided in
+:mod:`activator.statuses` (its table lists every status); this module only
+classifies aiohttp's exceptions and writes the answer. Small responses (a
+``Content-Length`` up to a limit) are relayed with one write; everything
+else is streamed.
 """
 
 from __future__ import annotations
@@ -58,21 +46,43 @@ from aiohttp import hdrs, web
 from multidict import CIMultiDict, istr
 from yarl import URL
 
-from activator.buffering import BufferFull, ColdStartTimeout, Gate, GateClosed, HoldError
+from activator.buffering import BufferFull, ColdStartTimeout, DrainEnded, Gate, HoldError
+from activator.held_bodies import HeldBodies
 from activator.metrics import Metrics
 from activator.readiness import EndpointTracker
 from activator.registry import Registry
 from activator.routing import TARGET_HEADER
+from activator.statuses import (
+    ERROR_STATUS,
+    AllRefused,
+    BadBody,
+    BodyTimeout,
+    BodyTooLarge,
+    ConnectRefused,
+    Draining,
+    ErrorStatus,
+    Failure,
+    HeldBodiesFull,
+    NoTarget,
+    ProxyError,
+    RefusedRequest,
+    UpstreamFailed,
+    after_failure,
+    error_document,
+    status_of,
+)
 
 __all__ = [
     "ERROR_STATUS",
     "HOP_BY_HOP",
     "AllRefused",
     "BadBody",
+    "BodyTimeout",
     "BodyTooLarge",
     "ConnectRefused",
     "Draining",
     "ErrorStatus",
+    "HeldBodiesFull",
     "NoTarget",
     "Proxy",
     "ProxyOptions",
@@ -107,93 +117,9 @@ def _upstream_url(base: str, raw_path: str) -> URL:
     return url
 
 
-class ProxyError(Exception):
-    """A request the activator answers itself."""
-
-
-class NoTarget(ProxyError):
-    pass
-
-
-class BadBody(ProxyError):
-    pass
-
-
-class BodyTooLarge(ProxyError):
-    pass
-
-
-class Draining(ProxyError):
-    pass
-
-
-class AllRefused(ProxyError):
-    pass
-
-
-class UpstreamFailed(ProxyError):
-    pass
-
-
-class RefusedRequest(ProxyError):
-    pass
-
-
-class ConnectRefused(ProxyError):
-    pass
-
-
 class _NotSent(Exception):
     """No byte reached the replica; the request may wait for another."""
 
-
-@dataclass(frozen=True, slots=True)
-class ErrorStatus:
-    status: int
-    type: str
-    code: str  # also the metrics' rejection reason
-    message: str
-    retry_after: bool = False
-
-
-ERROR_STATUS: dict[type[Exception], ErrorStatus] = {
-    NoTarget: ErrorStatus(404, "not_found_error", "no_target", "no target matches this request"),
-    GateClosed: ErrorStatus(404, "not_found_error", "no_target", "the target was removed"),
-    BadBody: ErrorStatus(
-        400, "invalid_request_error", "bad_body", "the body must be a JSON object with a 'model'"
-    ),
-    BodyTooLarge: ErrorStatus(
-        413, "invalid_request_error", "body_too_large", "the request body is over the limit"
-    ),
-    BufferFull: ErrorStatus(
-        503,
-        "overloaded_error",
-        "buffer_full",
-        "too many requests are waiting for this model",
-        retry_after=True,
-    ),
-    Draining: ErrorStatus(
-        503, "unavailable_error", "draining", "the activator is shutting down", retry_after=True
-    ),
-    ColdStartTimeout: ErrorStatus(
-        504, "timeout_error", "cold_start_timeout", "no replica became ready in time"
-    ),
-    AllRefused: ErrorStatus(
-        502, "upstream_error", "all_refused", "every ready replica refused the connection"
-    ),
-    UpstreamFailed: ErrorStatus(
-        502, "upstream_error", "upstream_failed", "the replica failed while handling the request"
-    ),
-    RefusedRequest: ErrorStatus(
-        400,
-        "invalid_request_error",
-        "refused_request",
-        "absolute-form request targets are refused: this is not a forward proxy",
-    ),
-    ConnectRefused: ErrorStatus(
-        405, "invalid_request_error", "refused_request", "CONNECT is refused: this is not a tunnel"
-    ),
-}
 
 HOP_BY_HOP = frozenset(
     istr(h)
@@ -219,17 +145,12 @@ _SKIP_RESPONSE = HOP_BY_HOP | {istr("Content-Length")}
 _REQUEST_ID = istr("X-Request-Id")
 
 
-def _status_of(exc: Exception) -> ErrorStatus:
-    return ERROR_STATUS.get(type(exc)) or ERROR_STATUS[UpstreamFailed]
-
-
 def error_response(
     exc: Exception, *, request_id: str | None = None, retry_after_s: int = 1, detail: str = ""
 ) -> web.Response:
-    """The one mapping from an exception to the activator's own response."""
-    spec = _status_of(exc)
-    message = spec.message + (f": {detail}" if detail else "")
-    body = {"error": {"message": message, "type": spec.type, "code": spec.code}}
+    """The activator's own response for ``exc`` (:mod:`activator.statuses` decides it)."""
+    spec = status_of(exc)
+    body = error_document(exc, detail)
     headers = {}
     if spec.retry_after:
         headers["Retry-After"] = str(retry_after_s)
@@ -295,6 +216,7 @@ class ProxyOptions:
     client_body_idle_s: float = 60.0
     small_response_bytes: int = 65536
     retry_after_s: int = 1
+    max_held_body_bytes: int = 256 * 1024 * 1024
 
 
 class Proxy:
@@ -313,8 +235,12 @@ class Proxy:
         self.metrics = metrics
         self.options = options
         self.draining = False
+        self.held_bodies = HeldBodies(options.max_held_body_bytes)
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        # The one exception to "every duration on the loop's clock": this only
+        # feeds the latency histogram, whose buckets start at 1 ms, and
+        # uvloop's loop clock counts whole milliseconds. Nothing acts on it.
         started = time.perf_counter()
         request_id = request.headers.get(_REQUEST_ID) or f"{_ID_PREFIX}{next(_id_counter):016x}"
         target = ""
@@ -337,14 +263,14 @@ class Proxy:
         return response
 
     def _fail(self, exc: Exception, target: str, started: float, request_id: str) -> web.Response:
-        self.metrics.reject(target, _status_of(exc).code)
+        self.metrics.reject(target, status_of(exc).code)
         response = error_response(
             exc,
             request_id=request_id,
             retry_after_s=self.options.retry_after_s,
             detail=str(exc) if isinstance(exc, UpstreamFailed | AllRefused) else "",
         )
-        if isinstance(exc, Draining):
+        if isinstance(exc, Draining | DrainEnded):
             response.force_close()
         self.metrics.observe(target, response.status, time.perf_counter() - started)
         return response
@@ -377,16 +303,19 @@ class Proxy:
         size = 0
         idle_s = self.options.client_body_idle_s
         loop = asyncio.get_running_loop()
-        async with asyncio.timeout(idle_s) as cm:
-            while True:
-                chunk = await request.content.readany()
-                if not chunk:
-                    break
-                size += len(chunk)
-                if size > limit:
-                    raise BodyTooLarge()
-                chunks.append(chunk)
-                cm.reschedule(loop.time() + idle_s)
+        try:
+            async with asyncio.timeout(idle_s) as cm:
+                while True:
+                    chunk = await request.content.readany()
+                    if not chunk:
+                        break
+                    size += len(chunk)
+                    if size > limit:
+                        raise BodyTooLarge()
+                    chunks.append(chunk)
+                    cm.reschedule(loop.time() + idle_s)
+        except TimeoutError:
+            raise BodyTimeout() from None
         return b"".join(chunks)
 
     async def _serve(
@@ -397,7 +326,7 @@ class Proxy:
         body: bytes | None,
         request_id: str,
     ) -> web.StreamResponse:
-        gate.arrivals += 1
+        gate.arrive()
         limit = self.options.max_body_bytes
         if limit and request.content_length is not None and request.content_length > limit:
             raise BodyTooLarge()
@@ -405,24 +334,32 @@ class Proxy:
         loop = asyncio.get_running_loop()
         deadline = 0.0
         refused = 0
+        held_bytes = len(body) if body else 0
         while True:
             tracker = gate.try_acquire()
             if tracker is None:
                 now = loop.time()
                 if not deadline:
                     deadline = now + timeout_s
+                if gate.full:
+                    # Before the body is counted as held: a full buffer is the answer.
+                    raise BufferFull(gate.name)
+                if not self.held_bodies.take(held_bytes):
+                    raise HeldBodiesFull()
                 try:
                     tracker = await gate.acquire(max(0.0, deadline - now))
                 except ColdStartTimeout:
                     if refused:
                         raise AllRefused(f"{refused} connection attempt(s) refused") from None
                     raise
+                finally:
+                    self.held_bodies.give_back(held_bytes)
                 self.metrics.observe_cold_wait(gate.name, loop.time() - now)
             try:
                 return await self._forward(request, tracker, raw_path, body, request_id)
             except _NotSent:
                 refused += 1
-                gate.endpoints.mark_down(tracker)
+                gate.mark_down(tracker)
                 if not deadline:
                     deadline = loop.time() + timeout_s
             finally:
@@ -438,11 +375,13 @@ class Proxy:
     ) -> web.StreamResponse:
         headers = forward_headers(request, request_id)
         data: object = None
+        client_body: _ClientBody | None = None
         if body is not None:
             data = body
             headers[hdrs.CONTENT_LENGTH] = str(len(body))
         elif request.body_exists:
-            data = self._body_stream(request)
+            client_body = _ClientBody()
+            data = self._body_stream(request, client_body)
         url = _upstream_url(tracker.base_url, raw_path)
         try:
             upstream = await self.session.request(
@@ -453,11 +392,16 @@ class Proxy:
                 allow_redirects=False,
                 skip_auto_headers=_SKIP_AUTO,
             )
-        except aiohttp.ClientConnectorError as exc:
-            # Covers refused, unreachable and connect timeouts: no byte was sent.
-            raise _NotSent() from exc
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise UpstreamFailed(f"{tracker.label}: {type(exc).__name__}") from exc
+            answer = after_failure(
+                _failure_of(exc),
+                client_body=client_body.error if client_body is not None else None,
+                replica=tracker.label,
+                what=type(exc).__name__,
+            )
+            if answer is None:
+                raise _NotSent() from exc
+            raise answer from exc
         try:
             return await self._relay(request, upstream, request_id, tracker)
         finally:
@@ -503,21 +447,50 @@ class Proxy:
         await response.write_eof()
         return response
 
-    async def _body_stream(self, request: web.BaseRequest) -> AsyncIterator[bytes]:
-        """The client's body, chunk by chunk, each wait bounded by the idle timeout."""
+    async def _body_stream(
+        self, request: web.BaseRequest, failed: _ClientBody
+    ) -> AsyncIterator[bytes]:
+        """The client's body, chunk by chunk, each wait bounded by the idle timeout.
+
+        aiohttp's client reports an exception raised here as a connection
+        error of its own; ``failed`` keeps the real cause for the answer.
+        """
         idle_s = self.options.client_body_idle_s
         limit = self.options.max_body_bytes
         size = 0
         content = request.content
         while True:
-            async with asyncio.timeout(idle_s):
-                chunk = await content.readany()
+            try:
+                async with asyncio.timeout(idle_s):
+                    chunk = await content.readany()
+            except TimeoutError:
+                failed.error = BodyTimeout()
+                raise failed.error from None
             if not chunk:
                 return
             size += len(chunk)
             if limit and size > limit:
-                raise BodyTooLarge()
+                failed.error = BodyTooLarge()
+                raise failed.error
             yield chunk
+
+
+class _ClientBody:
+    """Where a streamed client body records why it failed, if it did."""
+
+    __slots__ = ("error",)
+
+    def __init__(self) -> None:
+        self.error: ProxyError | None = None
+
+
+def _failure_of(exc: BaseException) -> Failure:
+    """aiohttp's exceptions -> did any byte reach the replica?"""
+    # A connect timeout is a ConnectionTimeoutError, not a ClientConnectorError:
+    # both mean the connection never opened.
+    if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError):
+        return Failure.NOT_SENT
+    return Failure.SENT
 
 
 _SKIP_AUTO = frozenset({hdrs.USER_AGENT, hdrs.ACCEPT_ENCODING, hdrs.ACCEPT, hdrs.CONTENT_TYPE})
