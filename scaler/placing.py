@@ -38,7 +38,7 @@ from scaler.policy.cost import CostMeter, CostRate, PriceTable, cost_rate
 from scaler.policy.fallback import DEFAULT_RELEASE_HOLD_S, FallbackState
 from scaler.policy.placement import split
 from scaler.policy.placement_plan import PlacementPlan, plan_placement
-from scaler.policy.providers import ProviderPreset
+from scaler.policy.providers import NodeRequirement, ProviderPreset
 
 __all__ = ["CostView", "PlacementView", "Placer", "initial_state"]
 
@@ -93,6 +93,13 @@ def initial_state(
     return FallbackState(covered=min(asked, max(0, on_demand_ready - min(baseline, target))))
 
 
+def _describe(requirement: NodeRequirement) -> str:
+    """As kubectl's label selectors say it: ``key=value`` or ``key notin (a,b)``."""
+    if requirement.as_selector is not None:
+        return ",".join(f"{k}={v}" for k, v in requirement.as_selector.items())
+    return f"{requirement.key} {requirement.operator.lower()} ({','.join(requirement.values)})"
+
+
 class Placer:
     def __init__(
         self,
@@ -133,7 +140,6 @@ class Placer:
         current = companion is not None and companion.template_hash == template_hash(
             deployment.raw, self.preset
         )
-        on_demand = self.preset.on_demand.as_dict()
         facts = self.facts(pods)
         state = self._states.get(key)
         if state is None:
@@ -147,7 +153,7 @@ class Placer:
             companion_current=current,
             pinned=is_pinned(deployment.raw, self.preset),
             user_ready=deployment.ready_replicas,
-            pin_description=f"{on_demand['key']} {on_demand['operator']} {on_demand['values']}",
+            pin_description=_describe(self.preset.on_demand),
             state=state,
             now_wall=now_wall,
             hold_s=self.hold_s,
