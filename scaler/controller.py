@@ -220,6 +220,17 @@ class Controller:
             readings=view.readings,
             observed=view.combined.observed,
         )
+        if loop.placement is not None:
+            companion = self._companion(snap)
+            split = loop.placement.split
+            self._metrics.observe_split(
+                loop.key,
+                desired={"on-demand": split.on_demand, "spot": split.spot},
+                ready={
+                    "on-demand": d.ready_replicas,
+                    "spot": companion.ready_replicas if companion is not None else 0,
+                },
+            )
         return decision
 
     def _plan(

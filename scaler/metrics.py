@@ -147,7 +147,7 @@ class Metrics:
         readings: Mapping[SignalKind, SignalReading],
         observed: Mapping[str, float],
     ) -> None:
-        # Placement is on-demand only for now: everything is on-demand capacity.
+        # All on demand unless placement splits it (observe_split, after this).
         c = self._child
         c(target, self.desired, "on-demand").set(desired)
         c(target, self.ready, "on-demand").set(ready)
@@ -161,6 +161,14 @@ class Metrics:
         for name, value in observed.items():
             if name in OBSERVED_SIGNALS:
                 c(target, self.observed, name).set(value)
+
+    def observe_split(
+        self, target: str, *, desired: Mapping[str, int], ready: Mapping[str, int]
+    ) -> None:
+        """Desired and ready replicas per capacity type of a target with a placement plan."""
+        for capacity in CAPACITY_TYPES:
+            self._child(target, self.desired, capacity).set(desired.get(capacity, 0))
+            self._child(target, self.ready, capacity).set(ready.get(capacity, 0))
 
     def forget_target(self, target: str) -> None:
         """Remove every series of a target that is no longer opted in."""

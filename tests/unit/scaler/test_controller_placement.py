@@ -5,8 +5,9 @@ four replicas: the leader scales its Deployment to the on-demand share,
 creates the companion with the spot share, pins the Deployment (Event
 OnDemandPinned), announces the pair's total (ScaledUp 1 -> 4) and writes
 the split into the status annotation; the live view serves the split and
-the cost; a notice on the spot node covers in the next decision (on-demand
-2, SpotFallback as a Warning), and once the node is gone and the
+the cost, and the desired/ready gauges are by capacity type; a notice on
+the spot node covers in the next decision (on-demand 2, SpotFallback as a
+Warning), and once the node is gone and the
 replacement Ready, after the hold, SpotRecovered and back to the baseline;
 a follower plans the same but writes nothing; a companion whose
 Deployment is no longer opted in is unpinned and deleted.
@@ -241,6 +242,11 @@ async def test_spot_pair_cover_and_recovery() -> None:
     await w.tick()
     view = target_view(w.controller.target_states()[0])
     assert view["placement"]["spot_ready"] == 3 and view["placement"]["on_demand"] == 1
+    registry = w.metrics.registry
+    for capacity, desired, ready in (("on-demand", 1, 1), ("spot", 3, 3)):
+        labels = {"target": KEY, "capacity_type": capacity}
+        assert registry.get_sample_value("tidal_scaler_desired_replicas", labels) == desired
+        assert registry.get_sample_value("tidal_scaler_ready_replicas", labels) == ready
     assert view["cost"]["dollars_per_hour"] > 0 and view["cost"]["saving_dollars_per_hour"] > 0
 
     # spot-1 gets a notice: on-demand covers its two replicas in the next decision.
