@@ -219,6 +219,7 @@ class Controller:
             panic=decision.mode is Mode.PANIC,
             readings=view.readings,
             observed=view.combined.observed,
+            spot_fallback=loop.placement.split.covering if loop.placement is not None else 0,
         )
         if loop.placement is not None:
             companion = self._companion(snap)

@@ -11,9 +11,11 @@ opted-in targets and the two capacity types):
 - ``tidal_scaler_on_demand_equivalent_dollars_total{target}``: what those
   GPU-seconds would have cost on demand (saved = this - the sum above);
 - ``tidal_scaler_cost_dollars_per_hour{target, capacity_type}`` and
-  ``tidal_scaler_savings_dollars_per_hour{target}``: the rate now;
-- ``tidal_scaler_spot_covered_replicas{target}``: spot replicas on-demand
-  currently stands in for.
+  ``tidal_scaler_savings_dollars_per_hour{target}``: the rate now.
+
+The on-demand replicas standing in for spot are
+``tidal_scaler_spot_fallback_replicas{target}`` of :mod:`scaler.metrics`,
+which the controller feeds from the plan.
 """
 
 from __future__ import annotations
@@ -61,12 +63,6 @@ class PlacementMetrics:
             ["target"],
             registry=registry,
         )
-        self.covered = Gauge(
-            p + "spot_covered_replicas",
-            "Spot replicas on-demand currently stands in for",
-            ["target"],
-            registry=registry,
-        )
         self._series: dict[str, list[tuple[Any, tuple[str, ...]]]] = {}
 
     def _child(self, metric: Any, *labels: str) -> Any:
@@ -89,9 +85,6 @@ class PlacementMetrics:
         if extra > 0:
             self._child(self.equivalent, target).inc(extra)
         self._child(self.saving_rate, target).set(rate.saving_per_hour)
-
-    def set_covered(self, target: str, covered: int) -> None:
-        self._child(self.covered, target).set(covered)
 
     def forget_target(self, target: str) -> None:
         for metric, labels in self._series.pop(target, []):

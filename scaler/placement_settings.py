@@ -21,12 +21,13 @@ YAML ``placement: {...}``). It turns into the pure values the policy uses:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
 from scaler.policy.availability import CapacityType
-from scaler.policy.cost import DEFAULT_PRICES, PriceTable
+from scaler.policy.cost import ANY_MODEL, DEFAULT_PRICES, PriceTable
 from scaler.policy.fallback import DEFAULT_RELEASE_HOLD_S
 from scaler.policy.providers import ProviderPreset, Toleration, custom_preset, preset
 
@@ -98,9 +99,24 @@ class PlacementSettings(BaseModel):
             notice_taints=self.notice_taints,
         )
 
-    def price_table(self) -> PriceTable:
+    def price_table(self, *, flat: Mapping[str, float] | None = None) -> PriceTable:
+        """The prices per GPU-hour: ``prices`` when set; else the scaler's flat
+        ``prices.*_per_gpu_hour`` (``flat``, by capacity type; 0 is unset) for any
+        model; else the defaults."""
         if self.prices is None:
-            return DEFAULT_PRICES
+            given = {c: p for c, p in (flat or {}).items() if p > 0}
+            if not given:
+                return DEFAULT_PRICES
+            return PriceTable(
+                per_gpu_hour={
+                    capacity: (
+                        {ANY_MODEL: given[capacity.value]}
+                        if capacity.value in given
+                        else dict(DEFAULT_PRICES.per_gpu_hour[capacity])
+                    )
+                    for capacity in CapacityType
+                }
+            )
         allowed = [c.value for c in CapacityType]
         unknown = sorted(set(self.prices) - set(allowed))
         if unknown:

@@ -160,8 +160,6 @@ class Placer:
         )
         self._states[key] = plan.state
         self._plans[key] = plan
-        if self._metrics is not None:
-            self._metrics.set_covered(key, plan.state.covered)
         return plan
 
     def last_plan(self, key: str) -> PlacementPlan | None:

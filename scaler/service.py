@@ -155,7 +155,13 @@ async def serve(
             loop.add_signal_handler(sig, stop.set)
     identity = _identity(settings)
     access = await connect(kubeconfig=settings.kube.kubeconfig, context=settings.kube.context)
-    metrics = Metrics(CollectorRegistry())
+    metrics = Metrics(
+        CollectorRegistry(),
+        gpu_hour_prices={
+            "on-demand": settings.prices.on_demand_per_gpu_hour,
+            "spot": settings.prices.spot_per_gpu_hour,
+        },
+    )
     session = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=settings.scrape.max_concurrent + 8)
     )
@@ -224,7 +230,12 @@ async def serve(
         placer = Placer(
             view=placement_watch,
             preset=preset,
-            prices=settings.placement.price_table(),
+            prices=settings.placement.price_table(
+                flat={
+                    "on-demand": settings.prices.on_demand_per_gpu_hour,
+                    "spot": settings.prices.spot_per_gpu_hour,
+                }
+            ),
             metrics=PlacementMetrics(metrics.registry),
             hold_s=settings.placement.release_hold_s,
         )

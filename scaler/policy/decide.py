@@ -59,6 +59,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from scaler.policy.adaptive import AdaptiveGrace
 from scaler.policy.api import (
     Decision,
     Demand,
@@ -89,7 +90,10 @@ class PolicyState:
     the last scale-down delay, ``idle_since_s`` the start of the current
     continuous idle stretch (not busy, every source fresh), ``started_s`` when
     this state was created (warm-up), ``last_desired``/``last_change_s``/
-    ``last_reason`` the previous decision (for the status annotation).
+    ``last_reason`` the previous decision (for the status annotation),
+    ``adaptive`` the learned grace period's state (only with
+    ``scale-to-zero-grace-period: adaptive``; :mod:`scaler.policy.grace`
+    keeps it, ``decide`` passes it through).
     """
 
     started_s: float
@@ -100,6 +104,7 @@ class PolicyState:
     last_desired: int | None = None
     last_change_s: float | None = None
     last_reason: Reason | None = None
+    adaptive: AdaptiveGrace | None = None
 
     @classmethod
     def initial(cls, now: float) -> PolicyState:

@@ -5,7 +5,7 @@ extra notice taints from the environment; a custom provider from a YAML
 file; prices from the file; bad values (custom without its label, custom
 keys with a preset, a price table without '*', an unknown capacity type,
 a negative hold) rejected with a message naming the key; ``--help`` lists
-the group.
+the group; the scaler's flat prices stand in when no table is given.
 """
 
 from __future__ import annotations
@@ -93,3 +93,13 @@ def test_help_lists_the_group() -> None:
     for name in ("placement.provider", "placement.notice_taints", "placement.prices"):
         assert name in text
     assert "TIDAL_SCALER_PLACEMENT__RELEASE_HOLD_S" in text
+
+
+def test_flat_prices_stand_in_for_the_table() -> None:
+    placement = load_settings().placement
+    table = placement.price_table(flat={"on-demand": 3.0, "spot": 0.0})
+    assert table.price(CapacityType.ON_DEMAND, "NVIDIA-L4") == 3.0  # any model
+    assert table.price(CapacityType.SPOT, "NVIDIA-L4") == DEFAULT_PRICES.price(
+        CapacityType.SPOT, "NVIDIA-L4"
+    )  # 0 is unset: the default stays
+    assert placement.price_table(flat={"on-demand": 0.0, "spot": 0.0}) is DEFAULT_PRICES

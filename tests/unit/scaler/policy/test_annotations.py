@@ -2,12 +2,12 @@
 
 Covers:
 - no annotations gives the DESIGN defaults; routing keys, the status
-  annotation and the enabled key are left alone;
+  annotation, the enabled key and Tidal's on-demand pin record are left alone;
 - each key: good values (edges of each range included) parsed into the
   config, with percentages turned into fractions and durations into seconds;
-- each key: bad values (out of range, wrong type, wrong unit, unsupported
-  yet) rejected with a message naming the key, the value and what is
-  allowed;
+- each key: bad values (out of range, wrong type, wrong unit) rejected
+  with a message naming the key, the value and what is allowed (the spot
+  placement policies are accepted: issue 11);
 - cross-field checks against max-scale (min, initial, baseline,
   overprovision), and none against a max-scale that is itself bad;
 - the KV-cache target needs engine vllm;
@@ -36,6 +36,7 @@ def test_keys_left_alone() -> None:
     annotations = {
         A + "status": '{"desired": 3}',
         A + "enabled": "true",
+        P + "on-demand-pin": '{"key": "karpenter.sh/capacity-type"}',
         "routing.tidal.dev/hosts": "*.example.com",
         "routing.tidal.dev/whatever": "not ours to judge",
         "deployment.kubernetes.io/revision": "4",
@@ -187,23 +188,15 @@ def test_bad_value(key: str, value: str, allowed: str) -> None:
     assert allowed in message
 
 
-@pytest.mark.parametrize(
-    ("key", "value", "allowed"),
-    [
-        pytest.param(
-            A + "scale-to-zero-grace-period",
-            "adaptive",
-            "a duration from 0s to 24h",
-            id="adaptive grace period",
-        ),
-    ],
-)
-def test_not_supported_yet(key: str, value: str, allowed: str) -> None:
-    with pytest.raises(InvalidAnnotation) as caught:
-        parse_scaling_config({key: value})
-    message = str(caught.value)
-    assert message.startswith(f'{key}: "{value}" is not supported yet; allowed: {allowed}')
-    assert caught.value.problems[0].unsupported
+def test_adaptive_grace_period_is_accepted_with_the_fixed_fallback() -> None:
+    config = parse_scaling_config({A + "scale-to-zero-grace-period": " adaptive "})
+    assert config.scale_to_zero_grace_adaptive
+    assert config.scale_to_zero_grace_s == 300.0
+    fixed = parse_scaling_config({A + "scale-to-zero-grace-period": "90s"})
+    assert not fixed.scale_to_zero_grace_adaptive
+    assert fixed.scale_to_zero_grace_s == 90.0
+    with pytest.raises(InvalidAnnotation, match="or adaptive"):
+        parse_scaling_config({A + "scale-to-zero-grace-period": "adaptiv"})
 
 
 @pytest.mark.parametrize(
@@ -266,7 +259,7 @@ def test_every_problem_is_reported() -> None:
     annotations = {
         A + "min-scale": "x",
         A + "window": "5",
-        A + "scale-to-zero-grace-period": "adaptive",
+        A + "scale-to-zero-grace-period": "forever",
         P + "policy": "cheap",
         A + "targt-concurrency": "8",
         A + "engine": "vllm",  # good: not reported
