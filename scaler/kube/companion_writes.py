@@ -139,9 +139,10 @@ class KubeCompanions:
             raise err from exc
         return True
 
-    async def patch_deployment(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+    async def patch_deployment(self, namespace: str, name: str, patch: Mapping[str, Any]) -> str:
+        """Merge-patch the Deployment; its new ``resourceVersion``."""
         try:
-            await self._apps.patch_namespaced_deployment(
+            got: Any = await self._apps.patch_namespaced_deployment(
                 name,
                 namespace,
                 dict(patch),
@@ -150,3 +151,4 @@ class KubeCompanions:
             )
         except _CALL_ERRORS as exc:
             raise translate(exc, doing=f"patch deployment {namespace}/{name}") from exc
+        return str(got.metadata.resource_version)

@@ -162,8 +162,10 @@ SPECS: tuple[AnnotationSpec, ...] = (
     AnnotationSpec(
         GRACE_PERIOD,
         "5m",
-        "0s to 24h (`adaptive` is planned, not built: rejected)",
-        "idle time (no request held or in flight anywhere) before going to zero",
+        "0s to 24h, or `adaptive`",
+        "idle time (no request held or in flight anywhere) before going to zero;"
+        " `adaptive` learns each model's idle times and keeps it warm while the next"
+        " request is likely (fixed 5m while its history is short)",
     ),
     AnnotationSpec(
         METRICS_PORT,

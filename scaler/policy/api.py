@@ -156,6 +156,9 @@ class Observation:
     demand: Demand
     # An activator asked to wake this target since the last decision.
     activation_requested: bool = False
+    # The latest time a source's report showed demand, also between decisions (a
+    # short request seen only in an in-between report); None: not known.
+    demand_seen_at_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -154,7 +154,7 @@ async def test_pair_notice_recovery_template_and_cleanup(tmp_path: Path) -> None
             assert user["spec"]["template"]["spec"]["nodeSelector"] == {
                 "karpenter.sh/capacity-type": "on-demand"
             }
-            assert "OnDemandPinned" in reasons(stack, "llama")
+            assert reasons(stack, "llama").count("OnDemandPinned") == 1  # one rollout
             doc = status(stack, "llama")
             assert doc is not None and (doc["onDemand"], doc["spot"]) == (1, 3)
             spot_pods = pods_of(stack, spot=True)
@@ -192,7 +192,11 @@ async def test_pair_notice_recovery_template_and_cleanup(tmp_path: Path) -> None
                     every_s=0.05,
                 )
                 assert took <= TICK_S + 0.5, f"cover took {took:.2f}s, a tick is {TICK_S}s"
-                assert "SpotFallback" in reasons(stack, "llama")
+                await wait_until(
+                    lambda: "SpotFallback" in reasons(stack, "llama"),
+                    timeout_s=5,
+                    what="the SpotFallback Event (written after the scale)",
+                )
                 # Released only once the replacement spot replica is Ready.
                 seen_spot_ready: list[int] = []
 
@@ -204,7 +208,11 @@ async def test_pair_notice_recovery_template_and_cleanup(tmp_path: Path) -> None
 
                 await wait_until(released, timeout_s=60, what="back to the baseline")
                 assert seen_spot_ready == [3]  # the replacement was Ready first
-                assert "SpotRecovered" in reasons(stack, "llama")
+                await wait_until(
+                    lambda: "SpotRecovered" in reasons(stack, "llama"),
+                    timeout_s=5,
+                    what="the SpotRecovered Event",
+                )
             finally:
                 await preempt
 
@@ -283,7 +291,11 @@ async def test_full_spot_pool_then_spot_returns(tmp_path: Path) -> None:
             # Not before the 10 s pending-timeout (timestamps have 1 s resolution).
             assert covered_at - created >= 9.0, covered_at - created
             assert all(not p["spec"].get("nodeName") for p in pods_of(stack, spot=True))
-            assert "SpotFallback" in reasons(stack, "llama")
+            await wait_until(
+                lambda: "SpotFallback" in reasons(stack, "llama"),
+                timeout_s=5,
+                what="the SpotFallback Event (written after the scale)",
+            )
             stack.cluster.plane.scheduler.set_spot_capacity(None)
             await wait_until(
                 lambda: replicas(stack, "llama") == 1 and ready(stack, "llama-spot") == 3,

@@ -26,7 +26,7 @@ from scaler.actuator import Actuator
 from scaler.app import target_view
 from scaler.controller import Controller, ControllerSettings
 from scaler.kube.cluster import deployment_from_raw
-from scaler.kube.types import CompanionInfo, NodeInfo, PodInfo
+from scaler.kube.types import CompanionInfo, NodeInfo, PodInfo, ScaleState
 from scaler.metrics import Metrics
 from scaler.placement_actuation import PlacementActuation
 from scaler.placing import Placer
@@ -72,6 +72,7 @@ class World:
     def __init__(self, *, leader: bool = True) -> None:
         self.cluster = FakeCluster()
         self.raw = json.loads(json.dumps(RAW))
+        self.raw["metadata"]["resourceVersion"] = "1"
         self.pods: list[PodInfo] = [self.pod("od-0", "od-1")]
         self.node_map = {
             "od-1": NodeInfo("od-1", {"karpenter.sh/capacity-type": "on-demand"}),
@@ -83,6 +84,7 @@ class World:
         self.events = FakeEvents()
         self.now = 1000.0
         self.wall = WALL
+        self.version = 1
         self.metrics = Metrics(CollectorRegistry())
         self.activator = _Source()
         self.publish()
@@ -90,9 +92,11 @@ class World:
         book = TargetBook(self.cluster, policy)
         self.signals = SignalHub(sources=[self.activator], catalog=book)
         self.placer = Placer(view=self, preset=KARPENTER, prices=DEFAULT_PRICES, hold_s=10.0)
+        self.leader = FakeLeader(is_leader=leader)
         actuator = Actuator(
             scale_target=self,
             events=self.events,
+            leader=self.leader,
             metrics=self.metrics,
             wall_time=lambda: "t",
             placement=PlacementActuation(
@@ -104,7 +108,7 @@ class World:
             signals=self.signals,
             actuator=actuator,
             policy=policy,
-            leader=FakeLeader(is_leader=leader),
+            leader=self.leader,
             metrics=self.metrics,
             clock=lambda: self.now,
             settings=ControllerSettings(tick_interval_s=2.0),
@@ -163,7 +167,7 @@ class World:
             del self.companion_map[key]
         return bool(keys)
 
-    async def patch_deployment(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+    async def patch_deployment(self, namespace: str, name: str, patch: Mapping[str, Any]) -> str:
         pin = patch["metadata"]["annotations"][ON_DEMAND_PIN]
         self.log.append(("pin" if pin else "unpin",))
         annotations = self.raw["metadata"]["annotations"]
@@ -171,28 +175,45 @@ class World:
             annotations[ON_DEMAND_PIN] = pin
         else:
             annotations.pop(ON_DEMAND_PIN, None)
-        self.publish()
+        return self.bump()
 
-    # ScaleTarget
-    async def scale(self, namespace: str, name: str, replicas: int) -> int:
+    def bump(self) -> str:
+        """A write moved the user's Deployment on: a new resourceVersion, as the API does."""
+        self.version += 1
+        self.raw["metadata"]["resourceVersion"] = str(self.version)
+        self.publish()
+        return str(self.version)
+
+    # ScaleTarget (with resourceVersion preconditions, as the fenced actuator writes)
+    async def read_scale(self, namespace: str, name: str) -> ScaleState:
         if name == "llama-spot":
+            return ScaleState(self.companion_map[KEY].spec_replicas, "spot-rv")
+        return ScaleState(int(self.raw["spec"]["replicas"]), str(self.version))
+
+    async def scale(
+        self, namespace: str, name: str, replicas: int, *, resource_version: str
+    ) -> str:
+        if name == "llama-spot":
+            assert resource_version == "spot-rv"
             c = self.companion_map[KEY]
             self.companion_map[KEY] = replace(c, spec_replicas=replicas)
             self.log.append(("scale-spot", replicas))
-            return c.spec_replicas
-        before = int(self.raw["spec"]["replicas"])
+            return "spot-rv"
+        assert resource_version == str(self.version), "a stale resourceVersion"
         self.raw["spec"]["replicas"] = replicas
         self.log.append(("scale", replicas))
-        self.publish()
-        return before
+        return self.bump()
 
-    async def set_deletion_costs(self, namespace: str, costs: Mapping[str, int]) -> None:
+    async def set_deletion_costs(self, namespace: str, costs: Mapping[str, int | None]) -> None:
         self.log.append(("costs",))
 
-    async def write_status(self, namespace: str, name: str, status_json: str) -> None:
+    async def write_status(
+        self, namespace: str, name: str, status_json: str, *, resource_version: str | None = None
+    ) -> str:
+        assert resource_version in (None, str(self.version)), "a stale resourceVersion"
         self.raw["metadata"]["annotations"]["autoscaling.tidal.dev/status"] = status_json
         self.log.append(("status", json.loads(status_json)))
-        self.publish()
+        return self.bump()
 
     async def tick(self, seconds: float = 2.0) -> None:
         self.now += seconds
@@ -233,7 +254,9 @@ async def test_spot_pair_cover_and_recovery() -> None:
     assert "OnDemandPinned" in w.events.reasons()
     scaled = [e for e in w.events.events if e[1] == "ScaledUp"]
     assert scaled and "from 1 to 4" in scaled[0][2]
-    assert w.log.index(("scale-spot", 3)) > w.log.index(("pin",))
+    # The companion is created at its spot share, then the user's Deployment pinned.
+    assert w.log.index(("ensure", 3)) < w.log.index(("pin",))
+    assert ("scale-spot", 3) not in w.log  # created at 3: nothing to scale
 
     # Three spot replicas Ready on spot-1 and spot-2.
     w.pods += [w.pod(f"s{i}", "spot-1" if i < 2 else "spot-2", spot=True) for i in range(3)]
