@@ -98,8 +98,7 @@ class Tally:
                     lines.append(f"    {key:<{width - 2}}  {count:>5}")
         per_activator = Counter(r.activator for r in self.records)
         lines.append(
-            "  by activator: "
-            + ", ".join(f"#{a}: {n}" for a, n in sorted(per_activator.items()))
+            "  by activator: " + ", ".join(f"#{a}: {n}" for a, n in sorted(per_activator.items()))
         )
         origin = min((r.sent_s for r in self.records), default=0.0)
         odd = [r for r in self.records if r.fate not in ("completed", "error")]
