@@ -104,7 +104,8 @@ class Tally:
         odd = [r for r in self.records if r.fate not in ("completed", "error")]
         for r in odd[:10]:
             lines.append(
-                f"  ! #{r.index} via activator {r.activator}: {r.fate} (sent at "
+                f"  ! #{r.index} ({r.phase or 'no phase'}) via activator {r.activator}: "
+                f"{r.fate} (sent at "
                 f"{r.sent_s - origin:.2f}s, ended at {r.ended_s - origin:.2f}s) {r.detail}"
             )
         return "\n".join(lines)

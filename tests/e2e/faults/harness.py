@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -187,14 +188,42 @@ class FaultStack:
             what=f"{self.example.target} scaled to zero (no replica, no pod)",
         )
 
-    def set_annotation(self, key: str, value: str) -> None:
-        """As ``kubectl annotate --overwrite``: one write the scaler and activators watch."""
+    async def endpoints_seen(self) -> list[float]:
+        """Each activator's ``tidal_activator_endpoints_ready`` for the model (its own view)."""
+        seen = []
+        timeout = aiohttp.ClientTimeout(total=2)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            for index in range(len(self.activators)):
+                url = f"{self.stack.activator_admin_url_of(index)}/metrics"
+                async with session.get(url) as resp:
+                    text = await resp.text()
+                pattern = (
+                    rf'^tidal_activator_endpoints_ready{{target="{self.example.target}"}} (\S+)$'
+                )
+                match = re.search(pattern, text, re.M)
+                seen.append(float(match.group(1)) if match else 0.0)
+        return seen
+
+    async def wait_activators_see(self, count: int, timeout_s: float = 20.0) -> None:
+        """Until every activator counts ``count`` ready endpoints: after an API outage
+        their watches retry with back-off (up to 10 s), so they may still be catching up."""
+        deadline = time.monotonic() + timeout_s
+        while (seen := await self.endpoints_seen()) != [float(count)] * len(self.activators):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"activators see {seen} ready endpoints, not {count}")
+            await asyncio.sleep(0.2)
+
+    def set_annotation(self, key: str, value: str, *, pods: bool = False) -> None:
+        """As ``kubectl annotate --overwrite`` (``pods``: of the pod template, as
+        ``kubectl patch``): one write that the scaler, the activators and the
+        deployment controller watch."""
         assert DEPLOYMENTS is not None
         store = self.stack.cluster.store
         obj = store.peek(DEPLOYMENTS, self.example.namespace, self.example.name)
         assert obj is not None
         obj = json.loads(json.dumps(obj))
-        obj["metadata"]["annotations"][key] = value
+        meta = obj["spec"]["template"]["metadata"] if pods else obj["metadata"]
+        meta["annotations"][key] = value
         store.update(DEPLOYMENTS, obj)
 
     # --- faults ----------------------------------------------------------------------------

@@ -59,6 +59,7 @@ UPSTREAM_FAILED = ERROR_STATUS[UpstreamFailed]
 # A stream cut by a SIGKILL ends this soon after it (the activator relays the reset).
 CUT_WITHIN_S = 2.0
 MIN_SCALE = "autoscaling.tidal.dev/min-scale"
+STARTUP_DELAY = "sandbox.tidal.dev/startup-delay"
 
 
 def unanswered(tally: Tally) -> list[Record]:
@@ -143,8 +144,16 @@ async def kill_and_restart_scaler(fs: FaultStack, kills: list[Kill]) -> None:
 
 
 async def api_server_unavailable(fs: FaultStack, kills: list[Kill]) -> None:
+    # Two replicas, so one is left that the activators know when the other goes: a
+    # replica started during the outage cannot be known until the API is back.
+    await fs.wait_ready(2)
     await fs.api_unavailable(OUTAGE_S)
-    await asyncio.sleep(OUTAGE_S + 1.0)
+    await asyncio.sleep(2.0)
+    # A replica goes while no one can watch: the activators still list it until the
+    # API is back, and must send nothing there that fails.
+    fs.delete_replica()
+    await asyncio.sleep(OUTAGE_S - 2.0 + 1.0)
+    await fs.wait_ready(2)
 
 
 async def watches_cut_with_compaction(fs: FaultStack, kills: list[Kill]) -> None:
@@ -154,6 +163,14 @@ async def watches_cut_with_compaction(fs: FaultStack, kills: list[Kill]) -> None
     fs.delete_replica()
     await asyncio.sleep(0.5)
     await fs.wait_ready(2)
+
+
+async def sigterm_and_restart_activator(fs: FaultStack, kills: list[Kill]) -> None:
+    # Streams (under 1 s) in progress at the SIGTERM finish within its drain.
+    process = await fs.sigterm_activator(1, fs.loads[-1])
+    assert process.proc is not None
+    assert await asyncio.wait_for(process.proc.wait(), 15) == 0, process.tail()
+    await fs.restart_activator(1, fs.loads[-1])
 
 
 Strike = Callable[[FaultStack, list[Kill]], Awaitable[None]]
@@ -168,6 +185,7 @@ Strike = Callable[[FaultStack, list[Kill]], Awaitable[None]]
         pytest.param(kill_and_restart_scaler, id="scaler-sigkilled-and-restarted"),
         pytest.param(api_server_unavailable, id="api-server-unavailable"),
         pytest.param(watches_cut_with_compaction, id="watches-cut-with-compaction"),
+        pytest.param(sigterm_and_restart_activator, id="activator-sigtermed-in-flight"),
     ],
 )
 async def test_steady_load_through_one_fault(tmp_path: Path, strike: Strike) -> None:
@@ -271,18 +289,25 @@ async def test_all_faults_in_one_run(tmp_path: Path) -> None:
         await preempt_node(fs, kills)
         # The SIGKILLed replica stays down for the kubelet's back-off (10 s): the
         # faults that follow do not need two replicas.
+        # The SIGKILLed replica stays down for the kubelet's back-off (10 s); the
+        # outage starts once it is back (it needs two replicas).
         await phase("replica-sigkilled")
         await sigkill_replica(fs, kills)
         await phase("scaler-restarted")
         await kill_and_restart_scaler(fs, kills)
+        await phase("activator-restarted")
+        await sigterm_and_restart_activator(fs, kills)
         await phase("api-unavailable")
         await api_server_unavailable(fs, kills)
         assert_all_running(fs)
 
-        # Quiet, then to zero: held requests need a model with no ready replica.
+        # Quiet, then to zero: held requests need a model with no ready replica, and
+        # a cold start longer than the drain (grace + DRAIN_S) to be held past it.
         await load.send("rate 0")
         fs.set_annotation(MIN_SCALE, "0")
         await fs.wait_zero()
+        await fs.wait_activators_see(0)
+        fs.set_annotation(STARTUP_DELAY, "4s", pods=True)
         await phase("held")
         overflow = 6
         await load.send(f"burst {2 * MAX_BUFFERED + overflow}")
@@ -293,6 +318,7 @@ async def test_all_faults_in_one_run(tmp_path: Path) -> None:
         await fs.restart_activator(0, load)
 
         await fs.wait_zero()
+        await fs.wait_activators_see(0)
         await phase("first")
         await load.send("burst 1")
         await fs.wait_ready(1)
@@ -307,7 +333,7 @@ async def test_all_faults_in_one_run(tmp_path: Path) -> None:
         buffer_full=overflow,
     )
     for name in ("steady", "watches-cut", "replica-deleted", "node-preempted", "scaler-restarted",
-                 "api-unavailable", "first"):  # fmt: skip
+                 "api-unavailable", "activator-restarted", "first"):  # fmt: skip
         # A stream sent in the phase before the SIGKILL may be cut by it (checked above).
         fates = {r.fate for r in tally.records if r.phase == name and not killed_by(r, kills)}
         assert fates == {"completed"}, f"{name}: {fates}\n{tally.table()}"
