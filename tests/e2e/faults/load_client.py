@@ -32,6 +32,7 @@ import ipaddress
 import json
 import sys
 import time
+import traceback
 from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -71,6 +72,7 @@ class LoadClient:
         self.avoided: set[int] = set()
         self.phase = ""
         self.records: list[Record] = []
+        self.crashes: list[str] = []
         self._burst = 0  # requests to send at once, set by a "burst" command
         self._next = 0  # round-robin position
         self._sent = 0
@@ -102,9 +104,18 @@ class LoadClient:
                 Record(number, -1, now, now, "refused", self.phase, detail="no activator in use")
             )
             return
-        task = asyncio.create_task(self._one(session, number, activator, self.phase))
+        task = asyncio.create_task(self._guarded(session, number, activator, self.phase))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def _guarded(
+        self, session: aiohttp.ClientSession, number: int, activator: int, phase: str
+    ) -> None:
+        """A bug here must not pass for a fate: it is kept, and the client exits 1."""
+        try:
+            await self._one(session, number, activator, phase)
+        except Exception:
+            self.crashes.append(traceback.format_exc())
 
     async def _one(
         self, session: aiohttp.ClientSession, number: int, activator: int, phase: str
@@ -130,7 +141,11 @@ class LoadClient:
                     payload = await resp.read()
                     code = classify_error_body(payload)
                     if code is None:
-                        record("bad_error", status=status, detail=payload[:200].decode("replace"))
+                        record(
+                            "bad_error",
+                            status=status,
+                            detail=payload[:200].decode(errors="replace"),
+                        )
                     else:
                         message = json.loads(payload)["error"]["message"]
                         record("error", status=status, code=code, message=message)
@@ -222,11 +237,15 @@ class LoadClient:
         return sorted(self.records, key=lambda r: r.index)
 
 
-def main() -> None:
+def main() -> int:
     config = Config.parse(sys.argv[1])
-    records = asyncio.run(LoadClient(config).run())
+    client = LoadClient(config)
+    records = asyncio.run(client.run())
+    for crash in client.crashes:
+        print(crash, file=sys.stderr, flush=True)
     print(json.dumps({"records": [asdict(r) for r in records]}), flush=True)
+    return 1 if client.crashes else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
