@@ -101,7 +101,9 @@ def assert_fates(
         if key == (DRAIN_ENDED.status, DRAIN_ENDED.code, DRAIN_ENDED.message):
             assert record.activator == drained_activator, f"#{record.index}:\n{table}"
             assert drain_ended_at is not None
-            assert abs(record.ended_s - drain_ended_at) < 1.0, f"#{record.index}:\n{table}"
+            # At the drain's end, not before it (a loaded machine may be late).
+            late = record.ended_s - drain_ended_at
+            assert -0.2 < late < 2.0, f"#{record.index} {late:+.2f}s from the drain end:\n{table}"
             continue
         if (record.status, record.code) == (UPSTREAM_FAILED.status, UPSTREAM_FAILED.code):
             assert killed_by(record, kills), f"#{record.index} 502, no SIGKILL:\n{table}"
