@@ -19,11 +19,15 @@ clean errors only where they are the design:
   replica that was SIGKILLed (DESIGN §3's row for it), at the kill.
 
 The graceful faults (a pod deleted, a node preempted with notice, the
-scaler killed and restarted, the API server unavailable, watches cut with
-compaction) fail none. The outage is 10 s rather than 30 s: the point, that
-the activators keep serving from what they know while every list and watch
-fails and retries, stands after a few retries; the 30 s outage against the
-scaler alone is ``tests/e2e/scaler/test_outage.py``.
+scaler killed and restarted, the API server unavailable, with a replica
+deleted and an activator restarted meanwhile, watches cut with compaction,
+an activator SIGTERMed with streams in flight) fail none.
+
+The outage is 10 s rather than 30 s: the point, that the activators keep
+serving from what they know while every list and watch fails and retries,
+and that one started meanwhile is not ready until it can list, stands after
+a few retries; the 30 s outage against the scaler alone is
+``tests/e2e/scaler/test_outage.py``.
 """
 
 from __future__ import annotations
@@ -150,11 +154,19 @@ async def api_server_unavailable(fs: FaultStack, kills: list[Kill]) -> None:
     # replica started during the outage cannot be known until the API is back.
     await fs.wait_ready(2)
     await fs.api_unavailable(OUTAGE_S)
+    back_at = time.monotonic() + OUTAGE_S
     await asyncio.sleep(2.0)
     # A replica goes while no one can watch: the activators still list it until the
     # API is back, and must send nothing there that fails.
     fs.delete_replica()
-    await asyncio.sleep(OUTAGE_S - 2.0 + 1.0)
+    # An activator restarted now can list no target: it must not say it is ready
+    # (and be sent requests it could only answer 404) before the API is back.
+    load = fs.loads[-1]
+    process = await fs.sigterm_activator(0, load)
+    assert process.proc is not None
+    assert await asyncio.wait_for(process.proc.wait(), 15) == 0, process.tail()
+    await fs.restart_activator(0, load)
+    assert time.monotonic() >= back_at, "an activator was ready while it could list nothing"
     await fs.wait_ready(2)
 
 
