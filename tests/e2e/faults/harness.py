@@ -43,7 +43,7 @@ DEPLOYMENTS = by_group_version_plural("apps", "v1", "deployments")
 REPO = Path(__file__).resolve().parents[3]
 
 # What every activator of the suite runs with: probes often, drains briefly.
-DRAIN_S = 1.0
+DRAIN_S = 2.0
 DRAIN_GRACE_S = 0.3
 ACTIVATOR_ARGS = (
     "--probe-interval-s", "0.05",

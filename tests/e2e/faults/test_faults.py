@@ -224,8 +224,8 @@ async def test_steady_load_through_one_fault(tmp_path: Path, strike: Strike) -> 
 
 
 async def test_activator_sigtermed_with_requests_held_past_its_drain(tmp_path: Path) -> None:
-    # A 4 s cold start: the drain (grace + DRAIN_S) ends long before a replica is ready.
-    async with fault_stack(tmp_path, example_model(min_scale=0, startup_delay_s=4.0)) as fs:
+    # A 5 s cold start: the drain (grace + DRAIN_S) ends well before a replica is ready.
+    async with fault_stack(tmp_path, example_model(min_scale=0, startup_delay_s=5.0)) as fs:
         load = await fs.load(rate=0.0)
         await load.send("phase held")
         await load.send(f"burst {2 * (MAX_BUFFERED - 1)}")  # wakes the model; both hold
@@ -324,7 +324,7 @@ async def test_all_faults_in_one_run(tmp_path: Path) -> None:
         fs.set_annotation(MIN_SCALE, "0")
         await fs.wait_zero()
         await fs.wait_activators_see(0)
-        fs.set_annotation(STARTUP_DELAY, "4s", pods=True)
+        fs.set_annotation(STARTUP_DELAY, "5s", pods=True)
         await phase("held")
         overflow = 6
         await load.send(f"burst {2 * MAX_BUFFERED + overflow}")
