@@ -4,24 +4,26 @@
 source and returns an :class:`Activator`; :meth:`Activator.drain` is the
 SIGTERM path. The pieces:
 
-- the **data port** is aiohttp's low-level ``web.Server`` with the proxy's
-  one handler (no router or middleware on the hot path), handler
-  cancellation on (a client that leaves while held frees its place), a raised
-  listen backlog, header limits and an idle-connection timeout;
+- the **data port** is the byte-level HTTP/1.1 server of
+  :mod:`activator.http1` with the proxy's one handler (no router or
+  middleware on the hot path): a client that leaves while held frees its
+  place, a raised listen backlog, header limits and an idle-connection
+  timeout;
 - the **admin port** (``/healthz``, ``/readyz``, ``/metrics``) is a separate
   server: admin endpoints are never served on the data port. ``/readyz``
   depends on neither the scaler nor any backend;
-- one shared ``ClientSession`` to the replicas: no connection limit (the
-  gates bound concurrency, and aiohttp's default of 100 would silently queue
-  requests), no total timeout (only connect and idle-read), no automatic
-  decompression (bodies pass through byte for byte), no cookie jar;
+- one :class:`~activator.http1.UpstreamPool` of keep-alive connections to
+  the replicas (no connection limit unless configured: the gates bound
+  concurrency), connect and idle-read timeouts only, bodies relayed byte for
+  byte; an aiohttp ``ClientSession`` only for the calls to the scaler;
 - background tasks: the target source, the prober and the reporter, each
   cancelled on the way out.
 
 Drain (DESIGN §3): fail ``/readyz`` and answer new requests 503; after
-``drain_grace_s`` close the listener; then let aiohttp wait up to
-``drain_s`` for every request in progress, held ones included, before it
-cancels what is left.
+``drain_grace_s`` close the listener and the idle keep-alive connections;
+then wait up to ``drain_s`` for every request in progress, held ones
+included. What is still held then is answered 503 (``draining``); a
+response still streaming is cut.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from activator import http1
 from activator.metrics import Metrics
 from activator.probing import Prober
 from activator.proxy import Proxy, ProxyOptions
@@ -88,10 +91,12 @@ class Activator:
     proxy: Proxy
     metrics: Metrics
     session: aiohttp.ClientSession
+    pool: http1.UpstreamPool
     reporter: Reporter
     prober: Prober
-    data_runner: web.ServerRunner
     admin_runner: web.AppRunner | None
+    data_server: asyncio.Server | None = None
+    connections: set[http1.ClientConnection] = field(default_factory=set)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     ready: bool = False
     data_port: int = 0
@@ -104,7 +109,15 @@ class Activator:
         timeouts = self.settings.timeouts
         if timeouts.drain_grace_s:
             await asyncio.sleep(timeouts.drain_grace_s)
-        await self.data_runner.cleanup()  # closes the listener, waits up to drain_s
+        if self.data_server is not None:
+            self.data_server.close()
+        for conn in list(self.connections):
+            conn.close_if_idle()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeouts.drain_s
+        # Requests end on their own connections; 50 ms polling is ample for a drain.
+        while any(c.current is not None for c in self.connections) and loop.time() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
         await self.close()
 
     async def close(self) -> None:
@@ -113,8 +126,22 @@ class Activator:
         await asyncio.gather(*self.tasks, return_exceptions=True)
         self.tasks.clear()
         await self.reporter.close()
-        with contextlib.suppress(RuntimeError):
-            await self.data_runner.cleanup()
+        if self.data_server is not None:
+            self.data_server.close()
+        for conn in list(self.connections):
+            conn.shut(
+                http1.ShutAnswer(
+                    503,
+                    error_type="unavailable_error",
+                    code="draining",
+                    message="the activator is shutting down",
+                    retry_after_s=self.settings.retry_after_s,
+                )
+            )
+        await self.pool.close()
+        if self.data_server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.data_server.wait_closed(), 1.0)
         if self.admin_runner is not None:
             await self.admin_runner.cleanup()
         await self.session.close()
@@ -170,43 +197,23 @@ async def start(
     metrics = Metrics(prom, gates=lambda: targets.gates)
     timeouts = settings.timeouts
     limits = settings.limits
-    connector = aiohttp.TCPConnector(
-        limit=limits.upstream_connections,
-        limit_per_host=0,
-        ttl_dns_cache=None,
-        use_dns_cache=True,
-        enable_cleanup_closed=False,
-        # Below uvicorn's (vLLM's) 5 s keep-alive, so we close idle pooled
-        # connections before the replica does and rarely race its close.
-        keepalive_timeout=4.0,
-    )
+    # The scaler's client only: the replicas are reached through the pool.
     session = aiohttp.ClientSession(
-        connector=connector,
-        timeout=aiohttp.ClientTimeout(
-            total=None,
-            connect=timeouts.connect_s,
-            sock_connect=timeouts.connect_s,
-            sock_read=timeouts.upstream_idle_s or None,
-        ),
-        auto_decompress=False,
+        timeout=aiohttp.ClientTimeout(total=None, connect=timeouts.connect_s),
         cookie_jar=aiohttp.DummyCookieJar(),
-        raise_for_status=False,
     )
-    # aiohttp re-sends an idempotent request once when a pooled connection
-    # turns out closed (RFC 9112 §9.3.1). DESIGN §3 is stricter: once bytes
-    # went to a replica the request is never retried (a GET may have started
-    # work there), so the answer is a 502. There is no public switch.
-    session._retry_connection = False
+    pool = http1.UpstreamPool(
+        connect_timeout_s=timeouts.connect_s, max_connections=limits.upstream_connections
+    )
     proxy = Proxy(
         registry=targets,
-        session=session,
+        pool=pool,
         metrics=metrics,
         options=ProxyOptions(
             allow_target_header=settings.allow_target_header,
             max_model_body_bytes=limits.max_model_body_bytes,
             max_body_bytes=limits.max_body_bytes,
-            client_body_idle_s=timeouts.client_body_idle_s,
-            small_response_bytes=limits.small_response_bytes,
+            upstream_idle_s=timeouts.upstream_idle_s,
             retry_after_s=settings.retry_after_s,
         ),
     )
@@ -228,26 +235,21 @@ async def start(
         timeout_s=timeouts.probe_s,
         recheck_ready_s=settings.recheck_ready_s if settings.routes is not None else None,
     )
-    server = web.Server(
-        proxy.handle,
-        handler_cancellation=True,
-        keepalive_timeout=timeouts.client_idle_s,
-        max_line_size=limits.max_header_bytes,
-        max_field_size=limits.max_header_bytes,
+    server_limits = http1.ServerLimits(
+        idle_s=timeouts.client_idle_s,
+        body_idle_s=timeouts.client_body_idle_s,
+        max_header_bytes=limits.max_header_bytes,
         max_headers=limits.max_headers,
-        access_log=None,
     )
-    data_runner = web.ServerRunner(server, shutdown_timeout=timeouts.drain_s)
-    await data_runner.setup()
     activator = Activator(
         settings=settings,
         registry=targets,
         proxy=proxy,
         metrics=metrics,
         session=session,
+        pool=pool,
         reporter=reporter,
         prober=prober,
-        data_runner=data_runner,
         admin_runner=None,
     )
     loop = asyncio.get_running_loop()
@@ -255,15 +257,20 @@ async def start(
         activator.tasks.append(loop.create_task(_supervise("source", source.run(targets))))
         activator.tasks.append(loop.create_task(_supervise("prober", prober.run())))
         activator.tasks.append(loop.create_task(_supervise("reporter", reporter.run())))
-        site = web.TCPSite(
-            data_runner,
+        connections = activator.connections
+        activator.data_server = await loop.create_server(
+            lambda: http1.ClientConnection(
+                proxy.handle,
+                limits=server_limits,
+                on_open=connections.add,
+                on_close=connections.discard,
+            ),
             settings.host,
             settings.port,
             backlog=limits.backlog,
             reuse_port=reuse_port or None,
         )
-        await site.start()
-        activator.data_port = data_runner.addresses[0][1]
+        activator.data_port = activator.data_server.sockets[0].getsockname()[1]
 
         async def metrics_text() -> bytes:
             return generate_latest(prom)

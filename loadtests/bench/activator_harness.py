@@ -59,6 +59,7 @@ __all__ = [
     "outrun_check",
     "percentile",
     "raise_fd_limit",
+    "routes_for",
     "rss_mb",
     "sse_load",
     "start_activator",
