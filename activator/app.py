@@ -2,7 +2,8 @@
 
 :func:`start` builds one running activator from settings and a target
 source and returns an :class:`Activator`; :meth:`Activator.drain` is the
-SIGTERM path. The pieces:
+SIGTERM path; :func:`serve` runs one until SIGTERM (a single process, or
+one worker of :mod:`activator.workers`). The pieces:
 
 - the **data port** is the byte-level HTTP/1.1 server of
   :mod:`activator.http1` with the proxy's one handler (no router or
@@ -17,22 +18,29 @@ SIGTERM path. The pieces:
   concurrency), connect and idle-read timeouts only, bodies relayed byte for
   byte; an aiohttp ``ClientSession`` only for the calls to the scaler;
 - background tasks: the target source, the prober and the reporter, each
-  cancelled on the way out.
+  cancelled on the way out;
+- the collaborators are built here and passed in at construction: one
+  :class:`~activator.wake_queue.WakeQueue` that the gates put cold targets
+  on and the reporter consumes, and the event loop's clock for everything.
 
 Drain (DESIGN §3): fail ``/readyz`` and answer new requests 503; after
 ``drain_grace_s`` close the listener and the idle keep-alive connections;
 then wait up to ``drain_s`` for every request in progress, held ones
-included. What is still held then is answered 503 (``draining``); a
-response still streaming is cut.
+included, to end. Requests still held then are answered 503 (JSON,
+``Retry-After``, code ``draining``): every request gets an answer. Those
+answers (and any response still streaming) then get ``FLUSH_S`` to be
+written before the remaining connections are closed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import random
+import signal
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -51,10 +59,18 @@ from activator.reporting import Reporter
 from activator.scaler_peers import ScalerPeers, parse_scaler_urls
 from activator.settings import ActivatorSettings
 from activator.targets import TargetSource
+from activator.wake_queue import WakeQueue
 
-__all__ = ["Activator", "activator_name", "admin_app", "make_source", "start"]
+__all__ = ["Activator", "activator_name", "admin_app", "make_source", "serve", "start"]
 
 log = logging.getLogger(__name__)
+
+# After the drain: how long the last answers may take to be written before
+# what is left (a response still streaming from a replica) is cut.
+FLUSH_S = 2.0
+# How often the drain looks at the gates' and connections' counts (plain
+# integers: no event).
+_DRAIN_POLL_S = 0.05
 
 
 def activator_name(settings: ActivatorSettings) -> str:
@@ -103,22 +119,43 @@ class Activator:
     admin_port: int = 0
 
     async def drain(self) -> None:
-        """SIGTERM: fail readiness, stop accepting, finish work up to drain_s, stop."""
+        """SIGTERM: fail readiness, stop accepting, finish work up to drain_s, answer the rest."""
         self.ready = False
         self.proxy.draining = True
         timeouts = self.settings.timeouts
         if timeouts.drain_grace_s:
             await asyncio.sleep(timeouts.drain_grace_s)
         if self.data_server is not None:
-            self.data_server.close()
+            self.data_server.close()  # stop accepting; open connections stay
         for conn in list(self.connections):
             conn.close_if_idle()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeouts.drain_s
-        # Requests end on their own connections; 50 ms polling is ample for a drain.
-        while any(c.current is not None for c in self.connections) and loop.time() < deadline:  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
+        await self.wait_idle(timeouts.drain_s)
+        self.registry.end_drain()  # what is still held gets its 503 now
+        await self._wait_answered(FLUSH_S)
         await self.close()
+
+    def requests_in_progress(self) -> int:
+        """Held and in-flight requests over all targets."""
+        return sum(g.buffered + g.in_flight for g in self.registry.gates.values())
+
+    async def wait_idle(self, timeout_s: float) -> bool:
+        """Wait until no request is held or in flight; False when ``timeout_s`` passed first."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self.requests_in_progress():
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(min(_DRAIN_POLL_S, max(0.0, deadline - loop.time())))
+        return True
+
+    async def _wait_answered(self, timeout_s: float) -> None:
+        """Wait until no connection has a request in progress, at most ``timeout_s``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while any(c.current is not None for c in self.connections):
+            if loop.time() >= deadline:
+                return
+            await asyncio.sleep(_DRAIN_POLL_S)
 
     async def close(self) -> None:
         for task in self.tasks:
@@ -193,7 +230,8 @@ async def start(
 ) -> Activator:
     """Start an activator; the caller drains or closes it."""
     prom = registry if registry is not None else CollectorRegistry()
-    targets = Registry(rng=random.Random())
+    wake = WakeQueue()
+    targets = Registry(rng=random.Random(), wake=wake)
     metrics = Metrics(prom, gates=lambda: targets.gates)
     timeouts = settings.timeouts
     limits = settings.limits
@@ -215,6 +253,7 @@ async def start(
             max_body_bytes=limits.max_body_bytes,
             upstream_idle_s=timeouts.upstream_idle_s,
             retry_after_s=settings.retry_after_s,
+            max_held_body_bytes=limits.max_held_body_bytes,
         ),
     )
     token = settings.scaler_token.get_secret_value() if settings.scaler_token else None
@@ -227,8 +266,8 @@ async def start(
         metrics=metrics,
         period_s=settings.report_period_s,
         timeout_s=timeouts.scaler_s,
+        wake=wake,
     )
-    targets.set_on_hold_cold(reporter.activate)
     prober = Prober(
         targets,
         interval_s=settings.probe_interval_s,
@@ -299,3 +338,40 @@ async def start(
         activator.admin_port,
     )
     return activator
+
+
+async def serve(
+    settings: ActivatorSettings,
+    *,
+    reuse_port: bool = False,
+    admin_unix_path: str | None = None,
+    serve_admin: bool = True,
+) -> int:
+    """Run one activator until SIGTERM/SIGINT, then drain. Exit status."""
+    activator = await start(
+        settings,
+        source=make_source(settings),
+        reuse_port=reuse_port,
+        admin_unix_path=admin_unix_path,
+        serve_admin=serve_admin,
+    )
+    # Everything allocated so far (imported modules, settings, the Kubernetes
+    # client's models, Prometheus) lives as long as the process. Frozen, the
+    # collector stops re-scanning it: a full collection over those ~10^5
+    # objects takes milliseconds and would land in some request's p99.
+    gc.freeze()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    stopper = loop.create_task(stop.wait(), name="wait for SIGTERM")
+    done, _ = await asyncio.wait([stopper, *activator.tasks], return_when=asyncio.FIRST_COMPLETED)
+    if stopper not in done:
+        stopper.cancel()
+        log.error("a background task ended; shutting down")
+        await activator.close()
+        return 1
+    log.info("SIGTERM: draining")
+    await activator.drain()
+    log.info("drained; exiting")
+    return 0

@@ -8,7 +8,7 @@ endpoint:
   request takes it at once;
 - otherwise the request is *held* (:meth:`Gate.acquire`): it gets a future at
   the back of a FIFO queue. Whenever capacity appears (an endpoint turns ready,
-  a request finishes) :meth:`Gate.dispatch` hands endpoints to the queue's
+  a request finishes) the gate hands endpoints to the queue's
   head, already counted in flight, so a burst of 2,000 held requests is
   released in arrival order without waking all of them for every slot;
 - beyond ``max_buffered`` waiting requests it fails at once with
@@ -24,24 +24,36 @@ number the scaler counts (its answer to ``/v1/stats``), so several
 activators together stay within the bound as long as there are no more of
 them than ``cc``.
 
-The gate also keeps what ``/v1/stats`` reports: arrivals, and the time
-integral of ``in_flight + buffered`` from which the period's mean concurrency
-comes. Both are updated where the counts change, with one clock read.
+The gate also keeps what ``/v1/stats`` reports: arrivals (:meth:`Gate.arrive`),
+and the time integral of ``in_flight + buffered`` from which the period's
+mean concurrency comes. Both are updated where the counts change, with one
+read of the loop's clock (:mod:`activator.clock`).
+
+Its public surface is small: :meth:`~Gate.arrive`, :meth:`~Gate.try_acquire`,
+:meth:`~Gate.acquire`, :meth:`~Gate.release` and :meth:`~Gate.mark_down` on
+the request path; :meth:`~Gate.configure`, :meth:`~Gate.set_activators` and
+:meth:`~Gate.close` for the registry; :meth:`~Gate.take_period` and
+:meth:`~Gate.pods` for reports. The gate owns its target's
+:class:`~activator.readiness.TargetEndpoints` and is told of readiness
+changes through the callback it hands them at construction. When it holds a
+request while no endpoint is ready it puts the target on the
+:class:`~activator.wake_queue.WakeQueue`, an event the reporter consumes: the
+gate itself never does I/O.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-import time
 from collections import deque
-from collections.abc import Callable
 
 from activator.balancing import pick
+from activator.clock import Clock, loop_time
 from activator.readiness import EndpointTracker, TargetEndpoints
 from activator.targets import DEFAULT_COLD_START_TIMEOUT_S
+from activator.wake_queue import WakeQueue
 
-__all__ = ["BufferFull", "ColdStartTimeout", "Gate", "GateClosed", "HoldError"]
+__all__ = ["BufferFull", "ColdStartTimeout", "DrainEnded", "Gate", "GateClosed", "HoldError"]
 
 
 class HoldError(Exception):
@@ -60,44 +72,51 @@ class GateClosed(HoldError):
     """The target went away while the request waited."""
 
 
+class DrainEnded(HoldError):
+    """The activator's drain timeout ended while the request waited."""
+
+
 class Gate:
     """Holding and concurrency accounting for one target."""
 
     def __init__(
         self,
-        endpoints: TargetEndpoints,
+        name: str,
         *,
         max_buffered: int,
         container_concurrency: int,
         cold_start_timeout_s: float = DEFAULT_COLD_START_TIMEOUT_S,
+        activators: int = 1,
         rng: random.Random | None = None,
-        clock: Callable[[], float] | None = None,
-        on_hold_cold: Callable[[Gate], None] | None = None,
+        clock: Clock = loop_time,
+        wake: WakeQueue | None = None,
     ) -> None:
-        self.name = endpoints.name
-        self.endpoints = endpoints
+        self.name = name
+        self._rng = rng or random.Random()
+        self._clock = clock
+        self._wake = wake
+        self._waiters: deque[asyncio.Future[EndpointTracker]] = deque()
+        self.endpoints = TargetEndpoints(name, on_change=self._dispatch)
+        self.buffered = 0
+        self.in_flight = 0
+        self.arrivals = 0
+        self.closed = False
+        self._closed_reason: type[HoldError] = GateClosed
+        # Time integral of in_flight + buffered since the last report. The
+        # first reading may come from any instant: the level is zero until a
+        # count changes, and every change reads the clock first.
+        self.area = 0.0
+        self._last_t = 0.0
         self.max_buffered = 0
         self.container_concurrency = 0
-        self.activators = 1
-        self.limit = 0
         self.cold_start_timeout_s = 0.0
+        self.limit = 0
+        self.activators = max(1, activators)
         self.configure(
             max_buffered=max_buffered,
             container_concurrency=container_concurrency,
             cold_start_timeout_s=cold_start_timeout_s,
         )
-        self._rng = rng or random.Random()
-        self._clock = clock or time.monotonic
-        self._on_hold_cold = on_hold_cold
-        self._waiters: deque[asyncio.Future[EndpointTracker]] = deque()
-        self.buffered = 0
-        self.in_flight = 0
-        self.arrivals = 0
-        self.closed = False
-        # Time integral of in_flight + buffered since the last report.
-        self.area = 0.0
-        self._last_t = self._clock()
-        endpoints.set_on_change(self.dispatch)
 
     def configure(
         self,
@@ -125,8 +144,8 @@ class Gate:
         cc = self.container_concurrency
         old = self.limit
         self.limit = 0 if cc == 0 else max(1, cc // self.activators)
-        if self.limit != old and hasattr(self, "_waiters"):
-            self.dispatch()
+        if self.limit != old:
+            self._dispatch()
 
     # -- accounting ---------------------------------------------------------
 
@@ -145,6 +164,10 @@ class Gate:
 
     # -- the request path ---------------------------------------------------
 
+    def arrive(self) -> None:
+        """A request for this target arrived (counted once, however often it waits)."""
+        self.arrivals += 1
+
     def try_acquire(self) -> EndpointTracker | None:
         """An endpoint now, or None; never waits. Queued requests go first."""
         if self._waiters or self.closed:
@@ -159,18 +182,18 @@ class Gate:
     async def acquire(self, timeout_s: float) -> EndpointTracker:
         """Hold until an endpoint is handed over; raises a :class:`HoldError` or cancels."""
         if self.closed:
-            raise GateClosed(self.name)
+            raise self._closed_reason(self.name)
         tracker = self.try_acquire()
         if tracker is not None:
             return tracker
-        if self.buffered >= self.max_buffered:
+        if self.full:
             raise BufferFull(self.name)
         fut: asyncio.Future[EndpointTracker] = asyncio.get_running_loop().create_future()
         self._touch()
         self._waiters.append(fut)
         self.buffered += 1
-        if not self.endpoints.ready and self._on_hold_cold is not None:
-            self._on_hold_cold(self)
+        if not self.endpoints.ready and self._wake is not None:
+            self._wake.put(self.name)
         handed = False
         try:
             async with asyncio.timeout(timeout_s):
@@ -196,9 +219,13 @@ class Gate:
         tracker.in_flight -= 1
         self.in_flight -= 1
         if self._waiters:
-            self.dispatch()
+            self._dispatch()
 
-    def dispatch(self) -> None:
+    def mark_down(self, tracker: EndpointTracker) -> None:
+        """A connection to ``tracker`` failed before any byte went out: out of rotation."""
+        self.endpoints.mark_down(tracker)
+
+    def _dispatch(self) -> None:
         """Hand free endpoints to the waiters at the head of the queue."""
         waiters = self._waiters
         ready = self.endpoints.ready
@@ -221,13 +248,23 @@ class Gate:
             self.in_flight += 1
             head.set_result(tracker)
 
-    def close(self) -> None:
-        """The target is gone: fail everyone waiting with :class:`GateClosed`."""
+    @property
+    def full(self) -> bool:
+        """A request that cannot take an endpoint now would get :class:`BufferFull`."""
+        return self.buffered >= self.max_buffered
+
+    def close(self, reason: type[HoldError] = GateClosed) -> None:
+        """Fail everyone waiting, and every later request, with ``reason``.
+
+        :class:`GateClosed` when the target is gone; :class:`DrainEnded` when
+        the activator's drain ends with requests still held.
+        """
         self.closed = True
+        self._closed_reason = reason
         while self._waiters:
             fut = self._waiters.popleft()
             if not fut.done():
-                fut.set_exception(GateClosed(self.name))
+                fut.set_exception(reason(self.name))
 
     def pods(self) -> dict[str, int]:
         """In-flight requests per replica, for the report."""

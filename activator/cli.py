@@ -7,15 +7,16 @@ environment. Bad settings exit with status 2 and a message naming the key.
 
 uvloop is installed here, at the entry point, through ``asyncio.Runner``'s
 loop factory; tests drive :func:`activator.app.start` on the stdlib loop.
+Serving itself (:func:`activator.app.serve`) and the worker supervisor
+(:mod:`activator.workers`) live beside the wiring, so this module only
+parses and dispatches, and nothing imports it back.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import logging
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,14 @@ import prometheus_client
 import uvloop
 from pydantic import ValidationError
 
+from activator.app import serve
 from activator.settings import ActivatorSettings, flag_specs, load_settings
+from activator.workers import run_workers
 
-__all__ = ["configure", "run", "serve", "settings_from_args"]
+__all__ = ["configure", "run", "secret_flag_warnings", "settings_from_args"]
+
+# Settings whose value is a secret: a flag puts it in every user's ps.
+_SECRET_FLAGS = {"setting__scaler_token": ("--scaler-token", "TIDAL_ACTIVATOR_SCALER_TOKEN")}
 
 log = logging.getLogger("activator")
 
@@ -62,6 +68,18 @@ def settings_from_args(args: argparse.Namespace) -> ActivatorSettings:
     return load_settings(flags, getattr(args, "config", None))
 
 
+def secret_flag_warnings(args: argparse.Namespace) -> list[str]:
+    """A warning for each secret given as a flag (still accepted, for old manifests)."""
+    warnings = []
+    for dest, (flag, env) in _SECRET_FLAGS.items():
+        if getattr(args, dest, None) is not None:
+            warnings.append(
+                f"{flag} is visible to every user of this machine (ps, /proc); "
+                f"set {env} or {flag}-file instead"
+            )
+    return warnings
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         settings = settings_from_args(args)
@@ -76,9 +94,9 @@ def run(args: argparse.Namespace) -> int:
     # dashboard uses; the services are the only place that may say so
     # process-wide.
     prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
+    for warning in secret_flag_warnings(args):
+        log.warning("%s", warning)
     if settings.workers > 1:
-        from activator.workers import run_workers
-
         return run_workers(settings)
     try:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
@@ -86,42 +104,3 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         print(f"tidal activator: cannot start: {exc}", file=sys.stderr)
         return 1
-
-
-async def serve(
-    settings: ActivatorSettings,
-    *,
-    reuse_port: bool = False,
-    admin_unix_path: str | None = None,
-    serve_admin: bool = True,
-) -> int:
-    """Run one activator until SIGTERM/SIGINT, then drain. Exit status."""
-    from activator.app import make_source, start
-
-    activator = await start(
-        settings,
-        source=make_source(settings),
-        reuse_port=reuse_port,
-        admin_unix_path=admin_unix_path,
-        serve_admin=serve_admin,
-    )
-    # Everything allocated so far (imported modules, settings, the Kubernetes
-    # client's models, Prometheus) lives as long as the process. Frozen, the
-    # collector stops re-scanning it: a full collection over those ~10^5
-    # objects takes milliseconds and would land in some request's p99.
-    gc.freeze()
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    stopper = loop.create_task(stop.wait(), name="wait for SIGTERM")
-    done, _ = await asyncio.wait([stopper, *activator.tasks], return_when=asyncio.FIRST_COMPLETED)
-    if stopper not in done:
-        stopper.cancel()
-        log.error("a background task ended; shutting down")
-        await activator.close()
-        return 1
-    log.info("SIGTERM: draining")
-    await activator.drain()
-    log.info("drained; exiting")
-    return 0

@@ -27,23 +27,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 from activator.buffering import Gate
+from activator.statuses import ERROR_STATUS
 
 __all__ = ["REASONS", "Metrics", "merge_expositions"]
 
 PREFIX = "tidal_activator_"
 
-# Why the activator answered a request itself instead of relaying a replica's answer.
-REASONS = (
-    "no_target",
-    "bad_body",
-    "body_too_large",
-    "buffer_full",
-    "draining",
-    "cold_start_timeout",
-    "upstream_failed",
-    "all_refused",
-    "refused_request",
-)
+# Why the activator answered a request itself instead of relaying a replica's
+# answer: the codes of its status table, in table order.
+REASONS = tuple(dict.fromkeys(spec.code for spec in ERROR_STATUS.values()))
 
 _DURATION_BUCKETS = (
     0.001,

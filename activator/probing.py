@@ -4,7 +4,8 @@ Every ``interval_s`` (200 ms, as Knative's activator) the prober tries a TCP
 connection to each endpoint that is not ready: one the source lists but does
 not call ready yet, or one that refused a request. A successful connect puts
 it into rotation at once (held requests go out in the same loop turn); a
-failure keeps it out.
+failure keeps it out. Draining endpoints are never probed: they are going
+away, and a successful connect must not put them back.
 
 With the routes file there is no watch to say that a replica died, so ready
 endpoints are probed too, every ``recheck_ready_s``: a listed endpoint is
@@ -19,9 +20,9 @@ concurrently, each bounded by ``timeout_s``.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 
+from activator.clock import Clock, loop_time
 from activator.readiness import EndpointTracker, TargetEndpoints
 from activator.registry import Registry
 
@@ -58,13 +59,15 @@ class Prober:
         timeout_s: float = 0.5,
         recheck_ready_s: float | None = None,
         probe: ProbeFn = tcp_probe,
+        clock: Clock = loop_time,
     ) -> None:
         self.registry = registry
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self.recheck_ready_s = recheck_ready_s
         self.probe = probe
-        self._last_recheck = 0.0
+        self.clock = clock
+        self._last_recheck: float | None = None
         self.rounds = 0
 
     async def run(self) -> None:
@@ -73,9 +76,9 @@ class Prober:
             await asyncio.sleep(self.interval_s)
 
     async def probe_once(self) -> None:
-        now = time.monotonic()
+        now = self.clock()
         recheck = self.recheck_ready_s is not None and (
-            now - self._last_recheck >= self.recheck_ready_s
+            self._last_recheck is None or now - self._last_recheck >= self.recheck_ready_s
         )
         if recheck:
             self._last_recheck = now
@@ -83,6 +86,8 @@ class Prober:
         for gate in list(self.registry.gates.values()):
             endpoints = gate.endpoints
             for tracker in list(endpoints.trackers.values()):
+                if tracker.draining:
+                    continue  # going away: no probe may put it back
                 if recheck or not tracker.ready:
                     jobs.append(self._probe(endpoints, tracker))
         if jobs:

@@ -1,4 +1,4 @@
-"""The request path: route, hold, forward, stream back, and map failures to statuses.
+"""The request path: route, hold, forward, stream back, and answer failures.
 
 :class:`Proxy` serves each request the data port parses
 (:mod:`activator.http1`, the byte-level HTTP/1.1 data path). For each it
@@ -10,9 +10,10 @@ does, in order:
 2. route it (:mod:`activator.routing`); the body is read, bounded, only to
    route by ``model``;
 3. take an endpoint from the target's gate: at once when one has room,
-   else held until one does (:mod:`activator.buffering`). While held, the
-   client's body waits in the kernel and a bounded buffer (reading pauses);
-4. forward it over a pooled keep-alive connection, with hop-by-hop headers
+   else held until one does (:mod:`activator.buffering`). While a request
+   is held, a body it was not routed by waits in a bounded buffer and the
+   kernel (reading pauses);
+4. forward it over a pooled keep-alive connection with hop-by-hop headers
    removed and ``X-Forwarded-*`` and ``X-Request-Id`` set, streaming the
    request body as it arrives (:func:`activator.http1.forward`);
 5. relay the response as it arrives, body bytes as the replica framed them
@@ -22,32 +23,17 @@ does, in order:
 A connection that fails before any byte reached the replica (refused,
 unreachable, connect timeout) marks that endpoint down and sends the request
 back to step 3, within its cold-start deadline. Once bytes went out the
-request is never retried: it ends in 502.
+request is never retried: it ends in 502, or in 408/413 when the cause was
+the client's own body (stalled past the idle timeout, over the limit). A
+failure after the answer began (the replica died mid-stream) cannot become
+a status: the client connection is closed, which tells the client the truth.
 
-Every failure the activator answers itself is an exception, and
-:data:`ERROR_STATUS` is the one table that turns exceptions into statuses,
-each with a JSON body in the OpenAI error shape:
+While a request is held, a body it was routed by stays in memory; the sum
+of such bodies is capped per activator (:mod:`activator.held_bodies`).
 
-=====================  ======  =======================================
-exception              status  when
-=====================  ======  =======================================
-NoTarget, GateClosed    404    no target matches (or it was removed)
-BadBody                 400    body must be parsed for ``model``, is not JSON
-BodyStalled             408    the client stalled sending its body
-BodyTooLarge            413    body over the limit
-BufferFull              503    ``max_buffered`` requests already held
-Draining                503    shutting down
-ColdStartTimeout        504    no replica ready within the cold-start timeout
-AllRefused              502    timed out after every replica tried refused
-UpstreamFailed          502    bytes reached a replica that then failed
-RefusedRequest          400    absolute-form target (not a forward proxy)
-ConnectRefused          405    CONNECT (not a tunnel)
-=====================  ======  =======================================
-
-503s carry ``Retry-After``. A failure after the answer began (the replica
-died mid-stream, the client's body went over the limit while the replica
-was already answering) cannot become a status: the client connection is
-closed, which tells the client the truth.
+What status to answer, and whether to go back to waiting, is decided in
+:mod:`activator.statuses` (its table lists every status); this module only
+classifies the data path's exceptions and writes the answer.
 """
 
 from __future__ import annotations
@@ -59,22 +45,43 @@ import time
 from dataclasses import dataclass
 
 from activator import http1
-from activator.buffering import BufferFull, ColdStartTimeout, Gate, GateClosed, HoldError
-from activator.http1 import BodyStalled, BodyTooLarge, Exchange
+from activator.buffering import BufferFull, ColdStartTimeout, DrainEnded, Gate, HoldError
+from activator.held_bodies import HeldBodies
+from activator.http1 import Exchange
 from activator.http1.heads import error_head_and_body
 from activator.metrics import Metrics
 from activator.registry import Registry
 from activator.routing import TARGET_HEADER
+from activator.statuses import (
+    ERROR_STATUS,
+    AllRefused,
+    BadBody,
+    BodyTimeout,
+    BodyTooLarge,
+    ConnectRefused,
+    Draining,
+    ErrorStatus,
+    Failure,
+    HeldBodiesFull,
+    NoTarget,
+    ProxyError,
+    RefusedRequest,
+    UpstreamFailed,
+    after_failure,
+    error_document,
+    status_of,
+)
 
 __all__ = [
     "ERROR_STATUS",
     "AllRefused",
     "BadBody",
-    "BodyStalled",
+    "BodyTimeout",
     "BodyTooLarge",
     "ConnectRefused",
     "Draining",
     "ErrorStatus",
+    "HeldBodiesFull",
     "NoTarget",
     "Proxy",
     "ProxyOptions",
@@ -89,97 +96,6 @@ _TARGET_HEADER = TARGET_HEADER.lower().encode()
 _STRIP = frozenset({_TARGET_HEADER})
 
 
-class ProxyError(Exception):
-    """A request the activator answers itself."""
-
-
-class NoTarget(ProxyError):
-    pass
-
-
-class BadBody(ProxyError):
-    pass
-
-
-class Draining(ProxyError):
-    pass
-
-
-class AllRefused(ProxyError):
-    pass
-
-
-class UpstreamFailed(ProxyError):
-    pass
-
-
-class RefusedRequest(ProxyError):
-    pass
-
-
-class ConnectRefused(ProxyError):
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorStatus:
-    status: int
-    type: str
-    code: str  # also the metrics' rejection reason
-    message: str
-    retry_after: bool = False
-
-
-ERROR_STATUS: dict[type[Exception], ErrorStatus] = {
-    NoTarget: ErrorStatus(404, "not_found_error", "no_target", "no target matches this request"),
-    GateClosed: ErrorStatus(404, "not_found_error", "no_target", "the target was removed"),
-    BadBody: ErrorStatus(
-        400, "invalid_request_error", "bad_body", "the body must be a JSON object with a 'model'"
-    ),
-    BodyStalled: ErrorStatus(
-        408,
-        "invalid_request_error",
-        "body_timeout",
-        "the client stopped sending the request body",
-    ),
-    BodyTooLarge: ErrorStatus(
-        413, "invalid_request_error", "body_too_large", "the request body is over the limit"
-    ),
-    BufferFull: ErrorStatus(
-        503,
-        "overloaded_error",
-        "buffer_full",
-        "too many requests are waiting for this model",
-        retry_after=True,
-    ),
-    Draining: ErrorStatus(
-        503, "unavailable_error", "draining", "the activator is shutting down", retry_after=True
-    ),
-    ColdStartTimeout: ErrorStatus(
-        504, "timeout_error", "cold_start_timeout", "no replica became ready in time"
-    ),
-    AllRefused: ErrorStatus(
-        502, "upstream_error", "all_refused", "every ready replica refused the connection"
-    ),
-    UpstreamFailed: ErrorStatus(
-        502, "upstream_error", "upstream_failed", "the replica failed while handling the request"
-    ),
-    RefusedRequest: ErrorStatus(
-        400,
-        "invalid_request_error",
-        "refused_request",
-        "absolute-form request targets are refused: this is not a forward proxy",
-    ),
-    ConnectRefused: ErrorStatus(
-        405, "invalid_request_error", "refused_request", "CONNECT is refused: this is not a tunnel"
-    ),
-}
-
-
-def _status_of(exc: Exception) -> ErrorStatus:
-    return ERROR_STATUS.get(type(exc)) or ERROR_STATUS[UpstreamFailed]
-
-
 def error_response(
     exc: Exception,
     *,
@@ -189,19 +105,24 @@ def error_response(
     close: bool = False,
     http10: bool = False,
 ) -> bytes:
-    """The one mapping from an exception to the activator's own answer (head and body)."""
-    spec = _status_of(exc)
-    rid = request_id.encode() if isinstance(request_id, str) else request_id
+    """The activator's own answer for ``exc``, head and body (:mod:`activator.statuses`)."""
+    spec = status_of(exc)
+    error = error_document(exc, detail)["error"]
     return error_head_and_body(
         spec.status,
-        error_type=spec.type,
-        code=spec.code,
-        message=spec.message + (f": {detail}" if detail else ""),
-        request_id=rid,
+        error_type=error["type"],
+        code=error["code"],
+        message=error["message"],
+        request_id=request_id.encode() if isinstance(request_id, str) else request_id,
         retry_after_s=retry_after_s if spec.retry_after else None,
         close=close,
         http10=http10,
     )
+
+
+def _client_body_error(exc: BaseException) -> ProxyError:
+    """The data path's body exceptions as the status table's."""
+    return BodyTimeout() if isinstance(exc, http1.BodyStalled) else BodyTooLarge()
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +132,7 @@ class ProxyOptions:
     max_body_bytes: int = 0
     upstream_idle_s: float = 0.0
     retry_after_s: int = 1
+    max_held_body_bytes: int = 256 * 1024 * 1024
 
 
 class Proxy:
@@ -229,8 +151,12 @@ class Proxy:
         self.metrics = metrics
         self.options = options
         self.draining = False
+        self.held_bodies = HeldBodies(options.max_held_body_bytes)
 
     async def handle(self, exchange: Exchange) -> None:
+        # The one exception to "every duration on the loop's clock": this only
+        # feeds the latency histogram, whose buckets start at 1 ms, and
+        # uvloop's loop clock counts whole milliseconds. Nothing acts on it.
         started = time.perf_counter()
         head = exchange.head
         target = ""
@@ -246,26 +172,29 @@ class Proxy:
             if gate is None:
                 raise NoTarget()
             status = await self._serve(exchange, gate, body)
-        except (ProxyError, HoldError, BodyTooLarge, BodyStalled) as exc:
+        except (ProxyError, HoldError) as exc:
             self._fail(exchange, exc, target, started)
+            return
+        except (http1.BodyTooLarge, http1.BodyStalled) as exc:
+            self._fail(exchange, _client_body_error(exc), target, started)
             return
         self.metrics.observe(target, status, time.perf_counter() - started)
 
     def _fail(self, exchange: Exchange, exc: Exception, target: str, started: float) -> None:
-        spec = _status_of(exc)
+        spec = status_of(exc)
         self.metrics.reject(target, spec.code)
         if exchange.started:
             exchange.cut()  # part of an answer went out: it cannot become a status
         else:
-            close = isinstance(exc, Draining | BodyTooLarge | BodyStalled)
+            detail = str(exc) if isinstance(exc, UpstreamFailed | AllRefused) else ""
+            error = error_document(exc, detail)["error"]
             exchange.answer_error(
                 spec.status,
-                error_type=spec.type,
-                code=spec.code,
-                message=spec.message
-                + (f": {exc}" if isinstance(exc, UpstreamFailed | AllRefused) else ""),
+                error_type=error["type"],
+                code=error["code"],
+                message=error["message"],
                 retry_after_s=self.options.retry_after_s if spec.retry_after else None,
-                close=close,
+                close=isinstance(exc, Draining | DrainEnded | BodyTimeout | BodyTooLarge),
             )
         self.metrics.observe(target, spec.status, time.perf_counter() - started)
 
@@ -295,7 +224,7 @@ class Proxy:
         return body, target
 
     async def _serve(self, exchange: Exchange, gate: Gate, body: bytes | None) -> int:
-        gate.arrivals += 1
+        gate.arrive()
         limit = self.options.max_body_bytes
         length = exchange.head.content_length
         if limit and length is not None and length > limit:
@@ -304,18 +233,26 @@ class Proxy:
         loop = asyncio.get_running_loop()
         deadline = 0.0
         refused = 0
+        held_bytes = len(body) if body else 0
         while True:
             tracker = gate.try_acquire()
             if tracker is None:
                 now = loop.time()
                 if not deadline:
                     deadline = now + timeout_s
+                if gate.full:
+                    # Before the body is counted as held: a full buffer is the answer.
+                    raise BufferFull(gate.name)
+                if not self.held_bodies.take(held_bytes):
+                    raise HeldBodiesFull()
                 try:
                     tracker = await gate.acquire(max(0.0, deadline - now))
                 except ColdStartTimeout:
                     if refused:
                         raise AllRefused(f"{refused} connection attempt(s) refused") from None
                     raise
+                finally:
+                    self.held_bodies.give_back(held_bytes)
                 self.metrics.observe_cold_wait(gate.name, loop.time() - now)
             try:
                 return await http1.forward(
@@ -328,9 +265,14 @@ class Proxy:
                     idle_s=self.options.upstream_idle_s,
                     strip=_STRIP,
                 )
-            except http1.NotSent:
+            except http1.NotSent as exc:
+                answer = after_failure(
+                    Failure.NOT_SENT, client_body=None, replica=tracker.label, what=str(exc)
+                )
+                if answer is not None:
+                    raise answer from exc
                 refused += 1
-                gate.endpoints.mark_down(tracker)
+                gate.mark_down(tracker)
                 if not deadline:
                     deadline = loop.time() + timeout_s
             except http1.UpstreamFailed as exc:
@@ -339,6 +281,10 @@ class Proxy:
                     # connection is the answer. Count it under that status.
                     log.warning("replica %s failed mid-response: %s", tracker.label, exc)
                     return exc.status
-                raise UpstreamFailed(str(exc)) from exc
+                failed = after_failure(
+                    Failure.SENT, client_body=None, replica=tracker.label, what=str(exc)
+                )
+                assert failed is not None  # bytes went out: never back to waiting
+                raise failed from exc
             finally:
                 gate.release(tracker)

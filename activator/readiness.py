@@ -8,7 +8,9 @@ lets a held request go out the moment a cold replica starts listening,
 before the EndpointSlice controller catches up (Knative's activator does the
 same); in routes-file mode it is the only signal. A refused connection marks
 an endpoint down at once, so no further request is sent there until a probe
-succeeds again.
+succeeds again. A *draining* endpoint (the source says it is going away:
+EndpointSlice ``terminating``) is never ready, whatever a probe finds; the
+requests already there finish.
 
 :class:`TargetEndpoints` keeps the ready set as a tuple swapped whole on every
 change (readers never see it half-updated) and an :class:`asyncio.Event`
@@ -20,8 +22,10 @@ wakes its waiters. :meth:`TargetEndpoints.wait_ready` ends in one of:
 - ``False`` when ``timeout_s`` passes first;
 - ``CancelledError`` when the caller is cancelled.
 
-Requests themselves do not wait here: :mod:`activator.buffering` hands
-endpoints to held requests in arrival order through ``on_change``.
+Requests themselves do not wait here: the target's gate
+(:mod:`activator.buffering`) builds its ``TargetEndpoints`` with an
+``on_change`` callback and hands endpoints to held requests in arrival order
+from it.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class EndpointTracker:
     __slots__ = (
         "base_url",
         "down",
+        "draining",
         "host",
         "in_flight",
         "key",
@@ -59,10 +64,11 @@ class EndpointTracker:
         self.source_ready = endpoint.ready
         self.probe_ok = False
         self.down = False
+        self.draining = endpoint.draining
 
     @property
     def ready(self) -> bool:
-        return not self.down and (self.source_ready or self.probe_ok)
+        return not self.down and not self.draining and (self.source_ready or self.probe_ok)
 
     def __repr__(self) -> str:
         return f"EndpointTracker({self.key}, ready={self.ready}, in_flight={self.in_flight})"
@@ -78,9 +84,6 @@ class TargetEndpoints:
         self._changed = asyncio.Event()
         self._on_change = on_change
 
-    def set_on_change(self, callback: Callable[[], None]) -> None:
-        self._on_change = callback
-
     def update(self, endpoints: Iterable[Endpoint]) -> None:
         """Take the source's latest list: add, drop, and refresh source readiness."""
         fresh: dict[str, EndpointTracker] = {}
@@ -94,6 +97,7 @@ class TargetEndpoints:
                     # an old probe success must not keep it in rotation.
                     tracker.probe_ok = False
                 tracker.source_ready = ep.ready
+                tracker.draining = ep.draining
                 tracker.label = ep.label
             fresh[ep.key] = tracker
         self.trackers = fresh
@@ -101,7 +105,7 @@ class TargetEndpoints:
 
     def set_probe_result(self, key: str, ok: bool) -> None:
         tracker = self.trackers.get(key)
-        if tracker is None:
+        if tracker is None or tracker.draining:
             return
         if ok:
             if tracker.probe_ok and not tracker.down:

@@ -2,8 +2,8 @@
 
 A source (Kubernetes or the routes file) hands :meth:`Registry.apply` a whole
 snapshot. The registry diffs it against what it has: a new target gets a
-:class:`~activator.readiness.TargetEndpoints` and a
-:class:`~activator.buffering.Gate`; a known one keeps them (its held requests
+:class:`~activator.buffering.Gate` (with its endpoints, the shared clock and
+wake queue, and the current activator count); a known one keeps them (its held requests
 and in-flight counts survive) and takes the new limits and endpoint list; a
 target that disappeared has its gate closed, which fails its held requests
 with 404 (no target matches any more). The routing table is rebuilt only
@@ -16,10 +16,11 @@ import logging
 import random
 from collections.abc import Callable, Mapping
 
-from activator.buffering import Gate
-from activator.readiness import TargetEndpoints
+from activator.buffering import DrainEnded, Gate
+from activator.clock import Clock, loop_time
 from activator.routing import RoutingTable
 from activator.targets import TargetSpec
+from activator.wake_queue import WakeQueue
 
 __all__ = ["Registry"]
 
@@ -33,22 +34,19 @@ class Registry:
         self,
         *,
         rng: random.Random | None = None,
-        on_hold_cold: Callable[[Gate], None] | None = None,
+        clock: Clock = loop_time,
+        wake: WakeQueue | None = None,
         on_update: Callable[[], None] | None = None,
     ) -> None:
         self.table = RoutingTable()
         self.specs: dict[str, TargetSpec] = {}
         self.gates: dict[str, Gate] = {}
         self._rng = rng or random.Random()
-        self._on_hold_cold = on_hold_cold
+        self._clock = clock
+        self._wake = wake
         self._on_update = on_update
         self._activators = 1
         self.updates = 0
-
-    def set_on_hold_cold(self, callback: Callable[[Gate], None]) -> None:
-        self._on_hold_cold = callback
-        for gate in self.gates.values():
-            gate._on_hold_cold = callback
 
     def apply(self, targets: Mapping[str, TargetSpec]) -> None:
         old_specs = self.specs
@@ -57,14 +55,15 @@ class Registry:
             gate = gates.get(name)
             if gate is None:
                 gate = Gate(
-                    TargetEndpoints(name),
+                    name,
                     max_buffered=spec.max_buffered,
                     container_concurrency=spec.container_concurrency,
                     cold_start_timeout_s=spec.cold_start_timeout_s,
+                    activators=self._activators,
                     rng=self._rng,
-                    on_hold_cold=self._on_hold_cold,
+                    clock=self._clock,
+                    wake=self._wake,
                 )
-                gate.set_activators(self._activators)
                 gates[name] = gate
             else:
                 gate.configure(
@@ -97,3 +96,8 @@ class Registry:
         self._activators = count
         for gate in self.gates.values():
             gate.set_activators(count)
+
+    def end_drain(self) -> None:
+        """The drain timeout ended: every request still held gets :class:`DrainEnded`."""
+        for gate in self.gates.values():
+            gate.close(DrainEnded)

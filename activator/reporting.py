@@ -10,10 +10,12 @@ zero only when every activator reports zero for it. The scaler's answer
 ``{"activators": n}`` sets this activator's share of container-concurrency.
 
 ``POST /v1/activate`` goes out the moment a request is held for a target with
-no ready replica (:meth:`Reporter.activate`, called synchronously by the
-gate). One task per target repeats it with exponential backoff (0.5 s
-doubling to 8 s) until a replica is ready, waking early when one is; a
-second held request while that task runs costs nothing.
+no ready replica: the gate puts the target on the
+:class:`~activator.wake_queue.WakeQueue` and the reporter, which consumes
+that queue in its own task, calls :meth:`Reporter.activate`. One task per
+target repeats the post with exponential backoff (0.5 s doubling to 8 s)
+until a replica is ready, waking early when one is; a second held request
+while that task runs costs nothing.
 
 Every scaler replica gets every report and every activation
 (:mod:`activator.scaler_peers` finds them): each replica keeps its windows
@@ -34,17 +36,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 
 from activator.buffering import Gate
+from activator.clock import Clock, loop_time
 from activator.metrics import Metrics
 from activator.registry import Registry
 from activator.scaler_peers import Peer, ScalerPeers
+from activator.wake_queue import WakeQueue
 
 __all__ = ["ACTIVATE_BACKOFF_S", "STATS_BACKOFF_PERIODS", "Reporter", "build_report"]
 
@@ -98,7 +100,8 @@ class Reporter:
         period_s: float = 1.0,
         timeout_s: float = 2.0,
         backoff_s: tuple[float, ...] = ACTIVATE_BACKOFF_S,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = loop_time,
+        wake: WakeQueue | None = None,
     ) -> None:
         self.registry = registry
         self.session = session
@@ -110,13 +113,19 @@ class Reporter:
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
         self.backoff_s = backoff_s
         self.clock = clock
+        self.wake = wake
         self._activating: dict[str, asyncio.Task[None]] = {}
         self._state: dict[str, _PeerState] = {}
         self._failing_activate: set[str] = set()
 
     async def run(self) -> None:
-        """Report every period until cancelled."""
+        """Report every period, and wake targets as the gates ask, until cancelled."""
         last = self.clock()
+        waking: asyncio.Task[None] | None = None
+        if self.wake is not None:
+            waking = asyncio.get_running_loop().create_task(
+                self._wake_targets(self.wake), name="wake targets"
+            )
         try:
             # Resolve the replicas now, so the first activation need not wait for DNS.
             await self.peers.current()
@@ -129,7 +138,18 @@ class Reporter:
                 last = now
                 await self.send_stats(report, now=now)
         finally:
+            if waking is not None:
+                waking.cancel()
+                await asyncio.gather(waking, return_exceptions=True)
             await self.close()
+
+    async def _wake_targets(self, wake: WakeQueue) -> None:
+        """Consume the gates' wake events: each starts (or joins) that target's activation."""
+        while True:
+            name = await wake.get()
+            gate = self.registry.gates.get(name)
+            if gate is not None:
+                self.activate(gate)
 
     async def send_stats(self, report: dict[str, Any], *, now: float) -> None:
         """Start one post of ``report`` to each replica that is neither busy nor backing off."""

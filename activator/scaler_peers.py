@@ -27,11 +27,12 @@ import asyncio
 import ipaddress
 import logging
 import socket
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from yarl import URL
+
+from activator.clock import Clock, loop_time
 
 __all__ = ["Peer", "Resolver", "ScalerPeers", "parse_scaler_urls", "resolve_all"]
 
@@ -109,7 +110,7 @@ class ScalerPeers:
         *,
         refresh_s: float = DEFAULT_REFRESH_S,
         resolve: Resolver = resolve_all,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = loop_time,
     ) -> None:
         if refresh_s <= 0:
             raise ValueError(f"refresh_s must be > 0, got {refresh_s}")

@@ -96,19 +96,19 @@ class Limits(BaseModel):
     max_body_bytes: int = Field(
         default=0, ge=0, description="bytes of any streamed request body (413 beyond); 0: no limit"
     )
+    max_held_body_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        ge=0,
+        description=(
+            "bytes of request bodies (read to route by 'model') kept while their requests are "
+            "held, over all targets per worker; past it 503 with Retry-After; 0: no limit"
+        ),
+    )
     backlog: int = Field(
         default=4096, ge=128, description="listen backlog of the data port (connections)"
     )
     upstream_connections: int = Field(
         default=0, ge=0, description="connections to all replicas together per worker; 0: no limit"
-    )
-    small_response_bytes: int = Field(
-        default=65536,
-        ge=0,
-        description=(
-            "responses with a Content-Length up to this many bytes are relayed in one write; "
-            "larger ones and chunked ones are streamed chunk by chunk"
-        ),
     )
 
 
@@ -149,7 +149,15 @@ class ActivatorSettings(BaseSettings):
         ),
     )
     scaler_token: SecretStr | None = Field(
-        default=None, description="bearer token for the scaler (from a Secret); unset: no header"
+        default=None,
+        description=(
+            "bearer token for the scaler; unset: no header. Give it in the environment or in "
+            "scaler_token_file: a flag is visible to every user in ps"
+        ),
+    )
+    scaler_token_file: Path | None = Field(
+        default=None,
+        description="file holding the scaler's bearer token (a mounted Secret), read at start",
     )
     name: str = Field(default="", description="name in reports; default: $POD_NAME, else host:pid")
     allow_target_header: bool = Field(
@@ -202,6 +210,13 @@ class ActivatorSettings(BaseSettings):
                 f"log_level must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}"
             )
         parse_scaler_urls(self.scaler_url)
+        if self.scaler_token_file is not None:
+            if self.scaler_token is not None:
+                raise ValueError(
+                    "give the scaler token once: scaler_token (TIDAL_ACTIVATOR_SCALER_TOKEN) "
+                    "or scaler_token_file, not both"
+                )
+            self.scaler_token = SecretStr(_read_token(self.scaler_token_file))
         return self
 
     @classmethod
@@ -218,6 +233,21 @@ class ActivatorSettings(BaseSettings):
         if path is not None:
             sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path))
         return tuple(sources)
+
+
+def _read_token(path: Path) -> str:
+    try:
+        token = path.read_text().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"scaler_token_file: cannot read {path}: {exc}") from None
+    if not token:
+        raise ValueError(f"scaler_token_file: {path} is empty; it must hold the bearer token")
+    if any(c.isspace() for c in token):
+        raise ValueError(
+            f"scaler_token_file: {path} holds whitespace inside the token; "
+            "it must hold the bearer token alone"
+        )
+    return token
 
 
 def load_settings(flags: dict[str, Any], config_file: Path | None = None) -> ActivatorSettings:

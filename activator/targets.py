@@ -11,7 +11,8 @@ An :class:`Endpoint` carries the source's opinion of readiness. The activator
 may know better in both directions: a direct probe can find a not-yet-ready
 endpoint accepting connections before the EndpointSlice says so, and a
 refused connection marks a "ready" one down until a probe succeeds again
-(:mod:`activator.readiness`).
+(:mod:`activator.readiness`). A *draining* endpoint is the exception: the
+source says it is going away, and nothing the activator sees overrides that.
 
 Durations are Go-style strings in annotations and routes files (``90s``,
 ``5m``, ``1h30m``, ``250ms``); :func:`parse_duration_s` turns them into
@@ -101,6 +102,10 @@ class Endpoint:
     # The source's view: EndpointSlice ``ready`` (routes file: always False,
     # readiness then comes only from probes).
     ready: bool = False
+    # Going away (EndpointSlice ``terminating``; a spot interruption notice
+    # ends there too): requests in flight there finish, nothing new is sent,
+    # and no probe puts it back in rotation.
+    draining: bool = False
 
     @property
     def key(self) -> str:

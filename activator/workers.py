@@ -34,7 +34,7 @@ import aiohttp
 import uvloop
 from aiohttp import web
 
-from activator.app import admin_app
+from activator.app import admin_app, serve
 from activator.metrics import merge_expositions
 from activator.settings import ActivatorSettings
 
@@ -44,8 +44,6 @@ log = logging.getLogger(__name__)
 
 
 def _worker_main(settings: ActivatorSettings, index: int, admin_path: str) -> None:
-    from activator.cli import serve
-
     logging.basicConfig(
         level=settings.log_level.upper(),
         format=f"%(asctime)s %(levelname)s w{index} %(name)s: %(message)s",

@@ -32,11 +32,13 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from scaler.controller import Controller
+from scaler.controller import Controller, TargetState
 from scaler.metrics import Metrics
-from scaler.signals.activator_reports import ActivatorReports, ReportError, parse_report
+from scaler.policy.api import Demand
+from scaler.signals.activator_reports import ReportError, parse_report
+from scaler.signals.hub import SignalHub
 
-__all__ = ["ServerState", "build_app"]
+__all__ = ["ServerState", "build_app", "target_view"]
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +60,40 @@ def _error(status: int, message: str, kind: str) -> web.Response:
     return web.json_response(body, status=status)
 
 
+def target_view(state: TargetState) -> dict[str, Any]:
+    """One target in ``GET /v1/targets``: live signals and the last decision."""
+    decision = state.decision
+    combined = state.combined
+    demand = combined.demand if combined is not None else Demand(False, False)
+    return {
+        "target": state.key,
+        "valid": state.problem is None,
+        "problem": state.problem,
+        "spec_replicas": state.spec_replicas,
+        "ready_replicas": state.ready_replicas,
+        "desired": decision.desired if decision else None,
+        "mode": decision.mode.value if decision else None,
+        "reason": decision.reason.value if decision else None,
+        "message": decision.message if decision else "",
+        "per_signal_desired": (
+            {k.value: v for k, v in decision.per_signal.items()} if decision else {}
+        ),
+        "signals": {
+            kind.value: {"stable": r.stable, "panic": r.panic, "fresh": r.fresh}
+            for kind, r in state.readings.items()
+        },
+        "observed": dict(combined.observed) if combined else {},
+        "activators": combined.activators if combined else 0,
+        "busy": demand.busy,
+        "all_sources_fresh": demand.all_sources_fresh,
+        "decided_at_s": state.decided_at,
+    }
+
+
 def build_app(
     *,
     controller: Controller,
-    reports: ActivatorReports,
+    signals: SignalHub,
     metrics: Metrics,
     token: str,
     clock: Callable[[], float],
@@ -91,14 +123,11 @@ def build_app(
             return _error(401, "missing or wrong bearer token", "unauthorized")
         try:
             report = parse_report(await read_json(request))
-            now = clock()
-            count = reports.record(report, now=now)
+            # Into the hub now, at its arrival time (DESIGN §4).
+            count = signals.report(report, now=clock())
         except ReportError as exc:
             metrics.report("rejected")
             return _error(400, str(exc), "invalid_request")
-        # Into the windows now, at its arrival time (DESIGN §4). Every target, not
-        # only the report's: a target an activator does not list is at zero there.
-        controller.record_arrival(reports.name, now=now)
         metrics.report("accepted")
         metrics.activators.set(count)
         return web.json_response({"activators": count})
@@ -128,8 +157,8 @@ def build_app(
         body = {
             "identity": identity,
             "leader": leader(),
-            "activators": reports.reporting(now=clock()),
-            "targets": controller.views(),
+            "activators": signals.reporting(now=clock()),
+            "targets": [target_view(t) for t in controller.target_states()],
         }
         return web.json_response(body)
 
@@ -144,7 +173,7 @@ def build_app(
     async def metrics_text(request: web.Request) -> web.Response:
         # Updated here too, so a follower that never ticks still says it follows.
         metrics.set_leader(leader())
-        metrics.activators.set(reports.reporting(now=clock()))
+        metrics.activators.set(signals.reporting(now=clock()))
         resp = web.Response(body=generate_latest(metrics.registry))
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return resp

@@ -63,7 +63,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(("activator",), "activator.cli", "run the activator (the request-holding proxy)"),
     Subcommand(("scaler",), "scaler.service", "run the scaler (the controller)"),
     Subcommand(("status",), "scaler.status", "list opted-in Deployments and their scaling state"),
-    Subcommand(("demo",), "loadtests.demo", "watch scale-from-zero and back, end to end"),
+    Subcommand(("demo",), "loadtests.demo.story", "watch scale-from-zero and back, end to end"),
     Subcommand(
         ("sandbox", "up"),
         "loadtests.sandbox.up",

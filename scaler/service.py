@@ -1,10 +1,12 @@
 """``tidal scaler``: run the controller, its HTTP server and its watches.
 
 Composition: Kubernetes access (``KUBECONFIG`` or in-cluster), the opted-in
-Deployments' watches, the three demand sources (activator reports always;
-pod scrapes unless disabled; Prometheus when a URL is set), the Lease
-election, the controller ticking every ``tick_interval_s``, and the aiohttp
-server on ``port`` (default 8090). uvloop runs the loop (entry point only).
+Deployments' watches and the target book over them, the three demand sources
+(activator reports always; pod scrapes unless disabled; Prometheus when a URL
+is set) in the signal hub, each pulled source polled on its own schedule, the
+Lease election, the actuator, the controller ticking every
+``tick_interval_s``, and the aiohttp server on ``port`` (default 8090).
+uvloop runs the loop (entry point only).
 
 Shutdown on SIGTERM/SIGINT: ``/readyz`` fails first, then the background tasks
 stop (the leader releases its Lease so a successor need not wait it out),
@@ -29,19 +31,23 @@ import uvloop
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from scaler.actuator import kube_actuator
 from scaler.app import ServerState, build_app
-from scaler.controller import Controller, ControllerSettings, IntervalTicker, PurePolicy
+from scaler.controller import Controller, ControllerSettings
 from scaler.kube.client import KubeConfigError, connect
 from scaler.kube.cluster import KubeCluster
 from scaler.kube.leader import LeaseElector
-from scaler.kube.writer import KubeEvents, KubeScaleTarget
 from scaler.metrics import Metrics
 from scaler.policy.api import SignalKind
+from scaler.policy.protocol import PurePolicy
 from scaler.settings import ScalerSettings, SettingsError, describe_settings, load_settings
 from scaler.signals.activator_reports import ActivatorReports
-from scaler.signals.base import DemandSource, PolledSource
+from scaler.signals.base import DemandSource, PolledSource, TargetPods
+from scaler.signals.hub import HubSettings, SignalHub
 from scaler.signals.prometheus import PrometheusGpu
 from scaler.signals.scrape import PodScraper
+from scaler.targets import TargetBook
+from scaler.ticking import IntervalTicker
 
 __all__ = ["configure", "run", "serve"]
 
@@ -90,15 +96,22 @@ def _identity(settings: ScalerSettings) -> str:
     )
 
 
-async def _poll(source: PolledSource, interval_s: float, controller: Controller) -> None:
+async def _poll(
+    source: PolledSource,
+    interval_s: float,
+    listing: Callable[[], list[TargetPods]],
+    signals: SignalHub,
+) -> None:
+    """Refresh ``source`` every ``interval_s`` for the pods ``listing`` names, and tell
+    the hub when each refresh completes."""
     loop = asyncio.get_running_loop()
     while True:
         started = loop.time()
         try:
-            listed = controller.pull_targets()
+            listed = listing()
             await source.refresh(listed, now=started)
             # The samples arrive now, as the scrape or query completes.
-            controller.record_arrival(source.name, now=loop.time(), keys=[t.key for t in listed])
+            signals.arrived(source.name, now=loop.time(), keys=[t.key for t in listed])
         except Exception:  # a bug in one refresh must not stop the loop
             log.exception("refresh of %s failed", source.name)
         await asyncio.sleep(max(0.0, interval_s - (loop.time() - started)))
@@ -200,31 +213,36 @@ async def serve(
             renew_deadline_s=settings.leader.renew_deadline_s,
             retry_period_s=settings.leader.retry_period_s,
         )
-        controller = Controller(
-            cluster=cluster,
-            policy=PurePolicy(),
+        policy = PurePolicy()
+        book = TargetBook(cluster, policy, gpu_metrics=bool(prom.url))
+        signals = SignalHub(
             sources=sources,
-            scale_target=KubeScaleTarget(
-                access.api, request_timeout_s=settings.kube.request_timeout_s
+            catalog=book,
+            settings=HubSettings(
+                fresh_within_s=settings.fresh_within_s,
+                fresh_within_s_by_kind=_fresh_by_kind(settings),
             ),
-            events=KubeEvents(
-                access.api, instance=identity, request_timeout_s=settings.kube.request_timeout_s
+        )
+        controller = Controller(
+            targets=book,
+            signals=signals,
+            actuator=kube_actuator(
+                access,
+                identity=identity,
+                metrics=metrics,
+                request_timeout_s=settings.kube.request_timeout_s,
+                max_concurrent_writes=settings.max_concurrent_writes,
             ),
+            policy=policy,
             leader=leader,
             metrics=metrics,
             clock=loop.time,
-            settings=ControllerSettings(
-                fresh_within_s=settings.fresh_within_s,
-                max_concurrent_writes=settings.max_concurrent_writes,
-                prometheus_configured=bool(prom.url),
-                fresh_within_s_by_kind=_fresh_by_kind(settings),
-                tick_interval_s=settings.tick_interval_s,
-            ),
+            settings=ControllerSettings(tick_interval_s=settings.tick_interval_s),
         )
         pokes.append(controller.poke)
         app = build_app(
             controller=controller,
-            reports=reports,
+            signals=signals,
             metrics=metrics,
             token=settings.token.get_secret_value(),
             clock=loop.time,
@@ -252,7 +270,9 @@ async def serve(
             ("leader", leader.run()),
             ("controller", controller.run(IntervalTicker(settings.tick_interval_s))),
         ]
-        jobs += [(f"poll-{s.name}", _poll(s, every, controller)) for s, every in polled]
+        jobs += [
+            (f"poll-{s.name}", _poll(s, every, book.poll_targets, signals)) for s, every in polled
+        ]
         tasks = [asyncio.ensure_future(job) for _, job in jobs]
         for (name, _), task in zip(jobs, tasks, strict=True):
             task.set_name(f"tidal-scaler-{name}")

@@ -7,6 +7,9 @@ Covers:
   processes started by the sandbox run in their own process groups, so we
   walk /proc for descendants rather than trusting process groups); the
   leftovers are killed so one leaky test cannot poison the rest;
+- no event loop is created implicitly: a sync test run before the first async
+  one would otherwise get one from looptime's ``policy.get_event_loop()``
+  that nobody closes (an "unclosed event loop" error at a later test);
 - ``tool_path`` finds a binary a test needs, or fails with the install hint:
   a test never skips silently because a tool is missing.
 
@@ -30,6 +33,12 @@ import pytest_asyncio
 
 # Debian package that provides each binary a test may ask for.
 DEBIAN_PACKAGES = {"prometheus": "prometheus", "nginx": "nginx"}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # Marks the main thread's loop as explicitly unset, so get_event_loop() raises
+    # instead of creating a loop; pytest-asyncio sets its own for each async test.
+    asyncio.set_event_loop(None)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -10,9 +10,12 @@ with literal dicts.
   its default is used, so one typo does not take a model off the data path;
   the scaler raises the ``InvalidAnnotation`` event.
 - :func:`endpoints_from_slices` turns the EndpointSlices of the target's
-  Service into endpoints: every address of every endpoint that is not
-  ``terminating``, with ``ready`` as the slice says (an absent condition
-  means ready, as the API documents). The port is the Service port named by
+  Service into endpoints: every address of every endpoint, with ``ready``
+  as the slice says (an absent condition means ready, as the API
+  documents). A ``terminating`` endpoint, or one still ``serving`` but not
+  ``ready`` (how a terminating pod looks when the API server does not say
+  ``terminating``), is *draining*: kept, so its in-flight requests stay
+  counted, but never ready. The port is the Service port named by
   ``routing.tidal.dev/port`` (a number or a name; default: the first port),
   looked up by name in the slice, since slices carry the Service's port
   names with the *target* port numbers.
@@ -178,18 +181,29 @@ def endpoints_from_slices(
             continue
         for ep in sl.get("endpoints") or []:
             conditions = ep.get("conditions") or {}
-            if conditions.get("terminating") is True:
-                continue
-            ready = conditions.get("ready")
-            ready = True if ready is None else bool(ready)
+            ready_condition = conditions.get("ready")
+            draining = conditions.get("terminating") is True or (
+                conditions.get("serving") is True and ready_condition is False
+            )
+            ready = not draining and (ready_condition is None or bool(ready_condition))
             ref = ep.get("targetRef") or {}
             pod = str(ref.get("name", "")) if ref.get("kind") == "Pod" else ""
             for address in ep.get("addresses") or []:
                 key = (str(address), int(number))
                 previous = found.get(key)
-                if previous is None or (ready and not previous.ready):
+                # One address in two slices (a slice being replaced): the
+                # livelier view wins, ready over not ready over draining.
+                if (
+                    previous is None
+                    or (ready and not previous.ready)
+                    or (previous.draining and not draining)
+                ):
                     found[key] = Endpoint(
-                        host=str(address), port=int(number), name=pod, ready=ready
+                        host=str(address),
+                        port=int(number),
+                        name=pod,
+                        ready=ready,
+                        draining=draining,
                     )
     return tuple(found[k] for k in sorted(found))
 

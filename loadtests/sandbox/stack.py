@@ -44,6 +44,7 @@ import aiohttp
 
 from loadtests.sandbox.cluster.cluster import SandboxCluster
 from loadtests.sandbox.cluster.defaults import apply_defaults
+from loadtests.sandbox.cluster.quantity_fields import canonicalize_quantities
 from loadtests.sandbox.cluster.resources import by_group_version_plural
 from loadtests.sandbox.cluster.simple_launcher import die_with_parent
 from loadtests.sandbox.example import ExampleModel
@@ -258,10 +259,10 @@ class SandboxStack:
                         str(self.settings.activator_admin_port),
                         "--scaler-url",
                         self.scaler_url,
-                        f"--scaler-token={self.token}",
                         *self.settings.activator_args,
                     ],
-                    env=self._env(),
+                    # In the environment, not a flag: flags are visible in ps.
+                    env={**self._env(), "TIDAL_ACTIVATOR_SCALER_TOKEN": self.token},
                     log=self.directory / "logs" / "tidal-activator.log",
                 )
             await self.scaler.start()
@@ -286,11 +287,13 @@ class SandboxStack:
     def apply_example(self, example: ExampleModel) -> None:
         assert DEPLOYMENTS is not None
         assert SERVICES is not None
-        # Written straight into the store, so default them as the API server
-        # would: otherwise the first write through the API (the scaler's
-        # /scale patch) fills the template's defaults and starts a rollout.
+        # Written straight into the store, so default them and write their
+        # quantities as the API server would: otherwise the first write
+        # through the API (the scaler's /scale patch) fills the template's
+        # defaults and starts a rollout.
         for rtype, obj in ((SERVICES, example.service()), (DEPLOYMENTS, example.deployment())):
             apply_defaults(obj, rtype.kind, creating=True)
+            canonicalize_quantities(obj, group=rtype.group, version=rtype.version, kind=rtype.kind)
             self.cluster.store.create(rtype, obj)
 
     async def _wait_ready(self) -> None:

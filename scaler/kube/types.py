@@ -5,7 +5,8 @@ Plain frozen values (:class:`DeploymentInfo`, :class:`PodInfo`,
 :class:`ScaleTarget`, :class:`EventSink`, :class:`LeaderElector`). This module
 imports no Kubernetes client, so the controller and its tests depend on these
 shapes only; ``scaler.kube.cluster``, ``.writer`` and ``.leader`` implement
-them with kubernetes_asyncio, and tests implement them with small fakes.
+them with kubernetes_asyncio, and tests implement them with small fakes. Only
+:mod:`scaler.actuator` uses ``.writer`` (an import contract says so).
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@
 - **Events**: core/v1 Events involving the Deployment, from component
   ``tidal-scaler``.
 
-All failures come out as :mod:`scaler.kube.errors` types.
+All failures come out as :mod:`scaler.kube.errors` types. Only
+:mod:`scaler.actuator` imports this module (an import contract in
+pyproject.toml): every write the scaler makes goes through it.
 """
 
 from __future__ import annotations

@@ -12,6 +12,13 @@ What the controller uses, all re-exported here:
   samples as they arrive and read at each decision;
 - :mod:`~scaler.policy.decide`: ``decide`` and its ``PolicyState``;
 - :mod:`~scaler.policy.placement`: ``split``, the spot/on-demand split.
+
+Beside them, the pure pieces the controller, the hub and the actuator use:
+:mod:`~scaler.policy.protocol` (the ``Policy`` seam and ``PurePolicy``),
+:mod:`~scaler.policy.freshness` (when a signal may lower the scale),
+:mod:`~scaler.policy.status_doc` (the status annotation's document),
+:mod:`~scaler.policy.deletion` (pod-deletion-cost ranking) and
+:mod:`~scaler.policy.events` (Event reasons and messages).
 """
 
 from scaler.policy.annotations import (

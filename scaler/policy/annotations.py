@@ -23,7 +23,10 @@ Main decisions:
 - **A signal that can never arrive is an error**: the KV-cache target needs
   ``engine: vllm`` (only vLLM exports it); otherwise that signal would be
   missing forever and, since missing data never lowers the scale, the model
-  would never scale down.
+  would never scale down. Likewise the GPU target needs GPU metrics, which
+  depend on the scaler's setup as well: :func:`check_supported` checks a
+  parsed config against it (Triton exports GPU utilization, any engine has it
+  when the scaler queries a Prometheus).
 - Durations are Go-style (``500ms``, ``90s``, ``5m``, ``1h30m``; a bare ``0``
   too); percentages are 0-100 and become fractions.
 """
@@ -45,6 +48,7 @@ __all__ = [
     "STATUS_ANNOTATION",
     "AnnotationProblem",
     "InvalidAnnotation",
+    "check_supported",
     "parse_duration_s",
     "parse_scaling_config",
 ]
@@ -474,3 +478,21 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
             pending_timeout_s=pending_timeout_s,
         ),
     )
+
+
+def check_supported(config: ScalingConfig, *, gpu_metrics: bool) -> None:
+    """Reject a ``config`` whose signals this scaler's setup can never measure.
+
+    ``gpu_metrics``: the scaler queries a Prometheus for DCGM utilization.
+    Without it only Triton's own ``nv_gpu_utilization`` gives GPU utilization.
+    Raises :class:`InvalidAnnotation` naming the key, its value and what is
+    allowed (the KV-cache target is checked by :func:`parse_scaling_config`).
+    """
+    gpu = config.target_gpu_utilization
+    if gpu is not None and not (gpu_metrics or config.engine == "triton"):
+        raise InvalidAnnotation(
+            TARGET_GPU,
+            f"{round(gpu * 100)}",
+            f"only with {ENGINE} triton, or when the scaler has a Prometheus URL "
+            "(it needs GPU metrics)",
+        )

@@ -1,6 +1,6 @@
 """The contract between the scaler's pure policy and the code that drives it.
 
-The controller (I/O side) owns one :class:`SignalWindows` per target and
+The signal hub (:mod:`scaler.signals.hub`) owns one :class:`SignalWindows` per target and
 records samples into it as they arrive (an activator report, a pod scrape, a
 Prometheus answer), each with the time it arrived. At every tick, and at once
 on an activation, it builds an :class:`Observation` and calls
@@ -117,7 +117,7 @@ class SignalReading:
 
     ``stable``/``panic`` are the averages over the stable and panic windows,
     ``None`` when the window holds no sample at all. ``fresh`` says a sample
-    arrived recently enough to trust (the controller decides how recent, per
+    arrived recently enough to trust (the hub decides how recent, per
     source). No data is not zero load: a missing or stale reading may raise
     the desired scale but never lower it.
     """

@@ -46,6 +46,12 @@ says "as Knative"):
 ``recheck_after_s`` is set when the scale-down delay, the grace period or the
 warm-up will expire: the controller should decide again then if its next tick
 is later.
+
+In the code, :func:`decide` reads as this list: ``_estimate`` (1),
+``_rates`` (2), ``_panic`` (3), ``_idle`` (the idle clock), then
+``_at_zero`` or ``_grace_over`` for zero, else ``_no_data_floor`` (4),
+``_scale_down_delay`` (5), ``_bounds`` (6), and ``_explain`` for the reason
+and message; each a small pure function of its inputs.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ from dataclasses import dataclass, field, replace
 
 from scaler.policy.api import (
     Decision,
+    Demand,
     Mode,
     Observation,
     Reason,
@@ -172,10 +179,326 @@ def _fmt_s(seconds: float) -> str:
     return f"{seconds:.0f}s" if seconds >= 1 else f"{seconds:.1f}s"
 
 
-def decide(
-    *, config: ScalingConfig, observation: Observation, state: PolicyState, now: float
+# --- step 2: rates ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Rates:
+    max_up: int  # the most replicas this decision may ask for
+    min_down: int  # the fewest (above zero) it may ask for
+
+
+def _rates(config: ScalingConfig, current: int, ready: int) -> _Rates:
+    """Knative's rate limits on ``max(ready, 1)``; a rate never forces a step the other
+    way (ready can still count pods a scale-down is removing, so the floor is capped at
+    the current scale)."""
+    base = max(ready, 1)
+    max_up = max(current, math.ceil(config.max_scale_up_rate * base - _EPSILON))
+    min_down = min(_ceil(base / config.max_scale_down_rate), base - 1, current)
+    return _Rates(max_up=max_up, min_down=min_down)
+
+
+def _limit(want: int, rates: _Rates) -> int:
+    return min(max(want, rates.min_down), rates.max_up)
+
+
+# --- step 3: panic ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Panic:
+    crossed_s: float | None  # last crossing of the threshold; None: stable mode
+    desired: int  # the highest desired since panic began (0 in stable mode)
+    want: int  # what stable and panic together want now
+
+    @property
+    def mode(self) -> Mode:
+        return Mode.STABLE if self.crossed_s is None else Mode.PANIC
+
+
+def _panic(
+    config: ScalingConfig,
+    state: PolicyState,
+    est: _Estimates,
+    rates: _Rates,
+    ready: int,
+    now: float,
+) -> _Panic:
+    """Enter when panic-desired / max(ready, 1) reaches the threshold; every crossing
+    extends it; leave a whole stable window after the last. In panic the desired
+    scale is the largest since panic began."""
+    crossed_s, top = state.panic_crossed_s, state.panic_desired
+    if est.panic / max(ready, 1) >= config.panic_threshold_percentage / 100.0:
+        crossed_s = now
+    elif crossed_s is not None and now - crossed_s > config.window_s:
+        crossed_s, top = None, 0
+    want = _limit(est.stable, rates)
+    if crossed_s is not None:
+        want = max(want, _limit(est.panic, rates), top)
+        top = want
+    return _Panic(crossed_s=crossed_s, desired=top, want=want)
+
+
+def _per_signal(est: _Estimates, mode: Mode) -> dict[SignalKind, int]:
+    """What each signal asks for, for the decision's record (panic: the larger view)."""
+    if mode is Mode.STABLE:
+        return dict(est.per_signal_stable)
+    return {k: max(v, est.per_signal_panic.get(k, 0)) for k, v in est.per_signal_stable.items()}
+
+
+# --- idle clock (for zero) ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Idle:
+    now_idle: bool  # not busy, and every source fresh
+    since_s: float | None  # start of the current idle stretch
+    for_s: float  # how long it has lasted (0 when not idle)
+
+
+def _idle(state: PolicyState, demand: Demand, now: float) -> _Idle:
+    now_idle = not demand.busy and demand.all_sources_fresh
+    since = (state.idle_since_s if state.idle_since_s is not None else now) if now_idle else None
+    return _Idle(now_idle=now_idle, since_s=since, for_s=now - since if since is not None else 0.0)
+
+
+# --- the result ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """Everything the decision and the next state need, whichever step ended it."""
+
+    desired: int
+    reason: Reason
+    message: str
+    hold: MaxHold
+    panic_crossed_s: float | None
+    panic_desired: int
+    idle_since_s: float | None
+    recheck_after_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """What every outcome's decision records, whichever step ended it."""
+
+    per_signal: dict[SignalKind, int]
+    missing: tuple[SignalKind, ...]
+    now: float
+
+
+def _finish(
+    state: PolicyState, outcome: _Outcome, context: _Context
 ) -> tuple[Decision, PolicyState]:
-    """Decide one target's desired replica count at ``now``; see the module docstring."""
+    per_signal, missing, now = context.per_signal, context.missing, context.now
+    decision = Decision(
+        desired=outcome.desired,
+        reason=outcome.reason,
+        mode=Mode.STABLE if outcome.panic_crossed_s is None else Mode.PANIC,
+        per_signal=per_signal,
+        recheck_after_s=outcome.recheck_after_s,
+        message=outcome.message,
+        missing_signals=missing,
+    )
+    changed = state.last_desired is None or outcome.desired != state.last_desired
+    new_state = replace(
+        state,
+        panic_crossed_s=outcome.panic_crossed_s,
+        panic_desired=outcome.panic_desired,
+        delay_hold=outcome.hold,
+        idle_since_s=outcome.idle_since_s,
+        last_desired=outcome.desired,
+        last_change_s=now if changed else state.last_change_s,
+        last_reason=outcome.reason,
+    )
+    return decision, new_state
+
+
+def _hold_from(desired: int, config: ScalingConfig, now: float) -> MaxHold:
+    """A fresh scale-down hold that starts at ``desired`` (none without a delay)."""
+    delay_s = config.scale_down_delay_s
+    return MaxHold().record(desired, now, window_s=delay_s) if delay_s > 0 else MaxHold()
+
+
+# --- zero: waking from it, and going to it -------------------------------------------
+
+
+def _at_zero(
+    config: ScalingConfig,
+    observation: Observation,
+    est: _Estimates,
+    rates: _Rates,
+    panic: _Panic,
+    idle: _Idle,
+    now: float,
+) -> _Outcome:
+    """From zero: wake at once on an activation or visible demand; else stay (or rise
+    to min-scale)."""
+    if observation.activation_requested or observation.demand.busy:
+        signal_desired = min(max(est.stable, est.panic), rates.max_up)
+        desired = min(max(config.initial_scale, config.min_scale, signal_desired), config.max_scale)
+        why = "activation" if observation.activation_requested else "demand while at zero"
+        return _Outcome(
+            desired=desired,
+            reason=Reason.ACTIVATED,
+            message=(
+                f"woke from zero on {why} to {desired} (initial-scale {config.initial_scale}, "
+                f"signals want {signal_desired})"
+            ),
+            hold=_hold_from(desired, config, now),
+            panic_crossed_s=panic.crossed_s,
+            panic_desired=max(panic.desired, desired) if panic.crossed_s is not None else 0,
+            # An activation is demand: the idle clock restarts, or a target idle at
+            # zero for an hour could be sent back to zero at the next tick, before
+            # the activator's report shows it busy.
+            idle_since_s=None,
+        )
+    if config.min_scale > 0:
+        desired = min(config.min_scale, config.max_scale)
+        return _Outcome(
+            desired=desired,
+            reason=Reason.SCALED_UP,
+            message=f"raised to min-scale {desired}",
+            hold=_hold_from(desired, config, now),
+            panic_crossed_s=panic.crossed_s,
+            panic_desired=panic.desired,
+            idle_since_s=idle.since_s,
+        )
+    return _Outcome(
+        desired=0,
+        reason=Reason.STEADY,
+        message="at zero, no demand",
+        hold=MaxHold(),
+        panic_crossed_s=None,
+        panic_desired=0,
+        idle_since_s=idle.since_s,
+    )
+
+
+def _grace_over(config: ScalingConfig, est: _Estimates, idle: _Idle) -> bool:
+    """To zero: min-scale 0, idle (nothing busy, every source fresh) for the whole grace
+    period, and every signal fresh. The grace period is this step's delay: it bypasses
+    the scale-down delay and rate."""
+    return (
+        config.min_scale == 0
+        and idle.since_s is not None
+        and not est.missing
+        and idle.for_s >= config.scale_to_zero_grace_s
+    )
+
+
+# --- steps 4-6: no-data floor, scale-down delay, bounds ------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Floor:
+    want: int
+    applied: bool  # the no-data or warm-up floor raised ``want`` to the current scale
+    warm_up_left_s: float
+    recheck_s: float | None  # when the warm-up ends (only if that is what holds)
+
+
+def _no_data_floor(
+    config: ScalingConfig, state: PolicyState, est: _Estimates, want: int, current: int, now: float
+) -> _Floor:
+    """No data is not zero load; nor is a freshly started policy: either keeps the
+    scale from falling below the current one."""
+    warm_up_left_s = state.started_s + config.window_s - now
+    if (est.missing or warm_up_left_s > 0) and want < current:
+        recheck = warm_up_left_s if not est.missing else None
+        return _Floor(want=current, applied=True, warm_up_left_s=warm_up_left_s, recheck_s=recheck)
+    return _Floor(want=want, applied=False, warm_up_left_s=warm_up_left_s, recheck_s=None)
+
+
+@dataclass(frozen=True, slots=True)
+class _Delay:
+    want: int
+    hold: MaxHold
+    delayed: bool  # the hold raised ``want``
+    recheck_s: float | None  # when the held value next changes
+
+
+def _scale_down_delay(config: ScalingConfig, state: PolicyState, want: int, now: float) -> _Delay:
+    """The highest decision within the delay is held. It only "holds" above the
+    non-zero floor; below that the grace period is what holds."""
+    delay_s = config.scale_down_delay_s
+    if delay_s <= 0:
+        return _Delay(want=want, hold=MaxHold(), delayed=False, recheck_s=None)
+    hold = state.delay_hold.record(want, now, window_s=delay_s)
+    held = hold.current(now, window_s=delay_s)
+    if held is not None and held > max(want, _floor(config)):
+        expiry = hold.next_change_s(now, window_s=delay_s)
+        return _Delay(want=held, hold=hold, delayed=True, recheck_s=expiry)
+    return _Delay(want=want, hold=hold, delayed=False, recheck_s=None)
+
+
+def _floor(config: ScalingConfig) -> int:
+    return max(1, config.min_scale)
+
+
+def _bounds(config: ScalingConfig, want: int) -> int:
+    """``[max(1, min_scale), max_scale]`` above zero."""
+    return min(max(want, _floor(config)), config.max_scale)
+
+
+# --- the explanation ---------------------------------------------------------------
+
+
+def _explain(
+    *,
+    config: ScalingConfig,
+    est: _Estimates,
+    mode: Mode,
+    desired: int,
+    current: int,
+    signal_want: int,
+    floor: _Floor,
+    delay: _Delay,
+    idle: _Idle,
+    grace_pending: bool,
+    busy: bool,
+) -> tuple[Reason, str]:
+    """The decision's reason and message, from what each step did."""
+    low = _floor(config)
+    top = est.stable if mode is Mode.STABLE else max(est.stable, est.panic)
+    if desired > current:
+        message = f"signals want {top} ({mode})"
+        if desired < top:
+            message += f", limited to {desired}"
+        elif desired == low > top:
+            message = f"raised to min-scale {desired}"
+        return Reason.SCALED_UP, message
+    if desired < current:
+        message = f"signals want {signal_want} ({mode})"
+        if delay.delayed:
+            message += f", scale-down delay holds {desired}"
+        return Reason.SCALED_DOWN, message
+    if floor.applied:
+        if est.missing:
+            names = ", ".join(str(kind) for kind in est.missing)
+            return Reason.NO_DATA, f"no fresh data for {names}: keeping {desired}"
+        return (
+            Reason.NO_DATA,
+            f"warming up ({_fmt_s(floor.warm_up_left_s)} left): keeping {desired}",
+        )
+    if delay.delayed or (grace_pending and signal_want < low):
+        if delay.delayed:
+            return Reason.HOLDING, f"signals want {signal_want}; scale-down delay holds {desired}"
+        grace = _fmt_s(config.scale_to_zero_grace_s)
+        return Reason.HOLDING, f"idle {_fmt_s(idle.for_s)} of {grace} grace period"
+    if config.min_scale == 0 and signal_want < low and not busy and not idle.now_idle:
+        # Would go to zero but some demand source is stale: "not busy" is unproven.
+        return Reason.NO_DATA, f"not every demand source is fresh: keeping {desired}"
+    if busy and signal_want < low:
+        return Reason.STEADY, "busy: keeping at least one replica"
+    return Reason.STEADY, f"signals want {signal_want} ({mode})"
+
+
+# --- decide ---------------------------------------------------------------------------
+
+
+def _check(observation: Observation, now: float) -> None:
     if not math.isfinite(now):
         raise ValueError(f"now must be a finite number of seconds, got {now!r}")
     if observation.ready_replicas < 0 or observation.spec_replicas < 0:
@@ -183,198 +506,68 @@ def decide(
             "replica counts must be >= 0, got "
             f"ready={observation.ready_replicas} spec={observation.spec_replicas}"
         )
-    current = observation.spec_replicas
-    ready = observation.ready_replicas
-    ready_for_rates = max(ready, 1)
-    demand = observation.demand
-    est = _estimate(config, observation)
 
-    # Rates, as Knative (step 2 of the module docstring).
-    max_up = max(current, math.ceil(config.max_scale_up_rate * ready_for_rates - _EPSILON))
-    # A rate limits a step; it never forces one the other way (ready can still
-    # count pods that a scale-down is removing, so cap the floor at current).
-    min_down = min(
-        _ceil(ready_for_rates / config.max_scale_down_rate), ready_for_rates - 1, current
+
+def decide(
+    *, config: ScalingConfig, observation: Observation, state: PolicyState, now: float
+) -> tuple[Decision, PolicyState]:
+    """Decide one target's desired replica count at ``now``; see the module docstring."""
+    _check(observation, now)
+    current, ready = observation.spec_replicas, observation.ready_replicas
+    est = _estimate(config, observation)  # 1. per signal
+    rates = _rates(config, current, ready)  # 2. rates
+    panic = _panic(config, state, est, rates, ready, now)  # 3. panic
+    idle = _idle(state, observation.demand, now)
+    context = _Context(per_signal=_per_signal(est, panic.mode), missing=est.missing, now=now)
+
+    if current == 0:
+        return _finish(state, _at_zero(config, observation, est, rates, panic, idle, now), context)
+    if _grace_over(config, est, idle):
+        grace_s = config.scale_to_zero_grace_s
+        return _finish(
+            state,
+            _Outcome(
+                desired=0,
+                reason=Reason.SCALED_TO_ZERO,
+                message=f"idle for {_fmt_s(idle.for_s)} (grace period {_fmt_s(grace_s)})",
+                hold=MaxHold(),
+                panic_crossed_s=None,
+                panic_desired=0,
+                idle_since_s=idle.since_s,
+            ),
+            context,
+        )
+
+    floor = _no_data_floor(config, state, est, panic.want, current, now)  # 4. no data
+    delay = _scale_down_delay(config, state, floor.want, now)  # 5. scale-down delay
+    desired = _bounds(config, delay.want)  # 6. bounds
+    grace_s = config.scale_to_zero_grace_s
+    grace_pending = config.min_scale == 0 and idle.since_s is not None and idle.for_s < grace_s
+    reason, message = _explain(
+        config=config,
+        est=est,
+        mode=panic.mode,
+        desired=desired,
+        current=current,
+        signal_want=panic.want,
+        floor=floor,
+        delay=delay,
+        idle=idle,
+        grace_pending=grace_pending,
+        busy=observation.demand.busy,
     )
-    stable_want = min(max(est.stable, min_down), max_up)
-    panic_want = min(max(est.panic, min_down), max_up)
-
-    # Panic, as Knative (step 3).
-    panic_crossed_s = state.panic_crossed_s
-    panic_desired = state.panic_desired
-    over_threshold = est.panic / ready_for_rates >= config.panic_threshold_percentage / 100.0
-    if over_threshold:
-        panic_crossed_s = now
-    elif panic_crossed_s is not None and now - panic_crossed_s > config.window_s:
-        panic_crossed_s = None
-        panic_desired = 0
-    want = stable_want
-    if panic_crossed_s is not None:
-        want = max(want, panic_want, panic_desired)
-        panic_desired = want
-    mode = Mode.STABLE if panic_crossed_s is None else Mode.PANIC
-    per_signal = {
-        kind: max(value, est.per_signal_panic.get(kind, 0)) if mode is Mode.PANIC else value
-        for kind, value in est.per_signal_stable.items()
-    }
-
-    # Idle tracking for scale to zero.
-    idle_now = not demand.busy and demand.all_sources_fresh
-    idle_since_s = (
-        (state.idle_since_s if state.idle_since_s is not None else now) if idle_now else None
-    )
-    idle_for_s = now - idle_since_s if idle_since_s is not None else 0.0
-
-    def finish(
-        desired: int,
-        reason: Reason,
-        message: str,
-        *,
-        hold: MaxHold,
-        recheck_after_s: float | None = None,
-        panic: tuple[float | None, int] = (panic_crossed_s, panic_desired),
-        idle_since: float | None = idle_since_s,
-    ) -> tuple[Decision, PolicyState]:
-        crossed, top = panic
-        decision = Decision(
+    rechecks = [floor.recheck_s, delay.recheck_s, grace_s - idle.for_s if grace_pending else None]
+    return _finish(
+        state,
+        _Outcome(
             desired=desired,
             reason=reason,
-            mode=Mode.STABLE if crossed is None else Mode.PANIC,
-            per_signal=per_signal,
-            recheck_after_s=recheck_after_s,
             message=message,
-            missing_signals=est.missing,
-        )
-        changed = state.last_desired is None or desired != state.last_desired
-        new_state = replace(
-            state,
-            panic_crossed_s=crossed,
-            panic_desired=top,
-            delay_hold=hold,
-            idle_since_s=idle_since,
-            last_desired=desired,
-            last_change_s=now if changed else state.last_change_s,
-            last_reason=reason,
-        )
-        return decision, new_state
-
-    delay_s = config.scale_down_delay_s
-
-    # From zero: wake at once on an activation or visible demand; else stay.
-    if current == 0:
-        if observation.activation_requested or demand.busy:
-            signal_desired = min(max(est.stable, est.panic), max_up)
-            desired = min(
-                max(config.initial_scale, config.min_scale, signal_desired), config.max_scale
-            )
-            hold = MaxHold().record(desired, now, window_s=delay_s) if delay_s > 0 else MaxHold()
-            why = "activation" if observation.activation_requested else "demand while at zero"
-            return finish(
-                desired,
-                Reason.ACTIVATED,
-                f"woke from zero on {why} to {desired} (initial-scale {config.initial_scale}, "
-                f"signals want {signal_desired})",
-                hold=hold,
-                panic=(
-                    panic_crossed_s,
-                    max(panic_desired, desired) if panic_crossed_s is not None else 0,
-                ),
-                # An activation is demand: the idle clock restarts, or a target
-                # idle at zero for an hour could be sent back to zero at the next
-                # tick, before the activator's report shows it busy.
-                idle_since=None,
-            )
-        if config.min_scale > 0:
-            desired = min(config.min_scale, config.max_scale)
-            return finish(
-                desired,
-                Reason.SCALED_UP,
-                f"raised to min-scale {desired}",
-                hold=MaxHold().record(desired, now, window_s=delay_s) if delay_s > 0 else MaxHold(),
-            )
-        return finish(0, Reason.STEADY, "at zero, no demand", hold=MaxHold(), panic=(None, 0))
-
-    # Scale to zero after the grace period (its own delay; see the docstring).
-    all_fresh = not est.missing
-    grace_s = config.scale_to_zero_grace_s
-    if config.min_scale == 0 and idle_since_s is not None and all_fresh and idle_for_s >= grace_s:
-        return finish(
-            0,
-            Reason.SCALED_TO_ZERO,
-            f"idle for {_fmt_s(idle_for_s)} (grace period {_fmt_s(grace_s)})",
-            hold=MaxHold(),
-            panic=(None, 0),
-        )
-
-    rechecks: list[float] = []
-    signal_want = want
-
-    # No data is not zero load; nor is a freshly started policy (step 4).
-    warm_up_left_s = state.started_s + config.window_s - now
-    no_data_floor = False
-    if (est.missing or warm_up_left_s > 0) and want < current:
-        want = current
-        no_data_floor = True
-        if not est.missing:
-            rechecks.append(warm_up_left_s)
-
-    # Scale-down delay (step 5). It only "holds" when the held value is above
-    # the non-zero floor; below that the grace period is what holds.
-    floor = max(1, config.min_scale)
-    delayed = False
-    if delay_s > 0:
-        hold = state.delay_hold.record(want, now, window_s=delay_s)
-        held = hold.current(now, window_s=delay_s)
-        if held is not None and held > max(want, floor):
-            delayed = True
-            want = held
-            expiry = hold.next_change_s(now, window_s=delay_s)
-            if expiry is not None:
-                rechecks.append(expiry)
-    else:
-        hold = MaxHold()
-
-    # Bounds (step 6).
-    desired = min(max(want, floor), config.max_scale)
-    grace_pending = config.min_scale == 0 and idle_since_s is not None and idle_for_s < grace_s
-    if grace_pending:
-        rechecks.append(grace_s - idle_for_s)
-
-    top = est.stable if mode is Mode.STABLE else max(est.stable, est.panic)
-    if desired > current:
-        reason = Reason.SCALED_UP
-        message = f"signals want {top} ({mode})"
-        if desired < top:
-            message += f", limited to {desired}"
-        elif desired == floor > top:
-            message = f"raised to min-scale {desired}"
-    elif desired < current:
-        reason = Reason.SCALED_DOWN
-        message = f"signals want {signal_want} ({mode})"
-        if delayed:
-            message += f", scale-down delay holds {desired}"
-    elif no_data_floor:
-        reason = Reason.NO_DATA
-        if est.missing:
-            names = ", ".join(str(kind) for kind in est.missing)
-            message = f"no fresh data for {names}: keeping {desired}"
-        else:
-            message = f"warming up ({_fmt_s(warm_up_left_s)} left): keeping {desired}"
-    elif delayed or (grace_pending and signal_want < floor):
-        reason = Reason.HOLDING
-        if delayed:
-            message = f"signals want {signal_want}; scale-down delay holds {desired}"
-        else:
-            message = f"idle {_fmt_s(idle_for_s)} of {_fmt_s(grace_s)} grace period"
-    elif config.min_scale == 0 and signal_want < floor and not demand.busy and not idle_now:
-        # Would go to zero but some demand source is stale: "not busy" is unproven.
-        reason = Reason.NO_DATA
-        message = f"not every demand source is fresh: keeping {desired}"
-    else:
-        reason = Reason.STEADY
-        message = f"signals want {signal_want} ({mode})"
-        if demand.busy and signal_want < floor:
-            message = "busy: keeping at least one replica"
-
-    recheck = min((r for r in rechecks if r > 0), default=None)
-    return finish(desired, reason, message, hold=hold, recheck_after_s=recheck)
+            hold=delay.hold,
+            panic_crossed_s=panic.crossed_s,
+            panic_desired=panic.desired,
+            idle_since_s=idle.since_s,
+            recheck_after_s=min((r for r in rechecks if r is not None and r > 0), default=None),
+        ),
+        context,
+    )

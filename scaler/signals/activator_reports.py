@@ -22,10 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scaler.signals.base import SourceReading
+from scaler.signals.names import ACTIVATOR
 
 __all__ = ["ActivatorReport", "ActivatorReports", "ReportError", "TargetStats", "parse_report"]
-
-SOURCE = "activator"
 
 
 class ReportError(ValueError):
@@ -137,7 +136,7 @@ class ActivatorReports:
 
     @property
     def name(self) -> str:
-        return SOURCE
+        return ACTIVATOR
 
     def record(self, report: ActivatorReport, *, now: float) -> int:
         """Keep ``report`` as its activator's latest; the number of activators reporting."""
@@ -168,7 +167,7 @@ class ActivatorReports:
             if self._last_arrival is None or now - self._last_arrival > self._expect_for_s:
                 return None
             # Activators were here and went silent: unknown, not zero.
-            return SourceReading(source=SOURCE, fresh=False, reporters=0)
+            return SourceReading(source=ACTIVATOR, fresh=False, reporters=0)
         concurrency = 0.0
         in_flight = buffered = arrivals = 0
         pods: dict[str, float] = {}
@@ -186,7 +185,7 @@ class ActivatorReports:
             for pod, n in stats.pods.items():
                 pods[pod] = pods.get(pod, 0.0) + n
         return SourceReading(
-            source=SOURCE,
+            source=ACTIVATOR,
             fresh=fresh,
             reporters=len(self._latest),
             concurrency=concurrency,

@@ -2,7 +2,7 @@
 
 Three sources feed the scaler (DESIGN §4): activator reports (pushed to us),
 model-server scrapes and Prometheus queries (pulled by us on their own
-schedule). Whatever their transport, the controller asks each the same
+schedule). Whatever their transport, the signal hub asks each the same
 question at decision time: "what do you know about target ``ns/name`` at
 ``now``?" and gets a :class:`SourceReading` back, or ``None`` when the source
 has no say for that target (no activator reports at all, engine ``generic``,
@@ -55,7 +55,7 @@ class SourceReading:
 
 
 class DemandSource(Protocol):
-    """Anything the controller can ask about a target's demand."""
+    """Anything the signal hub can ask about a target's demand."""
 
     @property
     def name(self) -> str: ...

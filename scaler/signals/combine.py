@@ -12,7 +12,8 @@
 
 Main decision, freshness: a signal is *complete* only when every source that
 contributes to it is fresh. The value is still recorded when some contributor
-is stale (it can raise the scale), but the controller marks the reading not
+is stale (it can raise the scale), but the freshness rule
+(:mod:`scaler.policy.freshness`) marks the reading not
 fresh so the policy never lowers on it.
 """
 
@@ -23,12 +24,9 @@ from dataclasses import dataclass, field
 
 from scaler.policy.api import Demand, SignalKind
 from scaler.signals.base import SourceReading
+from scaler.signals.names import ACTIVATOR, PROMETHEUS, SCRAPE
 
-__all__ = ["ACTIVATOR", "PROMETHEUS", "SCRAPE", "CombinedSignals", "combine", "fed_by"]
-
-ACTIVATOR = "activator"
-SCRAPE = "scrape"
-PROMETHEUS = "prometheus"
+__all__ = ["CombinedSignals", "combine", "fed_by"]
 
 
 _ALL_KINDS = frozenset(SignalKind)
@@ -38,7 +36,7 @@ _COUNTS = frozenset({SignalKind.CONCURRENCY, SignalKind.QUEUE_DEPTH})
 def fed_by(source: str, *, prometheus: bool) -> frozenset[SignalKind]:
     """The signals whose combined value changes when ``source`` brings news.
 
-    The controller records only these at that source's arrival, so that a
+    The hub records only these at that source's arrival, so that a
     slow source's last value is not recorded again at every faster arrival
     (GPU utilization from Prometheus would otherwise be re-sampled at every
     activator report). The server view feeds GPU utilization only when no

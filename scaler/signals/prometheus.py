@@ -25,11 +25,11 @@ from enum import StrEnum
 import aiohttp
 
 from scaler.signals.base import SourceReading, TargetPods
+from scaler.signals.names import PROMETHEUS
 
 __all__ = ["GpuMetric", "PrometheusError", "PrometheusGpu", "parse_vector"]
 
 log = logging.getLogger(__name__)
-SOURCE = "prometheus"
 
 
 class GpuMetric(StrEnum):
@@ -103,7 +103,7 @@ class PrometheusGpu:
 
     @property
     def name(self) -> str:
-        return SOURCE
+        return PROMETHEUS
 
     @property
     def query(self) -> str:
@@ -139,13 +139,13 @@ class PrometheusGpu:
         listed = self._pods.get(key)
         answer = self._answer
         if listed is None or answer is None:
-            return SourceReading(source=SOURCE, fresh=False, reporters=0)
+            return SourceReading(source=PROMETHEUS, fresh=False, reporters=0)
         namespace, pods = listed
         got = [answer.values[(namespace, p)] for p in pods if (namespace, p) in answer.values]
         fresh = now - answer.at <= self._stale_after_s and len(got) == len(pods)
         mean = sum(got) / len(got) if got else None
         return SourceReading(
-            source=SOURCE,
+            source=PROMETHEUS,
             fresh=fresh,
             reporters=len(got),
             gpu_utilization=mean,

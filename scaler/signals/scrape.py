@@ -32,11 +32,11 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from scaler.signals.base import PodEndpoint, SourceReading, TargetPods
+from scaler.signals.names import SCRAPE
 
 __all__ = ["PodMetrics", "PodScraper", "ScrapeError", "parse_pod_metrics"]
 
 log = logging.getLogger(__name__)
-SOURCE = "scrape"
 
 VLLM_RUNNING = "vllm:num_requests_running"
 VLLM_WAITING = "vllm:num_requests_waiting"
@@ -178,7 +178,7 @@ class PodScraper:
 
     @property
     def name(self) -> str:
-        return SOURCE
+        return SCRAPE
 
     async def _fetch(self, pod: PodEndpoint, engine: str) -> PodMetrics:
         host = f"[{pod.ip}]" if ":" in pod.ip else pod.ip
@@ -227,7 +227,7 @@ class PodScraper:
         target = self._targets.get(key)
         if target is None:
             # Never refreshed: we know nothing yet, which is not "idle".
-            return SourceReading(source=SOURCE, fresh=False, reporters=0)
+            return SourceReading(source=SCRAPE, fresh=False, reporters=0)
         if target.engine not in ENGINES:
             return None
         fresh = True
@@ -263,7 +263,7 @@ class PodScraper:
         if ratio_mean is not None:
             observed["server_queue_to_compute_ratio"] = ratio_mean
         return SourceReading(
-            source=SOURCE,
+            source=SCRAPE,
             fresh=fresh,
             reporters=reporters,
             concurrency=running + waiting if has_data else None,

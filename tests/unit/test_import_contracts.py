@@ -2,7 +2,8 @@
 
 Covers: the tree as it is passes ``lint-imports``; each kind of violation
 (I/O in ``scaler.policy``, kubernetes_asyncio outside the kube packages, the
-scaler importing the activator, the activator importing the scaler) added to a
+scaler importing the activator, the activator importing the scaler, a scaler
+module other than the actuator importing the Kubernetes write helpers) added to a
 copy of the tree makes ``lint-imports`` fail and name the broken contract.
 """
 
@@ -84,6 +85,18 @@ def test_tree_as_is_keeps_contracts(tree_copy: Path) -> None:
             "import scaler\n",
             "the activator does not import the scaler",
             id="activator-imports-scaler",
+        ),
+        pytest.param(
+            "scaler/_violation.py",
+            "from scaler.kube.writer import KubeScaleTarget\n",
+            "writes stay in the actuator",
+            id="scaler-writes-outside-actuator",
+        ),
+        pytest.param(
+            "scaler/signals/_violation.py",
+            "import scaler.kube.writer\n",
+            "writes stay in the actuator",
+            id="signals-import-the-writer",
         ),
     ],
 )

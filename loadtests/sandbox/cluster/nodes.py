@@ -59,7 +59,7 @@ from loadtests.sandbox.cluster.controllers.base import (
     Obj,
 )
 from loadtests.sandbox.cluster.errors import AlreadyExists, NotFound
-from loadtests.sandbox.cluster.quantity import parse_quantity
+from loadtests.sandbox.cluster.quantity import canonical_quantity, parse_quantity
 from loadtests.sandbox.cluster.store import Store, rfc3339
 
 __all__ = [
@@ -142,12 +142,13 @@ def node_object(
     spec: NodeSpec, *, address: str, kubelet_version: str = "v1.32.2", now: str = ""
 ) -> Obj:
     """The Node as a kubelet registers it, Ready, with GPU capacity."""
+    # Canonical quantities, as a real kubelet's Node reads back ("1k", not "1000").
     capacity = {
-        "cpu": spec.cpu,
-        "memory": spec.memory,
-        "pods": str(spec.pods),
+        "cpu": canonical_quantity(spec.cpu),
+        "memory": canonical_quantity(spec.memory),
+        "pods": canonical_quantity(spec.pods),
         "ephemeral-storage": "500Gi",
-        "nvidia.com/gpu": str(spec.gpus),
+        "nvidia.com/gpu": canonical_quantity(spec.gpus),
     }
     condition = {
         "type": "Ready",

@@ -32,9 +32,9 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from loadtests.sandbox.servers.engine_app import RuntimeApp, ServerConfig
 from loadtests.sandbox.servers.engine_runtime import BatchRuntime
 from loadtests.sandbox.servers.faults import FaultInjector
-from loadtests.sandbox.servers.server import RuntimeApp, ServerConfig
 from scaler.sim.engine import UtilizationMeter
 
 __all__ = ["TritonApp", "render_exposition"]

@@ -34,9 +34,9 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
+from loadtests.sandbox.servers.engine_app import RuntimeApp, ServerConfig
 from loadtests.sandbox.servers.engine_runtime import LlmRuntime, TokenStream
 from loadtests.sandbox.servers.faults import FaultInjector
-from loadtests.sandbox.servers.server import RuntimeApp, ServerConfig
 
 __all__ = ["VllmApp", "VllmMetrics", "count_prompt_tokens"]
 

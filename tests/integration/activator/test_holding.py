@@ -16,13 +16,18 @@ Covers:
   next replica);
 - a refused connection sends the request back to waiting (no 502);
 - drain: SIGTERM-path finishes in-flight and held requests, /readyz fails,
-  new requests get 503.
+  new requests get 503; requests still held when the drain timeout ends get
+  503 with the JSON body and Retry-After (not a closed connection).
+
+Nothing here bounds latency in real time (the box is shared): how fast the
+scaler is told and a held request goes out is measured by
+``loadtests/bench/bench_activator_ready.py``. The cold-start timeout runs on
+looptime's simulated clock, so its 1 s passes at once and is checked exactly.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 
 import aiohttp
 import pytest
@@ -48,10 +53,8 @@ async def test_held_until_replica_listens_and_scaler_told_at_once(
     backend = Backend(name="cold")
     async with running_activator(source, settings(scaler)) as act:
         url = f"http://127.0.0.1:{act.data_port}/v1/completions"
-        sent = time.perf_counter()
         pending = asyncio.create_task(client.post(url, json={"prompt": "hi"}))
         await asyncio.wait_for(scaler.activated.wait(), 5)
-        told_after_s = scaler.activations[0][0] - sent
         assert scaler.activations[0][1] == {
             "activator": "test-activator",
             "target": "default/llama",
@@ -61,16 +64,11 @@ async def test_held_until_replica_listens_and_scaler_told_at_once(
         assert act.registry.gates["default/llama"].buffered == 1
         await backend.start(port)
         try:
-            started = time.perf_counter()
             resp = await asyncio.wait_for(pending, 5)
-            answered_after_s = time.perf_counter() - started
             assert resp.status == 200
             assert (await resp.json())["backend"] == "cold"
         finally:
             await backend.stop()
-    # Generous bounds (shared CI cores); the benchmarks measure the real figures.
-    assert told_after_s < 1.0, told_after_s
-    assert answered_after_s < 2.0, answered_after_s
 
 
 async def test_buffer_full_gives_503_with_retry_after(
@@ -95,6 +93,7 @@ async def test_buffer_full_gives_503_with_retry_after(
         await asyncio.gather(*held, return_exceptions=True)
 
 
+@pytest.mark.looptime
 async def test_cold_start_timeout_gives_504(
     scaler: FakeScaler, client: aiohttp.ClientSession
 ) -> None:
@@ -102,11 +101,14 @@ async def test_cold_start_timeout_gives_504(
         spec("default/llama", f"127.0.0.1:{free_port()}", ready=False, cold_start_timeout_s=1.0)
     )
     async with running_activator(source, settings(scaler)) as act:
-        started = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         async with client.get(f"http://127.0.0.1:{act.data_port}/x") as resp:
             assert resp.status == 504
             assert (await resp.json())["error"]["code"] == "cold_start_timeout"
-        assert 0.9 < time.perf_counter() - started < 5
+        # Simulated time: I/O takes none of it, so the hold is the 1 s timeout
+        # (plus at most one probe interval of the background tasks' timers).
+        assert 1.0 <= loop.time() - started < 1.1
 
 
 async def test_client_disconnect_frees_its_place(
@@ -299,3 +301,26 @@ async def test_draining_answers_new_requests_503(
                 assert (await resp.json())["error"]["code"] == "draining"
     finally:
         await backend.stop()
+
+
+async def test_requests_still_held_when_the_drain_ends_get_503(
+    scaler: FakeScaler, client: aiohttp.ClientSession
+) -> None:
+    source = StaticSource(spec("default/cold", f"127.0.0.1:{free_port()}", ready=False))
+    cfg = settings(scaler, retry_after_s=3, timeouts={"drain_s": 0.2})
+    async with running_activator(source, cfg) as act:
+        url = f"http://127.0.0.1:{act.data_port}/x"
+
+        async def one() -> tuple[int, str, dict[str, dict[str, str]]]:
+            async with client.get(url) as resp:
+                return resp.status, resp.headers.get("Retry-After", ""), await resp.json()
+
+        held = [asyncio.create_task(one()) for _ in range(3)]
+        gate = act.registry.gates["default/cold"]
+        await wait_until(lambda: gate.buffered >= 3)
+        await act.drain()
+        answers = await asyncio.gather(*held)
+    for status, retry_after, body in answers:
+        assert (status, retry_after) == (503, "3")
+        assert body["error"]["code"] == "draining"
+        assert set(body["error"]) == {"message", "type", "code"}

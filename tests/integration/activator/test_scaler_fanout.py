@@ -34,6 +34,7 @@ from activator.registry import Registry
 from activator.reporting import Reporter
 from activator.scaler_peers import ScalerPeers, parse_scaler_urls, resolve_all
 from activator.settings import ActivatorSettings
+from activator.wake_queue import WakeQueue
 from tests.integration.activator.helpers import (
     StaticSource,
     free_port,
@@ -125,7 +126,8 @@ async def test_one_name_with_two_addresses_fans_out() -> None:
         asked.append((host, port))
         return ["127.0.0.1", "127.0.0.2"]
 
-    registry = Registry(rng=random.Random(1))
+    wake = WakeQueue()
+    registry = Registry(rng=random.Random(1), wake=wake)
     registry.apply({"default/llama": spec("default/llama", "127.0.0.1:9", ready=False)})
     gate = registry.gates["default/llama"]
     url = f"http://tidal-scaler.tidal-system:{first.port}"
@@ -138,8 +140,8 @@ async def test_one_name_with_two_addresses_fans_out() -> None:
         activator="a",
         metrics=Metrics(CollectorRegistry(), gates=lambda: registry.gates),
         period_s=0.1,
+        wake=wake,
     )
-    registry.set_on_hold_cold(reporter.activate)
     task = asyncio.create_task(reporter.run())
     try:
         await wait_until(lambda: len(first.stats) >= 2 and len(second.stats) >= 2)

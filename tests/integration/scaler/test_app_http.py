@@ -21,10 +21,16 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
 from scaler.app import ServerState, build_app
-from scaler.controller import Controller, PurePolicy
 from scaler.metrics import Metrics
 from scaler.signals.activator_reports import ActivatorReports
-from tests.unit.scaler.fakes import FakeCluster, FakeEvents, FakeLeader, FakeScaleTarget, deployment
+from tests.unit.scaler.fakes import (
+    FakeCluster,
+    FakeEvents,
+    FakeLeader,
+    FakeScaleTarget,
+    deployment,
+    wire,
+)
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -48,9 +54,8 @@ async def scaler() -> AsyncIterator[Scaler]:
     scale = FakeScaleTarget(cluster)
     reports = ActivatorReports()
     metrics = Metrics(CollectorRegistry())
-    controller = Controller(
-        cluster=cluster,
-        policy=PurePolicy(),
+    wired = wire(
+        cluster,
         sources=[reports],
         scale_target=scale,
         events=FakeEvents(),
@@ -60,8 +65,8 @@ async def scaler() -> AsyncIterator[Scaler]:
     )
     state = ServerState()
     app = build_app(
-        controller=controller,
-        reports=reports,
+        controller=wired.controller,
+        signals=wired.signals,
         metrics=metrics,
         token=TOKEN,
         clock=lambda: clock[0],

@@ -7,7 +7,11 @@ to it at the same instant is given back; container-concurrency as a hard
 per-replica bound and its share with several activators; GateClosed when
 the target goes; the concurrency integral for reports; readiness waits; the
 registry hands each gate its target's limits, cold-start timeout included,
-and updates them on a re-apply.
+and updates them on a re-apply; a request held with no ready endpoint puts
+its target on the wake queue once, however many are held.
+
+Time is the loop's, faked by looptime: timeouts expire in simulated time,
+so no test here waits in real time, and the integral steps a clock.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ from activator.buffering import BufferFull, ColdStartTimeout, Gate, GateClosed
 from activator.readiness import TargetEndpoints
 from activator.registry import Registry
 from activator.targets import Endpoint, TargetSpec
+from activator.wake_queue import WakeQueue
+
+pytestmark = pytest.mark.looptime
 
 
 class Clock:
@@ -30,12 +37,19 @@ class Clock:
         return self.now
 
 
-def make_gate(*, max_buffered: int = 10, cc: int = 0, clock: Clock | None = None) -> Gate:
+def make_gate(
+    *,
+    max_buffered: int = 10,
+    cc: int = 0,
+    clock: Clock | None = None,
+    wake: WakeQueue | None = None,
+) -> Gate:
     return Gate(
-        TargetEndpoints("ns/t"),
+        "ns/t",
         max_buffered=max_buffered,
         container_concurrency=cc,
         clock=clock or Clock(),
+        wake=wake,
     )
 
 
@@ -66,12 +80,15 @@ async def test_fifo_hand_off_when_endpoint_turns_ready() -> None:
 
 async def test_buffer_full_and_timeout() -> None:
     gate = make_gate(max_buffered=1)
-    first = asyncio.create_task(gate.acquire(0.05))
+    loop = asyncio.get_running_loop()
+    held_at = loop.time()
+    first = asyncio.create_task(gate.acquire(30))
     await asyncio.sleep(0)
     with pytest.raises(BufferFull):
         await gate.acquire(10)
     with pytest.raises(ColdStartTimeout):
         await first
+    assert loop.time() - held_at == pytest.approx(30)  # simulated: no real wait
     assert gate.buffered == 0
     gate2 = make_gate(max_buffered=0)
     with pytest.raises(BufferFull):
@@ -142,7 +159,7 @@ async def test_concurrency_integral() -> None:
 
 async def test_readiness_wait_outcomes() -> None:
     endpoints = TargetEndpoints("ns/t")
-    assert await endpoints.wait_ready(0.01) is False
+    assert await endpoints.wait_ready(5) is False
     waiter = asyncio.create_task(endpoints.wait_ready(5))
     await asyncio.sleep(0)
     endpoints.update([Endpoint("10.0.0.1", 80, ready=False)])
@@ -169,3 +186,61 @@ def test_registry_gives_each_gate_its_targets_limits() -> None:
     registry.apply({"ns/t": TargetSpec(name="ns/t", max_buffered=7, cold_start_timeout_s=90.0)})
     assert registry.gates["ns/t"] is gate  # kept: held requests survive a re-apply
     assert (gate.max_buffered, gate.cold_start_timeout_s) == (7, 90.0)
+
+
+async def test_held_with_no_ready_endpoint_wakes_the_target_once() -> None:
+    wake = WakeQueue()
+    gate = make_gate(cc=1, wake=wake)
+    gate.endpoints.update([EP1])
+    first = gate.try_acquire()  # a ready endpoint: held requests below are not cold
+    assert first is not None
+    warm = asyncio.create_task(gate.acquire(10))
+    await asyncio.sleep(0)
+    assert len(wake) == 0
+    gate.endpoints.update([])
+    held = [asyncio.create_task(gate.acquire(10)) for _ in range(3)]
+    await asyncio.sleep(0)
+    assert len(wake) == 1  # three held, one event
+    assert await asyncio.wait_for(wake.get(), 1) == "ns/t"
+    late = asyncio.create_task(gate.acquire(10))
+    await asyncio.sleep(0)
+    assert len(wake) == 1  # consumed, then asked again
+    gate.close()
+    await asyncio.gather(warm, *held, late, return_exceptions=True)
+
+
+async def test_gate_public_surface_counts_arrivals_and_marks_down() -> None:
+    gate = make_gate()
+    gate.endpoints.update([EP1])
+    gate.arrive()
+    gate.arrive()
+    tracker = gate.try_acquire()
+    assert tracker is not None
+    gate.mark_down(tracker)
+    assert gate.endpoints.ready == ()
+    gate.release(tracker)
+    assert gate.take_period()[1] == 2
+    assert gate.take_period()[1] == 0
+
+
+async def test_draining_endpoint_takes_nothing_new_and_in_flight_finishes() -> None:
+    gate = make_gate(cc=2)
+    gate.endpoints.update([EP1])
+    first = gate.try_acquire()
+    assert first is not None
+    # The source says the replica is going away (EndpointSlice terminating).
+    gate.endpoints.update([Endpoint("10.0.0.1", 80, name="pod-1", ready=False, draining=True)])
+    assert gate.endpoints.ready == ()
+    assert gate.try_acquire() is None
+    gate.endpoints.set_probe_result("10.0.0.1:80", True)  # still listening: no matter
+    assert gate.endpoints.ready == ()
+    assert gate.pods() == {"pod-1": 1}  # its in-flight request is still counted
+    held = asyncio.create_task(gate.acquire(10))
+    await asyncio.sleep(0)
+    gate.release(first)  # finished: the slot frees, but not for new requests
+    await asyncio.sleep(0)
+    assert not held.done()
+    gate.endpoints.update([EP2])
+    tracker = await held
+    assert tracker.key == EP2.key
+    gate.release(tracker)

@@ -3,7 +3,8 @@
 Covers: Go-style durations and their errors; DESIGN §3's routes-file example
 parses exactly; each routes-file mistake gets an error naming entry and key;
 settings precedence (flags over env over file) and cross-field errors; the
-error -> status table (one mapping, tested as a table); Deployment
+scaler token from the environment or a file, a flag still accepted with a
+warning; the error -> status table (one mapping, tested as a table); Deployment
 annotations and EndpointSlices translated into targets (ready, terminating,
 port by name or number, invalid annotations reported and defaulted); the
 reflector re-lists after 410 Gone and re-watches after a disconnect; the
@@ -12,6 +13,7 @@ metrics merge for ``--workers`` sums samples.
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,13 +22,14 @@ from typing import Any
 import pytest
 
 from activator.buffering import BufferFull, ColdStartTimeout, GateClosed
+from activator.cli import configure, secret_flag_warnings, settings_from_args
 from activator.kube.translate import build_targets, endpoints_from_slices, target_from_deployment
 from activator.kube.watch import Gone, Reflector
 from activator.metrics import merge_expositions
 from activator.proxy import (
     AllRefused,
     BadBody,
-    BodyStalled,
+    BodyTimeout,
     BodyTooLarge,
     ConnectRefused,
     Draining,
@@ -114,13 +117,42 @@ def test_settings_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         load_settings({}, tmp_path / "missing.yaml")
 
 
+def test_scaler_token_from_env_or_file_and_a_flag_warns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TIDAL_ACTIVATOR_SCALER_TOKEN", "from-env")
+    token = load_settings({}).scaler_token
+    assert token is not None and token.get_secret_value() == "from-env"
+    monkeypatch.delenv("TIDAL_ACTIVATOR_SCALER_TOKEN")
+    path = tmp_path / "token"
+    path.write_text("from-file\n")
+    token = load_settings({"scaler_token_file": str(path)}).scaler_token
+    assert token is not None and token.get_secret_value() == "from-file"
+    with pytest.raises(ValueError, match="not both"):
+        load_settings({"scaler_token_file": str(path), "scaler_token": "x"})
+    path.write_text("\n")
+    with pytest.raises(ValueError, match="is empty"):
+        load_settings({"scaler_token_file": str(path)})
+    with pytest.raises(ValueError, match="cannot read"):
+        load_settings({"scaler_token_file": str(tmp_path / "absent")})
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    args = parser.parse_args(["--scaler-token", "visible"])
+    assert settings_from_args(args).scaler_token is not None
+    [warning] = secret_flag_warnings(args)
+    assert "--scaler-token is visible" in warning
+    assert "TIDAL_ACTIVATOR_SCALER_TOKEN" in warning
+    assert "--scaler-token-file" in warning
+    assert secret_flag_warnings(parser.parse_args(["--scaler-token-file", str(path)])) == []
+
+
 @pytest.mark.parametrize(
     ("exc", "status", "code", "retry_after"),
     [
         (NoTarget(), 404, "no_target", False),
         (GateClosed("t"), 404, "no_target", False),
         (BadBody(), 400, "bad_body", False),
-        (BodyStalled(), 408, "body_timeout", False),
+        (BodyTimeout(), 408, "body_timeout", False),
         (BodyTooLarge(), 413, "body_too_large", False),
         (BufferFull("t"), 503, "buffer_full", True),
         (Draining(), 503, "draining", True),
@@ -223,13 +255,20 @@ def test_endpoint_slices_translate() -> None:
         ep("10.0.0.2", "p2", ready=False),
         ep("10.0.0.3", "p3", ready=False, terminating=True),
         ep("10.0.0.4", "p4"),  # no condition: ready
+        ep("10.0.0.5", "p5", ready=False, serving=True),  # terminating, not said so
     )
     by_name = endpoints_from_slices([sl], port="http")
+    # Terminating endpoints are kept as draining (their in-flight requests
+    # stay counted), never ready; before issue 13 they were dropped.
     assert by_name == (
         Endpoint("10.0.0.1", 8000, name="p1", ready=True),
         Endpoint("10.0.0.2", 8000, name="p2", ready=False),
+        Endpoint("10.0.0.3", 8000, name="p3", ready=False, draining=True),
         Endpoint("10.0.0.4", 8000, name="p4", ready=True),
+        Endpoint("10.0.0.5", 8000, name="p5", ready=False, draining=True),
     )
+    routable = tuple(e for e in by_name if not e.draining)
+    assert [e.name for e in routable] == ["p1", "p2", "p4"]
     # A Service port number maps to its name, then to the slice's target port.
     assert endpoints_from_slices([sl], port=80, service=SERVICE) == by_name
     # Default: the Service's first port.

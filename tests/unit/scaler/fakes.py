@@ -1,5 +1,5 @@
 """Fakes for the scaler's seams: cluster view, scale target, events, leader, sources, ticker,
-timers.
+timers; and :func:`wire`, the controller, hub and actuator put together as the service does.
 
 Each records what was done to it so that tests assert on calls, and can be told
 to fail (``fail_with``) the way the API server would during an outage.
@@ -8,12 +8,27 @@ to fail (``fail_with``) the way the API server would during an outage.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from scaler.actuator import Actuator
+from scaler.controller import Controller, ControllerSettings
 from scaler.kube.errors import KubeError
-from scaler.kube.types import DeploymentInfo, LabelSelector, PodInfo, TargetSnapshot
-from scaler.signals.base import SourceReading
+from scaler.kube.types import (
+    DeploymentInfo,
+    EventSink,
+    LabelSelector,
+    LeaderElector,
+    PodInfo,
+    ScaleTarget,
+    TargetSnapshot,
+)
+from scaler.metrics import Metrics
+from scaler.policy.protocol import Policy, PurePolicy
+from scaler.signals.base import DemandSource, SourceReading
+from scaler.signals.hub import SignalHub
+from scaler.targets import TargetBook
+from scaler.ticking import CallLater
 
 
 def deployment(
@@ -184,3 +199,51 @@ class ManualTimers:
         for timer in due:
             timer.callback()
         return len(due)
+
+
+@dataclass
+class Wired:
+    """A controller wired as the service wires it, with fakes at the seams."""
+
+    controller: Controller
+    signals: SignalHub
+    book: TargetBook
+    actuator: Actuator
+
+
+def wire(
+    cluster: FakeCluster,
+    *,
+    sources: Sequence[DemandSource],
+    scale_target: ScaleTarget,
+    events: EventSink,
+    leader: LeaderElector,
+    metrics: Metrics,
+    clock: Callable[[], float],
+    policy: Policy | None = None,
+    gpu_metrics: bool = False,
+    tick_interval_s: float = 2.0,
+    wall_time: Callable[[], str] | None = None,
+    call_later: CallLater | None = None,
+) -> Wired:
+    policy = policy or PurePolicy()
+    book = TargetBook(cluster, policy, gpu_metrics=gpu_metrics)
+    signals = SignalHub(sources=sources, catalog=book)
+    actuator = Actuator(
+        scale_target=scale_target,
+        events=events,
+        metrics=metrics,
+        **({"wall_time": wall_time} if wall_time is not None else {}),
+    )
+    controller = Controller(
+        targets=book,
+        signals=signals,
+        actuator=actuator,
+        policy=policy,
+        leader=leader,
+        metrics=metrics,
+        clock=clock,
+        settings=ControllerSettings(tick_interval_s=tick_interval_s),
+        call_later=call_later,
+    )
+    return Wired(controller=controller, signals=signals, book=book, actuator=actuator)

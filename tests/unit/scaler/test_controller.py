@@ -26,13 +26,7 @@ from collections.abc import Mapping
 import pytest
 from prometheus_client import CollectorRegistry
 
-from scaler.controller import (
-    CallLater,
-    Controller,
-    ControllerSettings,
-    InvalidTargetConfig,
-    PurePolicy,
-)
+from scaler.app import target_view
 from scaler.kube.errors import ApiUnavailable
 from scaler.metrics import Metrics
 from scaler.policy.api import (
@@ -43,7 +37,10 @@ from scaler.policy.api import (
     ScalingConfig,
     SignalKind,
 )
+from scaler.policy.decide import PolicyState
+from scaler.policy.protocol import InvalidTargetConfig, Policy
 from scaler.signals.base import SourceReading
+from scaler.ticking import CallLater
 from tests.unit.scaler.fakes import (
     FakeCluster,
     FakeEvents,
@@ -53,6 +50,7 @@ from tests.unit.scaler.fakes import (
     ManualTicker,
     deployment,
     pod,
+    wire,
 )
 
 KEY = "default/llama"
@@ -84,9 +82,11 @@ class World:
         replicas: int = 0,
         annotations: Mapping[str, str] | None = None,
         leader: bool = True,
-        policy: object | None = None,
-        settings: ControllerSettings | None = None,
+        policy: Policy | None = None,
+        prometheus: bool = False,
+        tick_interval_s: float = 2.0,
         call_later: CallLater | None = None,
+        extra_sources: tuple[FakeSource, ...] = (),
     ) -> None:
         self.cluster = FakeCluster()
         self.cluster.put(deployment(replicas=replicas, annotations=annotations))
@@ -97,19 +97,22 @@ class World:
         self.scrape = FakeSource("scrape")
         self.metrics = Metrics(CollectorRegistry())
         self.now = 1000.0
-        self.controller = Controller(
-            cluster=self.cluster,
-            policy=policy or PurePolicy(),  # type: ignore[arg-type]
-            sources=[self.activator, self.scrape],
+        self.wired = wire(
+            self.cluster,
+            policy=policy,
+            sources=[self.activator, self.scrape, *extra_sources],
             scale_target=self.scale,
             events=self.events,
             leader=self.leader,
             metrics=self.metrics,
             clock=lambda: self.now,
-            settings=settings,
+            gpu_metrics=prometheus,
+            tick_interval_s=tick_interval_s,
             wall_time=lambda: f"t={self.now:.0f}",
             call_later=call_later,
         )
+        self.controller = self.wired.controller
+        self.signals = self.wired.signals
 
     def set(self, activator: SourceReading | None, scrape: SourceReading | None) -> None:
         self.activator.readings[KEY] = activator
@@ -121,7 +124,7 @@ class World:
         while self.now < end:
             self.now += step_s
             for source in (self.activator, self.scrape):
-                self.controller.record_arrival(source.name, now=self.now)
+                self.signals.arrived(source.name, now=self.now)
             await self.controller.tick(self.now)
 
     def replicas(self) -> int:
@@ -147,7 +150,7 @@ async def test_follower_decides_but_never_writes() -> None:
     await w.run_for(10)
     assert w.scale.calls == []
     assert w.events.events == []
-    [view] = w.controller.views()
+    [view] = [target_view(t) for t in w.controller.target_states()]
     assert view["desired"] == 1
     assert view["reason"] == "Activated"
 
@@ -196,7 +199,7 @@ async def test_unsupported_signal_for_setup_is_invalid(
     w = World(
         replicas=1,
         annotations=annotations,
-        settings=ControllerSettings(prometheus_configured=prometheus),
+        prometheus=prometheus,
     )
     w.set(idle("activator"), idle("scrape"))
     await w.run_for(2)
@@ -211,7 +214,7 @@ async def test_gpu_target_with_prometheus_is_valid() -> None:
     w = World(
         replicas=1,
         annotations={"autoscaling.tidal.dev/target-gpu-utilization": "70"},
-        settings=ControllerSettings(prometheus_configured=True),
+        prometheus=True,
     )
     w.set(idle("activator"), idle("scrape"))
     await w.run_for(2)
@@ -281,12 +284,12 @@ class ScriptedPolicy:
             raise InvalidTargetConfig('bad: "yes" is not allowed; allowed: nothing')
         return ScalingConfig()
 
-    def initial_state(self, now: float) -> object:
-        return None
+    def initial_state(self, now: float) -> PolicyState:
+        return PolicyState.initial(now)
 
     def decide(
-        self, *, config: ScalingConfig, observation: Observation, state: object, now: float
-    ) -> tuple[Decision, object]:
+        self, *, config: ScalingConfig, observation: Observation, state: PolicyState, now: float
+    ) -> tuple[Decision, PolicyState]:
         self.observations.append(observation)
         reason = Reason.STEADY
         if self.desired > observation.spec_replicas:
@@ -431,5 +434,5 @@ async def test_removed_target_is_forgotten_with_its_metrics() -> None:
     assert w.metrics.registry.get_sample_value("tidal_scaler_desired_replicas", labels) == 1
     del w.cluster.snapshots[KEY]
     await w.run_for(2)
-    assert w.controller.views() == []
+    assert w.controller.target_states() == []
     assert w.metrics.registry.get_sample_value("tidal_scaler_desired_replicas", labels) is None

@@ -24,8 +24,8 @@ from collections.abc import Callable
 
 import pytest
 
-from scaler.controller import ControllerSettings
 from scaler.policy.api import Decision, Mode, Observation, Reason, ScalingConfig, SignalKind
+from scaler.policy.decide import PolicyState
 from scaler.signals.base import SourceReading
 from tests.unit.scaler.fakes import FakeSource, ManualTicker, ManualTimers, deployment
 from tests.unit.scaler.test_controller import KEY, ScriptedPolicy, World, idle, loaded
@@ -36,7 +36,7 @@ async def test_ticks_alone_record_nothing() -> None:
     w = World(replicas=1, policy=policy)
     w.set(loaded("activator", 40.0), loaded("scrape", 40.0))
     await w.controller.tick(w.now)  # learns the target
-    w.controller.record_arrival("activator", now=w.now)
+    w.signals.arrived("activator", now=w.now)
     w.now += 2
     await w.controller.tick(w.now)
     reading = policy.observations[-1].signals[SignalKind.CONCURRENCY]
@@ -52,24 +52,21 @@ async def test_ticks_alone_record_nothing() -> None:
 
 async def test_arrival_records_only_what_its_source_feeds() -> None:
     policy = ScriptedPolicy()
-    w = World(replicas=1, policy=policy, settings=ControllerSettings(prometheus_configured=True))
     prometheus = FakeSource("prometheus")
-    w.controller._sources.append(prometheus)
-    w.controller._has_prometheus = True
+    w = World(replicas=1, policy=policy, prometheus=True, extra_sources=(prometheus,))
     w.set(loaded("activator", 4.0), idle("scrape"))
     prometheus.readings[KEY] = SourceReading(
         source="prometheus", fresh=True, reporters=1, gpu_utilization=0.9
     )
     # Recorded before any tick: the target is picked up at its first arrival.
-    assert w.controller.record_arrival("activator", now=w.now) == 1
-    target = w.controller._targets[KEY]
-    windows = target.windows
+    assert w.signals.arrived("activator", now=w.now) == 1
+    windows = w.signals.windows(KEY)
     assert windows is not None
     got = windows.reading(
         SignalKind.GPU_UTILIZATION, w.now, stable_window_s=60, panic_window_s=6, fresh_within_s=5
     )
     assert got.stable is None  # an activator report says nothing about GPUs
-    w.controller.record_arrival("prometheus", now=w.now + 1)
+    w.signals.arrived("prometheus", now=w.now + 1)
     got = windows.reading(
         SignalKind.GPU_UTILIZATION,
         w.now + 1,
@@ -82,8 +79,8 @@ async def test_arrival_records_only_what_its_source_feeds() -> None:
 
 class RecheckingPolicy(ScriptedPolicy):
     def decide(
-        self, *, config: ScalingConfig, observation: Observation, state: object, now: float
-    ) -> tuple[Decision, object]:
+        self, *, config: ScalingConfig, observation: Observation, state: PolicyState, now: float
+    ) -> tuple[Decision, PolicyState]:
         self.observations.append(observation)
         return Decision(desired=1, reason=Reason.HOLDING, mode=Mode.STABLE, recheck_after_s=0.05), (
             state
@@ -104,7 +101,7 @@ async def test_recheck_before_next_tick_gets_its_own_decision() -> None:
     w = World(
         replicas=1,
         policy=policy,
-        settings=ControllerSettings(tick_interval_s=3600),
+        tick_interval_s=3600,
         call_later=timers.call_later,
     )
     w.set(idle("activator"), idle("scrape"))
@@ -139,7 +136,7 @@ async def test_recheck_later_than_next_tick_is_left_to_the_tick() -> None:
     w = World(
         replicas=1,
         policy=policy,
-        settings=ControllerSettings(tick_interval_s=0.01),
+        tick_interval_s=0.01,
         call_later=timers.call_later,
     )
     w.set(idle("activator"), idle("scrape"))
@@ -221,7 +218,7 @@ async def test_follower_taking_over_rewrites_no_unchanged_status() -> None:
 async def test_scaling_and_invalid_annotations_are_logged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="scaler.controller")
+    caplog.set_level(logging.INFO, logger="scaler")
     w = World(replicas=1)
     w.set(loaded("activator", 64.0), loaded("scrape", 64.0))
     await w.run_for(2)

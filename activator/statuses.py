@@ -1,0 +1,211 @@
+"""What the activator answers itself, and when: the exceptions, the status table, the decisions.
+
+Every failure the activator answers itself is an exception, and
+:data:`ERROR_STATUS` is the one table that turns exceptions into statuses,
+each with a JSON body in the OpenAI error shape (DESIGN §3):
+
+=====================  ======  ============================================
+exception              status  when
+=====================  ======  ============================================
+NoTarget, GateClosed    404    no target matches (or it was removed)
+BadBody                 400    body must be parsed for ``model``, is not JSON
+BodyTimeout             408    the client stalled its body past the idle timeout
+BodyTooLarge            413    body over the limit
+BufferFull              503    ``max_buffered`` requests already held
+HeldBodiesFull          503    held request bodies reached the activator's cap
+Draining, DrainEnded    503    shutting down (DrainEnded: still held when
+                               the drain timeout ended)
+ColdStartTimeout        504    no replica ready within the cold-start timeout
+AllRefused              502    timed out after every replica tried refused
+UpstreamFailed          502    bytes reached a replica that then failed
+RefusedRequest          400    absolute-form target (not a forward proxy)
+ConnectRefused          405    CONNECT (not a tunnel)
+=====================  ======  ============================================
+
+503s carry ``Retry-After``.
+
+Nothing here knows the HTTP library. The proxy classifies a failed exchange
+with a replica as :class:`Failure` ``NOT_SENT`` (refused, unreachable,
+connect timeout: no byte reached the replica) or ``SENT``, notes whether the
+client's own body failed while it was streamed, and :func:`after_failure`
+decides: the client's body failure wins (408/413, whatever the replica
+did), a ``NOT_SENT`` failure sends the request back to waiting, anything
+else is a 502. The same table and decision survive a change of HTTP plumbing.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from activator.buffering import BufferFull, ColdStartTimeout, DrainEnded, GateClosed
+
+__all__ = [
+    "ERROR_STATUS",
+    "AllRefused",
+    "BadBody",
+    "BodyTimeout",
+    "BodyTooLarge",
+    "ConnectRefused",
+    "Draining",
+    "ErrorStatus",
+    "Failure",
+    "HeldBodiesFull",
+    "NoTarget",
+    "ProxyError",
+    "RefusedRequest",
+    "UpstreamFailed",
+    "after_failure",
+    "error_document",
+    "status_of",
+]
+
+
+class ProxyError(Exception):
+    """A request the activator answers itself."""
+
+
+class NoTarget(ProxyError):
+    pass
+
+
+class BadBody(ProxyError):
+    pass
+
+
+class BodyTimeout(ProxyError):
+    """The client sent nothing of its body for the idle timeout."""
+
+
+class BodyTooLarge(ProxyError):
+    pass
+
+
+class HeldBodiesFull(ProxyError):
+    """Holding this body would pass the activator's cap on held body bytes."""
+
+
+class Draining(ProxyError):
+    pass
+
+
+class AllRefused(ProxyError):
+    pass
+
+
+class UpstreamFailed(ProxyError):
+    pass
+
+
+class RefusedRequest(ProxyError):
+    pass
+
+
+class ConnectRefused(ProxyError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorStatus:
+    status: int
+    type: str
+    code: str  # also the metrics' rejection reason
+    message: str
+    retry_after: bool = False
+
+
+ERROR_STATUS: dict[type[Exception], ErrorStatus] = {
+    NoTarget: ErrorStatus(404, "not_found_error", "no_target", "no target matches this request"),
+    GateClosed: ErrorStatus(404, "not_found_error", "no_target", "the target was removed"),
+    BadBody: ErrorStatus(
+        400, "invalid_request_error", "bad_body", "the body must be a JSON object with a 'model'"
+    ),
+    BodyTimeout: ErrorStatus(
+        408,
+        "timeout_error",
+        "body_timeout",
+        "the client stopped sending the request body for longer than the idle timeout",
+    ),
+    BodyTooLarge: ErrorStatus(
+        413, "invalid_request_error", "body_too_large", "the request body is over the limit"
+    ),
+    BufferFull: ErrorStatus(
+        503,
+        "overloaded_error",
+        "buffer_full",
+        "too many requests are waiting for this model",
+        retry_after=True,
+    ),
+    HeldBodiesFull: ErrorStatus(
+        503,
+        "overloaded_error",
+        "held_bodies_full",
+        "the activator holds too many request bodies already",
+        retry_after=True,
+    ),
+    Draining: ErrorStatus(
+        503, "unavailable_error", "draining", "the activator is shutting down", retry_after=True
+    ),
+    DrainEnded: ErrorStatus(
+        503,
+        "unavailable_error",
+        "draining",
+        "the activator shut down before a replica became ready",
+        retry_after=True,
+    ),
+    ColdStartTimeout: ErrorStatus(
+        504, "timeout_error", "cold_start_timeout", "no replica became ready in time"
+    ),
+    AllRefused: ErrorStatus(
+        502, "upstream_error", "all_refused", "every ready replica refused the connection"
+    ),
+    UpstreamFailed: ErrorStatus(
+        502, "upstream_error", "upstream_failed", "the replica failed while handling the request"
+    ),
+    RefusedRequest: ErrorStatus(
+        400,
+        "invalid_request_error",
+        "refused_request",
+        "absolute-form request targets are refused: this is not a forward proxy",
+    ),
+    ConnectRefused: ErrorStatus(
+        405, "invalid_request_error", "refused_request", "CONNECT is refused: this is not a tunnel"
+    ),
+}
+
+
+def status_of(exc: Exception) -> ErrorStatus:
+    """The table's row for ``exc``; anything unlisted is an upstream failure (502)."""
+    return ERROR_STATUS.get(type(exc)) or ERROR_STATUS[UpstreamFailed]
+
+
+def error_document(exc: Exception, detail: str = "") -> dict[str, Any]:
+    """The JSON body for ``exc``, in the OpenAI error shape."""
+    spec = status_of(exc)
+    message = spec.message + (f": {detail}" if detail else "")
+    return {"error": {"message": message, "type": spec.type, "code": spec.code}}
+
+
+class Failure(enum.Enum):
+    """How an exchange with a replica failed, as far as retrying is concerned."""
+
+    NOT_SENT = "not_sent"  # refused, unreachable, connect timeout: no byte reached it
+    SENT = "sent"  # bytes went out, then the exchange failed
+
+
+def after_failure(
+    failure: Failure, *, client_body: ProxyError | None, replica: str, what: str
+) -> ProxyError | None:
+    """The answer after a failed exchange with ``replica``; None: go back to waiting.
+
+    ``client_body`` is the client's own failure while its body was streamed
+    (:class:`BodyTimeout` or :class:`BodyTooLarge`), if any: it is the cause,
+    so it is the answer, whatever the replica then did. ``what`` names the
+    replica-side error for the 502's message.
+    """
+    if client_body is not None:
+        return client_body
+    if failure is Failure.NOT_SENT:
+        return None
+    return UpstreamFailed(f"{replica}: {what}")

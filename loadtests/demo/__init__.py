@@ -1,0 +1,9 @@
+"""``tidal demo``: the end-to-end story of scale-from-zero, out and back.
+
+- :mod:`~loadtests.demo.story` runs the story (the ``tidal demo`` subcommand);
+- :mod:`~loadtests.demo.client` sends one streaming chat completion and times it;
+- :mod:`~loadtests.demo.activator_gauges` reads the held-request gauges from
+  the activators' ``/metrics``;
+- :mod:`~loadtests.demo.observe` turns the samples into the summary and verdict;
+- :mod:`~loadtests.demo.view` renders the live status line and the summary table.
+"""

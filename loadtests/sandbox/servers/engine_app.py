@@ -1,0 +1,142 @@
+"""What an engine flavour (vLLM-like, Triton-like) and the server agree on.
+
+:class:`ServerConfig` is one fake model server's settings; :class:`EngineApp`
+is what a flavour gives the server (its aiohttp app, engine start/stop,
+readiness, GPU busy time); :class:`RuntimeApp` is the part every flavour
+shares. The flavours (``vllm``, ``triton``) build on this module and the
+server (``server``) picks one of them, so the dependency runs one way:
+server -> flavours -> this module.
+
+Main decision: the configuration is validated when it is built, so a bad
+flag fails at start-up with a message naming the value and what is allowed,
+not later inside a running engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Generic, Literal, Protocol, TypeVar
+
+from aiohttp import web
+
+from loadtests.sandbox.servers.engine_runtime import ModelClock
+from loadtests.sandbox.servers.faults import Faults
+from scaler.sim.engine import BatcherParams, LlmParams
+
+__all__ = ["EngineApp", "EngineRuntime", "RuntimeApp", "ServerConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Everything one fake model server needs (``tidal sandbox model-server`` flags)."""
+
+    engine: Literal["vllm", "triton"] = "vllm"
+    model: str = "llama-3.1-8b"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    startup_delay_s: float = 0.0
+    # Model time runs this many times faster than wall time (tests: 10-1000).
+    speedup: float = 1.0
+    llm: LlmParams = field(default_factory=LlmParams)
+    batcher: BatcherParams = field(default_factory=BatcherParams)
+    faults: Faults = field(default_factory=Faults)
+    # When a request does not set ignore_eos, its natural length is drawn from
+    # an exponential distribution with this mean (ShareGPT's average output is
+    # 179 tokens, per the vLLM v0.6.0 blog), capped by max_tokens.
+    mean_output_tokens: float = 179.0
+    max_model_len: int = 131_072
+    drain_timeout_s: float = 120.0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.engine not in ("vllm", "triton"):
+            raise ValueError(f"engine must be 'vllm' or 'triton'; got {self.engine!r}")
+        if not self.model or any(c.isspace() for c in self.model):
+            raise ValueError(f"model must be a non-empty name without spaces; got {self.model!r}")
+        if not (0 <= self.port <= 65535):
+            raise ValueError(f"port must be 0..65535; got {self.port}")
+        if self.startup_delay_s < 0:
+            raise ValueError(f"startup delay must be >= 0 s; got {self.startup_delay_s}")
+        if not self.speedup > 0:
+            raise ValueError(f"speedup must be > 0; got {self.speedup}")
+        if not self.mean_output_tokens >= 1:
+            raise ValueError(f"mean output tokens must be >= 1; got {self.mean_output_tokens}")
+        if self.max_model_len < 2:
+            raise ValueError(f"max model length must be >= 2 tokens; got {self.max_model_len}")
+        if self.drain_timeout_s < 0:
+            raise ValueError(f"drain timeout must be >= 0 s; got {self.drain_timeout_s}")
+
+
+class EngineApp(Protocol):
+    """What an engine flavour (vLLM-like, Triton-like) gives the server."""
+
+    listen_before_ready: bool
+
+    @property
+    def app(self) -> web.Application: ...
+
+    def start_engine(self) -> None: ...
+
+    async def stop_engine(self) -> None: ...
+
+    def mark_ready(self) -> None: ...
+
+    def busy_time_s(self) -> float:
+        """Model-time seconds the simulated GPU has been busy."""
+        ...
+
+    def model_time_s(self) -> float: ...
+
+
+class EngineRuntime(Protocol):
+    """The engine loop behind an app (``LlmRuntime``, ``BatchRuntime``)."""
+
+    clock: ModelClock
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def busy_time_s(self) -> float: ...
+
+
+RuntimeT = TypeVar("RuntimeT", bound=EngineRuntime)
+
+
+class RuntimeApp(Generic[RuntimeT]):
+    """The part of :class:`EngineApp` every flavour shares: it delegates to its runtime.
+
+    A flavour builds its runtime and its routes, then calls ``__init__``; it
+    routes ``GET /sandbox/gpu`` to :meth:`gpu` (read by the DCGM-like exporter).
+    """
+
+    listen_before_ready: bool
+
+    def __init__(self, *, app: web.Application, runtime: RuntimeT) -> None:
+        self._app = app
+        self.runtime = runtime
+        self._ready = False
+
+    @property
+    def app(self) -> web.Application:
+        return self._app
+
+    def start_engine(self) -> None:
+        self.runtime.start()
+
+    async def stop_engine(self) -> None:
+        await self.runtime.stop()
+
+    def mark_ready(self) -> None:
+        self._ready = True
+
+    def busy_time_s(self) -> float:
+        return self.runtime.busy_time_s()
+
+    def model_time_s(self) -> float:
+        return self.runtime.clock.now()
+
+    async def gpu(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {"busy_s": self.busy_time_s(), "model_time_s": self.model_time_s()}
+        )

@@ -1,0 +1,164 @@
+"""The signals' one owner: sources in, observations out (DESIGN §4).
+
+The hub holds the demand sources, every target's
+:class:`~scaler.policy.windows.SignalWindows`, and the combination rule
+(:mod:`scaler.signals.combine`). News goes *in*: an activator report
+(:meth:`SignalHub.report`), or a pulled source that finished a refresh
+(:meth:`SignalHub.arrived`). Observations come *out*: at a decision the
+controller asks :meth:`SignalHub.observe` for a target's combined view and its
+signals' readings.
+
+Main decisions:
+
+- **Samples at arrival, never at a tick.** Each arrival records, at its
+  arrival time, the combined value (max of the concurrency views, sum of the
+  queue views) of only the signals that source feeds
+  (:func:`~scaler.signals.combine.fed_by`), so a second in which nothing
+  arrived is *missing* in the windows, never a zero, and a slow source's last
+  value is not recorded again at every faster arrival.
+- **Every target at every report**: an activator report lists the targets
+  its activator knows, idle ones at zero, and one that it does not list is at
+  zero there; so a report records for every target the hub tracks.
+- **Which targets** comes from a :class:`TargetCatalog` (the controller's
+  :class:`~scaler.targets.TargetBook`): a target that appeared since the last
+  decision is recorded at its first arrival.
+- **Synchronous, time passed in**: no clock and no I/O, so a simulator drives
+  it with simulated time as the scaler does with the loop's clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from scaler.policy.api import ScalingConfig, SignalKind, SignalReading
+from scaler.policy.freshness import fresh_bounds, readings
+from scaler.policy.windows import SignalWindows
+from scaler.signals.activator_reports import ActivatorReport, ActivatorReports
+from scaler.signals.base import DemandSource
+from scaler.signals.combine import CombinedSignals, combine, fed_by
+from scaler.signals.names import ACTIVATOR, PROMETHEUS
+
+__all__ = ["HubSettings", "SignalHub", "SignalView", "TargetCatalog"]
+
+
+class TargetCatalog(Protocol):
+    """The targets the hub keeps windows for."""
+
+    def configs(self) -> Mapping[str, ScalingConfig | None]:
+        """Target -> its config (``None``: invalid, nothing is recorded for it)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class HubSettings:
+    # A window sample older than this no longer counts as fresh (seconds).
+    fresh_within_s: float = 5.0
+    # Per signal, a longer bound, for signals fed only by a slower poll (GPU
+    # utilization from a Prometheus queried every 5 s).
+    fresh_within_s_by_kind: Mapping[SignalKind, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SignalView:
+    """One target's signals at one time: the sources combined, and the windows read."""
+
+    combined: CombinedSignals
+    readings: Mapping[SignalKind, SignalReading]
+
+
+class SignalHub:
+    """Sources, windows and their combination, for every target."""
+
+    def __init__(
+        self,
+        *,
+        sources: Sequence[DemandSource],
+        catalog: TargetCatalog,
+        settings: HubSettings | None = None,
+    ) -> None:
+        names = [s.name for s in sources]
+        if len(set(names)) != len(names):
+            raise ValueError(f"demand sources must have distinct names, got {names}")
+        self._sources = list(sources)
+        self._catalog = catalog
+        settings = settings or HubSettings()
+        self._fresh_within_s = fresh_bounds(
+            settings.fresh_within_s, settings.fresh_within_s_by_kind
+        )
+        self._prometheus = PROMETHEUS in names
+        self._reports = next((s for s in sources if isinstance(s, ActivatorReports)), None)
+        self._windows: dict[str, SignalWindows] = {}
+
+    @property
+    def source_names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self._sources)
+
+    def _combine(self, key: str, now: float) -> CombinedSignals:
+        return combine({s.name: s.read(key, now=now) for s in self._sources})
+
+    def _tracked(self) -> dict[str, tuple[ScalingConfig, SignalWindows]]:
+        """Windows for every valid target of the catalog (created on first sight,
+        dropped with the target)."""
+        configs = self._catalog.configs()
+        for key in [k for k in self._windows if k not in configs]:
+            del self._windows[key]
+        out = {}
+        for key, config in configs.items():
+            if config is None:
+                continue
+            windows = self._windows.get(key)
+            if windows is None:
+                windows = self._windows[key] = SignalWindows.for_config(config)
+            out[key] = (config, windows)
+        return out
+
+    def report(self, report: ActivatorReport, *, now: float) -> int:
+        """An activator's report arrived at ``now``: keep it and record what it feeds
+        for every target. Returns how many activators report
+        (:class:`~scaler.signals.activator_reports.ReportError` past the limit)."""
+        if self._reports is None:
+            raise ValueError("this hub has no activator reports source")
+        count = self._reports.record(report, now=now)
+        self.arrived(ACTIVATOR, now=now)
+        return count
+
+    def reporting(self, *, now: float) -> int:
+        """Activators whose reports count at ``now``."""
+        return self._reports.reporting(now=now) if self._reports is not None else 0
+
+    def arrived(self, source: str, *, now: float, keys: Iterable[str] | None = None) -> int:
+        """``source`` brought news at ``now``: record the signals it feeds, for ``keys``
+        (default: every target), into their windows. Returns the targets recorded."""
+        kinds = fed_by(source, prometheus=self._prometheus)
+        tracked = self._tracked()
+        wanted = tracked.keys() if keys is None else [k for k in keys if k in tracked]
+        for key in wanted:
+            _, windows = tracked[key]
+            for kind, value in self._combine(key, now).values.items():
+                if kind in kinds:
+                    windows.record(kind, value, now)
+        return len(wanted)
+
+    def observe(self, key: str, config: ScalingConfig | None, *, now: float) -> SignalView:
+        """``key``'s combined sources at ``now`` and, with a config, its signals' readings
+        (a signal not fresh when a source behind it is stale)."""
+        combined = self._combine(key, now)
+        if config is None:
+            return SignalView(combined=combined, readings={})
+        windows = self._windows.get(key)
+        if windows is None:
+            windows = self._windows[key] = SignalWindows.for_config(config)
+        got = readings(
+            windows,
+            config,
+            complete=combined.complete,
+            fresh_within_s=self._fresh_within_s,
+            now=now,
+        )
+        return SignalView(combined=combined, readings=got)
+
+    def windows(self, key: str) -> SignalWindows | None:
+        """``key``'s windows, for inspection (``None`` before its first sample)."""
+        return self._windows.get(key)

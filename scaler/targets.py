@@ -1,0 +1,132 @@
+"""Which Deployments the scaler manages, and with what config (DESIGN §2).
+
+:class:`TargetBook` follows the cluster view's opted-in Deployments and keeps,
+per target, its validated :class:`~scaler.policy.api.ScalingConfig` (or the
+problem that makes it unusable) and the status annotation it carries. The
+controller syncs it before deciding; the signal hub reads the configs (which
+targets get windows) and the pulled sources read the pods to query
+(:meth:`TargetBook.poll_targets`), so neither has to ask the controller.
+
+Main decisions:
+
+- **Parse only on change.** The cluster view keeps one ``DeploymentInfo`` per
+  version it saw, so an unchanged Deployment is recognised by the identity of
+  its annotations, without copying them or parsing the status JSON again; and
+  the status annotation (ours) changing never re-parses the config.
+- **A bad annotation rejects the whole config**: the target is kept with its
+  problem (the controller reports it and leaves the scale alone) until the
+  annotations change; a WARNING is logged once per change.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from scaler.kube.types import STATUS_ANNOTATION, ClusterView, DeploymentInfo, TargetSnapshot
+from scaler.policy.api import ScalingConfig
+from scaler.policy.protocol import InvalidTargetConfig, Policy, parse_for_setup
+from scaler.policy.status_doc import StatusDocument, parse_status
+from scaler.signals.base import PodEndpoint, TargetPods
+
+__all__ = ["TargetBook", "TargetConfig"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TargetConfig:
+    """One target as last synced.
+
+    ``revision`` grows whenever its annotations (the status aside) change, so a
+    reader sees a new config without comparing annotations.
+    """
+
+    key: str
+    annotations: Mapping[str, str]  # without the status annotation
+    config: ScalingConfig | None
+    problem: str | None
+    seen_status: StatusDocument | None  # the status annotation on the Deployment
+    revision: int = 0
+
+
+class TargetBook:
+    """Opted-in Deployments -> :class:`TargetConfig`, synced from a :class:`ClusterView`."""
+
+    def __init__(self, cluster: ClusterView, policy: Policy, *, gpu_metrics: bool = False) -> None:
+        self._cluster = cluster
+        self._policy = policy
+        self._gpu_metrics = gpu_metrics
+        self._entries: dict[str, TargetConfig] = {}
+        self._seen: dict[str, Mapping[str, str]] = {}  # annotations as last synced, by identity
+
+    @property
+    def synced(self) -> bool:
+        return self._cluster.synced
+
+    def snapshots(self) -> Mapping[str, TargetSnapshot]:
+        """The cluster view's targets (``{}`` before it has synced)."""
+        return self._cluster.targets() if self._cluster.synced else {}
+
+    def sync(self) -> Mapping[str, TargetConfig]:
+        """Every target the cluster view holds now, its config up to date."""
+        snapshots = self.snapshots()
+        for key in [k for k in self._entries if k not in snapshots]:
+            del self._entries[key]
+            del self._seen[key]
+        for key, snap in snapshots.items():
+            d = snap.deployment
+            if self._seen.get(key) is not d.annotations:
+                self._update(key, d)
+        return self._entries
+
+    def configs(self) -> Mapping[str, ScalingConfig | None]:
+        """Target -> its config, ``None`` while its annotations are invalid."""
+        return {key: entry.config for key, entry in self.sync().items()}
+
+    def get(self, key: str) -> TargetConfig | None:
+        return self._entries.get(key)
+
+    def _update(self, key: str, d: DeploymentInfo) -> None:
+        self._seen[key] = d.annotations
+        seen_status = parse_status(d.annotations.get(STATUS_ANNOTATION))
+        annotations = {k: v for k, v in d.annotations.items() if k != STATUS_ANNOTATION}
+        entry = self._entries.get(key)
+        if entry is not None and entry.annotations == annotations:
+            self._entries[key] = replace(entry, seen_status=seen_status)
+            return
+        config: ScalingConfig | None
+        problem: str | None = None
+        try:
+            config = parse_for_setup(self._policy, annotations, gpu_metrics=self._gpu_metrics)
+        except InvalidTargetConfig as exc:
+            config, problem = None, str(exc)
+            log.warning("%s: invalid annotations, leaving it alone: %s", key, problem)
+        self._entries[key] = TargetConfig(
+            key=key,
+            annotations=annotations,
+            config=config,
+            problem=problem,
+            seen_status=seen_status,
+            revision=0 if entry is None else entry.revision + 1,
+        )
+
+    def poll_targets(self) -> list[TargetPods]:
+        """Ready pods of every target, for the scrape and Prometheus loops (engine
+        ``generic`` and port 8000 for a target whose config is invalid)."""
+        entries = self.sync()
+        out = []
+        for key, snap in self.snapshots().items():
+            entry = entries.get(key)
+            config = entry.config if entry is not None else None
+            engine = config.engine if config is not None else "generic"
+            port: int | str = config.metrics_port if config is not None else 8000
+            pods = []
+            for pod in snap.ready_pods:
+                number = pod.port(port)
+                if number is not None and pod.ip is not None:
+                    pods.append(PodEndpoint(name=pod.name, ip=pod.ip, metrics_port=number))
+            d = snap.deployment
+            out.append(TargetPods(key=key, namespace=d.namespace, engine=engine, pods=pods))
+        return out

@@ -1,0 +1,69 @@
+"""The activator's own answers, decided without an HTTP library.
+
+Covers: after a failed exchange with a replica, a client body failure is
+the answer whether or not bytes went out; a failure before any byte goes
+back to waiting; one after bytes is a 502 naming the replica; every row of
+the table is a JSON error in the OpenAI shape, 503s with Retry-After; the
+metrics' reasons are the table's codes; the held-body cap counts, refuses
+past the cap (0: no cap) and rejects a negative cap.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from activator.held_bodies import HeldBodies
+from activator.metrics import REASONS
+from activator.statuses import (
+    ERROR_STATUS,
+    BodyTimeout,
+    BodyTooLarge,
+    Failure,
+    UpstreamFailed,
+    after_failure,
+    error_document,
+    status_of,
+)
+
+
+@pytest.mark.parametrize("failure", list(Failure))
+@pytest.mark.parametrize("client_body", [BodyTimeout(), BodyTooLarge()])
+def test_a_client_body_failure_is_the_answer(
+    failure: Failure, client_body: BodyTimeout | BodyTooLarge
+) -> None:
+    answer = after_failure(failure, client_body=client_body, replica="pod-1", what="X")
+    assert answer is client_body
+    assert status_of(client_body).status in (408, 413)
+
+
+def test_nothing_sent_waits_again_and_something_sent_is_a_502() -> None:
+    assert after_failure(Failure.NOT_SENT, client_body=None, replica="p", what="X") is None
+    answer = after_failure(Failure.SENT, client_body=None, replica="pod-1", what="Reset")
+    assert isinstance(answer, UpstreamFailed)
+    assert str(answer) == "pod-1: Reset"
+    assert status_of(answer).status == 502
+
+
+def test_every_row_is_a_json_error_and_a_metrics_reason() -> None:
+    for exc_type, spec in ERROR_STATUS.items():
+        document = error_document(exc_type("t"), "detail")
+        assert document == {
+            "error": {"message": f"{spec.message}: detail", "type": spec.type, "code": spec.code}
+        }
+        assert spec.retry_after == (spec.status == 503), exc_type
+        assert spec.code in REASONS
+    assert status_of(BodyTimeout()).status == 408
+    assert status_of(ValueError()).status == 502  # unlisted: an upstream failure
+
+
+def test_held_bodies_cap() -> None:
+    held = HeldBodies(1000)
+    assert held.take(600)
+    assert not held.take(500)
+    assert held.held_bytes == 600
+    held.give_back(600)
+    assert held.take(1000)
+    unbounded = HeldBodies(0)
+    assert unbounded.take(10**12)
+    with pytest.raises(ValueError, match="held body cap"):
+        HeldBodies(-1)

@@ -1,0 +1,119 @@
+"""The signal hub: reports and refreshes go in, observations come out.
+
+Covers:
+- an activator report is kept and recorded at once for every valid target,
+  including one the catalog gained since the last decision; an invalid
+  target gets no windows;
+- a pulled source's arrival records only the signals it feeds and only for
+  the keys it refreshed;
+- observe() combines the sources (max of the concurrency views) and marks a
+  signal not fresh when a source behind it is stale;
+- a target dropped from the catalog loses its windows; two sources of one
+  name are refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pytest
+
+from scaler.policy.api import ScalingConfig, SignalKind
+from scaler.signals.activator_reports import ActivatorReports, parse_report
+from scaler.signals.base import SourceReading
+from scaler.signals.hub import SignalHub
+from tests.unit.scaler.fakes import FakeSource
+
+
+class Catalog:
+    def __init__(self) -> None:
+        self.targets: dict[str, ScalingConfig | None] = {}
+
+    def configs(self) -> Mapping[str, ScalingConfig | None]:
+        return self.targets
+
+
+def report(activator: str, **concurrency: float) -> object:
+    return {
+        "activator": activator,
+        "period_s": 1.0,
+        "targets": {f"ns/{name}": {"concurrency": c} for name, c in concurrency.items()},
+    }
+
+
+def test_report_is_recorded_for_every_valid_target() -> None:
+    catalog = Catalog()
+    catalog.targets = {"ns/a": ScalingConfig(), "ns/bad": None}
+    reports = ActivatorReports()
+    hub = SignalHub(sources=[reports], catalog=catalog)
+    assert hub.report(parse_report(report("act-1", a=6.0)), now=10.0) == 1
+    a = hub.windows("ns/a")
+    assert a is not None
+    assert hub.windows("ns/bad") is None
+    # A target that appeared since: recorded at the next report, at zero from this activator.
+    catalog.targets["ns/b"] = ScalingConfig()
+    hub.report(parse_report(report("act-2", a=2.0)), now=11.0)
+    view = hub.observe("ns/a", ScalingConfig(), now=11.0)
+    conc = view.readings[SignalKind.CONCURRENCY]
+    assert conc.stable == pytest.approx((6.0 + 8.0) / 2)
+    assert conc.fresh
+    b = hub.observe("ns/b", ScalingConfig(), now=11.0).readings[SignalKind.CONCURRENCY]
+    assert b.stable == 0.0
+    assert hub.reporting(now=11.0) == 2
+
+
+def test_arrival_records_only_what_its_source_feeds() -> None:
+    catalog = Catalog()
+    config = ScalingConfig(target_gpu_utilization=0.5)
+    catalog.targets = {"ns/a": config, "ns/b": config}
+    activator, prometheus = FakeSource("activator"), FakeSource("prometheus")
+    for key in catalog.targets:
+        activator.readings[key] = SourceReading(
+            source="activator", fresh=True, reporters=1, concurrency=3.0, queue_depth=0.0
+        )
+        prometheus.readings[key] = SourceReading(
+            source="prometheus", fresh=True, reporters=1, gpu_utilization=0.8
+        )
+    hub = SignalHub(sources=[activator, prometheus], catalog=catalog)
+    assert hub.arrived("prometheus", now=5.0, keys=["ns/a", "ns/gone"]) == 1
+    a = hub.observe("ns/a", config, now=5.0).readings
+    assert a[SignalKind.GPU_UTILIZATION].stable == pytest.approx(0.8)
+    assert a[SignalKind.CONCURRENCY].stable is None  # a GPU answer says nothing of requests
+    b = hub.observe("ns/b", config, now=5.0).readings
+    assert b[SignalKind.GPU_UTILIZATION].stable is None  # not refreshed
+
+
+def test_observe_combines_and_marks_partial_views() -> None:
+    catalog = Catalog()
+    catalog.targets = {"ns/a": ScalingConfig()}
+    activator, scrape = FakeSource("activator"), FakeSource("scrape")
+    activator.readings["ns/a"] = SourceReading(
+        source="activator", fresh=True, reporters=1, concurrency=3.0, busy=True
+    )
+    scrape.readings["ns/a"] = SourceReading(
+        source="scrape", fresh=False, reporters=1, concurrency=5.0
+    )
+    hub = SignalHub(sources=[activator, scrape], catalog=catalog)
+    hub.arrived("activator", now=1.0)
+    view = hub.observe("ns/a", ScalingConfig(), now=1.0)
+    assert view.combined.values[SignalKind.CONCURRENCY] == 5.0  # max, not sum
+    assert view.combined.demand.busy
+    reading = view.readings[SignalKind.CONCURRENCY]
+    assert (reading.stable, reading.fresh) == (5.0, False)
+    # No config (invalid target): combined only.
+    assert hub.observe("ns/a", None, now=1.0).readings == {}
+
+
+def test_dropped_target_loses_windows_and_names_are_unique() -> None:
+    catalog = Catalog()
+    catalog.targets = {"ns/a": ScalingConfig()}
+    hub = SignalHub(sources=[FakeSource("activator")], catalog=catalog)
+    hub.arrived("activator", now=1.0)
+    assert hub.windows("ns/a") is not None
+    catalog.targets = {}
+    assert hub.arrived("activator", now=2.0) == 0
+    assert hub.windows("ns/a") is None
+    with pytest.raises(ValueError, match="distinct names"):
+        SignalHub(sources=[FakeSource("scrape"), FakeSource("scrape")], catalog=catalog)
+    with pytest.raises(ValueError, match="no activator reports"):
+        hub.report(parse_report(report("x")), now=3.0)
