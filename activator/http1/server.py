@@ -127,7 +127,7 @@ class RequestBody:
 
     def __init__(self, conn: ClientConnection) -> None:
         self._conn = conn
-        self._chunks: deque[bytes] = deque()
+        self._chunks: list[bytes] = []
         self._buffered = 0
         self._waiter: asyncio.Future[None] | None = None
         self._sink: Callable[[bytes], None] | None = None
@@ -213,7 +213,7 @@ class RequestBody:
         if self.error is not None:
             raise self.error
         data = b"".join(self._chunks)
-        self._chunks.clear()
+        self._chunks = []
         self._buffered = 0
         return data
 
@@ -225,8 +225,9 @@ class RequestBody:
         ``on_end(None)`` when the body is complete, ``on_end(exc)`` with
         :class:`BodyTooLarge` or :class:`BodyStalled` when it fails.
         """
-        while self._chunks:
-            sink(self._chunks.popleft())
+        for chunk in self._chunks:
+            sink(chunk)
+        self._chunks = []
         self._buffered = 0
         if self.error is not None:
             on_end(self.error)
@@ -345,6 +346,31 @@ class Relay(Protocol):
 class ClientConnection(asyncio.Protocol):
     """One client connection: parse, hand each request to the handler, in order."""
 
+    # Slots: thousands of these live at once while requests are held.
+    __slots__ = (
+        "_failed",
+        "_head_bytes",
+        "_headers",
+        "_idle_timer",
+        "_last_active",
+        "_on_close",
+        "_on_open",
+        "_parser",
+        "_parsing",
+        "_paused_for",
+        "_pending",
+        "_url",
+        "current",
+        "handler",
+        "limits",
+        "loop",
+        "must_close",
+        "peer",
+        "reading_paused_by_upstream",
+        "task",
+        "transport",
+    )
+
     def __init__(
         self,
         handler: Handler,
@@ -365,11 +391,11 @@ class ClientConnection(asyncio.Protocol):
         self._headers: list[tuple[bytes, bytes]] = []
         self._head_bytes = 0
         self._parsing: RequestBody | None = None
-        self._pending: deque[Exchange] = deque()
+        self._pending: deque[Exchange] | None = None  # pipelined requests, rarely any
         self.current: Exchange | None = None
         self.task: asyncio.Task[None] | None = None
         self.must_close = False
-        self._paused_for: set[str] = set()
+        self._paused_for: frozenset[str] = frozenset()
         self.reading_paused_by_upstream = False
         self._idle_timer: asyncio.TimerHandle | None = None
         self._last_active = 0.0
@@ -394,7 +420,7 @@ class ClientConnection(asyncio.Protocol):
         # The handler's cancellation aborts its replica connection, if any.
         if self.current is not None:
             self.current.body.detach()
-        self._pending.clear()
+        self._pending = None
         if self._on_close is not None:
             self._on_close(self)
 
@@ -472,6 +498,8 @@ class ClientConnection(asyncio.Protocol):
         if self.current is None:
             self._start(exchange)
         else:
+            if self._pending is None:
+                self._pending = deque()
             self._pending.append(exchange)
             self.pause_body("pipelined")
 
@@ -557,14 +585,14 @@ class ClientConnection(asyncio.Protocol):
             self.reading_paused_by_upstream = True
         if not self._paused_for and self.transport is not None:
             self.transport.pause_reading()
-        self._paused_for.add(reason)
+        self._paused_for = self._paused_for | {reason}
 
     def resume_body(self, reason: str = "buffer") -> None:
         if reason == "upstream":
             self.reading_paused_by_upstream = False
         if reason not in self._paused_for:
             return
-        self._paused_for.discard(reason)
+        self._paused_for = self._paused_for - {reason}
         if not self._paused_for and self.transport is not None and not self._failed:
             with contextlib.suppress(RuntimeError):
                 self.transport.resume_reading()
@@ -607,7 +635,7 @@ class ClientConnection(asyncio.Protocol):
                 retry_after_s=answer.retry_after_s,
                 close=True,
             )
-        self._pending.clear()
+        self._pending = None
         if self.transport is not None:
             self.transport.close()
 

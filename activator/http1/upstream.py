@@ -79,6 +79,35 @@ class UpstreamFailed(Exception):
 class UpstreamConnection(asyncio.Protocol):
     """One connection to a replica; relays one exchange at a time."""
 
+    __slots__ = (
+        "_close_delimited",
+        "_complete",
+        "_done",
+        "_early",
+        "_exchange",
+        "_head",
+        "_head_done",
+        "_headers",
+        "_interim",
+        "_is_head",
+        "_keep_alive",
+        "_last",
+        "_parser",
+        "_raw",
+        "_reason",
+        "_relay_paused",
+        "_status",
+        "_timer",
+        "body_sent",
+        "idle_since",
+        "key",
+        "lost",
+        "loop",
+        "opening",
+        "pool",
+        "transport",
+    )
+
     def __init__(self, pool: UpstreamPool, key: str) -> None:
         self.pool = pool
         self.key = key
