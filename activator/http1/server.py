@@ -166,7 +166,7 @@ class RequestBody:
         self._wake()
 
     def _fail(self, exc: BaseException) -> None:
-        if self.error is not None or self.done:
+        if self.error is not None:
             return
         self.error = exc
         self._cancel_timer()
@@ -195,6 +195,7 @@ class RequestBody:
         """Fail with :class:`BodyTooLarge` past ``limit`` bytes (0: no limit)."""
         self._limit = limit
         if limit and self.received > limit:
+            # Also when the whole body is in already: it is over the limit all the same.
             self._fail(BodyTooLarge())
 
     async def read_all(self, limit: int) -> bytes:
@@ -327,6 +328,7 @@ class Exchange:
     def cut(self) -> None:
         """End the client connection now: an answer already begun cannot be completed."""
         self.conn.must_close = True
+        self.conn.cut_by_us = True  # the handler is failing already: let it finish
         transport = self.conn.transport
         if transport is not None:
             transport.close()
@@ -361,6 +363,7 @@ class ClientConnection(asyncio.Protocol):
         "_pending",
         "_url",
         "current",
+        "cut_by_us",
         "handler",
         "limits",
         "loop",
@@ -395,6 +398,7 @@ class ClientConnection(asyncio.Protocol):
         self.current: Exchange | None = None
         self.task: asyncio.Task[None] | None = None
         self.must_close = False
+        self.cut_by_us = False
         self._paused_for: frozenset[str] = frozenset()
         self.reading_paused_by_upstream = False
         self._idle_timer: asyncio.TimerHandle | None = None
@@ -415,7 +419,7 @@ class ClientConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         self._cancel_idle()
-        if self.task is not None and not self.task.done():
+        if self.task is not None and not self.task.done() and not self.cut_by_us:
             self.task.cancel()
         # The handler's cancellation aborts its replica connection, if any.
         if self.current is not None:

@@ -87,6 +87,7 @@ class UpstreamConnection(asyncio.Protocol):
         "_exchange",
         "_head",
         "_head_done",
+        "_head_sent",
         "_headers",
         "_interim",
         "_is_head",
@@ -135,6 +136,7 @@ class UpstreamConnection(asyncio.Protocol):
         self._headers: list[tuple[bytes, bytes]] = []
         self._raw = True  # relay body bytes as they came
         self._early: list[bytes] = []
+        self._head_sent = False
         self._close_delimited = False
         self._is_head = False
         self.body_sent = True
@@ -238,12 +240,13 @@ class UpstreamConnection(asyncio.Protocol):
         self._head_done = True
 
     def on_body(self, body: bytes) -> None:
-        if self._raw or self._exchange is None:
-            return  # relayed as raw bytes in data_received
-        if self._head:
-            self._early.append(body)  # de-chunked before the head went out: keep the order
-        else:
+        if not self._head_sent:
+            # Parsed in the same read as the head, before it went out: whether
+            # these pieces are needed (de-chunking) is decided with the head.
+            self._early.append(body)
+        elif not self._raw and self._exchange is not None:
             self._exchange.write(body)
+        # else: relayed as raw bytes in data_received
 
     def on_message_complete(self) -> None:
         if not self._head_done:
@@ -343,13 +346,14 @@ class UpstreamConnection(asyncio.Protocol):
         )
         rest = bytes(head[end:])
         self._head = bytearray()
+        self._head_sent = True
         if self._raw:
             if rest and not no_body:
                 exchange.write(rest)
         else:
             for piece in self._early:
                 exchange.write(piece)
-            self._early.clear()
+        self._early = []
 
     def _check_idle(self, idle_s: float) -> None:
         self._timer = None
@@ -563,9 +567,13 @@ async def forward(
     Raises :class:`NotSent`, :class:`UpstreamFailed`, :class:`BodyTooLarge`
     or :class:`BodyStalled`.
     """
-    conn = await pool.acquire(host, port)
     request = exchange.head
     client_body = exchange.body
+    if body is None:
+        client_body.set_limit(max_body_bytes)
+        if client_body.error is not None:
+            raise client_body.error  # over the limit already: nothing goes out
+    conn = await pool.acquire(host, port)
     chunked = body is None and request.chunked
     length = len(body) if body is not None else request.content_length
     head = upstream_request_head(
