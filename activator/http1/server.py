@@ -467,7 +467,6 @@ class ClientConnection(asyncio.Protocol):
         self._url = b""
         self._headers = []
         self._head_bytes = 0
-        self._cancel_idle()
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -604,16 +603,20 @@ class ClientConnection(asyncio.Protocol):
     # -- keep-alive idle -----------------------------------------------------------
 
     def _arm_idle(self) -> None:
+        # One timer per connection, re-armed from the last activity when it
+        # fires: none is created or cancelled per request.
+        self._last_active = self.loop.time()
         if self._idle_timer is None:
-            self._last_active = self.loop.time()
             self._idle_timer = self.loop.call_at(
                 self._last_active + self.limits.idle_s, self._check_idle
             )
 
     def _check_idle(self) -> None:
         self._idle_timer = None
-        if self.current is not None or self.transport is None:
+        if self.transport is None:
             return
+        if self.current is not None:
+            self._last_active = self.loop.time()  # busy is not idle
         due = self._last_active + self.limits.idle_s
         if self.loop.time() < due:
             self._idle_timer = self.loop.call_at(due, self._check_idle)

@@ -156,6 +156,9 @@ class UpstreamConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._opened()
         self.lost = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self.transport = None
         self.pool._forget(self)
         if self._exchange is None:
@@ -269,7 +272,9 @@ class UpstreamConnection(asyncio.Protocol):
         self._done = self.loop.create_future()
         exchange.relay = self
         self._last = self.loop.time()
-        if idle_s:
+        if idle_s and self._timer is None:
+            # One timer per connection that re-arms itself from the last
+            # activity, kept across exchanges: no timer churn per request.
             self._timer = self.loop.call_at(self._last + idle_s, self._check_idle, idle_s)
         self.transport.write(head)
         return self._done
@@ -332,33 +337,31 @@ class UpstreamConnection(asyncio.Protocol):
         if close or not exchange.head.keep_alive or conn.must_close:
             close = True
             conn.must_close = True
-        exchange.write(
-            client_response_head(
-                status,
-                self._reason,
-                self._headers,
-                request_id=exchange.request_id,
-                content_length=content_length,
-                chunked=chunked and self._raw,
-                close=close,
-                http10=exchange.http10,
-            )
+        out = client_response_head(
+            status,
+            self._reason,
+            self._headers,
+            request_id=exchange.request_id,
+            content_length=content_length,
+            chunked=chunked and self._raw,
+            close=close,
+            http10=exchange.http10,
         )
-        rest = bytes(head[end:])
+        # Head and what came with it in one write: one syscall for a small answer.
+        if self._raw:
+            if not no_body:
+                out += head[end:]
+        else:
+            out += b"".join(self._early)
         self._head = bytearray()
         self._head_sent = True
-        if self._raw:
-            if rest and not no_body:
-                exchange.write(rest)
-        else:
-            for piece in self._early:
-                exchange.write(piece)
         self._early = []
+        exchange.write(out)
 
     def _check_idle(self, idle_s: float) -> None:
         self._timer = None
         if self._exchange is None:
-            return
+            return  # idle in the pool: the pool's keep-alive limit applies
         now = self.loop.time()
         if self._relay_paused:
             self._last = now  # waiting on the client, not on the replica
@@ -401,9 +404,6 @@ class UpstreamConnection(asyncio.Protocol):
             done.set_exception(exc)
 
     def _detach(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
         if self._exchange is not None:
             self._exchange.relay = None
         self._exchange = None
@@ -425,6 +425,9 @@ class UpstreamConnection(asyncio.Protocol):
 
     def abort(self) -> None:
         self._detach()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self.transport is not None:
             self.transport.abort()
 

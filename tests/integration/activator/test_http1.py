@@ -15,7 +15,8 @@ replica connection; pipelined requests are answered in order; request
 bodies (Content-Length, chunked, ``Expect: 100-continue``) reach the
 replica; a stalled or oversized body fails; an answer to HEAD has no body;
 a silent replica fails past the idle timeout; an unparseable request gets a
-JSON 400; a close-delimited answer ends the client connection too.
+JSON 400; a close-delimited answer ends the client connection too; an idle
+client connection is closed, a slow answer is not cut by that timeout.
 """
 
 from __future__ import annotations
@@ -503,4 +504,22 @@ async def test_close_delimited_answer_closes_the_client_too() -> None:
     head, body = everything.split(b"\r\n\r\n", 1)
     assert body == b"until the end"
     assert b"connection: close" in head.lower()
+    assert proxy.outcomes == [200]
+
+
+async def test_idle_client_connection_closes_but_a_slow_answer_is_not_cut() -> None:
+    async def respond(writer: asyncio.StreamWriter, head: bytes, body: bytes) -> None:
+        await asyncio.sleep(0.5)  # longer than the client idle timeout: busy is not idle
+        await ok(writer, head, body)
+
+    async with (
+        RawReplica(respond) as replica,
+        proxy_to(replica.port, limits=ServerLimits(idle_s=0.2)) as proxy,
+        client(proxy.port) as (reader, writer),
+    ):
+        writer.write(GET)
+        head, _ = await read_answer(reader)
+        assert head.startswith(b"HTTP/1.1 200 ")
+        async with asyncio.timeout(5):
+            assert await reader.read() == b""  # then idle: closed by the proxy
     assert proxy.outcomes == [200]
