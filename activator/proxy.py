@@ -48,10 +48,10 @@ from activator import http1
 from activator.buffering import BufferFull, ColdStartTimeout, DrainEnded, Gate, HoldError
 from activator.held_bodies import HeldBodies
 from activator.http1 import Exchange
-from activator.http1.heads import error_head_and_body
+from activator.http1.heads import client_response_head, error_head_and_body
 from activator.metrics import Metrics
 from activator.registry import Registry
-from activator.routing import TARGET_HEADER
+from activator.routing import TARGET_HEADER, RoutingTable, lists_models
 from activator.statuses import (
     ERROR_STATUS,
     AllRefused,
@@ -120,6 +120,33 @@ def error_response(
     )
 
 
+class _ListModels(Exception):
+    """``GET /v1/models`` that no route claims: the activator answers it itself."""
+
+    def __init__(self, table: RoutingTable) -> None:
+        self.table = table
+
+
+def _json_answer(exchange: Exchange, document: object) -> None:
+    """A 200 with a JSON body that the activator writes itself."""
+    body = json.dumps(document).encode()
+    conn = exchange.conn
+    close = conn.must_close or not exchange.head.keep_alive or not exchange.body.done
+    if close:
+        conn.must_close = True
+    head = client_response_head(
+        200,
+        b"OK",
+        [(b"Content-Type", b"application/json")],
+        request_id=exchange.request_id,
+        content_length=len(body),
+        chunked=False,
+        close=close,
+        http10=exchange.http10,
+    )
+    exchange.write(head if exchange.head.method == "HEAD" else head + body)
+
+
 def _client_body_error(exc: BaseException) -> ProxyError:
     """The data path's body exceptions as the status table's."""
     return BodyTimeout() if isinstance(exc, http1.BodyStalled) else BodyTooLarge()
@@ -172,6 +199,9 @@ class Proxy:
             if gate is None:
                 raise NoTarget()
             status = await self._serve(exchange, gate, body)
+        except _ListModels as listing:
+            _json_answer(exchange, listing.table.models_listing())
+            status = 200
         except (ProxyError, HoldError) as exc:
             self._fail(exchange, exc, target, started)
             return
@@ -186,7 +216,7 @@ class Proxy:
         if exchange.started:
             exchange.cut()  # part of an answer went out: it cannot become a status
         else:
-            detail = str(exc) if isinstance(exc, UpstreamFailed | AllRefused) else ""
+            detail = str(exc) if isinstance(exc, UpstreamFailed | AllRefused | NoTarget) else ""
             error = error_document(exc, detail)["error"]
             exchange.answer_error(
                 spec.status,
@@ -205,6 +235,8 @@ class Proxy:
         target = table.route(host=head.host, path=head.target, header_target=header)
         if target is not None:
             return None, target
+        if lists_models(head.method, head.target):
+            raise _ListModels(table)
         if not table.wants_model(head.method, head.target):
             raise NoTarget()
         limit = self.options.max_model_body_bytes
@@ -216,11 +248,12 @@ class Proxy:
             document = json.loads(body)
         except (UnicodeDecodeError, ValueError):
             raise BadBody() from None
-        if not isinstance(document, dict):
+        model = document.get("model") if isinstance(document, dict) else None
+        if not isinstance(model, str) or not model:
             raise BadBody()
-        target = table.by_model(document.get("model"))
+        target = table.by_model(model)
         if target is None:
-            raise NoTarget()
+            raise NoTarget(table.unknown_model(model))
         return body, target
 
     async def _serve(self, exchange: Exchange, gate: Gate, body: bytes | None) -> int:

@@ -152,7 +152,13 @@ async def serve(
             loop.add_signal_handler(sig, stop.set)
     identity = _identity(settings)
     access = await connect(kubeconfig=settings.kube.kubeconfig, context=settings.kube.context)
-    metrics = Metrics(CollectorRegistry())
+    metrics = Metrics(
+        CollectorRegistry(),
+        gpu_hour_prices={
+            "on-demand": settings.prices.on_demand_per_gpu_hour,
+            "spot": settings.prices.spot_per_gpu_hour,
+        },
+    )
     session = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=settings.scrape.max_concurrent + 8)
     )

@@ -114,6 +114,15 @@ _FILE_DATA: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.Conte
 )
 
 
+class PriceSettings(BaseModel):
+    on_demand_per_gpu_hour: float = Field(
+        0.0, ge=0, description="price of one on-demand GPU-hour, for the cost metric (0: unset)"
+    )
+    spot_per_gpu_hour: float = Field(
+        0.0, ge=0, description="price of one spot GPU-hour, for the cost metric (0: unset)"
+    )
+
+
 class _FileSource(PydanticBaseSettingsSource):
     """The ``--config`` YAML file, lowest in precedence (read by :func:`load_settings`)."""
 
@@ -150,6 +159,7 @@ class ScalerSettings(BaseSettings):
     reports: ReportSettings = Field(default_factory=ReportSettings)  # type: ignore[arg-type]
     scrape: ScrapeSettings = Field(default_factory=ScrapeSettings)  # type: ignore[arg-type]
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)  # type: ignore[arg-type]
+    prices: PriceSettings = Field(default_factory=PriceSettings)  # type: ignore[arg-type]
 
     @classmethod
     def settings_customise_sources(

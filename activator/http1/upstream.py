@@ -99,6 +99,7 @@ class UpstreamConnection(asyncio.Protocol):
         "_relay_paused",
         "_status",
         "_timer",
+        "authority",
         "body_sent",
         "idle_since",
         "key",
@@ -112,6 +113,7 @@ class UpstreamConnection(asyncio.Protocol):
     def __init__(self, pool: UpstreamPool, key: str) -> None:
         self.pool = pool
         self.key = key
+        self.authority = key.encode()  # the Host header the replica gets
         self.loop = pool.loop
         self.transport: asyncio.Transport | None = None
         self.lost = False
@@ -451,6 +453,7 @@ class UpstreamPool:
             )
         self.max_opening = max_opening
         self._opening: dict[str, asyncio.Semaphore] = {}
+        self._keys: dict[tuple[str, int], str] = {}
         self.loop = asyncio.get_running_loop()
         self.connect_timeout_s = connect_timeout_s
         self.keepalive_s = keepalive_s
@@ -462,7 +465,7 @@ class UpstreamPool:
 
     async def acquire(self, host: str, port: int) -> UpstreamConnection:
         """An idle connection to ``host:port``, else a new one; :class:`NotSent` if none opens."""
-        key = f"{host}:{port}"
+        key = self._key(host, port)
         conn = self._take_idle(key)
         if conn is not None:
             return conn
@@ -481,6 +484,18 @@ class UpstreamPool:
             raise
         conn.opening = opening
         return conn
+
+    def _key(self, host: str, port: int) -> str:
+        key = self._keys.get((host, port))
+        if key is None:
+            if len(self._keys) >= 4096:  # replicas come and go: keep the cache bounded
+                self._keys.clear()
+            key = self._keys[(host, port)] = f"{host}:{port}"
+        return key
+
+    def take_idle(self, host: str, port: int) -> UpstreamConnection | None:
+        """An idle pooled connection to ``host:port`` ready for a request, if there is one."""
+        return self._take_idle(self._key(host, port))
 
     def _take_idle(self, key: str) -> UpstreamConnection | None:
         idle = self._idle.get(key)
@@ -576,12 +591,13 @@ async def forward(
         client_body.set_limit(max_body_bytes)
         if client_body.error is not None:
             raise client_body.error  # over the limit already: nothing goes out
-    conn = await pool.acquire(host, port)
+    # A pooled connection without a coroutine round trip: the common case.
+    conn = pool.take_idle(host, port) or await pool.acquire(host, port)
     chunked = body is None and request.chunked
     length = len(body) if body is not None else request.content_length
     head = upstream_request_head(
         request,
-        authority=conn.key.encode(),
+        authority=conn.authority,
         request_id=exchange.request_id,
         body_length=length,
         chunked=chunked,

@@ -45,8 +45,10 @@ __all__ = [
     "AUTOSCALING_PREFIX",
     "KNOWN_KEYS",
     "PLACEMENT_PREFIX",
+    "SPECS",
     "STATUS_ANNOTATION",
     "AnnotationProblem",
+    "AnnotationSpec",
     "InvalidAnnotation",
     "check_supported",
     "parse_duration_s",
@@ -82,30 +84,123 @@ FALLBACK = _P + "fallback"
 SPOT_OVERPROVISION = _P + "spot-overprovision"
 PENDING_TIMEOUT = _P + "pending-timeout"
 
-#: Every key this module reads, in the order of the DESIGN §2 table.
-KNOWN_KEYS: tuple[str, ...] = (
-    MIN_SCALE,
-    MAX_SCALE,
-    INITIAL_SCALE,
-    ENGINE,
-    TARGET_CONCURRENCY,
-    TARGET_QUEUE_DEPTH,
-    TARGET_KV_CACHE,
-    TARGET_GPU,
-    WINDOW,
-    PANIC_WINDOW_PCT,
-    PANIC_THRESHOLD_PCT,
-    SCALE_DOWN_DELAY,
-    MAX_SCALE_UP_RATE,
-    MAX_SCALE_DOWN_RATE,
-    GRACE_PERIOD,
-    METRICS_PORT,
-    PLACEMENT_POLICY,
-    ON_DEMAND_BASELINE,
-    FALLBACK,
-    SPOT_OVERPROVISION,
-    PENDING_TIMEOUT,
+
+@dataclass(frozen=True, slots=True)
+class AnnotationSpec:
+    """One annotation as a user sees it: the row of ``docs/annotations.md``.
+
+    ``default`` is the annotation text that gives the parser's default (empty:
+    unset means "not used"); a unit test parses each one and checks it gives
+    the same config as no annotation at all, so the table cannot drift from
+    the parser.
+    """
+
+    key: str
+    default: str
+    allowed: str
+    meaning: str
+
+
+#: Every key this module reads, in the order of the DESIGN §2 table; the
+#: reference page docs/annotations.md is generated from it.
+SPECS: tuple[AnnotationSpec, ...] = (
+    AnnotationSpec(MIN_SCALE, "0", "0 to max-scale", "fewest replicas"),
+    AnnotationSpec(MAX_SCALE, "10", "1 to 1000", "most replicas"),
+    AnnotationSpec(INITIAL_SCALE, "1", "1 to max-scale", "replicas to wake to from zero"),
+    AnnotationSpec(
+        ENGINE, "vllm", "`vllm`, `triton`, `generic`", "which model-server metrics to read"
+    ),
+    AnnotationSpec(
+        TARGET_CONCURRENCY,
+        "16",
+        "a number > 0",
+        "concurrency per replica: requests in flight plus held, the larger of what the"
+        " activators and the servers (running + waiting) see",
+    ),
+    AnnotationSpec(
+        TARGET_QUEUE_DEPTH,
+        "",
+        "a number > 0",
+        "queue depth per replica: requests held by the activators plus waiting on the servers",
+    ),
+    AnnotationSpec(
+        TARGET_KV_CACHE,
+        "",
+        "1 to 100 (percent); only with engine `vllm`",
+        "vLLM KV-cache usage per replica",
+    ),
+    AnnotationSpec(
+        TARGET_GPU, "", "1 to 100 (percent)", "GPU utilization per replica, from DCGM or Triton"
+    ),
+    AnnotationSpec(WINDOW, "60s", "6s to 1h", "stable averaging window"),
+    AnnotationSpec(
+        PANIC_WINDOW_PCT,
+        "10",
+        "1 to 100",
+        "panic window as a share of the stable window (at least 1 s)",
+    ),
+    AnnotationSpec(
+        PANIC_THRESHOLD_PCT,
+        "200",
+        "110 to 1000",
+        "enter panic mode (scale up at once, never down) when desired/ready reaches"
+        " this percentage",
+    ),
+    AnnotationSpec(
+        SCALE_DOWN_DELAY,
+        "60s",
+        "0s to 1h",
+        "hold the highest recent decision this long before going down",
+    ),
+    AnnotationSpec(
+        MAX_SCALE_UP_RATE, "1000", "a number > 1", "per decision, desired <= rate x max(ready, 1)"
+    ),
+    AnnotationSpec(
+        MAX_SCALE_DOWN_RATE, "2", "a number > 1", "per decision, desired >= ready / rate"
+    ),
+    AnnotationSpec(
+        GRACE_PERIOD,
+        "5m",
+        "0s to 24h (`adaptive` is planned, not built: rejected)",
+        "idle time (no request held or in flight anywhere) before going to zero",
+    ),
+    AnnotationSpec(
+        METRICS_PORT,
+        "8000",
+        "a port number 1 to 65535 or a container port name",
+        "port of the pods' `/metrics`",
+    ),
+    AnnotationSpec(
+        PLACEMENT_POLICY,
+        "on-demand",
+        "`on-demand` (`spot`, `spot-with-on-demand-baseline` are planned, not built: rejected)",
+        "capacity types used",
+    ),
+    AnnotationSpec(
+        ON_DEMAND_BASELINE,
+        "1",
+        "0 to max-scale",
+        "on-demand replicas kept while scaled above zero",
+    ),
+    AnnotationSpec(
+        FALLBACK,
+        "dynamic",
+        "`dynamic`, `none`",
+        "`dynamic`: on-demand replicas cover spot ones that are not ready",
+    ),
+    AnnotationSpec(
+        SPOT_OVERPROVISION, "0", "0 to max-scale", "extra spot replicas above the target"
+    ),
+    AnnotationSpec(
+        PENDING_TIMEOUT,
+        "3m",
+        "10s to 1h",
+        "a spot replica pending this long counts as unavailable",
+    ),
 )
+
+#: Every key this module reads.
+KNOWN_KEYS: tuple[str, ...] = tuple(spec.key for spec in SPECS)
 _T = TypeVar("_T")
 
 _ALLOWED_UNREAD = frozenset({STATUS_ANNOTATION, _ENABLED})
