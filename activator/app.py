@@ -108,11 +108,11 @@ class Activator:
     metrics: Metrics
     session: aiohttp.ClientSession
     pool: http1.UpstreamPool
+    connections: http1.Connections  # the data port's client connections
     reporter: Reporter
     prober: Prober
     admin_runner: web.AppRunner | None
     data_server: asyncio.Server | None = None
-    connections: set[http1.ClientConnection] = field(default_factory=set)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     ready: bool = False
     data_port: int = 0
@@ -175,6 +175,7 @@ class Activator:
                     retry_after_s=self.settings.retry_after_s,
                 )
             )
+        self.connections.close()
         await self.pool.close()
         if self.data_server is not None:
             with contextlib.suppress(Exception):
@@ -287,6 +288,7 @@ async def start(
         metrics=metrics,
         session=session,
         pool=pool,
+        connections=http1.Connections(idle_s=timeouts.client_idle_s),
         reporter=reporter,
         prober=prober,
         admin_runner=None,
@@ -301,8 +303,7 @@ async def start(
             lambda: http1.ClientConnection(
                 proxy.handle,
                 limits=server_limits,
-                on_open=connections.add,
-                on_close=connections.discard,
+                connections=connections,
             ),
             settings.host,
             settings.port,

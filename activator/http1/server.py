@@ -15,14 +15,15 @@ Decisions, and why:
 - **Request bodies flow by callback.** A :class:`RequestBody` buffers
   chunks until the handler reads them whole (routing by ``model``,
   bounded) or pipes them to a replica; then each chunk is written straight
-  through. Reading pauses above 256 KiB buffered and while the replica's
+  through. Reading pauses above 64 KiB buffered and while the replica's
   connection is congested: memory per request stays bounded.
 - **Client disconnect cancels the handler**: a held request frees its place
   at once (DESIGN §3).
-- **Timeouts are idle ones**: keep-alive idle (no request in progress) and
-  body idle (the client stops sending its body: 408), each checked by one
-  timer that re-arms itself from a "last activity" time rather than being
-  cancelled and re-created per chunk.
+- **Timeouts are idle ones**: keep-alive idle (no request in progress),
+  swept for all connections of a server by one timer (:class:`Connections`),
+  and body idle (the client stops sending its body: 408), checked by one
+  timer per body read that re-arms itself from a "last activity" time rather
+  than being cancelled and re-created per chunk.
 - **Requests that cannot be parsed** (bad syntax, a head over the limits)
   get a JSON 400 and the connection closes; so does any connection
   whose request body was not read to its end, since the next request's
@@ -37,7 +38,7 @@ import itertools
 import logging
 import os
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, cast
 
@@ -46,9 +47,12 @@ import httptools
 from activator.http1.heads import RequestHead, error_head_and_body
 
 __all__ = [
+    "PAUSE_BUFFER",
+    "PAUSE_UPSTREAM",
     "BodyStalled",
     "BodyTooLarge",
     "ClientConnection",
+    "Connections",
     "Exchange",
     "Handler",
     "Relay",
@@ -64,7 +68,15 @@ log = logging.getLogger(__name__)
 _ID_PREFIX = os.urandom(8).hex()
 _id_counter = itertools.count(1)
 
-_PAUSE_ABOVE = 256 * 1024  # request body bytes buffered before reading pauses
+# Request body bytes buffered (a held request's, say) before reading pauses: as
+# aiohttp's stream limit, so a held body costs no more than it did.
+_PAUSE_ABOVE = 64 * 1024
+
+# Why reading a client connection is paused; it resumes when no reason is left.
+PAUSE_BUFFER = 1  # a request body buffered past _PAUSE_ABOVE
+PAUSE_UPSTREAM = 2  # the replica connection the body goes to is congested
+_PAUSE_PIPELINED = 4  # a pipelined request waits for the one before it
+_PAUSE_UPGRADE = 8  # an upgrade request: nothing after it is read
 
 
 class BodyTooLarge(Exception):
@@ -345,18 +357,64 @@ class Relay(Protocol):
     def resume_relay(self) -> None: ...
 
 
+class Connections:
+    """The open client connections of one server; closes idle ones with one timer.
+
+    One sweep every ``idle_s / 4`` closes each connection that has had no
+    request in progress since ``idle_s`` ago, so an idle connection lives
+    between ``idle_s`` and ``1.25 idle_s``. A timer per connection instead
+    costs about half a KiB for each of 10,000 held requests, and a schedule
+    and a cancel per request.
+    """
+
+    def __init__(self, *, idle_s: float) -> None:
+        if idle_s <= 0:
+            raise ValueError(f"idle_s must be > 0, got {idle_s}")
+        self.idle_s = idle_s
+        self._open: set[ClientConnection] = set()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def add(self, conn: ClientConnection) -> None:
+        self._open.add(conn)
+        if self._timer is None:
+            self._timer = conn.loop.call_later(self.idle_s / 4, self._sweep, conn.loop)
+
+    def discard(self, conn: ClientConnection) -> None:
+        self._open.discard(conn)
+
+    def __iter__(self) -> Iterator[ClientConnection]:
+        return iter(list(self._open))
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer = None
+        cutoff = loop.time() - self.idle_s
+        for conn in list(self._open):
+            since = conn.idle_since
+            if since is not None and since <= cutoff and conn.transport is not None:
+                conn.transport.close()
+        if self._open:
+            self._timer = loop.call_later(self.idle_s / 4, self._sweep, loop)
+
+    def close(self) -> None:
+        """Stop sweeping (the server is going away)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
 class ClientConnection(asyncio.Protocol):
     """One client connection: parse, hand each request to the handler, in order."""
 
     # Slots: thousands of these live at once while requests are held.
     __slots__ = (
+        "_connections",
         "_failed",
         "_head_bytes",
         "_headers",
-        "_idle_timer",
         "_last_active",
-        "_on_close",
-        "_on_open",
         "_parser",
         "_parsing",
         "_paused_for",
@@ -379,14 +437,12 @@ class ClientConnection(asyncio.Protocol):
         handler: Handler,
         *,
         limits: ServerLimits,
-        on_open: Callable[[ClientConnection], None] | None = None,
-        on_close: Callable[[ClientConnection], None] | None = None,
+        connections: Connections,
     ) -> None:
         self.loop = asyncio.get_running_loop()
         self.handler = handler
         self.limits = limits
-        self._on_open = on_open
-        self._on_close = on_close
+        self._connections = connections
         self.transport: asyncio.Transport | None = None
         self.peer = ""
         self._parser = httptools.HttpRequestParser(self)
@@ -399,9 +455,8 @@ class ClientConnection(asyncio.Protocol):
         self.task: asyncio.Task[None] | None = None
         self.must_close = False
         self.cut_by_us = False
-        self._paused_for: frozenset[str] = frozenset()
+        self._paused_for = 0  # a bit per reason reading is paused (_PAUSE_*)
         self.reading_paused_by_upstream = False
-        self._idle_timer: asyncio.TimerHandle | None = None
         self._last_active = 0.0
         self._failed = False
 
@@ -412,21 +467,18 @@ class ClientConnection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = str(peer[0]) if isinstance(peer, tuple) else ""
-        self._arm_idle()
-        if self._on_open is not None:
-            self._on_open(self)
+        self._last_active = self.loop.time()
+        self._connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
-        self._cancel_idle()
         if self.task is not None and not self.task.done() and not self.cut_by_us:
             self.task.cancel()
         # The handler's cancellation aborts its replica connection, if any.
         if self.current is not None:
             self.current.body.detach()
         self._pending = None
-        if self._on_close is not None:
-            self._on_close(self)
+        self._connections.discard(self)
 
     def data_received(self, data: bytes) -> None:
         self._last_active = self.loop.time()
@@ -439,7 +491,7 @@ class ClientConnection(asyncio.Protocol):
             if self._parsing is not None:
                 self._parsing.finish()
                 self._parsing = None
-            self.pause_body("upgrade")
+            self.pause_body(_PAUSE_UPGRADE)
         except httptools.HttpParserCallbackError as exc:
             cause = exc.__context__
             if isinstance(cause, _HeadTooLarge):
@@ -504,7 +556,7 @@ class ClientConnection(asyncio.Protocol):
             if self._pending is None:
                 self._pending = deque()
             self._pending.append(exchange)
-            self.pause_body("pipelined")
+            self.pause_body(_PAUSE_PIPELINED)
 
     def on_body(self, body: bytes) -> None:
         parsing = self._parsing
@@ -555,10 +607,10 @@ class ClientConnection(asyncio.Protocol):
         if self._pending:
             self._start(self._pending.popleft())
             if not self._pending:
-                self.resume_body("pipelined")
+                self.resume_body(_PAUSE_PIPELINED)
             return
-        self.resume_body("pipelined")
-        self._arm_idle()
+        self.resume_body(_PAUSE_PIPELINED)
+        self._last_active = self.loop.time()
 
     def _reject(self, status: int, code: str, message: str) -> None:
         """An unparseable request: answer it (unless another answer is under way) and close."""
@@ -583,50 +635,29 @@ class ClientConnection(asyncio.Protocol):
 
     # -- flow control --------------------------------------------------------------
 
-    def pause_body(self, reason: str = "buffer") -> None:
-        if reason == "upstream":
+    def pause_body(self, reason: int = PAUSE_BUFFER) -> None:
+        """Stop reading the client for ``reason`` (a ``PAUSE_*`` bit)."""
+        if reason == PAUSE_UPSTREAM:
             self.reading_paused_by_upstream = True
         if not self._paused_for and self.transport is not None:
             self.transport.pause_reading()
-        self._paused_for = self._paused_for | {reason}
+        self._paused_for |= reason
 
-    def resume_body(self, reason: str = "buffer") -> None:
-        if reason == "upstream":
+    def resume_body(self, reason: int = PAUSE_BUFFER) -> None:
+        """``reason`` no longer holds reading back; read again when no other does."""
+        if reason == PAUSE_UPSTREAM:
             self.reading_paused_by_upstream = False
-        if reason not in self._paused_for:
+        if not self._paused_for & reason:
             return
-        self._paused_for = self._paused_for - {reason}
+        self._paused_for &= ~reason
         if not self._paused_for and self.transport is not None and not self._failed:
             with contextlib.suppress(RuntimeError):
                 self.transport.resume_reading()
 
-    # -- keep-alive idle -----------------------------------------------------------
-
-    def _arm_idle(self) -> None:
-        # One timer per connection, re-armed from the last activity when it
-        # fires: none is created or cancelled per request.
-        self._last_active = self.loop.time()
-        if self._idle_timer is None:
-            self._idle_timer = self.loop.call_at(
-                self._last_active + self.limits.idle_s, self._check_idle
-            )
-
-    def _check_idle(self) -> None:
-        self._idle_timer = None
-        if self.transport is None:
-            return
-        if self.current is not None:
-            self._last_active = self.loop.time()  # busy is not idle
-        due = self._last_active + self.limits.idle_s
-        if self.loop.time() < due:
-            self._idle_timer = self.loop.call_at(due, self._check_idle)
-            return
-        self.transport.close()
-
-    def _cancel_idle(self) -> None:
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-            self._idle_timer = None
+    @property
+    def idle_since(self) -> float | None:
+        """When the connection last did anything, if no request is in progress."""
+        return None if self.current is not None else self._last_active
 
     def shut(self, answer: ShutAnswer) -> None:
         """Close now (shutdown): an unanswered request gets ``answer``; a started one is cut."""

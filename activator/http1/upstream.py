@@ -54,7 +54,7 @@ from typing import cast
 import httptools
 
 from activator.http1.heads import client_response_head, upstream_request_head
-from activator.http1.server import Exchange
+from activator.http1.server import PAUSE_UPSTREAM, Exchange
 
 __all__ = ["NotSent", "UpstreamConnection", "UpstreamFailed", "UpstreamPool", "forward"]
 
@@ -209,12 +209,12 @@ class UpstreamConnection(asyncio.Protocol):
     def pause_writing(self) -> None:
         exchange = self._exchange
         if exchange is not None:
-            exchange.conn.pause_body("upstream")
+            exchange.conn.pause_body(PAUSE_UPSTREAM)
 
     def resume_writing(self) -> None:
         exchange = self._exchange
         if exchange is not None:
-            exchange.conn.resume_body("upstream")
+            exchange.conn.resume_body(PAUSE_UPSTREAM)
 
     # -- the client's flow control (Relay) -----------------------------------------
 

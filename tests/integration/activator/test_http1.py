@@ -33,6 +33,7 @@ from activator.http1 import (
     BodyStalled,
     BodyTooLarge,
     ClientConnection,
+    Connections,
     Exchange,
     NotSent,
     ServerLimits,
@@ -155,13 +156,18 @@ async def proxy_to(
                 exchange.answer_error(502, error_type="t", code=type(exc).__name__, message="m")
 
     loop = asyncio.get_running_loop()
+    limits = limits or ServerLimits()
+    connections = Connections(idle_s=limits.idle_s)
     server = await loop.create_server(
-        lambda: ClientConnection(handler, limits=limits or ServerLimits()), "127.0.0.1", 0
+        lambda: ClientConnection(handler, limits=limits, connections=connections),
+        "127.0.0.1",
+        0,
     )
     try:
         yield Proxy(server.sockets[0].getsockname()[1], pool, outcomes)
     finally:
         server.close()
+        connections.close()
         await pool.close()
         await server.wait_closed()
 
