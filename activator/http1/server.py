@@ -68,8 +68,9 @@ log = logging.getLogger(__name__)
 _ID_PREFIX = os.urandom(8).hex()
 _id_counter = itertools.count(1)
 
-# Request body bytes buffered (a held request's, say) before reading pauses: as
-# aiohttp's stream limit, so a held body costs no more than it did.
+# Request body bytes buffered (a held request's, say) before reading pauses:
+# about what aiohttp's request stream held before it paused, so a held body
+# costs no more than it did.
 _PAUSE_ABOVE = 64 * 1024
 
 # Why reading a client connection is paused; it resumes when no reason is left.
@@ -137,7 +138,7 @@ class RequestBody:
         "received",
     )
 
-    def __init__(self, conn: ClientConnection) -> None:
+    def __init__(self, conn: ClientConnection, *, expects_continue: bool = False) -> None:
         self._conn = conn
         self._chunks: list[bytes] = []
         self._buffered = 0
@@ -147,7 +148,7 @@ class RequestBody:
         self._timer: asyncio.TimerHandle | None = None
         self._last = 0.0
         self._limit = 0
-        self._expects_continue = False
+        self._expects_continue = expects_continue
         self.received = 0
         self.done = False
         self.error: BaseException | None = None
@@ -546,8 +547,9 @@ class ClientConnection(asyncio.Protocol):
             keep_alive=parser.should_keep_alive(),
             index=index,
         )
-        body = RequestBody(self)
-        body._expects_continue = index.get(b"expect", b"").lower() == b"100-continue"
+        body = RequestBody(
+            self, expects_continue=index.get(b"expect", b"").lower() == b"100-continue"
+        )
         self._parsing = body
         exchange = Exchange(self, head, body)
         if self.current is None:

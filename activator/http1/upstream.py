@@ -162,7 +162,7 @@ class UpstreamConnection(asyncio.Protocol):
             self._timer.cancel()
             self._timer = None
         self.transport = None
-        self.pool._forget(self)
+        self.pool.forget(self)
         if self._exchange is None:
             return
         if self._head_done and self._close_delimited and exc is None:
@@ -537,7 +537,8 @@ class UpstreamPool:
         if self._sweeper is None:
             self._sweeper = self.loop.call_later(self.keepalive_s, self._sweep)
 
-    def _forget(self, conn: UpstreamConnection) -> None:
+    def forget(self, conn: UpstreamConnection) -> None:
+        """``conn`` closed: drop it from the pool and free its slot."""
         if conn in self._open:
             self._open.discard(conn)
             if self._limit is not None:
