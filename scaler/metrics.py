@@ -111,7 +111,7 @@ class Metrics:
         )
         self.write_failures = Counter(
             p + "write_failures",
-            "Kubernetes writes that failed (retried at the next tick)",
+            "Kubernetes writes that failed (a conflict is decided again; others back off)",
             ["target"],
             registry=registry,
         )

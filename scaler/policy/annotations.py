@@ -17,9 +17,11 @@ Main decisions:
   ``autoscaling.tidal.dev/enabled`` (the opt-in label, sometimes copied into
   annotations) are allowed. ``routing.tidal.dev/*`` belongs to the activator
   and is ignored here.
-- **Not built yet is an error, not a fallback**: ``scale-to-zero-grace-period:
-  adaptive`` and placement policies other than ``on-demand`` are rejected as
-  "not supported yet".
+- **Not built yet is an error, not a fallback**: placement policies other
+  than ``on-demand`` are rejected as "not supported yet".
+  ``scale-to-zero-grace-period: adaptive`` sets ``scale_to_zero_grace_adaptive``
+  and keeps the 5-minute default as the fallback while the idle history is
+  short (:mod:`scaler.policy.adaptive`).
 - **A signal that can never arrive is an error**: the KV-cache target needs
   ``engine: vllm`` (only vLLM exports it); otherwise that signal would be
   missing forever and, since missing data never lowers the scale, the model
@@ -161,8 +163,10 @@ SPECS: tuple[AnnotationSpec, ...] = (
     AnnotationSpec(
         GRACE_PERIOD,
         "5m",
-        "0s to 24h (`adaptive` is planned, not built: rejected)",
-        "idle time (no request held or in flight anywhere) before going to zero",
+        "0s to 24h, or `adaptive`",
+        "idle time (no request held or in flight anywhere) before going to zero;"
+        " `adaptive` learns each model's idle times and keeps it warm while the next"
+        " request is likely (fixed 5m while its history is short)",
     ),
     AnnotationSpec(
         METRICS_PORT,
@@ -407,10 +411,12 @@ class _Reader:
         value = self.optional_number(key, allowed=allowed, check=check)
         return default if value is None else value
 
-    def duration(self, key: str, low_s: float, high_s: float, default_s: float) -> float:
+    def duration(
+        self, key: str, low_s: float, high_s: float, default_s: float, *, also: str = ""
+    ) -> float:
         allowed = (
             f"a duration from {_fmt_duration(low_s)} to {_fmt_duration(high_s)} "
-            "(Go style, such as 90s, 5m, 1h30m)"
+            f"(Go style, such as 90s, 5m, 1h30m){also}"
         )
         value = self.get(key, _duration, allowed)
         if value is None:
@@ -510,11 +516,11 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
     )
 
     grace_text = annotations.get(GRACE_PERIOD)
-    if grace_text is not None and grace_text.strip() == "adaptive":
-        r.bad(GRACE_PERIOD, "a duration from 0s to 24h (adaptive is planned)", unsupported=True)
-        grace_s = 300.0
+    adaptive_grace = grace_text is not None and grace_text.strip() == "adaptive"
+    if adaptive_grace:
+        grace_s = 300.0  # the fixed fallback while the idle history is short
     else:
-        grace_s = r.duration(GRACE_PERIOD, 0.0, 24 * 3600.0, 300.0)
+        grace_s = r.duration(GRACE_PERIOD, 0.0, 24 * 3600.0, 300.0, also=", or adaptive")
 
     metrics_port = r.get(
         METRICS_PORT, _port, "a port number from 1 to 65535 or a port name (IANA_SVC_NAME)"
@@ -564,6 +570,7 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
         max_scale_up_rate=up_rate,
         max_scale_down_rate=down_rate,
         scale_to_zero_grace_s=grace_s,
+        scale_to_zero_grace_adaptive=adaptive_grace,
         metrics_port=8000 if metrics_port is None else metrics_port,
         placement=PlacementConfig(
             policy=policy,
