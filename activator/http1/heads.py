@@ -117,8 +117,16 @@ class RequestHead:
 def connection_tokens(value: bytes | None) -> frozenset[bytes]:
     """The header names a ``Connection`` header marks hop-by-hop (lower-cased)."""
     if not value:
-        return frozenset()
+        return _NO_TOKENS
+    if value in _NAMES_NO_HEADER:
+        # "keep-alive" (hop-by-hop already) or "close" (no header of that
+        # name), as nearly every peer sends: nothing more to drop.
+        return _NO_TOKENS
     return frozenset(t.strip().lower() for t in value.split(b",") if t.strip())
+
+
+_NO_TOKENS: frozenset[bytes] = frozenset()
+_NAMES_NO_HEADER = frozenset({b"keep-alive", b"Keep-Alive", b"close", b"Close"})
 
 
 def upstream_request_head(
@@ -135,8 +143,9 @@ def upstream_request_head(
     ``strip``: more lower-cased header names to leave out (the routing header).
     """
     skip = _SKIP_REQUEST | strip if strip else _SKIP_REQUEST
-    if b"connection" in head.index:
-        skip = skip | connection_tokens(head.index[b"connection"])
+    tokens = connection_tokens(head.index.get(b"connection"))
+    if tokens:
+        skip = skip | tokens
     parts = [
         f"{head.method} {head.target} HTTP/1.1\r\nHost: ".encode("latin-1"),
         authority,
@@ -180,9 +189,10 @@ def client_response_head(
     parts = [b"HTTP/1.1 %d " % status, reason, _CRLF]
     append = parts.append
     for name, value in headers:
-        lower = name.lower()
-        if lower == b"connection":
-            skip = skip | connection_tokens(value)
+        if name.lower() == b"connection":
+            tokens = connection_tokens(value)
+            if tokens:
+                skip = skip | tokens
     for name, value in headers:
         lower = name.lower()
         if lower in skip:
