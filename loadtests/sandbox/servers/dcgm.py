@@ -8,6 +8,8 @@ dcgm-exporter does:
 
 - ``DCGM_FI_DEV_GPU_UTIL``: percent of the last period the GPU was busy (0-100);
 - ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``: the same as a ratio (0-1);
+- ``DCGM_FI_DEV_FB_USED``: framebuffer memory used, MiB, as the server
+  reports it (vLLM-like servers only; a sleeping one holds little);
 
 with labels ``gpu``, ``UUID``, ``pod``, ``namespace``, ``container``.
 
@@ -52,6 +54,7 @@ class GpuTarget:
 class _Sample:
     busy_s: float
     model_time_s: float
+    fb_used_mib: int | None = None
 
 
 class DcgmExporter:
@@ -72,6 +75,12 @@ class DcgmExporter:
         self._active = Gauge(
             "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
             "Ratio of time the graphics engine is active.",
+            LABELS,
+            registry=self.registry,
+        )
+        self._fb_used = Gauge(
+            "DCGM_FI_DEV_FB_USED",
+            "Framebuffer memory used (in MiB).",
             LABELS,
             registry=self.registry,
         )
@@ -101,7 +110,7 @@ class DcgmExporter:
         return (str(t.gpu), t.uuid, t.pod, t.namespace, t.container)
 
     def _forget(self, t: GpuTarget) -> None:
-        for gauge in (self._util, self._active):
+        for gauge in (self._util, self._active, self._fb_used):
             with contextlib.suppress(KeyError):
                 gauge.remove(*self._labels(t))
 
@@ -163,6 +172,8 @@ class DcgmExporter:
                 self._last.pop(key, None)
                 self._forget(target)
                 continue
+            if sample.fb_used_mib is not None:
+                self._fb_used.labels(*self._labels(target)).set(sample.fb_used_mib)
             previous = self._last.get(key)
             self._last[key] = sample
             if previous is None:
@@ -182,6 +193,11 @@ class DcgmExporter:
                 if resp.status != 200:
                     return None
                 body = await resp.json()
-            return _Sample(float(body["busy_s"]), float(body["model_time_s"]))
+            fb = body.get("fb_used_mib")
+            return _Sample(
+                float(body["busy_s"]),
+                float(body["model_time_s"]),
+                int(fb) if isinstance(fb, int | float) else None,
+            )
         except (aiohttp.ClientError, TimeoutError, KeyError, ValueError, TypeError):
             return None

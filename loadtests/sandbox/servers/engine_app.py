@@ -21,6 +21,7 @@ from aiohttp import web
 
 from loadtests.sandbox.servers.engine_runtime import ModelClock
 from loadtests.sandbox.servers.faults import Faults
+from loadtests.sandbox.servers.sleep_mode import SleepParams
 from scaler.sim.engine import BatcherParams, LlmParams
 
 __all__ = ["EngineApp", "EngineRuntime", "RuntimeApp", "ServerConfig"]
@@ -47,6 +48,11 @@ class ServerConfig:
     max_model_len: int = 131_072
     drain_timeout_s: float = 120.0
     seed: int | None = None
+    # vLLM's --enable-sleep-mode (the endpoints also need VLLM_SERVER_DEV_MODE=1).
+    enable_sleep_mode: bool = False
+    sleep: SleepParams = field(default_factory=SleepParams)
+    # The shared ledger of the physical GPU this server runs on (see sleep_mode).
+    gpu_ledger_dir: str | None = None
 
     def __post_init__(self) -> None:
         if self.engine not in ("vllm", "triton"):
@@ -136,7 +142,16 @@ class RuntimeApp(Generic[RuntimeT]):
     def model_time_s(self) -> float:
         return self.runtime.clock.now()
 
+    def fb_used_mib(self) -> int | None:
+        """GPU memory this server holds, MiB (None: the flavour does not model it)."""
+        return None
+
     async def gpu(self, request: web.Request) -> web.Response:
-        return web.json_response(
-            {"busy_s": self.busy_time_s(), "model_time_s": self.model_time_s()}
-        )
+        body: dict[str, float | int] = {
+            "busy_s": self.busy_time_s(),
+            "model_time_s": self.model_time_s(),
+        }
+        used = self.fb_used_mib()
+        if used is not None:
+            body["fb_used_mib"] = used
+        return web.json_response(body)
