@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import uuid
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -55,6 +56,9 @@ class _Sample:
     busy_s: float
     model_time_s: float
     fb_used_mib: int | None = None
+    # The physical GPU the server says it runs on (a time-sliced one), if any.
+    gpu: int | None = None
+    uuid: str | None = None
 
 
 class DcgmExporter:
@@ -172,6 +176,12 @@ class DcgmExporter:
                 self._last.pop(key, None)
                 self._forget(target)
                 continue
+            if sample.gpu is not None and sample.uuid is not None:
+                placed = dataclasses.replace(target, gpu=sample.gpu, uuid=sample.uuid)
+                if placed != target:
+                    # The server knows its GPU better than the pod list does.
+                    self._forget(target)
+                    self._targets[key] = target = placed
             if sample.fb_used_mib is not None:
                 self._fb_used.labels(*self._labels(target)).set(sample.fb_used_mib)
             previous = self._last.get(key)
@@ -193,11 +203,13 @@ class DcgmExporter:
                 if resp.status != 200:
                     return None
                 body = await resp.json()
-            fb = body.get("fb_used_mib")
+            fb, gpu, gpu_uuid = body.get("fb_used_mib"), body.get("gpu"), body.get("uuid")
             return _Sample(
                 float(body["busy_s"]),
                 float(body["model_time_s"]),
                 int(fb) if isinstance(fb, int | float) else None,
+                gpu if isinstance(gpu, int) else None,
+                gpu_uuid if isinstance(gpu_uuid, str) else None,
             )
         except (aiohttp.ClientError, TimeoutError, KeyError, ValueError, TypeError):
             return None

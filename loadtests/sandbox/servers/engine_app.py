@@ -14,6 +14,7 @@ not later inside a running engine.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Generic, Literal, Protocol, TypeVar
 
@@ -147,11 +148,17 @@ class RuntimeApp(Generic[RuntimeT]):
         return None
 
     async def gpu(self, request: web.Request) -> web.Response:
-        body: dict[str, float | int] = {
+        body: dict[str, float | int | str] = {
             "busy_s": self.busy_time_s(),
             "model_time_s": self.model_time_s(),
         }
         used = self.fb_used_mib()
         if used is not None:
             body["fb_used_mib"] = used
+        # Which physical GPU, when the kubelet placed this server on a shared one.
+        index = os.environ.get("TIDAL_SANDBOX_GPU_INDEX")
+        devices = os.environ.get("NVIDIA_VISIBLE_DEVICES", "")
+        if index is not None and index.isdigit() and devices.startswith("GPU-"):
+            body["gpu"] = int(index)
+            body["uuid"] = devices
         return web.json_response(body)
