@@ -81,6 +81,8 @@ ON_DEMAND_BASELINE = _P + "on-demand-baseline"
 FALLBACK = _P + "fallback"
 SPOT_OVERPROVISION = _P + "spot-overprovision"
 PENDING_TIMEOUT = _P + "pending-timeout"
+SLEEP_AFTER = _A + "sleep-after"
+SLEEP_LEVEL = _A + "sleep-level"
 
 #: Every key this module reads, in the order of the DESIGN §2 table.
 KNOWN_KEYS: tuple[str, ...] = (
@@ -105,6 +107,8 @@ KNOWN_KEYS: tuple[str, ...] = (
     FALLBACK,
     SPOT_OVERPROVISION,
     PENDING_TIMEOUT,
+    SLEEP_AFTER,
+    SLEEP_LEVEL,
 )
 _T = TypeVar("_T")
 
@@ -450,6 +454,22 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
         overprovision = 0
     pending_timeout_s = r.duration(PENDING_TIMEOUT, 10.0, 3600.0, 180.0)
 
+    # The warm tier: off unless sleep-after is set; it needs vLLM's sleep mode
+    # and must come before the grace period on the same idle clock.
+    sleep_after_s = r.get(SLEEP_AFTER, _duration, "a duration from 1s to 24h")
+    if sleep_after_s is not None and not 1.0 <= sleep_after_s <= 24 * 3600.0:
+        r.bad(SLEEP_AFTER, "a duration from 1s to 24h")
+        sleep_after_s = None
+    sleep_level = r.int_in(SLEEP_LEVEL, 1, 2, 1, "1 or 2")
+    if sleep_after_s is not None and engine != "vllm":
+        r.bad(SLEEP_AFTER, f"only with {ENGINE} vllm (engine is {engine}: it has no sleep mode)")
+    elif sleep_after_s is not None and min_scale == 0 and sleep_after_s >= grace_s:
+        r.bad(
+            SLEEP_AFTER,
+            f"a duration shorter than {GRACE_PERIOD} ({_fmt_duration(grace_s)}): "
+            "both count from the same idle start",
+        )
+
     if r.problems:
         raise InvalidAnnotation.from_problems(tuple(r.problems))
 
@@ -477,6 +497,8 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
             spot_overprovision=overprovision,
             pending_timeout_s=pending_timeout_s,
         ),
+        sleep_after_s=sleep_after_s,
+        sleep_level=sleep_level,
     )
 
 
