@@ -47,6 +47,7 @@ from multidict import CIMultiDict, istr
 from yarl import URL
 
 from activator.buffering import BufferFull, ColdStartTimeout, DrainEnded, Gate, HoldError
+from activator.denylist import is_denied
 from activator.held_bodies import HeldBodies
 from activator.metrics import Metrics
 from activator.readiness import EndpointTracker
@@ -59,6 +60,7 @@ from activator.statuses import (
     BodyTimeout,
     BodyTooLarge,
     ConnectRefused,
+    DeniedEndpoint,
     Draining,
     ErrorStatus,
     Failure,
@@ -250,6 +252,8 @@ class Proxy:
             raw_path = request.raw_path
             if not raw_path.startswith("/"):
                 raise RefusedRequest()
+            if is_denied(raw_path):
+                raise DeniedEndpoint()
             if self.draining:
                 raise Draining()
             body, target = await self._route(request, raw_path)
