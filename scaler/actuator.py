@@ -202,6 +202,17 @@ class Actuator:
                 self._metrics.write_failed(d.key)
                 return WriteOutcome(ok=False, status=status, last_change_wall=last_change)
 
+    async def note(
+        self, deployment: DeploymentInfo, *, reason: str, message: str, warning: bool = False
+    ) -> None:
+        """An Event about ``deployment`` that goes with no scale write (the warm tier's
+        sleeps and wakes); best effort, like the Event after a change."""
+        try:
+            async with self._slots:
+                await self._events.emit(deployment, reason=reason, message=message, warning=warning)
+        except KubeError as exc:
+            log.warning("%s: could not record event %s: %s", deployment.key, reason, exc)
+
     async def _announce(self, plan: WritePlan, decision: Decision, before: int) -> None:
         d = plan.deployment
         reason = change_reason(decision, before).value

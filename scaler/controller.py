@@ -47,9 +47,9 @@ from typing import Any
 
 from scaler.actuator import Actuator, WritePlan, plan_writes
 from scaler.gpu_seconds import GpuSeconds
-from scaler.kube.types import LeaderElector, TargetSnapshot
+from scaler.kube.types import LeaderElector, PodInfo, TargetSnapshot
 from scaler.metrics import Metrics
-from scaler.policy.api import Decision, Mode, Observation, SignalKind, SignalReading
+from scaler.policy.api import Decision, Mode, Observation, Reason, SignalKind, SignalReading
 from scaler.policy.decide import PolicyState
 from scaler.policy.protocol import Policy
 from scaler.policy.status_doc import StatusDocument
@@ -57,6 +57,7 @@ from scaler.signals.combine import CombinedSignals
 from scaler.signals.hub import SignalHub, SignalView
 from scaler.targets import TargetBook, TargetConfig
 from scaler.ticking import CallLater, RecheckTimers, Ticker
+from scaler.warm import WarmTier
 
 __all__ = ["Controller", "ControllerSettings", "TargetState"]
 
@@ -115,6 +116,7 @@ class Controller:
         clock: Callable[[], float],
         settings: ControllerSettings | None = None,
         call_later: CallLater | None = None,
+        warm: Callable[[Controller], WarmTier] | None = None,
     ) -> None:
         self._book = targets
         self._signals = signals
@@ -134,6 +136,22 @@ class Controller:
         self._side_tasks: set[asyncio.Task[None]] = set()
         self.ticks = 0
         self.rechecks_run = 0
+        # The warm tier (sleeping replicas), built over this controller's views.
+        self.warm: WarmTier | None = warm(self) if warm is not None else None
+
+    # -- views for the warm tier ----------------------------------------------------
+
+    def idle_since(self, key: str) -> float | None:
+        """Start of the target's current idle stretch (None: busy, or unknown)."""
+        loop = self._loops.get(key)
+        return loop.state.idle_since_s if loop is not None else None
+
+    def pod_load(self, key: str, pod: str) -> float:
+        """Requests running or waiting on one pod, as the last decision saw them."""
+        loop = self._loops.get(key)
+        if loop is None or loop.view is None:
+            return 0.0
+        return loop.view.combined.pod_load.get(pod, 0.0)
 
     # -- targets ------------------------------------------------------------
 
@@ -228,6 +246,84 @@ class Controller:
         finally:
             loop.lock.release()
 
+    def _warm_tick(self, key: str, entry: TargetConfig, snap: TargetSnapshot, now: float) -> None:
+        """Leader only: keep the warm tier's view of the pods, start due sleeps."""
+        warm, config = self.warm, entry.config
+        if warm is None or config is None or config.sleep_after_s is None:
+            return
+        if not self._leader.is_leader:
+            return
+        warm.remember_addresses(config, snap.pods)
+        warm.forget_missing(key, snap.pods)
+        warm.reconcile(key, config, snap.pods)
+        warm.consider_sleep(key, config, snap.pods, now)
+        self._metrics.set_sleeping(key, warm.asleep_count(key))
+
+    def note(self, key: str, reason: str, message: str, warning: bool) -> None:
+        """An Event about ``key`` from the warm tier (best effort, in the background)."""
+        snap = self._book.snapshots().get(key)
+        if snap is None:
+            return
+        if reason == "Slept":
+            self._metrics.slept(key)
+        self._spawn(
+            self._actuator.note(snap.deployment, reason=reason, message=message, warning=warning),
+            f"tidal-scaler-event:{key}",
+        )
+
+    def _lru_on(self, node: str | None, target: str) -> list[tuple[str, str, int]]:
+        """Idle awake pods of other warm-tier models on ``node``, least recently used first."""
+        warm = self.warm
+        if warm is None:
+            return []
+        snapshots = self._book.snapshots()
+        pods: dict[str, tuple[PodInfo, ...]] = {}
+        levels: dict[str, int] = {}
+        for key, snap in snapshots.items():
+            entry = self._book.get(key)
+            config = entry.config if entry is not None else None
+            if config is None or config.sleep_after_s is None:
+                continue  # only models opted in to the warm tier are put to sleep
+            pods[key] = snap.pods
+            levels[key] = config.sleep_level
+        ranked = warm.idle_awake_on(node, exclude_target=target, pods=pods)
+        return [(t, pod, levels[t]) for _, t, pod in ranked]
+
+    async def _wake(self, key: str) -> None:
+        """An activation for a target whose replicas sleep: wake one, or add one from zero."""
+        warm = self.warm
+        entry = self._book.get(key)
+        snap = self._book.snapshots().get(key)
+        if warm is None or entry is None or snap is None or entry.config is None:
+            return
+        if not self._leader.is_leader or warm.asleep_count(key) == 0:
+            return
+        awake_ready = [
+            p
+            for p in snap.pods
+            if p.ready and not p.terminating and warm.phase_of(f"{p.namespace}/{p.name}") is None
+        ]
+        if awake_ready:
+            return
+        outcome = await warm.wake(key, lru=self._lru_on)
+        if outcome.woke is not None or outcome.reason in ("waking already", "nothing sleeps"):
+            return
+        # The path from zero: one more replica, cold-started, beside the sleeping ones.
+        loop = self._loops.get(key)
+        if loop is None:
+            return
+        d = snap.deployment
+        fallback = Decision(
+            desired=d.spec_replicas + 1,
+            reason=Reason.ACTIVATED,
+            mode=Mode.STABLE,
+            message=f"waking from sleep failed ({outcome.reason}); adding a replica from zero",
+        )
+        plan = self._plan(loop, entry, snap, fallback)
+        if plan is not None:
+            async with loop.lock:
+                await self._act(loop, plan)
+
     # -- entry points -----------------------------------------------------------
 
     async def tick(self, now: float) -> None:
@@ -238,7 +334,8 @@ class Controller:
         if not self._book.synced:
             return
         snapshots = self._book.snapshots()
-        self._gpu_seconds.tick(now, snapshots)
+        warm = self.warm
+        self._gpu_seconds.tick(now, snapshots, warm.asleep_count if warm is not None else None)
         self._last_tick = now
         entries = self._sync(now)
         writes = []
@@ -255,13 +352,20 @@ class Controller:
             if plan is not None:
                 await loop.lock.acquire()  # free: returns without yielding
                 writes.append(self._locked_act(loop, plan))
+            self._warm_tick(key, entry, snap, now)
         if writes:
             await asyncio.gather(*writes)
         self._metrics.tick_duration.observe(max(0.0, self._clock() - started))
 
     async def activate(self, key: str, *, now: float | None = None) -> bool:
-        """An activator asks to wake ``key``: decide for it now. False if the target is unknown."""
-        return await self.decide_now(key, now=now, activation=True)
+        """An activator asks to wake ``key``: decide for it now. False if the target is unknown.
+
+        With the warm tier, a target whose replicas all sleep gets one woken
+        first (the leader does it; the answer goes back once it is awake)."""
+        known = await self.decide_now(key, now=now, activation=True)
+        if known:
+            await self._wake(key)
+        return known
 
     async def decide_now(
         self, key: str, *, now: float | None = None, activation: bool = False

@@ -48,6 +48,7 @@ from scaler.signals.prometheus import PrometheusGpu
 from scaler.signals.scrape import PodScraper
 from scaler.targets import TargetBook
 from scaler.ticking import IntervalTicker
+from scaler.warm import HttpReplicaCalls, WarmSettings, WarmTier
 
 __all__ = ["configure", "run", "serve"]
 
@@ -158,6 +159,7 @@ async def serve(
     )
     tasks: list[asyncio.Task[None]] = []
     runner: web.AppRunner | None = None
+    controller: Controller | None = None
     state = ServerState()
     try:
         reports = ActivatorReports(
@@ -238,6 +240,15 @@ async def serve(
             metrics=metrics,
             clock=loop.time,
             settings=ControllerSettings(tick_interval_s=settings.tick_interval_s),
+            warm=lambda c: WarmTier(
+                HttpReplicaCalls(session),
+                clock=loop.time,
+                idle_since=c.idle_since,
+                pod_load=c.pod_load,
+                notify=c.note,
+                observe_wake=metrics.woke,
+                settings=WarmSettings(handoff_s=settings.sleep_handoff_s),
+            ),
         )
         pokes.append(controller.poke)
         app = build_app(
@@ -287,6 +298,8 @@ async def serve(
                 await task
         if runner is not None:
             await runner.cleanup()
+        if controller is not None and controller.warm is not None:
+            await controller.warm.close()
         await session.close()
         await access.close()
 

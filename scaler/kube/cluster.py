@@ -112,6 +112,7 @@ def pod_from_raw(obj: RawObject) -> PodInfo:
         terminating=meta.get("deletionTimestamp") is not None,
         ports=ports,
         deletion_cost=_int(cost, 0) if cost is not None else None,
+        node=str(spec["nodeName"]) if spec.get("nodeName") else None,
     )
 
 

@@ -98,6 +98,7 @@ class PodInfo:
     terminating: bool
     ports: Mapping[str, int] = field(default_factory=dict)  # named container ports
     deletion_cost: int | None = None
+    node: str | None = None  # spec.nodeName (the warm tier: pods sharing a node's GPUs)
 
     def port(self, number_or_name: int | str) -> int | None:
         if isinstance(number_or_name, int):
