@@ -17,8 +17,10 @@ wake without a one-token warm-up took 4.12 s against 0.96 s with one. Here:
 - level-1 wake: ``0.1 s + weights / 20 GiB/s`` (host to device copy);
 - level-2 wake of the weights: ``0.3 s + weights / 8 GiB/s`` (reload);
 - level-1 sleep: ``0.1 s + weights / 20 GiB/s``; level-2 sleep: 0.1 s;
-- the first inference after a wake pays ``first_request_penalty_s`` once
-  (the caches and allocator re-warm), unless a warm-up request took it.
+- the first inference after a wake runs slow (cold caches and allocator):
+  it pays ``first_request_penalty_s`` scaled by its output length, in full
+  from 256 tokens on, so a one-token warm-up pays about 1/256 of it and
+  takes the penalty away from the request that follows.
 
 GPU memory: several fake servers may share one physical GPU (time-sliced
 replicas of the NVIDIA device plugin). They keep one ledger per GPU, a
@@ -60,6 +62,8 @@ GIB = 1024.0
 DEFAULT_WEIGHTS_MIB = 15_320
 # 32 layers x 8 KV heads x 128 dims x 2 (K and V) x 2 bytes = 128 KiB a token.
 KV_KIB_PER_TOKEN = 128
+# The first request after a wake pays the whole penalty from this many output tokens.
+PENALTY_FULL_TOKENS = 256
 # What a sleeping vLLM still holds (CUDA context, allocator pools, graphs).
 DEFAULT_RESIDUAL_MIB = 600
 
@@ -200,12 +204,13 @@ class SleepMachine:
         self.weights_valid = True
         return 0.0  # the wake of the weights already carried the reload time
 
-    def take_penalty(self) -> float:
+    def take_penalty(self, output_tokens: int) -> float:
         """Extra model seconds for this request: the first after a wake pays."""
         if not self.penalty_due:
             return 0.0
         self.penalty_due = False
-        return self.params.first_request_penalty_s
+        share = min(1.0, max(1, output_tokens) / PENALTY_FULL_TOKENS)
+        return self.params.first_request_penalty_s * share
 
 
 def parse_tags(values: list[str]) -> tuple[WakeTag, ...]:

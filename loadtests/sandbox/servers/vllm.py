@@ -437,7 +437,7 @@ class VllmApp(RuntimeApp[LlmRuntime]):
         try:
             # The first request after a wake finds cold caches (vLLM's post:
             # 4.12 s against 0.96 s after a one-token warm-up).
-            await self._model_sleep(self.sleep.take_penalty())
+            await self._model_sleep(self.sleep.take_penalty(job.output_tokens))
             try:
                 stream = self.runtime.submit(
                     prompt_tokens=job.prompt_tokens, output_tokens=job.output_tokens

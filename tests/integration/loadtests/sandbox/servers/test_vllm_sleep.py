@@ -43,9 +43,12 @@ async def _post(session: aiohttp.ClientSession, url: str) -> tuple[int, float]:
         return resp.status, time.monotonic() - start
 
 
-async def _complete(session: aiohttp.ClientSession, url: str) -> tuple[int, float]:
+async def _complete(
+    session: aiohttp.ClientSession, url: str, max_tokens: int = 1
+) -> tuple[int, float]:
     start = time.monotonic()
-    async with session.post(f"{url}/v1/completions", json=BODY) as resp:
+    body = {**BODY, "max_tokens": max_tokens}
+    async with session.post(f"{url}/v1/completions", json=body) as resp:
         await resp.read()
         return resp.status, time.monotonic() - start
 
@@ -86,12 +89,19 @@ async def test_level_one_sleep_and_wake(monkeypatch: pytest.MonkeyPatch) -> None
         async with session.get(f"{url}/is_sleeping") as resp:
             assert await resp.json() == {"is_sleeping": False}
         assert await _gpu(session, url) == PARAMS.awake_mib
-        status, first = await _complete(session, url)
+        status, first = await _complete(session, url, max_tokens=256)
         assert status == 200
         assert first >= PARAMS.first_request_penalty_s / SPEEDUP * 0.9
-        status, second = await _complete(session, url)
+        status, second = await _complete(session, url, max_tokens=256)
         assert status == 200
         assert second < first / 2
+        # A one-token warm-up after a wake pays 1/256 of the penalty and takes it away.
+        assert (await _post(session, f"{url}/sleep?level=1"))[0] == 200
+        assert (await _post(session, f"{url}/wake_up"))[0] == 200
+        status, warm_up = await _complete(session, url, max_tokens=1)
+        assert status == 200 and warm_up < second
+        status, after = await _complete(session, url, max_tokens=256)
+        assert status == 200 and after < first / 2
 
 
 async def test_level_two_wake_follows_vllms_sequence(monkeypatch: pytest.MonkeyPatch) -> None:
