@@ -99,6 +99,7 @@ class _Loop:
     view: SignalView | None = None
     last_change_wall: str | None = None
     decided_at: float | None = None
+    last_busy_s: float | None = None  # the last decision that saw work (warm tier's LRU)
 
 
 class Controller:
@@ -145,6 +146,11 @@ class Controller:
         """Start of the target's current idle stretch (None: busy, or unknown)."""
         loop = self._loops.get(key)
         return loop.state.idle_since_s if loop is not None else None
+
+    def last_used(self, key: str) -> float | None:
+        """When the target last had work (None: not since this replica started)."""
+        loop = self._loops.get(key)
+        return loop.last_busy_s if loop is not None else None
 
     def pod_load(self, key: str, pod: str) -> float:
         """Requests running or waiting on one pod, as the last decision saw them."""
@@ -201,6 +207,8 @@ class Controller:
         decision, loop.state = self._policy.decide(
             config=config, observation=observation, state=loop.state, now=now
         )
+        if view.combined.demand.busy or loop.activation_pending:
+            loop.last_busy_s = now
         loop.activation_pending = False
         loop.decision = decision
         loop.decided_at = now
@@ -308,11 +316,12 @@ class Controller:
         outcome = await warm.wake(key, lru=self._lru_on)
         if outcome.woke is not None or outcome.reason in ("waking already", "nothing sleeps"):
             return
-        # The path from zero: one more replica, cold-started, beside the sleeping ones.
+        # The path from zero: one more replica, cold-started, beside the sleeping
+        # ones, within max-scale (at max-scale the activator's retry tries again).
         loop = self._loops.get(key)
-        if loop is None:
-            return
         d = snap.deployment
+        if loop is None or d.spec_replicas >= entry.config.max_scale:
+            return
         fallback = Decision(
             desired=d.spec_replicas + 1,
             reason=Reason.ACTIVATED,

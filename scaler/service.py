@@ -247,6 +247,7 @@ async def serve(
                 pod_load=c.pod_load,
                 notify=c.note,
                 observe_wake=metrics.woke,
+                last_used=c.last_used,
                 settings=WarmSettings(handoff_s=settings.sleep_handoff_s),
             ),
         )

@@ -204,6 +204,7 @@ class WarmTier:
         notify: Notify | None = None,
         settings: WarmSettings | None = None,
         observe_wake: Callable[[str, float, bool], None] | None = None,
+        last_used: Callable[[str], float | None] | None = None,
     ) -> None:
         self._calls = calls
         self._clock = clock
@@ -211,6 +212,8 @@ class WarmTier:
         self._pod_load = pod_load
         self._notify = notify or (lambda *_: None)
         self._observe_wake = observe_wake or (lambda *_: None)
+        # When a target last had work (None: never): the LRU order of evictions.
+        self._last_used = last_used or idle_since
         self.settings = settings or WarmSettings()
         self._pods: dict[str, _Pod] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -428,13 +431,11 @@ class WarmTier:
                         await self._wake_sequence(entry)
                         break
                     except ReplicaCallFailed as exc:
-                        victims = lru(entry.node, target) if lru is not None else []
                         if not exc.out_of_memory or attempt == self.settings.max_evictions:
                             raise
-                        if not victims:
+                        victim = await self._evict_one(entry, target, lru)
+                        if victim is None:
                             raise
-                        victim_target, victim, level = victims[0]
-                        await self.sleep_now(victim_target, victim, level=level)
                         evicted.append(victim)
                 await self._calls.warm_up(entry.base)
             except ReplicaCallFailed as exc:
@@ -461,6 +462,22 @@ class WarmTier:
         )
         return WakeOutcome(entry.name, took, evicted=tuple(evicted))
 
+    async def _evict_one(
+        self,
+        entry: _Pod,
+        target: str,
+        lru: Callable[[str | None, str], list[tuple[str, str, int]]] | None,
+    ) -> str | None:
+        """Put the least recently used idle model on ``entry``'s node to sleep; its name."""
+        for victim_target, victim, level in lru(entry.node, target) if lru is not None else []:
+            try:
+                await self.sleep_now(victim_target, victim, level=level)
+            except ReplicaCallFailed as exc:
+                log.info("%s: %s could not make room: %s", target, victim, exc)
+                continue
+            return victim
+        return None
+
     async def _wake_sequence(self, entry: _Pod) -> None:
         if entry.level == 2:
             await self._calls.wake_up(entry.base, ("weights",))
@@ -470,33 +487,39 @@ class WarmTier:
             await self._calls.wake_up(entry.base)
 
     async def sleep_now(self, target: str, pod: str, *, level: int = 1) -> None:
-        """Put an idle awake replica of another model to sleep at once (to make room).
+        """Put an idle awake replica of another model to sleep now, to make room.
 
-        Its endpoint is announced first; the activators' next exchange drops it.
+        As for any sleep, its endpoint is announced first and the call waits
+        the handoff, then checks that no request reached the pod meanwhile.
         """
-        entry = self._pods.get(pod)
-        if entry is not None and entry.phase is not Phase.DRAINING:
-            return
-        if entry is None:
-            address = self._known_addresses.get(pod)
-            if address is None:
-                raise ReplicaCallFailed(f"no address known for {pod}")
-            entry = _Pod(
-                target, pod, address[0], address[1], None, Phase.DRAINING, level, self._clock()
-            )
-            self._pods[pod] = entry
-        elif entry.task is not None:
-            entry.task.cancel()
-        async with self._lock(pod):
-            try:
+        if pod in self._pods:
+            raise ReplicaCallFailed(f"{pod} is already asleep or changing")
+        address = self._known_addresses.get(pod)
+        if address is None:
+            raise ReplicaCallFailed(f"no address known for {pod}")
+        entry = _Pod(
+            target, pod, address[0], address[1], None, Phase.DRAINING, level, self._clock()
+        )
+        self._pods[pod] = entry
+        try:
+            await asyncio.sleep(self.settings.handoff_s)
+            async with self._lock(pod):
+                if self._pods.get(pod) is not entry:
+                    raise ReplicaCallFailed(f"{pod} changed state meanwhile")
+                if self._pod_load(target, pod.split("/", 1)[1]) > 0:
+                    raise ReplicaCallFailed(f"{pod} got work meanwhile")
                 await self._calls.sleep(entry.base, entry.level)
-            except ReplicaCallFailed:
-                self._pods.pop(pod, None)
-                raise
-            entry.phase = Phase.SLEEPING
-            entry.since = self._clock()
-            self._counter(target).sleeps += 1
-            self._notify(target, "Slept", f"{pod} sleeps to make room on its GPU", False)
+        except BaseException:
+            if self._pods.get(pod) is entry:
+                del self._pods[pod]
+            raise
+        entry.phase = Phase.SLEEPING
+        entry.since = self._clock()
+        self._counter(target).sleeps += 1
+        log.info("%s: %s sleeps (level %d) to make room on its GPU", target, pod, level)
+        self._notify(
+            target, "Slept", f"{pod} sleeps (level {level}) to make room on its GPU", False
+        )
 
     def remember_addresses(self, config: ScalingConfig, pods: Sequence[PodInfo]) -> None:
         for pod in pods:
@@ -507,14 +530,13 @@ class WarmTier:
     def idle_awake_on(
         self, node: str | None, *, exclude_target: str, pods: Mapping[str, Sequence[PodInfo]]
     ) -> list[tuple[float, str, str]]:
-        """(idle since, target, pod) of idle awake pods of other models on ``node``."""
+        """(last used, target, pod) of awake pods of other models on ``node`` with no
+        request running or waiting, least recently used first."""
         out = []
         for target, target_pods in pods.items():
             if target == exclude_target:
                 continue
-            since = self._idle_since(target)
-            if since is None:
-                continue
+            used = self._last_used(target)
             for p in target_pods:
                 name = f"{p.namespace}/{p.name}"
                 if node is not None and p.node != node:
@@ -523,5 +545,5 @@ class WarmTier:
                     continue
                 if self._pod_load(target, p.name) > 0:
                     continue
-                out.append((since, target, name))
+                out.append((float("-inf") if used is None else used, target, name))
         return sorted(out)
