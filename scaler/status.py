@@ -5,6 +5,9 @@ mode and last reason (from the ``autoscaling.tidal.dev/status`` annotation,
 which holds only discrete state). With ``--scaler-url`` it adds the live
 values the scaler serves at ``GET /v1/targets`` (signals move every tick, so
 they are never written to the API). ``-o json`` prints the same rows as JSON.
+With the warm tier in use (``autoscaling.tidal.dev/sleep-after``), the live
+view also shows how many replicas sleep, the wakes so far and the last wake's
+duration.
 """
 
 from __future__ import annotations
@@ -94,6 +97,20 @@ def rows(
                 "signals": signals,
                 "observed": view.get("observed") or {},
             }
+            warm = view.get("warm")
+            if isinstance(warm, Mapping):
+                pods = warm.get("pods") or {}
+                row["live"]["warm"] = {
+                    "asleep": sum(
+                        1
+                        for p in pods.values()
+                        if isinstance(p, Mapping) and p.get("phase") == "sleeping"
+                    ),
+                    "wakes": warm.get("wakes"),
+                    "sleeps": warm.get("sleeps"),
+                    "failed_wakes": warm.get("failedWakes"),
+                    "last_wake_s": warm.get("lastWakeSeconds"),
+                }
         out.append(row)
     return out
 
@@ -112,6 +129,9 @@ def render_table(table: Sequence[Mapping[str, Any]]) -> str:
     with_live = any("live" in r for r in table)
     if with_live:
         headers += ["LIVE-DESIRED", "CONCURRENCY", "QUEUE", "KV-CACHE", "GPU"]
+    with_warm = any("warm" in (r.get("live") or {}) for r in table)
+    if with_warm:
+        headers += ["ASLEEP", "WAKES", "LAST-WAKE"]
     lines = []
     for r in table:
         cells = [_fmt(r.get(k)) for k in keys]
@@ -129,6 +149,14 @@ def render_table(table: Sequence[Mapping[str, Any]]) -> str:
                 stable("queue_depth"),
                 stable("kv_cache_utilization"),
                 stable("gpu_utilization"),
+            ]
+        if with_warm:
+            warm = (r.get("live") or {}).get("warm") or {}
+            last = warm.get("last_wake_s")
+            cells += [
+                _fmt(warm.get("asleep")),
+                _fmt(warm.get("wakes")),
+                "-" if last is None else f"{last:.2f}s",
             ]
         lines.append(cells)
     widths = [max(len(h), *(len(c[i]) for c in lines)) for i, h in enumerate(headers)]
