@@ -147,6 +147,10 @@ class RuntimeApp(Generic[RuntimeT]):
         """GPU memory this server holds, MiB (None: the flavour does not model it)."""
         return None
 
+    def fb_total_mib(self) -> int | None:
+        """Memory of the physical GPU this server runs on, MiB (None: not modelled)."""
+        return None
+
     async def gpu(self, request: web.Request) -> web.Response:
         body: dict[str, float | int | str] = {
             "busy_s": self.busy_time_s(),
@@ -155,6 +159,9 @@ class RuntimeApp(Generic[RuntimeT]):
         used = self.fb_used_mib()
         if used is not None:
             body["fb_used_mib"] = used
+        total = self.fb_total_mib()
+        if total:
+            body["fb_total_mib"] = total
         # Which physical GPU, when the kubelet placed this server on a shared one.
         index = os.environ.get("TIDAL_SANDBOX_GPU_INDEX")
         devices = os.environ.get("NVIDIA_VISIBLE_DEVICES", "")

@@ -311,6 +311,9 @@ class VllmApp(RuntimeApp[LlmRuntime]):
     def fb_used_mib(self) -> int | None:
         return self.sleep.gpu_mib()
 
+    def fb_total_mib(self) -> int | None:
+        return self.config.sleep.gpu_memory_mib or None
+
     # --- sleep mode (dev endpoints) -------------------------------------------------
 
     def _busy(self) -> bool:

@@ -165,6 +165,10 @@ async def test_shared_gpu_wake_fails_until_memory_frees(
             for pod in ("a-0", "b-0")
         }
         assert fb == {"a-0": PARAMS.awake_mib, "b-0": PARAMS.residual_mib}
+        free = samples[
+            'DCGM_FI_DEV_FB_FREE{UUID="GPU-x",container="model",gpu="0",namespace="ml",pod="b-0"}'
+        ]
+        assert free == PARAMS.gpu_memory_mib - PARAMS.awake_mib - PARAMS.residual_mib
         assert (await _post(session, f"{a.url}/sleep?level=1"))[0] == 200
         assert (await _post(session, f"{b.url}/wake_up"))[0] == 200
         assert await _gpu(session, b.url) == PARAMS.awake_mib
