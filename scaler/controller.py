@@ -261,7 +261,7 @@ class Controller:
             return
         if not self._leader.is_leader:
             return
-        warm.remember_addresses(config, snap.pods)
+        warm.remember_addresses(key, config, snap.pods)
         warm.forget_missing(key, snap.pods)
         warm.reconcile(key, config, snap.pods)
         warm.consider_sleep(key, config, snap.pods, now)
@@ -362,6 +362,8 @@ class Controller:
                 await loop.lock.acquire()  # free: returns without yielding
                 writes.append(self._locked_act(loop, plan))
             self._warm_tick(key, entry, snap, now)
+        if self.warm is not None and self._leader.is_leader:
+            self.warm.learn(now)
         if writes:
             await asyncio.gather(*writes)
         self._metrics.tick_duration.observe(max(0.0, self._clock() - started))

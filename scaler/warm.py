@@ -26,10 +26,17 @@ activation in between cancels it.
 follows vLLM's sequence ``/wake_up?tags=weights``, ``/collective_rpc``
 ``reload_weights``, ``/wake_up?tags=kv_cache``. Then a one-token warm-up
 (the first request after a wake is several times slower without it), then
-the pod is routable again. A wake that fails for want of GPU memory puts the
-least recently used idle model on the same node to sleep and tries again
-(at most ``max_evictions`` times); any other failure, or no room, returns
-False and the controller falls back to the path from zero (one more replica).
+the pod is routable again.
+
+**Making room on a shared GPU**: with GPU memory from DCGM (through
+Prometheus, :mod:`scaler.gpu_memory`), each model's awake and asleep
+footprint is learned (:class:`~scaler.policy.warm.MemoryBook`) and, before a
+wake, :func:`~scaler.policy.warm.make_room` picks the least recently used
+idle models on the same physical GPU to put to sleep first. Without it, or
+when it was wrong, a wake that fails for want of memory puts the least
+recently used idle model on the same node to sleep and tries again (at most
+``max_evictions`` times). Any other failure, or no room, returns no woken
+pod and the controller falls back to the path from zero (one more replica).
 
 Main decision: the scaler never guesses a replica's state. A call that
 fails leaves the pod in the state the replica reports next (``/is_sleeping``),
@@ -50,9 +57,10 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from scaler.gpu_memory import GpuMemory
 from scaler.kube.types import PodInfo
 from scaler.policy.api import ScalingConfig
-from scaler.policy.warm import Replica, choose_wake
+from scaler.policy.warm import MemoryBook, Replica, Resident, choose_wake, make_room
 
 __all__ = [
     "HttpReplicaCalls",
@@ -181,6 +189,7 @@ class _Counters:
     sleeps: int = 0
     wakes: int = 0
     failed_wakes: int = 0
+    oom_retries: int = 0  # wakes that failed for memory and were retried after an eviction
     last_wake_s: float | None = None
 
 
@@ -205,6 +214,7 @@ class WarmTier:
         settings: WarmSettings | None = None,
         observe_wake: Callable[[str, float, bool], None] | None = None,
         last_used: Callable[[str], float | None] | None = None,
+        memory: GpuMemory | None = None,
     ) -> None:
         self._calls = calls
         self._clock = clock
@@ -214,6 +224,10 @@ class WarmTier:
         self._observe_wake = observe_wake or (lambda *_: None)
         # When a target last had work (None: never): the LRU order of evictions.
         self._last_used = last_used or idle_since
+        self._memory = memory
+        self.book = MemoryBook()
+        self._target_of: dict[str, str] = {}  # namespace/pod -> target (warm-tier pods)
+        self._levels: dict[str, int] = {}  # target -> sleep level
         self.settings = settings or WarmSettings()
         self._pods: dict[str, _Pod] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -253,6 +267,7 @@ class WarmTier:
             "sleeps": c.sleeps,
             "wakes": c.wakes,
             "failedWakes": c.failed_wakes,
+            "outOfMemoryRetries": c.oom_retries,
             "lastWakeSeconds": c.last_wake_s,
         }
 
@@ -426,6 +441,21 @@ class WarmTier:
                 return WakeOutcome(None, reason="its state changed meanwhile")
             entry.phase = Phase.WAKING
             try:
+                first, _ = self.plan_room(entry.name, target, self._clock())
+                results = await asyncio.gather(
+                    *(
+                        self.sleep_now(
+                            self._target_of[v], v, level=self._levels.get(self._target_of[v], 1)
+                        )
+                        for v in first
+                    ),
+                    return_exceptions=True,
+                )
+                for victim, result in zip(first, results, strict=True):
+                    if isinstance(result, BaseException):
+                        log.info("%s: %s could not make room: %s", target, victim, result)
+                    else:
+                        evicted.append(victim)
                 for attempt in range(self.settings.max_evictions + 1):
                     try:
                         await self._wake_sequence(entry)
@@ -433,10 +463,11 @@ class WarmTier:
                     except ReplicaCallFailed as exc:
                         if not exc.out_of_memory or attempt == self.settings.max_evictions:
                             raise
-                        victim = await self._evict_one(entry, target, lru)
-                        if victim is None:
+                        self._counter(target).oom_retries += 1
+                        made_room = await self._evict_one(entry, target, lru)
+                        if made_room is None:
                             raise
-                        evicted.append(victim)
+                        evicted.append(made_room)
                 await self._calls.warm_up(entry.base)
             except ReplicaCallFailed as exc:
                 entry.phase = Phase.SLEEPING
@@ -521,11 +552,74 @@ class WarmTier:
             target, "Slept", f"{pod} sleeps (level {level}) to make room on its GPU", False
         )
 
-    def remember_addresses(self, config: ScalingConfig, pods: Sequence[PodInfo]) -> None:
+    def remember_addresses(
+        self, target: str, config: ScalingConfig, pods: Sequence[PodInfo]
+    ) -> None:
+        """Where a warm-tier target's pods listen, and that they are its (for evictions)."""
+        self._levels[target] = config.sleep_level
         for pod in pods:
+            name = f"{pod.namespace}/{pod.name}"
+            self._target_of[name] = target
             address = self._address(pod, config)
             if address is not None:
-                self._known_addresses[f"{pod.namespace}/{pod.name}"] = address
+                self._known_addresses[name] = address
+
+    def learn(self, now: float) -> int:
+        """Feed the memory book from a fresh DCGM snapshot; the samples taken."""
+        snap = self._memory.fresh(now) if self._memory is not None else None
+        if snap is None:
+            return 0
+        taken = 0
+        for (ns, pod), (_, mib) in snap.pods.items():
+            name = f"{ns}/{pod}"
+            target = self._target_of.get(name)
+            entry = self._pods.get(name)
+            if target is None or (entry is not None and entry.phase is not Phase.SLEEPING):
+                continue  # not ours, or between states
+            self.book.observe(target, mib=mib, sleeping=entry is not None)
+            taken += 1
+        return taken
+
+    def plan_room(self, entry_name: str, target: str, now: float) -> tuple[list[str], bool]:
+        """(pods to put to sleep first, whether the wake then fits); ([], True) when
+        memory is unknown (the wake is tried, and room made if it fails)."""
+        snap = self._memory.fresh(now) if self._memory is not None else None
+        need = self.book.wake_need_mib(target)
+        ns, pod = entry_name.split("/", 1)
+        placed = snap.pods.get((ns, pod)) if snap is not None else None
+        if snap is None or need is None or placed is None:
+            return [], True
+        uuid = placed[0]
+        budget = snap.budget(uuid)
+        if budget is None:
+            return [], True
+        residents = []
+        for (r_ns, r_pod), mib in snap.on_gpu(uuid).items():
+            name = f"{r_ns}/{r_pod}"
+            owner = self._target_of.get(name)
+            used = self._last_used(owner) if owner is not None else None
+            entry = self._pods.get(name)
+            if owner is not None:
+                # The sample may predate this tier's own last sleeps and wakes
+                # (Prometheus answers every few seconds): hold each pod at the
+                # footprint learned for its current state.
+                book = self.book.asleep if entry is not None else self.book.awake
+                mib = book.get(owner, mib)
+            residents.append(
+                Resident(
+                    target=owner or "",
+                    pod=name,
+                    awake=entry is None,
+                    # Pods outside the warm tier are never put to sleep: count them busy.
+                    busy=owner is None or self._pod_load(owner, r_pod) > 0,
+                    used_mib=round(mib),
+                    idle_since_s=float("-inf") if used is None else used,
+                )
+            )
+        plan = make_room(
+            budget_mib=round(budget), residents=residents, waking_pod=entry_name, need_mib=need
+        )
+        return list(plan.sleep), plan.fits
 
     def idle_awake_on(
         self, node: str | None, *, exclude_target: str, pods: Mapping[str, Sequence[PodInfo]]

@@ -14,6 +14,7 @@ fake vLLM servers with ``--enable-sleep-mode`` and ``VLLM_SERVER_DEV_MODE=1``):
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,10 @@ GPU_MIB = 50_000
 WAKE_S = 0.1 + 16_000 / 1024 / 20
 # The activator reports every second by default: one second of handoff is enough here.
 HANDOFF = {"TIDAL_SCALER_SLEEP_HANDOFF_S": "1"}
+PROMETHEUS = shutil.which("prometheus")
+# Requests to the shared GPU this far apart: "least recently used" is only as
+# sharp as the activators' report period and the scaler's tick (1 s each here).
+GAP_S = 2.0
 
 
 def warm_model(
@@ -126,17 +131,37 @@ async def test_idle_model_sleeps_and_wakes_fast(tmp_path: Path) -> None:
             assert view["warm"]["wakes"] >= 1 and view["warm"]["sleeps"] >= 1
 
 
-async def test_three_models_share_a_gpu_that_fits_two(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "prometheus",
+    [
+        pytest.param(None, id="reactive"),
+        pytest.param(
+            PROMETHEUS or "prometheus",
+            id="learned-memory",
+            marks=pytest.mark.skipif(
+                PROMETHEUS is None, reason="no prometheus binary (scripts/ensure-debian-packages)"
+            ),
+        ),
+    ],
+)
+async def test_three_models_share_a_gpu_that_fits_two(
+    tmp_path: Path, prometheus: str | None
+) -> None:
+    """Reactive: each wake that finds no room fails for memory once, then evicts.
+    Learned memory (DCGM through Prometheus): room is made before the wake."""
     node = NodeSpec(
         "gpu-shared", "on-demand", "us-east-1a", gpus=1, gpu_replicas=3, gpu_memory_mib=GPU_MIB
     )
     names = ("alpha", "beta", "gamma")
-    models = [warm_model(n, f"{n}-8b", sleep_after="6s", replicas=1) for n in names]
+    # Long enough that no model sleeps on its own during the alternation below:
+    # every sleep there is one made to make room.
+    models = [warm_model(n, f"{n}-8b", sleep_after="15s", replicas=1) for n in names]
     settings = StackSettings(
         example=None,
         nodes=(node,),
         scaler_args=("--tick-interval-s", "1"),
         scaler_env=HANDOFF,
+        prometheus=prometheus,
     )
     async with running_stack(tmp_path, settings) as stack:
         for example, deployment in models:
@@ -149,7 +174,7 @@ async def test_three_models_share_a_gpu_that_fits_two(tmp_path: Path) -> None:
         # Cold starts are not checked against memory: all three come up awake,
         # then sleep once idle past sleep-after.
         await wait_until(
-            lambda: all(slept(stack, n) for n in names), timeout_s=40, what="all three asleep"
+            lambda: all(slept(stack, n) for n in names), timeout_s=60, what="all three asleep"
         )
         await asyncio.sleep(1.5)
         timeout = aiohttp.ClientTimeout(total=60)
@@ -160,6 +185,7 @@ async def test_three_models_share_a_gpu_that_fits_two(tmp_path: Path) -> None:
                     status, took = await complete(session, stack.activator_url, example.model)
                     statuses.append(status)
                     assert took < COLD_START_S, (example.name, round_, took)
+                    await asyncio.sleep(GAP_S)
         assert statuses == [200] * 6
         # The third wake found two awake: it put the idlest to sleep first, and so on
         # round the cycle (A B C A B C: C evicts A, A evicts B, B evicts C, C evicts A).
@@ -173,3 +199,13 @@ async def test_three_models_share_a_gpu_that_fits_two(tmp_path: Path) -> None:
         # Nothing cold-started a second replica: every model woke from sleep.
         assert all(stack.deployment_state(n)[0] == 1 for n in names)
         assert not any(e["reason"] == "WakeFailed" for n in names for e in events(stack, n))
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"{stack.scaler_url}/v1/targets") as resp,
+        ):
+            views = {t["target"]: t["warm"] for t in (await resp.json())["targets"]}
+        retries = sum(v["outOfMemoryRetries"] for v in views.values())
+        if prometheus is None:
+            assert retries == 4  # one per eviction
+        else:
+            assert retries == 0  # the room was made first

@@ -134,7 +134,7 @@ async def test_a_wake_without_room_sleeps_the_lru_model_first() -> None:
     w.tier.consider_sleep("ml/a", CONFIG, [pod("a-1", "10.0.0.1")], now=30.0)
     await asyncio.sleep(0.05)
     b = pod("b-1", "10.0.0.2")
-    w.tier.remember_addresses(CONFIG, [b])
+    w.tier.remember_addresses("ml/b", CONFIG, [b])
     replicas.calls.append(("serve", "http://10.0.0.2:8000"))  # b is awake on the GPU
     outcome = await w.tier.wake("ml/a", lru=lambda node, target: [("ml/b", "ml/b-1", 1)])
     assert outcome.woke == "ml/a-1"
