@@ -139,6 +139,7 @@ class Controller:
         self.rechecks_run = 0
         # The warm tier (sleeping replicas), built over this controller's views.
         self.warm: WarmTier | None = warm(self) if warm is not None else None
+        self._waking: set[str] = set()  # targets with a background wake under way
 
     # -- views for the warm tier ----------------------------------------------------
 
@@ -266,6 +267,29 @@ class Controller:
         warm.reconcile(key, config, snap.pods)
         warm.consider_sleep(key, config, snap.pods, now)
         self._metrics.set_sleeping(key, warm.asleep_count(key))
+        # Demand for more replicas than are awake (an activation wakes only one):
+        # wake the next sleeping one rather than let the policy count it as ready.
+        loop = self._loops.get(key)
+        decision = loop.decision if loop is not None else None
+        if decision is None or self.idle_since(key) is not None or warm.asleep_count(key) == 0:
+            return
+        awake = sum(
+            1
+            for p in snap.pods
+            if p.ready and not p.terminating and warm.phase_of(f"{p.namespace}/{p.name}") is None
+        )
+        if decision.desired > awake and key not in self._waking:
+            self._waking.add(key)
+            self._spawn(self._wake_more(key), f"tidal-scaler-wake:{key}")
+
+    async def _wake_more(self, key: str) -> None:
+        try:
+            if self.warm is not None:
+                await self.warm.wake(key, lru=self._lru_on)
+        except Exception:
+            log.exception("%s: waking another replica failed", key)
+        finally:
+            self._waking.discard(key)
 
     def note(self, key: str, reason: str, message: str, warning: bool) -> None:
         """An Event about ``key`` from the warm tier (best effort, in the background)."""
