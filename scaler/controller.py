@@ -261,6 +261,7 @@ class Controller:
         if warm is None or config is None or config.sleep_after_s is None:
             return
         if not self._leader.is_leader:
+            warm.step_down()
             return
         warm.remember_addresses(key, config, snap.pods)
         warm.forget_missing(key, snap.pods)

@@ -269,6 +269,7 @@ async def serve(
                 observe_wake=metrics.woke,
                 last_used=c.last_used,
                 memory=memory,
+                leading=lambda: leader.is_leader,
                 settings=WarmSettings(handoff_s=settings.sleep_handoff_s),
             ),
         )

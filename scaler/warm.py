@@ -215,6 +215,7 @@ class WarmTier:
         observe_wake: Callable[[str, float, bool], None] | None = None,
         last_used: Callable[[str], float | None] | None = None,
         memory: GpuMemory | None = None,
+        leading: Callable[[], bool] | None = None,
     ) -> None:
         self._calls = calls
         self._clock = clock
@@ -225,6 +226,9 @@ class WarmTier:
         # When a target last had work (None: never): the LRU order of evictions.
         self._last_used = last_used or idle_since
         self._memory = memory
+        # Checked right before every call that changes a replica: a replica
+        # that lost the Lease since the decision changes nothing.
+        self._leading = leading or (lambda: True)
         self.book = MemoryBook()
         self._target_of: dict[str, str] = {}  # namespace/pod -> target (warm-tier pods)
         self._levels: dict[str, int] = {}  # target -> sleep level
@@ -291,7 +295,20 @@ class WarmTier:
             entry = self._pods.pop(name)
             if entry.task is not None:
                 entry.task.cancel()
-        self._checked &= alive | {n for n in self._checked if not n.startswith(target)}
+        gone = {n for n in self._checked if self._target_of.get(n) == target and n not in alive}
+        self._checked -= gone
+        for name in gone:
+            self._target_of.pop(name, None)
+            self._known_addresses.pop(name, None)
+
+    def step_down(self) -> None:
+        """This replica lost the Lease: forget everything. A sleep still waiting
+        for its handoff is dropped; a new term starts by asking the pods."""
+        for entry in self._pods.values():
+            if entry.task is not None:
+                entry.task.cancel()
+        self._pods.clear()
+        self._checked.clear()
 
     def reconcile(self, target: str, config: ScalingConfig, pods: Sequence[PodInfo]) -> None:
         """Ask pods this replica has not asked yet whether they sleep (a new leader)."""
@@ -303,6 +320,7 @@ class WarmTier:
             if address is None:
                 continue
             self._checked.add(name)
+            self._target_of[name] = target
             self._spawn(self._ask(target, config, pod, *address))
 
     async def _ask(
@@ -378,6 +396,9 @@ class WarmTier:
                 if self._idle_since(entry.target) is None or self._pod_load(entry.target, pod) > 0:
                     del self._pods[entry.name]  # work arrived: back in rotation
                     return
+                if not self._leading():
+                    del self._pods[entry.name]
+                    return
                 try:
                     await self._calls.sleep(entry.base, entry.level)
                 except ReplicaCallFailed as exc:
@@ -439,6 +460,8 @@ class WarmTier:
         async with self._lock(entry.name):
             if self._pods.get(entry.name) is not entry:
                 return WakeOutcome(None, reason="its state changed meanwhile")
+            if not self._leading():
+                return WakeOutcome(None, reason="waking already")  # the new leader wakes it
             entry.phase = Phase.WAKING
             try:
                 first, _ = self.plan_room(entry.name, target, self._clock())
@@ -539,6 +562,8 @@ class WarmTier:
                     raise ReplicaCallFailed(f"{pod} changed state meanwhile")
                 if self._pod_load(target, pod.split("/", 1)[1]) > 0:
                     raise ReplicaCallFailed(f"{pod} got work meanwhile")
+                if not self._leading():
+                    raise ReplicaCallFailed("this scaler no longer leads")
                 await self._calls.sleep(entry.base, entry.level)
         except BaseException:
             if self._pods.get(pod) is entry:

@@ -46,13 +46,14 @@ class WarmWorld:
         self.activator = FakeSource("activator")
         self.scrape = FakeSource("scrape")
         self.replicas = FakeReplicas()
+        self.leader = FakeLeader(is_leader=leader)
         self.now = 1000.0
         self.wired = wire(
             self.cluster,
             sources=[self.activator, self.scrape],
             scale_target=self.scale,
             events=self.events,
-            leader=FakeLeader(is_leader=leader),
+            leader=self.leader,
             metrics=Metrics(CollectorRegistry()),
             clock=lambda: self.now,
             warm=lambda c: WarmTier(
@@ -62,6 +63,7 @@ class WarmWorld:
                 pod_load=c.pod_load,
                 notify=c.note,
                 last_used=c.last_used,
+                leading=lambda: self.leader.is_leader,
                 settings=WarmSettings(handoff_s=0.0),
             ),
         )
@@ -122,3 +124,16 @@ async def test_a_failed_wake_adds_a_replica_from_zero() -> None:
     assert w.scale.scales == [(KEY, 3)]
     await asyncio.sleep(0.01)  # the Event goes out in the background
     assert "WakeFailed" in w.events.reasons()
+
+
+async def test_losing_the_lease_forgets_the_sleeping_list_and_a_new_term_asks_the_pods() -> None:
+    w = WarmWorld()
+    w.set(0.0)
+    await w.run_for(14)
+    assert w.warm.asleep_count(KEY) == 2
+    w.leader.is_leader = False
+    await w.run_for(2)
+    assert w.warm.not_routable() == {}
+    w.leader.is_leader = True
+    await w.run_for(2)
+    assert w.warm.asleep_count(KEY) == 2  # learned again from /is_sleeping
