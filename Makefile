@@ -12,7 +12,7 @@ STAMP_DEMO := $(VENV)/.stamp-sandbox
 STAMP_DEV := $(VENV)/.stamp-dev
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast bench lint format clean debs
+.PHONY: demo test test-fast bench lint format docs clean debs
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Tidal needs Python 3.11 or newer; set PYTHON=python3.11 or newer")'
@@ -48,6 +48,10 @@ lint: $(STAMP_DEV)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+# Regenerate docs/annotations.md, docs/metrics.md and docs/statuses.md from the code.
+docs: $(STAMP_DEV)
+	$(BIN)/python -m scripts.generate_docs
 
 format: $(STAMP_DEV)
 	$(BIN)/ruff check --fix .

@@ -12,8 +12,9 @@ collector reads the gates when Prometheus scrapes.
 
 With ``--workers`` each worker keeps its own registry; the serving process
 sums the workers' samples (:func:`merge_expositions`), which is correct for
-every metric here: counters, histograms and the held/in-flight gauges are
-all sums over workers.
+nearly every metric here: counters, histograms, the held/in-flight gauges
+and the buffer capacity are all sums over workers. The one setting that is
+not a quantity, the cold-start timeout, is merged by taking the largest.
 """
 
 from __future__ import annotations
@@ -78,11 +79,26 @@ class _GateCollector(Collector):
             "replicas this activator sends requests to",
             labels=["target"],
         )
+        # The target's limits, so that alerts compare what is held and how long
+        # it waits with what the target allows (DESIGN §3: max-buffered,
+        # cold-start-timeout) without copying the annotations into the rules.
+        capacity = GaugeMetricFamily(
+            PREFIX + "buffer_capacity",
+            "requests this activator may hold for the target (routing.tidal.dev/max-buffered)",
+            labels=["target"],
+        )
+        timeout = GaugeMetricFamily(
+            PREFIX + "cold_start_timeout_seconds",
+            "how long a held request may wait (routing.tidal.dev/cold-start-timeout)",
+            labels=["target"],
+        )
         for name, gate in sorted(self._gates().items()):
             buffered.add_metric([name], gate.buffered)
             in_flight.add_metric([name], gate.in_flight)
             ready.add_metric([name], len(gate.endpoints.ready))
-        return [buffered, in_flight, ready]
+            capacity.add_metric([name], gate.max_buffered)
+            timeout.add_metric([name], gate.cold_start_timeout_s)
+        return [buffered, in_flight, ready, capacity, timeout]
 
 
 class Metrics:
@@ -168,6 +184,10 @@ class Metrics:
         child.inc()
 
 
+# Families whose samples are settings, the same in every worker: merged by max, not summed.
+_NOT_ADDITIVE = frozenset({PREFIX + "cold_start_timeout_seconds"})
+
+
 def merge_expositions(texts: Iterable[str]) -> str:
     """Sum the samples of several text expositions into one (for ``--workers``)."""
     order: list[str] = []
@@ -183,7 +203,10 @@ def merge_expositions(texts: Iterable[str]) -> str:
                 if s.name.endswith("_created"):
                     continue  # a creation time; summing them means nothing
                 key = (s.name, tuple(sorted(s.labels.items())))
-                samples[key] = samples.get(key, 0.0) + s.value
+                if family.name in _NOT_ADDITIVE:
+                    samples[key] = max(samples.get(key, s.value), s.value)
+                else:
+                    samples[key] = samples.get(key, 0.0) + s.value
     return "".join(_render(name, *families[name]) for name in order if families[name][2])
 
 

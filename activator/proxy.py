@@ -52,7 +52,7 @@ from activator.held_bodies import HeldBodies
 from activator.metrics import Metrics
 from activator.readiness import EndpointTracker
 from activator.registry import Registry
-from activator.routing import TARGET_HEADER
+from activator.routing import TARGET_HEADER, RoutingTable, lists_models
 from activator.statuses import (
     ERROR_STATUS,
     AllRefused,
@@ -117,6 +117,13 @@ def _upstream_url(base: str, raw_path: str) -> URL:
             _url_cache.clear()
         url = _url_cache[key] = URL(base + raw_path, encoded=True)
     return url
+
+
+class _ListModels(Exception):
+    """``GET /v1/models`` that no route claims: the activator answers it itself."""
+
+    def __init__(self, table: RoutingTable) -> None:
+        self.table = table
 
 
 class _NotSent(Exception):
@@ -261,6 +268,10 @@ class Proxy:
             if gate is None:
                 raise NoTarget()
             response = await self._serve(request, gate, raw_path, body, request_id)
+        except _ListModels as listing:
+            response = web.json_response(
+                listing.table.models_listing(), headers={_REQUEST_ID: request_id}
+            )
         except (ProxyError, HoldError) as exc:
             return self._fail(exc, target, started, request_id)
         self.metrics.observe(target, response.status, time.perf_counter() - started)
@@ -272,7 +283,7 @@ class Proxy:
             exc,
             request_id=request_id,
             retry_after_s=self.options.retry_after_s,
-            detail=str(exc) if isinstance(exc, UpstreamFailed | AllRefused) else "",
+            detail=str(exc) if isinstance(exc, UpstreamFailed | AllRefused | NoTarget) else "",
         )
         if isinstance(exc, Draining | DrainEnded):
             response.force_close()
@@ -285,6 +296,8 @@ class Proxy:
         target = table.route(host=request.host, path=raw_path, header_target=header)
         if target is not None:
             return None, target
+        if lists_models(request.method, raw_path):
+            raise _ListModels(table)
         if not table.wants_model(request.method, raw_path):
             raise NoTarget()
         body = await self._read_bounded(request, self.options.max_model_body_bytes)
@@ -292,11 +305,12 @@ class Proxy:
             document = json.loads(body)
         except (UnicodeDecodeError, ValueError):
             raise BadBody() from None
-        if not isinstance(document, dict):
+        model = document.get("model") if isinstance(document, dict) else None
+        if not isinstance(model, str) or not model:
             raise BadBody()
-        target = table.by_model(document.get("model"))
+        target = table.by_model(model)
         if target is None:
-            raise NoTarget()
+            raise NoTarget(table.unknown_model(model))
         return body, target
 
     async def _read_bounded(self, request: web.BaseRequest, limit: int) -> bytes:

@@ -18,6 +18,15 @@ end), so their cost does not grow with the number of targets. The table is
 never mutated: a source change builds a new one and the registry swaps the
 reference, so a request in progress sees one consistent table.
 
+The activator is also an OpenAI endpoint in its own right for one request:
+``GET /v1/models`` that no header, host or path route claims is answered
+from the table (:meth:`RoutingTable.models_listing`): every model routed by
+name, whether its target has replicas or is at zero, since OpenAI clients
+list models before they send anything. A ``model`` that no target serves is
+a 404 whose message names it and the models served
+(:meth:`RoutingTable.unknown_model`); a body with no ``model`` string is a
+400, like one that is not JSON.
+
 Two targets claiming the same host, prefix or model is a configuration error;
 :meth:`RoutingTable.build` keeps the first by name and reports the rest as
 conflicts (the routes file refuses them; Kubernetes discovery logs them).
@@ -30,9 +39,18 @@ from dataclasses import dataclass, field
 
 from activator.targets import TargetSpec
 
-__all__ = ["TARGET_HEADER", "RoutingTable"]
+__all__ = ["MODELS_PATH", "TARGET_HEADER", "RoutingTable", "lists_models"]
 
 TARGET_HEADER = "X-Tidal-Target"
+MODELS_PATH = "/v1/models"
+# How many served names a 404 quotes before "and N more": the message stays
+# readable with hundreds of models.
+_NAMES_IN_MESSAGE = 20
+
+
+def lists_models(method: str, path: str) -> bool:
+    """Whether the request is OpenAI's model listing (``GET /v1/models``, any query)."""
+    return method in ("GET", "HEAD") and path.split("?", 1)[0].rstrip("/") == MODELS_PATH
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +135,26 @@ class RoutingTable:
 
     def by_model(self, model: object) -> str | None:
         return self.models.get(model) if isinstance(model, str) else None
+
+    def models_listing(self) -> dict[str, object]:
+        """The body of ``GET /v1/models`` in OpenAI's shape: every model routed by name."""
+        return {
+            "object": "list",
+            "data": [
+                # ``created`` is required by OpenAI's schema; the activator
+                # does not know when a model was made, so it says 0.
+                {"id": model, "object": "model", "created": 0, "owned_by": target}
+                for model, target in sorted(self.models.items())
+            ],
+        }
+
+    def unknown_model(self, model: str) -> str:
+        """The 404 detail for a ``model`` no target serves: what was asked, what is served."""
+        served = sorted(self.models)
+        listed = ", ".join(repr(name) for name in served[:_NAMES_IN_MESSAGE])
+        if len(served) > _NAMES_IN_MESSAGE:
+            listed += f" and {len(served) - _NAMES_IN_MESSAGE} more (GET {MODELS_PATH})"
+        return f"model {model!r} is not served here; served: {listed or 'none'}"
 
     def route(self, *, host: str | None, path: str, header_target: str | None = None) -> str | None:
         """Steps 1-3 (everything but the body); ``header_target`` only when allowed."""

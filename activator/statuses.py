@@ -7,8 +7,10 @@ each with a JSON body in the OpenAI error shape (DESIGN §3):
 =====================  ======  ============================================
 exception              status  when
 =====================  ======  ============================================
-NoTarget, GateClosed    404    no target matches (or it was removed)
-BadBody                 400    body must be parsed for ``model``, is not JSON
+NoTarget, GateClosed    404    no target matches (or it was removed); an
+                               unknown ``model`` is named, with those served
+BadBody                 400    body must be parsed for ``model``: not JSON,
+                               or no ``model`` string
 BodyTimeout             408    the client stalled its body past the idle timeout
 BodyTooLarge            413    body over the limit
 BufferFull              503    ``max_buffered`` requests already held

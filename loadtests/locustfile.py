@@ -15,7 +15,8 @@ User classes (name the ones to run on the command line; open-loop shapes pick
   itself (:mod:`loadtests.streaming`): the request's own entry gets the
   end-to-end time, and two more entries of request type ``TTFT`` (time to
   first token) and ``TPOT`` (time per output token after the first) carry
-  those figures under the same name.
+  those figures under the same name. They are left out of locust's
+  "Aggregated" row, which counts requests only.
 - :class:`OpenAINonStreamingUser`: the same request with ``stream=false``; its
   entry is the end-to-end time.
 - :class:`TritonUser`: KServe v2 ``POST /v2/models/{model}/infer`` with JSON
@@ -218,7 +219,27 @@ class _RequestLog:
         self._handle.close()
 
 
+def _keep_figures_out_of_the_total(stats: Any) -> None:
+    """Count TTFT and TPOT figures in their own entries only, not in the total.
+
+    They are timings of a streamed request, not requests: in locust's
+    "Aggregated" row (the console table, ``_stats.csv``, the history and the
+    web UI's totals) they would triple the request count and the rate, and
+    mix token timings into the request latency percentiles.
+    """
+    log_request = stats.log_request
+
+    def log(method: str, name: str, response_time: float, content_length: int) -> None:
+        if method in (TTFT, TPOT):
+            stats.entries[(name, method)].log(response_time, content_length)
+        else:
+            log_request(method, name, response_time, content_length)
+
+    stats.log_request = log
+
+
 def _on_init(environment: Environment, **_kwargs: Any) -> None:
+    _keep_figures_out_of_the_total(environment.stats)
     options: Any = environment.parsed_options
     if options is None:
         return

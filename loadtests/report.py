@@ -509,6 +509,26 @@ def _series(rows: Sequence[MergedRow], attribute: str) -> tuple[list[float], lis
     return xs, ys
 
 
+def _gapped_series(rows: Sequence[MergedRow], attribute: str) -> tuple[list[float], list[float]]:
+    """Every bucket, NaN where it has no value: the line breaks over a bucket
+    with no request instead of drawing a latency across it that nobody saw."""
+    xs = [row.time_s for row in rows]
+    ys = []
+    for row in rows:
+        value = getattr(row, attribute)
+        ys.append(math.nan if value is None else float(value))
+    return xs, ys
+
+
+# Drawn in this order (later on top); the legend lists p50, p95, p99.
+_PERCENTILES = ("p50", "p95", "p99")
+_PERCENTILE_STYLES: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("p99", {"color": "tab:red", "lw": 3.0, "alpha": 0.45, "zorder": 2}),
+    ("p95", {"color": "tab:orange", "lw": 1.6, "ls": "--", "zorder": 3}),
+    ("p50", {"color": "tab:green", "lw": 1.2, "zorder": 4}),
+)
+
+
 def _zero_ready_spans(rows: Sequence[MergedRow]) -> list[tuple[float, float]]:
     spans: list[tuple[float, float]] = []
     start: float | None = None
@@ -543,10 +563,16 @@ def _draw(ax: Any, chart: str, rows: Sequence[MergedRow]) -> None:
         return
     if chart in ("ttft", "e2e"):
         values: list[float] = []
-        for pct, color in (("p50", "tab:green"), ("p95", "tab:orange"), ("p99", "tab:red")):
-            xs, ys = _series(rows, f"{chart}_{pct}_s")
-            values += ys
-            ax.plot(xs, ys, color=color, lw=1.2, label=pct)
+        # p99 first and widest, p95 dashed over it, p50 on top: with a few
+        # requests a second the percentiles often coincide, and each must
+        # still show where it lies under the others.
+        for pct, style in _PERCENTILE_STYLES:
+            xs, ys = _gapped_series(rows, f"{chart}_{pct}_s")
+            values += [v for v in ys if not math.isnan(v)]
+            ax.plot(xs, ys, label=pct, marker=".", markersize=3, **style)
+        handles, labels = ax.get_legend_handles_labels()
+        order = sorted(range(len(labels)), key=lambda i: (labels[i] not in _PERCENTILES, labels[i]))
+        ax.legend([handles[i] for i in order], [labels[i] for i in order], **_LEGEND)
         positive = [v for v in values if v > 0]
         # Held requests wait seconds to minutes, warm ones milliseconds: a log
         # axis keeps both readable when they differ that much.
@@ -555,7 +581,8 @@ def _draw(ax: Any, chart: str, rows: Sequence[MergedRow]) -> None:
         else:
             ax.set_ylim(bottom=0)
         ax.set_ylabel("seconds")
-    elif chart == "errors":
+        return
+    if chart == "errors":
         xs, ys = _series(rows, "failures_per_s")
         ax.bar(xs, ys, width=1.0, color="tab:red", label="failures/s")
         total = next((r.total_failures for r in reversed(rows) if r.total_failures is not None), 0)

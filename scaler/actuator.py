@@ -10,7 +10,7 @@ becomes a :class:`WritePlan` (:func:`plan_writes`, pure), and
 3. ``spec.replicas`` through ``/scale``;
 4. when the scale changed, an Event (:mod:`scaler.policy.events`) and an INFO
    log line with target, from -> to, reason, mode and signals;
-5. the status annotation, when its discrete content changed
+5. the status annotation, when its content changed
    (:mod:`scaler.policy.status_doc`).
 
 The only other write of the scaler, the Lease renewal of leader election,
@@ -18,11 +18,27 @@ belongs to :mod:`scaler.kube.leader`. An import contract keeps the write
 helpers of :mod:`scaler.kube.writer` out of every other scaler module:
 :func:`kube_actuator` builds the actuator over them for the service.
 
-Main decisions:
+Main decisions (DESIGN §4 "only the lease holder writes", issue 13):
 
-- **A failed write is not fatal.** An outage, a conflict storm or a refusal
-  is logged, counted (``tidal_scaler_write_failures_total``) and left for the
-  next decision; the outcome says how far the plan got.
+- **Fenced.** The Lease is checked before *each* write, not once per
+  decision: a replica that lost it stops the sequence where it is
+  (:attr:`WriteOutcome.fenced`). The scale and status writes carry the
+  ``resourceVersion`` the decision was based on; a 409 means the Deployment
+  changed since, so the old value is never re-applied: the actuator re-reads
+  ``/scale`` and hands the fresh state back (:attr:`WriteOutcome.fresh`) for
+  the controller to re-check the Lease and decide again.
+- **All or nothing in effect.** Deletion costs set for a scale-down that then
+  fails (conflict, refusal, outage) are put back as they were, so they
+  cannot steer a later, unrelated scale-down; if that undo fails too it is
+  retried before the target's next write. A status write that fails after a
+  successful scale is kept as *intended* (:attr:`WriteOutcome.intended`):
+  the next write records that change's reason and time, not the old ones.
+- **Backoff, then a Warning.** A failure other than a conflict (4xx such as
+  422 or 403, 5xx, an unreachable API server) puts the target in backoff
+  (doubling from ``backoff_base_s`` to ``backoff_max_s``) instead of being
+  retried at every tick; an activation (waking from zero) is not held back.
+  After ``warn_after_failures`` failures in a row a ``WritesFailing`` Warning
+  Event says so, once per streak (best effort: the API may be what fails).
 - **A lost Event does not undo a scale**: the Event after a change is best
   effort.
 - **A bounded number of writes in flight** across targets
@@ -39,11 +55,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scaler.kube.client import KubeAccess
-from scaler.kube.errors import KubeError
-from scaler.kube.types import DeploymentInfo, EventSink, PodInfo, ScaleTarget
+from scaler.kube.errors import Conflict, KubeError
+from scaler.kube.types import (
+    DeploymentInfo,
+    EventSink,
+    LeaderElector,
+    PodInfo,
+    ScaleState,
+    ScaleTarget,
+)
 from scaler.kube.writer import KubeEvents, KubeScaleTarget
 from scaler.metrics import Metrics
-from scaler.policy.api import Decision, SignalKind, SignalReading
+from scaler.policy.api import Decision, Reason, SignalKind, SignalReading
 from scaler.policy.deletion import deletion_costs
 from scaler.policy.events import INVALID_ANNOTATION, change_message, change_reason
 from scaler.policy.status_doc import (
@@ -53,9 +76,20 @@ from scaler.policy.status_doc import (
     status_document,
 )
 
-__all__ = ["Actuator", "WriteOutcome", "WritePlan", "kube_actuator", "plan_writes", "wall_time"]
+__all__ = [
+    "WRITES_FAILING",
+    "Actuator",
+    "ActuatorSettings",
+    "WriteOutcome",
+    "WritePlan",
+    "kube_actuator",
+    "plan_writes",
+    "wall_time",
+]
 
 log = logging.getLogger(__name__)
+
+WRITES_FAILING = "WritesFailing"
 
 
 def wall_time() -> str:
@@ -68,30 +102,43 @@ class WritePlan:
     """What one decision asks to be written for one target.
 
     ``decision`` ``None`` with a ``problem``: report the problem only. Otherwise
-    ``deletion_costs`` go first (a scale-down), then the scale when
-    ``decision.desired`` differs from the Deployment's, then the status.
-    ``previous_status`` and ``last_change_wall`` are what the annotation said
-    before, so a decision that changes nothing keeps its reason and time.
+    ``deletion_costs`` go first (a scale-down; ``previous_costs`` are the pods'
+    costs before, for the undo), then the scale when ``decision.desired``
+    differs from the Deployment's, then the status. ``previous_status`` is what
+    the annotation holds, ``intended`` a status an earlier write meant but could
+    not write (its reason and time win over the previous ones).
     """
 
     deployment: DeploymentInfo
     decision: Decision | None = None
     problem: str | None = None
     deletion_costs: Mapping[str, int] = field(default_factory=dict)
+    previous_costs: Mapping[str, int | None] = field(default_factory=dict)
     previous_status: StatusDocument | None = None
+    intended: StatusDocument | None = None
     last_change_wall: str | None = None
     readings: Mapping[SignalKind, SignalReading] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class WriteOutcome:
-    """How far a plan got: what the status annotation holds now as far as this
-    replica knows, when the scale last changed, whether the problem was reported."""
+    """How far a plan got.
+
+    ``status``: what the annotation holds now, as far as this replica knows;
+    ``intended``: a status still to be written (its write failed); ``fresh``:
+    after a conflict, the Deployment's scale as re-read (decide again on it);
+    ``fenced``: the Lease was lost, the sequence stopped; ``deferred``: not
+    attempted (backoff, or an undo just ran and the plan's ranking is stale).
+    """
 
     ok: bool
     status: StatusDocument | None = None
+    intended: StatusDocument | None = None
     last_change_wall: str | None = None
     problem_reported: bool = False
+    fresh: ScaleState | None = None
+    fenced: bool = False
+    deferred: bool = False
 
 
 def plan_writes(
@@ -102,6 +149,7 @@ def plan_writes(
     problem: str | None = None,
     problem_reported: bool = False,
     status: StatusDocument | None = None,
+    intended: StatusDocument | None = None,
     last_change_wall: str | None = None,
     pod_load: Mapping[str, float] | None = None,
     readings: Mapping[SignalKind, SignalReading] | None = None,
@@ -109,108 +157,279 @@ def plan_writes(
     """The writes ``decision`` needs, or ``None`` when it needs none (pure).
 
     Without a decision (a rejected config) only an unreported problem needs a
-    write. With one: a scale that differs, or a status whose discrete content
-    would change even if the scale did not.
+    write. With one: a scale that differs, a status whose content would
+    change, or an intended status not yet written.
     """
     if decision is None:
         if problem is None or problem_reported:
             return None
         return WritePlan(deployment=deployment, problem=problem)
     scaling = decision.desired != deployment.spec_replicas
-    unchanged = status_document(
-        decision, status, changed=False, now_wall="", last_change_wall=last_change_wall
-    )
-    if not scaling and same_status(unchanged, status):
+    if not scaling and not _status_due(decision, status, intended, last_change_wall):
         return None
     costs: Mapping[str, int] = {}
+    previous: dict[str, int | None] = {}
     if 0 < decision.desired < deployment.spec_replicas:
         costs = deletion_costs(pods, pod_load or {})
+        previous = {p.name: p.deletion_cost for p in pods if p.name in costs}
     return WritePlan(
         deployment=deployment,
         decision=decision,
         deletion_costs=costs,
+        previous_costs=previous,
         previous_status=status,
+        intended=intended,
         last_change_wall=last_change_wall,
         readings=dict(readings or {}),
     )
+
+
+def _document(
+    decision: Decision,
+    status: StatusDocument | None,
+    intended: StatusDocument | None,
+    *,
+    changed: bool,
+    now_wall: str,
+    last_change_wall: str | None,
+) -> StatusDocument:
+    base = intended if intended is not None else status
+    return status_document(
+        decision, base, changed=changed, now_wall=now_wall, last_change_wall=last_change_wall
+    )
+
+
+def _status_due(
+    decision: Decision,
+    status: StatusDocument | None,
+    intended: StatusDocument | None,
+    last_change_wall: str | None,
+) -> bool:
+    document = _document(
+        decision, status, intended, changed=False, now_wall="", last_change_wall=last_change_wall
+    )
+    if intended is not None:
+        return document != status
+    return not same_status(document, status)
 
 
 def _fmt(value: float | None) -> str:
     return "none" if value is None else f"{value:.3g}"
 
 
+class _LeaseLost(Exception):
+    """This replica no longer holds the Lease: no more writes."""
+
+
+@dataclass(frozen=True, slots=True)
+class ActuatorSettings:
+    # Writes in flight at once across targets.
+    max_concurrent_writes: int = 16
+    # Backoff after a failed write (not a conflict): base, doubling, capped (seconds).
+    backoff_base_s: float = 2.0
+    backoff_max_s: float = 60.0
+    # Failures in a row before a WritesFailing Warning Event.
+    warn_after_failures: int = 3
+
+
+@dataclass(slots=True)
+class _Streak:
+    failures: int = 0
+    retry_at: float = 0.0
+    warned: bool = False
+
+
 class Actuator:
-    """Carries out :class:`WritePlan` values through a scale target and an event sink."""
+    """Carries out :class:`WritePlan` values through a scale target and an event sink,
+    fenced by the Lease."""
 
     def __init__(
         self,
         *,
         scale_target: ScaleTarget,
         events: EventSink,
+        leader: LeaderElector,
         metrics: Metrics,
         wall_time: Callable[[], str] = wall_time,
-        max_concurrent_writes: int = 16,
+        settings: ActuatorSettings | None = None,
     ) -> None:
-        if max_concurrent_writes < 1:
-            raise ValueError(f"max_concurrent_writes must be >= 1, got {max_concurrent_writes}")
+        self._settings = settings or ActuatorSettings()
+        if self._settings.max_concurrent_writes < 1:
+            raise ValueError(
+                f"max_concurrent_writes must be >= 1, got {self._settings.max_concurrent_writes}"
+            )
         self._scale = scale_target
         self._events = events
+        self._leader = leader
         self._metrics = metrics
         self._wall_time = wall_time
-        self._slots = asyncio.Semaphore(max_concurrent_writes)
+        self._slots = asyncio.Semaphore(self._settings.max_concurrent_writes)
+        self._streaks: dict[str, _Streak] = {}
+        self._undo: dict[str, dict[str, int | None]] = {}  # target -> pod -> cost to restore
 
-    async def carry_out(self, plan: WritePlan) -> WriteOutcome:
-        """Perform ``plan``; failures are logged and counted, never raised."""
+    def backing_off(self, key: str, now: float) -> bool:
+        """True while ``key``'s writes wait out a backoff after failures."""
+        streak = self._streaks.get(key)
+        return streak is not None and now < streak.retry_at
+
+    def failures(self, key: str) -> int:
+        """``key``'s failed writes in a row."""
+        streak = self._streaks.get(key)
+        return streak.failures if streak is not None else 0
+
+    def forget(self, key: str) -> None:
+        """``key`` is no longer a target."""
+        self._streaks.pop(key, None)
+        self._undo.pop(key, None)
+
+    def _fence(self) -> None:
+        if not self._leader.is_leader:
+            raise _LeaseLost
+
+    async def carry_out(self, plan: WritePlan, *, now: float) -> WriteOutcome:
+        """Perform ``plan`` at ``now``; failures are logged and counted, never raised."""
+        d = plan.deployment
+        activation = plan.decision is not None and plan.decision.reason is Reason.ACTIVATED
+        if self.backing_off(d.key, now) and not activation:
+            return _Progress(plan).outcome(ok=False, deferred=True)
+        async with self._slots:
+            progress = _Progress(plan)
+            try:
+                self._fence()
+                if await self._undo_costs(d) and plan.deletion_costs:
+                    # The plan ranked pods from a view that still shows the costs just
+                    # undone: rank again at the next decision, on a fresh view.
+                    return progress.outcome(ok=False, deferred=True)
+                await self._carry_out(plan, progress)
+            except _LeaseLost:
+                log.warning("%s: lost the Lease; stopped before the next write", d.key)
+                return progress.outcome(ok=False, fenced=True)
+            except KubeError as exc:
+                return await self._failed(plan, progress, exc, now)
+        self._streaks.pop(d.key, None)
+        return progress.outcome(ok=True)
+
+    async def _carry_out(self, plan: WritePlan, progress: _Progress) -> None:
         d = plan.deployment
         decision = plan.decision
-        status = plan.previous_status
-        last_change = plan.last_change_wall
-        async with self._slots:
-            try:
-                if decision is None:
-                    if plan.problem is None:
-                        return WriteOutcome(ok=True, status=status, last_change_wall=last_change)
-                    await self._events.emit(
-                        d, reason=INVALID_ANNOTATION, message=plan.problem, warning=True
-                    )
-                    return WriteOutcome(
-                        ok=True, status=status, last_change_wall=last_change, problem_reported=True
-                    )
-                changed = False
-                if decision.desired != d.spec_replicas:
-                    if plan.deletion_costs:
-                        await self._scale.set_deletion_costs(d.namespace, plan.deletion_costs)
-                    before = await self._scale.scale(d.namespace, d.name, decision.desired)
-                    changed = before != decision.desired
-                    if changed:
-                        last_change = self._wall_time()
-                        await self._announce(plan, decision, before)
-                document = status_document(
-                    decision,
-                    status,
-                    changed=changed,
-                    now_wall=self._wall_time(),
-                    last_change_wall=last_change,
+        if decision is None:
+            if plan.problem is not None:
+                self._fence()
+                await self._events.emit(
+                    d, reason=INVALID_ANNOTATION, message=plan.problem, warning=True
                 )
-                if not same_status(document, status):
-                    await self._scale.write_status(d.namespace, d.name, encode_status(document))
-                    status = document
-                return WriteOutcome(ok=True, status=status, last_change_wall=last_change)
-            except KubeError as exc:
-                # Outage, conflict storm, RBAC: log, keep the state, try at the next decision.
-                log.warning("%s: write failed, will retry: %s", d.key, exc)
-                self._metrics.write_failed(d.key)
-                return WriteOutcome(ok=False, status=status, last_change_wall=last_change)
+                progress.problem_reported = True
+            return
+        changed = decision.desired != d.spec_replicas
+        if changed:
+            if plan.deletion_costs:
+                self._fence()
+                self._undo[d.key] = dict(plan.previous_costs)
+                await self._scale.set_deletion_costs(d.namespace, plan.deletion_costs)
+            self._fence()
+            progress.resource_version = await self._scale.scale(
+                d.namespace, d.name, decision.desired, resource_version=d.resource_version
+            )
+            self._undo.pop(d.key, None)  # the scale took: the ranking did its job
+            progress.last_change_wall = self._wall_time()
+            progress.intended = _document(
+                decision,
+                plan.previous_status,
+                plan.intended,
+                changed=True,
+                now_wall=progress.last_change_wall,
+                last_change_wall=progress.last_change_wall,
+            )
+            await self._announce(plan, decision, d.spec_replicas)
+        else:
+            progress.intended = _document(
+                decision,
+                plan.previous_status,
+                plan.intended,
+                changed=False,
+                now_wall=self._wall_time(),
+                last_change_wall=plan.last_change_wall,
+            )
+        document = progress.intended
+        if changed or plan.intended is not None:
+            due = document != progress.status  # a new reason or time to record
+        else:
+            due = not same_status(document, progress.status)
+        if due:
+            self._fence()
+            await self._scale.write_status(
+                d.namespace,
+                d.name,
+                encode_status(document),
+                resource_version=progress.resource_version,
+            )
+            progress.status = document
+        progress.intended = None
+
+    async def _undo_costs(self, d: DeploymentInfo) -> bool:
+        """Put back the deletion costs a failed plan left on ``d``'s pods; True if any."""
+        costs = self._undo.get(d.key)
+        if not costs:
+            return False
+        self._fence()
+        await self._scale.set_deletion_costs(d.namespace, costs)
+        del self._undo[d.key]
+        log.info("%s: put back the deletion costs of a scale that did not happen", d.key)
+        return True
+
+    async def _failed(
+        self, plan: WritePlan, progress: _Progress, exc: KubeError, now: float
+    ) -> WriteOutcome:
+        d = plan.deployment
+        log.warning("%s: write failed: %s", d.key, exc)
+        self._metrics.write_failed(d.key)
+        try:
+            await self._undo_costs(d)
+        except (KubeError, _LeaseLost) as undo_exc:
+            log.warning("%s: deletion costs not put back yet: %s", d.key, undo_exc)
+        fresh: ScaleState | None = None
+        if isinstance(exc, Conflict):
+            # The Deployment changed since the decision: never re-apply it; re-read
+            # so that the controller decides again on what is there now.
+            try:
+                fresh = await self._scale.read_scale(d.namespace, d.name)
+            except KubeError as read_exc:
+                log.warning("%s: re-read after a conflict failed: %s", d.key, read_exc)
+        streak = self._streaks.setdefault(d.key, _Streak())
+        streak.failures += 1
+        if not isinstance(exc, Conflict):
+            delay = min(
+                self._settings.backoff_max_s,
+                self._settings.backoff_base_s * 2 ** (streak.failures - 1),
+            )
+            streak.retry_at = now + delay
+        if streak.failures >= self._settings.warn_after_failures and not streak.warned:
+            streak.warned = True
+            await self._warn(d, streak, exc)
+        return progress.outcome(ok=False, fresh=fresh)
+
+    async def _warn(self, d: DeploymentInfo, streak: _Streak, exc: KubeError) -> None:
+        message = (
+            f"{streak.failures} writes in a row failed; the last: {exc}. "
+            "Retrying with backoff; the scale is left as it is meanwhile"
+        )
+        try:
+            self._fence()
+            await self._events.emit(d, reason=WRITES_FAILING, message=message, warning=True)
+        except (KubeError, _LeaseLost) as warn_exc:
+            log.warning("%s: could not record event %s: %s", d.key, WRITES_FAILING, warn_exc)
 
     async def note(
         self, deployment: DeploymentInfo, *, reason: str, message: str, warning: bool = False
     ) -> None:
         """An Event about ``deployment`` that goes with no scale write (the warm tier's
-        sleeps and wakes); best effort, like the Event after a change."""
+        sleeps and wakes); fenced like every write, best effort like the Event after a
+        change."""
         try:
             async with self._slots:
+                self._fence()
                 await self._events.emit(deployment, reason=reason, message=message, warning=warning)
-        except KubeError as exc:
+        except (KubeError, _LeaseLost) as exc:
             log.warning("%s: could not record event %s: %s", deployment.key, reason, exc)
 
     async def _announce(self, plan: WritePlan, decision: Decision, before: int) -> None:
@@ -233,24 +452,64 @@ class Actuator:
             decision.message or "-",
         )
         try:
+            self._fence()
             await self._events.emit(d, reason=reason, message=change_message(decision, before))
         except KubeError as exc:  # the scale changed; a lost Event must not undo that
             log.warning("%s: could not record event %s: %s", d.key, reason, exc)
+
+
+@dataclass(slots=True)
+class _Progress:
+    """How far one plan got, as it goes."""
+
+    plan: WritePlan
+    status: StatusDocument | None = None
+    intended: StatusDocument | None = None
+    last_change_wall: str | None = None
+    resource_version: str | None = None
+    problem_reported: bool = False
+
+    def __post_init__(self) -> None:
+        self.status = self.plan.previous_status
+        self.intended = self.plan.intended
+        self.last_change_wall = self.plan.last_change_wall
+        self.resource_version = self.plan.deployment.resource_version or None
+
+    def outcome(
+        self,
+        *,
+        ok: bool,
+        fresh: ScaleState | None = None,
+        fenced: bool = False,
+        deferred: bool = False,
+    ) -> WriteOutcome:
+        return WriteOutcome(
+            ok=ok,
+            status=self.status,
+            intended=self.intended,
+            last_change_wall=self.last_change_wall,
+            problem_reported=self.problem_reported,
+            fresh=fresh,
+            fenced=fenced,
+            deferred=deferred,
+        )
 
 
 def kube_actuator(
     access: KubeAccess,
     *,
     identity: str,
+    leader: LeaderElector,
     metrics: Metrics,
     request_timeout_s: float = 10.0,
-    max_concurrent_writes: int = 16,
+    settings: ActuatorSettings | None = None,
 ) -> Actuator:
     """An :class:`Actuator` writing to the API server of ``access``."""
     api = access.api
     return Actuator(
         scale_target=KubeScaleTarget(api, request_timeout_s=request_timeout_s),
         events=KubeEvents(api, instance=identity, request_timeout_s=request_timeout_s),
+        leader=leader,
         metrics=metrics,
-        max_concurrent_writes=max_concurrent_writes,
+        settings=settings,
     )

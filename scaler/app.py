@@ -32,11 +32,12 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from scaler.controller import Controller, TargetState
+from scaler.controller import Controller
 from scaler.metrics import Metrics
 from scaler.policy.api import Demand
 from scaler.signals.activator_reports import ReportError, parse_report
 from scaler.signals.hub import SignalHub
+from scaler.target_state import TargetState
 
 __all__ = ["ServerState", "build_app", "target_view"]
 

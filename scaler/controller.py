@@ -13,7 +13,11 @@ controller
    returns;
 4. acts, only when this replica holds the Lease: the decision becomes a
    :class:`~scaler.actuator.WritePlan` that the
-   :class:`~scaler.actuator.Actuator` carries out (every write is there).
+   :class:`~scaler.actuator.Actuator` carries out (every write is there,
+   fenced by the Lease before each one). When a write meets a conflict the
+   Deployment changed since the decision: the controller decides again on
+   the re-read state (a bounded number of times), never re-applying the old
+   decision.
 
 Samples go into the hub as they arrive, not here. Every replica does 1-3, so
 a follower that takes over has warm windows and a policy state that has long
@@ -26,7 +30,7 @@ Main decisions:
 
 - **No data is not zero load.** Until the Deployment list has synced, nothing
   is decided. When the API server is unreachable the last known Deployments
-  and pods are kept; writes fail and are retried at the next tick. Nothing in
+  and pods are kept; writes fail and back off (the actuator). Nothing in
   this module turns a missing answer into a zero.
 - **A bad annotation leaves the Deployment alone**: one ``InvalidAnnotation``
   Warning Event per distinct set of annotations, and no write touches its
@@ -42,26 +46,28 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
 from scaler.actuator import Actuator, WritePlan, plan_writes
 from scaler.gpu_seconds import GpuSeconds
 from scaler.kube.types import LeaderElector, PodInfo, TargetSnapshot
 from scaler.metrics import Metrics
-from scaler.policy.api import Decision, Mode, Observation, Reason, SignalKind, SignalReading
-from scaler.policy.decide import PolicyState
+from scaler.policy.api import Decision, Mode, Observation, Reason
 from scaler.policy.protocol import Policy
-from scaler.policy.status_doc import StatusDocument
-from scaler.signals.combine import CombinedSignals
-from scaler.signals.hub import SignalHub, SignalView
+from scaler.signals.hub import SignalHub
+from scaler.target_state import TargetLoop, TargetState
 from scaler.targets import TargetBook, TargetConfig
-from scaler.ticking import CallLater, RecheckTimers, Ticker
+from scaler.ticking import CallLater, RecheckTimers, SideTasks, Ticker
 from scaler.warm import WarmTier
 
-__all__ = ["Controller", "ControllerSettings", "TargetState"]
+__all__ = ["Controller", "ControllerSettings"]
 
 log = logging.getLogger(__name__)
+
+# After a conflict, how many times one decision is made again on the re-read
+# Deployment before waiting for the next tick.
+MAX_REDECISIONS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,35 +77,13 @@ class ControllerSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class TargetState:
-    """One target as the controller last saw and decided it (for ``/v1/targets``)."""
+class _Step:
+    """What one decision was based on, kept to decide again after a conflict."""
 
-    key: str
-    problem: str | None
-    spec_replicas: int | None
-    ready_replicas: int | None
-    decision: Decision | None
-    readings: Mapping[SignalKind, SignalReading]
-    combined: CombinedSignals | None
-    decided_at: float | None
-
-
-@dataclass(slots=True)
-class _Loop:
-    """One target's state across decisions."""
-
-    key: str
-    state: PolicyState
-    revision: int
-    status: StatusDocument | None  # discrete status last written or seen
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    problem_reported: bool = False
-    activation_pending: bool = False
-    decision: Decision | None = None
-    view: SignalView | None = None
-    last_change_wall: str | None = None
-    decided_at: float | None = None
-    last_busy_s: float | None = None  # the last decision that saw work (warm tier's LRU)
+    snap: TargetSnapshot
+    entry: TargetConfig
+    now: float
+    activation: bool
 
 
 class Controller:
@@ -128,18 +112,19 @@ class Controller:
         self._clock = clock
         self._settings = settings or ControllerSettings()
         self._gpu_seconds = GpuSeconds(metrics)
-        self._loops: dict[str, _Loop] = {}
+        self._loops: dict[str, TargetLoop] = {}
         self._last_tick: float | None = None
-        # Extra decisions (rechecks, pokes) run only while run() is active, so a
-        # controller driven tick by tick in a test leaves nothing behind.
-        self._running = False
+        # Extra decisions (rechecks, pokes) run only while run() is active.
+        self._side = SideTasks()
         self._rechecks = RecheckTimers(self._recheck_due, call_later)
-        self._side_tasks: set[asyncio.Task[None]] = set()
         self.ticks = 0
         self.rechecks_run = 0
         # The warm tier (sleeping replicas), built over this controller's views.
         self.warm: WarmTier | None = warm(self) if warm is not None else None
         self._waking: set[str] = set()  # targets with a background wake under way
+        # The warm tier's background work (wakes, Events): unlike rechecks it runs
+        # in a controller driven tick by tick too; run() cancels what is left.
+        self._warm_tasks: set[asyncio.Task[None]] = set()
 
     # -- views for the warm tier ----------------------------------------------------
 
@@ -167,11 +152,12 @@ class Controller:
         for key in [k for k in self._loops if k not in entries]:
             del self._loops[key]
             self._metrics.forget_target(key)
+            self._actuator.forget(key)
         leading = self._leader.is_leader
         for key, entry in entries.items():
             loop = self._loops.get(key)
             if loop is None:
-                self._loops[key] = _Loop(
+                self._loops[key] = TargetLoop(
                     key=key,
                     state=self._policy.initial_state(now),
                     revision=entry.revision,
@@ -190,7 +176,13 @@ class Controller:
     # -- deciding -------------------------------------------------------------
 
     def _decide(
-        self, loop: _Loop, entry: TargetConfig, snap: TargetSnapshot, now: float
+        self,
+        loop: TargetLoop,
+        entry: TargetConfig,
+        snap: TargetSnapshot,
+        now: float,
+        *,
+        activation: bool = False,
     ) -> Decision | None:
         view = self._signals.observe(loop.key, entry.config, now=now)
         loop.view = view
@@ -203,14 +195,14 @@ class Controller:
             spec_replicas=d.spec_replicas,
             signals=view.readings,
             demand=view.combined.demand,
-            activation_requested=loop.activation_pending,
+            activation_requested=activation,
+            demand_seen_at_s=view.demand_seen_at_s,
         )
         decision, loop.state = self._policy.decide(
             config=config, observation=observation, state=loop.state, now=now
         )
-        if view.combined.demand.busy or loop.activation_pending:
+        if view.combined.demand.busy or activation:
             loop.last_busy_s = now
-        loop.activation_pending = False
         loop.decision = decision
         loop.decided_at = now
         self._schedule_recheck(loop.key, decision, now)
@@ -225,10 +217,18 @@ class Controller:
         return decision
 
     def _plan(
-        self, loop: _Loop, entry: TargetConfig, snap: TargetSnapshot, decision: Decision | None
+        self,
+        loop: TargetLoop,
+        entry: TargetConfig,
+        snap: TargetSnapshot,
+        decision: Decision | None,
+        now: float,
     ) -> WritePlan | None:
         if not self._leader.is_leader:
             return None
+        waking = decision is not None and decision.reason is Reason.ACTIVATED
+        if self._actuator.backing_off(loop.key, now) and not waking:
+            return None  # failed writes: wait out the backoff (waking from zero never waits)
         view = loop.view
         return plan_writes(
             deployment=snap.deployment,
@@ -237,23 +237,63 @@ class Controller:
             problem=entry.problem,
             problem_reported=loop.problem_reported,
             status=loop.status,
+            intended=loop.intended,
             last_change_wall=loop.last_change_wall,
             pod_load=view.combined.pod_load if view is not None else None,
             readings=view.readings if view is not None else None,
         )
 
-    async def _act(self, loop: _Loop, plan: WritePlan) -> None:
-        """Carry out ``plan``; the target's lock is held by the caller."""
-        outcome = await self._actuator.carry_out(plan)
-        loop.status = outcome.status
-        loop.last_change_wall = outcome.last_change_wall
-        loop.problem_reported = loop.problem_reported or outcome.problem_reported
+    def _start(
+        self, loop: TargetLoop, snap: TargetSnapshot, entry: TargetConfig, now: float
+    ) -> tuple[_Step, WritePlan | None]:
+        """Decide for one target, consuming a pending activation; the writes it needs."""
+        step = _Step(snap, entry, now, loop.activation_pending)
+        loop.activation_pending = False
+        decision = self._decide(loop, entry, snap, now, activation=step.activation)
+        return step, self._plan(loop, entry, snap, decision, now)
 
-    async def _locked_act(self, loop: _Loop, plan: WritePlan) -> None:
+    async def _act(self, loop: TargetLoop, step: _Step, plan: WritePlan) -> None:
+        """Carry out ``plan``; the target's lock is held by the caller.
+
+        On a conflict the Deployment changed since the decision: decide again on
+        what the API server has now (re-checking the Lease in :meth:`_plan`), a
+        bounded number of times, rather than re-apply the old decision.
+        """
+        snap = step.snap
+        for attempt in range(MAX_REDECISIONS + 1):
+            outcome = await self._actuator.carry_out(plan, now=step.now)
+            loop.status = outcome.status
+            loop.intended = outcome.intended
+            loop.last_change_wall = outcome.last_change_wall
+            loop.problem_reported = loop.problem_reported or outcome.problem_reported
+            if outcome.fresh is None or attempt == MAX_REDECISIONS:
+                return
+            fresh = outcome.fresh
+            d = replace(
+                snap.deployment,
+                spec_replicas=fresh.replicas,
+                resource_version=fresh.resource_version,
+            )
+            snap = replace(snap, deployment=d)
+            decision = self._decide(loop, step.entry, snap, step.now, activation=step.activation)
+            next_plan = self._plan(loop, step.entry, snap, decision, step.now)
+            if next_plan is None:
+                return
+            plan = next_plan
+
+    async def _locked_act(self, loop: TargetLoop, step: _Step, plan: WritePlan) -> None:
         try:
-            await self._act(loop, plan)
+            await self._act(loop, step, plan)
         finally:
             loop.lock.release()
+
+    # -- the warm tier ------------------------------------------------------------
+
+    def _spawn_warm(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.ensure_future(coro)
+        task.set_name(name)
+        self._warm_tasks.add(task)
+        task.add_done_callback(self._warm_tasks.discard)
 
     def _warm_tick(self, key: str, entry: TargetConfig, snap: TargetSnapshot, now: float) -> None:
         """Leader only: keep the warm tier's view of the pods, start due sleeps."""
@@ -281,7 +321,7 @@ class Controller:
         )
         if decision.desired > awake and key not in self._waking:
             self._waking.add(key)
-            self._spawn(self._wake_more(key), f"tidal-scaler-wake:{key}")
+            self._spawn_warm(self._wake_more(key), f"tidal-scaler-wake:{key}")
 
     async def _wake_more(self, key: str) -> None:
         try:
@@ -299,7 +339,7 @@ class Controller:
             return
         if reason == "Slept":
             self._metrics.slept(key)
-        self._spawn(
+        self._spawn_warm(
             self._actuator.note(snap.deployment, reason=reason, message=message, warning=warning),
             f"tidal-scaler-event:{key}",
         )
@@ -353,10 +393,11 @@ class Controller:
             mode=Mode.STABLE,
             message=f"waking from sleep failed ({outcome.reason}); adding a replica from zero",
         )
-        plan = self._plan(loop, entry, snap, fallback)
+        now = self._clock()
+        plan = self._plan(loop, entry, snap, fallback, now)
         if plan is not None:
             async with loop.lock:
-                await self._act(loop, plan)
+                await self._act(loop, _Step(snap, entry, now, True), plan)
 
     # -- entry points -----------------------------------------------------------
 
@@ -376,17 +417,15 @@ class Controller:
         for key, loop in self._loops.items():
             if loop.lock.locked():
                 continue  # an activation is deciding or writing for it right now
-            snap, entry = snapshots[key], entries[key]
             try:
-                decision = self._decide(loop, entry, snap, now)
+                step, plan = self._start(loop, snapshots[key], entries[key], now)
             except ValueError:
                 log.exception("%s: the policy refused to decide", key)
                 continue
-            plan = self._plan(loop, entry, snap, decision)
             if plan is not None:
                 await loop.lock.acquire()  # free: returns without yielding
-                writes.append(self._locked_act(loop, plan))
-            self._warm_tick(key, entry, snap, now)
+                writes.append(self._locked_act(loop, step, plan))
+            self._warm_tick(key, entries[key], snapshots[key], now)
         if self.warm is not None and self._leader.is_leader:
             self.warm.learn(now)
         if writes:
@@ -421,17 +460,16 @@ class Controller:
             entry = self._book.get(key)
             if snap is None or entry is None:
                 return False
-            decision = self._decide(loop, entry, snap, at)
-            plan = self._plan(loop, entry, snap, decision)
+            step, plan = self._start(loop, snap, entry, at)
             if plan is not None:
-                await self._act(loop, plan)
+                await self._act(loop, step, plan)
         finally:
             loop.lock.release()
         return True
 
     async def run(self, ticker: Ticker) -> None:
         """Tick until cancelled (rechecks and pokes run only meanwhile)."""
-        self._running = True
+        self._side.running = True
         try:
             async for now in ticker:
                 try:
@@ -439,25 +477,19 @@ class Controller:
                 except Exception:  # one bad tick must not stop the controller
                     log.exception("tick failed")
         finally:
-            self._running = False
             self._rechecks.cancel_all()
-            tasks = list(self._side_tasks)
+            await self._side.stop()
+            tasks = list(self._warm_tasks)
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
     # -- extra decisions --------------------------------------------------------------
 
-    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
-        task = asyncio.ensure_future(coro)
-        task.set_name(name)
-        self._side_tasks.add(task)
-        task.add_done_callback(self._side_tasks.discard)
-
     def _schedule_recheck(self, key: str, decision: Decision, now: float) -> None:
         """Act on ``recheck_after_s``: decide again then if that is before the next tick."""
         after = decision.recheck_after_s
-        if not self._running or after is None or after <= 0:
+        if not self._side.running or after is None or after <= 0:
             return
         last = self._last_tick if self._last_tick is not None else now
         due = now + after
@@ -465,48 +497,25 @@ class Controller:
             self._rechecks.at(key, due, now=now)
 
     def _recheck_due(self, key: str) -> None:
-        if self._running:
-            self._spawn(self._recheck(key), f"tidal-scaler-recheck:{key}")
+        name, failure = f"tidal-scaler-recheck:{key}", f"{key}: recheck failed"
+        self._side.spawn(lambda: self._recheck(key), name, failure=failure)
 
-    async def _recheck(self, key: str) -> None:
-        try:
-            self.rechecks_run += 1
-            await self.decide_now(key)
-        except Exception:
-            log.exception("%s: recheck failed", key)
+    async def _recheck(self, key: str) -> bool:
+        self.rechecks_run += 1
+        return await self.decide_now(key)
 
     def poke(self) -> None:
         """Decide for every target now, not at the next tick (this replica just became
         leader: its windows are warm, so it acts on them at once)."""
-        if self._running:
-            self._spawn(self._poked(), "tidal-scaler-poke")
-
-    async def _poked(self) -> None:
-        try:
-            await self.tick(self._clock())
-        except Exception:
-            log.exception("decision after becoming leader failed")
+        failure = "decision after becoming leader failed"
+        self._side.spawn(lambda: self.tick(self._clock()), "tidal-scaler-poke", failure=failure)
 
     # -- live view ----------------------------------------------------------------
 
     def target_states(self) -> list[TargetState]:
         """Every target's last decision and signals, sorted by key."""
         snapshots = self._book.snapshots()
-        out = []
-        for key, loop in sorted(self._loops.items()):
-            snap = snapshots.get(key)
-            entry = self._book.get(key)
-            view = loop.view
-            out.append(
-                TargetState(
-                    key=key,
-                    problem=entry.problem if entry is not None else None,
-                    spec_replicas=snap.deployment.spec_replicas if snap else None,
-                    ready_replicas=snap.deployment.ready_replicas if snap else None,
-                    decision=loop.decision,
-                    readings=view.readings if view is not None else {},
-                    combined=view.combined if view is not None else None,
-                    decided_at=loop.decided_at,
-                )
-            )
-        return out
+        return [
+            loop.snapshot(snapshots.get(key), self._book.get(key))
+            for key, loop in sorted(self._loops.items())
+        ]

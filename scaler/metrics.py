@@ -40,8 +40,29 @@ ACTIVATION_RESULTS = ("accepted", "unknown_target", "rejected", "unauthorized")
 
 
 class Metrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
+    """The scaler's instruments.
+
+    ``gpu_hour_prices`` is the price of one GPU-hour per capacity type (in
+    whatever currency the operator uses); GPU-seconds are counted into
+    ``tidal_scaler_gpu_cost_total`` at that price. An absent or zero price
+    counts no cost (the series stays at 0), so dashboards show it is unset.
+    """
+
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        *,
+        gpu_hour_prices: Mapping[str, float] | None = None,
+    ) -> None:
         self.registry = registry
+        prices = dict(gpu_hour_prices or {})
+        for capacity, price in prices.items():
+            if capacity not in CAPACITY_TYPES or not price >= 0:
+                raise ValueError(
+                    f"gpu_hour_prices: need a price >= 0 per capacity type {CAPACITY_TYPES}, "
+                    f"got {capacity!r}: {price!r}"
+                )
+        self._prices = prices
         p = "tidal_scaler_"
         self.desired = Gauge(
             p + "desired_replicas",
@@ -90,7 +111,7 @@ class Metrics:
         )
         self.write_failures = Counter(
             p + "write_failures",
-            "Kubernetes writes that failed (retried at the next tick)",
+            "Kubernetes writes that failed (a conflict is decided again; others back off)",
             ["target"],
             registry=registry,
         )
@@ -101,6 +122,18 @@ class Metrics:
             p + "gpu_seconds",
             "GPU-seconds of ready replicas, by capacity type",
             ["capacity_type"],
+            registry=registry,
+        )
+        self.gpu_cost = Counter(
+            p + "gpu_cost",
+            "Cost of the GPU-seconds at the configured price per GPU-hour, by capacity type",
+            ["capacity_type"],
+            registry=registry,
+        )
+        self.spot_fallback = Gauge(
+            p + "spot_fallback_replicas",
+            "On-demand replicas standing in for spot replicas that are not ready",
+            ["target"],
             registry=registry,
         )
         self.reports = Counter(
@@ -148,6 +181,7 @@ class Metrics:
         self._by_target: dict[str, dict[tuple[Any, tuple[str, ...]], Any]] = {}
         for capacity in CAPACITY_TYPES:
             self.gpu_seconds.labels(capacity)
+            self.gpu_cost.labels(capacity)
         for state in ("awake", "asleep"):
             self.gpu_seconds_by_state.labels(state)
         for result in REPORT_RESULTS:
@@ -174,11 +208,21 @@ class Metrics:
         panic: bool,
         readings: Mapping[SignalKind, SignalReading],
         observed: Mapping[str, float],
+        spot_fallback: int = 0,
     ) -> None:
-        # Placement is on-demand only for now: everything is on-demand capacity.
+        # Placement is on-demand only for now: everything is on-demand capacity,
+        # and no on-demand replica stands in for spot (``spot_fallback`` 0) until
+        # a spot policy passes the split's fallback here.
         c = self._child
         c(target, self.desired, "on-demand").set(desired)
         c(target, self.ready, "on-demand").set(ready)
+        c(target, self.spot_fallback).set(spot_fallback)
+        if (self.write_failures, (target,)) not in self._by_target[target]:
+            # Counters start at 0 with the target, so rate() and alerts see a
+            # series before the first failure or scale change, not nothing.
+            c(target, self.write_failures)
+            for direction in DIRECTIONS:
+                c(target, self.scaling_events, direction)
         c(target, self.panic).set(1 if panic else 0)
         for kind, r in readings.items():
             if r.stable is not None:
@@ -213,6 +257,9 @@ class Metrics:
             )
         if seconds > 0:
             self.gpu_seconds.labels(capacity_type).inc(seconds)
+            price = self._prices.get(capacity_type, 0.0)
+            if price > 0:
+                self.gpu_cost.labels(capacity_type).inc(seconds / 3600.0 * price)
 
     def add_gpu_seconds_by_state(self, *, awake: float, asleep: float) -> None:
         if awake > 0:

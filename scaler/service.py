@@ -31,7 +31,7 @@ import uvloop
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from scaler.actuator import kube_actuator
+from scaler.actuator import ActuatorSettings, kube_actuator
 from scaler.app import ServerState, build_app
 from scaler.controller import Controller, ControllerSettings
 from scaler.gpu_memory import PrometheusGpuMemory
@@ -41,7 +41,13 @@ from scaler.kube.leader import LeaseElector
 from scaler.metrics import Metrics
 from scaler.policy.api import SignalKind
 from scaler.policy.protocol import PurePolicy
-from scaler.settings import ScalerSettings, SettingsError, describe_settings, load_settings
+from scaler.settings import (
+    ScalerSettings,
+    SettingsError,
+    describe_settings,
+    load_settings,
+    visible_secret_warnings,
+)
 from scaler.signals.activator_reports import ActivatorReports
 from scaler.signals.base import DemandSource, PolledSource, TargetPods
 from scaler.signals.hub import HubSettings, SignalHub
@@ -60,6 +66,7 @@ _FLAGS = {
     "port": "port",
     "host": "host",
     "token": "token",
+    "token_file": "token_file",
     "identity": "identity",
     "tick_interval_s": "tick_interval_s",
     "kubeconfig": "kube.kubeconfig",
@@ -78,7 +85,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, help="HTTP port (default 8090)")
     parser.add_argument("--host", help="address to listen on (default 0.0.0.0)")
     parser.add_argument(
-        "--token", help="bearer token for POST /v1/stats and /v1/activate (or TIDAL_SCALER_TOKEN)"
+        "--token",
+        help=(
+            "bearer token for POST /v1/stats and /v1/activate; visible in ps, so prefer "
+            "TIDAL_SCALER_TOKEN or --token-file"
+        ),
+    )
+    parser.add_argument(
+        "--token-file", metavar="FILE", help="file holding the bearer token (a mounted Secret)"
     )
     parser.add_argument("--identity", help="name in the Lease (default $POD_NAME, else host:pid)")
     parser.add_argument(
@@ -154,7 +168,7 @@ async def serve(
     if settings.token is None or not settings.token.get_secret_value():
         raise SettingsError(
             "token: the scaler needs a bearer token for /v1/stats and /v1/activate; "
-            "set --token or TIDAL_SCALER_TOKEN"
+            "set TIDAL_SCALER_TOKEN, --token-file or --token"
         )
     loop = asyncio.get_running_loop()
     if stop is None:
@@ -163,7 +177,13 @@ async def serve(
             loop.add_signal_handler(sig, stop.set)
     identity = _identity(settings)
     access = await connect(kubeconfig=settings.kube.kubeconfig, context=settings.kube.context)
-    metrics = Metrics(CollectorRegistry())
+    metrics = Metrics(
+        CollectorRegistry(),
+        gpu_hour_prices={
+            "on-demand": settings.prices.on_demand_per_gpu_hour,
+            "spot": settings.prices.spot_per_gpu_hour,
+        },
+    )
     session = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=settings.scrape.max_concurrent + 8)
     )
@@ -251,9 +271,10 @@ async def serve(
             actuator=kube_actuator(
                 access,
                 identity=identity,
+                leader=leader,
                 metrics=metrics,
                 request_timeout_s=settings.kube.request_timeout_s,
-                max_concurrent_writes=settings.max_concurrent_writes,
+                settings=ActuatorSettings(max_concurrent_writes=settings.max_concurrent_writes),
             ),
             policy=policy,
             leader=leader,
@@ -339,6 +360,8 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    for warning in visible_secret_warnings(flags):
+        log.warning("%s", warning)
     # The *_created series double every counter's series for a timestamp no
     # dashboard uses; the services are the only place that may say so
     # process-wide.

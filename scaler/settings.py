@@ -7,9 +7,15 @@ holds the same names as YAML (``leader: {lease_duration_s: 20}``). A flag
 beats the environment, which beats the file, which beats the default. Units
 are in the names; every field says its default and unit in ``--help``.
 
-Main decision, cross-field checks live in one validator whose messages name
-the key, the value got and what is allowed (leader timings must nest:
-retry period < renew deadline < lease duration).
+Main decisions:
+
+- Cross-field checks live in one validator whose messages name the key, the
+  value got and what is allowed (leader timings must nest: retry period <
+  renew deadline < lease duration).
+- **Secrets stay off the command line.** The bearer token comes from
+  ``TIDAL_SCALER_TOKEN`` or a file (``--token-file``, a mounted Secret); the
+  ``--token`` flag still works, but every user sees it in ``ps``, so the CLI
+  warns about it (:func:`visible_secret_warnings`).
 """
 
 from __future__ import annotations
@@ -26,7 +32,13 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from scaler.signals.prometheus import GpuMetric
 
-__all__ = ["ScalerSettings", "SettingsError", "describe_settings", "load_settings"]
+__all__ = [
+    "ScalerSettings",
+    "SettingsError",
+    "describe_settings",
+    "load_settings",
+    "visible_secret_warnings",
+]
 
 ENV_PREFIX = "TIDAL_SCALER_"
 
@@ -114,6 +126,15 @@ _FILE_DATA: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.Conte
 )
 
 
+class PriceSettings(BaseModel):
+    on_demand_per_gpu_hour: float = Field(
+        0.0, ge=0, description="price of one on-demand GPU-hour, for the cost metric (0: unset)"
+    )
+    spot_per_gpu_hour: float = Field(
+        0.0, ge=0, description="price of one spot GPU-hour, for the cost metric (0: unset)"
+    )
+
+
 class _FileSource(PydanticBaseSettingsSource):
     """The ``--config`` YAML file, lowest in precedence (read by :func:`load_settings`)."""
 
@@ -134,7 +155,15 @@ class ScalerSettings(BaseSettings):
         8090, ge=0, le=65535, description="port for /v1/* , /healthz, /readyz, /metrics"
     )
     token: SecretStr | None = Field(
-        None, description="bearer token required by POST /v1/stats and /v1/activate"
+        None,
+        description=(
+            "bearer token required by POST /v1/stats and /v1/activate (prefer the "
+            "environment or token_file: a --token flag is visible to every user in ps)"
+        ),
+    )
+    token_file: Path | None = Field(
+        None,
+        description="file holding the bearer token (a mounted Secret); read once at start",
     )
     identity: str | None = Field(
         None, description="this replica's name in the Lease (default: $POD_NAME, else host:pid)"
@@ -158,6 +187,7 @@ class ScalerSettings(BaseSettings):
     reports: ReportSettings = Field(default_factory=ReportSettings)  # type: ignore[arg-type]
     scrape: ScrapeSettings = Field(default_factory=ScrapeSettings)  # type: ignore[arg-type]
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)  # type: ignore[arg-type]
+    prices: PriceSettings = Field(default_factory=PriceSettings)  # type: ignore[arg-type]
 
     @classmethod
     def settings_customise_sources(
@@ -183,11 +213,34 @@ class ScalerSettings(BaseSettings):
                 "reports: fresh_within_periods must be <= drop_after_periods, got "
                 f"{self.reports.fresh_within_periods} > {self.reports.drop_after_periods}"
             )
+        if self.token_file is not None:
+            if self.token is not None:
+                raise ValueError(
+                    "token and token_file: set one of them, not both (token_file is "
+                    f"{str(self.token_file)!r})"
+                )
+            self.token = SecretStr(_read_token(self.token_file))
         if self.log_level.lower() not in ("debug", "info", "warning", "error"):
             raise ValueError(
                 f"log_level: allowed debug, info, warning, error; got {self.log_level!r}"
             )
         return self
+
+
+def _read_token(path: Path) -> str:
+    """The token in ``path``, surrounding whitespace (a trailing newline) removed."""
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(
+            f"token_file: cannot read {str(path)!r}: {exc}; allowed: a readable UTF-8 file"
+        ) from exc
+    if not token or any(c.isspace() for c in token):
+        raise ValueError(
+            f"token_file: {str(path)!r} holds no usable token; allowed: one token with no "
+            "spaces inside, surrounding whitespace is ignored"
+        )
+    return token
 
 
 def _deep_set(target: dict[str, Any], dotted: str, value: Any) -> None:
@@ -245,3 +298,21 @@ def describe_settings() -> str:
         if info.description:
             lines.append(f"      {info.description}")
     return "\n".join(lines)
+
+
+def visible_secret_warnings(flags: Mapping[str, Any]) -> list[str]:
+    """Warnings for secrets given as command-line flags (dotted names, as to
+    :func:`load_settings`): every user of the machine can read them in ``ps``."""
+    out = []
+    if flags.get("token") is not None:
+        out.append(
+            "--token is visible to every user in ps; set TIDAL_SCALER_TOKEN or "
+            "--token-file FILE instead"
+        )
+    url = flags.get("prometheus.url")
+    if isinstance(url, str) and "@" in url.partition("://")[2].partition("/")[0]:
+        out.append(
+            "--prometheus-url holds credentials that every user sees in ps; set "
+            "TIDAL_SCALER_PROMETHEUS__URL instead"
+        )
+    return out

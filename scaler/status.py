@@ -8,6 +8,16 @@ they are never written to the API). ``-o json`` prints the same rows as JSON.
 With the warm tier in use (``autoscaling.tidal.dev/sleep-after``), the live
 view also shows how many replicas sleep, the wakes so far and the last wake's
 duration.
+
+Two reasons, said apart: REASON is why the scale *last changed* (from the
+status annotation, written only at a change), LIVE-REASON what the scaler
+says *now* (``GET /v1/targets``); they differ whenever the scaler holds a
+scale for another reason than the one that set it. The table says so under
+itself when it shows both.
+
+An unreachable scaler costs only the live columns: the table from the API
+is still printed (with the error on stderr and exit status 1). A
+``--scaler-url`` without a scheme is refused with the form to use.
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -37,7 +48,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     scope.add_argument("-n", "--namespace", help="only this namespace (default: all namespaces)")
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
     parser.add_argument(
-        "--scaler-url", help="scaler base URL (e.g. http://127.0.0.1:8090) for live signal values"
+        "--scaler-url",
+        type=scaler_url,
+        help="scaler base URL (e.g. http://127.0.0.1:8090) for live signal values",
     )
     parser.add_argument(
         "--timeout-s",
@@ -48,6 +61,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-o", "--output", choices=("table", "json"), default="table", help="output format"
     )
+
+
+def scaler_url(text: str) -> str:
+    """``--scaler-url``: an http(s) URL with a host; anything else says what to write."""
+    value = text.strip()
+    parts = urlsplit(value)
+    if parts.scheme in ("http", "https") and parts.hostname:
+        return value
+    hint = f"; did you mean http://{value}?" if "://" not in value and value else ""
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is not a scaler URL: use http://HOST:PORT, such as http://127.0.0.1:8090{hint}"
+    )
+
+
+_LEGEND = (
+    "REASON: why the scale last changed (status annotation); "
+    "LIVE-REASON: what the scaler says now (GET /v1/targets)"
+)
 
 
 def _status(d: DeploymentInfo) -> dict[str, Any]:
@@ -128,7 +159,7 @@ def render_table(table: Sequence[Mapping[str, Any]]) -> str:
     keys = ["namespace", "name", "desired", "ready", "on_demand", "spot", "mode", "reason"]
     with_live = any("live" in r for r in table)
     if with_live:
-        headers += ["LIVE-DESIRED", "CONCURRENCY", "QUEUE", "KV-CACHE", "GPU"]
+        headers += ["LIVE-DESIRED", "LIVE-REASON", "CONCURRENCY", "QUEUE", "KV-CACHE", "GPU"]
     with_warm = any("warm" in (r.get("live") or {}) for r in table)
     if with_warm:
         headers += ["ASLEEP", "WAKES", "LAST-WAKE"]
@@ -145,6 +176,7 @@ def render_table(table: Sequence[Mapping[str, Any]]) -> str:
 
             cells += [
                 _fmt(live.get("desired")),
+                _fmt(live.get("reason")),
                 stable("concurrency"),
                 stable("queue_depth"),
                 stable("kv_cache_utilization"),
@@ -165,6 +197,8 @@ def render_table(table: Sequence[Mapping[str, Any]]) -> str:
         "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
         for cells in lines
     ]
+    if with_live:
+        text += ["", _LEGEND]
     problems = [f"{r['namespace']}/{r['name']}: {r['problem']}" for r in table if r.get("problem")]
     if problems:
         text += ["", "Left alone until fixed:", *problems]
@@ -193,12 +227,19 @@ async def _main(args: argparse.Namespace) -> int:
     finally:
         await access.close()
     live = None
+    failed = False
     if args.scaler_url:
         try:
             live = await _live(args.scaler_url, args.timeout_s)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-            print(f"tidal status: scaler at {args.scaler_url}: {exc}", file=sys.stderr)
-            return 1
+            # The API's view is still worth showing; only the live columns go.
+            reason = str(exc) or type(exc).__name__
+            print(
+                f"tidal status: no live values: scaler at {args.scaler_url}: {reason} "
+                "(the table shows what the API server holds)",
+                file=sys.stderr,
+            )
+            failed = True
     table = rows(deployments, live)
     if args.output == "json":
         print(json.dumps(table, indent=2))
@@ -206,7 +247,7 @@ async def _main(args: argparse.Namespace) -> int:
         print(render_table(table))
     else:
         print("no opted-in Deployments (label autoscaling.tidal.dev/enabled=true)")
-    return 0
+    return 1 if failed else 0
 
 
 def run(args: argparse.Namespace) -> int:

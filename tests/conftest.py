@@ -32,7 +32,7 @@ import pytest
 import pytest_asyncio
 
 # Debian package that provides each binary a test may ask for.
-DEBIAN_PACKAGES = {"prometheus": "prometheus", "nginx": "nginx"}
+DEBIAN_PACKAGES = {"prometheus": "prometheus", "promtool": "prometheus", "nginx": "nginx"}
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

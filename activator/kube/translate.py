@@ -42,8 +42,10 @@ from activator.targets import (
 
 __all__ = [
     "ENABLED_LABEL",
+    "ROUTING_ANNOTATIONS",
     "SERVICE_NAME_LABEL",
     "Routing",
+    "RoutingAnnotation",
     "build_targets",
     "endpoints_from_slices",
     "target_from_deployment",
@@ -54,6 +56,83 @@ SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 _R = "routing.tidal.dev/"
 
 Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingAnnotation:
+    """One ``routing.tidal.dev/*`` annotation as a user sees it (a row of docs/annotations.md).
+
+    ``default`` is the annotation text equal to the default (a unit test
+    parses it and checks it changes nothing); ``default_note`` describes a
+    default that depends on the Deployment instead.
+    """
+
+    key: str
+    default: str
+    default_note: str
+    allowed: str
+    meaning: str
+
+
+#: Every routing annotation :func:`target_from_deployment` reads, in DESIGN §2 order.
+ROUTING_ANNOTATIONS: tuple[RoutingAnnotation, ...] = (
+    RoutingAnnotation(
+        _R + "service",
+        "",
+        "the Deployment's name",
+        "a Service name",
+        "the Service whose EndpointSlices list the replicas",
+    ),
+    RoutingAnnotation(
+        _R + "port",
+        "",
+        "the Service's first port",
+        "a port number 1 to 65535 or a port name",
+        "Service port to send traffic to",
+    ),
+    RoutingAnnotation(
+        _R + "hosts",
+        "",
+        "none",
+        "comma-separated host names; `*.example.com` allowed",
+        "Host header values routed to this model",
+    ),
+    RoutingAnnotation(
+        _R + "path-prefix",
+        "",
+        "none",
+        "a path starting with `/`",
+        "path prefix routed to this model (the longest match wins)",
+    ),
+    RoutingAnnotation(
+        _R + "models",
+        "",
+        "none",
+        "comma-separated names",
+        "OpenAI `model` names served (listed by `GET /v1/models`)",
+    ),
+    RoutingAnnotation(
+        _R + "cold-start-timeout",
+        "10m",
+        "",
+        "1s to 1h",
+        "how long a request may wait for a ready replica before a 504",
+    ),
+    RoutingAnnotation(
+        _R + "max-buffered",
+        str(DEFAULT_MAX_BUFFERED),
+        "",
+        f"{MAX_BUFFERED_RANGE[0]} to {MAX_BUFFERED_RANGE[1]}",
+        "requests one activator holds for this model; more get a 503",
+    ),
+    RoutingAnnotation(
+        _R + "container-concurrency",
+        str(DEFAULT_CONTAINER_CONCURRENCY),
+        "",
+        f"{CONTAINER_CONCURRENCY_RANGE[0]} to {CONTAINER_CONCURRENCY_RANGE[1]} (0: no limit)",
+        "most requests in flight per replica",
+    ),
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -158,6 +158,7 @@ async def run_bench(deployments: int, measure_s: float) -> int:
             scaler_url = f"http://{host}:8090"
             env = {k: v for k, v in os.environ.items() if not k.startswith("TIDAL_")}
             env["PYTHONUNBUFFERED"] = "1"
+            env["TIDAL_SCALER_TOKEN"] = token
             scaler = TidalProcess(
                 "scaler",
                 [
@@ -166,7 +167,6 @@ async def run_bench(deployments: int, measure_s: float) -> int:
                     host,
                     "--port",
                     "8090",
-                    f"--token={token}",
                     "--kubeconfig",
                     str(cluster.kubeconfig),
                     "--log-level",

@@ -20,9 +20,11 @@ are sampled from the cluster's store (``spec.replicas``,
 ``status.readyReplicas``, the pods that exist), held and in-flight counts
 from the activator's ``/metrics``, latencies on the client's clock;
 :mod:`loadtests.demo.observe` turns the samples into the summary and its
-verdict. ``--json`` ends the output with that summary as one line of JSON;
-the exit status is 1 unless no request failed, a cold start was seen, more
-than one replica was ready at peak and none was left at the end.
+verdict. ``--json`` prints that summary as one line of JSON on stdout, and
+everything a person reads (the story, the table) on stderr, so
+``tidal demo --json | jq`` works. The exit status is 1 unless no request
+failed, a cold start was seen, more than one replica was ready at peak and
+none was left at the end.
 
 Main sizing decision: the burst runs ``--burst-concurrency`` closed-loop
 streams (default 16) against a target concurrency of 4 per replica, so the
@@ -53,7 +55,13 @@ import uvloop
 from loadtests.demo.activator_gauges import HeldRequests, read_gauges
 from loadtests.demo.client import stream_chat
 from loadtests.demo.observe import ClusterSample, DemoTracker, RequestResult
-from loadtests.demo.view import Console, Status, summary_table
+from loadtests.demo.view import (
+    COLD_START_NOTE,
+    Console,
+    Status,
+    cold_start_rows,
+    summary_table,
+)
 from loadtests.sandbox.example import ExampleModel
 from loadtests.sandbox.example_flags import add_model_flags, model_from_args
 from loadtests.sandbox.stack import SandboxStack, StackSettings
@@ -88,7 +96,9 @@ class Story:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--json", action="store_true", help="end with the summary as one line of JSON"
+        "--json",
+        action="store_true",
+        help="print the summary as one line of JSON on stdout (the rest goes to stderr)",
     )
     parser.add_argument(
         "--dir",
@@ -321,7 +331,7 @@ class DemoRun:
         started = self.elapsed()
         request = asyncio.create_task(self._request(client), name="demo-wake")
         while not request.done():
-            self.note = f"first request waiting {self.elapsed() - started:.1f}s"
+            self.note = f"first request held {self.elapsed() - started:.1f}s"
             await asyncio.wait([request], timeout=0.25)
         self.note = ""
         result = request.result()
@@ -404,7 +414,10 @@ async def _main(args: argparse.Namespace) -> int:
         return 2
     temporary = args.dir is None
     directory = Path(tempfile.mkdtemp(prefix="tidal-demo-")) if temporary else args.dir.resolve()
-    console = Console(sys.stdout)
+    # With --json, stdout carries the JSON line alone (for a pipe or jq); the
+    # story and the table a person reads go to stderr.
+    human = sys.stderr if args.json else sys.stdout
+    console = Console(human)
     started = time.monotonic()
     stack = SandboxStack(directory, StackSettings(example=model))
     run: DemoRun | None = None
@@ -458,14 +471,17 @@ async def _main(args: argparse.Namespace) -> int:
     cold_start_s = run.cold_start_s if run is not None else None
     zero_after_s = run.zero_after_s if run is not None else None
     extra = [
-        ("first request TTFT (the cold start)", _fmt(first.ttft_s if first else None)),
-        ("cold start (desired 0 -> ready)", _fmt(cold_start_s)),
+        *cold_start_rows(first.ttft_s if first else None, cold_start_s),
         ("burst -> zero", _fmt(zero_after_s)),
         ("wall time", _fmt(wall_s)),
     ]
-    print(summary_table(summary, extra=extra, problems=problems), flush=True)
+    print(
+        summary_table(summary, extra=extra, problems=problems, notes=[COLD_START_NOTE]),
+        file=human,
+        flush=True,
+    )
     if problems:
-        print(f"logs are in {directory / 'logs'}", flush=True)
+        print(f"logs are in {directory / 'logs'}", file=human, flush=True)
     elif temporary:
         shutil.rmtree(directory, ignore_errors=True)
     if args.json:

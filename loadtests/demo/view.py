@@ -15,13 +15,21 @@ screen, and the one decision here is about terminals:
 from __future__ import annotations
 
 import shutil
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
 from loadtests.demo.observe import Summary
 
-__all__ = ["Console", "Status", "format_status", "summary_table"]
+__all__ = [
+    "COLD_START_NOTE",
+    "Console",
+    "Status",
+    "cold_start_rows",
+    "format_status",
+    "summary_table",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +55,14 @@ def _count(value: int | None) -> str:
     return "?" if value is None else str(value)
 
 
-def format_status(s: Status) -> str:
-    """One line: when, which phase, replicas, what the activator holds, requests, TTFT."""
+def format_status(s: Status, width: int | None = None) -> str:
+    """One line: when, which phase, replicas, what the activator holds, requests, TTFT.
+
+    With ``width`` (a terminal's columns) a line that would not fit is
+    rebuilt shorter, keeping first what the README tells a user to watch (the
+    replicas, ``activator held N`` and the note, such as ``first request
+    waiting 2.8s``), then as much of the rest as fits; only then is it cut.
+    """
     line = (
         f"[{s.elapsed_s:6.1f}s] {s.phase:<8} "
         f"replicas desired {s.desired} ready {s.ready} pods {s.pods} | "
@@ -57,13 +71,53 @@ def format_status(s: Status) -> str:
     )
     if s.note:
         line += f" | {s.note}"
-    return line
+    if width is None or len(line) < width:
+        return line
+    essential = [
+        f"[{s.elapsed_s:5.1f}s] {s.phase}",
+        f"ready {s.ready}/{s.desired} pods {s.pods}",
+        f"activator held {_count(s.buffered)}",
+        *([s.note] if s.note else []),
+    ]
+    line = " | ".join(essential)
+    for extra in (
+        f"in-flight {_count(s.in_flight)}",
+        f"done {s.done} failed {s.failed}",
+        f"TTFT {_seconds(s.recent_ttft_s)}",
+    ):
+        if len(line) + 3 + len(extra) >= width:
+            break
+        line += " | " + extra
+    return line[: max(width - 1, 20)]
+
+
+#: The two cold-start figures of the summary, and why they differ.
+FIRST_TTFT_LABEL = "first request TTFT (client: sent -> first token)"
+COLD_START_LABEL = "cold start (Deployment: desired 0 -> 1 ready)"
+COLD_START_NOTE = (
+    "The two cold-start figures measure different spans: the first request's TTFT runs "
+    "from the moment it was sent (before the scaler woke the model) to its first token; "
+    "the cold start runs from the scaler's wake to the Deployment's status counting a "
+    "ready replica, which trails the pod's readiness probe, while the activator probes "
+    "the pod itself and forwards sooner. Either can be the larger."
+)
+
+
+def cold_start_rows(
+    first_ttft_s: float | None, cold_start_s: float | None
+) -> list[tuple[str, str]]:
+    """The summary rows of the two cold-start figures, labelled by what each measures."""
+    return [(FIRST_TTFT_LABEL, _seconds(first_ttft_s)), (COLD_START_LABEL, _seconds(cold_start_s))]
 
 
 def summary_table(
-    summary: Summary, *, extra: Sequence[tuple[str, str]] = (), problems: Sequence[str] = ()
+    summary: Summary,
+    *,
+    extra: Sequence[tuple[str, str]] = (),
+    problems: Sequence[str] = (),
+    notes: Sequence[str] = (),
 ) -> str:
-    """The closing table: every figure of DESIGN §7, then the verdict."""
+    """The closing table: every figure of DESIGN §7, notes that explain them, the verdict."""
     rows: list[tuple[str, str]] = [
         ("requests", str(summary.requests)),
         ("succeeded", str(summary.succeeded)),
@@ -80,6 +134,8 @@ def summary_table(
     lines = ["", "Summary", "-" * (width + 12)]
     lines += [f"{name:<{width}}  {value}" for name, value in rows]
     lines.append("-" * (width + 12))
+    for note in notes:
+        lines += [*textwrap.wrap(note, width=78), ""]
     if problems:
         lines.append("NOT OK:")
         lines += [f"  - {p}" for p in problems]
@@ -111,15 +167,14 @@ class Console:
 
     def status(self, status: Status) -> None:
         """The live line: redrawn on a terminal, appended elsewhere."""
-        line = format_status(status)
         if self.tty:
             # A line wider than the terminal wraps, and erase-to-end would then
-            # clear only its last row: cut it to the width instead.
+            # clear only its last row: fit it to the width instead.
             width = shutil.get_terminal_size().columns
-            self._stream.write("\r\x1b[K" + line[: max(width - 1, 20)])
+            self._stream.write("\r\x1b[K" + format_status(status, width))
             self._status_shown = True
         else:
-            self._stream.write(line + "\n")
+            self._stream.write(format_status(status) + "\n")
         self._stream.flush()
 
     def close(self) -> None:

@@ -3,7 +3,10 @@
 DESIGN §9: it runs with a temporary config, its own ``--storage.tsdb.path``
 and a 1 s scrape interval, listening on the sandbox's loopback block. It
 scrapes the targets it is given (the sandbox's DCGM exporter) and serves the
-query API the scaler's GPU view uses (``/api/v1/query``).
+query API the scaler's GPU view uses (``/api/v1/query``). Tests that check
+Tidal's own monitoring also give it further scrape jobs (``jobs``: the
+scaler's and the activator's ``/metrics``) and rule files, which it
+evaluates at the same 1 s interval.
 
 The process gets its own session and a parent-death signal, like every
 process of the stack, and :meth:`PrometheusProcess.stop` ends it (SIGTERM,
@@ -17,7 +20,7 @@ import contextlib
 import json
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import aiohttp
@@ -35,16 +38,27 @@ class PrometheusProcess:
         *,
         host: str,
         port: int = 9090,
-        targets: Sequence[str],
+        targets: Sequence[str] = (),
+        jobs: Mapping[str, Sequence[str]] | None = None,
+        rule_files: Sequence[Path] = (),
         scrape_interval_s: float = 1.0,
     ) -> None:
-        if not targets:
+        """``targets``: the DCGM exporter(s), job ``dcgm``; ``jobs``: more jobs by name."""
+        self.jobs = {name: list(addresses) for name, addresses in (jobs or {}).items()}
+        if targets:
+            if "dcgm" in self.jobs:
+                raise ValueError(
+                    "job name 'dcgm' is taken by 'targets'; give the other jobs other names"
+                )
+            self.jobs = {"dcgm": list(targets), **self.jobs}
+        if not any(self.jobs.values()):
             raise ValueError("Prometheus needs at least one scrape target (host:port)")
         self.binary = binary
         self.directory = directory
         self.host = host
         self.port = port
         self.targets = list(targets)
+        self.rule_files = [Path(f) for f in rule_files]
         self.scrape_interval_s = scrape_interval_s
         self.proc: asyncio.subprocess.Process | None = None
 
@@ -58,17 +72,21 @@ class PrometheusProcess:
 
     def _config(self) -> str:
         interval = f"{max(1, round(self.scrape_interval_s * 1000))}ms"
-        config = {
+        config: dict[str, object] = {
             "global": {"scrape_interval": interval, "evaluation_interval": interval},
             "scrape_configs": [
                 {
-                    "job_name": "dcgm",
+                    "job_name": name,
                     "scrape_interval": interval,
                     "scrape_timeout": interval,
-                    "static_configs": [{"targets": self.targets}],
+                    "static_configs": [{"targets": addresses}],
                 }
+                for name, addresses in self.jobs.items()
+                if addresses
             ],
         }
+        if self.rule_files:
+            config["rule_files"] = [str(f.resolve()) for f in self.rule_files]
         return json.dumps(config, indent=2)  # JSON is YAML
 
     async def start(self, *, timeout_s: float = 30.0) -> None:

@@ -203,6 +203,8 @@ class SandboxStack:
             token=self.cluster.api.mint_user_token(f"tidal-{name}", groups=("system:masters",)),
         )
         environment = self._env()
+        # The token goes in the environment: a flag would show it in ps.
+        environment["TIDAL_SCALER_TOKEN"] = self.token
         environment.update(self.settings.scaler_env)
         environment.update(env or {})
         return TidalProcess(
@@ -213,9 +215,6 @@ class SandboxStack:
                 self.scaler_host(index),
                 "--port",
                 str(self.settings.scaler_port),
-                # "=": a URL-safe token may start with "-", which argparse
-                # would take for an option.
-                f"--token={self.token}",
                 "--identity",
                 name,
                 "--kubeconfig",

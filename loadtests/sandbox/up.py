@@ -89,7 +89,9 @@ def try_commands(stack: SandboxStack, model: ExampleModel | None) -> list[tuple[
     """(what it shows, the command) for each thing to try, with real paths and URLs."""
     kube = f"KUBECONFIG={shlex.quote(str(stack.kubeconfig))}"
     commands = [
-        ("watch the Deployment and its pods", f"{kube} kubectl get deploy,pods -w"),
+        # One type per watch: kubectl refuses "get deploy,pods -w".
+        ("watch the model's pods come and go", f"{kube} kubectl get pods -w"),
+        ("watch the Deployment's replicas", f"{kube} kubectl get deploy -w"),
         (
             "what Tidal is doing (live signals from the scaler)",
             f"{kube} {_tool('tidal')} status --scaler-url {stack.scaler_url}",

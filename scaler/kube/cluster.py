@@ -9,7 +9,10 @@ matches its labels, as the ReplicaSet controller decides it.
 Main decision, per-namespace pod watches rather than one per Deployment or one
 for the whole cluster: a thousand models in a few namespaces cost a few
 streams, and the scaler never needs to read pods in namespaces it does not
-manage. Snapshots are rebuilt lazily, only after something changed.
+manage.
+
+The snapshots are kept by :class:`~scaler.kube.index.TargetIndex`, updated
+per watch event rather than rebuilt.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from scaler.kube.index import TargetIndex
 from scaler.kube.types import (
     ENABLED_LABEL,
     POD_DELETION_COST,
@@ -132,10 +136,8 @@ class KubeCluster:
         self._label_selector = label_selector
         self._watch_timeout_s = watch_timeout_s
         self._request_timeout_s = request_timeout_s
-        self._deployments: dict[str, DeploymentInfo] = {}
-        self._pods: dict[str, dict[str, PodInfo]] = {}  # namespace -> name -> pod
+        self._index = TargetIndex()
         self._pod_tasks: dict[str, asyncio.Task[None]] = {}
-        self._snapshot: dict[str, TargetSnapshot] | None = None
         self._deploy_reflector = Reflector(
             list_call=self._apps.list_deployment_for_all_namespaces,
             what="deployments",
@@ -151,42 +153,29 @@ class KubeCluster:
         return self._deploy_reflector.synced
 
     def targets(self) -> Mapping[str, TargetSnapshot]:
-        if self._snapshot is None:
-            snap: dict[str, TargetSnapshot] = {}
-            for key, d in self._deployments.items():
-                pods = tuple(
-                    p
-                    for p in self._pods.get(d.namespace, {}).values()
-                    if d.selector.matches(p.labels)
-                )
-                snap[key] = TargetSnapshot(deployment=d, pods=pods)
-            self._snapshot = snap
-        return self._snapshot
+        return self._index.targets()
 
     # -- deployments --------------------------------------------------------
 
     def _reset_deployments(self, items: list[RawObject]) -> None:
-        self._deployments = {}
-        for obj in items:
-            d = deployment_from_raw(obj)
-            self._deployments[d.key] = d
-        self._changed()
+        self._index.reset_deployments(deployment_from_raw(obj) for obj in items)
+        self._watch_namespaces()
 
     def _deployment_event(self, kind: str, obj: RawObject) -> None:
         d = deployment_from_raw(obj)
         if kind == "DELETED":
-            self._deployments.pop(d.key, None)
+            self._index.delete_deployment(d.key)
         else:
-            self._deployments[d.key] = d
-        self._changed()
+            self._index.put_deployment(d)
+        self._watch_namespaces()
 
-    def _changed(self) -> None:
-        self._snapshot = None
-        wanted = {d.namespace for d in self._deployments.values()}
+    def _watch_namespaces(self) -> None:
+        """One pod watch per namespace that holds a target, and no other."""
+        wanted = self._index.namespaces()
         for ns in list(self._pod_tasks):
             if ns not in wanted:
                 self._pod_tasks.pop(ns).cancel()
-                self._pods.pop(ns, None)
+                self._index.forget_namespace(ns)
         for ns in wanted - self._pod_tasks.keys():
             self._pod_tasks[ns] = asyncio.get_running_loop().create_task(
                 self._pod_reflector(ns).run(), name=f"tidal-pod-watch-{ns}"
@@ -196,20 +185,14 @@ class KubeCluster:
 
     def _pod_reflector(self, namespace: str) -> Reflector:
         def reset(items: list[RawObject]) -> None:
-            self._pods[namespace] = {}
-            for obj in items:
-                p = pod_from_raw(obj)
-                self._pods[namespace][p.name] = p
-            self._snapshot = None
+            self._index.reset_pods(namespace, (pod_from_raw(obj) for obj in items))
 
         def event(kind: str, obj: RawObject) -> None:
             p = pod_from_raw(obj)
-            pods = self._pods.setdefault(namespace, {})
             if kind == "DELETED":
-                pods.pop(p.name, None)
+                self._index.delete_pod(namespace, p.name)
             else:
-                pods[p.name] = p
-            self._snapshot = None
+                self._index.put_pod(p)
 
         return Reflector(
             list_call=self._core.list_namespaced_pod,

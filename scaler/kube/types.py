@@ -26,6 +26,7 @@ __all__ = [
     "LabelSelector",
     "LeaderElector",
     "PodInfo",
+    "ScaleState",
     "ScaleTarget",
     "TargetSnapshot",
 ]
@@ -129,19 +130,40 @@ class ClusterView(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class ScaleState:
+    """A Deployment's ``spec.replicas`` and ``resourceVersion`` as just read."""
+
+    replicas: int
+    resource_version: str
+
+
 class ScaleTarget(Protocol):
-    """Writes the scaler makes to a Deployment and its pods."""
+    """Writes the scaler makes to a Deployment and its pods (and the read a
+    conflict needs)."""
 
-    async def scale(self, namespace: str, name: str, replicas: int) -> int:
-        """Set ``spec.replicas`` through ``/scale``; the value it had before."""
+    async def read_scale(self, namespace: str, name: str) -> ScaleState:
+        """``spec.replicas`` and ``resourceVersion`` now, through ``/scale``."""
         ...
 
-    async def set_deletion_costs(self, namespace: str, costs: Mapping[str, int]) -> None:
-        """Set ``controller.kubernetes.io/pod-deletion-cost`` on the named pods."""
+    async def scale(
+        self, namespace: str, name: str, replicas: int, *, resource_version: str
+    ) -> str:
+        """Set ``spec.replicas`` through ``/scale`` if the Deployment is still at
+        ``resource_version`` (:class:`~scaler.kube.errors.Conflict` otherwise); the new
+        ``resourceVersion``."""
         ...
 
-    async def write_status(self, namespace: str, name: str, status_json: str) -> None:
-        """Set the ``autoscaling.tidal.dev/status`` annotation."""
+    async def set_deletion_costs(self, namespace: str, costs: Mapping[str, int | None]) -> None:
+        """Set ``controller.kubernetes.io/pod-deletion-cost`` on the named pods (``None``:
+        remove it)."""
+        ...
+
+    async def write_status(
+        self, namespace: str, name: str, status_json: str, *, resource_version: str | None = None
+    ) -> str:
+        """Set the ``autoscaling.tidal.dev/status`` annotation, if the Deployment is
+        still at ``resource_version`` when one is given; the new ``resourceVersion``."""
         ...
 
 

@@ -17,9 +17,11 @@ Main decisions:
   ``autoscaling.tidal.dev/enabled`` (the opt-in label, sometimes copied into
   annotations) are allowed. ``routing.tidal.dev/*`` belongs to the activator
   and is ignored here.
-- **Not built yet is an error, not a fallback**: ``scale-to-zero-grace-period:
-  adaptive`` and placement policies other than ``on-demand`` are rejected as
-  "not supported yet".
+- **Not built yet is an error, not a fallback**: placement policies other
+  than ``on-demand`` are rejected as "not supported yet".
+  ``scale-to-zero-grace-period: adaptive`` sets ``scale_to_zero_grace_adaptive``
+  and keeps the 5-minute default as the fallback while the idle history is
+  short (:mod:`scaler.policy.adaptive`).
 - **A signal that can never arrive is an error**: the KV-cache target needs
   ``engine: vllm`` (only vLLM exports it); otherwise that signal would be
   missing forever and, since missing data never lowers the scale, the model
@@ -45,8 +47,10 @@ __all__ = [
     "AUTOSCALING_PREFIX",
     "KNOWN_KEYS",
     "PLACEMENT_PREFIX",
+    "SPECS",
     "STATUS_ANNOTATION",
     "AnnotationProblem",
+    "AnnotationSpec",
     "InvalidAnnotation",
     "check_supported",
     "parse_duration_s",
@@ -84,32 +88,138 @@ PENDING_TIMEOUT = _P + "pending-timeout"
 SLEEP_AFTER = _A + "sleep-after"
 SLEEP_LEVEL = _A + "sleep-level"
 
-#: Every key this module reads, in the order of the DESIGN §2 table.
-KNOWN_KEYS: tuple[str, ...] = (
-    MIN_SCALE,
-    MAX_SCALE,
-    INITIAL_SCALE,
-    ENGINE,
-    TARGET_CONCURRENCY,
-    TARGET_QUEUE_DEPTH,
-    TARGET_KV_CACHE,
-    TARGET_GPU,
-    WINDOW,
-    PANIC_WINDOW_PCT,
-    PANIC_THRESHOLD_PCT,
-    SCALE_DOWN_DELAY,
-    MAX_SCALE_UP_RATE,
-    MAX_SCALE_DOWN_RATE,
-    GRACE_PERIOD,
-    METRICS_PORT,
-    PLACEMENT_POLICY,
-    ON_DEMAND_BASELINE,
-    FALLBACK,
-    SPOT_OVERPROVISION,
-    PENDING_TIMEOUT,
-    SLEEP_AFTER,
-    SLEEP_LEVEL,
+
+@dataclass(frozen=True, slots=True)
+class AnnotationSpec:
+    """One annotation as a user sees it: the row of ``docs/annotations.md``.
+
+    ``default`` is the annotation text that gives the parser's default (empty:
+    unset means "not used"); a unit test parses each one and checks it gives
+    the same config as no annotation at all, so the table cannot drift from
+    the parser.
+    """
+
+    key: str
+    default: str
+    allowed: str
+    meaning: str
+
+
+#: Every key this module reads, in the order of the DESIGN §2 table; the
+#: reference page docs/annotations.md is generated from it.
+SPECS: tuple[AnnotationSpec, ...] = (
+    AnnotationSpec(MIN_SCALE, "0", "0 to max-scale", "fewest replicas"),
+    AnnotationSpec(MAX_SCALE, "10", "1 to 1000", "most replicas"),
+    AnnotationSpec(INITIAL_SCALE, "1", "1 to max-scale", "replicas to wake to from zero"),
+    AnnotationSpec(
+        ENGINE, "vllm", "`vllm`, `triton`, `generic`", "which model-server metrics to read"
+    ),
+    AnnotationSpec(
+        TARGET_CONCURRENCY,
+        "16",
+        "a number > 0",
+        "concurrency per replica: requests in flight plus held, the larger of what the"
+        " activators and the servers (running + waiting) see",
+    ),
+    AnnotationSpec(
+        TARGET_QUEUE_DEPTH,
+        "",
+        "a number > 0",
+        "queue depth per replica: requests held by the activators plus waiting on the servers",
+    ),
+    AnnotationSpec(
+        TARGET_KV_CACHE,
+        "",
+        "1 to 100 (percent); only with engine `vllm`",
+        "vLLM KV-cache usage per replica",
+    ),
+    AnnotationSpec(
+        TARGET_GPU, "", "1 to 100 (percent)", "GPU utilization per replica, from DCGM or Triton"
+    ),
+    AnnotationSpec(WINDOW, "60s", "6s to 1h", "stable averaging window"),
+    AnnotationSpec(
+        PANIC_WINDOW_PCT,
+        "10",
+        "1 to 100",
+        "panic window as a share of the stable window (at least 1 s)",
+    ),
+    AnnotationSpec(
+        PANIC_THRESHOLD_PCT,
+        "200",
+        "110 to 1000",
+        "enter panic mode (scale up at once, never down) when desired/ready reaches"
+        " this percentage",
+    ),
+    AnnotationSpec(
+        SCALE_DOWN_DELAY,
+        "60s",
+        "0s to 1h",
+        "hold the highest recent decision this long before going down",
+    ),
+    AnnotationSpec(
+        MAX_SCALE_UP_RATE, "1000", "a number > 1", "per decision, desired <= rate x max(ready, 1)"
+    ),
+    AnnotationSpec(
+        MAX_SCALE_DOWN_RATE, "2", "a number > 1", "per decision, desired >= ready / rate"
+    ),
+    AnnotationSpec(
+        GRACE_PERIOD,
+        "5m",
+        "0s to 24h, or `adaptive`",
+        "idle time (no request held or in flight anywhere) before going to zero;"
+        " `adaptive` learns each model's idle times and keeps it warm while the next"
+        " request is likely (fixed 5m while its history is short)",
+    ),
+    AnnotationSpec(
+        METRICS_PORT,
+        "8000",
+        "a port number 1 to 65535 or a container port name",
+        "port of the pods' `/metrics`",
+    ),
+    AnnotationSpec(
+        PLACEMENT_POLICY,
+        "on-demand",
+        "`on-demand` (`spot`, `spot-with-on-demand-baseline` are planned, not built: rejected)",
+        "capacity types used",
+    ),
+    AnnotationSpec(
+        ON_DEMAND_BASELINE,
+        "1",
+        "0 to max-scale",
+        "on-demand replicas kept while scaled above zero",
+    ),
+    AnnotationSpec(
+        FALLBACK,
+        "dynamic",
+        "`dynamic`, `none`",
+        "`dynamic`: on-demand replicas cover spot ones that are not ready",
+    ),
+    AnnotationSpec(
+        SPOT_OVERPROVISION, "0", "0 to max-scale", "extra spot replicas above the target"
+    ),
+    AnnotationSpec(
+        PENDING_TIMEOUT,
+        "3m",
+        "10s to 1h",
+        "a spot replica pending this long counts as unavailable",
+    ),
+    AnnotationSpec(
+        SLEEP_AFTER,
+        "",
+        "1s to 24h, shorter than the grace period when min-scale is 0; only with engine `vllm`",
+        "warm tier: idle this long, the replicas sleep (vLLM sleep mode) and wake in about a"
+        " second; unset: off (docs/warm-tier.md)",
+    ),
+    AnnotationSpec(
+        SLEEP_LEVEL,
+        "1",
+        "`1`, `2`",
+        "vLLM sleep level: 1 keeps the weights in host RAM (fastest wake), 2 drops them",
+    ),
 )
+
+#: Every key this module reads.
+KNOWN_KEYS: tuple[str, ...] = tuple(spec.key for spec in SPECS)
 _T = TypeVar("_T")
 
 _ALLOWED_UNREAD = frozenset({STATUS_ANNOTATION, _ENABLED})
@@ -316,10 +426,12 @@ class _Reader:
         value = self.optional_number(key, allowed=allowed, check=check)
         return default if value is None else value
 
-    def duration(self, key: str, low_s: float, high_s: float, default_s: float) -> float:
+    def duration(
+        self, key: str, low_s: float, high_s: float, default_s: float, *, also: str = ""
+    ) -> float:
         allowed = (
             f"a duration from {_fmt_duration(low_s)} to {_fmt_duration(high_s)} "
-            "(Go style, such as 90s, 5m, 1h30m)"
+            f"(Go style, such as 90s, 5m, 1h30m){also}"
         )
         value = self.get(key, _duration, allowed)
         if value is None:
@@ -419,11 +531,11 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
     )
 
     grace_text = annotations.get(GRACE_PERIOD)
-    if grace_text is not None and grace_text.strip() == "adaptive":
-        r.bad(GRACE_PERIOD, "a duration from 0s to 24h (adaptive is planned)", unsupported=True)
-        grace_s = 300.0
+    adaptive_grace = grace_text is not None and grace_text.strip() == "adaptive"
+    if adaptive_grace:
+        grace_s = 300.0  # the fixed fallback while the idle history is short
     else:
-        grace_s = r.duration(GRACE_PERIOD, 0.0, 24 * 3600.0, 300.0)
+        grace_s = r.duration(GRACE_PERIOD, 0.0, 24 * 3600.0, 300.0, also=", or adaptive")
 
     metrics_port = r.get(
         METRICS_PORT, _port, "a port number from 1 to 65535 or a port name (IANA_SVC_NAME)"
@@ -489,6 +601,7 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
         max_scale_up_rate=up_rate,
         max_scale_down_rate=down_rate,
         scale_to_zero_grace_s=grace_s,
+        scale_to_zero_grace_adaptive=adaptive_grace,
         metrics_port=8000 if metrics_port is None else metrics_port,
         placement=PlacementConfig(
             policy=policy,

@@ -93,6 +93,11 @@ class ScalingConfig:
     max_scale_up_rate: float = 1000.0
     max_scale_down_rate: float = 2.0
     scale_to_zero_grace_s: float = 300.0
+    # ``scale-to-zero-grace-period: adaptive``: the caller learns the grace
+    # period per target (scaler.policy.adaptive) and passes it in through
+    # ``scale_to_zero_grace_s``; until it has enough history, that field's
+    # value (the default 300 s) is the fixed fallback.
+    scale_to_zero_grace_adaptive: bool = False
     metrics_port: int | str = 8000
     placement: PlacementConfig = field(default_factory=PlacementConfig)
     # The warm tier (scaler.policy.warm): idle this long, replicas sleep (None: off).
@@ -154,6 +159,9 @@ class Observation:
     demand: Demand
     # An activator asked to wake this target since the last decision.
     activation_requested: bool = False
+    # The latest time a source's report showed demand, also between decisions (a
+    # short request seen only in an in-between report); None: not known.
+    demand_seen_at_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

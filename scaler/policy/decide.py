@@ -20,7 +20,8 @@ says "as Knative"):
 3. **Panic** (as Knative): enter when panic-desired / max(ready, 1) reaches
    the threshold; every crossing extends it; leave once a whole stable window
    has passed since the last crossing. In panic the desired scale is the
-   largest seen since panic began (panic never scales down).
+   largest seen since panic began, and never below the current scale (panic
+   never scales down, even while most of the current scale is still starting).
 4. **No data is not zero load**: if any configured signal is missing or
    stale, the scale may rise but not fall below the current one (reason
    ``NoData``). Likewise during the first stable window after the policy
@@ -59,6 +60,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from scaler.policy.adaptive import AdaptiveGrace
 from scaler.policy.api import (
     Decision,
     Demand,
@@ -89,7 +91,10 @@ class PolicyState:
     the last scale-down delay, ``idle_since_s`` the start of the current
     continuous idle stretch (not busy, every source fresh), ``started_s`` when
     this state was created (warm-up), ``last_desired``/``last_change_s``/
-    ``last_reason`` the previous decision (for the status annotation).
+    ``last_reason`` the previous decision (for the status annotation),
+    ``adaptive`` the learned grace period's state (only with
+    ``scale-to-zero-grace-period: adaptive``; :mod:`scaler.policy.grace`
+    keeps it, ``decide`` passes it through).
     """
 
     started_s: float
@@ -100,6 +105,7 @@ class PolicyState:
     last_desired: int | None = None
     last_change_s: float | None = None
     last_reason: Reason | None = None
+    adaptive: AdaptiveGrace | None = None
 
     @classmethod
     def initial(cls, now: float) -> PolicyState:
@@ -221,12 +227,14 @@ def _panic(
     state: PolicyState,
     est: _Estimates,
     rates: _Rates,
+    *,
+    current: int,
     ready: int,
     now: float,
 ) -> _Panic:
     """Enter when panic-desired / max(ready, 1) reaches the threshold; every crossing
     extends it; leave a whole stable window after the last. In panic the desired
-    scale is the largest since panic began."""
+    scale is the largest since panic began, and at least the current scale."""
     crossed_s, top = state.panic_crossed_s, state.panic_desired
     if est.panic / max(ready, 1) >= config.panic_threshold_percentage / 100.0:
         crossed_s = now
@@ -234,7 +242,9 @@ def _panic(
         crossed_s, top = None, 0
     want = _limit(est.stable, rates)
     if crossed_s is not None:
-        want = max(want, _limit(est.panic, rates), top)
+        # Panic never scales down (DESIGN §4): at least the current scale, even
+        # when most of it is still starting and the estimate is lower.
+        want = max(want, _limit(est.panic, rates), top, current)
         top = want
     return _Panic(crossed_s=crossed_s, desired=top, want=want)
 
@@ -256,9 +266,13 @@ class _Idle:
     for_s: float  # how long it has lasted (0 when not idle)
 
 
-def _idle(state: PolicyState, demand: Demand, now: float) -> _Idle:
+def _idle(state: PolicyState, demand: Demand, seen_at_s: float | None, now: float) -> _Idle:
+    """The current idle stretch. Demand seen by any report restarts it, not only
+    demand at a decision: a short request between two ticks counts."""
     now_idle = not demand.busy and demand.all_sources_fresh
     since = (state.idle_since_s if state.idle_since_s is not None else now) if now_idle else None
+    if since is not None and seen_at_s is not None and seen_at_s > since:
+        since = min(seen_at_s, now)
     return _Idle(now_idle=now_idle, since_s=since, for_s=now - since if since is not None else 0.0)
 
 
@@ -516,8 +530,8 @@ def decide(
     current, ready = observation.spec_replicas, observation.ready_replicas
     est = _estimate(config, observation)  # 1. per signal
     rates = _rates(config, current, ready)  # 2. rates
-    panic = _panic(config, state, est, rates, ready, now)  # 3. panic
-    idle = _idle(state, observation.demand, now)
+    panic = _panic(config, state, est, rates, current=current, ready=ready, now=now)  # 3. panic
+    idle = _idle(state, observation.demand, observation.demand_seen_at_s, now)
     context = _Context(per_signal=_per_signal(est, panic.mode), missing=est.missing, now=now)
 
     if current == 0:

@@ -19,7 +19,8 @@ from typing import Protocol
 
 from scaler.policy.annotations import InvalidAnnotation, check_supported, parse_scaling_config
 from scaler.policy.api import Decision, Observation, ScalingConfig
-from scaler.policy.decide import PolicyState, decide
+from scaler.policy.decide import PolicyState
+from scaler.policy.grace import DEFAULT_COLD_START_ESTIMATE_S, decide_with_grace
 
 __all__ = ["InvalidTargetConfig", "Policy", "PurePolicy", "parse_for_setup"]
 
@@ -49,7 +50,17 @@ class Policy(Protocol):
 class PurePolicy:
     """:class:`Policy` with :mod:`scaler.policy`: its
     :class:`~scaler.policy.annotations.InvalidAnnotation` becomes an
-    :class:`InvalidTargetConfig`, message unchanged."""
+    :class:`InvalidTargetConfig`, message unchanged. Decisions go through
+    :func:`~scaler.policy.grace.decide_with_grace`, so an ``adaptive`` grace
+    period is learned per target; ``cold_start_estimate_s`` times its
+    pre-warm."""
+
+    def __init__(self, *, cold_start_estimate_s: float = DEFAULT_COLD_START_ESTIMATE_S) -> None:
+        if not cold_start_estimate_s >= 0:
+            raise ValueError(
+                f"the cold-start estimate must be >= 0 s, got {cold_start_estimate_s!r}"
+            )
+        self.cold_start_estimate_s = cold_start_estimate_s
 
     def parse(self, annotations: Mapping[str, str]) -> ScalingConfig:
         try:
@@ -63,7 +74,13 @@ class PurePolicy:
     def decide(
         self, *, config: ScalingConfig, observation: Observation, state: PolicyState, now: float
     ) -> tuple[Decision, PolicyState]:
-        return decide(config=config, observation=observation, state=state, now=now)
+        return decide_with_grace(
+            config=config,
+            observation=observation,
+            state=state,
+            now=now,
+            cold_start_s=self.cold_start_estimate_s,
+        )
 
 
 def parse_for_setup(

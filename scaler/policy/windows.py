@@ -293,6 +293,13 @@ class SignalWindows:
         ``fresh`` is true when the latest sample arrived at most
         ``fresh_within_s`` before ``now``. A kind never recorded reads as
         no data: ``SignalReading(None, None, fresh=False)``.
+
+        The panic reading always holds at least the latest sample: a panic
+        window shorter than the time between reports (1 s of a 6 s window,
+        read at a tick 1.5 s after the last report) would otherwise read as no
+        data, and a burst would be met late. So when the stable window holds
+        samples and the panic window none, the panic average is the latest
+        sample.
         """
         self.configure(stable_window_s=stable_window_s, panic_window_s=panic_window_s)
         window = self._windows.get(kind)
@@ -300,6 +307,8 @@ class SignalWindows:
             _check_time(now)
             return SignalReading(stable=None, panic=None, fresh=False)
         stable, panic = window.averages(now)
+        if panic is None and stable is not None:
+            panic = window.last_value
         last = window.last_recorded_s
         fresh = last is not None and now - last <= fresh_within_s
         return SignalReading(stable=stable, panic=panic, fresh=fresh)

@@ -22,6 +22,10 @@ Main decisions:
 - **Which targets** comes from a :class:`TargetCatalog` (the controller's
   :class:`~scaler.targets.TargetBook`): a target that appeared since the last
   decision is recorded at its first arrival.
+- **Demand is remembered between decisions**: the latest arrival at which
+  the combined sources showed a target busy is kept
+  (:attr:`SignalView.demand_seen_at_s`), so a short request seen only in a
+  report between two ticks still restarts the idle clock of scale to zero.
 - **Synchronous, time passed in**: no clock and no I/O, so a simulator drives
   it with simulated time as the scaler does with the loop's clock.
 """
@@ -66,6 +70,8 @@ class SignalView:
 
     combined: CombinedSignals
     readings: Mapping[SignalKind, SignalReading]
+    # The latest arrival at which the sources showed demand for the target.
+    demand_seen_at_s: float | None = None
 
 
 class SignalHub:
@@ -90,6 +96,7 @@ class SignalHub:
         self._prometheus = PROMETHEUS in names
         self._reports = next((s for s in sources if isinstance(s, ActivatorReports)), None)
         self._windows: dict[str, SignalWindows] = {}
+        self._demand_seen_at: dict[str, float] = {}
 
     @property
     def source_names(self) -> tuple[str, ...]:
@@ -104,6 +111,7 @@ class SignalHub:
         configs = self._catalog.configs()
         for key in [k for k in self._windows if k not in configs]:
             del self._windows[key]
+            self._demand_seen_at.pop(key, None)
         out = {}
         for key, config in configs.items():
             if config is None:
@@ -136,17 +144,21 @@ class SignalHub:
         wanted = tracked.keys() if keys is None else [k for k in keys if k in tracked]
         for key in wanted:
             _, windows = tracked[key]
-            for kind, value in self._combine(key, now).values.items():
+            combined = self._combine(key, now)
+            for kind, value in combined.values.items():
                 if kind in kinds:
                     windows.record(kind, value, now)
+            if combined.demand.busy:
+                self._demand_seen_at[key] = now
         return len(wanted)
 
     def observe(self, key: str, config: ScalingConfig | None, *, now: float) -> SignalView:
         """``key``'s combined sources at ``now`` and, with a config, its signals' readings
         (a signal not fresh when a source behind it is stale)."""
         combined = self._combine(key, now)
+        seen = self._demand_seen_at.get(key)
         if config is None:
-            return SignalView(combined=combined, readings={})
+            return SignalView(combined=combined, readings={}, demand_seen_at_s=seen)
         windows = self._windows.get(key)
         if windows is None:
             windows = self._windows[key] = SignalWindows.for_config(config)
@@ -157,7 +169,7 @@ class SignalHub:
             fresh_within_s=self._fresh_within_s,
             now=now,
         )
-        return SignalView(combined=combined, readings=got)
+        return SignalView(combined=combined, readings=got, demand_seen_at_s=seen)
 
     def windows(self, key: str) -> SignalWindows | None:
         """``key``'s windows, for inspection (``None`` before its first sample)."""

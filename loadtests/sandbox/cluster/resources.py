@@ -62,6 +62,12 @@ RESOURCES: tuple[ResourceType, ...] = (
     ),
     ResourceType("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True),
     ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
+    # Stored and validated, never enforced: deploy/ carries them, and a sandbox
+    # has one machine and no disruptions to budget.
+    ResourceType("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True, ("netpol",)),
+    ResourceType(
+        "policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, ("pdb",), ("status",)
+    ),
     ResourceType("events.k8s.io", "v1", "Event", "events", True, ("ev",)),
     ResourceType("rbac.authorization.k8s.io", "v1", "Role", "roles", True),
     ResourceType("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),

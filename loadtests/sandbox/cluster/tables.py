@@ -470,6 +470,29 @@ def _default(obj: Obj, now: datetime) -> list[Any]:
     return [meta.get("name", ""), meta.get("creationTimestamp", "")]
 
 
+def _network_policy(obj: Obj, now: datetime) -> list[Any]:
+    meta = _meta(obj)
+    return [
+        meta.get("name", ""),
+        _labels_string((obj.get("spec") or {}).get("podSelector")),
+        _age(meta.get("creationTimestamp"), now),
+    ]
+
+
+def _disruption_budget(obj: Obj, now: datetime) -> list[Any]:
+    meta = _meta(obj)
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    return [
+        meta.get("name", ""),
+        str(spec["minAvailable"]) if "minAvailable" in spec else "N/A",
+        str(spec["maxUnavailable"]) if "maxUnavailable" in spec else "N/A",
+        # Nothing in the sandbox evicts, and no controller fills the status.
+        status.get("disruptionsAllowed", 0),
+        _age(meta.get("creationTimestamp"), now),
+    ]
+
+
 _DEFAULT_COLUMNS: list[Column] = [_NAME, ("Created At", "date", "", 0)]
 
 _PRINTERS: dict[str, tuple[list[Column], Callable[[Obj, datetime], list[Any]]]] = {
@@ -489,6 +512,17 @@ _PRINTERS: dict[str, tuple[list[Column], Callable[[Obj, datetime], list[Any]]]] 
     "ClusterRole": ([_NAME, ("Created At", "string", "", 0)], _role),
     "RoleBinding": (_BINDING_COLUMNS, _binding),
     "ClusterRoleBinding": (_BINDING_COLUMNS, _binding),
+    "NetworkPolicy": ([_NAME, ("Pod-Selector", "string", "", 0), _AGE], _network_policy),
+    "PodDisruptionBudget": (
+        [
+            _NAME,
+            ("Min Available", "string", "", 0),
+            ("Max Unavailable", "string", "", 0),
+            ("Allowed Disruptions", "integer", "", 0),
+            _AGE,
+        ],
+        _disruption_budget,
+    ),
 }
 
 

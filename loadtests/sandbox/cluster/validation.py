@@ -200,7 +200,70 @@ def _semantic_findings(obj: dict[str, Any], kind: str, *, namespaced: bool) -> F
         _check_enum(spec, "type", types, "spec", findings)
     if kind == "Pod":
         _check_pod_spec(spec, "spec", findings)
+    if kind == "PodDisruptionBudget":
+        _check_disruption_budget(spec, findings)
+    if kind == "NetworkPolicy":
+        _check_network_policy(spec, findings)
     return findings
+
+
+def _check_disruption_budget(spec: dict[str, Any], findings: Findings) -> None:
+    """What policy/v1's validation adds to the schema: one bound, each valid."""
+    if "minAvailable" in spec and "maxUnavailable" in spec:
+        findings.invalid.append(
+            ("spec", "Invalid value: minAvailable and maxUnavailable cannot be both set")
+        )
+    for bound in ("minAvailable", "maxUnavailable"):
+        value = spec.get(bound)
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int) and value < 0:
+            findings.invalid.append(
+                (f"spec.{bound}", f"Invalid value: {value}: must be greater than or equal to 0")
+            )
+        elif isinstance(value, str) and not re.fullmatch(r"(100|[1-9]?[0-9])%", value):
+            findings.invalid.append(
+                (f"spec.{bound}", f'Invalid value: "{value}": must be an integer or percentage')
+            )
+
+
+def _check_network_policy(spec: dict[str, Any], findings: Findings) -> None:
+    """What networking/v1's validation adds to the schema: enums and port ranges."""
+    types = spec.get("policyTypes")
+    if isinstance(types, list):
+        for i, value in enumerate(types):
+            if isinstance(value, str) and value not in ("Ingress", "Egress"):
+                findings.invalid.append(
+                    (
+                        f"spec.policyTypes[{i}]",
+                        f'Unsupported value: "{value}": supported values: "Ingress", "Egress"',
+                    )
+                )
+    for direction in ("ingress", "egress"):
+        rules = spec.get(direction)
+        if not isinstance(rules, list):
+            continue
+        for i, rule in enumerate(rules):
+            ports = rule.get("ports") if isinstance(rule, dict) else None
+            if not isinstance(ports, list):
+                continue
+            for j, port in enumerate(ports):
+                if not isinstance(port, dict):
+                    continue
+                where = f"spec.{direction}[{i}].ports[{j}]"
+                _check_enum(port, "protocol", ("SCTP", "TCP", "UDP"), where, findings)
+                number = port.get("port")
+                if (
+                    isinstance(number, int)
+                    and not isinstance(number, bool)
+                    and not 1 <= number <= 65535
+                ):
+                    findings.invalid.append(
+                        (
+                            f"{where}.port",
+                            f"Invalid value: {number}: must be between 1 and 65535, inclusive",
+                        )
+                    )
 
 
 def _check_enum(

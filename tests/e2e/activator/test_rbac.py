@@ -112,18 +112,18 @@ async def tidal_with_service_accounts(
     scaler_port, port, admin = free_port(), free_port(), free_port()
     scaler = TidalProcess(
         "scaler",
-        ["scaler", "--host", "127.0.0.1", "--port", str(scaler_port), f"--token={shared}",
+        ["scaler", "--host", "127.0.0.1", "--port", str(scaler_port),
          "--kubeconfig", str(scaler_kc), "--tick-interval-s", "1"],
-        env=_env(scaler_kc),
+        env={**_env(scaler_kc), "TIDAL_SCALER_TOKEN": shared},
         log=directory / "logs" / "tidal-scaler.log",
     )  # fmt: skip
     activator = TidalProcess(
         "activator",
         ["activator", "--host", "127.0.0.1", "--port", str(port),
          "--admin-host", "127.0.0.1", "--admin-port", str(admin),
-         "--scaler-url", f"http://127.0.0.1:{scaler_port}", f"--scaler-token={shared}",
+         "--scaler-url", f"http://127.0.0.1:{scaler_port}",
          "--kubeconfig", str(activator_kc)],
-        env=_env(activator_kc),
+        env={**_env(activator_kc), "TIDAL_ACTIVATOR_SCALER_TOKEN": shared},
         log=directory / "logs" / "tidal-activator.log",
     )  # fmt: skip
     try:

@@ -78,7 +78,12 @@ async def test_wake_burst_and_back_to_zero(tmp_path: Path) -> None:
                     timeout_s=20,
                     what="scaled out under the burst",
                 )
-                assert "ScaledUp" in reasons(stack, example.name)
+                # The Event is written just after the scale: wait for it, bounded.
+                await wait_until(
+                    lambda: "ScaledUp" in reasons(stack, example.name),
+                    timeout_s=5,
+                    what="a ScaledUp Event after the scale-out",
+                )
             finally:
                 results = await asyncio.gather(*burst, return_exceptions=True)
             assert results == [200] * 10
@@ -89,7 +94,16 @@ async def test_wake_burst_and_back_to_zero(tmp_path: Path) -> None:
                 timeout_s=40,
                 what="back to zero replicas and pods once idle",
             )
-            assert reasons(stack, example.name)[-1] == "ScaledToZero"
+            await wait_until(
+                lambda: reasons(stack, example.name)[-1] == "ScaledToZero",
+                timeout_s=5,
+                what="a ScaledToZero Event as the last one",
+            )
+            await wait_until(
+                lambda: (status(stack, example.name) or {}).get("desired") == 0,
+                timeout_s=5,
+                what="the status annotation written after the Event",
+            )
             final = status(stack, example.name)
             assert final is not None
             assert (final["desired"], final["reason"]) == (0, "ScaledToZero")

@@ -82,6 +82,10 @@ async def test_spike_from_zero_then_the_report(serve: ServeApp, tmp_path: Path) 
     assert entries[("POST", name)]["Failure Count"] == "0"
     assert int(entries[("TTFT", name)]["Request Count"]) == requests
     assert int(entries[("TPOT", name)]["Request Count"]) == requests
+    # The aggregated row counts requests, not the TTFT/TPOT figures beside them.
+    aggregated = entries[("", "Aggregated")]
+    assert int(aggregated["Request Count"]) == requests
+    assert aggregated["Max Response Time"] == entries[("POST", name)]["Max Response Time"]
     assert model_app[COUNTS].bad == 0
     assert model_app[COUNTS].streamed == requests
     log = request_log(prefix)

@@ -5,6 +5,12 @@ piece): this fake serves the handful of paths the scaler's kube package uses,
 in the wire format kubernetes_asyncio expects, so that our real client code
 (watches with 410 and cut streams, /scale with 409 conflicts, Lease updates
 with resourceVersion checks, merge patches, Events) is exercised over HTTP.
+
+Faults: ``unavailable`` answers 503 everywhere; ``conflicts_to_inject`` makes
+someone else write the Deployment before each of the next /scale patches;
+``fail_next[kind]`` answers the next writes of one kind (``scale``,
+``status``, ``pods``, ``events``) with the listed HTTP statuses (409, 422,
+500...), one per write, before touching anything.
 """
 
 from __future__ import annotations
@@ -42,9 +48,21 @@ class FakeKubeApi:
     patches: list[tuple[str, str, Any]] = field(default_factory=list)  # path, content type, body
     conflicts_to_inject: int = 0
     unavailable: bool = False
+    fail_next: dict[str, list[int]] = field(default_factory=dict)
     watch_queues: dict[str, list[asyncio.Queue[Any]]] = field(default_factory=dict)
     watch_requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     list_requests: list[str] = field(default_factory=list)
+
+    def injected(self, kind: str) -> web.Response | None:
+        """The failure queued for the next write of ``kind``, if any."""
+        if self.unavailable:
+            return status(503, "ServiceUnavailable", "down")
+        queued = self.fail_next.get(kind)
+        if not queued:
+            return None
+        code = queued.pop(0)
+        reasons = {409: "Conflict", 422: "Invalid", 403: "Forbidden"}
+        return status(code, reasons.get(code, "InternalError"), f"injected {code}")
 
     def next_rv(self) -> str:
         self.rv += 1
@@ -182,6 +200,9 @@ class FakeKubeApi:
             return status(404, "NotFound", "deployments.apps not found")
         if request.method == "PATCH":
             body = await request.json()
+            failed = self.injected("scale")
+            if failed is not None:
+                return failed
             self.patches.append((request.path, request.content_type, body))
             if self.conflicts_to_inject > 0:
                 self.conflicts_to_inject -= 1
@@ -210,6 +231,12 @@ class FakeKubeApi:
         if d is None:
             return status(404, "NotFound", "not found")
         body = await request.json()
+        failed = self.injected("status")
+        if failed is not None:
+            return failed
+        sent_rv = body["metadata"].get("resourceVersion")
+        if sent_rv is not None and sent_rv != d["metadata"]["resourceVersion"]:
+            return status(409, "Conflict", "the object has been modified")
         self.patches.append((request.path, request.content_type, body))
         d["metadata"]["annotations"].update(body["metadata"]["annotations"])
         d["metadata"]["resourceVersion"] = self.next_rv()
@@ -218,14 +245,25 @@ class FakeKubeApi:
     async def patch_pod(self, request: web.Request) -> web.Response:
         key = f"{request.match_info['ns']}/{request.match_info['name']}"
         body = await request.json()
+        failed = self.injected("pods")
+        if failed is not None:
+            return failed
         self.patches.append((request.path, request.content_type, body))
         pod = self.pods.get(key)
         if pod is None:
             return status(404, "NotFound", "pods not found")
-        pod["metadata"].setdefault("annotations", {}).update(body["metadata"]["annotations"])
+        annotations = pod["metadata"].setdefault("annotations", {})
+        for name, value in body["metadata"]["annotations"].items():
+            if value is None:  # a merge patch's null removes the key
+                annotations.pop(name, None)
+            else:
+                annotations[name] = value
         return web.json_response(pod)
 
     async def create_event(self, request: web.Request) -> web.Response:
+        failed = self.injected("events")
+        if failed is not None:
+            return failed
         body = await request.json()
         self.events.append(body)
         return web.json_response(body, status=201)

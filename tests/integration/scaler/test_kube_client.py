@@ -4,9 +4,10 @@ Not yet against a real or emulated API server (the sandbox's is not ready);
 see fake_kube_api.py for what this fake does and does not do.
 
 Covers:
-- /scale: merge patch carrying the read resourceVersion; a 409 conflict is
-  re-read and retried; no write when the value is already right; 503 and 404
-  become ApiUnavailable and NotFound;
+- /scale: merge patch carrying the caller's resourceVersion as a
+  precondition; a 409 conflict is raised, never retried with the old value
+  (the caller re-reads and decides again); 503 and 404 become ApiUnavailable
+  and NotFound;
 - pod-deletion-cost and status annotations as merge patches; a vanished pod is skipped;
 - core/v1 Events naming the Deployment;
 - the Lease: first candidate creates it, a second cannot take it while it is
@@ -29,7 +30,7 @@ import pytest_asyncio
 from kubernetes_asyncio import client
 
 from scaler.kube.cluster import KubeCluster
-from scaler.kube.errors import ApiUnavailable, NotFound
+from scaler.kube.errors import ApiUnavailable, Conflict, NotFound
 from scaler.kube.leader import LeaseElector
 from scaler.kube.types import DeploymentInfo, LabelSelector
 from scaler.kube.writer import KubeEvents, KubeScaleTarget
@@ -58,27 +59,35 @@ async def eventually(check: Callable[[], bool], what: str) -> None:
     pytest.fail(f"timed out waiting for {what}")
 
 
-async def test_scale_retries_conflicts(api: tuple[FakeKubeApi, client.ApiClient]) -> None:
+async def test_scale_with_precondition_and_no_blind_retry(
+    api: tuple[FakeKubeApi, client.ApiClient],
+) -> None:
     fake, api_client = api
     fake.add_deployment("ml", "llama", replicas=1)
     target = KubeScaleTarget(api_client)
-    fake.conflicts_to_inject = 2
-    assert await target.scale("ml", "llama", 3) == 1
+    read = await target.read_scale("ml", "llama")
+    assert read.replicas == 1
+    rv = await target.scale("ml", "llama", 3, resource_version=read.resource_version)
     assert fake.deployments["ml/llama"]["spec"]["replicas"] == 3
-    assert target.conflicts == 2
-    assert len(fake.patches) == 3
+    assert (
+        rv == fake.deployments["ml/llama"]["metadata"]["resourceVersion"] != read.resource_version
+    )
     path, content_type, body = fake.patches[-1]
     assert path == "/apis/apps/v1/namespaces/ml/deployments/llama/scale"
     assert content_type == "application/merge-patch+json"
-    assert body["spec"] == {"replicas": 3}
-    assert body["metadata"]["resourceVersion"]
-    assert await target.scale("ml", "llama", 3) == 3  # already there: no write
-    assert len(fake.patches) == 3
+    assert body == {"metadata": {"resourceVersion": read.resource_version}, "spec": {"replicas": 3}}
+    # Someone else wrote since our read: a 409, and the old value is not re-applied.
+    fake.conflicts_to_inject = 1
+    with pytest.raises(Conflict):
+        await target.scale("ml", "llama", 5, resource_version=rv)
+    assert fake.deployments["ml/llama"]["spec"]["replicas"] == 3
+    assert target.conflicts == 1
+    assert len(fake.patches) == 2
     with pytest.raises(NotFound):
-        await target.scale("ml", "missing", 1)
+        await target.scale("ml", "missing", 1, resource_version="1")
     fake.unavailable = True
     with pytest.raises(ApiUnavailable) as info:
-        await target.scale("ml", "llama", 4)
+        await target.scale("ml", "llama", 4, resource_version=rv)
     assert info.value.__cause__ is not None
 
 

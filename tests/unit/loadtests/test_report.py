@@ -9,13 +9,16 @@ Covers:
 - replicas: the last sample by the end of each bucket; cold starts counted
   as ready going from 0 to more than 0;
 - the CLI writes the merged CSV and the PNGs, and names a missing input;
-- nearest-rank percentiles and the automatic bucket width.
+- nearest-rank percentiles and the automatic bucket width;
+- the latency charts: a line breaks over a second with no request, and p95
+  stays visible where it equals p99 (drawn above it, in another style).
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -149,3 +152,54 @@ def test_percentile_and_bucket_width() -> None:
     assert report.percentile([float(i) for i in range(1, 101)], 0.99) == 99.0
     assert report.auto_bucket_s(120) == 1.0
     assert report.auto_bucket_s(3600) == 15.0
+
+
+def _latency_axes(rows: list[report.MergedRow]) -> object:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, ax = plt.subplots()
+    report._draw(ax, "ttft", rows)
+    plt.close(figure)
+    return ax
+
+
+def test_latency_lines_break_over_seconds_without_a_request(tmp_path: Path) -> None:
+    prefix = write_run(tmp_path, with_log=True)
+    rows = report.merge(
+        report.read_stats_history(Path(f"{prefix}_stats_history.csv")),
+        (),
+        report.read_request_log(Path(f"{prefix}_requests.csv")),
+    )
+    # T0 + 1 and T0 + 3 had requests, T0 + 2 none: its point is a gap (NaN),
+    # so the line does not join the held requests' TTFT to the warm ones'.
+    by_time = {r.time_s: r for r in rows}
+    assert by_time[1.0].ttft_p50_s is not None
+    assert by_time[2.0].ttft_p50_s is None
+    assert by_time[3.0].ttft_p50_s is not None
+    ax = _latency_axes(rows)
+    for line in ax.get_lines():  # type: ignore[attr-defined]
+        ys = dict(zip(line.get_xdata(), line.get_ydata(), strict=True))
+        assert math.isnan(ys[2.0]), line.get_label()
+        assert not math.isnan(ys[1.0])
+
+
+def test_p95_stays_visible_where_it_equals_p99(tmp_path: Path) -> None:
+    prefix = write_run(tmp_path, with_log=True)
+    rows = report.merge(
+        report.read_stats_history(Path(f"{prefix}_stats_history.csv")),
+        (),
+        report.read_request_log(Path(f"{prefix}_requests.csv")),
+    )
+    assert rows[3].ttft_p95_s == rows[3].ttft_p99_s  # one warm request: all equal
+    ax = _latency_axes(rows)
+    lines = {line.get_label(): line for line in ax.get_lines()}  # type: ignore[attr-defined]
+    p95, p99 = lines["p95"], lines["p99"]
+    # Drawn above p99, in another style, narrower than it: both show.
+    assert p95.get_zorder() > p99.get_zorder()
+    assert p95.get_linestyle() != p99.get_linestyle()
+    assert p95.get_linewidth() < p99.get_linewidth()
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]  # type: ignore[attr-defined]
+    assert legend[:3] == ["p50", "p95", "p99"]

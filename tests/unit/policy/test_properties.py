@@ -33,7 +33,7 @@ from scaler.policy import (
     SignalReading,
     decide,
 )
-from tests.unit.policy.harness import Sim
+from scaler.sim.harness import Sim
 
 settings.register_profile("policy", max_examples=150, deadline=None)
 settings.load_profile("policy")

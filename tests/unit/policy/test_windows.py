@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from scaler.policy import MaxHold, SignalKind, SignalReading, SignalWindows, TrailingAverages
 from scaler.policy.windows import MAX_BUCKETS
-from tests.unit.policy.harness import config
+from scaler.sim.harness import config
 
 C = SignalKind.CONCURRENCY
 

@@ -13,13 +13,14 @@ from dataclasses import dataclass, field, replace
 
 from scaler.actuator import Actuator
 from scaler.controller import Controller, ControllerSettings
-from scaler.kube.errors import KubeError
+from scaler.kube.errors import Conflict, KubeError
 from scaler.kube.types import (
     DeploymentInfo,
     EventSink,
     LabelSelector,
     LeaderElector,
     PodInfo,
+    ScaleState,
     ScaleTarget,
     TargetSnapshot,
 )
@@ -48,6 +49,7 @@ def deployment(
         spec_replicas=replicas,
         ready_replicas=replicas if ready is None else ready,
         selector=LabelSelector(match_labels={"app": name}),
+        resource_version="1",
     )
 
 
@@ -67,6 +69,7 @@ class FakeCluster:
     def __init__(self, *snapshots: TargetSnapshot, synced: bool = True) -> None:
         self.snapshots = {s.deployment.key: s for s in snapshots}
         self.synced = synced
+        self.rv = 100
 
     def targets(self) -> Mapping[str, TargetSnapshot]:
         return self.snapshots
@@ -81,45 +84,82 @@ class FakeCluster:
             spec_replicas=replicas,
             ready_replicas=replicas if ready is None else ready,
         )
-        self.snapshots[key] = replace(snap, deployment=d)
+        self.snapshots[key] = replace(snap, deployment=self.bumped(d))
+
+    def bumped(self, d: DeploymentInfo) -> DeploymentInfo:
+        """``d`` with a new resourceVersion, as the API server gives every write."""
+        self.rv += 1
+        return replace(d, resource_version=str(self.rv))
+
+    def touch(self, key: str) -> None:
+        """Someone else wrote the Deployment (a status update): a new resourceVersion."""
+        snap = self.snapshots[key]
+        self.snapshots[key] = replace(snap, deployment=self.bumped(snap.deployment))
 
 
 @dataclass
 class FakeScaleTarget:
-    """Applies scale writes to a :class:`FakeCluster` (readiness follows at once unless told)."""
+    """Applies writes to a :class:`FakeCluster` as the API server would: a stale
+    ``resourceVersion`` is a 409, every write bumps it (readiness follows a scale at
+    once unless told). ``fail_with`` fails every call; ``fail_next[call]`` fails the
+    next calls of one kind (``scale``, ``costs``, ``status``) in order."""
 
     cluster: FakeCluster
     ready_follows: bool = True
     fail_with: KubeError | None = None
+    fail_next: dict[str, list[KubeError]] = field(default_factory=dict)
     scales: list[tuple[str, int]] = field(default_factory=list)
-    costs: list[tuple[str, dict[str, int]]] = field(default_factory=list)
+    costs: list[tuple[str, dict[str, int | None]]] = field(default_factory=list)
     statuses: list[tuple[str, str]] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
+    # Called before each write is applied (a test takes the Lease away here).
+    before_write: Callable[[str], None] | None = None
 
-    async def scale(self, namespace: str, name: str, replicas: int) -> int:
-        self.calls.append("scale")
+    def _call(self, kind: str) -> None:
+        self.calls.append(kind)
+        if self.before_write is not None:
+            self.before_write(kind)
         if self.fail_with is not None:
             raise self.fail_with
+        queued = self.fail_next.get(kind)
+        if queued:
+            raise queued.pop(0)
+
+    def _check(self, key: str, resource_version: str | None) -> DeploymentInfo:
+        d = self.cluster.snapshots[key].deployment
+        if resource_version and resource_version != d.resource_version:
+            raise Conflict(f"{key}: the object has been modified", status=409)
+        return d
+
+    async def read_scale(self, namespace: str, name: str) -> ScaleState:
+        self.calls.append("read")
+        d = self.cluster.snapshots[f"{namespace}/{name}"].deployment
+        return ScaleState(replicas=d.spec_replicas, resource_version=d.resource_version)
+
+    async def scale(
+        self, namespace: str, name: str, replicas: int, *, resource_version: str
+    ) -> str:
+        self._call("scale")
         key = f"{namespace}/{name}"
-        before = self.cluster.snapshots[key].deployment.spec_replicas
+        d = self._check(key, resource_version)
         self.scales.append((key, replicas))
-        ready = (
-            None if self.ready_follows else self.cluster.snapshots[key].deployment.ready_replicas
-        )
+        ready = None if self.ready_follows else d.ready_replicas
         self.cluster.set_replicas(key, replicas, ready=ready)
-        return before
+        return self.cluster.snapshots[key].deployment.resource_version
 
-    async def set_deletion_costs(self, namespace: str, costs: Mapping[str, int]) -> None:
-        self.calls.append("costs")
-        if self.fail_with is not None:
-            raise self.fail_with
+    async def set_deletion_costs(self, namespace: str, costs: Mapping[str, int | None]) -> None:
+        self._call("costs")
         self.costs.append((namespace, dict(costs)))
 
-    async def write_status(self, namespace: str, name: str, status_json: str) -> None:
-        self.calls.append("status")
-        if self.fail_with is not None:
-            raise self.fail_with
-        self.statuses.append((f"{namespace}/{name}", status_json))
+    async def write_status(
+        self, namespace: str, name: str, status_json: str, *, resource_version: str | None = None
+    ) -> str:
+        self._call("status")
+        key = f"{namespace}/{name}"
+        self._check(key, resource_version)
+        self.statuses.append((key, status_json))
+        self.cluster.touch(key)
+        return self.cluster.snapshots[key].deployment.resource_version
 
 
 @dataclass
@@ -234,6 +274,7 @@ def wire(
     actuator = Actuator(
         scale_target=scale_target,
         events=events,
+        leader=leader,
         metrics=metrics,
         **({"wall_time": wall_time} if wall_time is not None else {}),
     )

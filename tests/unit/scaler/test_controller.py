@@ -6,9 +6,12 @@ Covers:
 - a follower (not the Lease holder) decides and serves views but never writes;
 - a bad annotation: one ``InvalidAnnotation`` Warning Event, no scale write,
   until the annotations change; and unsupported signal/engine combinations;
-- an API outage (every write fails) neither raises nor stops later writes;
+- an API outage (every write fails) neither raises nor stops later writes
+  (they back off, and resume once the backoff has passed);
 - stale or missing data never scales down or to zero, while fresh idleness
   reaches zero after the grace period (``ScaledToZero``, no deletion costs);
+  a short request seen only in a report between two ticks restarts that
+  grace period;
 - pod-deletion-cost is written on the idlest pods before a scale-down;
 - the status annotation is written only when its discrete content changes;
 - a signal recorded from a partial view (one source stale) reaches the policy
@@ -232,8 +235,10 @@ async def test_api_outage_does_not_crash_and_writes_resume() -> None:
     )
     assert failures is not None
     assert failures >= 1
+    calls = len(w.scale.calls)
+    assert calls < 5  # 5 ticks, but failed writes back off instead of retrying each tick
     w.scale.fail_with = None
-    await w.run_for(2)
+    await w.run_for(60)  # the longest backoff
     assert w.replicas() >= 4  # 64 concurrent / 16 per replica
 
 
@@ -436,3 +441,27 @@ async def test_removed_target_is_forgotten_with_its_metrics() -> None:
     await w.run_for(2)
     assert w.controller.target_states() == []
     assert w.metrics.registry.get_sample_value("tidal_scaler_desired_replicas", labels) is None
+
+
+async def test_short_request_between_ticks_restarts_the_grace_period() -> None:
+    w = World(
+        replicas=1,
+        annotations={
+            "autoscaling.tidal.dev/window": "6s",
+            "autoscaling.tidal.dev/scale-to-zero-grace-period": "10s",
+        },
+    )
+    w.set(idle("activator"), idle("scrape"))
+    await w.run_for(8)  # warmed up, idle for 6 s of the 10 s grace period
+    assert w.replicas() == 1
+    # A report 1 s after a tick shows a short request; by the next tick it is over.
+    w.set(loaded("activator", 1.0), idle("scrape"))
+    w.signals.arrived("activator", now=w.now + 1)
+    w.set(idle("activator"), idle("scrape"))
+    busy_at = w.now + 1
+    while w.now + 2 < busy_at + 10:
+        await w.run_for(2)
+        assert w.replicas() == 1, f"went to zero {w.now - busy_at:.0f}s after demand"
+    await w.run_for(2)
+    assert w.replicas() == 0
+    assert w.events.reasons()[-1] == "ScaledToZero"

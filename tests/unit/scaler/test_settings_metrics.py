@@ -4,6 +4,9 @@ Covers:
 - flag > environment (``TIDAL_SCALER_``, ``__`` for groups) > YAML file > default;
 - cross-field errors name the keys and values (leader timings, report periods);
 - unknown keys in the file are refused; ``--help`` text lists every setting;
+- the token from the environment or a file (``--token-file``), never both
+  with ``--token``; an unreadable or empty file is refused; a token or
+  credentials in a command-line flag get a warning (visible in ``ps``);
 - metrics: ``tidal_scaler_*`` names, closed label sets refuse other values,
   forgetting a target removes its series.
 """
@@ -17,7 +20,12 @@ from prometheus_client import CollectorRegistry
 
 from scaler.metrics import Metrics
 from scaler.policy.api import SignalKind, SignalReading
-from scaler.settings import SettingsError, describe_settings, load_settings
+from scaler.settings import (
+    SettingsError,
+    describe_settings,
+    load_settings,
+    visible_secret_warnings,
+)
 
 
 def test_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -117,3 +125,49 @@ def test_metrics_names_and_labels() -> None:
     assert get("tidal_scaler_scaling_events_total", {"target": "ns/a", "direction": "up"}) is None
     names = {metric.name for metric in m.registry.collect()}
     assert all(n.startswith("tidal_scaler_") for n in names)
+
+
+def test_token_from_file_or_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = tmp_path / "token"
+    secret.write_text("s3cret-from-file\n")
+    s = load_settings(flags={"token_file": str(secret)})
+    assert s.token is not None
+    assert s.token.get_secret_value() == "s3cret-from-file"
+    assert "s3cret" not in repr(s)
+    monkeypatch.setenv("TIDAL_SCALER_TOKEN_FILE", str(secret))
+    assert load_settings().token is not None
+    monkeypatch.delenv("TIDAL_SCALER_TOKEN_FILE")
+    monkeypatch.setenv("TIDAL_SCALER_TOKEN", "s3cret-from-env")
+    env = load_settings().token
+    assert env is not None
+    assert env.get_secret_value() == "s3cret-from-env"
+    with pytest.raises(SettingsError, match="token and token_file: set one of them"):
+        load_settings(flags={"token_file": str(secret)})
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        pytest.param(None, "cannot read", id="missing"),
+        pytest.param("\n", "holds no usable token", id="empty"),
+        pytest.param("two words\n", "holds no usable token", id="space-inside"),
+    ],
+)
+def test_bad_token_file_is_refused(tmp_path: Path, content: str | None, fragment: str) -> None:
+    path = tmp_path / "token"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(SettingsError, match=fragment) as caught:
+        load_settings(flags={"token_file": str(path)})
+    assert str(path) in str(caught.value)
+    assert "allowed" in str(caught.value)
+
+
+def test_secrets_on_the_command_line_are_warned_about() -> None:
+    [warning] = visible_secret_warnings({"token": "x", "prometheus.url": "http://prom:9090"})
+    assert "--token" in warning
+    assert "ps" in warning
+    assert "TIDAL_SCALER_TOKEN" in warning
+    [creds] = visible_secret_warnings({"prometheus.url": "http://user:pw@prom:9090/x"})
+    assert "TIDAL_SCALER_PROMETHEUS__URL" in creds
+    assert visible_secret_warnings({"token": None, "token_file": "/run/secret"}) == []

@@ -1,12 +1,14 @@
 """``tidal demo --json`` end to end, as ``make demo`` runs it (plus ``--json``).
 
 Covers: the whole story runs to the end in a subprocess, well inside three
-minutes, and exits 0; its last line is the JSON of DESIGN §7 with every
-figure present and consistent (no failed request, a cold start, more than
-one replica ready at peak, none at the end, a request held at the
-activator, a first TTFT about the cold start); with stdout not a terminal
-the output has no cursor tricks (plain lines only); the sandbox directory
-given with ``--dir`` holds the processes' logs.
+minutes, and exits 0; its stdout is one line, the JSON of DESIGN §7, with
+every figure present and consistent (no failed request, a cold start, more
+than one replica ready at peak, none at the end, a request held at the
+activator, a first TTFT about the cold start), and the human story goes to
+stderr (changed with issue 15: it used to share stdout with the JSON);
+without a terminal that story has no cursor tricks (plain lines only) and
+explains its two cold-start figures; the sandbox directory given with
+``--dir`` holds the processes' logs.
 """
 
 from __future__ import annotations
@@ -48,8 +50,9 @@ def test_demo_json_shows_scale_from_zero_out_and_back(tmp_path: Path) -> None:
     assert run.returncode == 0, f"{run.stdout[-4000:]}\n{run.stderr[-4000:]}"
     assert wall_s < 180, f"the demo took {wall_s:.0f}s, more than three minutes"
 
-    lines = run.stdout.rstrip("\n").splitlines()
-    figures = json.loads(lines[-1])
+    # stdout is the JSON alone, so `tidal demo --json | jq` works.
+    (json_line,) = run.stdout.rstrip("\n").splitlines()
+    figures = json.loads(json_line)
     assert all(key in figures for key in REQUIRED), figures
     assert figures["failed"] == 0
     assert figures["requests"] == figures["succeeded"] > 1
@@ -62,8 +65,10 @@ def test_demo_json_shows_scale_from_zero_out_and_back(tmp_path: Path) -> None:
     assert figures["first_ttft_s"] >= 4.0
 
     # Readable without a terminal: plain lines, no carriage returns or escapes.
-    assert "\x1b" not in run.stdout and "\r" not in run.stdout
+    lines = run.stderr.splitlines()
+    assert "\x1b" not in run.stderr and "\r" not in run.stderr
     assert any("2/4 wake" in line for line in lines)
     assert any(" wake " in line and "held 1" in line for line in lines), "never showed it held"
     assert any(line.startswith("OK:") for line in lines)
+    assert any(line.startswith("The two cold-start figures") for line in lines)
     assert (tmp_path / "demo" / "logs" / "tidal-scaler.log").is_file()

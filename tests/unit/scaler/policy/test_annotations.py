@@ -180,15 +180,20 @@ def test_bad_value(key: str, value: str, allowed: str) -> None:
     assert allowed in message
 
 
+def test_adaptive_grace_period_is_accepted_with_the_fixed_fallback() -> None:
+    config = parse_scaling_config({A + "scale-to-zero-grace-period": " adaptive "})
+    assert config.scale_to_zero_grace_adaptive
+    assert config.scale_to_zero_grace_s == 300.0
+    fixed = parse_scaling_config({A + "scale-to-zero-grace-period": "90s"})
+    assert not fixed.scale_to_zero_grace_adaptive
+    assert fixed.scale_to_zero_grace_s == 90.0
+    with pytest.raises(InvalidAnnotation, match="or adaptive"):
+        parse_scaling_config({A + "scale-to-zero-grace-period": "adaptiv"})
+
+
 @pytest.mark.parametrize(
     ("key", "value", "allowed"),
     [
-        pytest.param(
-            A + "scale-to-zero-grace-period",
-            "adaptive",
-            "a duration from 0s to 24h",
-            id="adaptive grace period",
-        ),
         pytest.param(P + "policy", "spot", "on-demand", id="spot"),
         pytest.param(P + "policy", "spot-with-on-demand-baseline", "on-demand", id="baseline"),
     ],
@@ -261,7 +266,7 @@ def test_every_problem_is_reported() -> None:
     annotations = {
         A + "min-scale": "x",
         A + "window": "5",
-        A + "scale-to-zero-grace-period": "adaptive",
+        A + "scale-to-zero-grace-period": "forever",
         P + "policy": "spot",
         A + "targt-concurrency": "8",
         A + "engine": "vllm",  # good: not reported

@@ -1,7 +1,10 @@
-"""A small simulated world for policy tests: a clock, a Deployment, an activator's view.
+"""A small simulated world for one target: a clock, a Deployment, an activator's view.
 
-Not a test module: the builders and the simulator that the scenario and
-property tests share.
+The seed of the policy simulator: it steps the scaler's own :func:`decide`
+and :class:`SignalWindows` through a load curve (no requests, no engine), which
+is what the policy's scenario and property tests need. The full simulator
+(:mod:`scaler.sim.world`) adds requests, replicas with engines, the
+activator's holding and balancing, and the baselines.
 
 - :func:`config` builds a :class:`ScalingConfig` from keyword overrides.
 - :func:`observation` builds an :class:`Observation` with defaults (one

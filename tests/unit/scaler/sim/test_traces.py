@@ -1,4 +1,4 @@
-"""Trace parsing (loadtests.traces).
+"""Trace parsing (scaler.sim.traces; loadtests.traces re-exports it).
 
 Covers:
 - parsing the Azure trace columns, seven-digit fractional seconds, offsets
@@ -8,7 +8,12 @@ Covers:
 - finding a trace by path, file name or short name, and the message when the
   traces folder is missing;
 - the real code trace matches what ../shared/traces/README.md says of it
-  (skipped, with the reason, when the folder is absent).
+  (skipped, with the reason, when the folder is absent);
+- field names by flag, JSONL, numeric timestamps in s or ms, absolute
+  (re-based) versus relative (kept) times, a model field, and the errors for
+  each (a missing field named with the flags that rename it, bad JSON, a
+  date-time forced relative, negative relative times);
+- loadtests.traces re-exports the same objects (one parser, not a copy).
 """
 
 from __future__ import annotations
@@ -17,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from loadtests import traces
-from loadtests.traces import TraceError, TraceRequest, TracesMissingError
+from scaler.sim import traces
+from scaler.sim.traces import TraceError, TraceFormat, TraceRequest, TracesMissingError
 
 HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 
@@ -140,3 +145,101 @@ def test_the_code_trace_looks_as_its_readme_says() -> None:
     assert 1_400 <= summary.median_prompt_tokens <= 1_600
     assert summary.median_output_tokens == 13
     assert 200 <= summary.longest_gap_s <= 230
+
+
+def test_fields_by_name_and_relative_milliseconds_are_kept_as_written() -> None:
+    fmt = TraceFormat(time_field="t", prompt_field="in", output_field="out", time_unit="ms")
+    records = traces.parse_trace(["t,in,out\n", "2500,10,3\n", "500,7,1\n"], fmt=fmt)
+    # Relative offsets are not re-based: the first request comes 0.5 s in.
+    assert records == [TraceRequest(0.5, 7, 1), TraceRequest(2.5, 10, 3)]
+
+
+def test_epoch_numbers_are_absolute_and_re_based() -> None:
+    fmt = TraceFormat(time_field="ts", prompt_field="p", output_field="o")
+    lines = ['{"ts": 1700000010.5, "p": 5, "o": 2}\n', "\n", '{"ts": 1700000000, "p": 4, "o": 1}\n']
+    records = traces.parse_trace(lines, fmt=fmt, kind="jsonl")
+    assert records == [TraceRequest(0.0, 4, 1), TraceRequest(10.5, 5, 2)]
+
+
+def test_forcing_absolute_re_bases_small_numbers_and_a_model_field_is_read() -> None:
+    fmt = TraceFormat(
+        time_field="t", prompt_field="p", output_field="o", model_field="m", timestamps="absolute"
+    )
+    records = traces.parse_trace(["t,p,o,m\n", "7,1,1,a\n", "9,2,2,b\n"], fmt=fmt)
+    assert records == [TraceRequest(0.0, 1, 1, "a"), TraceRequest(2.0, 2, 2, "b")]
+
+
+def test_read_trace_picks_jsonl_by_suffix(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(
+        '{"TIMESTAMP": "2023-11-16T00:00:01.5", "ContextTokens": 3, "GeneratedTokens": 2}\n'
+    )
+    assert traces.read_trace(path) == [TraceRequest(0.0, 3, 2)]
+
+
+@pytest.mark.parametrize(
+    ("lines", "fmt", "kind", "message"),
+    [
+        pytest.param(
+            ['{"TIMESTAMP": 1, "ContextTokens": 2}\n'],
+            TraceFormat(),
+            "jsonl",
+            r"t:1: missing field\(s\) \['GeneratedTokens'\].*--output-field",
+            id="jsonl-missing-field",
+        ),
+        pytest.param(
+            ["{not json\n"], TraceFormat(), "jsonl", "t:1: not a JSON object", id="bad-json"
+        ),
+        pytest.param(["[1, 2, 3]\n"], TraceFormat(), "jsonl", "got list", id="json-not-object"),
+        pytest.param(
+            ["a,b,c\n", "1,2,3\n"],
+            TraceFormat(),
+            "csv",
+            r"missing column.*--time-field",
+            id="csv-default-columns-absent",
+        ),
+        pytest.param(
+            [HEADER, "2023-11-16 00:00:01,1,1\n"],
+            TraceFormat(timestamps="relative"),
+            "csv",
+            "date-times, which are absolute",
+            id="datetime-forced-relative",
+        ),
+        pytest.param(
+            [HEADER, "-3,1,1\n"], TraceFormat(), "csv", "must be >= 0", id="negative-relative"
+        ),
+        pytest.param(
+            ['{"TIMESTAMP": 1, "ContextTokens": 2.5, "GeneratedTokens": 1}\n'],
+            TraceFormat(),
+            "jsonl",
+            "whole number",
+            id="fractional-tokens",
+        ),
+    ],
+)
+def test_bad_files_say_what_was_expected(
+    lines: list[str], fmt: TraceFormat, kind: str, message: str
+) -> None:
+    with pytest.raises(TraceError, match=message):
+        traces.parse_trace(lines, source="t", fmt=fmt, kind=kind)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        pytest.param({"time_unit": "min"}, id="unit"),
+        pytest.param({"timestamps": "sometimes"}, id="timestamps"),
+        pytest.param({"kind": "xml"}, id="kind"),
+        pytest.param({"time_field": ""}, id="empty-field"),
+    ],
+)
+def test_bad_format_settings_are_refused(kwargs: dict[str, str]) -> None:
+    with pytest.raises(TraceError):
+        TraceFormat(**kwargs)  # type: ignore[arg-type]
+
+
+def test_loadtests_traces_is_the_same_parser() -> None:
+    from loadtests import traces as loadtest_traces
+
+    assert loadtest_traces.parse_trace is traces.parse_trace
+    assert loadtest_traces.TraceRequest is TraceRequest

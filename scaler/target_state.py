@@ -1,0 +1,75 @@
+"""What the controller remembers of each target between decisions, and shows of it.
+
+:class:`TargetLoop` is one target's mutable loop state, owned by the
+controller: the policy state it passes back to ``decide``, the per-target
+lock, the last decision and signal view, and what the status annotation
+holds (or should hold, after a failed write). :class:`TargetState` is the
+read-only picture of it that ``GET /v1/targets`` serves
+(:func:`scaler.app.target_view` formats it).
+
+Main decision: the view is a copy of plain values taken when asked, so the
+HTTP app never reaches into the controller's records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from scaler.kube.types import TargetSnapshot
+from scaler.policy.api import Decision, SignalKind, SignalReading
+from scaler.policy.decide import PolicyState
+from scaler.policy.status_doc import StatusDocument
+from scaler.signals.combine import CombinedSignals
+from scaler.signals.hub import SignalView
+from scaler.targets import TargetConfig
+
+__all__ = ["TargetLoop", "TargetState"]
+
+
+@dataclass(frozen=True, slots=True)
+class TargetState:
+    """One target as the controller last saw and decided it (for ``/v1/targets``)."""
+
+    key: str
+    problem: str | None
+    spec_replicas: int | None
+    ready_replicas: int | None
+    decision: Decision | None
+    readings: Mapping[SignalKind, SignalReading]
+    combined: CombinedSignals | None
+    decided_at: float | None
+
+
+@dataclass(slots=True)
+class TargetLoop:
+    """One target's state across decisions (the controller's own)."""
+
+    key: str
+    state: PolicyState
+    revision: int  # the TargetConfig revision last seen
+    status: StatusDocument | None  # what the status annotation holds, as far as we know
+    intended: StatusDocument | None = None  # a status whose write failed, still to write
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    problem_reported: bool = False
+    activation_pending: bool = False
+    decision: Decision | None = None
+    view: SignalView | None = None
+    last_change_wall: str | None = None
+    decided_at: float | None = None
+    last_busy_s: float | None = None  # the last decision that saw work (warm tier's LRU)
+
+    def snapshot(self, snap: TargetSnapshot | None, entry: TargetConfig | None) -> TargetState:
+        """The read-only picture of this target, with its Deployment and config."""
+        view = self.view
+        return TargetState(
+            key=self.key,
+            problem=entry.problem if entry is not None else None,
+            spec_replicas=snap.deployment.spec_replicas if snap else None,
+            ready_replicas=snap.deployment.ready_replicas if snap else None,
+            decision=self.decision,
+            readings=view.readings if view is not None else {},
+            combined=view.combined if view is not None else None,
+            decided_at=self.decided_at,
+        )

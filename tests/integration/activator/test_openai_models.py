@@ -1,0 +1,118 @@
+"""The activator as an OpenAI endpoint, over loopback.
+
+Covers:
+- ``GET /v1/models`` that no route claims lists every model routed by
+  name, the one at zero replicas included, and the official ``openai``
+  client reads it; ``HEAD`` answers with no body; nothing is sent to a
+  replica;
+- a path or host route still claims ``/v1/models`` and forwards it to its
+  target;
+- an unknown ``model`` is a 404 in the OpenAI error shape naming the model
+  asked for and those served; a body without a ``model`` string is a 400
+  like one that is not JSON.
+"""
+
+from __future__ import annotations
+
+import aiohttp
+import openai
+import pytest
+
+from tests.integration.activator.helpers import (
+    Backend,
+    StaticSource,
+    free_port,
+    running_activator,
+    settings,
+    spec,
+)
+
+
+async def test_models_listed_also_at_zero_and_read_by_openai(
+    client: aiohttp.ClientSession,
+) -> None:
+    warm = await Backend(name="warm").start()
+    try:
+        source = StaticSource(
+            spec("ml/llama", warm.endpoint, models=("llama-3-8b",), path_prefix=None),
+            # No ready replica: scaled to zero, and still listed.
+            spec(
+                "ml/mistral",
+                f"127.0.0.1:{free_port()}",
+                ready=False,
+                models=("mistral-7b",),
+                path_prefix=None,
+            ),
+        )
+        async with running_activator(source, settings()) as act:
+            base = f"http://127.0.0.1:{act.data_port}"
+            async with client.get(f"{base}/v1/models") as resp:
+                assert resp.status == 200
+                body = await resp.json()
+            assert [m["id"] for m in body["data"]] == ["llama-3-8b", "mistral-7b"]
+            sdk = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0)
+            try:
+                listed = [m.id async for m in sdk.models.list()]
+            finally:
+                await sdk.close()
+            assert listed == ["llama-3-8b", "mistral-7b"]
+            async with client.head(f"{base}/v1/models") as resp:
+                assert resp.status == 200
+                assert await resp.read() == b""
+        assert warm.received == []
+    finally:
+        await warm.stop()
+
+
+async def test_a_path_route_still_claims_v1_models(client: aiohttp.ClientSession) -> None:
+    backend = await Backend(name="owner").start()
+    try:
+        source = StaticSource(
+            spec("ml/all", backend.endpoint, path_prefix="/"),
+            spec("ml/named", f"127.0.0.1:{free_port()}", models=("m",), path_prefix=None),
+        )
+        async with (
+            running_activator(source, settings()) as act,
+            client.get(f"http://127.0.0.1:{act.data_port}/v1/models") as resp,
+        ):
+            assert resp.status == 200
+            assert (await resp.json())["backend"] == "owner"
+    finally:
+        await backend.stop()
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code", "words"),
+    [
+        pytest.param(
+            b'{"model": "gpt-4", "prompt": "hi"}',
+            404,
+            "no_target",
+            ["'gpt-4'", "'llama-3-8b'"],
+            id="unknown-model",
+        ),
+        pytest.param(b'{"prompt": "hi"}', 400, "bad_body", ["'model'"], id="no-model"),
+        pytest.param(b'{"model": 7}', 400, "bad_body", ["'model'"], id="model-not-a-string"),
+        pytest.param(b"[1, 2]", 400, "bad_body", ["JSON object"], id="not-an-object"),
+        pytest.param(b"{not json", 400, "bad_body", ["JSON object"], id="not-json"),
+    ],
+)
+async def test_model_errors_say_what_was_wrong(
+    client: aiohttp.ClientSession, body: bytes, status: int, code: str, words: list[str]
+) -> None:
+    source = StaticSource(
+        spec("ml/llama", f"127.0.0.1:{free_port()}", models=("llama-3-8b",), path_prefix=None)
+    )
+    async with (
+        running_activator(source, settings()) as act,
+        client.post(
+            f"http://127.0.0.1:{act.data_port}/v1/completions",
+            data=body,
+            headers={"Content-Type": "application/json"},
+        ) as resp,
+    ):
+        assert resp.status == status
+        error = (await resp.json())["error"]
+    assert error["code"] == code
+    for word in words:
+        assert word in error["message"]

@@ -1,0 +1,110 @@
+"""The metrics that deploy/monitoring's alerts and dashboard need, beyond DESIGN §8's list.
+
+Covers:
+- the scaler counts cost at the configured price per GPU-hour and capacity
+  type, none without a price, and rejects a bad price table;
+- the scaler exports on-demand replicas standing in for spot per target,
+  and forgets them with the target;
+- the activator exports each target's buffer capacity and cold-start
+  timeout beside what it holds;
+- merging workers' expositions sums the capacity and keeps the timeout.
+"""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from activator.buffering import Gate
+from activator.metrics import Metrics as ActivatorMetrics
+from activator.metrics import merge_expositions
+from scaler.metrics import Metrics as ScalerMetrics
+
+
+def _value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
+    return registry.get_sample_value(name, labels)
+
+
+def test_cost_follows_the_price_of_each_capacity_type() -> None:
+    registry = CollectorRegistry()
+    metrics = ScalerMetrics(registry, gpu_hour_prices={"on-demand": 4.0, "spot": 1.0})
+    metrics.add_gpu_seconds("on-demand", 1800)
+    metrics.add_gpu_seconds("spot", 3600)
+    assert _value(registry, "tidal_scaler_gpu_cost_total", capacity_type="on-demand") == 2.0
+    assert _value(registry, "tidal_scaler_gpu_cost_total", capacity_type="spot") == 1.0
+
+
+def test_no_price_counts_no_cost_but_keeps_the_series() -> None:
+    registry = CollectorRegistry()
+    ScalerMetrics(registry).add_gpu_seconds("on-demand", 3600)
+    assert _value(registry, "tidal_scaler_gpu_seconds_total", capacity_type="on-demand") == 3600
+    assert _value(registry, "tidal_scaler_gpu_cost_total", capacity_type="on-demand") == 0.0
+
+
+@pytest.mark.parametrize(
+    "prices", [{"reserved": 1.0}, {"spot": -1.0}, {"spot": float("nan")}], ids=str
+)
+def test_bad_price_table_is_refused(prices: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="gpu_hour_prices"):
+        ScalerMetrics(CollectorRegistry(), gpu_hour_prices=prices)
+
+
+def test_spot_fallback_per_target_and_forgotten_with_it() -> None:
+    registry = CollectorRegistry()
+    metrics = ScalerMetrics(registry)
+    metrics.observe_decision(
+        "ns/a", desired=3, ready=2, panic=False, readings={}, observed={}, spot_fallback=2
+    )
+    metrics.observe_decision("ns/b", desired=1, ready=1, panic=False, readings={}, observed={})
+    assert _value(registry, "tidal_scaler_spot_fallback_replicas", target="ns/a") == 2
+    assert _value(registry, "tidal_scaler_spot_fallback_replicas", target="ns/b") == 0
+    metrics.forget_target("ns/a")
+    assert _value(registry, "tidal_scaler_spot_fallback_replicas", target="ns/a") is None
+
+
+def _gate(max_buffered: int, timeout_s: float) -> Gate:
+    return Gate(
+        "ns/t",
+        max_buffered=max_buffered,
+        container_concurrency=0,
+        cold_start_timeout_s=timeout_s,
+        clock=lambda: 0.0,
+    )
+
+
+def test_activator_exports_each_targets_limits() -> None:
+    registry = CollectorRegistry()
+    ActivatorMetrics(registry, gates=lambda: {"ns/t": _gate(50, 120.0)})
+    assert _value(registry, "tidal_activator_buffer_capacity", target="ns/t") == 50
+    assert _value(registry, "tidal_activator_cold_start_timeout_seconds", target="ns/t") == 120
+    assert _value(registry, "tidal_activator_requests_buffered", target="ns/t") == 0
+
+
+def test_workers_merge_sums_capacity_and_keeps_the_timeout() -> None:
+    texts = []
+    for capacity in (30, 20):
+        registry = CollectorRegistry()
+        ActivatorMetrics(registry, gates=lambda c=capacity: {"ns/t": _gate(c, 600.0)})  # type: ignore[misc]
+        texts.append(generate_latest(registry).decode())
+    merged = merge_expositions(texts)
+    assert 'tidal_activator_buffer_capacity{target="ns/t"} 50.0' in merged
+    assert 'tidal_activator_cold_start_timeout_seconds{target="ns/t"} 600.0' in merged
+
+
+def test_counters_of_a_target_start_at_zero() -> None:
+    registry = CollectorRegistry()
+    metrics = ScalerMetrics(registry)
+    metrics.observe_decision("ns/a", desired=0, ready=0, panic=False, readings={}, observed={})
+    assert _value(registry, "tidal_scaler_write_failures_total", target="ns/a") == 0
+    for direction in ("up", "down"):
+        assert (
+            _value(
+                registry, "tidal_scaler_scaling_events_total", target="ns/a", direction=direction
+            )
+            == 0
+        )
+    metrics.write_failed("ns/a")
+    metrics.observe_decision("ns/a", desired=0, ready=0, panic=False, readings={}, observed={})
+    assert _value(registry, "tidal_scaler_write_failures_total", target="ns/a") == 1
+    metrics.forget_target("ns/a")
+    assert _value(registry, "tidal_scaler_write_failures_total", target="ns/a") is None

@@ -1,0 +1,179 @@
+"""The reference pages in docs/ against the code they describe.
+
+Covers:
+- docs/annotations.md and docs/metrics.md are exactly what
+  ``python -m scripts.generate_docs`` renders from the code (so a knob or a
+  metric cannot change without its page);
+- each documented annotation default is the parser's default: the scaler's
+  and the activator's parsers give the same result for the documented
+  default as for no annotation at all, and a non-default value changes it;
+- the documented keys are the keys the scaler's parser accepts;
+- every documented metric is registered (the page lists the registry);
+- every relative link in README.md and docs/*.md resolves inside the
+  repository, and none points outside it (nor mentions ../shared, which a
+  clone does not have).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from activator.kube.translate import ROUTING_ANNOTATIONS, target_from_deployment
+from scaler.policy import InvalidAnnotation, parse_scaling_config
+from scaler.policy.annotations import KNOWN_KEYS, SPECS
+from scripts import generate_docs
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize("page", sorted(generate_docs.PAGES))
+def test_generated_page_matches_the_code(page: str) -> None:
+    text = (ROOT / page).read_text(encoding="utf-8")
+    assert text == generate_docs.PAGES[page](), (
+        f"{page} differs from the code; regenerate it with: python -m scripts.generate_docs"
+    )
+
+
+def test_check_mode_reports_a_stale_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "docs").mkdir()
+    for page, render in generate_docs.PAGES.items():
+        (tmp_path / page).write_text(render(), encoding="utf-8")
+    monkeypatch.setattr(generate_docs, "ROOT", tmp_path)
+    assert generate_docs.main(["--check"]) == 0
+    (tmp_path / "docs/metrics.md").write_text("# Metrics\n", encoding="utf-8")
+    assert generate_docs.main(["--check"]) == 1
+
+
+def test_every_error_code_is_a_counted_reason() -> None:
+    """docs/statuses.md says the code is the rejections metric's reason: keep it true."""
+    from activator.metrics import REASONS
+    from activator.statuses import ERROR_STATUS
+
+    assert {spec.code for spec in ERROR_STATUS.values()} <= set(REASONS)
+
+
+def test_documented_keys_are_the_parsers_keys() -> None:
+    assert tuple(spec.key for spec in SPECS) == KNOWN_KEYS
+    assert len(set(KNOWN_KEYS)) == len(KNOWN_KEYS)
+
+
+@pytest.mark.parametrize("spec", [s for s in SPECS if s.default], ids=lambda s: s.key)
+def test_scaler_documented_default_is_the_parsers_default(spec: object) -> None:
+    key = spec.key  # type: ignore[attr-defined]
+    default = spec.default  # type: ignore[attr-defined]
+    assert parse_scaling_config({key: default}) == parse_scaling_config({})
+
+
+# A value other than the default for each key, with what it needs alongside.
+_OTHER_VALUES = {
+    "min-scale": "1",
+    "max-scale": "3",
+    "initial-scale": "2",
+    "engine": "triton",
+    "target-concurrency": "8",
+    "target-queue-depth": "4",
+    "target-kv-cache-utilization": "80",
+    "target-gpu-utilization": "70",
+    "window": "30s",
+    "panic-window-percentage": "20",
+    "panic-threshold-percentage": "300",
+    "scale-down-delay": "0s",
+    "max-scale-up-rate": "4",
+    "max-scale-down-rate": "3",
+    "scale-to-zero-grace-period": "1m",
+    "metrics-port": "9000",
+    "on-demand-baseline": "0",
+    "fallback": "none",
+    "spot-overprovision": "1",
+    "pending-timeout": "1m",
+    "sleep-after": "30s",
+    "sleep-level": "2",
+}
+
+
+@pytest.mark.parametrize(
+    "spec", [s for s in SPECS if not s.key.endswith("/policy")], ids=lambda s: s.key
+)
+def test_scaler_other_value_changes_the_config(spec: object) -> None:
+    """The documented key is live: the parser reads it (a default that is ignored is no default)."""
+    key: str = spec.key  # type: ignore[attr-defined]
+    value = _OTHER_VALUES[key.split("/", 1)[1]]
+    assert parse_scaling_config({key: value}) != parse_scaling_config({})
+
+
+def test_unsupported_placement_policy_is_documented_as_rejected() -> None:
+    policy = next(s for s in SPECS if s.key.endswith("/policy"))
+    assert "rejected" in policy.allowed
+    with pytest.raises(InvalidAnnotation):
+        parse_scaling_config({policy.key: "spot"})
+
+
+def _deployment(annotations: dict[str, str]) -> dict[str, object]:
+    return {
+        "metadata": {
+            "namespace": "default",
+            "name": "llama",
+            "labels": {"autoscaling.tidal.dev/enabled": "true"},
+            "annotations": annotations,
+        }
+    }
+
+
+@pytest.mark.parametrize("spec", [s for s in ROUTING_ANNOTATIONS if s.default], ids=lambda s: s.key)
+def test_routing_documented_default_is_the_parsers_default(spec: object) -> None:
+    key: str = spec.key  # type: ignore[attr-defined]
+    with_default = target_from_deployment(_deployment({key: spec.default}))  # type: ignore[attr-defined]
+    assert with_default.problems == ()
+    assert with_default == target_from_deployment(_deployment({}))
+
+
+@pytest.mark.parametrize(
+    ("suffix", "value"),
+    [
+        ("service", "other"),
+        ("port", "http"),
+        ("hosts", "llama.example.com"),
+        ("path-prefix", "/llama"),
+        ("models", "llama-3-8b"),
+        ("cold-start-timeout", "1m"),
+        ("max-buffered", "10"),
+        ("container-concurrency", "4"),
+    ],
+)
+def test_routing_documented_key_is_read(suffix: str, value: str) -> None:
+    key = "routing.tidal.dev/" + suffix
+    assert key in {s.key for s in ROUTING_ANNOTATIONS}
+    changed = target_from_deployment(_deployment({key: value}))
+    assert changed.problems == ()
+    assert changed != target_from_deployment(_deployment({}))
+
+
+def test_every_routing_key_is_documented() -> None:
+    source = (ROOT / "activator/kube/translate.py").read_text(encoding="utf-8")
+    read = set(re.findall(r'_R \+ "([a-z-]+)"', source))
+    assert read == {s.key.split("/", 1)[1] for s in ROUTING_ANNOTATIONS}
+
+
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _markdown_files() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+@pytest.mark.parametrize("path", _markdown_files(), ids=lambda p: p.name)
+def test_links_resolve_inside_the_repository(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert "../shared" not in text, f"{path.name} points outside the repository"
+    for target in _LINK.findall(text):
+        if target.startswith(("http://", "https://", "mailto:")):
+            continue
+        file_part = target.split("#", 1)[0]
+        if not file_part:
+            continue  # an anchor in the same page
+        resolved = (path.parent / file_part).resolve()
+        assert resolved.is_relative_to(ROOT), f"{path.name}: {target} leaves the repository"
+        assert resolved.exists(), f"{path.name}: {target} does not exist"

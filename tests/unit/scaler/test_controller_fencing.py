@@ -1,0 +1,122 @@
+"""Only the Lease holder writes, and never an outdated decision (issue 13).
+
+Covers, with the fakes of the scaler's seams:
+- a leader that loses the Lease between two writes of one decision stops
+  there: no scale after the deletion costs, no status after the scale;
+- the decision's resourceVersion is the precondition of its writes: when
+  the Deployment changed in between (a new leader already scaled it), the
+  controller re-reads, decides again on what is there and does not re-apply
+  the old value; when it changed only in its status, the re-decision writes
+  the same scale against the fresh version within the same call;
+- a conflict on every attempt gives up after a bounded number of decisions.
+"""
+
+from __future__ import annotations
+
+from scaler.kube.errors import Conflict
+from scaler.policy.api import Observation
+from tests.unit.scaler.fakes import deployment, pod
+from tests.unit.scaler.test_controller import KEY, ScriptedPolicy, World, idle
+
+
+async def test_lease_lost_between_costs_and_scale_stops_the_writes() -> None:
+    policy = ScriptedPolicy()
+    policy.desired = 3
+    w = World(replicas=3, policy=policy)
+    w.cluster.put(deployment(replicas=3), (pod("p1"), pod("p2", ip="10.0.0.2")))
+    w.set(idle("activator"), idle("scrape"))
+    await w.run_for(2)
+    policy.desired = 2
+    calls = len(w.scale.calls)
+
+    def lose(kind: str) -> None:
+        if kind == "costs":
+            w.leader.is_leader = False  # renewal failed while the costs were written
+
+    w.scale.before_write = lose
+    await w.run_for(2)
+    assert w.scale.calls[calls:] == ["costs"]
+    assert w.replicas() == 3
+    assert w.events.reasons() == []
+
+
+async def test_lease_lost_after_scale_writes_no_status() -> None:
+    policy = ScriptedPolicy()
+    w = World(replicas=1, policy=policy)
+    w.set(idle("activator"), idle("scrape"))
+    await w.run_for(2)
+    statuses = len(w.scale.statuses)
+    policy.desired = 4
+
+    def lose(kind: str) -> None:
+        if kind == "scale":
+            w.leader.is_leader = False
+
+    w.scale.before_write = lose
+    await w.run_for(2)
+    assert w.replicas() == 4  # that write was sent while still leader
+    assert len(w.scale.statuses) == statuses
+    assert w.events.reasons() == []  # nor the Event after it
+
+
+class ChangedUnderUs(ScriptedPolicy):
+    """Wants 4; records the spec each decision saw."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.desired = 4
+        self.specs: list[int] = []
+
+    def decide(self, *, observation: Observation, **kw: object):  # type: ignore[no-untyped-def, override]
+        self.specs.append(observation.spec_replicas)
+        return super().decide(observation=observation, **kw)  # type: ignore[arg-type]
+
+
+async def test_conflict_re_reads_and_decides_again() -> None:
+    policy = ChangedUnderUs()
+    w = World(replicas=1, policy=policy)
+    w.set(idle("activator"), idle("scrape"))
+    first = True
+
+    def new_leader_scaled(kind: str) -> None:
+        nonlocal first
+        if kind == "scale" and first:
+            first = False
+            w.cluster.set_replicas(KEY, 4)  # a new leader got there first
+
+    w.scale.before_write = new_leader_scaled
+    await w.controller.tick(w.now)
+    assert policy.specs == [1, 4]  # decided again on the re-read Deployment
+    assert "read" in w.scale.calls
+    assert w.scale.scales == []  # the old decision was never re-applied
+    assert w.replicas() == 4
+
+
+async def test_status_only_change_is_retried_on_the_fresh_version() -> None:
+    policy = ChangedUnderUs()
+    w = World(replicas=1, policy=policy)
+    w.set(idle("activator"), idle("scrape"))
+    touched = False
+
+    def status_update(kind: str) -> None:
+        nonlocal touched
+        if kind == "scale" and not touched:
+            touched = True
+            w.cluster.touch(KEY)  # the Deployment controller updated its status
+
+    w.scale.before_write = status_update
+    await w.controller.tick(w.now)
+    assert policy.specs == [1, 1]
+    assert w.scale.scales == [(KEY, 4)]  # once, on the fresh resourceVersion
+    assert w.events.reasons() == ["ScaledUp"]
+
+
+async def test_conflicts_on_every_attempt_give_up_until_the_next_tick() -> None:
+    policy = ChangedUnderUs()
+    w = World(replicas=1, policy=policy)
+    w.set(idle("activator"), idle("scrape"))
+    w.scale.fail_next["scale"] = [Conflict("modified", status=409) for _ in range(10)]
+    await w.controller.tick(w.now)
+    assert len(policy.specs) == 3  # the decision and two more on re-read state
+    assert w.scale.calls.count("scale") == 3
+    assert w.replicas() == 1
