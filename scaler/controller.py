@@ -65,6 +65,10 @@ __all__ = ["Controller", "ControllerSettings"]
 
 log = logging.getLogger(__name__)
 
+# How long an activation's answer waits for a wake from sleep: long enough for a
+# plain level-1 wake, short of the activator's 2 s timeout.
+ACTIVATE_WAIT_S = 1.5
+
 # After a conflict, how many times one decision is made again on the re-read
 # Deployment before waiting for the next tick.
 MAX_REDECISIONS = 2
@@ -438,8 +442,15 @@ class Controller:
         With the warm tier, a target whose replicas all sleep gets one woken
         first (the leader does it; the answer goes back once it is awake)."""
         known = await self.decide_now(key, now=now, activation=True)
-        if known:
-            await self._wake(key)
+        if known and self.warm is not None:
+            # The wake runs on its own: an activator that stops waiting for this
+            # answer (its timeout is shorter than a wake that first makes room)
+            # cannot cancel it; it learns the outcome from the next answer.
+            task = asyncio.ensure_future(self._wake(key))
+            task.set_name(f"tidal-scaler-wake:{key}")
+            self._warm_tasks.add(task)
+            task.add_done_callback(self._warm_tasks.discard)
+            await asyncio.wait({task}, timeout=ACTIVATE_WAIT_S)
         return known
 
     async def decide_now(
