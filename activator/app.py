@@ -11,7 +11,10 @@ one worker of :mod:`activator.workers`). The pieces:
   listen backlog, header limits and an idle-connection timeout;
 - the **admin port** (``/healthz``, ``/readyz``, ``/metrics``) is a separate
   server: admin endpoints are never served on the data port. ``/readyz``
-  depends on neither the scaler nor any backend;
+  depends on neither the scaler nor any backend, but waits for the target
+  source's first snapshot: before it the activator knows no target and
+  could only answer 404, which is what an activator started during an API
+  server outage would do to every request it was sent;
 - one shared ``ClientSession`` to the replicas: no connection limit (the
   gates bound concurrency, and aiohttp's default of 100 would silently queue
   requests), no total timeout (only connect and idle-read), no automatic
@@ -126,6 +129,10 @@ class Activator:
         self.registry.end_drain()  # what is still held gets its 503 now
         await self.data_runner.cleanup()  # waits up to FLUSH_S for those answers
         await self.close()
+
+    def is_ready(self) -> bool:
+        """``/readyz``: serving, not draining, and the targets listed at least once."""
+        return self.ready and self.registry.updates > 0
 
     def requests_in_progress(self) -> int:
         """Held and in-flight requests over all targets."""
@@ -306,7 +313,7 @@ async def start(
 
         if serve_admin or admin_unix_path:
             admin = web.AppRunner(
-                admin_app(is_ready=lambda: activator.ready, metrics_text=metrics_text),
+                admin_app(is_ready=activator.is_ready, metrics_text=metrics_text),
                 access_log=None,
             )
             await admin.setup()
