@@ -88,7 +88,26 @@ def target_view(state: TargetState) -> dict[str, Any]:
         "busy": demand.busy,
         "all_sources_fresh": demand.all_sources_fresh,
         "decided_at_s": state.decided_at,
+        **_placement_view(state),
     }
+
+
+def _placement_view(state: TargetState) -> dict[str, Any]:
+    """Spot placement's part of a target: the split, why spot is not serving, the cost."""
+    out: dict[str, Any] = {}
+    if state.cost is not None:
+        out["cost"] = state.cost.as_json()
+    plan = state.placement
+    if plan is not None:
+        out["placement"] = {
+            "on_demand": plan.split.on_demand,
+            "spot": plan.split.spot,
+            "covering": plan.split.covering,
+            "spot_available": plan.counts.available,
+            "spot_ready": plan.counts.ready,
+            "spot_unavailable": {pod: str(why) for pod, why in plan.counts.unavailable.items()},
+        }
+    return out
 
 
 def build_app(

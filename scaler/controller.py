@@ -45,14 +45,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from scaler.actuator import Actuator, WritePlan, plan_writes
-from scaler.gpu_seconds import GpuSeconds
-from scaler.kube.types import LeaderElector, PodInfo, TargetSnapshot
+from scaler.gpu_seconds import GpuSeconds, asleep_gpu_seconds
+from scaler.kube.types import CompanionInfo, LeaderElector, PodInfo, TargetSnapshot
 from scaler.metrics import Metrics
+from scaler.placing import Placer
 from scaler.policy.api import Decision, Mode, Observation, Reason
 from scaler.policy.protocol import Policy
 from scaler.signals.hub import SignalHub
@@ -105,9 +107,16 @@ class Controller:
         clock: Callable[[], float],
         settings: ControllerSettings | None = None,
         call_later: CallLater | None = None,
+        placer: Placer | None = None,
+        wall_clock: Callable[[], float] = time.time,
         warm: Callable[[Controller], WarmTier] | None = None,
     ) -> None:
         self._book = targets
+        # Spot/on-demand placement (scaler.placing): planned on every replica so a
+        # follower that takes over knows what is covered; written by the leader.
+        # The wall clock measures pending-timeout against creationTimestamp.
+        self._placer = placer
+        self._wall_clock = wall_clock
         self._signals = signals
         self._actuator = actuator
         self._policy = policy
@@ -157,6 +166,8 @@ class Controller:
             del self._loops[key]
             self._metrics.forget_target(key)
             self._actuator.forget(key)
+            if self._placer is not None:
+                self._placer.forget(key)
         leading = self._leader.is_leader
         for key, entry in entries.items():
             loop = self._loops.get(key)
@@ -194,9 +205,10 @@ class Controller:
         if config is None:
             return None
         d = snap.deployment
+        ready, current = self._pair_counts(loop, snap)
         observation = Observation(
-            ready_replicas=d.ready_replicas,
-            spec_replicas=d.spec_replicas,
+            ready_replicas=ready,
+            spec_replicas=current,
             signals=view.readings,
             demand=view.combined.demand,
             activation_requested=activation,
@@ -207,18 +219,87 @@ class Controller:
         )
         if view.combined.demand.busy or activation:
             loop.last_busy_s = now
+        if self._placer is not None:
+            loop.placement = self._placer.plan(
+                deployment=d,
+                pods=snap.pods,
+                placement=config.placement,
+                target=decision.desired,
+                now_wall=self._wall_clock(),
+            )
         loop.decision = decision
         loop.decided_at = now
         self._schedule_recheck(loop.key, decision, now)
         self._metrics.observe_decision(
             loop.key,
             desired=decision.desired,
-            ready=d.ready_replicas,
+            ready=ready,
             panic=decision.mode is Mode.PANIC,
             readings=view.readings,
             observed=view.combined.observed,
+            spot_fallback=loop.placement.split.covering if loop.placement is not None else 0,
         )
+        if loop.placement is not None:
+            companion = self._companion(snap)
+            split = loop.placement.split
+            self._metrics.observe_split(
+                loop.key,
+                desired={"on-demand": split.on_demand, "spot": split.spot},
+                ready={
+                    "on-demand": d.ready_replicas,
+                    "spot": companion.ready_replicas if companion is not None else 0,
+                },
+            )
         return decision
+
+    def _companion(self, snap: TargetSnapshot) -> CompanionInfo | None:
+        if self._placer is None:
+            return None
+        return self._placer.view.companions().get(snap.deployment.key)
+
+    def _pair_counts(self, loop: TargetLoop, snap: TargetSnapshot) -> tuple[int, int]:
+        """Ready and current replicas of the whole model: with a spot companion, both halves.
+
+        The current scale of a pair is the last target decided (the status
+        annotation's ``desired``), not the sum of the two Deployments, which
+        includes on-demand cover and spot over-provisioning.
+        """
+        d = snap.deployment
+        companion = self._companion(snap)
+        if companion is None:
+            return d.ready_replicas, d.spec_replicas
+        ready = d.ready_replicas + companion.ready_replicas
+        last = (loop.status or {}).get("desired")
+        if isinstance(last, int) and last >= 0:
+            return ready, last
+        return ready, d.spec_replicas + companion.spec_replicas
+
+    def _account(self, now: float, snapshots: Mapping[str, TargetSnapshot]) -> None:
+        """GPU-seconds by capacity type (each pod's node, with a placer) and cost."""
+        asleep = self.warm.asleep_count if self.warm is not None else None
+        if self._placer is None:
+            self._gpu_seconds.tick(now, snapshots, asleep)
+            return
+        if self._last_tick is not None and now > self._last_tick:
+            seconds = now - self._last_tick
+            added = 0.0
+            for snap in snapshots.values():
+                for facts in self._placer.facts(snap.ready_pods):
+                    gpus = facts.gpus or snap.deployment.gpus_per_replica
+                    self._metrics.add_gpu_seconds(facts.capacity_type.value, gpus * seconds)
+                    added += gpus * seconds
+            sleeping = min(added, asleep_gpu_seconds(snapshots, asleep, seconds))
+            self._metrics.add_gpu_seconds_by_state(awake=added - sleeping, asleep=sleeping)
+        self._placer.account(
+            {key: snap.pods for key, snap in snapshots.items()}, now_wall=self._wall_clock()
+        )
+
+    async def _remove_orphans(self, snapshots: Mapping[str, TargetSnapshot]) -> None:
+        """Companions of Deployments no longer opted in go, and their owners are unpinned."""
+        if self._placer is None or not self._leader.is_leader:
+            return
+        for orphan in self._placer.orphans(snapshots):
+            await self._actuator.remove_orphan(orphan)
 
     def _plan(
         self,
@@ -234,7 +315,12 @@ class Controller:
         if self._actuator.backing_off(loop.key, now) and not waking:
             return None  # failed writes: wait out the backoff (waking from zero never waits)
         view = loop.view
+        companion = self._companion(snap)
+        placement = loop.placement if decision is not None else None
         return plan_writes(
+            placement=placement,
+            companion_replicas=companion.spec_replicas if companion is not None else None,
+            total_before=self._pair_counts(loop, snap)[1] if placement is not None else None,
             deployment=snap.deployment,
             pods=snap.pods,
             decision=decision,
@@ -413,10 +499,10 @@ class Controller:
         if not self._book.synced:
             return
         snapshots = self._book.snapshots()
-        warm = self.warm
-        self._gpu_seconds.tick(now, snapshots, warm.asleep_count if warm is not None else None)
+        self._account(now, snapshots)
         self._last_tick = now
         entries = self._sync(now)
+        await self._remove_orphans(snapshots)
         writes = []
         for key, loop in self._loops.items():
             if loop.lock.locked():
@@ -526,7 +612,12 @@ class Controller:
     def target_states(self) -> list[TargetState]:
         """Every target's last decision and signals, sorted by key."""
         snapshots = self._book.snapshots()
+        placer = self._placer
         return [
-            loop.snapshot(snapshots.get(key), self._book.get(key))
+            loop.snapshot(
+                snapshots.get(key),
+                self._book.get(key),
+                placer.cost(key) if placer is not None else None,
+            )
             for key, loop in sorted(self._loops.items())
         ]

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from scaler.kube.types import TargetSnapshot
 from scaler.metrics import Metrics
 
-__all__ = ["GpuSeconds", "ready_gpus"]
+__all__ = ["GpuSeconds", "asleep_gpu_seconds", "ready_gpus"]
 
 
 def ready_gpus(snapshots: Mapping[str, TargetSnapshot]) -> int:
@@ -28,6 +28,21 @@ def ready_gpus(snapshots: Mapping[str, TargetSnapshot]) -> int:
     return sum(
         s.deployment.ready_replicas * s.deployment.gpus_per_replica for s in snapshots.values()
     )
+
+
+def asleep_gpu_seconds(
+    snapshots: Mapping[str, TargetSnapshot],
+    asleep: Callable[[str], int] | None,
+    elapsed: float,
+) -> float:
+    """GPU-seconds of the ready replicas that sleep (the warm tier) over ``elapsed``."""
+    if asleep is None:
+        return 0.0
+    total = 0.0
+    for key, s in snapshots.items():
+        n = min(asleep(key), s.deployment.ready_replicas)
+        total += n * s.deployment.gpus_per_replica * elapsed
+    return total
 
 
 class GpuSeconds:
@@ -53,11 +68,7 @@ class GpuSeconds:
             added = ready_gpus(snapshots) * elapsed
             # Placement other than on-demand is not built yet.
             self._metrics.add_gpu_seconds("on-demand", added)
-            sleeping = 0.0
-            if asleep is not None:
-                for key, s in snapshots.items():
-                    n = min(asleep(key), s.deployment.ready_replicas)
-                    sleeping += n * s.deployment.gpus_per_replica * elapsed
+            sleeping = asleep_gpu_seconds(snapshots, asleep, elapsed)
             self._metrics.add_gpu_seconds_by_state(awake=added - sleeping, asleep=sleeping)
         self._last_tick = now
         return added

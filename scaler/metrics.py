@@ -210,9 +210,8 @@ class Metrics:
         observed: Mapping[str, float],
         spot_fallback: int = 0,
     ) -> None:
-        # Placement is on-demand only for now: everything is on-demand capacity,
-        # and no on-demand replica stands in for spot (``spot_fallback`` 0) until
-        # a spot policy passes the split's fallback here.
+        # All on demand unless a placement plan splits it (observe_split, after
+        # this); ``spot_fallback``: on-demand replicas standing in for spot.
         c = self._child
         c(target, self.desired, "on-demand").set(desired)
         c(target, self.ready, "on-demand").set(ready)
@@ -233,6 +232,14 @@ class Metrics:
         for name, value in observed.items():
             if name in OBSERVED_SIGNALS:
                 c(target, self.observed, name).set(value)
+
+    def observe_split(
+        self, target: str, *, desired: Mapping[str, int], ready: Mapping[str, int]
+    ) -> None:
+        """Desired and ready replicas per capacity type of a target with a placement plan."""
+        for capacity in CAPACITY_TYPES:
+            self._child(target, self.desired, capacity).set(desired.get(capacity, 0))
+            self._child(target, self.ready, capacity).set(ready.get(capacity, 0))
 
     def forget_target(self, target: str) -> None:
         """Remove every series of a target that is no longer opted in."""

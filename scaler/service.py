@@ -38,7 +38,10 @@ from scaler.gpu_memory import PrometheusGpuMemory
 from scaler.kube.client import KubeConfigError, connect
 from scaler.kube.cluster import KubeCluster
 from scaler.kube.leader import LeaseElector
+from scaler.kube.placement_watch import PlacementWatch
 from scaler.metrics import Metrics
+from scaler.placement_metrics import PlacementMetrics
+from scaler.placing import Placer
 from scaler.policy.api import SignalKind
 from scaler.policy.protocol import PurePolicy
 from scaler.settings import (
@@ -245,6 +248,34 @@ async def serve(
             for poke in pokes:
                 poke()
 
+        preset = settings.placement.preset()
+
+        def noticed(node: str) -> None:
+            # DESIGN §5: a notice is an event, not a tick; cover it in a decision now.
+            log.info("node %s has an interruption notice: deciding now", node)
+            for poke in pokes:
+                poke()
+
+        placement_watch = PlacementWatch(
+            access.api,
+            preset=preset,
+            on_notice=noticed,
+            watch_timeout_s=settings.kube.watch_timeout_s,
+            request_timeout_s=settings.kube.request_timeout_s,
+        )
+        placer = Placer(
+            view=placement_watch,
+            preset=preset,
+            prices=settings.placement.price_table(
+                flat={
+                    "on-demand": settings.prices.on_demand_per_gpu_hour,
+                    "spot": settings.prices.spot_per_gpu_hour,
+                }
+            ),
+            metrics=PlacementMetrics(metrics.registry),
+            hold_s=settings.placement.release_hold_s,
+        )
+
         leader = LeaseElector(
             access.api,
             on_elected=elected,
@@ -275,7 +306,9 @@ async def serve(
                 metrics=metrics,
                 request_timeout_s=settings.kube.request_timeout_s,
                 settings=ActuatorSettings(max_concurrent_writes=settings.max_concurrent_writes),
+                preset=preset,
             ),
+            placer=placer,
             policy=policy,
             leader=leader,
             metrics=metrics,
@@ -322,6 +355,7 @@ async def serve(
         )
         jobs: list[tuple[str, Awaitable[None]]] = [
             ("watch", cluster.run()),
+            ("placement-watch", placement_watch.run()),
             ("leader", leader.run()),
             ("controller", controller.run(IntervalTicker(settings.tick_interval_s))),
         ]

@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from scaler.placement_settings import PlacementSettings
 from scaler.signals.prometheus import GpuMetric
 
 __all__ = [
@@ -188,6 +189,7 @@ class ScalerSettings(BaseSettings):
     scrape: ScrapeSettings = Field(default_factory=ScrapeSettings)  # type: ignore[arg-type]
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)  # type: ignore[arg-type]
     prices: PriceSettings = Field(default_factory=PriceSettings)  # type: ignore[arg-type]
+    placement: PlacementSettings = Field(default_factory=PlacementSettings)  # type: ignore[arg-type]
 
     @classmethod
     def settings_customise_sources(

@@ -13,13 +13,12 @@ Main decisions:
 - **Typos are errors.** An unknown ``autoscaling.tidal.dev/*`` or
   ``placement.tidal.dev/*`` key is rejected with the list of known keys: a
   misspelt ``min-scael`` must not silently leave the default in force.
-  ``autoscaling.tidal.dev/status`` (written by Tidal) and
+  ``autoscaling.tidal.dev/status`` (written by Tidal),
   ``autoscaling.tidal.dev/enabled`` (the opt-in label, sometimes copied into
-  annotations) are allowed. ``routing.tidal.dev/*`` belongs to the activator
-  and is ignored here.
-- **Not built yet is an error, not a fallback**: placement policies other
-  than ``on-demand`` are rejected as "not supported yet".
-  ``scale-to-zero-grace-period: adaptive`` sets ``scale_to_zero_grace_adaptive``
+  annotations) and ``placement.tidal.dev/on-demand-pin`` (written by Tidal
+  when it pins the Deployment to on-demand capacity) are allowed.
+  ``routing.tidal.dev/*`` belongs to the activator and is ignored here.
+- ``scale-to-zero-grace-period: adaptive`` sets ``scale_to_zero_grace_adaptive``
   and keeps the 5-minute default as the fallback while the idle history is
   short (:mod:`scaler.policy.adaptive`).
 - **A signal that can never arrive is an error**: the KV-cache target needs
@@ -179,7 +178,7 @@ SPECS: tuple[AnnotationSpec, ...] = (
     AnnotationSpec(
         PLACEMENT_POLICY,
         "on-demand",
-        "`on-demand` (`spot`, `spot-with-on-demand-baseline` are planned, not built: rejected)",
+        "`on-demand`, `spot`, `spot-with-on-demand-baseline`",
         "capacity types used",
     ),
     AnnotationSpec(
@@ -222,11 +221,11 @@ SPECS: tuple[AnnotationSpec, ...] = (
 KNOWN_KEYS: tuple[str, ...] = tuple(spec.key for spec in SPECS)
 _T = TypeVar("_T")
 
-_ALLOWED_UNREAD = frozenset({STATUS_ANNOTATION, _ENABLED})
+# Written by Tidal: the status, and the record of the on-demand pin (policy.companion).
+_ALLOWED_UNREAD = frozenset({STATUS_ANNOTATION, _ENABLED, _P + "on-demand-pin"})
 
 ENGINES = ("vllm", "triton", "generic")
 PLACEMENT_POLICIES = ("on-demand", "spot", "spot-with-on-demand-baseline")
-SUPPORTED_PLACEMENT_POLICIES = ("on-demand",)
 FALLBACKS = ("dynamic", "none")
 
 
@@ -541,20 +540,7 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
         METRICS_PORT, _port, "a port number from 1 to 65535 or a port name (IANA_SVC_NAME)"
     )
 
-    policy_text = annotations.get(PLACEMENT_POLICY)
-    policy = "on-demand"
-    if policy_text is not None:
-        value = policy_text.strip()
-        if value in PLACEMENT_POLICIES and value not in SUPPORTED_PLACEMENT_POLICIES:
-            r.bad(
-                PLACEMENT_POLICY,
-                "on-demand (spot placement is planned, not built)",
-                unsupported=True,
-            )
-        elif value not in PLACEMENT_POLICIES:
-            r.bad(PLACEMENT_POLICY, "one of " + ", ".join(PLACEMENT_POLICIES))
-        else:
-            policy = value
+    policy = r.choice(PLACEMENT_POLICY, PLACEMENT_POLICIES, "on-demand")
     baseline = r.int_in(ON_DEMAND_BASELINE, 0, 1000, 1, f"an integer from 0 to {max_note}")
     if baseline > limit:
         r.bad(ON_DEMAND_BASELINE, f"an integer from 0 to {max_note}")
