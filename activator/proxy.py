@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 from activator import http1
 from activator.buffering import BufferFull, ColdStartTimeout, DrainEnded, Gate, HoldError
+from activator.denylist import is_denied
 from activator.held_bodies import HeldBodies
 from activator.http1 import Exchange
 from activator.http1.heads import client_response_head, error_head_and_body
@@ -59,6 +60,7 @@ from activator.statuses import (
     BodyTimeout,
     BodyTooLarge,
     ConnectRefused,
+    DeniedEndpoint,
     Draining,
     ErrorStatus,
     Failure,
@@ -192,6 +194,8 @@ class Proxy:
                 raise ConnectRefused()
             if not head.target.startswith("/"):
                 raise RefusedRequest()
+            if is_denied(raw_path):
+                raise DeniedEndpoint()
             if self.draining:
                 raise Draining()
             body, target = await self._route(exchange)

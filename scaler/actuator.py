@@ -524,6 +524,19 @@ class Actuator:
         except (KubeError, _LeaseLost) as warn_exc:
             log.warning("%s: could not record event %s: %s", d.key, WRITES_FAILING, warn_exc)
 
+    async def note(
+        self, deployment: DeploymentInfo, *, reason: str, message: str, warning: bool = False
+    ) -> None:
+        """An Event about ``deployment`` that goes with no scale write (the warm tier's
+        sleeps and wakes); fenced like every write, best effort like the Event after a
+        change."""
+        try:
+            async with self._slots:
+                self._fence()
+                await self._events.emit(deployment, reason=reason, message=message, warning=warning)
+        except (KubeError, _LeaseLost) as exc:
+            log.warning("%s: could not record event %s: %s", deployment.key, reason, exc)
+
     async def _announce(self, plan: WritePlan, decision: Decision, before: int) -> None:
         d = plan.deployment
         reason = change_reason(decision, before).value

@@ -34,6 +34,7 @@ from prometheus_client import CollectorRegistry
 from scaler.actuator import ActuatorSettings, kube_actuator
 from scaler.app import ServerState, build_app
 from scaler.controller import Controller, ControllerSettings
+from scaler.gpu_memory import PrometheusGpuMemory
 from scaler.kube.client import KubeConfigError, connect
 from scaler.kube.cluster import KubeCluster
 from scaler.kube.leader import LeaseElector
@@ -57,6 +58,7 @@ from scaler.signals.prometheus import PrometheusGpu
 from scaler.signals.scrape import PodScraper
 from scaler.targets import TargetBook
 from scaler.ticking import IntervalTicker
+from scaler.warm import HttpReplicaCalls, WarmSettings, WarmTier
 
 __all__ = ["configure", "run", "serve"]
 
@@ -134,6 +136,15 @@ async def _poll(
         await asyncio.sleep(max(0.0, interval_s - (loop.time() - started)))
 
 
+async def _refresh_memory(
+    memory: PrometheusGpuMemory, every_s: float, clock: Callable[[], float]
+) -> None:
+    """Refresh the warm tier's GPU memory view every ``every_s``, until cancelled."""
+    while True:
+        await memory.refresh(now=clock())
+        await asyncio.sleep(every_s)
+
+
 def _fresh_by_kind(settings: ScalerSettings) -> dict[SignalKind, float]:
     """Signals fed only by a slow poll need a freshness bound of one poll and a half
     plus its timeout (samples arrive once per poll, not every second)."""
@@ -180,7 +191,9 @@ async def serve(
         connector=aiohttp.TCPConnector(limit=settings.scrape.max_concurrent + 8)
     )
     tasks: list[asyncio.Task[None]] = []
+    memory: PrometheusGpuMemory | None = None
     runner: web.AppRunner | None = None
+    controller: Controller | None = None
     state = ServerState()
     try:
         reports = ActivatorReports(
@@ -212,6 +225,15 @@ async def serve(
             )
             sources.append(gpu)
             polled.append((gpu, prom.interval_s))
+            # The warm tier's view of GPU memory (framebuffer used and free, by GPU).
+            memory = PrometheusGpuMemory(
+                session=session,
+                url=prom.url,
+                pod_label=prom.pod_label,
+                namespace_label=prom.namespace_label,
+                timeout_s=prom.timeout_s,
+                stale_after_s=prom.stale_after_s,
+            )
         cluster = KubeCluster(
             access.api,
             watch_timeout_s=settings.kube.watch_timeout_s,
@@ -292,6 +314,18 @@ async def serve(
             metrics=metrics,
             clock=loop.time,
             settings=ControllerSettings(tick_interval_s=settings.tick_interval_s),
+            warm=lambda c: WarmTier(
+                HttpReplicaCalls(session),
+                clock=loop.time,
+                idle_since=c.idle_since,
+                pod_load=c.pod_load,
+                notify=c.note,
+                observe_wake=metrics.woke,
+                last_used=c.last_used,
+                memory=memory,
+                leading=lambda: leader.is_leader,
+                settings=WarmSettings(handoff_s=settings.sleep_handoff_s),
+            ),
         )
         pokes.append(controller.poke)
         app = build_app(
@@ -328,6 +362,8 @@ async def serve(
         jobs += [
             (f"poll-{s.name}", _poll(s, every, book.poll_targets, signals)) for s, every in polled
         ]
+        if memory is not None:
+            jobs.append(("gpu-memory", _refresh_memory(memory, prom.interval_s, loop.time)))
         tasks = [asyncio.ensure_future(job) for _, job in jobs]
         for (name, _), task in zip(jobs, tasks, strict=True):
             task.set_name(f"tidal-scaler-{name}")
@@ -342,6 +378,8 @@ async def serve(
                 await task
         if runner is not None:
             await runner.cleanup()
+        if controller is not None and controller.warm is not None:
+            await controller.warm.close()
         await session.close()
         await access.close()
 

@@ -170,6 +170,14 @@ class ScalerSettings(BaseSettings):
         None, description="this replica's name in the Lease (default: $POD_NAME, else host:pid)"
     )
     tick_interval_s: float = Field(2.0, gt=0, description="time between decisions, seconds")
+    sleep_handoff_s: float = Field(
+        2.0,
+        ge=0,
+        description=(
+            "warm tier: how long a replica is announced as not routable before it is put to "
+            "sleep (at least two activator report periods), seconds"
+        ),
+    )
     fresh_within_s: float = Field(
         5.0, gt=0, description="a signal sample older than this cannot lower the scale, seconds"
     )

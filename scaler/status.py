@@ -6,6 +6,9 @@ which holds only discrete state). With ``--scaler-url`` it adds the live
 values the scaler serves at ``GET /v1/targets`` (signals move every tick, so
 they are never written to the API), and the cost rate and the saving against
 all on-demand. ``-o json`` prints the same rows as JSON.
+With the warm tier in use (``autoscaling.tidal.dev/sleep-after``), the live
+view also shows how many replicas sleep, the wakes so far and the last wake's
+duration.
 
 Two reasons, said apart: REASON is why the scale *last changed* (from the
 status annotation, written only at a change), LIVE-REASON what the scaler
@@ -153,6 +156,20 @@ def rows(
                 "observed": view.get("observed") or {},
                 "cost": view.get("cost"),
             }
+            warm = view.get("warm")
+            if isinstance(warm, Mapping):
+                pods = warm.get("pods") or {}
+                row["live"]["warm"] = {
+                    "asleep": sum(
+                        1
+                        for p in pods.values()
+                        if isinstance(p, Mapping) and p.get("phase") == "sleeping"
+                    ),
+                    "wakes": warm.get("wakes"),
+                    "sleeps": warm.get("sleeps"),
+                    "failed_wakes": warm.get("failedWakes"),
+                    "last_wake_s": warm.get("lastWakeSeconds"),
+                }
         out.append(row)
     return out
 
@@ -187,6 +204,9 @@ def render_table(table: Sequence[Mapping[str, Any]]) -> str:
             "$/H",
             "SAVED-$/H",
         ]
+    with_warm = any("warm" in (r.get("live") or {}) for r in table)
+    if with_warm:
+        headers += ["ASLEEP", "WAKES", "LAST-WAKE"]
     lines = []
     for r in table:
         cells = [_fmt(r.get(k)) for k in keys]
@@ -208,6 +228,14 @@ def render_table(table: Sequence[Mapping[str, Any]]) -> str:
                 stable("gpu_utilization"),
                 _fmt(cost.get("dollars_per_hour")),
                 _fmt(cost.get("saving_dollars_per_hour")),
+            ]
+        if with_warm:
+            warm = (r.get("live") or {}).get("warm") or {}
+            last = warm.get("last_wake_s")
+            cells += [
+                _fmt(warm.get("asleep")),
+                _fmt(warm.get("wakes")),
+                "-" if last is None else f"{last:.2f}s",
             ]
         lines.append(cells)
     widths = [max(len(h), *(len(c[i]) for c in lines)) for i, h in enumerate(headers)]

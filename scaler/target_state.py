@@ -63,6 +63,7 @@ class TargetLoop:
     view: SignalView | None = None
     last_change_wall: str | None = None
     decided_at: float | None = None
+    last_busy_s: float | None = None  # the last decision that saw work (warm tier's LRU)
     placement: PlacementPlan | None = None  # this decision's, when a placer is set
 
     def snapshot(

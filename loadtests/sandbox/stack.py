@@ -46,6 +46,7 @@ import aiohttp
 
 from loadtests.sandbox.cluster.cluster import SandboxCluster
 from loadtests.sandbox.cluster.defaults import apply_defaults
+from loadtests.sandbox.cluster.nodes import DEFAULT_POOL, NodeSpec
 from loadtests.sandbox.cluster.quantity_fields import canonicalize_quantities
 from loadtests.sandbox.cluster.resources import by_group_version_plural
 from loadtests.sandbox.cluster.simple_launcher import die_with_parent
@@ -78,6 +79,8 @@ class StackSettings:
     # the scaler at it. None: neither.
     prometheus: str | None = None
     prometheus_port: int = 9090
+    # The cluster's nodes (None: the default pool), e.g. a time-sliced GPU node.
+    nodes: Sequence[NodeSpec] | None = None
 
 
 class TidalProcess:
@@ -139,7 +142,9 @@ class SandboxStack:
     def __init__(self, directory: Path, settings: StackSettings | None = None) -> None:
         self.directory = directory
         self.settings = settings or StackSettings()
-        self.cluster = SandboxCluster(directory, rbac=self.settings.rbac)
+        self.cluster = SandboxCluster(
+            directory, rbac=self.settings.rbac, nodes=self.settings.nodes or DEFAULT_POOL
+        )
         self.token = secrets.token_urlsafe(24)
         self.scaler: TidalProcess | None = None
         self.scalers: list[TidalProcess] = []  # the stack's own first, then add_scaler's

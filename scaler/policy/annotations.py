@@ -84,6 +84,8 @@ ON_DEMAND_BASELINE = _P + "on-demand-baseline"
 FALLBACK = _P + "fallback"
 SPOT_OVERPROVISION = _P + "spot-overprovision"
 PENDING_TIMEOUT = _P + "pending-timeout"
+SLEEP_AFTER = _A + "sleep-after"
+SLEEP_LEVEL = _A + "sleep-level"
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +201,19 @@ SPECS: tuple[AnnotationSpec, ...] = (
         "3m",
         "10s to 1h",
         "a spot replica pending this long counts as unavailable",
+    ),
+    AnnotationSpec(
+        SLEEP_AFTER,
+        "",
+        "1s to 24h, shorter than the grace period when min-scale is 0; only with engine `vllm`",
+        "warm tier: idle this long, the replicas sleep (vLLM sleep mode) and wake in about a"
+        " second; unset: off (docs/warm-tier.md)",
+    ),
+    AnnotationSpec(
+        SLEEP_LEVEL,
+        "1",
+        "`1`, `2`",
+        "vLLM sleep level: 1 keeps the weights in host RAM (fastest wake), 2 drops them",
     ),
 )
 
@@ -537,6 +552,22 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
         overprovision = 0
     pending_timeout_s = r.duration(PENDING_TIMEOUT, 10.0, 3600.0, 180.0)
 
+    # The warm tier: off unless sleep-after is set; it needs vLLM's sleep mode
+    # and must come before the grace period on the same idle clock.
+    sleep_after_s = r.get(SLEEP_AFTER, _duration, "a duration from 1s to 24h")
+    if sleep_after_s is not None and not 1.0 <= sleep_after_s <= 24 * 3600.0:
+        r.bad(SLEEP_AFTER, "a duration from 1s to 24h")
+        sleep_after_s = None
+    sleep_level = r.int_in(SLEEP_LEVEL, 1, 2, 1, "1 or 2")
+    if sleep_after_s is not None and engine != "vllm":
+        r.bad(SLEEP_AFTER, f"only with {ENGINE} vllm (engine is {engine}: it has no sleep mode)")
+    elif sleep_after_s is not None and min_scale == 0 and sleep_after_s >= grace_s:
+        r.bad(
+            SLEEP_AFTER,
+            f"a duration shorter than {GRACE_PERIOD} ({_fmt_duration(grace_s)}): "
+            "both count from the same idle start",
+        )
+
     if r.problems:
         raise InvalidAnnotation.from_problems(tuple(r.problems))
 
@@ -565,6 +596,8 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
             spot_overprovision=overprovision,
             pending_timeout_s=pending_timeout_s,
         ),
+        sleep_after_s=sleep_after_s,
+        sleep_level=sleep_level,
     )
 
 

@@ -9,7 +9,10 @@ provider (DESIGN §5) finds its capacity type: Karpenter's
 nodes GKE's ``cloud.google.com/gke-spot: "true"`` and AKS's
 ``kubernetes.azure.com/scalesetpriority: spot``; plus the well-known
 ``topology.kubernetes.io/zone``/``region``, ``kubernetes.io/hostname``,
-``node.kubernetes.io/instance-type`` and ``nvidia.com/gpu.product``.
+``node.kubernetes.io/instance-type``, ``nvidia.com/gpu.product`` and
+``nvidia.com/gpu.memory``; a time-sliced node (``gpuReplicas`` > 1) also
+``nvidia.com/gpu.replicas`` and advertises GPUs x replicas units, as GPU
+feature discovery and the device plugin do (see ``gpu_slices``).
 The default spot nodes carry no taint, as Karpenter's; GKE and AKS taint
 theirs (``cloud.google.com/gke-spot=true:NoSchedule``,
 ``kubernetes.azure.com/scalesetpriority=spot:NoSchedule``), which a nodes
@@ -24,6 +27,8 @@ file can ask for.
         zone: us-east-1a
         gpus: 8
         cpu: "96"             # optional; memory, pods, instanceType, gpuProduct too
+        gpuReplicas: 4        # optional, time-slicing: each GPU is 4 nvidia.com/gpu units
+        gpuMemoryMiB: 40960   # optional: one GPU's framebuffer, shared by its units
         labels: {team: ml}
         taints: [{key: cloud.google.com/gke-spot, value: "true", effect: NoSchedule}]
 
@@ -111,6 +116,11 @@ class NodeSpec:
     pods: int = 110
     instance_type: str = "p4d.24xlarge"
     gpu_product: str = "NVIDIA-A100-SXM4-40GB"
+    # Time-slicing: each physical GPU is advertised as this many nvidia.com/gpu
+    # units sharing one framebuffer of gpu_memory_mib (the device plugin's
+    # sharing.timeSlicing replicas).
+    gpu_replicas: int = 1
+    gpu_memory_mib: int = 40_960
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Mapping[str, str], ...] = ()
 
@@ -146,7 +156,11 @@ def _labels(spec: NodeSpec) -> dict[str, str]:
         "nvidia.com/gpu.present": "true" if spec.gpus else "false",
         "nvidia.com/gpu.count": str(spec.gpus),
         "nvidia.com/gpu.product": spec.gpu_product,
+        "nvidia.com/gpu.memory": str(spec.gpu_memory_mib),
     }
+    if spec.gpu_replicas > 1:
+        labels["nvidia.com/gpu.replicas"] = str(spec.gpu_replicas)
+        labels["nvidia.com/gpu.sharing-strategy"] = "time-slicing"
     if spot:
         labels["cloud.google.com/gke-spot"] = "true"
         labels["kubernetes.azure.com/scalesetpriority"] = "spot"
@@ -164,7 +178,7 @@ def node_object(
         "memory": canonical_quantity(spec.memory),
         "pods": canonical_quantity(spec.pods),
         "ephemeral-storage": "500Gi",
-        "nvidia.com/gpu": canonical_quantity(spec.gpus),
+        "nvidia.com/gpu": canonical_quantity(spec.gpus * spec.gpu_replicas),
     }
     condition = {
         "type": "Ready",
@@ -246,6 +260,8 @@ def parse_nodes(data: Any) -> tuple[NodeSpec, ...]:
         "pods",
         "instanceType",
         "gpuProduct",
+        "gpuReplicas",
+        "gpuMemoryMiB",
         "labels",
         "taints",
     }
@@ -268,6 +284,16 @@ def parse_nodes(data: Any) -> tuple[NodeSpec, ...]:
         gpus = entry.get("gpus", 8)
         if not isinstance(gpus, int) or gpus < 0:
             raise _fail(where, f"gpus {gpus!r} must be an integer >= 0")
+        gpu_replicas = entry.get("gpuReplicas", 1)
+        if (
+            isinstance(gpu_replicas, bool)
+            or not isinstance(gpu_replicas, int)
+            or not (1 <= gpu_replicas <= 64)
+        ):
+            raise _fail(where, f"gpuReplicas {gpu_replicas!r} must be an integer 1..64")
+        gpu_memory = entry.get("gpuMemoryMiB", 40_960)
+        if isinstance(gpu_memory, bool) or not isinstance(gpu_memory, int) or gpu_memory < 1:
+            raise _fail(where, f"gpuMemoryMiB {gpu_memory!r} must be an integer >= 1")
         for key in ("cpu", "memory"):
             if key in entry:
                 try:
@@ -304,6 +330,8 @@ def parse_nodes(data: Any) -> tuple[NodeSpec, ...]:
                     pods=int(entry.get("pods", 110)),
                     instance_type=str(entry.get("instanceType", "p4d.24xlarge")),
                     gpu_product=str(entry.get("gpuProduct", "NVIDIA-A100-SXM4-40GB")),
+                    gpu_replicas=gpu_replicas,
+                    gpu_memory_mib=gpu_memory,
                     labels={str(k): str(v) for k, v in labels.items()},
                     taints=tuple(taints),
                 )

@@ -89,6 +89,8 @@ _OTHER_VALUES = {
     "fallback": "none",
     "spot-overprovision": "1",
     "pending-timeout": "1m",
+    "sleep-after": "30s",
+    "sleep-level": "2",
 }
 
 

@@ -34,6 +34,34 @@ def test_invalid_annotation_is_shown() -> None:
     assert "default/bad: " in text
 
 
+def test_warm_tier_columns_show_sleeping_replicas_and_wakes() -> None:
+    warm = deployment("warm")
+    cold = deployment("cold")
+    live = {
+        "default/warm": {
+            "desired": 1,
+            "signals": {},
+            "warm": {
+                "pods": {"default/warm-1": {"phase": "sleeping", "level": 1, "since": 3.0}},
+                "sleeps": 2,
+                "wakes": 1,
+                "failedWakes": 0,
+                "lastWakeSeconds": 0.96,
+            },
+        },
+        "default/cold": {"desired": 0, "signals": {}},
+    }
+    table = rows([warm, cold], live)
+    assert table[0]["live"]["warm"] == {
+        "asleep": 1, "wakes": 1, "sleeps": 2, "failed_wakes": 0, "last_wake_s": 0.96,
+    }  # fmt: skip
+    assert "warm" not in table[1]["live"]
+    header, first, second = render_table(table).splitlines()[:3]
+    assert header.split()[-3:] == ["ASLEEP", "WAKES", "LAST-WAKE"]
+    assert first.split()[-3:] == ["1", "1", "0.96s"]
+    assert second.split()[-3:] == ["-", "-", "-"]
+
+
 def test_spot_pair_and_cost() -> None:
     spot = deployment(
         "llama",
