@@ -194,7 +194,7 @@ class Proxy:
                 raise ConnectRefused()
             if not head.target.startswith("/"):
                 raise RefusedRequest()
-            if is_denied(raw_path):
+            if is_denied(head.target):
                 raise DeniedEndpoint()
             if self.draining:
                 raise Draining()
