@@ -5,17 +5,21 @@ source and returns an :class:`Activator`; :meth:`Activator.drain` is the
 SIGTERM path; :func:`serve` runs one until SIGTERM (a single process, or
 one worker of :mod:`activator.workers`). The pieces:
 
-- the **data port** is aiohttp's low-level ``web.Server`` with the proxy's
-  one handler (no router or middleware on the hot path), handler
-  cancellation on (a client that leaves while held frees its place), a raised
-  listen backlog, header limits and an idle-connection timeout;
+- the **data port** is the byte-level HTTP/1.1 server of
+  :mod:`activator.http1` with the proxy's one handler (no router or
+  middleware on the hot path): a client that leaves while held frees its
+  place, a raised listen backlog, header limits and an idle-connection
+  timeout;
 - the **admin port** (``/healthz``, ``/readyz``, ``/metrics``) is a separate
   server: admin endpoints are never served on the data port. ``/readyz``
-  depends on neither the scaler nor any backend;
-- one shared ``ClientSession`` to the replicas: no connection limit (the
-  gates bound concurrency, and aiohttp's default of 100 would silently queue
-  requests), no total timeout (only connect and idle-read), no automatic
-  decompression (bodies pass through byte for byte), no cookie jar;
+  depends on neither the scaler nor any backend, but waits for the target
+  source's first snapshot: before it the activator knows no target and
+  could only answer 404, which is what an activator started during an API
+  server outage would do to every request it was sent;
+- one :class:`~activator.http1.UpstreamPool` of keep-alive connections to
+  the replicas (no connection limit unless configured: the gates bound
+  concurrency), connect and idle-read timeouts only, bodies relayed byte for
+  byte; an aiohttp ``ClientSession`` only for the calls to the scaler;
 - background tasks: the target source, the prober and the reporter, each
   cancelled on the way out;
 - the collaborators are built here and passed in at construction: one
@@ -23,12 +27,12 @@ one worker of :mod:`activator.workers`). The pieces:
   on and the reporter consumes, and the event loop's clock for everything.
 
 Drain (DESIGN §3): fail ``/readyz`` and answer new requests 503; after
-``drain_grace_s`` close the listener; then wait up to ``drain_s`` for every
-request in progress, held ones included, to end. Requests still held then
-are answered 503 (JSON, ``Retry-After``, code ``draining``): every request
-gets an answer, none is left to aiohttp's shutdown, which only closes
-connections. aiohttp's own shutdown timeout is just the time those answers
-(and any response still streaming) get to be written: ``FLUSH_S``.
+``drain_grace_s`` close the listener and the idle keep-alive connections;
+then wait up to ``drain_s`` for every request in progress, held ones
+included, to end. Requests still held then are answered 503 (JSON,
+``Retry-After``, code ``draining``): every request gets an answer. Those
+answers (and any response still streaming) then get ``FLUSH_S`` to be
+written before the remaining connections are closed.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from activator import http1
 from activator.metrics import Metrics
 from activator.probing import Prober
 from activator.proxy import Proxy, ProxyOptions
@@ -64,9 +69,10 @@ __all__ = ["Activator", "activator_name", "admin_app", "make_source", "serve", "
 log = logging.getLogger(__name__)
 
 # After the drain: how long the last answers may take to be written before
-# aiohttp cancels what is left (a response still streaming from a replica).
+# what is left (a response still streaming from a replica) is cut.
 FLUSH_S = 2.0
-# How often the drain looks at the gates' counts (plain integers: no event).
+# How often the drain looks at the gates' and connections' counts (plain
+# integers: no event).
 _DRAIN_POLL_S = 0.05
 
 
@@ -104,10 +110,12 @@ class Activator:
     proxy: Proxy
     metrics: Metrics
     session: aiohttp.ClientSession
+    pool: http1.UpstreamPool
+    connections: http1.Connections  # the data port's client connections
     reporter: Reporter
     prober: Prober
-    data_runner: web.ServerRunner
     admin_runner: web.AppRunner | None
+    data_server: asyncio.Server | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     ready: bool = False
     data_port: int = 0
@@ -120,12 +128,18 @@ class Activator:
         timeouts = self.settings.timeouts
         if timeouts.drain_grace_s:
             await asyncio.sleep(timeouts.drain_grace_s)
-        for site in list(self.data_runner.sites):
-            await site.stop()  # closes the listener; open connections stay
+        if self.data_server is not None:
+            self.data_server.close()  # stop accepting; open connections stay
+        for conn in list(self.connections):
+            conn.close_if_idle()
         await self.wait_idle(timeouts.drain_s)
         self.registry.end_drain()  # what is still held gets its 503 now
-        await self.data_runner.cleanup()  # waits up to FLUSH_S for those answers
+        await self._wait_answered(FLUSH_S)
         await self.close()
+
+    def is_ready(self) -> bool:
+        """``/readyz``: serving, not draining, and the targets listed at least once."""
+        return self.ready and self.registry.updates > 0
 
     def requests_in_progress(self) -> int:
         """Held and in-flight requests over all targets."""
@@ -141,14 +155,38 @@ class Activator:
             await asyncio.sleep(min(_DRAIN_POLL_S, max(0.0, deadline - loop.time())))
         return True
 
+    async def _wait_answered(self, timeout_s: float) -> None:
+        """Wait until no connection has a request in progress, at most ``timeout_s``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while any(c.current is not None for c in self.connections):
+            if loop.time() >= deadline:
+                return
+            await asyncio.sleep(_DRAIN_POLL_S)
+
     async def close(self) -> None:
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
         self.tasks.clear()
         await self.reporter.close()
-        with contextlib.suppress(RuntimeError):
-            await self.data_runner.cleanup()
+        if self.data_server is not None:
+            self.data_server.close()
+        for conn in list(self.connections):
+            conn.shut(
+                http1.ShutAnswer(
+                    503,
+                    error_type="unavailable_error",
+                    code="draining",
+                    message="the activator is shutting down",
+                    retry_after_s=self.settings.retry_after_s,
+                )
+            )
+        self.connections.close()
+        await self.pool.close()
+        if self.data_server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.data_server.wait_closed(), 1.0)
         if self.admin_runner is not None:
             await self.admin_runner.cleanup()
         await self.session.close()
@@ -205,43 +243,23 @@ async def start(
     metrics = Metrics(prom, gates=lambda: targets.gates)
     timeouts = settings.timeouts
     limits = settings.limits
-    connector = aiohttp.TCPConnector(
-        limit=limits.upstream_connections,
-        limit_per_host=0,
-        ttl_dns_cache=None,
-        use_dns_cache=True,
-        enable_cleanup_closed=False,
-        # Below uvicorn's (vLLM's) 5 s keep-alive, so we close idle pooled
-        # connections before the replica does and rarely race its close.
-        keepalive_timeout=4.0,
-    )
+    # The scaler's client only: the replicas are reached through the pool.
     session = aiohttp.ClientSession(
-        connector=connector,
-        timeout=aiohttp.ClientTimeout(
-            total=None,
-            connect=timeouts.connect_s,
-            sock_connect=timeouts.connect_s,
-            sock_read=timeouts.upstream_idle_s or None,
-        ),
-        auto_decompress=False,
+        timeout=aiohttp.ClientTimeout(total=None, connect=timeouts.connect_s),
         cookie_jar=aiohttp.DummyCookieJar(),
-        raise_for_status=False,
     )
-    # aiohttp re-sends an idempotent request once when a pooled connection
-    # turns out closed (RFC 9112 §9.3.1). DESIGN §3 is stricter: once bytes
-    # went to a replica the request is never retried (a GET may have started
-    # work there), so the answer is a 502. There is no public switch.
-    session._retry_connection = False
+    pool = http1.UpstreamPool(
+        connect_timeout_s=timeouts.connect_s, max_connections=limits.upstream_connections
+    )
     proxy = Proxy(
         registry=targets,
-        session=session,
+        pool=pool,
         metrics=metrics,
         options=ProxyOptions(
             allow_target_header=settings.allow_target_header,
             max_model_body_bytes=limits.max_model_body_bytes,
             max_body_bytes=limits.max_body_bytes,
-            client_body_idle_s=timeouts.client_body_idle_s,
-            small_response_bytes=limits.small_response_bytes,
+            upstream_idle_s=timeouts.upstream_idle_s,
             retry_after_s=settings.retry_after_s,
             max_held_body_bytes=limits.max_held_body_bytes,
         ),
@@ -264,26 +282,22 @@ async def start(
         timeout_s=timeouts.probe_s,
         recheck_ready_s=settings.recheck_ready_s if settings.routes is not None else None,
     )
-    server = web.Server(
-        proxy.handle,
-        handler_cancellation=True,
-        keepalive_timeout=timeouts.client_idle_s,
-        max_line_size=limits.max_header_bytes,
-        max_field_size=limits.max_header_bytes,
+    server_limits = http1.ServerLimits(
+        idle_s=timeouts.client_idle_s,
+        body_idle_s=timeouts.client_body_idle_s,
+        max_header_bytes=limits.max_header_bytes,
         max_headers=limits.max_headers,
-        access_log=None,
     )
-    data_runner = web.ServerRunner(server, shutdown_timeout=FLUSH_S)
-    await data_runner.setup()
     activator = Activator(
         settings=settings,
         registry=targets,
         proxy=proxy,
         metrics=metrics,
         session=session,
+        pool=pool,
+        connections=http1.Connections(idle_s=timeouts.client_idle_s),
         reporter=reporter,
         prober=prober,
-        data_runner=data_runner,
         admin_runner=None,
     )
     loop = asyncio.get_running_loop()
@@ -291,22 +305,26 @@ async def start(
         activator.tasks.append(loop.create_task(_supervise("source", source.run(targets))))
         activator.tasks.append(loop.create_task(_supervise("prober", prober.run())))
         activator.tasks.append(loop.create_task(_supervise("reporter", reporter.run())))
-        site = web.TCPSite(
-            data_runner,
+        connections = activator.connections
+        activator.data_server = await loop.create_server(
+            lambda: http1.ClientConnection(
+                proxy.handle,
+                limits=server_limits,
+                connections=connections,
+            ),
             settings.host,
             settings.port,
             backlog=limits.backlog,
             reuse_port=reuse_port or None,
         )
-        await site.start()
-        activator.data_port = data_runner.addresses[0][1]
+        activator.data_port = activator.data_server.sockets[0].getsockname()[1]
 
         async def metrics_text() -> bytes:
             return generate_latest(prom)
 
         if serve_admin or admin_unix_path:
             admin = web.AppRunner(
-                admin_app(is_ready=lambda: activator.ready, metrics_text=metrics_text),
+                admin_app(is_ready=activator.is_ready, metrics_text=metrics_text),
                 access_log=None,
             )
             await admin.setup()

@@ -76,6 +76,11 @@ class DrainEnded(HoldError):
     """The activator's drain timeout ended while the request waited."""
 
 
+def _expire(fut: asyncio.Future[EndpointTracker], name: str) -> None:
+    if not fut.done():
+        fut.set_exception(ColdStartTimeout(name))
+
+
 class Gate:
     """Holding and concurrency accounting for one target."""
 
@@ -188,21 +193,24 @@ class Gate:
             return tracker
         if self.full:
             raise BufferFull(self.name)
-        fut: asyncio.Future[EndpointTracker] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[EndpointTracker] = loop.create_future()
         self._touch()
         self._waiters.append(fut)
         self.buffered += 1
         if not self.endpoints.ready and self._wake is not None:
             self._wake.put(self.name)
+        # One timer that fails the future, rather than asyncio.timeout (a
+        # Timeout object, its timer and a cancellation to translate): held
+        # requests are many, and each one's bytes count (10,000 held).
+        expiry = loop.call_later(timeout_s, _expire, fut, self.name)
         handed = False
         try:
-            async with asyncio.timeout(timeout_s):
-                tracker = await fut
+            tracker = await fut
             handed = True
             return tracker
-        except TimeoutError:
-            raise ColdStartTimeout(self.name) from None
         finally:
+            expiry.cancel()
             self._touch()
             self.buffered -= 1
             if not fut.done():

@@ -10,7 +10,10 @@ same); in routes-file mode it is the only signal. A refused connection marks
 an endpoint down at once, so no further request is sent there until a probe
 succeeds again. A *draining* endpoint (the source says it is going away:
 EndpointSlice ``terminating``) is never ready, whatever a probe finds; the
-requests already there finish.
+requests already there finish. A *sleeping* endpoint (the leading scaler's
+answer lists it: the warm tier put it to sleep, or is about to, or is waking
+it) is never ready either: a request for a model whose replicas all sleep is
+held as for one with no ready replica, and its activation wakes one.
 
 :class:`TargetEndpoints` keeps the ready set as a tuple swapped whole on every
 change (readers never see it half-updated) and an :class:`asyncio.Event`
@@ -51,6 +54,7 @@ class EndpointTracker:
         "label",
         "port",
         "probe_ok",
+        "sleeping",
         "source_ready",
     )
 
@@ -65,10 +69,16 @@ class EndpointTracker:
         self.probe_ok = False
         self.down = False
         self.draining = endpoint.draining
+        self.sleeping = False
 
     @property
     def ready(self) -> bool:
-        return not self.down and not self.draining and (self.source_ready or self.probe_ok)
+        return (
+            not self.down
+            and not self.draining
+            and not self.sleeping
+            and (self.source_ready or self.probe_ok)
+        )
 
     def __repr__(self) -> str:
         return f"EndpointTracker({self.key}, ready={self.ready}, in_flight={self.in_flight})"
@@ -83,6 +93,7 @@ class TargetEndpoints:
         self.ready: tuple[EndpointTracker, ...] = ()
         self._changed = asyncio.Event()
         self._on_change = on_change
+        self._sleeping: frozenset[str] = frozenset()
 
     def update(self, endpoints: Iterable[Endpoint]) -> None:
         """Take the source's latest list: add, drop, and refresh source readiness."""
@@ -91,6 +102,7 @@ class TargetEndpoints:
             tracker = self.trackers.get(ep.key)
             if tracker is None:
                 tracker = EndpointTracker(ep)
+                tracker.sleeping = ep.key in self._sleeping
             else:
                 if tracker.source_ready and not ep.ready:
                     # The source withdrew readiness (failing readiness probe):
@@ -101,6 +113,15 @@ class TargetEndpoints:
                 tracker.label = ep.label
             fresh[ep.key] = tracker
         self.trackers = fresh
+        self._recompute()
+
+    def set_sleeping(self, keys: frozenset[str]) -> None:
+        """The endpoints (``ip:port``) the warm tier has asleep; the others are awake."""
+        if keys == self._sleeping:
+            return
+        self._sleeping = keys
+        for key, tracker in self.trackers.items():
+            tracker.sleeping = key in keys
         self._recompute()
 
     def set_probe_result(self, key: str, ok: bool) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from activator.buffering import DrainEnded, Gate
 from activator.clock import Clock, loop_time
@@ -46,6 +46,7 @@ class Registry:
         self._wake = wake
         self._on_update = on_update
         self._activators = 1
+        self._sleeping: dict[str, frozenset[str]] = {}
         self.updates = 0
 
     def apply(self, targets: Mapping[str, TargetSpec]) -> None:
@@ -71,6 +72,7 @@ class Registry:
                     container_concurrency=spec.container_concurrency,
                     cold_start_timeout_s=spec.cold_start_timeout_s,
                 )
+            gate.endpoints.set_sleeping(self._sleeping.get(name, frozenset()))
             gate.endpoints.update(spec.endpoints)
         for name in list(gates):
             if name not in targets:
@@ -88,6 +90,12 @@ class Registry:
         self.updates += 1
         if self._on_update is not None:
             self._on_update()
+
+    def set_sleeping(self, by_target: Mapping[str, Iterable[str]]) -> None:
+        """The leading scaler's list of sleeping endpoints (``ip:port``) per target."""
+        self._sleeping = {k: frozenset(v) for k, v in by_target.items()}
+        for name, gate in self.gates.items():
+            gate.endpoints.set_sleeping(self._sleeping.get(name, frozenset()))
 
     def set_activators(self, count: int) -> None:
         """How many activators the scaler counts; each gate takes its share of cc."""

@@ -27,6 +27,12 @@ ends is not doubled; that replica skips a report). With several replicas
 the activator count is the largest fresh answer among them (a replica that
 has just started may not have heard from every activator yet).
 
+The warm tier: the leading scaler's answers (``"leader": true``) also list
+the endpoints that sleep, per target (``"sleeping"``); the registry takes them
+out of rotation (:meth:`Registry.set_sleeping`). Followers' answers carry no
+such list and change nothing. An activation's answer comes once the leader
+has woken a replica, so a held request goes out as soon as it arrives.
+
 Failures to reach the scaler are logged (once per streak and replica) and
 counted; they never affect the request path.
 """
@@ -34,6 +40,7 @@ counted; they never affect the request path.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from dataclasses import dataclass
@@ -181,6 +188,7 @@ class Reporter:
                     )
                 answer = await resp.json(content_type=None)
             count = answer.get("activators") if isinstance(answer, dict) else None
+            self._take_sleeping(answer)
             now = self.clock()
             if isinstance(count, int) and count > 0:
                 state.activators = count
@@ -200,6 +208,21 @@ class Reporter:
             state.retry_at = self.clock() + periods * self.period_s
         finally:
             state.posting = None
+
+    def _take_sleeping(self, answer: Any) -> None:
+        """The leader's list of sleeping endpoints, when this answer is the leader's."""
+        if not isinstance(answer, dict) or answer.get("leader") is not True:
+            return
+        sleeping = answer.get("sleeping")
+        if not isinstance(sleeping, dict):
+            return
+        self.registry.set_sleeping(
+            {
+                str(target): [str(e) for e in endpoints]
+                for target, endpoints in sleeping.items()
+                if isinstance(endpoints, list)
+            }
+        )
 
     def _update_activators(self, now: float) -> None:
         fresh_after = now - ANSWER_FRESH_PERIODS * self.period_s
@@ -241,7 +264,10 @@ class Reporter:
                 peer.base + "/v1/activate", data=body, **self._request_kwargs(peer)
             ) as resp:
                 ok = resp.status < 300
-                await resp.read()
+                raw = await resp.read()
+            if ok:
+                with contextlib.suppress(ValueError):
+                    self._take_sleeping(json.loads(raw))
             self.metrics.activations.labels(target, "ok" if ok else "error").inc()
             if not ok:
                 log.warning(

@@ -110,14 +110,6 @@ class Limits(BaseModel):
     upstream_connections: int = Field(
         default=0, ge=0, description="connections to all replicas together per worker; 0: no limit"
     )
-    small_response_bytes: int = Field(
-        default=65536,
-        ge=0,
-        description=(
-            "responses with a Content-Length up to this many bytes are relayed in one write; "
-            "larger ones and chunked ones are streamed chunk by chunk"
-        ),
-    )
 
 
 class Defaults(BaseModel):

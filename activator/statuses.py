@@ -22,6 +22,7 @@ AllRefused              502    timed out after every replica tried refused
 UpstreamFailed          502    bytes reached a replica that then failed
 RefusedRequest          400    absolute-form target (not a forward proxy)
 ConnectRefused          405    CONNECT (not a tunnel)
+DeniedEndpoint          403    a replica's development endpoint (``denylist``)
 =====================  ======  ============================================
 
 503s carry ``Retry-After``.
@@ -50,6 +51,7 @@ __all__ = [
     "BodyTimeout",
     "BodyTooLarge",
     "ConnectRefused",
+    "DeniedEndpoint",
     "Draining",
     "ErrorStatus",
     "Failure",
@@ -106,6 +108,10 @@ class RefusedRequest(ProxyError):
 
 class ConnectRefused(ProxyError):
     pass
+
+
+class DeniedEndpoint(ProxyError):
+    """A client asked for a replica endpoint only Tidal may call (``activator.denylist``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +179,12 @@ ERROR_STATUS: dict[type[Exception], ErrorStatus] = {
     ),
     ConnectRefused: ErrorStatus(
         405, "invalid_request_error", "refused_request", "CONNECT is refused: this is not a tunnel"
+    ),
+    DeniedEndpoint: ErrorStatus(
+        403,
+        "permission_error",
+        "denied_endpoint",
+        "this endpoint of the model server is not open to clients",
     ),
 }
 

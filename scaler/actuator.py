@@ -7,16 +7,24 @@ becomes a :class:`WritePlan` (:func:`plan_writes`, pure), and
 1. for a rejected config, one ``InvalidAnnotation`` Warning Event, nothing else;
 2. before a scale-down (not to zero), pod-deletion-cost on the pods, so the
    ReplicaSet removes the idlest first (:mod:`scaler.policy.deletion`);
-3. ``spec.replicas`` through ``/scale``;
-4. when the scale changed, an Event (:mod:`scaler.policy.events`) and an INFO
-   log line with target, from -> to, reason, mode and signals;
+3. ``spec.replicas`` through ``/scale``; with a spot placement policy the
+   user's Deployment gets the on-demand share, then the placement writes
+   follow (:mod:`scaler.placement_actuation`: the companion ``<name>-spot``,
+   the on-demand pin, the spot scale, ``SpotFallback``/``SpotRecovered``),
+   each fenced like the rest (a decision made again after a conflict, on
+   the same Deployment object, does not pin or announce the rollout twice);
+4. when the scale changed (of a spot pair: its total), an Event
+   (:mod:`scaler.policy.events`) and an INFO log line with target, from -> to,
+   reason, mode and signals;
 5. the status annotation, when its content changed
-   (:mod:`scaler.policy.status_doc`).
+   (:mod:`scaler.policy.status_doc`; with placement, the spot/on-demand split).
 
 The only other write of the scaler, the Lease renewal of leader election,
 belongs to :mod:`scaler.kube.leader`. An import contract keeps the write
-helpers of :mod:`scaler.kube.writer` out of every other scaler module:
-:func:`kube_actuator` builds the actuator over them for the service.
+helpers of :mod:`scaler.kube.writer` and :mod:`scaler.kube.companion_writes`
+out of every other scaler module: :func:`kube_actuator` builds the actuator
+over them for the service. Companions whose Deployment is no longer opted in
+are removed through :meth:`Actuator.remove_orphan`.
 
 Main decisions (DESIGN §4 "only the lease holder writes", issue 13):
 
@@ -55,8 +63,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scaler.kube.client import KubeAccess
+from scaler.kube.companion_writes import KubeCompanions
 from scaler.kube.errors import Conflict, KubeError
 from scaler.kube.types import (
+    CompanionInfo,
     DeploymentInfo,
     EventSink,
     LeaderElector,
@@ -66,9 +76,12 @@ from scaler.kube.types import (
 )
 from scaler.kube.writer import KubeEvents, KubeScaleTarget
 from scaler.metrics import Metrics
+from scaler.placement_actuation import PlacementActuation
 from scaler.policy.api import Decision, Reason, SignalKind, SignalReading
 from scaler.policy.deletion import deletion_costs
 from scaler.policy.events import INVALID_ANNOTATION, change_message, change_reason
+from scaler.policy.placement_plan import PlacementPlan
+from scaler.policy.providers import ProviderPreset
 from scaler.policy.status_doc import (
     StatusDocument,
     encode_status,
@@ -118,6 +131,25 @@ class WritePlan:
     intended: StatusDocument | None = None
     last_change_wall: str | None = None
     readings: Mapping[SignalKind, SignalReading] = field(default_factory=dict)
+    # Spot placement (scaler.placing): the user's Deployment is scaled to the
+    # plan's on-demand share and the placement writes follow; ``total_before``
+    # is the pair's previous target, for the Event and the change time.
+    placement: PlacementPlan | None = None
+    total_before: int | None = None
+
+    @property
+    def scale_to(self) -> int | None:
+        """The replicas the user's Deployment should have."""
+        if self.placement is not None:
+            return self.placement.on_demand_replicas
+        return self.decision.desired if self.decision is not None else None
+
+    @property
+    def split(self) -> tuple[int, int] | None:
+        """``(on_demand, spot)`` for the status document (``None``: all on demand)."""
+        if self.placement is None:
+            return None
+        return self.placement.split.on_demand, self.placement.split.spot
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,23 +185,36 @@ def plan_writes(
     last_change_wall: str | None = None,
     pod_load: Mapping[str, float] | None = None,
     readings: Mapping[SignalKind, SignalReading] | None = None,
+    placement: PlacementPlan | None = None,
+    companion_replicas: int | None = None,
+    total_before: int | None = None,
 ) -> WritePlan | None:
     """The writes ``decision`` needs, or ``None`` when it needs none (pure).
 
     Without a decision (a rejected config) only an unreported problem needs a
     write. With one: a scale that differs, a status whose content would
-    change, or an intended status not yet written.
+    change, or an intended status not yet written. With a ``placement`` plan
+    the user's Deployment is compared with the on-demand share, and any
+    companion, pin or spot-scale write (``companion_replicas``: the
+    companion's scale now, ``None`` when it does not exist) or placement
+    Event needs writes too.
     """
     if decision is None:
         if problem is None or problem_reported:
             return None
         return WritePlan(deployment=deployment, problem=problem)
-    scaling = decision.desired != deployment.spec_replicas
-    if not scaling and not _status_due(decision, status, intended, last_change_wall):
+    scale_to = placement.on_demand_replicas if placement is not None else decision.desired
+    split = (placement.split.on_demand, placement.split.spot) if placement is not None else None
+    scaling = scale_to != deployment.spec_replicas
+    if (
+        not scaling
+        and not _status_due(decision, status, intended, last_change_wall, split=split)
+        and not _placement_writes(placement, companion_replicas)
+    ):
         return None
     costs: Mapping[str, int] = {}
     previous: dict[str, int | None] = {}
-    if 0 < decision.desired < deployment.spec_replicas:
+    if 0 < scale_to < deployment.spec_replicas:
         costs = deletion_costs(pods, pod_load or {})
         previous = {p.name: p.deletion_cost for p in pods if p.name in costs}
     return WritePlan(
@@ -181,7 +226,18 @@ def plan_writes(
         intended=intended,
         last_change_wall=last_change_wall,
         readings=dict(readings or {}),
+        placement=placement,
+        total_before=total_before,
     )
+
+
+def _placement_writes(placement: PlacementPlan | None, companion_replicas: int | None) -> bool:
+    if placement is None:
+        return False
+    p = placement
+    if p.ensure_companion or p.pin or p.delete_companion or p.unpin or p.events:
+        return True
+    return p.companion_replicas is not None and companion_replicas != p.companion_replicas
 
 
 def _document(
@@ -192,10 +248,16 @@ def _document(
     changed: bool,
     now_wall: str,
     last_change_wall: str | None,
+    split: tuple[int, int] | None = None,
 ) -> StatusDocument:
     base = intended if intended is not None else status
     return status_document(
-        decision, base, changed=changed, now_wall=now_wall, last_change_wall=last_change_wall
+        decision,
+        base,
+        changed=changed,
+        now_wall=now_wall,
+        last_change_wall=last_change_wall,
+        split=split,
     )
 
 
@@ -204,9 +266,17 @@ def _status_due(
     status: StatusDocument | None,
     intended: StatusDocument | None,
     last_change_wall: str | None,
+    *,
+    split: tuple[int, int] | None = None,
 ) -> bool:
     document = _document(
-        decision, status, intended, changed=False, now_wall="", last_change_wall=last_change_wall
+        decision,
+        status,
+        intended,
+        changed=False,
+        now_wall="",
+        last_change_wall=last_change_wall,
+        split=split,
     )
     if intended is not None:
         return document != status
@@ -252,7 +322,9 @@ class Actuator:
         metrics: Metrics,
         wall_time: Callable[[], str] = wall_time,
         settings: ActuatorSettings | None = None,
+        placement: PlacementActuation | None = None,
     ) -> None:
+        self._placement = placement
         self._settings = settings or ActuatorSettings()
         if self._settings.max_concurrent_writes < 1:
             raise ValueError(
@@ -320,17 +392,34 @@ class Actuator:
                 )
                 progress.problem_reported = True
             return
-        changed = decision.desired != d.spec_replicas
-        if changed:
+        scale_to = plan.scale_to
+        assert scale_to is not None
+        scaling = scale_to != d.spec_replicas
+        if scaling:
+            # With placement this is the on-demand share, written first so that
+            # cover for lost spot comes before anything else.
             if plan.deletion_costs:
                 self._fence()
                 self._undo[d.key] = dict(plan.previous_costs)
                 await self._scale.set_deletion_costs(d.namespace, plan.deletion_costs)
             self._fence()
             progress.resource_version = await self._scale.scale(
-                d.namespace, d.name, decision.desired, resource_version=d.resource_version
+                d.namespace, d.name, scale_to, resource_version=d.resource_version
             )
             self._undo.pop(d.key, None)  # the scale took: the ranking did its job
+        before = d.spec_replicas
+        changed = scaling
+        if plan.placement is not None:
+            if self._placement is not None:
+                # Before the status: a conflict on the status write (the Deployment
+                # moves on as it rolls) must not hold back the companion, the pin,
+                # the spot scale or the Events. Cover came first, with the scale.
+                version = await self._placement.carry_out(d, plan.placement, fence=self._fence)
+                if version is not None:  # the pin moved the Deployment on
+                    progress.resource_version = version
+            before = plan.total_before if plan.total_before is not None else before
+            changed = decision.desired != before
+        if changed:
             progress.last_change_wall = self._wall_time()
             progress.intended = _document(
                 decision,
@@ -339,8 +428,9 @@ class Actuator:
                 changed=True,
                 now_wall=progress.last_change_wall,
                 last_change_wall=progress.last_change_wall,
+                split=plan.split,
             )
-            await self._announce(plan, decision, d.spec_replicas)
+            await self._announce(plan, decision, before)
         else:
             progress.intended = _document(
                 decision,
@@ -349,6 +439,7 @@ class Actuator:
                 changed=False,
                 now_wall=self._wall_time(),
                 last_change_wall=plan.last_change_wall,
+                split=plan.split,
             )
         document = progress.intended
         if changed or plan.intended is not None:
@@ -365,6 +456,20 @@ class Actuator:
             )
             progress.status = document
         progress.intended = None
+
+    async def remove_orphan(self, companion: CompanionInfo) -> None:
+        """A spot companion whose Deployment is no longer opted in: unpin, delete (fenced)."""
+        if self._placement is None:
+            return
+        key = f"{companion.namespace}/{companion.companion_of}"
+        async with self._slots:
+            try:
+                await self._placement.remove_orphan(companion, fence=self._fence)
+            except _LeaseLost:
+                log.warning("%s: lost the Lease; spot companion left for the next leader", key)
+            except KubeError as exc:
+                log.warning("%s: could not remove spot companion, will retry: %s", key, exc)
+                self._metrics.write_failed(key)
 
     async def _undo_costs(self, d: DeploymentInfo) -> bool:
         """Put back the deletion costs a failed plan left on ``d``'s pods; True if any."""
@@ -418,6 +523,19 @@ class Actuator:
             await self._events.emit(d, reason=WRITES_FAILING, message=message, warning=True)
         except (KubeError, _LeaseLost) as warn_exc:
             log.warning("%s: could not record event %s: %s", d.key, WRITES_FAILING, warn_exc)
+
+    async def note(
+        self, deployment: DeploymentInfo, *, reason: str, message: str, warning: bool = False
+    ) -> None:
+        """An Event about ``deployment`` that goes with no scale write (the warm tier's
+        sleeps and wakes); fenced like every write, best effort like the Event after a
+        change."""
+        try:
+            async with self._slots:
+                self._fence()
+                await self._events.emit(deployment, reason=reason, message=message, warning=warning)
+        except (KubeError, _LeaseLost) as exc:
+            log.warning("%s: could not record event %s: %s", deployment.key, reason, exc)
 
     async def _announce(self, plan: WritePlan, decision: Decision, before: int) -> None:
         d = plan.deployment
@@ -490,13 +608,26 @@ def kube_actuator(
     metrics: Metrics,
     request_timeout_s: float = 10.0,
     settings: ActuatorSettings | None = None,
+    preset: ProviderPreset | None = None,
 ) -> Actuator:
-    """An :class:`Actuator` writing to the API server of ``access``."""
+    """An :class:`Actuator` writing to the API server of ``access`` (with ``preset``:
+    spot placement's writes too)."""
     api = access.api
+    scale_target = KubeScaleTarget(api, request_timeout_s=request_timeout_s)
+    events = KubeEvents(api, instance=identity, request_timeout_s=request_timeout_s)
+    placement = None
+    if preset is not None:
+        placement = PlacementActuation(
+            companions=KubeCompanions(api, request_timeout_s=request_timeout_s),
+            scale_target=scale_target,
+            events=events,
+            preset=preset,
+        )
     return Actuator(
-        scale_target=KubeScaleTarget(api, request_timeout_s=request_timeout_s),
-        events=KubeEvents(api, instance=identity, request_timeout_s=request_timeout_s),
+        scale_target=scale_target,
+        events=events,
         leader=leader,
         metrics=metrics,
         settings=settings,
+        placement=placement,
     )

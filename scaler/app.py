@@ -88,7 +88,26 @@ def target_view(state: TargetState) -> dict[str, Any]:
         "busy": demand.busy,
         "all_sources_fresh": demand.all_sources_fresh,
         "decided_at_s": state.decided_at,
+        **_placement_view(state),
     }
+
+
+def _placement_view(state: TargetState) -> dict[str, Any]:
+    """Spot placement's part of a target: the split, why spot is not serving, the cost."""
+    out: dict[str, Any] = {}
+    if state.cost is not None:
+        out["cost"] = state.cost.as_json()
+    plan = state.placement
+    if plan is not None:
+        out["placement"] = {
+            "on_demand": plan.split.on_demand,
+            "spot": plan.split.spot,
+            "covering": plan.split.covering,
+            "spot_available": plan.counts.available,
+            "spot_ready": plan.counts.ready,
+            "spot_unavailable": {pod: str(why) for pod, why in plan.counts.unavailable.items()},
+        }
+    return out
 
 
 def build_app(
@@ -107,6 +126,15 @@ def build_app(
     expected = f"Bearer {token}".encode()
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app[STATE_KEY] = state or ServerState()
+
+    def warm_answer() -> dict[str, Any]:
+        # The warm tier: endpoints activators must not route to (asleep, being put to
+        # sleep or woken). Only the leader knows them; activators take the leader's word.
+        leading = leader()
+        body: dict[str, Any] = {"leader": leading}
+        if leading and controller.warm is not None:
+            body["sleeping"] = controller.warm.not_routable()
+        return body
 
     def authorized(request: web.Request) -> bool:
         got = request.headers.get("Authorization", "").encode()
@@ -131,7 +159,7 @@ def build_app(
             return _error(400, str(exc), "invalid_request")
         metrics.report("accepted")
         metrics.activators.set(count)
-        return web.json_response({"activators": count})
+        return web.json_response({"activators": count, **warm_answer()})
 
     async def activate(request: web.Request) -> web.Response:
         if not authorized(request):
@@ -152,16 +180,21 @@ def build_app(
             metrics.activation("unknown_target")
             return _error(404, f"no opted-in Deployment {target}", "not_found")
         metrics.activation("accepted")
-        return web.json_response({"target": target, "leader": leader()}, status=202)
+        return web.json_response({"target": target, **warm_answer()}, status=202)
 
     async def targets(request: web.Request) -> web.Response:
         body = {
             "identity": identity,
             "leader": leader(),
             "activators": signals.reporting(now=clock()),
-            "targets": [target_view(t) for t in controller.target_states()],
+            "targets": [{**target_view(t), **warm_view(t.key)} for t in controller.target_states()],
         }
         return web.json_response(body)
+
+    def warm_view(key: str) -> dict[str, Any]:
+        if controller.warm is None or not leader():
+            return {}
+        return {"warm": controller.warm.describe(key)}
 
     async def healthz(request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})

@@ -85,6 +85,11 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "preempt a spot node: interruption notice, then removal",
     ),
     Subcommand(
+        ("sandbox", "spot-capacity"),
+        "loadtests.sandbox.cluster.spot_capacity",
+        "set how many spot GPUs the sandbox's cloud gives out (spot can run out)",
+    ),
+    Subcommand(
         ("simulate",),
         "scaler.sim.cli",
         "replay a trace through a policy in simulated time and print the scorecard",

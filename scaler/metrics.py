@@ -145,6 +145,32 @@ class Metrics:
         self.activators = Gauge(
             p + "activators_reporting", "Activators whose reports count", registry=registry
         )
+        # The warm tier (scaler.warm).
+        self.gpu_seconds_by_state = Counter(
+            p + "gpu_seconds_by_state",
+            "GPU-seconds of ready replicas, awake or asleep (a sleeping pod keeps its GPU slice)",
+            ["state"],
+            registry=registry,
+        )
+        self.warm_sleeping = Gauge(
+            p + "sleeping_replicas",
+            "Replicas asleep or being put to sleep",
+            ["target"],
+            registry=registry,
+        )
+        self.warm_wakes = Counter(
+            p + "wakes", "Wakes from sleep by result", ["target", "result"], registry=registry
+        )
+        self.warm_sleeps = Counter(
+            p + "sleeps", "Replicas put to sleep", ["target"], registry=registry
+        )
+        self.warm_wake_duration = Histogram(
+            p + "wake_duration_seconds",
+            "Wake from sleep, warm-up included",
+            ["target"],
+            buckets=(0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30),
+            registry=registry,
+        )
         self.tick_duration = Histogram(
             p + "tick_duration_seconds",
             "Time to decide for every target once",
@@ -156,6 +182,8 @@ class Metrics:
         for capacity in CAPACITY_TYPES:
             self.gpu_seconds.labels(capacity)
             self.gpu_cost.labels(capacity)
+        for state in ("awake", "asleep"):
+            self.gpu_seconds_by_state.labels(state)
         for result in REPORT_RESULTS:
             self.reports.labels(result)
         for result in ACTIVATION_RESULTS:
@@ -182,9 +210,8 @@ class Metrics:
         observed: Mapping[str, float],
         spot_fallback: int = 0,
     ) -> None:
-        # Placement is on-demand only for now: everything is on-demand capacity,
-        # and no on-demand replica stands in for spot (``spot_fallback`` 0) until
-        # a spot policy passes the split's fallback here.
+        # All on demand unless a placement plan splits it (observe_split, after
+        # this); ``spot_fallback``: on-demand replicas standing in for spot.
         c = self._child
         c(target, self.desired, "on-demand").set(desired)
         c(target, self.ready, "on-demand").set(ready)
@@ -205,6 +232,14 @@ class Metrics:
         for name, value in observed.items():
             if name in OBSERVED_SIGNALS:
                 c(target, self.observed, name).set(value)
+
+    def observe_split(
+        self, target: str, *, desired: Mapping[str, int], ready: Mapping[str, int]
+    ) -> None:
+        """Desired and ready replicas per capacity type of a target with a placement plan."""
+        for capacity in CAPACITY_TYPES:
+            self._child(target, self.desired, capacity).set(desired.get(capacity, 0))
+            self._child(target, self.ready, capacity).set(ready.get(capacity, 0))
 
     def forget_target(self, target: str) -> None:
         """Remove every series of a target that is no longer opted in."""
@@ -232,6 +267,23 @@ class Metrics:
             price = self._prices.get(capacity_type, 0.0)
             if price > 0:
                 self.gpu_cost.labels(capacity_type).inc(seconds / 3600.0 * price)
+
+    def add_gpu_seconds_by_state(self, *, awake: float, asleep: float) -> None:
+        if awake > 0:
+            self.gpu_seconds_by_state.labels("awake").inc(awake)
+        if asleep > 0:
+            self.gpu_seconds_by_state.labels("asleep").inc(asleep)
+
+    def woke(self, target: str, seconds: float, ok: bool) -> None:
+        self._child(target, self.warm_wakes, "ok" if ok else "failed").inc()
+        if ok:
+            self._child(target, self.warm_wake_duration).observe(seconds)
+
+    def slept(self, target: str) -> None:
+        self._child(target, self.warm_sleeps).inc()
+
+    def set_sleeping(self, target: str, count: int) -> None:
+        self._child(target, self.warm_sleeping).set(count)
 
     def report(self, result: str) -> None:
         self.reports.labels(result).inc()

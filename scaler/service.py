@@ -34,10 +34,14 @@ from prometheus_client import CollectorRegistry
 from scaler.actuator import ActuatorSettings, kube_actuator
 from scaler.app import ServerState, build_app
 from scaler.controller import Controller, ControllerSettings
+from scaler.gpu_memory import PrometheusGpuMemory
 from scaler.kube.client import KubeConfigError, connect
 from scaler.kube.cluster import KubeCluster
 from scaler.kube.leader import LeaseElector
+from scaler.kube.placement_watch import PlacementWatch
 from scaler.metrics import Metrics
+from scaler.placement_metrics import PlacementMetrics
+from scaler.placing import Placer
 from scaler.policy.api import SignalKind
 from scaler.policy.protocol import PurePolicy
 from scaler.settings import (
@@ -54,6 +58,7 @@ from scaler.signals.prometheus import PrometheusGpu
 from scaler.signals.scrape import PodScraper
 from scaler.targets import TargetBook
 from scaler.ticking import IntervalTicker
+from scaler.warm import HttpReplicaCalls, WarmSettings, WarmTier
 
 __all__ = ["configure", "run", "serve"]
 
@@ -131,6 +136,15 @@ async def _poll(
         await asyncio.sleep(max(0.0, interval_s - (loop.time() - started)))
 
 
+async def _refresh_memory(
+    memory: PrometheusGpuMemory, every_s: float, clock: Callable[[], float]
+) -> None:
+    """Refresh the warm tier's GPU memory view every ``every_s``, until cancelled."""
+    while True:
+        await memory.refresh(now=clock())
+        await asyncio.sleep(every_s)
+
+
 def _fresh_by_kind(settings: ScalerSettings) -> dict[SignalKind, float]:
     """Signals fed only by a slow poll need a freshness bound of one poll and a half
     plus its timeout (samples arrive once per poll, not every second)."""
@@ -177,7 +191,9 @@ async def serve(
         connector=aiohttp.TCPConnector(limit=settings.scrape.max_concurrent + 8)
     )
     tasks: list[asyncio.Task[None]] = []
+    memory: PrometheusGpuMemory | None = None
     runner: web.AppRunner | None = None
+    controller: Controller | None = None
     state = ServerState()
     try:
         reports = ActivatorReports(
@@ -209,6 +225,15 @@ async def serve(
             )
             sources.append(gpu)
             polled.append((gpu, prom.interval_s))
+            # The warm tier's view of GPU memory (framebuffer used and free, by GPU).
+            memory = PrometheusGpuMemory(
+                session=session,
+                url=prom.url,
+                pod_label=prom.pod_label,
+                namespace_label=prom.namespace_label,
+                timeout_s=prom.timeout_s,
+                stale_after_s=prom.stale_after_s,
+            )
         cluster = KubeCluster(
             access.api,
             watch_timeout_s=settings.kube.watch_timeout_s,
@@ -222,6 +247,34 @@ async def serve(
             log.info("%s is now the leader", identity)
             for poke in pokes:
                 poke()
+
+        preset = settings.placement.preset()
+
+        def noticed(node: str) -> None:
+            # DESIGN §5: a notice is an event, not a tick; cover it in a decision now.
+            log.info("node %s has an interruption notice: deciding now", node)
+            for poke in pokes:
+                poke()
+
+        placement_watch = PlacementWatch(
+            access.api,
+            preset=preset,
+            on_notice=noticed,
+            watch_timeout_s=settings.kube.watch_timeout_s,
+            request_timeout_s=settings.kube.request_timeout_s,
+        )
+        placer = Placer(
+            view=placement_watch,
+            preset=preset,
+            prices=settings.placement.price_table(
+                flat={
+                    "on-demand": settings.prices.on_demand_per_gpu_hour,
+                    "spot": settings.prices.spot_per_gpu_hour,
+                }
+            ),
+            metrics=PlacementMetrics(metrics.registry),
+            hold_s=settings.placement.release_hold_s,
+        )
 
         leader = LeaseElector(
             access.api,
@@ -253,12 +306,26 @@ async def serve(
                 metrics=metrics,
                 request_timeout_s=settings.kube.request_timeout_s,
                 settings=ActuatorSettings(max_concurrent_writes=settings.max_concurrent_writes),
+                preset=preset,
             ),
+            placer=placer,
             policy=policy,
             leader=leader,
             metrics=metrics,
             clock=loop.time,
             settings=ControllerSettings(tick_interval_s=settings.tick_interval_s),
+            warm=lambda c: WarmTier(
+                HttpReplicaCalls(session),
+                clock=loop.time,
+                idle_since=c.idle_since,
+                pod_load=c.pod_load,
+                notify=c.note,
+                observe_wake=metrics.woke,
+                last_used=c.last_used,
+                memory=memory,
+                leading=lambda: leader.is_leader,
+                settings=WarmSettings(handoff_s=settings.sleep_handoff_s),
+            ),
         )
         pokes.append(controller.poke)
         app = build_app(
@@ -288,12 +355,15 @@ async def serve(
         )
         jobs: list[tuple[str, Awaitable[None]]] = [
             ("watch", cluster.run()),
+            ("placement-watch", placement_watch.run()),
             ("leader", leader.run()),
             ("controller", controller.run(IntervalTicker(settings.tick_interval_s))),
         ]
         jobs += [
             (f"poll-{s.name}", _poll(s, every, book.poll_targets, signals)) for s, every in polled
         ]
+        if memory is not None:
+            jobs.append(("gpu-memory", _refresh_memory(memory, prom.interval_s, loop.time)))
         tasks = [asyncio.ensure_future(job) for _, job in jobs]
         for (name, _), task in zip(jobs, tasks, strict=True):
             task.set_name(f"tidal-scaler-{name}")
@@ -308,6 +378,8 @@ async def serve(
                 await task
         if runner is not None:
             await runner.cleanup()
+        if controller is not None and controller.warm is not None:
+            await controller.warm.close()
         await session.close()
         await access.close()
 

@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from scaler.placement_settings import PlacementSettings
 from scaler.signals.prometheus import GpuMetric
 
 __all__ = [
@@ -169,6 +170,14 @@ class ScalerSettings(BaseSettings):
         None, description="this replica's name in the Lease (default: $POD_NAME, else host:pid)"
     )
     tick_interval_s: float = Field(2.0, gt=0, description="time between decisions, seconds")
+    sleep_handoff_s: float = Field(
+        2.0,
+        ge=0,
+        description=(
+            "warm tier: how long a replica is announced as not routable before it is put to "
+            "sleep (at least two activator report periods), seconds"
+        ),
+    )
     fresh_within_s: float = Field(
         5.0, gt=0, description="a signal sample older than this cannot lower the scale, seconds"
     )
@@ -180,6 +189,7 @@ class ScalerSettings(BaseSettings):
     scrape: ScrapeSettings = Field(default_factory=ScrapeSettings)  # type: ignore[arg-type]
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)  # type: ignore[arg-type]
     prices: PriceSettings = Field(default_factory=PriceSettings)  # type: ignore[arg-type]
+    placement: PlacementSettings = Field(default_factory=PlacementSettings)  # type: ignore[arg-type]
 
     @classmethod
     def settings_customise_sources(

@@ -4,13 +4,22 @@ From the API server: desired and ready replicas, the spot/on-demand split,
 mode and last reason (from the ``autoscaling.tidal.dev/status`` annotation,
 which holds only discrete state). With ``--scaler-url`` it adds the live
 values the scaler serves at ``GET /v1/targets`` (signals move every tick, so
-they are never written to the API). ``-o json`` prints the same rows as JSON.
+they are never written to the API), and the cost rate and the saving against
+all on-demand. ``-o json`` prints the same rows as JSON.
+With the warm tier in use (``autoscaling.tidal.dev/sleep-after``), the live
+view also shows how many replicas sleep, the wakes so far and the last wake's
+duration.
 
 Two reasons, said apart: REASON is why the scale *last changed* (from the
 status annotation, written only at a change), LIVE-REASON what the scaler
 says *now* (``GET /v1/targets``); they differ whenever the scaler holds a
 scale for another reason than the one that set it. The table says so under
 itself when it shows both.
+
+A model with a spot placement policy is a pair of Deployments: the user's
+(the on-demand share) and ``<name>-spot`` (the spot share). Its READY is the
+pair's, and a line under the table names both halves with their ready
+replicas (and, live, the cost), so the pair is obvious.
 
 An unreachable scaler costs only the live columns: the table from the API
 is still printed (with the error on stderr and exit status 1). A
@@ -31,9 +40,10 @@ import aiohttp
 
 from scaler.kube.client import KubeConfigError, connect
 from scaler.kube.errors import KubeError
-from scaler.kube.listing import list_opted_in
-from scaler.kube.types import STATUS_ANNOTATION, DeploymentInfo
+from scaler.kube.listing import list_companions, list_opted_in
+from scaler.kube.types import STATUS_ANNOTATION, CompanionInfo, DeploymentInfo
 from scaler.policy.annotations import InvalidAnnotation, parse_scaling_config
+from scaler.policy.companion import companion_name
 
 __all__ = ["configure", "render_table", "rows", "run"]
 
@@ -90,9 +100,15 @@ def _status(d: DeploymentInfo) -> dict[str, Any]:
 
 
 def rows(
-    deployments: Sequence[DeploymentInfo], live: Mapping[str, Mapping[str, Any]] | None = None
+    deployments: Sequence[DeploymentInfo],
+    live: Mapping[str, Mapping[str, Any]] | None = None,
+    companions: Mapping[str, CompanionInfo] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per Deployment: API state, plus live values when ``live`` is given."""
+    """One row per Deployment: API state, plus live values when ``live`` is given.
+
+    ``companions`` (by ``namespace/name`` of the user's Deployment) adds the
+    spot half of a pair to READY and to the row's ``pair``.
+    """
     out = []
     for d in deployments:
         st = _status(d)
@@ -111,10 +127,24 @@ def rows(
         # The scaler leaves a Deployment with a bad annotation alone, so its
         # status annotation goes stale: say why here, from the same parser.
         try:
-            parse_scaling_config(d.annotations)
+            policy = parse_scaling_config(d.annotations).placement.policy
         except InvalidAnnotation as exc:
             row["reason"] = "InvalidAnnotation"
             row["problem"] = str(exc)
+            policy = "on-demand"
+        companion = (companions or {}).get(d.key)
+        if policy != "on-demand" or companion is not None:
+            spot_ready = companion.ready_replicas if companion is not None else 0
+            row["ready"] = d.ready_replicas + spot_ready
+            row["pair"] = {
+                "policy": policy,
+                "on_demand": {"deployment": d.name, "ready": d.ready_replicas},
+                "spot": {
+                    "deployment": companion.name if companion else companion_name(d.name),
+                    "exists": companion is not None,
+                    "ready": spot_ready,
+                },
+            }
         if live is not None:
             view = live.get(d.key) or {}
             signals = view.get("signals") or {}
@@ -124,9 +154,31 @@ def rows(
                 "reason": view.get("reason"),
                 "signals": signals,
                 "observed": view.get("observed") or {},
+                "cost": view.get("cost"),
             }
+            warm = view.get("warm")
+            if isinstance(warm, Mapping):
+                pods = warm.get("pods") or {}
+                row["live"]["warm"] = {
+                    "asleep": sum(
+                        1
+                        for p in pods.values()
+                        if isinstance(p, Mapping) and p.get("phase") == "sleeping"
+                    ),
+                    "wakes": warm.get("wakes"),
+                    "sleeps": warm.get("sleeps"),
+                    "failed_wakes": warm.get("failedWakes"),
+                    "last_wake_s": warm.get("lastWakeSeconds"),
+                }
         out.append(row)
     return out
+
+
+def _spot_policy(d: DeploymentInfo) -> bool:
+    try:
+        return parse_scaling_config(d.annotations).placement.policy != "on-demand"
+    except InvalidAnnotation:
+        return False
 
 
 def _fmt(value: Any) -> str:
@@ -142,7 +194,19 @@ def render_table(table: Sequence[Mapping[str, Any]]) -> str:
     keys = ["namespace", "name", "desired", "ready", "on_demand", "spot", "mode", "reason"]
     with_live = any("live" in r for r in table)
     if with_live:
-        headers += ["LIVE-DESIRED", "LIVE-REASON", "CONCURRENCY", "QUEUE", "KV-CACHE", "GPU"]
+        headers += [
+            "LIVE-DESIRED",
+            "LIVE-REASON",
+            "CONCURRENCY",
+            "QUEUE",
+            "KV-CACHE",
+            "GPU",
+            "$/H",
+            "SAVED-$/H",
+        ]
+    with_warm = any("warm" in (r.get("live") or {}) for r in table)
+    if with_warm:
+        headers += ["ASLEEP", "WAKES", "LAST-WAKE"]
     lines = []
     for r in table:
         cells = [_fmt(r.get(k)) for k in keys]
@@ -154,6 +218,7 @@ def render_table(table: Sequence[Mapping[str, Any]]) -> str:
                 got = sig.get(kind) or {}
                 return _fmt(got.get("stable"))
 
+            cost = live.get("cost") or {}
             cells += [
                 _fmt(live.get("desired")),
                 _fmt(live.get("reason")),
@@ -161,6 +226,16 @@ def render_table(table: Sequence[Mapping[str, Any]]) -> str:
                 stable("queue_depth"),
                 stable("kv_cache_utilization"),
                 stable("gpu_utilization"),
+                _fmt(cost.get("dollars_per_hour")),
+                _fmt(cost.get("saving_dollars_per_hour")),
+            ]
+        if with_warm:
+            warm = (r.get("live") or {}).get("warm") or {}
+            last = warm.get("last_wake_s")
+            cells += [
+                _fmt(warm.get("asleep")),
+                _fmt(warm.get("wakes")),
+                "-" if last is None else f"{last:.2f}s",
             ]
         lines.append(cells)
     widths = [max(len(h), *(len(c[i]) for c in lines)) for i, h in enumerate(headers)]
@@ -169,12 +244,34 @@ def render_table(table: Sequence[Mapping[str, Any]]) -> str:
         "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
         for cells in lines
     ]
+    pairs = [_pair_line(r) for r in table if r.get("pair")]
+    if pairs:
+        text += ["", "Spot pairs (on-demand + spot Deployments):", *pairs]
     if with_live:
         text += ["", _LEGEND]
     problems = [f"{r['namespace']}/{r['name']}: {r['problem']}" for r in table if r.get("problem")]
     if problems:
         text += ["", "Left alone until fixed:", *problems]
     return "\n".join(text)
+
+
+def _pair_line(row: Mapping[str, Any]) -> str:
+    pair = row["pair"]
+    od, spot = pair["on_demand"], pair["spot"]
+    spot_text = f"{spot['deployment']} {spot['ready']} ready"
+    if not spot["exists"]:
+        spot_text = f"{spot['deployment']} (not created yet)"
+    line = (
+        f"{row['namespace']}/{row['name']}: {pair['policy']}: on-demand {od['deployment']} "
+        f"{od['ready']} ready, spot {spot_text}"
+    )
+    cost = (row.get("live") or {}).get("cost")
+    if cost:
+        line += (
+            f"; ${cost['dollars_per_hour']:.2f}/h, saving ${cost['saving_dollars_per_hour']:.2f}/h"
+            f" against all on-demand (${cost['saved_dollars']:.2f} saved so far)"
+        )
+    return line
 
 
 async def _live(url: str, timeout_s: float) -> dict[str, Mapping[str, Any]]:
@@ -190,12 +287,16 @@ async def _live(url: str, timeout_s: float) -> dict[str, Mapping[str, Any]]:
 
 async def _main(args: argparse.Namespace) -> int:
     access = await connect(kubeconfig=args.kubeconfig, context=args.context)
+    namespace = None if args.all_namespaces else args.namespace
+    companions: dict[str, CompanionInfo] = {}
     try:
         deployments = await list_opted_in(
-            access.api,
-            namespace=None if args.all_namespaces else args.namespace,
-            request_timeout_s=args.timeout_s,
+            access.api, namespace=namespace, request_timeout_s=args.timeout_s
         )
+        if any(_spot_policy(d) for d in deployments):
+            companions = await list_companions(
+                access.api, namespace=namespace, request_timeout_s=args.timeout_s
+            )
     finally:
         await access.close()
     live = None
@@ -212,7 +313,7 @@ async def _main(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             failed = True
-    table = rows(deployments, live)
+    table = rows(deployments, live, companions)
     if args.output == "json":
         print(json.dumps(table, indent=2))
     elif table:

@@ -18,8 +18,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scaler.kube.types import TargetSnapshot
+from scaler.placing import CostView
 from scaler.policy.api import Decision, SignalKind, SignalReading
 from scaler.policy.decide import PolicyState
+from scaler.policy.placement_plan import PlacementPlan
 from scaler.policy.status_doc import StatusDocument
 from scaler.signals.combine import CombinedSignals
 from scaler.signals.hub import SignalView
@@ -40,6 +42,9 @@ class TargetState:
     readings: Mapping[SignalKind, SignalReading]
     combined: CombinedSignals | None
     decided_at: float | None
+    # Spot placement (when the scaler has a placer): the last plan and the cost.
+    placement: PlacementPlan | None = None
+    cost: CostView | None = None
 
 
 @dataclass(slots=True)
@@ -58,9 +63,16 @@ class TargetLoop:
     view: SignalView | None = None
     last_change_wall: str | None = None
     decided_at: float | None = None
+    last_busy_s: float | None = None  # the last decision that saw work (warm tier's LRU)
+    placement: PlacementPlan | None = None  # this decision's, when a placer is set
 
-    def snapshot(self, snap: TargetSnapshot | None, entry: TargetConfig | None) -> TargetState:
-        """The read-only picture of this target, with its Deployment and config."""
+    def snapshot(
+        self,
+        snap: TargetSnapshot | None,
+        entry: TargetConfig | None,
+        cost: CostView | None = None,
+    ) -> TargetState:
+        """The read-only picture of this target, with its Deployment, config and cost."""
         view = self.view
         return TargetState(
             key=self.key,
@@ -71,4 +83,6 @@ class TargetLoop:
             readings=view.readings if view is not None else {},
             combined=view.combined if view is not None else None,
             decided_at=self.decided_at,
+            placement=self.placement,
+            cost=cost,
         )

@@ -107,6 +107,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="sandbox directory (kubeconfig, logs); default: a temporary one, "
         "removed at the end unless the demo fails",
     )
+    parser.add_argument(
+        "--story",
+        choices=("scale", "warm"),
+        default="scale",
+        help="scale: from zero, a burst, back to zero (default); "
+        "warm: a wake from sleep beside a cold start (docs/warm-tier.md)",
+    )
     story = parser.add_argument_group("the story")
     defaults = Story()
     story.add_argument(
@@ -497,4 +504,8 @@ def _fmt(value: float | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        if getattr(args, "story", "scale") == "warm":
+            from loadtests.demo.warm_story import warm_main
+
+            return runner.run(warm_main(args))
         return runner.run(_main(args))

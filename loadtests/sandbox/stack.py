@@ -10,7 +10,9 @@ Addresses: the cluster holds a loopback block 127.X.0.0/16 of its own; the
 scaler listens on 127.X.0.2, the activator on 127.X.0.3, Prometheus (when
 asked for) on 127.X.0.4 and further scalers (:meth:`SandboxStack.add_scaler`)
 on 127.X.0.5 and up, so two stacks on one machine never collide and no port
-needs to be discovered.
+needs to be discovered. Further activators (:meth:`SandboxStack.add_activator`)
+share 127.X.0.3 on the next ports (data and admin port + 1, + 2, ...), as
+activator replicas side by side that share nothing but the scaler.
 
 Several scalers: each scaler process has its own identity (``scaler-<n>``,
 the name it puts in the Lease) and its own kubeconfig user
@@ -44,6 +46,7 @@ import aiohttp
 
 from loadtests.sandbox.cluster.cluster import SandboxCluster
 from loadtests.sandbox.cluster.defaults import apply_defaults
+from loadtests.sandbox.cluster.nodes import DEFAULT_POOL, NodeSpec
 from loadtests.sandbox.cluster.quantity_fields import canonicalize_quantities
 from loadtests.sandbox.cluster.resources import by_group_version_plural
 from loadtests.sandbox.cluster.simple_launcher import die_with_parent
@@ -76,6 +79,8 @@ class StackSettings:
     # the scaler at it. None: neither.
     prometheus: str | None = None
     prometheus_port: int = 9090
+    # The cluster's nodes (None: the default pool), e.g. a time-sliced GPU node.
+    nodes: Sequence[NodeSpec] | None = None
 
 
 class TidalProcess:
@@ -137,11 +142,14 @@ class SandboxStack:
     def __init__(self, directory: Path, settings: StackSettings | None = None) -> None:
         self.directory = directory
         self.settings = settings or StackSettings()
-        self.cluster = SandboxCluster(directory, rbac=self.settings.rbac)
+        self.cluster = SandboxCluster(
+            directory, rbac=self.settings.rbac, nodes=self.settings.nodes or DEFAULT_POOL
+        )
         self.token = secrets.token_urlsafe(24)
         self.scaler: TidalProcess | None = None
         self.scalers: list[TidalProcess] = []  # the stack's own first, then add_scaler's
         self.activator: TidalProcess | None = None
+        self.activators: list[TidalProcess] = []  # the stack's own first, then add_activator's
         self.prometheus: PrometheusProcess | None = None
 
     # --- addresses ---------------------------------------------------------------
@@ -163,13 +171,20 @@ class SandboxStack:
     def scaler_url(self) -> str:
         return self.scaler_url_of(0)
 
+    def activator_url_of(self, index: int) -> str:
+        """Activator ``index``'s data URL: the stack's own is 0, add_activator's 1 and up."""
+        return f"http://{self._host(3)}:{self.settings.activator_port + index}"
+
+    def activator_admin_url_of(self, index: int) -> str:
+        return f"http://{self._host(3)}:{self.settings.activator_admin_port + index}"
+
     @property
     def activator_url(self) -> str:
-        return f"http://{self._host(3)}:{self.settings.activator_port}"
+        return self.activator_url_of(0)
 
     @property
     def activator_admin_url(self) -> str:
-        return f"http://{self._host(3)}:{self.settings.activator_admin_port}"
+        return self.activator_admin_url_of(0)
 
     @property
     def kubeconfig(self) -> Path:
@@ -244,26 +259,8 @@ class SandboxStack:
             self.scaler = self._scaler_process(0, self.settings.scaler_args)
             self.scalers = [self.scaler]
             if self.settings.activator:
-                self.activator = TidalProcess(
-                    "activator",
-                    [
-                        "activator",
-                        "--host",
-                        self._host(3),
-                        "--port",
-                        str(self.settings.activator_port),
-                        "--admin-host",
-                        self._host(3),
-                        "--admin-port",
-                        str(self.settings.activator_admin_port),
-                        "--scaler-url",
-                        self.scaler_url,
-                        *self.settings.activator_args,
-                    ],
-                    # In the environment, not a flag: flags are visible in ps.
-                    env={**self._env(), "TIDAL_ACTIVATOR_SCALER_TOKEN": self.token},
-                    log=self.directory / "logs" / "tidal-activator.log",
-                )
+                self.activator = self._activator_process(0)
+                self.activators = [self.activator]
             await self.scaler.start()
             if self.activator is not None:
                 await self.activator.start()
@@ -271,6 +268,54 @@ class SandboxStack:
         except BaseException:
             await self.stop()
             raise
+
+    def _activator_process(self, index: int, args: Sequence[str] = ()) -> TidalProcess:
+        """Activator number ``index`` (0: the stack's own) on the stack's activator address."""
+        return TidalProcess(
+            "activator" if index == 0 else f"activator-{index}",
+            [
+                "activator",
+                "--host",
+                self._host(3),
+                "--port",
+                str(self.settings.activator_port + index),
+                "--admin-host",
+                self._host(3),
+                "--admin-port",
+                str(self.settings.activator_admin_port + index),
+                "--scaler-url",
+                self.scaler_url,
+                *self.settings.activator_args,
+                *args,
+            ],
+            # In the environment, not a flag: flags are visible in ps.
+            env={**self._env(), "TIDAL_ACTIVATOR_SCALER_TOKEN": self.token},
+            log=self.directory
+            / "logs"
+            / ("tidal-activator.log" if index == 0 else f"tidal-activator-{index}.log"),
+        )
+
+    async def add_activator(self, args: Sequence[str] = ()) -> TidalProcess:
+        """Start one more activator (the next data and admin ports) and wait until it serves."""
+        index = len(self.activators)
+        process = self._activator_process(index, args)
+        self.activators.append(process)
+        await process.start()
+        await self._wait_for(process, f"{self.activator_admin_url_of(index)}/readyz")
+        return process
+
+    async def restart(self, process: TidalProcess) -> None:
+        """Start ``process`` again (after it exited or was killed) and wait until it is ready."""
+        if process.running:
+            raise RuntimeError(f"tidal {process.name} is still running; stop or kill it first")
+        if process in self.activators:
+            url = f"{self.activator_admin_url_of(self.activators.index(process))}/readyz"
+        elif process in self.scalers:
+            url = f"{self.scaler_url_of(self.scalers.index(process))}/readyz"
+        else:
+            raise ValueError(f"tidal {process.name} is not one of this stack's processes")
+        await process.start()
+        await self._wait_for(process, url)
 
     async def add_scaler(
         self, args: Sequence[str] = (), *, env: Mapping[str, str] | None = None
@@ -323,10 +368,9 @@ class SandboxStack:
                 await asyncio.sleep(0.1)
 
     async def stop(self) -> None:
-        # Activator first: it drains what it holds while the model is still up.
-        for process in (self.activator, *self.scalers):
-            if process is not None:
-                await process.stop(self.settings.stop_timeout_s)
+        # Activators first: they drain what they hold while the model is still up.
+        for process in (*self.activators, *self.scalers):
+            await process.stop(self.settings.stop_timeout_s)
         if self.prometheus is not None:
             await self.prometheus.stop()
         await self.cluster.stop()

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from kubernetes_asyncio import client
@@ -36,6 +37,7 @@ from scaler.kube.types import (
     TargetSnapshot,
 )
 from scaler.kube.watch import RawObject, Reflector
+from scaler.policy.cost import gpus_requested
 
 __all__ = ["KubeCluster", "deployment_from_raw", "pod_from_raw"]
 
@@ -50,6 +52,16 @@ def _int(value: Any, default: int) -> int:
 
 
 GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def _epoch(text: Any) -> float:
+    """Seconds since the epoch of an RFC 3339 timestamp (0 when missing or bad)."""
+    if not isinstance(text, str) or not text:
+        return 0.0
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
 
 
 def _gpus(spec: RawObject) -> int:
@@ -90,6 +102,7 @@ def deployment_from_raw(obj: RawObject) -> DeploymentInfo:
         ),
         resource_version=str(meta.get("resourceVersion", "")),
         gpus_per_replica=_gpus(spec),
+        raw=obj,
     )
 
 
@@ -107,6 +120,10 @@ def pod_from_raw(obj: RawObject) -> PodInfo:
             if port.get("name") and port.get("containerPort"):
                 ports.setdefault(str(port["name"]), _int(port["containerPort"], 0))
     cost = (meta.get("annotations") or {}).get(POD_DELETION_COST)
+    evicted = status.get("reason") == "Evicted" or any(
+        c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+        for c in status.get("conditions") or ()
+    )
     return PodInfo(
         namespace=str(meta.get("namespace", "default")),
         name=str(meta.get("name", "")),
@@ -116,6 +133,11 @@ def pod_from_raw(obj: RawObject) -> PodInfo:
         terminating=meta.get("deletionTimestamp") is not None,
         ports=ports,
         deletion_cost=_int(cost, 0) if cost is not None else None,
+        node=spec.get("nodeName") or None,
+        phase=str(status.get("phase") or "Pending"),
+        created_at=_epoch(meta.get("creationTimestamp")),
+        evicted=evicted,
+        gpus=gpus_requested(spec),
     )
 
 

@@ -1,4 +1,4 @@
-"""One-shot reads for ``tidal status``: the opted-in Deployments, as values."""
+"""One-shot reads for ``tidal status``: the opted-in Deployments and their spot companions."""
 
 from __future__ import annotations
 
@@ -9,19 +9,54 @@ from kubernetes_asyncio import client
 
 from scaler.kube.cluster import deployment_from_raw
 from scaler.kube.errors import KubeError, translate
-from scaler.kube.types import ENABLED_LABEL, DeploymentInfo
+from scaler.kube.placement_watch import companion_from_raw
+from scaler.kube.types import ENABLED_LABEL, CompanionInfo, DeploymentInfo
 from scaler.kube.watch import check_response
+from scaler.policy.companion import CAPACITY_TYPE_LABEL
 
-__all__ = ["list_opted_in"]
+__all__ = ["list_companions", "list_opted_in"]
 
 
 async def list_opted_in(
     api: client.ApiClient, *, namespace: str | None = None, request_timeout_s: float = 10.0
 ) -> list[DeploymentInfo]:
     """Opted-in Deployments in ``namespace`` (``None``: every namespace), sorted by key."""
+    items = await _list(
+        api,
+        selector=f"{ENABLED_LABEL}=true",
+        namespace=namespace,
+        what="opted-in deployments",
+        request_timeout_s=request_timeout_s,
+    )
+    found = [deployment_from_raw(obj) for obj in items]
+    return sorted(found, key=lambda d: d.key)
+
+
+async def list_companions(
+    api: client.ApiClient, *, namespace: str | None = None, request_timeout_s: float = 10.0
+) -> dict[str, CompanionInfo]:
+    """Spot companions by ``namespace/<user's Deployment>``."""
+    items = await _list(
+        api,
+        selector=f"{CAPACITY_TYPE_LABEL}=spot",
+        namespace=namespace,
+        what="spot companion deployments",
+        request_timeout_s=request_timeout_s,
+    )
+    found = (companion_from_raw(obj) for obj in items)
+    return {f"{c.namespace}/{c.companion_of}": c for c in found if c is not None}
+
+
+async def _list(
+    api: client.ApiClient,
+    *,
+    selector: str,
+    namespace: str | None,
+    what: str,
+    request_timeout_s: float,
+) -> list[dict[str, Any]]:
     apps: Any = client.AppsV1Api(api)
-    selector = f"{ENABLED_LABEL}=true"
-    doing = f"list opted-in deployments in {namespace or 'all namespaces'}"
+    doing = f"list {what} in {namespace or 'all namespaces'}"
     try:
         if namespace is None:
             resp = await apps.list_deployment_for_all_namespaces(
@@ -43,5 +78,4 @@ async def list_opted_in(
         raise
     except Exception as exc:
         raise translate(exc, doing=doing) from exc
-    found = [deployment_from_raw(obj) for obj in data.get("items") or ()]
-    return sorted(found, key=lambda d: d.key)
+    return list(data.get("items") or ())

@@ -13,18 +13,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 __all__ = [
     "ENABLED_LABEL",
     "POD_DELETION_COST",
     "STATUS_ANNOTATION",
     "ClusterView",
+    "CompanionInfo",
+    "CompanionWrites",
     "DeploymentInfo",
     "EventSink",
     "LabelRequirement",
     "LabelSelector",
     "LeaderElector",
+    "NodeInfo",
     "PodInfo",
     "ScaleState",
     "ScaleTarget",
@@ -83,6 +86,9 @@ class DeploymentInfo:
     # GPUs one replica asks for (``nvidia.com/gpu`` limits, else requests, summed
     # over containers); 1 when the template names none, for GPU-seconds only.
     gpus_per_replica: int = 1
+    # The object as served (placement builds the spot companion from its pod
+    # template, and reads the on-demand pin); not compared, not shown.
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def key(self) -> str:
@@ -99,6 +105,14 @@ class PodInfo:
     terminating: bool
     ports: Mapping[str, int] = field(default_factory=dict)  # named container ports
     deletion_cost: int | None = None
+    # What placement needs (scaler.policy.availability): where the pod runs,
+    # its phase, when it was created (epoch seconds), whether it was evicted
+    # (status.reason Evicted or a DisruptionTarget condition), its GPUs.
+    node: str | None = None
+    phase: str = "Running"
+    created_at: float = 0.0
+    evicted: bool = False
+    gpus: int = 0
 
     def port(self, number_or_name: int | str) -> int | None:
         if isinstance(number_or_name, int):
@@ -106,6 +120,28 @@ class PodInfo:
         if number_or_name.isdigit():
             return int(number_or_name)
         return self.ports.get(number_or_name)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """A node as placement sees it: its labels (capacity type, zone, GPU model) and taint keys."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Mapping[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CompanionInfo:
+    """A spot companion Deployment ``<name>-spot`` (scaler.policy.companion), as last seen."""
+
+    namespace: str
+    name: str
+    companion_of: str
+    spec_replicas: int
+    ready_replicas: int
+    template_hash: str
+    resource_version: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +199,22 @@ class ScaleTarget(Protocol):
     ) -> str:
         """Set the ``autoscaling.tidal.dev/status`` annotation, if the Deployment is
         still at ``resource_version`` when one is given; the new ``resourceVersion``."""
+        ...
+
+
+class CompanionWrites(Protocol):
+    """Placement's writes (:mod:`scaler.kube.companion_writes`)."""
+
+    async def read_deployment(self, namespace: str, name: str) -> Mapping[str, Any] | None: ...
+
+    async def ensure_companion(self, body: Mapping[str, Any]) -> str:
+        """Create or replace (template hash differs); ``created``/``replaced``/``unchanged``."""
+        ...
+
+    async def delete_companion(self, namespace: str, name: str) -> bool: ...
+
+    async def patch_deployment(self, namespace: str, name: str, patch: Mapping[str, Any]) -> str:
+        """A merge patch; the Deployment's new ``resourceVersion``."""
         ...
 
 

@@ -17,8 +17,9 @@ Beside them, the pure pieces the controller, the hub and the actuator use:
 :mod:`~scaler.policy.protocol` (the ``Policy`` seam and ``PurePolicy``),
 :mod:`~scaler.policy.freshness` (when a signal may lower the scale),
 :mod:`~scaler.policy.status_doc` (the status annotation's document),
-:mod:`~scaler.policy.deletion` (pod-deletion-cost ranking) and
-:mod:`~scaler.policy.events` (Event reasons and messages).
+:mod:`~scaler.policy.deletion` (pod-deletion-cost ranking),
+:mod:`~scaler.policy.events` (Event reasons and messages) and
+:mod:`~scaler.policy.warm` (the warm tier: who sleeps, who wakes, what makes room).
 """
 
 from scaler.policy.annotations import (

@@ -13,13 +13,12 @@ Main decisions:
 - **Typos are errors.** An unknown ``autoscaling.tidal.dev/*`` or
   ``placement.tidal.dev/*`` key is rejected with the list of known keys: a
   misspelt ``min-scael`` must not silently leave the default in force.
-  ``autoscaling.tidal.dev/status`` (written by Tidal) and
+  ``autoscaling.tidal.dev/status`` (written by Tidal),
   ``autoscaling.tidal.dev/enabled`` (the opt-in label, sometimes copied into
-  annotations) are allowed. ``routing.tidal.dev/*`` belongs to the activator
-  and is ignored here.
-- **Not built yet is an error, not a fallback**: placement policies other
-  than ``on-demand`` are rejected as "not supported yet".
-  ``scale-to-zero-grace-period: adaptive`` sets ``scale_to_zero_grace_adaptive``
+  annotations) and ``placement.tidal.dev/on-demand-pin`` (written by Tidal
+  when it pins the Deployment to on-demand capacity) are allowed.
+  ``routing.tidal.dev/*`` belongs to the activator and is ignored here.
+- ``scale-to-zero-grace-period: adaptive`` sets ``scale_to_zero_grace_adaptive``
   and keeps the 5-minute default as the fallback while the idle history is
   short (:mod:`scaler.policy.adaptive`).
 - **A signal that can never arrive is an error**: the KV-cache target needs
@@ -85,6 +84,8 @@ ON_DEMAND_BASELINE = _P + "on-demand-baseline"
 FALLBACK = _P + "fallback"
 SPOT_OVERPROVISION = _P + "spot-overprovision"
 PENDING_TIMEOUT = _P + "pending-timeout"
+SLEEP_AFTER = _A + "sleep-after"
+SLEEP_LEVEL = _A + "sleep-level"
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +178,7 @@ SPECS: tuple[AnnotationSpec, ...] = (
     AnnotationSpec(
         PLACEMENT_POLICY,
         "on-demand",
-        "`on-demand` (`spot`, `spot-with-on-demand-baseline` are planned, not built: rejected)",
+        "`on-demand`, `spot`, `spot-with-on-demand-baseline`",
         "capacity types used",
     ),
     AnnotationSpec(
@@ -201,17 +202,30 @@ SPECS: tuple[AnnotationSpec, ...] = (
         "10s to 1h",
         "a spot replica pending this long counts as unavailable",
     ),
+    AnnotationSpec(
+        SLEEP_AFTER,
+        "",
+        "1s to 24h, shorter than the grace period when min-scale is 0; only with engine `vllm`",
+        "warm tier: idle this long, the replicas sleep (vLLM sleep mode) and wake in about a"
+        " second; unset: off (docs/warm-tier.md)",
+    ),
+    AnnotationSpec(
+        SLEEP_LEVEL,
+        "1",
+        "`1`, `2`",
+        "vLLM sleep level: 1 keeps the weights in host RAM (fastest wake), 2 drops them",
+    ),
 )
 
 #: Every key this module reads.
 KNOWN_KEYS: tuple[str, ...] = tuple(spec.key for spec in SPECS)
 _T = TypeVar("_T")
 
-_ALLOWED_UNREAD = frozenset({STATUS_ANNOTATION, _ENABLED})
+# Written by Tidal: the status, and the record of the on-demand pin (policy.companion).
+_ALLOWED_UNREAD = frozenset({STATUS_ANNOTATION, _ENABLED, _P + "on-demand-pin"})
 
 ENGINES = ("vllm", "triton", "generic")
 PLACEMENT_POLICIES = ("on-demand", "spot", "spot-with-on-demand-baseline")
-SUPPORTED_PLACEMENT_POLICIES = ("on-demand",)
 FALLBACKS = ("dynamic", "none")
 
 
@@ -526,20 +540,7 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
         METRICS_PORT, _port, "a port number from 1 to 65535 or a port name (IANA_SVC_NAME)"
     )
 
-    policy_text = annotations.get(PLACEMENT_POLICY)
-    policy = "on-demand"
-    if policy_text is not None:
-        value = policy_text.strip()
-        if value in PLACEMENT_POLICIES and value not in SUPPORTED_PLACEMENT_POLICIES:
-            r.bad(
-                PLACEMENT_POLICY,
-                "on-demand (spot placement is planned, not built)",
-                unsupported=True,
-            )
-        elif value not in PLACEMENT_POLICIES:
-            r.bad(PLACEMENT_POLICY, "one of " + ", ".join(PLACEMENT_POLICIES))
-        else:
-            policy = value
+    policy = r.choice(PLACEMENT_POLICY, PLACEMENT_POLICIES, "on-demand")
     baseline = r.int_in(ON_DEMAND_BASELINE, 0, 1000, 1, f"an integer from 0 to {max_note}")
     if baseline > limit:
         r.bad(ON_DEMAND_BASELINE, f"an integer from 0 to {max_note}")
@@ -550,6 +551,22 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
         r.bad(SPOT_OVERPROVISION, f"an integer from 0 to {max_note}")
         overprovision = 0
     pending_timeout_s = r.duration(PENDING_TIMEOUT, 10.0, 3600.0, 180.0)
+
+    # The warm tier: off unless sleep-after is set; it needs vLLM's sleep mode
+    # and must come before the grace period on the same idle clock.
+    sleep_after_s = r.get(SLEEP_AFTER, _duration, "a duration from 1s to 24h")
+    if sleep_after_s is not None and not 1.0 <= sleep_after_s <= 24 * 3600.0:
+        r.bad(SLEEP_AFTER, "a duration from 1s to 24h")
+        sleep_after_s = None
+    sleep_level = r.int_in(SLEEP_LEVEL, 1, 2, 1, "1 or 2")
+    if sleep_after_s is not None and engine != "vllm":
+        r.bad(SLEEP_AFTER, f"only with {ENGINE} vllm (engine is {engine}: it has no sleep mode)")
+    elif sleep_after_s is not None and min_scale == 0 and sleep_after_s >= grace_s:
+        r.bad(
+            SLEEP_AFTER,
+            f"a duration shorter than {GRACE_PERIOD} ({_fmt_duration(grace_s)}): "
+            "both count from the same idle start",
+        )
 
     if r.problems:
         raise InvalidAnnotation.from_problems(tuple(r.problems))
@@ -579,6 +596,8 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
             spot_overprovision=overprovision,
             pending_timeout_s=pending_timeout_s,
         ),
+        sleep_after_s=sleep_after_s,
+        sleep_level=sleep_level,
     )
 
 

@@ -100,6 +100,9 @@ class ScalingConfig:
     scale_to_zero_grace_adaptive: bool = False
     metrics_port: int | str = 8000
     placement: PlacementConfig = field(default_factory=PlacementConfig)
+    # The warm tier (scaler.policy.warm): idle this long, replicas sleep (None: off).
+    sleep_after_s: float | None = None
+    sleep_level: int = 1  # vLLM sleep level: 1 keeps weights in host RAM, 2 drops them
 
     @property
     def panic_window_s(self) -> float:

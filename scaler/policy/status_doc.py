@@ -56,10 +56,12 @@ def status_document(
     changed: bool,
     now_wall: str,
     last_change_wall: str | None = None,
+    split: tuple[int, int] | None = None,
 ) -> StatusDocument:
     """The document for ``decision``. ``changed``: this decision changed the scale, so
     its reason and ``now_wall`` are recorded; otherwise the previous reason and time
-    stay (``last_change_wall``, else ``now_wall``, when there was none)."""
+    stay (``last_change_wall``, else ``now_wall``, when there was none). ``split``:
+    ``(on_demand, spot)`` replicas asked of each capacity type (``None``: all on demand)."""
     before = previous or {}
     if changed:
         reason, when = decision.reason.value, now_wall
@@ -69,8 +71,8 @@ def status_document(
     return {
         "desired": decision.desired,
         "mode": decision.mode.value,
-        "onDemand": decision.desired,  # placement other than on-demand is not built yet
-        "spot": 0,
+        "onDemand": decision.desired if split is None else split[0],
+        "spot": 0 if split is None else split[1],
         "reason": reason,
         "lastChangeTime": when,
     }

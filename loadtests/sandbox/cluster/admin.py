@@ -6,10 +6,16 @@ server, on the sandbox's own loopback address, guarded by a random bearer
 token. ``DIR/admin.json`` (mode 0600) holds ``{"url": ..., "token": ...}``
 for ``tidal sandbox preempt`` and for tests.
 
-- ``POST /preempt`` ``{"node": "gpu-spot-1", "notice_s": 30}``: the
-  preemption of :meth:`NodeLifecycle.preempt`; answers when the node is gone
-  with ``{"node", "pods_deleted", "notice_s"}``; 404 for an unknown node,
-  409 when that node is already being preempted;
+- ``POST /preempt`` ``{"node": "gpu-spot-1", "notice_s": 30}`` (and
+  optionally ``"return_after_s": 60``): the preemption of
+  :meth:`NodeLifecycle.preempt`; answers when the node is gone with
+  ``{"node", "pods_deleted", "notice_s", "return_after_s"}``; 404 for an
+  unknown node, 409 when that node is already being preempted;
+- ``POST /nodes/{name}/restore``: a node that went comes back now (404 when
+  it never existed, 409 when it is there);
+- ``GET /spot-capacity`` and ``POST /spot-capacity`` ``{"gpus": 8}`` (``null``:
+  unlimited): the spot GPUs the cloud gives out in all, and those in use;
+  lowering it preempts nothing, it only keeps new spot pods Pending;
 - ``POST /pods/{namespace}/{name}/crash``: SIGKILL the pod's server process
   (the kubelet restarts it with back-off); 404 when no such pod runs;
 - ``GET /healthz``: ``ok``.
@@ -27,6 +33,7 @@ from typing import Any
 
 from aiohttp import web
 
+from loadtests.sandbox.cluster.controllers.base import NODES
 from loadtests.sandbox.cluster.controlplane import ControlPlane
 from loadtests.sandbox.cluster.errors import NotFound
 from loadtests.sandbox.cluster.quantity import parse_duration
@@ -61,6 +68,9 @@ class AdminEndpoint:
         app.router.add_get("/healthz", self._healthz)
         app.router.add_post("/preempt", self._preempt)
         app.router.add_post("/pods/{namespace}/{name}/crash", self._crash)
+        app.router.add_post("/nodes/{name}/restore", self._restore)
+        app.router.add_get("/spot-capacity", self._spot_capacity)
+        app.router.add_post("/spot-capacity", self._set_spot_capacity)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, 0)
@@ -93,21 +103,62 @@ class AdminEndpoint:
             body = await request.json()
             node = str(body["node"])
             notice_s = parse_duration(body.get("notice_s", 30))
+            back = body.get("return_after_s")
+            return_after_s = None if back is None else parse_duration(back)
         except (ValueError, KeyError, TypeError) as exc:
             return web.json_response(
-                {"message": f"expected {{'node': NAME, 'notice_s': SECONDS}}: {exc}"}, status=400
+                {
+                    "message": "expected {'node': NAME, 'notice_s': SECONDS, "
+                    f"'return_after_s': SECONDS or absent}}: {exc}"
+                },
+                status=400,
             )
         if node in self.plane.nodes.preempting:
             return web.json_response(
                 {"message": f"node {node} is already being preempted"}, status=409
             )
         try:
-            result = await self.plane.nodes.preempt(node, notice_s=notice_s)
+            result = await self.plane.nodes.preempt(
+                node, notice_s=notice_s, return_after_s=return_after_s
+            )
         except NotFound as exc:
             return web.json_response({"message": exc.message}, status=404)
         return web.json_response(
-            {"node": result.node, "pods_deleted": list(result.pods_deleted), "notice_s": notice_s}
+            {
+                "node": result.node,
+                "pods_deleted": list(result.pods_deleted),
+                "notice_s": notice_s,
+                "return_after_s": return_after_s,
+            }
         )
+
+    async def _restore(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if self.plane.store.peek(NODES, "", name) is not None:
+            return web.json_response({"message": f"node {name} is there already"}, status=409)
+        if not self.plane.nodes.restore(name):
+            return web.json_response({"message": f"no node {name} ever existed"}, status=404)
+        return web.json_response({"restored": name})
+
+    def _capacity_body(self) -> dict[str, float | None]:
+        scheduler = self.plane.scheduler
+        return {"gpus": scheduler.spot_capacity_gpus, "in_use": scheduler.spot_gpus_in_use()}
+
+    async def _spot_capacity(self, _request: web.Request) -> web.Response:
+        return web.json_response(self._capacity_body())
+
+    async def _set_spot_capacity(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+            gpus = body["gpus"]
+            if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int | float)):
+                raise TypeError(f"gpus must be a number or null, got {gpus!r}")
+            self.plane.scheduler.set_spot_capacity(None if gpus is None else float(gpus))
+        except (ValueError, KeyError, TypeError) as exc:
+            return web.json_response(
+                {"message": f"expected {{'gpus': NUMBER >= 0 or null}}: {exc}"}, status=400
+            )
+        return web.json_response(self._capacity_body())
 
     async def _crash(self, request: web.Request) -> web.Response:
         namespace, name = request.match_info["namespace"], request.match_info["name"]

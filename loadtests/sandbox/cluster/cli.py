@@ -1,7 +1,8 @@
 """``tidal sandbox cluster``: run the emulated cluster until interrupted.
 
 Starts :class:`SandboxCluster` in ``--dir`` (default pool, or ``--nodes
-FILE``; RBAC enforced with ``--rbac``), prints where the kubeconfig is, and
+FILE``; RBAC enforced with ``--rbac``; spot GPUs limited with
+``--spot-capacity``), prints where the kubeconfig is, and
 runs until SIGINT or SIGTERM, then stops everything it started (pod
 processes included). The flags are plain flags rather than pydantic
 settings: the sandbox is a test world with a handful of knobs, none of them
@@ -21,6 +22,7 @@ import uvloop
 from loadtests.sandbox.cluster.controllers.kubelet import KubeletSettings
 from loadtests.sandbox.cluster.nodes import DEFAULT_POOL, load_nodes_file
 from loadtests.sandbox.cluster.quantity import parse_duration
+from loadtests.sandbox.cluster.spot_capacity import parse_gpus
 
 __all__ = ["configure", "run"]
 
@@ -41,6 +43,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--rbac", action="store_true", help="enforce RBAC (default: every token may do anything)"
     )
     parser.add_argument(
+        "--spot-capacity",
+        default="unlimited",
+        metavar="GPUS|unlimited",
+        help="spot GPUs the cloud gives out in all; spot pods past it stay Pending "
+        "(default: unlimited; change it live with 'tidal sandbox spot-capacity')",
+    )
+    parser.add_argument(
         "--crash-backoff",
         default="10s",
         help="first restart back-off of a crashed pod, doubling to 5m (default: 10s, as a kubelet)",
@@ -53,6 +62,7 @@ async def _serve(args: argparse.Namespace) -> int:
     try:
         nodes = load_nodes_file(args.nodes) if args.nodes else DEFAULT_POOL
         backoff_s = parse_duration(args.crash_backoff)
+        spot_gpus = parse_gpus(args.spot_capacity)
     except (OSError, ValueError) as exc:
         print(f"tidal sandbox cluster: {exc}", file=sys.stderr)
         return 2
@@ -65,6 +75,8 @@ async def _serve(args: argparse.Namespace) -> int:
     async with SandboxCluster(directory, nodes=nodes, rbac=args.rbac, kubelet=settings) as cluster:
         assert cluster.api is not None
         assert cluster.addresses is not None
+        assert cluster.plane is not None
+        cluster.plane.scheduler.set_spot_capacity(spot_gpus)
         print(f"kubeconfig: {cluster.kubeconfig}", flush=True)
         print(f"API server: {cluster.api.url} (addresses {cluster.addresses.cidr})", flush=True)
         print(f"nodes: {', '.join(n.name for n in nodes)}", flush=True)

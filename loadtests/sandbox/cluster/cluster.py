@@ -62,7 +62,9 @@ class SandboxCluster:
         self.rbac = rbac
         self._own_launcher = launcher is None
         self.launcher: Launcher = launcher or ZygoteLauncher()
-        self.kubelet_settings = kubelet or KubeletSettings(log_dir=directory / "logs")
+        self.kubelet_settings = kubelet or KubeletSettings(
+            log_dir=directory / "logs", gpu_dir=directory / "gpus"
+        )
         self.store = Store()
         self.addresses: AddressBlock | None = None
         self.plane: ControlPlane | None = None

@@ -9,7 +9,10 @@ provider (DESIGN §5) finds its capacity type: Karpenter's
 nodes GKE's ``cloud.google.com/gke-spot: "true"`` and AKS's
 ``kubernetes.azure.com/scalesetpriority: spot``; plus the well-known
 ``topology.kubernetes.io/zone``/``region``, ``kubernetes.io/hostname``,
-``node.kubernetes.io/instance-type`` and ``nvidia.com/gpu.product``.
+``node.kubernetes.io/instance-type``, ``nvidia.com/gpu.product`` and
+``nvidia.com/gpu.memory``; a time-sliced node (``gpuReplicas`` > 1) also
+``nvidia.com/gpu.replicas`` and advertises GPUs x replicas units, as GPU
+feature discovery and the device plugin do (see ``gpu_slices``).
 The default spot nodes carry no taint, as Karpenter's; GKE and AKS taint
 theirs (``cloud.google.com/gke-spot=true:NoSchedule``,
 ``kubernetes.azure.com/scalesetpriority=spot:NoSchedule``), which a nodes
@@ -24,19 +27,30 @@ file can ask for.
         zone: us-east-1a
         gpus: 8
         cpu: "96"             # optional; memory, pods, instanceType, gpuProduct too
+        gpuReplicas: 4        # optional, time-slicing: each GPU is 4 nvidia.com/gpu units
+        gpuMemoryMiB: 40960   # optional: one GPU's framebuffer, shared by its units
         labels: {team: ml}
         taints: [{key: cloud.google.com/gke-spot, value: "true", effect: NoSchedule}]
 
 **Preemption** (:meth:`NodeLifecycle.preempt`), as a cloud and its
 termination handler do it to a spot node: the node is cordoned
 (``spec.unschedulable`` and the ``node.kubernetes.io/unschedulable`` taint)
-and tainted as interrupted with the handlers' keys
-(:data:`INTERRUPTION_TAINTS`: ``aws-node-termination-handler/spot-itn`` and
-``cloud.google.com/impending-node-termination``, both ``NoSchedule``), with
+and tainted as interrupted with every provider's notice key, as the nodes
+carry every provider's labels (:data:`INTERRUPTION_TAINTS`, from the
+scaler's provider presets: Karpenter's ``karpenter.sh/disrupted``, GKE's
+``cloud.google.com/impending-node-termination``, the AWS Node Termination
+Handler's ``aws-node-termination-handler/*``, all ``NoSchedule``), with
 a ``SpotInterruption`` Warning event; after the notice its pods are deleted
 with their own grace periods (the kubelet SIGTERMs them and waits), then the
 node is deleted. Any pod still bound to a node that no longer exists is
 force-deleted, as the pod garbage collector does.
+
+**Spot capacity coming back**: with ``return_after_s`` the preempted node
+registers again (same name, address and labels, a fresh boot) that long
+after it went, as an autoscaler gets a spot machine back once the market
+has one; :meth:`NodeLifecycle.restore` does it at once. How much spot the
+cloud gives out in all is the scheduler's
+(:meth:`~loadtests.sandbox.cluster.controllers.scheduler.Scheduler.set_spot_capacity`).
 """
 
 from __future__ import annotations
@@ -61,6 +75,7 @@ from loadtests.sandbox.cluster.controllers.base import (
 from loadtests.sandbox.cluster.errors import AlreadyExists, NotFound
 from loadtests.sandbox.cluster.quantity import canonical_quantity, parse_quantity
 from loadtests.sandbox.cluster.store import Store, rfc3339
+from scaler.policy.providers import PRESETS
 
 __all__ = [
     "DEFAULT_POOL",
@@ -77,9 +92,15 @@ ZONE = "topology.kubernetes.io/zone"
 REGION = "topology.kubernetes.io/region"
 CAPACITY_TYPE = "karpenter.sh/capacity-type"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
-INTERRUPTION_TAINTS = (
-    "aws-node-termination-handler/spot-itn",
-    "cloud.google.com/impending-node-termination",
+# Every provider preset's notice keys, the two handlers' spot keys first.
+INTERRUPTION_TAINTS = tuple(
+    dict.fromkeys(
+        (
+            "aws-node-termination-handler/spot-itn",
+            "cloud.google.com/impending-node-termination",
+            *(key for p in PRESETS.values() for key in p.notice_taints),
+        )
+    )
 )
 CAPACITY_TYPES = ("spot", "on-demand")
 
@@ -95,6 +116,11 @@ class NodeSpec:
     pods: int = 110
     instance_type: str = "p4d.24xlarge"
     gpu_product: str = "NVIDIA-A100-SXM4-40GB"
+    # Time-slicing: each physical GPU is advertised as this many nvidia.com/gpu
+    # units sharing one framebuffer of gpu_memory_mib (the device plugin's
+    # sharing.timeSlicing replicas).
+    gpu_replicas: int = 1
+    gpu_memory_mib: int = 40_960
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Mapping[str, str], ...] = ()
 
@@ -130,7 +156,11 @@ def _labels(spec: NodeSpec) -> dict[str, str]:
         "nvidia.com/gpu.present": "true" if spec.gpus else "false",
         "nvidia.com/gpu.count": str(spec.gpus),
         "nvidia.com/gpu.product": spec.gpu_product,
+        "nvidia.com/gpu.memory": str(spec.gpu_memory_mib),
     }
+    if spec.gpu_replicas > 1:
+        labels["nvidia.com/gpu.replicas"] = str(spec.gpu_replicas)
+        labels["nvidia.com/gpu.sharing-strategy"] = "time-slicing"
     if spot:
         labels["cloud.google.com/gke-spot"] = "true"
         labels["kubernetes.azure.com/scalesetpriority"] = "spot"
@@ -148,7 +178,7 @@ def node_object(
         "memory": canonical_quantity(spec.memory),
         "pods": canonical_quantity(spec.pods),
         "ephemeral-storage": "500Gi",
-        "nvidia.com/gpu": canonical_quantity(spec.gpus),
+        "nvidia.com/gpu": canonical_quantity(spec.gpus * spec.gpu_replicas),
     }
     condition = {
         "type": "Ready",
@@ -230,6 +260,8 @@ def parse_nodes(data: Any) -> tuple[NodeSpec, ...]:
         "pods",
         "instanceType",
         "gpuProduct",
+        "gpuReplicas",
+        "gpuMemoryMiB",
         "labels",
         "taints",
     }
@@ -252,6 +284,16 @@ def parse_nodes(data: Any) -> tuple[NodeSpec, ...]:
         gpus = entry.get("gpus", 8)
         if not isinstance(gpus, int) or gpus < 0:
             raise _fail(where, f"gpus {gpus!r} must be an integer >= 0")
+        gpu_replicas = entry.get("gpuReplicas", 1)
+        if (
+            isinstance(gpu_replicas, bool)
+            or not isinstance(gpu_replicas, int)
+            or not (1 <= gpu_replicas <= 64)
+        ):
+            raise _fail(where, f"gpuReplicas {gpu_replicas!r} must be an integer 1..64")
+        gpu_memory = entry.get("gpuMemoryMiB", 40_960)
+        if isinstance(gpu_memory, bool) or not isinstance(gpu_memory, int) or gpu_memory < 1:
+            raise _fail(where, f"gpuMemoryMiB {gpu_memory!r} must be an integer >= 1")
         for key in ("cpu", "memory"):
             if key in entry:
                 try:
@@ -288,6 +330,8 @@ def parse_nodes(data: Any) -> tuple[NodeSpec, ...]:
                     pods=int(entry.get("pods", 110)),
                     instance_type=str(entry.get("instanceType", "p4d.24xlarge")),
                     gpu_product=str(entry.get("gpuProduct", "NVIDIA-A100-SXM4-40GB")),
+                    gpu_replicas=gpu_replicas,
+                    gpu_memory_mib=gpu_memory,
                     labels={str(k): str(v) for k, v in labels.items()},
                     taints=tuple(taints),
                 )
@@ -314,6 +358,7 @@ class PreemptionResult:
     node: str
     pods_deleted: tuple[str, ...]
     notice_s: float
+    return_after_s: float | None = None
 
 
 class NodeLifecycle:
@@ -327,6 +372,8 @@ class NodeLifecycle:
         self._wakeup = asyncio.Event()
         self.preempting: set[str] = set()
         self._drained: dict[str, asyncio.Event] = {}
+        self._registered: dict[str, tuple[NodeSpec, str]] = {}  # name -> (spec, address)
+        self._returning: dict[str, asyncio.Task[None]] = {}
         cache.on(NODES, self._on_node)
         cache.on(PODS, self._on_pod)
 
@@ -339,6 +386,7 @@ class NodeLifecycle:
     def register(self, specs: Sequence[NodeSpec], *, addresses: Sequence[str]) -> None:
         now = rfc3339(self.store.now())
         for spec, address in zip(specs, addresses, strict=True):
+            self._registered[spec.name] = (spec, address)
             with contextlib.suppress(AlreadyExists):
                 self.store.create(NODES, node_object(spec, address=address, now=now))
 
@@ -347,8 +395,31 @@ class NodeLifecycle:
             self._gone.append(old["metadata"]["name"])
             self._wakeup.set()
 
+    def restore(self, name: str) -> bool:
+        """Register a node that went away again (False: it is there, or never was)."""
+        if name not in self._registered or self.store.peek(NODES, "", name) is not None:
+            return False
+        task = self._returning.pop(name, None)
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+        spec, address = self._registered[name]
+        self.register([spec], addresses=[address])
+        return True
+
+    async def _return_later(self, name: str, delay_s: float) -> None:
+        await asyncio.sleep(delay_s)
+        self.restore(name)
+
     async def run(self) -> None:
         """Pod GC: force-delete pods bound to nodes that no longer exist."""
+        try:
+            await self._collect()
+        finally:
+            for task in self._returning.values():
+                task.cancel()
+            self._returning.clear()
+
+    async def _collect(self) -> None:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
@@ -384,8 +455,12 @@ class NodeLifecycle:
         )
         return updated
 
-    async def preempt(self, name: str, *, notice_s: float) -> PreemptionResult:
-        """Notice, wait, drain with each pod's grace, remove the node."""
+    async def preempt(
+        self, name: str, *, notice_s: float, return_after_s: float | None = None
+    ) -> PreemptionResult:
+        """Notice, wait, drain with each pod's grace, remove the node; maybe bring it back."""
+        if return_after_s is not None and return_after_s < 0:
+            raise ValueError(f"return_after_s must be >= 0 seconds, got {return_after_s}")
         node = self.store.peek(NODES, "", name)
         if node is None:
             raise NotFound.of("", "nodes", name)
@@ -414,7 +489,11 @@ class NodeLifecycle:
                 await asyncio.wait_for(drained.wait(), longest + 5.0)
             with contextlib.suppress(NotFound):
                 self.store.delete(NODES, "", name)
-            return PreemptionResult(name, tuple(deleted), notice_s)
+            if return_after_s is not None:
+                self._returning[name] = asyncio.create_task(
+                    self._return_later(name, return_after_s), name=f"return-{name}"
+                )
+            return PreemptionResult(name, tuple(deleted), notice_s, return_after_s)
         finally:
             self.preempting.discard(name)
             self._drained.pop(name, None)

@@ -1,4 +1,4 @@
-"""``tidal sandbox preempt NODE --dir DIR [--notice 30s]``: preempt a spot node.
+"""``tidal sandbox preempt NODE --dir DIR [--notice 30s] [--return-after 2m]``: preempt a spot node.
 
 Does to a node of a running sandbox what a cloud and its termination
 handler do: cordon and taint it as interrupted, wait the notice, delete its
@@ -7,7 +7,8 @@ admin endpoint (``DIR/admin.json``) rather than to the Kubernetes API:
 preemption is a cloud-side event that no Kubernetes client can cause, and
 running it inside the sandbox lets the node's pods be stopped by the same
 kubelet that started them. Blocks until the node is gone and prints what
-went with it.
+went with it. With ``--return-after`` the node registers again that long
+after it went (spot capacity coming back).
 """
 
 from __future__ import annotations
@@ -36,16 +37,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="30s",
         help="interruption notice before the node goes (default: 30s, as GCP; AWS gives 2m)",
     )
+    parser.add_argument(
+        "--return-after",
+        default=None,
+        help="bring the node back this long after it went (default: it stays gone)",
+    )
 
 
-async def _preempt(directory: Path, node: str, notice_s: float) -> int:
+async def _preempt(
+    directory: Path, node: str, notice_s: float, return_after_s: float | None
+) -> int:
     admin = read_admin_file(directory)
     timeout = aiohttp.ClientTimeout(total=notice_s + 600)
     async with (
         aiohttp.ClientSession(timeout=timeout) as session,
         session.post(
             f"{admin['url']}/preempt",
-            json={"node": node, "notice_s": notice_s},
+            json={"node": node, "notice_s": notice_s, "return_after_s": return_after_s},
             headers={"Authorization": f"Bearer {admin['token']}"},
         ) as resp,
     ):
@@ -63,9 +71,14 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"tidal sandbox preempt: --notice: {exc}", file=sys.stderr)
         return 2
+    try:
+        back = None if args.return_after is None else parse_duration(args.return_after)
+    except ValueError as exc:
+        print(f"tidal sandbox preempt: --return-after: {exc}", file=sys.stderr)
+        return 2
     print(f"preempting {args.node}: notice {notice_s:g}s", file=sys.stderr, flush=True)
     try:
-        return asyncio.run(_preempt(args.dir, args.node, notice_s))
+        return asyncio.run(_preempt(args.dir, args.node, notice_s, back))
     except (FileNotFoundError, aiohttp.ClientError, OSError) as exc:
         print(f"tidal sandbox preempt: {exc}", file=sys.stderr)
         return 1

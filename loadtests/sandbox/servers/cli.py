@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from loadtests.sandbox.cluster.quantity import parse_duration
 from loadtests.sandbox.servers.faults import Faults
 from loadtests.sandbox.servers.server import ServerConfig, run_process
+from loadtests.sandbox.servers.sleep_mode import DEFAULT_WEIGHTS_MIB, SleepParams, kv_cache_mib
 from scaler.sim.engine import BatcherParams, LlmParams
 
 __all__ = ["config_from_args", "configure", "main", "run"]
@@ -141,6 +142,42 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=batcher.exec_per_item_s,
         help=f"execution time added per item, seconds (default: {batcher.exec_per_item_s})",
     )
+    s = parser.add_argument_group("sleep mode and GPU memory (vLLM only)")
+    s.add_argument(
+        "--enable-sleep-mode",
+        action="store_true",
+        help="serve /sleep, /wake_up, /is_sleeping, /collective_rpc (with VLLM_SERVER_DEV_MODE=1)",
+    )
+    s.add_argument(
+        "--weights-mib",
+        type=int,
+        default=DEFAULT_WEIGHTS_MIB,
+        help=f"GPU memory of the weights, MiB (default: {DEFAULT_WEIGHTS_MIB}, Llama-3.1-8B bf16)",
+    )
+    s.add_argument(
+        "--kv-cache-mib",
+        type=int,
+        default=None,
+        help="GPU memory of the KV cache, MiB (default: 128 KiB per --kv-cache-tokens token)",
+    )
+    s.add_argument(
+        "--gpu-memory-mib",
+        type=int,
+        default=81_920,
+        help="framebuffer of the physical GPU, MiB; wakes past it fail (default: 81920; 0: none)",
+    )
+    s.add_argument(
+        "--gpu-ledger-dir",
+        default=None,
+        help="directory shared by the servers on one physical GPU (default: alone on it)",
+    )
+    s.add_argument(
+        "--first-request-penalty",
+        type=_duration,
+        default=3.0,
+        metavar="DURATION",
+        help="extra time of the first request after a wake (default: 3s)",
+    )
     f = parser.add_argument_group("faults")
     f.add_argument(
         "--fail-rate",
@@ -201,6 +238,18 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_model_len=args.max_model_len,
         drain_timeout_s=args.drain_timeout,
         seed=args.seed,
+        enable_sleep_mode=args.enable_sleep_mode,
+        sleep=SleepParams(
+            weights_mib=args.weights_mib,
+            kv_cache_mib=(
+                kv_cache_mib(args.kv_cache_tokens)
+                if args.kv_cache_mib is None
+                else args.kv_cache_mib
+            ),
+            gpu_memory_mib=args.gpu_memory_mib,
+            first_request_penalty_s=args.first_request_penalty,
+        ),
+        gpu_ledger_dir=args.gpu_ledger_dir,
     )
 
 

@@ -8,6 +8,11 @@ dcgm-exporter does:
 
 - ``DCGM_FI_DEV_GPU_UTIL``: percent of the last period the GPU was busy (0-100);
 - ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``: the same as a ratio (0-1);
+- ``DCGM_FI_DEV_FB_USED``: framebuffer memory used, MiB, as the server
+  reports it (vLLM-like servers only; a sleeping one holds little);
+- ``DCGM_FI_DEV_FB_FREE``: framebuffer memory free on that physical GPU, MiB:
+  its total (as the server reports it) less what every server on the same
+  GPU UUID uses, so a time-sliced GPU reads the same for each of its pods;
 
 with labels ``gpu``, ``UUID``, ``pod``, ``namespace``, ``container``.
 
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import uuid
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -52,6 +58,11 @@ class GpuTarget:
 class _Sample:
     busy_s: float
     model_time_s: float
+    fb_used_mib: int | None = None
+    fb_total_mib: int | None = None
+    # The physical GPU the server says it runs on (a time-sliced one), if any.
+    gpu: int | None = None
+    uuid: str | None = None
 
 
 class DcgmExporter:
@@ -72,6 +83,18 @@ class DcgmExporter:
         self._active = Gauge(
             "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
             "Ratio of time the graphics engine is active.",
+            LABELS,
+            registry=self.registry,
+        )
+        self._fb_used = Gauge(
+            "DCGM_FI_DEV_FB_USED",
+            "Framebuffer memory used (in MiB).",
+            LABELS,
+            registry=self.registry,
+        )
+        self._fb_free = Gauge(
+            "DCGM_FI_DEV_FB_FREE",
+            "Framebuffer memory free (in MiB).",
             LABELS,
             registry=self.registry,
         )
@@ -101,7 +124,7 @@ class DcgmExporter:
         return (str(t.gpu), t.uuid, t.pod, t.namespace, t.container)
 
     def _forget(self, t: GpuTarget) -> None:
-        for gauge in (self._util, self._active):
+        for gauge in (self._util, self._active, self._fb_used, self._fb_free):
             with contextlib.suppress(KeyError):
                 gauge.remove(*self._labels(t))
 
@@ -163,6 +186,14 @@ class DcgmExporter:
                 self._last.pop(key, None)
                 self._forget(target)
                 continue
+            if sample.gpu is not None and sample.uuid is not None:
+                placed = dataclasses.replace(target, gpu=sample.gpu, uuid=sample.uuid)
+                if placed != target:
+                    # The server knows its GPU better than the pod list does.
+                    self._forget(target)
+                    self._targets[key] = target = placed
+            if sample.fb_used_mib is not None:
+                self._fb_used.labels(*self._labels(target)).set(sample.fb_used_mib)
             previous = self._last.get(key)
             self._last[key] = sample
             if previous is None:
@@ -174,6 +205,25 @@ class DcgmExporter:
             labels = self._labels(target)
             self._util.labels(*labels).set(round(util * 100))
             self._active.labels(*labels).set(util)
+        self._set_free()
+
+    def _set_free(self) -> None:
+        """Free memory per physical GPU, from every server that reported on it."""
+        used: dict[str, int] = {}
+        total: dict[str, int] = {}
+        for key, target in self._targets.items():
+            sample = self._last.get(key)
+            if sample is None or sample.fb_used_mib is None:
+                continue
+            used[target.uuid] = used.get(target.uuid, 0) + sample.fb_used_mib
+            if sample.fb_total_mib:
+                total[target.uuid] = sample.fb_total_mib
+        for key, target in self._targets.items():
+            sample = self._last.get(key)
+            if sample is None or target.uuid not in total:
+                continue
+            free = max(0, total[target.uuid] - used[target.uuid])
+            self._fb_free.labels(*self._labels(target)).set(free)
 
     async def _read(self, target: GpuTarget) -> _Sample | None:
         assert self._session is not None
@@ -182,6 +232,15 @@ class DcgmExporter:
                 if resp.status != 200:
                     return None
                 body = await resp.json()
-            return _Sample(float(body["busy_s"]), float(body["model_time_s"]))
+            fb, gpu, gpu_uuid = body.get("fb_used_mib"), body.get("gpu"), body.get("uuid")
+            fb_total = body.get("fb_total_mib")
+            return _Sample(
+                float(body["busy_s"]),
+                float(body["model_time_s"]),
+                int(fb) if isinstance(fb, int | float) else None,
+                int(fb_total) if isinstance(fb_total, int | float) else None,
+                gpu if isinstance(gpu, int) else None,
+                gpu_uuid if isinstance(gpu_uuid, str) else None,
+            )
         except (aiohttp.ClientError, TimeoutError, KeyError, ValueError, TypeError):
             return None

@@ -14,6 +14,7 @@ not later inside a running engine.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Generic, Literal, Protocol, TypeVar
 
@@ -21,6 +22,7 @@ from aiohttp import web
 
 from loadtests.sandbox.servers.engine_runtime import ModelClock
 from loadtests.sandbox.servers.faults import Faults
+from loadtests.sandbox.servers.sleep_mode import SleepParams
 from scaler.sim.engine import BatcherParams, LlmParams
 
 __all__ = ["EngineApp", "EngineRuntime", "RuntimeApp", "ServerConfig"]
@@ -47,6 +49,11 @@ class ServerConfig:
     max_model_len: int = 131_072
     drain_timeout_s: float = 120.0
     seed: int | None = None
+    # vLLM's --enable-sleep-mode (the endpoints also need VLLM_SERVER_DEV_MODE=1).
+    enable_sleep_mode: bool = False
+    sleep: SleepParams = field(default_factory=SleepParams)
+    # The shared ledger of the physical GPU this server runs on (see sleep_mode).
+    gpu_ledger_dir: str | None = None
 
     def __post_init__(self) -> None:
         if self.engine not in ("vllm", "triton"):
@@ -136,7 +143,29 @@ class RuntimeApp(Generic[RuntimeT]):
     def model_time_s(self) -> float:
         return self.runtime.clock.now()
 
+    def fb_used_mib(self) -> int | None:
+        """GPU memory this server holds, MiB (None: the flavour does not model it)."""
+        return None
+
+    def fb_total_mib(self) -> int | None:
+        """Memory of the physical GPU this server runs on, MiB (None: not modelled)."""
+        return None
+
     async def gpu(self, request: web.Request) -> web.Response:
-        return web.json_response(
-            {"busy_s": self.busy_time_s(), "model_time_s": self.model_time_s()}
-        )
+        body: dict[str, float | int | str] = {
+            "busy_s": self.busy_time_s(),
+            "model_time_s": self.model_time_s(),
+        }
+        used = self.fb_used_mib()
+        if used is not None:
+            body["fb_used_mib"] = used
+        total = self.fb_total_mib()
+        if total:
+            body["fb_total_mib"] = total
+        # Which physical GPU, when the kubelet placed this server on a shared one.
+        index = os.environ.get("TIDAL_SANDBOX_GPU_INDEX")
+        devices = os.environ.get("NVIDIA_VISIBLE_DEVICES", "")
+        if index is not None and index.isdigit() and devices.startswith("GPU-"):
+            body["gpu"] = int(index)
+            body["uuid"] = devices
+        return web.json_response(body)

@@ -5,7 +5,15 @@ Endpoints, in vLLM's shapes: ``POST /v1/completions`` and
 events in the OpenAI chunk format ending in ``data: [DONE]``;
 ``stream_options.include_usage``), ``GET /v1/models``, ``GET /health``,
 ``GET /version``, ``GET /metrics`` (vLLM's names, label ``model_name``), and
-``GET /sandbox/gpu`` (busy time for the DCGM-like exporter; not vLLM's).
+``GET /sandbox/gpu`` (busy time and framebuffer used for the DCGM-like
+exporter; not vLLM's).
+
+Sleep mode (``--enable-sleep-mode``; the endpoints exist only when the
+process also has ``VLLM_SERVER_DEV_MODE=1``, as in vLLM): ``POST
+/sleep?level=1|2``, ``POST /wake_up`` (``tags=weights``/``tags=kv_cache``),
+``GET /is_sleeping``, ``POST /collective_rpc`` (``reload_weights``) and
+``POST /reset_prefix_cache``. A sleeping server answers inference with 503,
+as vLLM does; the state, timings and GPU memory are ``sleep_mode``'s.
 
 There is no tokenizer. A prompt counts one token per four characters (the
 usual rule of thumb for English), a chat message four more for its template;
@@ -22,12 +30,15 @@ word); several tokens that arrived together go out in one write.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import os
 import random
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -37,6 +48,12 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from loadtests.sandbox.servers.engine_app import RuntimeApp, ServerConfig
 from loadtests.sandbox.servers.engine_runtime import LlmRuntime, TokenStream
 from loadtests.sandbox.servers.faults import FaultInjector
+from loadtests.sandbox.servers.sleep_mode import (
+    GpuLedger,
+    SleepError,
+    SleepMachine,
+    parse_tags,
+)
 
 __all__ = ["VllmApp", "VllmMetrics", "count_prompt_tokens"]
 
@@ -149,7 +166,12 @@ class BadRequest(Exception):
 
 def error_response(message: str, *, status: int, param: str | None = None) -> web.Response:
     """vLLM's error body (``ErrorResponse``)."""
-    kind = {400: "BadRequestError", 404: "NotFoundError"}.get(status, "InternalServerError")
+    kind = {
+        400: "BadRequestError",
+        404: "NotFoundError",
+        409: "ConflictError",
+        503: "ServiceUnavailableError",
+    }.get(status, "InternalServerError")
     body = {"object": "error", "message": message, "type": kind, "param": param, "code": status}
     return web.json_response(body, status=status)
 
@@ -262,7 +284,103 @@ class VllmApp(RuntimeApp[LlmRuntime]):
         app.router.add_get("/version", self.version)
         app.router.add_get("/metrics", self.metrics_endpoint)
         app.router.add_get("/sandbox/gpu", self.gpu)
+        self.sleep = SleepMachine(config.sleep)
+        ledger_dir = Path(config.gpu_ledger_dir) if config.gpu_ledger_dir else None
+        self.ledger = GpuLedger(ledger_dir, budget_mib=config.sleep.gpu_memory_mib)
+        self._sleep_lock = asyncio.Lock()
+        self._inflight = 0
+        if config.enable_sleep_mode and os.environ.get("VLLM_SERVER_DEV_MODE") == "1":
+            app.router.add_post("/sleep", self.sleep_endpoint)
+            app.router.add_post("/wake_up", self.wake_up)
+            app.router.add_get("/is_sleeping", self.is_sleeping)
+            app.router.add_post("/collective_rpc", self.collective_rpc)
+            app.router.add_post("/reset_prefix_cache", self.reset_prefix_cache)
         super().__init__(app=app, runtime=runtime)
+
+    def start_engine(self) -> None:
+        # The engine takes its memory when it comes up. A cold start is not
+        # refused for want of memory: the sandbox's scheduler places by GPU
+        # count, and only wakes are checked against the GPU's budget.
+        self.ledger.set(self.sleep.gpu_mib(), check=False)
+        super().start_engine()
+
+    async def stop_engine(self) -> None:
+        await super().stop_engine()
+        self.ledger.release()
+
+    def fb_used_mib(self) -> int | None:
+        return self.sleep.gpu_mib()
+
+    def fb_total_mib(self) -> int | None:
+        return self.config.sleep.gpu_memory_mib or None
+
+    # --- sleep mode (dev endpoints) -------------------------------------------------
+
+    def _busy(self) -> bool:
+        engine = self.runtime.engine
+        return self._inflight > 0 or engine.num_running > 0 or engine.num_waiting > 0
+
+    async def _model_sleep(self, model_s: float) -> None:
+        if model_s > 0:
+            await asyncio.sleep(self.runtime.clock.to_wall_s(model_s))
+
+    async def sleep_endpoint(self, request: web.Request) -> web.Response:
+        raw = request.query.get("level", "1")
+        try:
+            level = int(raw)
+        except ValueError:
+            return error_response(f"level must be 1 or 2; got {raw!r}", status=400)
+        async with self._sleep_lock:
+            try:
+                seconds = self.sleep.sleep(level, busy=self._busy())
+            except SleepError as e:
+                return error_response(str(e), status=e.status)
+            await self._model_sleep(seconds)
+            self.ledger.set(self.sleep.gpu_mib(), check=False)
+        return web.Response(status=200)
+
+    async def wake_up(self, request: web.Request) -> web.Response:
+        try:
+            tags = parse_tags(request.query.getall("tags", []))
+        except SleepError as e:
+            return error_response(str(e), status=e.status, param="tags")
+        async with self._sleep_lock:
+            mib, seconds = self.sleep.wake_cost(tags)
+            if mib:
+                try:
+                    # Take the memory first: a wake that does not fit fails at once.
+                    self.ledger.set(self.sleep.gpu_mib() + mib, check=True)
+                except SleepError as e:
+                    return error_response(str(e), status=e.status)
+            await self._model_sleep(seconds)
+            self.sleep.woke(tags)
+        return web.Response(status=200)
+
+    async def is_sleeping(self, request: web.Request) -> web.Response:
+        return web.json_response({"is_sleeping": self.sleep.sleeping})
+
+    async def collective_rpc(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return error_response("the request body is not valid JSON", status=400)
+        method = body.get("method") if isinstance(body, dict) else None
+        if method != "reload_weights":
+            return error_response(
+                f"this fake vLLM's collective_rpc knows method 'reload_weights' only; "
+                f"got {method!r}",
+                status=400,
+                param="method",
+            )
+        async with self._sleep_lock:
+            try:
+                await self._model_sleep(self.sleep.reload_weights())
+            except SleepError as e:
+                return error_response(str(e), status=e.status)
+        return web.json_response({"results": [None]})
+
+    async def reset_prefix_cache(self, request: web.Request) -> web.Response:
+        return web.Response(status=200)
 
     # --- plain endpoints ------------------------------------------------------------
 
@@ -306,25 +424,41 @@ class VllmApp(RuntimeApp[LlmRuntime]):
             job = self._parse(body, chat=chat)
         except BadRequest as e:
             return error_response(str(e), status=e.status, param=e.param)
+        if not self.sleep.serving:
+            why = (
+                "weights were dropped by a level-2 sleep and not reloaded"
+                if not self.sleep.sleeping
+                else "the model is sleeping"
+            )
+            return error_response(f"Service unavailable: {why}", status=503)
         if self.faults.should_fail():
             return error_response(
                 "fault injection: this request fails on purpose",
                 status=self.config.faults.fail_status,
             )
+        self._inflight += 1
         try:
-            stream = self.runtime.submit(
-                prompt_tokens=job.prompt_tokens, output_tokens=job.output_tokens
-            )
-        except ValueError as e:  # does not fit the KV cache
-            return error_response(str(e), status=400)
-        request_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
-        try:
-            if job.stream:
-                return await self._stream(request, stream, job, chat=chat, request_id=request_id)
-            return await self._whole(stream, job, chat=chat, request_id=request_id)
+            # The first request after a wake finds cold caches (vLLM's post:
+            # 4.12 s against 0.96 s after a one-token warm-up).
+            await self._model_sleep(self.sleep.take_penalty(job.output_tokens))
+            try:
+                stream = self.runtime.submit(
+                    prompt_tokens=job.prompt_tokens, output_tokens=job.output_tokens
+                )
+            except ValueError as e:  # does not fit the KV cache
+                return error_response(str(e), status=400)
+            request_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+            try:
+                if job.stream:
+                    return await self._stream(
+                        request, stream, job, chat=chat, request_id=request_id
+                    )
+                return await self._whole(stream, job, chat=chat, request_id=request_id)
+            finally:
+                if not stream.done:
+                    self.runtime.cancel(stream)
         finally:
-            if not stream.done:
-                self.runtime.cancel(stream)
+            self._inflight -= 1
 
     def _parse(self, body: Any, *, chat: bool) -> _Job:
         if not isinstance(body, dict):

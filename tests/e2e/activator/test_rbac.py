@@ -20,7 +20,8 @@ Covers, *enough*:
 (and a few things it must do are allowed, so the 403s mean RBAC, not a
 broken request): the activator cannot patch or delete Deployments, scale
 them, read Secrets or pods, write Events or touch Leases; the scaler cannot
-delete or create or update (PUT) Deployments, PUT their ``/scale``, patch
+update (PUT) Deployments (it creates and deletes only spot companions, and
+patches the rest), PUT their ``/scale``, write nodes, patch
 core Events or create ``events.k8s.io`` Events, read Secrets, delete pods, or
 read, update or delete Leases other than ``tidal-scaler`` in
 ``tidal-system``, nor create or read Leases in any other namespace.
@@ -299,12 +300,14 @@ async def check_scaler_denied(cluster: SandboxCluster, token: str) -> None:
         assert await api.status_of("GET", f"{LEASES}/{NS}/leases/tidal-scaler") == 200
         assert await api.status_of("GET", "/api/v1/namespaces/default/pods") == 200
         current = await api.call("GET", DEPLOY)
+        # Spot placement reads nodes (capacity type, notice taints).
+        assert await api.status_of("GET", "/api/v1/nodes") == 200
         denied = {
-            "delete deployment": await api.status_of("DELETE", DEPLOY),
-            "create deployment": await api.status_of(
-                "POST", "/apis/apps/v1/namespaces/default/deployments", current
-            ),
             "update deployment": await api.status_of("PUT", DEPLOY, current),
+            "patch node": await api.status_of(
+                "PATCH", "/api/v1/nodes/gpu-spot-1", {"spec": {"unschedulable": True}}, **MERGE
+            ),
+            "delete node": await api.status_of("DELETE", "/api/v1/nodes/gpu-spot-1"),
             "list secrets": await api.status_of("GET", "/api/v1/secrets"),
             "get secret": await api.status_of("GET", "/api/v1/namespaces/default/secrets/s"),
             "delete pod": await api.status_of("DELETE", "/api/v1/namespaces/default/pods/nothing"),

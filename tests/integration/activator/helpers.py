@@ -136,7 +136,14 @@ class FakeScaler:
     activated: asyncio.Event = field(default_factory=asyncio.Event)
     reported: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue)
     url: str = ""
+    # The warm tier: when set, answers as the leader listing these sleeping endpoints;
+    # an activation then "wakes" its target after wake_s (drops it from the list).
+    sleeping: dict[str, list[str]] | None = None
+    wake_s: float = 0.0
     _runner: web.AppRunner | None = None
+
+    def _warm(self) -> dict[str, Any]:
+        return {} if self.sleeping is None else {"leader": True, "sleeping": self.sleeping}
 
     async def _activate(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -144,13 +151,16 @@ class FakeScaler:
             (time.perf_counter(), body, request.headers.get("Authorization", ""))
         )
         self.activated.set()
-        return web.json_response({}, status=202)
+        if self.sleeping is not None and self.sleeping.get(body.get("target")):
+            await asyncio.sleep(self.wake_s)
+            self.sleeping = {k: v for k, v in self.sleeping.items() if k != body.get("target")}
+        return web.json_response(self._warm(), status=202)
 
     async def _stats(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.stats.append((time.perf_counter(), body, request.headers.get("Authorization", "")))
         self.reported.put_nowait(body)
-        return web.json_response({"activators": self.activators})
+        return web.json_response({"activators": self.activators, **self._warm()})
 
     async def start(self) -> FakeScaler:
         app = web.Application()

@@ -8,7 +8,10 @@ Covers:
 - ``/v1/activate`` repeats with backoff while the target stays cold;
 - the routes file: a listed endpoint is ready only while it accepts
   connections (probed), a held request goes out when it starts listening,
-  and an edit of the file is picked up (new target routable).
+  and an edit of the file is picked up (new target routable);
+- ``/readyz`` waits for the source's first snapshot: an activator that has
+  not listed its targets yet (the API server down when it starts) says it is
+  not ready, rather than being sent traffic it can only answer 404.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import aiohttp
 
 from activator.app import start
 from activator.routes_file import RoutesFileSource
+from activator.targets import TargetSink, TargetSpec
 from tests.integration.activator.helpers import (
     Backend,
     FakeScaler,
@@ -121,3 +125,35 @@ async def test_routes_file_cold_start_and_reload(
         await activator.close()
         await backend.stop()
         await other.stop()
+
+
+class LateSource:
+    """A TargetSource whose first snapshot waits until the test lets it go."""
+
+    def __init__(self, *specs: TargetSpec) -> None:
+        self.specs = {s.name: s for s in specs}
+        self.release = asyncio.Event()
+
+    async def run(self, sink: TargetSink) -> None:
+        await self.release.wait()
+        sink.apply(self.specs)
+        await asyncio.Event().wait()
+
+
+async def test_not_ready_until_the_first_snapshot(
+    scaler: FakeScaler, client: aiohttp.ClientSession
+) -> None:
+    source = LateSource(spec("default/llama", f"127.0.0.1:{free_port()}", path_prefix="/v1"))
+    act = await start(settings(scaler), source=source)
+    try:
+        readyz = f"http://127.0.0.1:{act.admin_port}/readyz"
+        for _ in range(3):  # the source has had time to run: it is still listing
+            await asyncio.sleep(0.05)
+            async with client.get(readyz) as resp:
+                assert resp.status == 503
+        source.release.set()
+        await wait_until(lambda: bool(act.registry.updates))
+        async with client.get(readyz) as resp:
+            assert resp.status == 200
+    finally:
+        await act.close()

@@ -9,7 +9,9 @@ Covers (raw sockets where an HTTP client would not send the request):
   JSON object -> 400, an unknown model -> 404, a known one is forwarded;
 - ``X-Tidal-Target`` routes only when allowed, and an unknown one is 404;
 - an idle client connection is closed after ``client_idle_s``;
-- admin endpoints are not served on the data port.
+- admin endpoints are not served on the data port;
+- vLLM's development endpoints (sleep, wake, collective_rpc...) are refused
+  with 403 however the path is spelt, and never reach a replica.
 """
 
 from __future__ import annotations
@@ -152,3 +154,43 @@ async def test_admin_endpoints_only_on_admin_port(
             text = await resp.text()
         assert 'tidal_activator_requests_total{code="4xx",target=""} 3.0' in text
         assert 'tidal_activator_requests_buffered{target="default/llama"} 0.0' in text
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/sleep?level=1"),
+        ("POST", "/wake_up?tags=weights"),
+        ("GET", "/is_sleeping"),
+        ("POST", "/collective_rpc"),
+        ("POST", "/reset_prefix_cache"),
+        ("POST", "/v1/load_lora_adapter"),
+        ("POST", "/%73leep"),  # percent-encoded
+        ("POST", "//sleep/"),  # repeated and trailing slashes
+        ("POST", "/v1/../SLEEP"),  # dot segments, case
+        ("POST", "/llama/wake_up"),  # behind a path-prefix route
+    ],
+)
+async def test_vllm_development_endpoints_are_refused(
+    scaler: FakeScaler, method: str, path: str
+) -> None:
+    backend = await Backend().start()
+    try:
+        source = StaticSource(spec("default/llama", backend.endpoint))
+        async with (
+            running_activator(source, settings(scaler)) as act,
+            aiohttp.ClientSession() as client,
+        ):
+            url = f"http://127.0.0.1:{act.data_port}{path}"
+            async with client.request(method, url, json={"method": "reload_weights"}) as resp:
+                assert resp.status == 403
+                body = await resp.json()
+            assert body["error"]["type"] == "permission_error"
+            assert body["error"]["code"] == "denied_endpoint"
+            # A model request still goes through, and nothing else reached the replica.
+            ok = f"http://127.0.0.1:{act.data_port}/llama/v1/completions"
+            async with client.post(ok, json={"prompt": "x"}) as resp:
+                assert resp.status == 200
+            assert len(backend.received) == 1
+    finally:
+        await backend.stop()

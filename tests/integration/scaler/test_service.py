@@ -83,7 +83,8 @@ async def test_service_end_to_end_on_fake_api(tmp_path: Path) -> None:
             auth = {"Authorization": "Bearer tok"}
             async with http.post(f"{base}/v1/stats", json=report, headers=auth) as resp:
                 assert resp.status == 200
-                assert await resp.json() == {"activators": 1}
+                # The leader also lists the warm tier's not-routable endpoints (none here).
+                assert await resp.json() == {"activators": 1, "leader": True, "sleeping": {}}
             async with http.post(
                 f"{base}/v1/activate", json={"activator": "a", "target": "ml/llama"}, headers=auth
             ) as resp:

@@ -29,6 +29,7 @@ from activator.metrics import merge_expositions
 from activator.proxy import (
     AllRefused,
     BadBody,
+    BodyTimeout,
     BodyTooLarge,
     ConnectRefused,
     Draining,
@@ -151,6 +152,7 @@ def test_scaler_token_from_env_or_file_and_a_flag_warns(
         (NoTarget(), 404, "no_target", False),
         (GateClosed("t"), 404, "no_target", False),
         (BadBody(), 400, "bad_body", False),
+        (BodyTimeout(), 408, "body_timeout", False),
         (BodyTooLarge(), 413, "body_too_large", False),
         (BufferFull("t"), 503, "buffer_full", True),
         (Draining(), 503, "draining", True),
@@ -162,16 +164,20 @@ def test_scaler_token_from_env_or_file_and_a_flag_warns(
     ],
 )
 def test_error_status_table(exc: Exception, status: int, code: str, retry_after: bool) -> None:
-    response = error_response(exc, request_id="r1", retry_after_s=3)
-    assert response.status == status
-    assert response.content_type == "application/json"
-    assert response.body is not None
-    body = json.loads(bytes(response.body))  # type: ignore[arg-type]
+    # error_response writes the answer as bytes (the data path is byte-level).
+    answer = error_response(exc, request_id="r1", retry_after_s=3)
+    head, body_bytes = answer.split(b"\r\n\r\n", 1)
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in header_lines)
+    assert int(status_line.split(" ")[1]) == status
+    assert headers["Content-Type"] == "application/json"
+    assert int(headers["Content-Length"]) == len(body_bytes)
+    body = json.loads(body_bytes)
     assert body["error"]["code"] == code
     assert body["error"]["message"]
     assert body["error"]["type"]
-    assert ("Retry-After" in response.headers) is retry_after
-    assert response.headers["X-Request-Id"] == "r1"
+    assert ("Retry-After" in headers) is retry_after
+    assert headers["X-Request-Id"] == "r1"
 
 
 def deployment(name: str = "llama", **annotations: str) -> dict[str, Any]:

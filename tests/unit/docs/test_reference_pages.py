@@ -89,6 +89,8 @@ _OTHER_VALUES = {
     "fallback": "none",
     "spot-overprovision": "1",
     "pending-timeout": "1m",
+    "sleep-after": "30s",
+    "sleep-level": "2",
 }
 
 
@@ -102,11 +104,13 @@ def test_scaler_other_value_changes_the_config(spec: object) -> None:
     assert parse_scaling_config({key: value}) != parse_scaling_config({})
 
 
-def test_unsupported_placement_policy_is_documented_as_rejected() -> None:
+def test_spot_placement_policies_are_documented_and_accepted() -> None:
     policy = next(s for s in SPECS if s.key.endswith("/policy"))
-    assert "rejected" in policy.allowed
+    for value in ("spot", "spot-with-on-demand-baseline"):
+        assert f"`{value}`" in policy.allowed
+        assert parse_scaling_config({policy.key: value}).placement.policy == value
     with pytest.raises(InvalidAnnotation):
-        parse_scaling_config({policy.key: "spot"})
+        parse_scaling_config({policy.key: "cheap"})
 
 
 def _deployment(annotations: dict[str, str]) -> dict[str, object]:

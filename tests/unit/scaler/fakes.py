@@ -30,6 +30,7 @@ from scaler.signals.base import DemandSource, SourceReading
 from scaler.signals.hub import SignalHub
 from scaler.targets import TargetBook
 from scaler.ticking import CallLater
+from scaler.warm import WarmTier
 
 
 def deployment(
@@ -265,6 +266,7 @@ def wire(
     tick_interval_s: float = 2.0,
     wall_time: Callable[[], str] | None = None,
     call_later: CallLater | None = None,
+    warm: Callable[[Controller], WarmTier] | None = None,
 ) -> Wired:
     policy = policy or PurePolicy()
     book = TargetBook(cluster, policy, gpu_metrics=gpu_metrics)
@@ -286,5 +288,6 @@ def wire(
         clock=clock,
         settings=ControllerSettings(tick_interval_s=tick_interval_s),
         call_later=call_later,
+        warm=warm,
     )
     return Wired(controller=controller, signals=signals, book=book, actuator=actuator)

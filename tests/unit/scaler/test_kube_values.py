@@ -4,7 +4,8 @@ Covers:
 - Deployments from raw JSON: omitted ``spec.replicas`` defaults to 1, ready
   replicas, selectors with expressions, GPUs per replica;
 - pods: readiness from the Ready condition, terminating, named ports,
-  pod-deletion-cost;
+  pod-deletion-cost; and what placement needs: node, phase, creation time,
+  eviction (reason Evicted or a DisruptionTarget condition), GPUs;
 - label selectors (In/NotIn/Exists/DoesNotExist; an empty selector matches nothing);
 - kubernetes_asyncio and aiohttp exceptions -> NotFound, Conflict, Gone,
   Rejected, ApiUnavailable, with the original chained and the Status message kept.
@@ -155,3 +156,28 @@ def test_translate(exc: BaseException, kind: type[KubeError]) -> None:
     assert "patch thing" in str(info.value)
     if isinstance(exc, ApiException):
         assert "boom" in str(info.value)
+
+
+def test_pod_from_raw_placement_facts() -> None:
+    p = pod_from_raw(
+        {
+            "metadata": {"name": "llama-spot-1", "creationTimestamp": "2026-01-01T00:00:10Z"},
+            "spec": {
+                "nodeName": "gpu-spot-1",
+                "containers": [{"resources": {"limits": {"nvidia.com/gpu": "2"}}}],
+            },
+            "status": {
+                "phase": "Running",
+                "conditions": [{"type": "DisruptionTarget", "status": "True"}],
+            },
+        }
+    )
+    assert (p.node, p.phase, p.evicted, p.gpus) == ("gpu-spot-1", "Running", True, 2)
+    assert p.created_at == 1767225610.0
+    pending = pod_from_raw({"metadata": {"name": "x"}, "status": {"reason": "Evicted"}})
+    assert (pending.node, pending.phase, pending.evicted, pending.created_at) == (
+        None,
+        "Pending",
+        True,
+        0.0,
+    )

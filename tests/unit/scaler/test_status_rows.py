@@ -3,13 +3,16 @@
 Covers: a Deployment with a bad annotation shows reason InvalidAnnotation and
 the parser's message (the scaler leaves it alone, so its status annotation
 would otherwise look current), in the table and in JSON rows; a valid one
-keeps the reason from its status annotation.
+keeps the reason from its status annotation. A spot pair: READY counts both
+halves, a line under the table names them (a companion not created yet
+too), and live cost columns and the saving show.
 """
 
 from __future__ import annotations
 
 import json
 
+from scaler.kube.types import CompanionInfo
 from scaler.status import render_table, rows
 from tests.unit.scaler.fakes import deployment
 
@@ -29,3 +32,64 @@ def test_invalid_annotation_is_shown() -> None:
     text = render_table(table)
     assert "Left alone until fixed:" in text
     assert "default/bad: " in text
+
+
+def test_warm_tier_columns_show_sleeping_replicas_and_wakes() -> None:
+    warm = deployment("warm")
+    cold = deployment("cold")
+    live = {
+        "default/warm": {
+            "desired": 1,
+            "signals": {},
+            "warm": {
+                "pods": {"default/warm-1": {"phase": "sleeping", "level": 1, "since": 3.0}},
+                "sleeps": 2,
+                "wakes": 1,
+                "failedWakes": 0,
+                "lastWakeSeconds": 0.96,
+            },
+        },
+        "default/cold": {"desired": 0, "signals": {}},
+    }
+    table = rows([warm, cold], live)
+    assert table[0]["live"]["warm"] == {
+        "asleep": 1, "wakes": 1, "sleeps": 2, "failed_wakes": 0, "last_wake_s": 0.96,
+    }  # fmt: skip
+    assert "warm" not in table[1]["live"]
+    header, first, second = render_table(table).splitlines()[:3]
+    assert header.split()[-3:] == ["ASLEEP", "WAKES", "LAST-WAKE"]
+    assert first.split()[-3:] == ["1", "1", "0.96s"]
+    assert second.split()[-3:] == ["-", "-", "-"]
+
+
+def test_spot_pair_and_cost() -> None:
+    spot = deployment(
+        "llama",
+        replicas=1,
+        annotations={
+            "placement.tidal.dev/policy": "spot-with-on-demand-baseline",
+            "autoscaling.tidal.dev/status": json.dumps(
+                {"desired": 4, "onDemand": 1, "spot": 3, "reason": "ScaledUp"}
+            ),
+        },
+    )
+    waiting = deployment("fresh", annotations={"placement.tidal.dev/policy": "spot"})
+    companions = {"default/llama": CompanionInfo("default", "llama-spot", "llama", 3, 3, "h")}
+    cost = {
+        "dollars_per_hour": 7.79,
+        "saving_dollars_per_hour": 8.61,
+        "saved_dollars": 1.5,
+    }
+    live = {"default/llama": {"desired": 4, "cost": cost}}
+    table = rows([spot, waiting], live, companions)
+    assert table[0]["ready"] == 4  # the pair's: 1 on demand + 3 spot
+    assert table[0]["pair"]["spot"] == {"deployment": "llama-spot", "exists": True, "ready": 3}
+    assert table[0]["live"]["cost"] == cost
+    text = render_table(table)
+    assert "$/H" in text.splitlines()[0] and "SAVED-$/H" in text.splitlines()[0]
+    assert (
+        "default/llama: spot-with-on-demand-baseline: on-demand llama 1 ready, "
+        "spot llama-spot 3 ready; $7.79/h, saving $8.61/h against all on-demand "
+        "($1.50 saved so far)"
+    ) in text
+    assert "default/fresh: spot: on-demand fresh 0 ready, spot fresh-spot (not created yet)" in text

@@ -51,6 +51,7 @@ import asyncio
 import contextlib
 import logging
 import shlex
+import tempfile
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -68,6 +69,7 @@ from loadtests.sandbox.cluster.controllers.base import (
     set_condition,
 )
 from loadtests.sandbox.cluster.errors import NotFound
+from loadtests.sandbox.cluster.gpu_slices import SliceBook, requested_gpus
 from loadtests.sandbox.cluster.quantity import parse_duration
 from loadtests.sandbox.cluster.store import Store, rfc3339
 from loadtests.sandbox.servers.spec import Engine, Launcher, ServerProcess, ServerSpec
@@ -104,6 +106,9 @@ class KubeletSettings:
     kubelet_version: str = "v1.32.2"
     # Where pod processes write their output (``<ns>_<pod>_<container>.log``).
     log_dir: Path | None = None
+    # Where servers sharing a time-sliced GPU keep its memory ledger (None: a
+    # temporary directory of the kubelet's own).
+    gpu_dir: Path | None = None
 
 
 class PodConfigError(ValueError):
@@ -465,6 +470,7 @@ class PodWorker:
             if self.ip is not None:
                 self.kubelet.addresses.release_pod_ip(self.ip)
             self.kubelet._workers.pop(self.uid, None)
+            self.kubelet.slices.release(self.uid)
 
     async def _run(self) -> None:
         pod = self._pod()
@@ -496,6 +502,7 @@ class PodWorker:
                 node_name=self.node,
                 log_dir=self.kubelet.settings.log_dir,
             )
+            spec = self.kubelet.with_gpu_slice(spec, pod, uid=self.uid, node_name=self.node)
         except PodConfigError as exc:
             state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
             self._publish(
@@ -745,6 +752,12 @@ class Kubelet:
         self.recorder = recorder
         self.settings = settings or KubeletSettings()
         self._workers: dict[str, PodWorker] = {}
+        self._gpu_tmp: tempfile.TemporaryDirectory[str] | None = None
+        gpu_dir = self.settings.gpu_dir
+        if gpu_dir is None:
+            self._gpu_tmp = tempfile.TemporaryDirectory(prefix="tidal-gpus-")
+            gpu_dir = Path(self._gpu_tmp.name)
+        self.slices = SliceBook(gpu_dir)
         self.queue = WorkQueue()
         self._removed: dict[str, None] = {}
         cache.on(PODS, self._on_pod)
@@ -768,6 +781,21 @@ class Kubelet:
             return
         if new.get("spec", {}).get("nodeName"):
             self.queue.add((new["metadata"]["namespace"], new["metadata"]["name"]))
+
+    def with_gpu_slice(self, spec: ServerSpec, pod: Obj, *, uid: str, node_name: str) -> ServerSpec:
+        """The spec plus its time-sliced GPU's index, UUID and ledger, when it has one."""
+        if spec.engine != "vllm" or requested_gpus(pod) < 1:
+            return spec
+        node = self.store.peek(NODES, "", node_name)
+        if node is None:
+            return spec
+        gpu = self.slices.assign(uid=uid, node=node)
+        if gpu is None:
+            return spec
+        gpu.ledger_dir.mkdir(parents=True, exist_ok=True)
+        return replace(
+            spec, extra_args=gpu.server_args() + spec.extra_args, env={**spec.env, **gpu.env()}
+        )
 
     def worker(self, namespace: str, name: str) -> PodWorker | None:
         for worker in self._workers.values():
@@ -831,3 +859,5 @@ class Kubelet:
         tasks = [w.task for w in workers if w.task is not None]
         await asyncio.gather(*tasks, return_exceptions=True)
         self._workers.clear()
+        if self._gpu_tmp is not None:
+            self._gpu_tmp.cleanup()

@@ -19,6 +19,15 @@ first one that fails names the node's reason:
    ``status.allocatable`` -> "Insufficient nvidia.com/gpu", "Insufficient cpu",
    ..., and "Too many pods".
 
+5. PodTopologySpread (``whenUnsatisfiable: DoNotSchedule``): placing the
+   pod in the node's domain (``topologyKey``, such as the zone) would make
+   the count of matching pods exceed the least-loaded domain's by more than
+   ``maxSkew`` -> "node(s) didn't match pod topology spread constraints";
+6. the cloud's spot capacity (:meth:`Scheduler.set_spot_capacity`): spot
+   GPUs the cloud will give out in all, so that spot can run out. A spot
+   node past it reads as "Insufficient nvidia.com/gpu", which is what a
+   real cluster shows while its autoscaler cannot get spot machines.
+
 A pod that fits nowhere stays Pending with ``PodScheduled=False``, reason
 ``Unschedulable`` and the real message, e.g. ``0/6 nodes are available: 2
 Insufficient nvidia.com/gpu, 4 node(s) had untolerated taint {k: v}.
@@ -29,8 +38,9 @@ priorities here, so preemption never finds victims), plus a
 pod releases resources, as the real scheduling queue moves unschedulable pods
 back on cluster events.
 
-Among the nodes that fit, the pod goes where the fewest pods of its owner
-already run (the default topology spreading), then to the least allocated
+Among the nodes that fit, the pod goes to the domain with the fewest
+matching pods of its ``ScheduleAnyway`` spread constraints, then where the
+fewest pods of its owner already run (the default topology spreading), then to the least allocated
 node (GPU, then CPU, then memory; the default ``LeastAllocated`` score), then
 by name, so placement is deterministic.
 """
@@ -54,6 +64,7 @@ from loadtests.sandbox.cluster.controllers.base import (
 )
 from loadtests.sandbox.cluster.errors import NotFound
 from loadtests.sandbox.cluster.quantity import parse_quantity
+from loadtests.sandbox.cluster.selectors import selector_from_object
 from loadtests.sandbox.cluster.store import Store
 
 __all__ = [
@@ -69,6 +80,8 @@ GPU = "nvidia.com/gpu"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
+CAPACITY_TYPE = "karpenter.sh/capacity-type"
+SPREAD_MISMATCH = "node(s) didn't match pod topology spread constraints"
 
 
 def _container_requests(container: Mapping[str, Any]) -> dict[str, float]:
@@ -208,6 +221,36 @@ def _counts_on_node(pod: Obj) -> bool:
     )
 
 
+def _is_spot(node: Obj) -> bool:
+    return bool((node["metadata"].get("labels") or {}).get(CAPACITY_TYPE) == "spot")
+
+
+def _spread_counts(
+    pod: Obj, constraint: Mapping[str, Any], nodes: Iterable[Obj], pods: Iterable[Obj]
+) -> dict[str, int]:
+    """Matching pods per domain of ``constraint``, over the nodes that have the key."""
+    key = constraint.get("topologyKey", "")
+    domain_of = {
+        n["metadata"]["name"]: (n["metadata"].get("labels") or {})[key]
+        for n in nodes
+        if key in (n["metadata"].get("labels") or {})
+    }
+    counts = dict.fromkeys(domain_of.values(), 0)
+    selector = selector_from_object(constraint.get("labelSelector") or {})
+    namespace = pod["metadata"]["namespace"]
+    for other in pods:
+        node = other.get("spec", {}).get("nodeName")
+        if (
+            node in domain_of
+            and other["metadata"].get("namespace") == namespace
+            and not other["metadata"].get("deletionTimestamp")
+            and _counts_on_node(other)
+            and selector.matches(other["metadata"].get("labels"))
+        ):
+            counts[domain_of[node]] += 1
+    return counts
+
+
 class Scheduler(Controller):
     name = "default-scheduler"
 
@@ -219,6 +262,7 @@ class Scheduler(Controller):
         self._pods_on: dict[str, int] = {}
         self._contrib: dict[str, tuple[str, dict[str, float]]] = {}  # pod uid -> (node, requests)
         self._unschedulable: set[Key] = set()
+        self.spot_capacity_gpus: float | None = None  # None: the cloud never runs out
         cache.on(PODS, self._on_pod)
         cache.on(NODES, self._on_node)
         for pod in store.list(PODS, copy=False)[0]:
@@ -282,6 +326,40 @@ class Scheduler(Controller):
             self.queue.add(key)
         self._unschedulable.clear()
 
+    def set_spot_capacity(self, gpus: float | None) -> None:
+        """Spot GPUs the cloud gives out in all (``None``: no limit); Pending pods retry."""
+        if gpus is not None and gpus < 0:
+            raise ValueError(f"spot capacity must be >= 0 GPUs or unlimited, got {gpus}")
+        self.spot_capacity_gpus = gpus
+        self._retry_unschedulable()
+
+    def spot_gpus_in_use(self) -> float:
+        return sum(
+            self._requested.get(n["metadata"]["name"], {}).get(GPU, 0.0)
+            for n in self.store.list(NODES, copy=False)[0]
+            if _is_spot(n)
+        )
+
+    def _extra_failures(self, pod: Obj, node: Obj, nodes: list[Obj], spot_used: float) -> list[str]:
+        """The filters beyond node_filter_failures: spread (DoNotSchedule), the spot capacity."""
+        for constraint in pod.get("spec", {}).get("topologySpreadConstraints") or ():
+            if constraint.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
+                continue
+            key = constraint.get("topologyKey", "")
+            domain = (node["metadata"].get("labels") or {}).get(key)
+            if domain is None:
+                return [SPREAD_MISMATCH]
+            # Domains are those of the nodes the pod may go to (nodeAffinityPolicy: Honor).
+            eligible = [n for n in nodes if _matches_node_affinity(pod, n)]
+            counts = _spread_counts(pod, constraint, eligible, self.store.list(PODS, copy=False)[0])
+            if counts[domain] + 1 - min(counts.values()) > int(constraint.get("maxSkew", 1)):
+                return [SPREAD_MISMATCH]
+        if self.spot_capacity_gpus is not None and _is_spot(node):
+            want = pod_requests(pod).get(GPU, 0.0)
+            if want > 0 and spot_used + want > self.spot_capacity_gpus + 1e-9:
+                return [f"Insufficient {GPU}"]
+        return []
+
     def requested_on(self, node: str) -> dict[str, float]:
         return dict(self._requested.get(node, {}))
 
@@ -294,6 +372,7 @@ class Scheduler(Controller):
         reasons: dict[str, int] = {}
         preempt: dict[str, int] = {}
         feasible: list[Obj] = []
+        spot_used = self.spot_gpus_in_use() if self.spot_capacity_gpus is not None else 0.0
         try:
             for node in nodes:
                 node_name = node["metadata"]["name"]
@@ -302,7 +381,7 @@ class Scheduler(Controller):
                     node,
                     requested=self._requested.get(node_name, {}),
                     pod_count=self._pods_on.get(node_name, 0),
-                )
+                ) or self._extra_failures(pod, node, nodes, spot_used)
                 if not failures:
                     feasible.append(node)
                     continue
@@ -340,9 +419,22 @@ class Scheduler(Controller):
             used = self._requested.get(node["metadata"]["name"], {}).get(resource, 0.0)
             return used / have if have > 0 else 0.0
 
+        soft = [
+            c
+            for c in pod.get("spec", {}).get("topologySpreadConstraints") or ()
+            if c.get("whenUnsatisfiable") == "ScheduleAnyway"
+        ]
+        all_pods = self.store.list(PODS, copy=False)[0] if soft else []
+        spread = [(c.get("topologyKey", ""), _spread_counts(pod, c, nodes, all_pods)) for c in soft]
+
+        def spread_score(node: Obj) -> int:
+            labels = node["metadata"].get("labels") or {}
+            return sum(counts.get(labels.get(key, ""), 0) for key, counts in spread)
+
         return min(
             nodes,
             key=lambda n: (
+                spread_score(n),
                 siblings.get(n["metadata"]["name"], 0),
                 fraction(n, GPU),
                 fraction(n, "cpu"),

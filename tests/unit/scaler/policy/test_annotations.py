@@ -2,12 +2,12 @@
 
 Covers:
 - no annotations gives the DESIGN defaults; routing keys, the status
-  annotation and the enabled key are left alone;
+  annotation, the enabled key and Tidal's on-demand pin record are left alone;
 - each key: good values (edges of each range included) parsed into the
   config, with percentages turned into fractions and durations into seconds;
-- each key: bad values (out of range, wrong type, wrong unit, unsupported
-  yet) rejected with a message naming the key, the value and what is
-  allowed;
+- each key: bad values (out of range, wrong type, wrong unit) rejected
+  with a message naming the key, the value and what is allowed (the spot
+  placement policies are accepted: issue 11);
 - cross-field checks against max-scale (min, initial, baseline,
   overprovision), and none against a max-scale that is itself bad;
 - the KV-cache target needs engine vllm;
@@ -36,6 +36,7 @@ def test_keys_left_alone() -> None:
     annotations = {
         A + "status": '{"desired": 3}',
         A + "enabled": "true",
+        P + "on-demand-pin": '{"key": "karpenter.sh/capacity-type"}',
         "routing.tidal.dev/hosts": "*.example.com",
         "routing.tidal.dev/whatever": "not ours to judge",
         "deployment.kubernetes.io/revision": "4",
@@ -81,6 +82,13 @@ GOOD = [
     (A + "metrics-port", "metrics", "metrics_port", "metrics"),
     (A + "metrics-port", "http-2", "metrics_port", "http-2"),
     (P + "policy", "on-demand", "placement.policy", "on-demand"),
+    (P + "policy", "spot", "placement.policy", "spot"),
+    (
+        P + "policy",
+        " spot-with-on-demand-baseline ",
+        "placement.policy",
+        "spot-with-on-demand-baseline",
+    ),
     (P + "on-demand-baseline", "0", "placement.on_demand_baseline", 0),
     (P + "on-demand-baseline", "10", "placement.on_demand_baseline", 10),
     (P + "fallback", "none", "placement.fallback", "none"),
@@ -192,21 +200,6 @@ def test_adaptive_grace_period_is_accepted_with_the_fixed_fallback() -> None:
 
 
 @pytest.mark.parametrize(
-    ("key", "value", "allowed"),
-    [
-        pytest.param(P + "policy", "spot", "on-demand", id="spot"),
-        pytest.param(P + "policy", "spot-with-on-demand-baseline", "on-demand", id="baseline"),
-    ],
-)
-def test_not_supported_yet(key: str, value: str, allowed: str) -> None:
-    with pytest.raises(InvalidAnnotation) as caught:
-        parse_scaling_config({key: value})
-    message = str(caught.value)
-    assert message.startswith(f'{key}: "{value}" is not supported yet; allowed: {allowed}')
-    assert caught.value.problems[0].unsupported
-
-
-@pytest.mark.parametrize(
     ("annotations", "bad_keys", "fragment"),
     [
         pytest.param(
@@ -267,7 +260,7 @@ def test_every_problem_is_reported() -> None:
         A + "min-scale": "x",
         A + "window": "5",
         A + "scale-to-zero-grace-period": "forever",
-        P + "policy": "spot",
+        P + "policy": "cheap",
         A + "targt-concurrency": "8",
         A + "engine": "vllm",  # good: not reported
     }
@@ -282,7 +275,7 @@ def test_every_problem_is_reported() -> None:
 
 
 def test_known_keys_cover_the_design_table() -> None:
-    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 21
+    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 23
     for key in KNOWN_KEYS:
         assert key.startswith((A, P))
 

@@ -16,7 +16,19 @@ import pytest
 
 import scaler.policy
 
-MODULES = ["api", "annotations", "decide", "placement", "windows"]
+MODULES = [
+    "api",
+    "annotations",
+    "availability",
+    "companion",
+    "cost",
+    "decide",
+    "fallback",
+    "placement",
+    "placement_plan",
+    "providers",
+    "windows",
+]
 
 
 @pytest.mark.parametrize("module", MODULES)

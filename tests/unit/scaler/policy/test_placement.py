@@ -8,7 +8,8 @@ Covers:
 - properties over random inputs: on-demand never exceeds the target; with
   dynamic fallback, ready spot plus on-demand always covers the target; the
   baseline part never depends on spot readiness; more ready spot never means
-  more on-demand;
+  more on-demand; never more than target + overprovision counted as
+  serving; with ``fallback: none`` on-demand never exceeds the baseline;
 - bad input.
 """
 
@@ -89,6 +90,11 @@ def test_split_properties(target: int, placement: PlacementConfig, ready_spot: i
     if placement.fallback == "dynamic" or placement.policy == "on-demand":
         # Ready spot (up to what was asked) plus on-demand covers the target.
         assert min(ready_spot, result.spot) + result.on_demand >= target
+    # Never more than target + overprovision counted as serving.
+    assert min(ready_spot, result.spot) + result.on_demand <= target + placement.spot_overprovision
+    if placement.fallback == "none" and placement.policy != "on-demand":
+        baseline = 0 if placement.policy == "spot" else placement.on_demand_baseline
+        assert result.on_demand <= baseline
     more_ready = split(target=target, placement=placement, ready_spot=ready_spot + 1)
     assert more_ready.on_demand <= result.on_demand
     assert more_ready.spot == result.spot  # readiness never changes what spot is asked for

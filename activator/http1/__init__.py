@@ -1,0 +1,43 @@
+"""The activator's HTTP/1.1 data path: asyncio protocols, the llhttp parser, a pooled client.
+
+- :mod:`activator.http1.heads`: request heads as parsed, and the heads the
+  proxy writes (all header hygiene);
+- :mod:`activator.http1.server`: the client connection (parsing, request
+  bodies, keep-alive, pipelining, flow control);
+- :mod:`activator.http1.upstream`: pooled keep-alive connections to replicas
+  that relay answers as bytes.
+
+What a request means (routing, holding, statuses) is not here: that is
+:mod:`activator.proxy`, which serves each :class:`Exchange`.
+"""
+
+from activator.http1.heads import RequestHead
+from activator.http1.server import (
+    BodyStalled,
+    BodyTooLarge,
+    ClientConnection,
+    Connections,
+    Exchange,
+    Handler,
+    RequestBody,
+    ServerLimits,
+    ShutAnswer,
+)
+from activator.http1.upstream import NotSent, UpstreamFailed, UpstreamPool, forward
+
+__all__ = [
+    "BodyStalled",
+    "BodyTooLarge",
+    "ClientConnection",
+    "Connections",
+    "Exchange",
+    "Handler",
+    "NotSent",
+    "RequestBody",
+    "RequestHead",
+    "ServerLimits",
+    "ShutAnswer",
+    "UpstreamFailed",
+    "UpstreamPool",
+    "forward",
+]

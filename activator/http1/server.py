@@ -1,0 +1,703 @@
+"""The client side of the data path: an asyncio Protocol that parses HTTP/1.1 with llhttp.
+
+One :class:`ClientConnection` per client connection. ``httptools`` (the
+llhttp parser with a callback API, which uvicorn uses) turns the bytes into
+a :class:`~activator.http1.heads.RequestHead` and body chunks; each request
+becomes an :class:`Exchange` that a *handler* coroutine serves in its own
+task. Everything else is callbacks: no stream objects, no per-chunk awaits.
+
+Decisions, and why:
+
+- **One request at a time per connection.** A pipelined request (sent
+  before the previous answer) is parsed and queued, and reading pauses until
+  the connection is idle again, so answers go out in order and a client
+  cannot queue unbounded work (RFC 9112 §9.3.2 allows either).
+- **Request bodies flow by callback.** A :class:`RequestBody` buffers
+  chunks until the handler reads them whole (routing by ``model``,
+  bounded) or pipes them to a replica; then each chunk is written straight
+  through. Reading pauses above 64 KiB buffered and while the replica's
+  connection is congested: memory per request stays bounded.
+- **Client disconnect cancels the handler**: a held request frees its place
+  at once (DESIGN §3).
+- **Timeouts are idle ones**: keep-alive idle (no request in progress),
+  swept for all connections of a server by one timer (:class:`Connections`),
+  and body idle (the client stops sending its body: 408), checked by one
+  timer per body read that re-arms itself from a "last activity" time rather
+  than being cancelled and re-created per chunk.
+- **Requests that cannot be parsed** (bad syntax, a head over the limits)
+  get a JSON 400 and the connection closes; so does any connection
+  whose request body was not read to its end, since the next request's
+  start would be unknown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Protocol, cast
+
+import httptools
+
+from activator.http1.heads import RequestHead, error_head_and_body
+
+__all__ = [
+    "PAUSE_BUFFER",
+    "PAUSE_UPSTREAM",
+    "BodyStalled",
+    "BodyTooLarge",
+    "ClientConnection",
+    "Connections",
+    "Exchange",
+    "Handler",
+    "Relay",
+    "RequestBody",
+    "ServerLimits",
+    "ShutAnswer",
+]
+
+log = logging.getLogger(__name__)
+
+# X-Request-Id when the client sent none: 8 random bytes per process, then a
+# counter. Unique like a random id, without a getrandom() call per request.
+_ID_PREFIX = os.urandom(8).hex()
+_id_counter = itertools.count(1)
+
+# Request body bytes buffered (a held request's, say) before reading pauses:
+# about what aiohttp's request stream held before it paused, so a held body
+# costs no more than it did.
+_PAUSE_ABOVE = 64 * 1024
+
+# Why reading a client connection is paused; it resumes when no reason is left.
+PAUSE_BUFFER = 1  # a request body buffered past _PAUSE_ABOVE
+PAUSE_UPSTREAM = 2  # the replica connection the body goes to is congested
+_PAUSE_PIPELINED = 4  # a pipelined request waits for the one before it
+_PAUSE_UPGRADE = 8  # an upgrade request: nothing after it is read
+
+
+class BodyTooLarge(Exception):
+    """The request body is over the limit (413)."""
+
+
+class BodyStalled(Exception):
+    """The client stopped sending its body for longer than the idle timeout (408)."""
+
+
+class ServerLimits:
+    """What one client may send, and how long a connection may idle."""
+
+    __slots__ = ("body_idle_s", "idle_s", "max_header_bytes", "max_headers")
+
+    def __init__(
+        self,
+        *,
+        idle_s: float = 75.0,
+        body_idle_s: float = 60.0,
+        max_header_bytes: int = 8190,
+        max_headers: int = 128,
+    ) -> None:
+        if idle_s <= 0 or body_idle_s <= 0:
+            raise ValueError(f"idle_s and body_idle_s must be > 0, got {idle_s}, {body_idle_s}")
+        if max_header_bytes < 1 or max_headers < 1:
+            raise ValueError(
+                f"max_header_bytes and max_headers must be >= 1, got {max_header_bytes}, "
+                f"{max_headers}"
+            )
+        self.idle_s = idle_s
+        self.body_idle_s = body_idle_s
+        self.max_header_bytes = max_header_bytes
+        self.max_headers = max_headers
+
+
+class RequestBody:
+    """A request's body as it arrives: buffered, read whole, or piped to a replica.
+
+    The parser calls :meth:`feed` and :meth:`finish`; the handler either
+    awaits :meth:`read_all` or calls :meth:`pipe`, after which chunks go to
+    the sink as they arrive.
+    """
+
+    __slots__ = (
+        "_buffered",
+        "_chunks",
+        "_conn",
+        "_expects_continue",
+        "_last",
+        "_limit",
+        "_on_end",
+        "_sink",
+        "_timer",
+        "_waiter",
+        "done",
+        "error",
+        "received",
+    )
+
+    def __init__(self, conn: ClientConnection, *, expects_continue: bool = False) -> None:
+        self._conn = conn
+        self._chunks: list[bytes] = []
+        self._buffered = 0
+        self._waiter: asyncio.Future[None] | None = None
+        self._sink: Callable[[bytes], None] | None = None
+        self._on_end: Callable[[BaseException | None], None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._last = 0.0
+        self._limit = 0
+        self._expects_continue = expects_continue
+        self.received = 0
+        self.done = False
+        self.error: BaseException | None = None
+
+    # -- parser side -------------------------------------------------------------
+
+    def feed(self, chunk: bytes) -> None:
+        self.received += len(chunk)
+        self._last = self._conn.loop.time()
+        if self._limit and self.received > self._limit:
+            self._fail(BodyTooLarge())
+            return
+        if self._sink is not None:
+            self._sink(chunk)
+            return
+        self._chunks.append(chunk)
+        self._buffered += len(chunk)
+        if self._buffered > _PAUSE_ABOVE:
+            self._conn.pause_body()
+        self._wake()
+
+    def finish(self) -> None:
+        self.done = True
+        self._cancel_timer()
+        if self._sink is not None and self._on_end is not None:
+            on_end, self._on_end = self._on_end, None
+            on_end(None)
+        self._wake()
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.error is not None:
+            return
+        self.error = exc
+        self._cancel_timer()
+        self._conn.must_close = True
+        if self._on_end is not None:
+            on_end, self._on_end = self._on_end, None
+            on_end(exc)
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # -- handler side ------------------------------------------------------------
+
+    def _send_continue(self) -> None:
+        # A client that sent "Expect: 100-continue" waits for this before its body.
+        if self._expects_continue and not self.done and self.received == 0:
+            self._expects_continue = False
+            transport = self._conn.transport
+            if transport is not None:
+                transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def set_limit(self, limit: int) -> None:
+        """Fail with :class:`BodyTooLarge` past ``limit`` bytes (0: no limit)."""
+        self._limit = limit
+        if limit and self.received > limit:
+            # Also when the whole body is in already: it is over the limit all the same.
+            self._fail(BodyTooLarge())
+
+    async def read_all(self, limit: int) -> bytes:
+        """The whole body, at most ``limit`` bytes; each pause bounded by the idle timeout."""
+        self.set_limit(limit)
+        self._send_continue()
+        self._arm_idle()
+        self._conn.resume_body()
+        try:
+            while not self.done and self.error is None:
+                self._waiter = self._conn.loop.create_future()
+                await self._waiter
+                self._waiter = None
+        finally:
+            self._cancel_timer()
+        if self.error is not None:
+            raise self.error
+        data = b"".join(self._chunks)
+        self._chunks = []
+        self._buffered = 0
+        return data
+
+    def pipe(
+        self, sink: Callable[[bytes], None], on_end: Callable[[BaseException | None], None]
+    ) -> None:
+        """Send what is buffered and every later chunk to ``sink``; ``on_end`` at the end.
+
+        ``on_end(None)`` when the body is complete, ``on_end(exc)`` with
+        :class:`BodyTooLarge` or :class:`BodyStalled` when it fails.
+        """
+        for chunk in self._chunks:
+            sink(chunk)
+        self._chunks = []
+        self._buffered = 0
+        if self.error is not None:
+            on_end(self.error)
+            return
+        if self.done:
+            on_end(None)
+            return
+        self._sink, self._on_end = sink, on_end
+        self._send_continue()
+        self._arm_idle()
+        self._conn.resume_body()
+
+    def detach(self) -> None:
+        """The exchange is over: no more chunks to the sink, no timer."""
+        self._sink = None
+        self._on_end = None
+        self._cancel_timer()
+
+    def _arm_idle(self) -> None:
+        if self.done or self.error is not None or self._timer is not None:
+            return
+        loop = self._conn.loop
+        self._last = loop.time()
+        self._timer = loop.call_at(self._last + self._conn.limits.body_idle_s, self._check_idle)
+
+    def _check_idle(self) -> None:
+        loop = self._conn.loop
+        due = self._last + self._conn.limits.body_idle_s
+        if self._conn.reading_paused_by_upstream:
+            # Waiting on the replica, not on the client: not the client's stall.
+            due = loop.time() + self._conn.limits.body_idle_s
+        if loop.time() < due:
+            self._timer = loop.call_at(due, self._check_idle)
+            return
+        self._timer = None
+        self._fail(BodyStalled())
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+class Exchange:
+    """One request on one client connection, and the writes of its answer."""
+
+    __slots__ = ("body", "conn", "head", "relay", "request_id", "started")
+
+    def __init__(self, conn: ClientConnection, head: RequestHead, body: RequestBody) -> None:
+        self.conn = conn
+        self.head = head
+        self.body = body
+        rid = head.get(b"x-request-id")
+        self.request_id = rid if rid else f"{_ID_PREFIX}{next(_id_counter):016x}".encode()
+        self.started = False  # a byte of the answer went to the client
+        # The replica connection relaying into this exchange (pauses with the client).
+        self.relay: Relay | None = None
+
+    @property
+    def http10(self) -> bool:
+        return self.head.version == "1.0"
+
+    def write(self, data: bytes) -> None:
+        self.started = True
+        transport = self.conn.transport
+        if transport is not None:
+            transport.write(data)
+
+    def answer_error(
+        self,
+        status: int,
+        *,
+        error_type: str,
+        code: str,
+        message: str,
+        retry_after_s: int | None = None,
+        close: bool = False,
+    ) -> None:
+        """One of the activator's own JSON answers (DESIGN §3)."""
+        conn = self.conn
+        close = close or conn.must_close or not self.head.keep_alive or not self.body.done
+        if close:
+            conn.must_close = True
+        self.write(
+            error_head_and_body(
+                status,
+                error_type=error_type,
+                code=code,
+                message=message,
+                request_id=self.request_id,
+                retry_after_s=retry_after_s,
+                close=close,
+                http10=self.http10,
+            )
+        )
+
+    def cut(self) -> None:
+        """End the client connection now: an answer already begun cannot be completed."""
+        self.conn.must_close = True
+        self.conn.cut_by_us = True  # the handler is failing already: let it finish
+        transport = self.conn.transport
+        if transport is not None:
+            transport.close()
+
+
+Handler = Callable[[Exchange], Awaitable[None]]
+
+
+class Relay(Protocol):
+    """What relays a replica's answer into an exchange: paused while the client is slow."""
+
+    def pause_relay(self) -> None: ...
+
+    def resume_relay(self) -> None: ...
+
+
+class Connections:
+    """The open client connections of one server; closes idle ones with one timer.
+
+    One sweep every ``idle_s / 4`` closes each connection that has had no
+    request in progress since ``idle_s`` ago, so an idle connection lives
+    between ``idle_s`` and ``1.25 idle_s``. A timer per connection instead
+    costs about half a KiB for each of 10,000 held requests, and a schedule
+    and a cancel per request.
+    """
+
+    def __init__(self, *, idle_s: float) -> None:
+        if idle_s <= 0:
+            raise ValueError(f"idle_s must be > 0, got {idle_s}")
+        self.idle_s = idle_s
+        self._open: set[ClientConnection] = set()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def add(self, conn: ClientConnection) -> None:
+        self._open.add(conn)
+        if self._timer is None:
+            self._timer = conn.loop.call_later(self.idle_s / 4, self._sweep, conn.loop)
+
+    def discard(self, conn: ClientConnection) -> None:
+        self._open.discard(conn)
+
+    def __iter__(self) -> Iterator[ClientConnection]:
+        return iter(list(self._open))
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer = None
+        cutoff = loop.time() - self.idle_s
+        for conn in list(self._open):
+            since = conn.idle_since
+            if since is not None and since <= cutoff and conn.transport is not None:
+                conn.transport.close()
+        if self._open:
+            self._timer = loop.call_later(self.idle_s / 4, self._sweep, loop)
+
+    def close(self) -> None:
+        """Stop sweeping (the server is going away)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+class ClientConnection(asyncio.Protocol):
+    """One client connection: parse, hand each request to the handler, in order."""
+
+    # Slots: thousands of these live at once while requests are held.
+    __slots__ = (
+        "_connections",
+        "_failed",
+        "_head_bytes",
+        "_headers",
+        "_last_active",
+        "_parser",
+        "_parsing",
+        "_paused_for",
+        "_pending",
+        "_url",
+        "current",
+        "cut_by_us",
+        "handler",
+        "limits",
+        "loop",
+        "must_close",
+        "peer",
+        "reading_paused_by_upstream",
+        "task",
+        "transport",
+    )
+
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        limits: ServerLimits,
+        connections: Connections,
+    ) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.handler = handler
+        self.limits = limits
+        self._connections = connections
+        self.transport: asyncio.Transport | None = None
+        self.peer = ""
+        self._parser = httptools.HttpRequestParser(self)
+        self._url = b""
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._head_bytes = 0
+        self._parsing: RequestBody | None = None
+        self._pending: deque[Exchange] | None = None  # pipelined requests, rarely any
+        self.current: Exchange | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.must_close = False
+        self.cut_by_us = False
+        self._paused_for = 0  # a bit per reason reading is paused (_PAUSE_*)
+        self.reading_paused_by_upstream = False
+        self._last_active = 0.0
+        self._failed = False
+
+    # -- transport events ----------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses, but are ones.
+        self.transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        self.peer = str(peer[0]) if isinstance(peer, tuple) else ""
+        self._last_active = self.loop.time()
+        self._connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        if self.task is not None and not self.task.done() and not self.cut_by_us:
+            self.task.cancel()
+        # The handler's cancellation aborts its replica connection, if any.
+        if self.current is not None:
+            self.current.body.detach()
+        self._pending = None
+        self._connections.discard(self)
+
+    def data_received(self, data: bytes) -> None:
+        self._last_active = self.loop.time()
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            # Upgrade is hop-by-hop and never passed on: the request is served
+            # as a plain one and the connection closes after it.
+            self.must_close = True
+            if self._parsing is not None:
+                self._parsing.finish()
+                self._parsing = None
+            self.pause_body(_PAUSE_UPGRADE)
+        except httptools.HttpParserCallbackError as exc:
+            cause = exc.__context__
+            if isinstance(cause, _HeadTooLarge):
+                self._reject(400, "header_too_large", str(cause))
+            else:
+                log.error("request parsing failed in a callback", exc_info=cause)
+                self._reject(400, "bad_request", "the request could not be read")
+        except httptools.HttpParserError as exc:
+            self._reject(400, "bad_request", f"the request is not valid HTTP/1.1: {exc}")
+
+    def pause_writing(self) -> None:
+        # The client reads slower than the replica writes: stop reading the replica.
+        current = self.current
+        if current is not None and current.relay is not None:
+            current.relay.pause_relay()
+
+    def resume_writing(self) -> None:
+        current = self.current
+        if current is not None and current.relay is not None:
+            current.relay.resume_relay()
+
+    # -- parser callbacks ----------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self._url = b""
+        self._headers = []
+        self._head_bytes = 0
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        self._head_bytes += len(url)
+        if self._head_bytes > self.limits.max_header_bytes:
+            raise _HeadTooLarge("the request line is over the limit")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        headers = self._headers
+        headers.append((name, value))
+        if len(headers) > self.limits.max_headers:
+            raise _HeadTooLarge(f"more than {self.limits.max_headers} header lines")
+        if len(name) + len(value) + 2 > self.limits.max_header_bytes:
+            raise _HeadTooLarge("a header line is over the limit")
+
+    def on_headers_complete(self) -> None:
+        parser = self._parser
+        index = {name.lower(): value for name, value in self._headers}
+        head = RequestHead(
+            method=parser.get_method().decode("latin-1"),
+            target=self._url.decode("latin-1"),
+            version=parser.get_http_version(),
+            headers=self._headers,
+            peer=self.peer,
+            keep_alive=parser.should_keep_alive(),
+            index=index,
+        )
+        body = RequestBody(
+            self, expects_continue=index.get(b"expect", b"").lower() == b"100-continue"
+        )
+        self._parsing = body
+        exchange = Exchange(self, head, body)
+        if self.current is None:
+            self._start(exchange)
+        else:
+            if self._pending is None:
+                self._pending = deque()
+            self._pending.append(exchange)
+            self.pause_body(_PAUSE_PIPELINED)
+
+    def on_body(self, body: bytes) -> None:
+        parsing = self._parsing
+        if parsing is not None:
+            parsing.feed(body)
+
+    def on_message_complete(self) -> None:
+        parsing = self._parsing
+        self._parsing = None
+        if parsing is not None:
+            parsing.finish()
+
+    # -- serving -------------------------------------------------------------------
+
+    def _start(self, exchange: Exchange) -> None:
+        self.current = exchange
+        self.task = self.loop.create_task(self._serve(exchange))
+
+    async def _serve(self, exchange: Exchange) -> None:
+        try:
+            await self.handler(exchange)
+        except asyncio.CancelledError:
+            return
+        except Exception:
+            log.exception("handler failed for %s %s", exchange.head.method, exchange.head.target)
+            if not exchange.started:
+                exchange.answer_error(
+                    500,
+                    error_type="internal_error",
+                    code="internal_error",
+                    message="the activator failed",
+                    close=True,
+                )
+            self.must_close = True
+        finally:
+            exchange.body.detach()
+        self._finished(exchange)
+
+    def _finished(self, exchange: Exchange) -> None:
+        self.current = None
+        self.task = None
+        transport = self.transport
+        if transport is None:
+            return
+        if self.must_close or not exchange.head.keep_alive or not exchange.body.done:
+            transport.close()
+            return
+        if self._pending:
+            self._start(self._pending.popleft())
+            if not self._pending:
+                self.resume_body(_PAUSE_PIPELINED)
+            return
+        self.resume_body(_PAUSE_PIPELINED)
+        self._last_active = self.loop.time()
+
+    def _reject(self, status: int, code: str, message: str) -> None:
+        """An unparseable request: answer it (unless another answer is under way) and close."""
+        self.must_close = True
+        self._failed = True
+        if self.current is None and self.transport is not None:
+            self.transport.write(
+                error_head_and_body(
+                    status,
+                    error_type="invalid_request_error",
+                    code=code,
+                    message=message,
+                    request_id=f"{_ID_PREFIX}{next(_id_counter):016x}".encode(),
+                    retry_after_s=None,
+                    close=True,
+                    http10=False,
+                )
+            )
+            self.transport.close()
+        elif self._parsing is not None:
+            self._parsing._fail(BodyTooLarge() if status == 413 else BodyStalled())
+
+    # -- flow control --------------------------------------------------------------
+
+    def pause_body(self, reason: int = PAUSE_BUFFER) -> None:
+        """Stop reading the client for ``reason`` (a ``PAUSE_*`` bit)."""
+        if reason == PAUSE_UPSTREAM:
+            self.reading_paused_by_upstream = True
+        if not self._paused_for and self.transport is not None:
+            self.transport.pause_reading()
+        self._paused_for |= reason
+
+    def resume_body(self, reason: int = PAUSE_BUFFER) -> None:
+        """``reason`` no longer holds reading back; read again when no other does."""
+        if reason == PAUSE_UPSTREAM:
+            self.reading_paused_by_upstream = False
+        if not self._paused_for & reason:
+            return
+        self._paused_for &= ~reason
+        if not self._paused_for and self.transport is not None and not self._failed:
+            with contextlib.suppress(RuntimeError):
+                self.transport.resume_reading()
+
+    @property
+    def idle_since(self) -> float | None:
+        """When the connection last did anything, if no request is in progress."""
+        return None if self.current is not None else self._last_active
+
+    def shut(self, answer: ShutAnswer) -> None:
+        """Close now (shutdown): an unanswered request gets ``answer``; a started one is cut."""
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+        current = self.current
+        if current is not None and not current.started and self.transport is not None:
+            current.answer_error(
+                answer.status,
+                error_type=answer.error_type,
+                code=answer.code,
+                message=answer.message,
+                retry_after_s=answer.retry_after_s,
+                close=True,
+            )
+        self._pending = None
+        if self.transport is not None:
+            self.transport.close()
+
+    def close_if_idle(self) -> bool:
+        """Close now when no request is in progress (draining); True when closed."""
+        if self.current is None and self.transport is not None:
+            self.transport.close()
+            return True
+        self.must_close = True
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class ShutAnswer:
+    """The answer requests still unanswered get when the server shuts down."""
+
+    status: int
+    error_type: str
+    code: str
+    message: str
+    retry_after_s: int | None = None
+
+
+class _HeadTooLarge(Exception):
+    pass

@@ -1,0 +1,619 @@
+"""The replica side of the data path: pooled HTTP/1.1 connections that relay answers as bytes.
+
+:class:`UpstreamPool` keeps idle keep-alive connections per replica
+address and opens new ones on demand; :func:`forward` sends one
+:class:`~activator.http1.server.Exchange` over one of them and relays the
+answer.
+
+Relaying without re-framing: the replica's response head is parsed
+(``httptools``) and rewritten for the client (header hygiene in
+:mod:`activator.http1.heads`), but the body is written to the client exactly
+as it arrived, Content-Length bodies and chunked ones (server-sent events)
+alike, one ``write`` per ``data_received``. The parser still sees every byte,
+only to know where the answer ends. The exceptions re-frame: an HTTP/1.0
+client gets a chunked body de-chunked (and the connection closed after it),
+and a body delimited by the replica closing its connection ends the client's
+connection too.
+
+Failures, in the terms DESIGN §3 uses:
+
+- :class:`NotSent`: the connection could not be opened (refused,
+  unreachable, connect timeout). No byte reached the replica, so the request
+  may go back to waiting for another.
+- :class:`UpstreamFailed`: bytes reached the replica, which then failed
+  (reset, closed early, a malformed answer, silent past the idle timeout).
+  ``started`` says whether the client already got part of the answer; if it
+  did, the client connection has been closed, which is the truth: the
+  answer is cut.
+
+Flow control runs both ways: a slow client pauses reading from the replica;
+a congested replica connection pauses reading the client's body.
+
+New connections to one replica are opened at most ``max_opening`` at a
+time, each counted until it delivers its first answer byte (proof that the
+replica accepted it). A burst of held requests released at once would
+otherwise overflow the replica's listen backlog (128 for aiohttp, 100 for
+asyncio's default), and with SYN cookies the connections that did not fit
+are reset after the request was written: a 502 for a request the replica
+never saw. Reused connections need no such slot.
+
+Idle connections are closed after ``keepalive_s`` (4 s by default, below
+uvicorn's (vLLM's) 5 s, so the proxy closes first and rarely reuses a
+connection the replica is closing). A pooled connection the replica closed
+is noticed (``connection_lost``) and dropped before reuse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from typing import cast
+
+import httptools
+
+from activator.http1.heads import client_response_head, upstream_request_head
+from activator.http1.server import PAUSE_UPSTREAM, Exchange
+
+__all__ = ["NotSent", "UpstreamConnection", "UpstreamFailed", "UpstreamPool", "forward"]
+
+log = logging.getLogger(__name__)
+
+_NO_BODY_STATUS = frozenset({204, 304})
+
+
+class NotSent(Exception):
+    """No byte reached the replica: the connection could not be opened."""
+
+
+class UpstreamFailed(Exception):
+    """The replica failed after bytes were sent to it."""
+
+    def __init__(self, message: str, *, started: bool, status: int = 0) -> None:
+        super().__init__(message)
+        self.started = started
+        self.status = status  # the replica's status when its head was relayed, else 0
+
+
+class UpstreamConnection(asyncio.Protocol):
+    """One connection to a replica; relays one exchange at a time."""
+
+    __slots__ = (
+        "_close_delimited",
+        "_complete",
+        "_done",
+        "_early",
+        "_exchange",
+        "_head",
+        "_head_done",
+        "_head_sent",
+        "_headers",
+        "_interim",
+        "_is_head",
+        "_keep_alive",
+        "_last",
+        "_parser",
+        "_raw",
+        "_reason",
+        "_relay_paused",
+        "_status",
+        "_timer",
+        "authority",
+        "body_sent",
+        "idle_since",
+        "key",
+        "loop",
+        "lost",
+        "opening",
+        "pool",
+        "transport",
+    )
+
+    def __init__(self, pool: UpstreamPool, key: str) -> None:
+        self.pool = pool
+        self.key = key
+        self.authority = key.encode()  # the Host header the replica gets
+        self.loop = pool.loop
+        self.transport: asyncio.Transport | None = None
+        self.lost = False
+        self.idle_since = 0.0
+        self._parser = httptools.HttpResponseParser(self)
+        self._exchange: Exchange | None = None
+        self._done: asyncio.Future[int] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._last = 0.0
+        self._relay_paused = False
+        # Held from connect until the first answer byte (see the module docstring).
+        self.opening: asyncio.Semaphore | None = None
+        self._reset_message()
+
+    def _reset_message(self) -> None:
+        self._head = bytearray()
+        self._head_done = False
+        self._interim = 0
+        self._complete = False
+        self._status = 0
+        self._reason = b""
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._raw = True  # relay body bytes as they came
+        self._early: list[bytes] = []
+        self._head_sent = False
+        self._close_delimited = False
+        self._is_head = False
+        self.body_sent = True
+        self._keep_alive = True
+
+    # -- transport events ----------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses, but are ones.
+        self.transport = cast(asyncio.Transport, transport)
+
+    def _opened(self) -> None:
+        if self.opening is not None:
+            self.opening.release()
+            self.opening = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._opened()
+        self.lost = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.transport = None
+        self.pool.forget(self)
+        if self._exchange is None:
+            return
+        if self._head_done and self._close_delimited and exc is None:
+            self._complete = True  # the replica's close ends this answer
+            self._finish()
+            return
+        self._fail(f"the replica closed the connection ({exc or 'EOF'})")
+
+    def data_received(self, data: bytes) -> None:
+        if self.opening is not None:
+            self._opened()
+        self._last = self.loop.time()
+        exchange = self._exchange
+        if exchange is None:
+            # Bytes nobody asked for on an idle connection: it cannot be reused.
+            if self.transport is not None:
+                self.transport.close()
+            return
+        if self._head_done:
+            if self._raw:
+                exchange.write(data)
+            try:
+                self._parser.feed_data(data)
+            except httptools.HttpParserError as exc:
+                self._fail(f"malformed response body: {exc}")
+                return
+        else:
+            self._head += data
+            try:
+                self._parser.feed_data(data)
+            except httptools.HttpParserError as exc:
+                self._fail(f"malformed response: {exc}")
+                return
+            if not self._head_parsed():
+                return
+            self._send_head(exchange)
+        if self._complete:
+            self._finish()
+
+    def _head_parsed(self) -> bool:
+        # A method, not the attribute: the parser's callbacks set it inside feed_data.
+        return self._head_done
+
+    def pause_writing(self) -> None:
+        exchange = self._exchange
+        if exchange is not None:
+            exchange.conn.pause_body(PAUSE_UPSTREAM)
+
+    def resume_writing(self) -> None:
+        exchange = self._exchange
+        if exchange is not None:
+            exchange.conn.resume_body(PAUSE_UPSTREAM)
+
+    # -- the client's flow control (Relay) -----------------------------------------
+
+    def pause_relay(self) -> None:
+        if self.transport is not None and not self._relay_paused:
+            self._relay_paused = True
+            self.transport.pause_reading()
+
+    def resume_relay(self) -> None:
+        if self.transport is not None and self._relay_paused:
+            self._relay_paused = False
+            self._last = self.loop.time()
+            self.transport.resume_reading()
+
+    # -- parser callbacks ----------------------------------------------------------
+
+    def on_status(self, reason: bytes) -> None:
+        self._reason += reason
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if 100 <= status < 200:
+            return  # interim answer: dropped at message complete (the proxy sent no Expect)
+        self._status = status
+        self._head_done = True
+
+    def on_body(self, body: bytes) -> None:
+        if not self._head_sent:
+            # Parsed in the same read as the head, before it went out: whether
+            # these pieces are needed (de-chunking) is decided with the head.
+            self._early.append(body)
+        elif not self._raw and self._exchange is not None:
+            self._exchange.write(body)
+        # else: relayed as raw bytes in data_received
+
+    def on_message_complete(self) -> None:
+        if not self._head_done:
+            # The end of an interim (1xx) answer: forget it, wait for the real one.
+            self._interim += 1
+            self._reason = b""
+            self._headers = []
+            return
+        self._keep_alive = self._parser.should_keep_alive()
+        self._complete = True
+
+    # -- one exchange --------------------------------------------------------------
+
+    def begin(self, exchange: Exchange, head: bytes, *, idle_s: float) -> asyncio.Future[int]:
+        """Send ``head`` for ``exchange``; the future gets the status when the answer ended."""
+        assert self.transport is not None
+        self._reset_message()
+        self._exchange = exchange
+        self._is_head = exchange.head.method == "HEAD"
+        self._done = self.loop.create_future()
+        exchange.relay = self
+        self._last = self.loop.time()
+        if idle_s and self._timer is None:
+            # One timer per connection that re-arms itself from the last
+            # activity, kept across exchanges: no timer churn per request.
+            self._timer = self.loop.call_at(self._last + idle_s, self._check_idle, idle_s)
+        self.transport.write(head)
+        return self._done
+
+    def pipe_body(self, exchange: Exchange, *, chunked: bool, limit: int) -> None:
+        """Stream the client's body to the replica as it arrives (chunks framed when chunked)."""
+        self.body_sent = False
+        transport = self.transport
+        assert transport is not None
+        write = transport.write
+
+        def send(chunk: bytes) -> None:
+            if chunk:
+                write(b"%x\r\n%b\r\n" % (len(chunk), chunk) if chunked else chunk)
+
+        def on_end(exc: BaseException | None) -> None:
+            if exc is not None:
+                self.fail_body(exc)
+                return
+            if chunked and not transport.is_closing():
+                write(b"0\r\n\r\n")
+            self.body_sent = True
+
+        exchange.body.set_limit(limit)
+        exchange.body.pipe(send, on_end)
+
+    def _send_head(self, exchange: Exchange) -> None:
+        head = self._head
+        # Skip interim answers' heads, then the final head ends at the blank line.
+        start = 0
+        for _ in range(self._interim):
+            start = head.index(b"\r\n\r\n", start) + 4
+        end = head.index(b"\r\n\r\n", start) + 4
+        status = self._status
+        index = {name.lower(): value for name, value in self._headers}
+        length_value = index.get(b"content-length")
+        chunked = (index.get(b"transfer-encoding") or b"").lower().rstrip().endswith(b"chunked")
+        close = False
+        content_length: int | None = None
+        no_body = self._is_head or status in _NO_BODY_STATUS
+        if no_body:
+            content_length = int(length_value) if length_value is not None else None
+            if status in _NO_BODY_STATUS:
+                content_length = None
+            self._complete = True  # no body follows, whatever the headers say
+            if self._is_head:
+                # httptools cannot be told that an answer to HEAD has no body, so
+                # its parser would wait for one: the connection is not reused.
+                self._keep_alive = False
+        elif length_value is not None and not chunked:
+            content_length = int(length_value)
+        elif chunked:
+            if exchange.http10:
+                self._raw = False  # an HTTP/1.0 client cannot read chunks: de-chunk, then close
+                close = True
+        else:
+            self._close_delimited = True
+            close = True
+        conn = exchange.conn
+        if close or not exchange.head.keep_alive or conn.must_close:
+            close = True
+            conn.must_close = True
+        out = client_response_head(
+            status,
+            self._reason,
+            self._headers,
+            request_id=exchange.request_id,
+            content_length=content_length,
+            chunked=chunked and self._raw,
+            close=close,
+            http10=exchange.http10,
+        )
+        # Head and what came with it in one write: one syscall for a small answer.
+        if self._raw:
+            if not no_body:
+                out += head[end:]
+        else:
+            out += b"".join(self._early)
+        self._head = bytearray()
+        self._head_sent = True
+        self._early = []
+        exchange.write(out)
+
+    def _check_idle(self, idle_s: float) -> None:
+        self._timer = None
+        if self._exchange is None:
+            return  # idle in the pool: the pool's keep-alive limit applies
+        now = self.loop.time()
+        if self._relay_paused:
+            self._last = now  # waiting on the client, not on the replica
+        due = self._last + idle_s
+        if now < due:
+            self._timer = self.loop.call_at(due, self._check_idle, idle_s)
+            return
+        self._fail(f"the replica sent nothing for {idle_s:g}s")
+
+    def _finish(self) -> None:
+        done = self._done
+        self._detach()
+        if done is not None and not done.done():
+            done.set_result(self._status)
+
+    def _fail(self, message: str) -> None:
+        exchange, done = self._exchange, self._done
+        started = exchange.started if exchange is not None else False
+        self._detach()
+        self._keep_alive = False
+        if self.transport is not None:
+            self.transport.abort()
+        if started and exchange is not None:
+            exchange.cut()
+        if done is not None and not done.done():
+            done.set_exception(
+                UpstreamFailed(f"{self.key}: {message}", started=started, status=self._status)
+            )
+
+    def fail_body(self, exc: BaseException) -> None:
+        """The client's body failed (too large, stalled): abandon this exchange."""
+        exchange, done = self._exchange, self._done
+        self._detach()
+        self._keep_alive = False
+        if self.transport is not None:
+            self.transport.abort()
+        if exchange is not None and exchange.started:
+            exchange.cut()
+        if done is not None and not done.done():
+            done.set_exception(exc)
+
+    def _detach(self) -> None:
+        if self._exchange is not None:
+            self._exchange.relay = None
+        self._exchange = None
+        if self._relay_paused and self.transport is not None:
+            self._relay_paused = False
+            self.transport.resume_reading()
+
+    @property
+    def reusable(self) -> bool:
+        return (
+            not self.lost
+            and self.transport is not None
+            and not self.transport.is_closing()
+            and self._complete
+            and self._keep_alive
+            and self.body_sent
+            and self._exchange is None
+        )
+
+    def abort(self) -> None:
+        self._detach()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class UpstreamPool:
+    """Keep-alive connections to replicas, by ``host:port``."""
+
+    def __init__(
+        self,
+        *,
+        connect_timeout_s: float = 5.0,
+        keepalive_s: float = 4.0,
+        max_connections: int = 0,
+        max_opening: int = 64,
+    ) -> None:
+        if connect_timeout_s <= 0 or keepalive_s <= 0 or max_connections < 0 or max_opening < 1:
+            raise ValueError(
+                "connect_timeout_s and keepalive_s must be > 0, max_connections >= 0 and "
+                f"max_opening >= 1, got {connect_timeout_s}, {keepalive_s}, {max_connections}, "
+                f"{max_opening}"
+            )
+        self.max_opening = max_opening
+        self._opening: dict[str, asyncio.Semaphore] = {}
+        self._keys: dict[tuple[str, int], str] = {}
+        self.loop = asyncio.get_running_loop()
+        self.connect_timeout_s = connect_timeout_s
+        self.keepalive_s = keepalive_s
+        self._idle: dict[str, deque[UpstreamConnection]] = {}
+        self._limit = asyncio.Semaphore(max_connections) if max_connections else None
+        self._open: set[UpstreamConnection] = set()
+        self._sweeper: asyncio.TimerHandle | None = None
+        self.opened = 0  # connections opened, ever (tests check reuse with it)
+
+    async def acquire(self, host: str, port: int) -> UpstreamConnection:
+        """An idle connection to ``host:port``, else a new one; :class:`NotSent` if none opens."""
+        key = self._key(host, port)
+        conn = self._take_idle(key)
+        if conn is not None:
+            return conn
+        opening = self._opening.get(key)
+        if opening is None:
+            opening = self._opening[key] = asyncio.Semaphore(self.max_opening)
+        await opening.acquire()
+        conn = self._take_idle(key)  # one may have come back while we waited
+        if conn is not None:
+            opening.release()
+            return conn
+        try:
+            conn = await self._connect(host, port, key)
+        except BaseException:
+            opening.release()
+            raise
+        conn.opening = opening
+        return conn
+
+    def _key(self, host: str, port: int) -> str:
+        key = self._keys.get((host, port))
+        if key is None:
+            if len(self._keys) >= 4096:  # replicas come and go: keep the cache bounded
+                self._keys.clear()
+            key = self._keys[(host, port)] = f"{host}:{port}"
+        return key
+
+    def take_idle(self, host: str, port: int) -> UpstreamConnection | None:
+        """An idle pooled connection to ``host:port`` ready for a request, if there is one."""
+        return self._take_idle(self._key(host, port))
+
+    def _take_idle(self, key: str) -> UpstreamConnection | None:
+        idle = self._idle.get(key)
+        now = self.loop.time()
+        while idle:
+            conn = idle.pop()  # the most recently used: warm, and least likely closed
+            if conn.reusable and now - conn.idle_since < self.keepalive_s:
+                return conn
+            conn.abort()
+        return None
+
+    async def _connect(self, host: str, port: int, key: str) -> UpstreamConnection:
+        if self._limit is not None:
+            await self._limit.acquire()
+        try:
+            async with asyncio.timeout(self.connect_timeout_s):
+                _, conn = await self.loop.create_connection(
+                    lambda: UpstreamConnection(self, key), host, port
+                )
+        except (OSError, TimeoutError) as exc:
+            if self._limit is not None:
+                self._limit.release()
+            raise NotSent(f"{key}: {type(exc).__name__}: {exc}") from exc
+        except BaseException:
+            if self._limit is not None:
+                self._limit.release()
+            raise
+        self._open.add(conn)
+        self.opened += 1
+        return conn
+
+    def release(self, conn: UpstreamConnection) -> None:
+        """Back to the pool when it can carry another request, else closed."""
+        if not conn.reusable:
+            conn.abort()
+            return
+        conn.idle_since = self.loop.time()
+        self._idle.setdefault(conn.key, deque()).append(conn)
+        if self._sweeper is None:
+            self._sweeper = self.loop.call_later(self.keepalive_s, self._sweep)
+
+    def forget(self, conn: UpstreamConnection) -> None:
+        """``conn`` closed: drop it from the pool and free its slot."""
+        if conn in self._open:
+            self._open.discard(conn)
+            if self._limit is not None:
+                self._limit.release()
+        idle = self._idle.get(conn.key)
+        if idle is not None:
+            with contextlib.suppress(ValueError):
+                idle.remove(conn)
+
+    def _sweep(self) -> None:
+        """Close connections idle past ``keepalive_s``; run again while any are idle."""
+        self._sweeper = None
+        cutoff = self.loop.time() - self.keepalive_s
+        for idle in self._idle.values():
+            while idle and idle[0].idle_since <= cutoff:
+                idle.popleft().abort()
+        if any(self._idle.values()):
+            self._sweeper = self.loop.call_later(self.keepalive_s, self._sweep)
+
+    async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        for conn in list(self._open):
+            conn.abort()
+        self._idle.clear()
+        await asyncio.sleep(0)  # let the transports run their connection_lost
+
+
+async def forward(
+    pool: UpstreamPool,
+    exchange: Exchange,
+    *,
+    host: str,
+    port: int,
+    body: bytes | None = None,
+    max_body_bytes: int = 0,
+    idle_s: float = 0.0,
+    strip: frozenset[bytes] = frozenset(),
+) -> int:
+    """Send ``exchange`` to ``host:port`` and relay the answer; the replica's status.
+
+    ``body``: the request body when the proxy already read it whole (to route
+    by ``model``); otherwise the client's body is piped as it arrives.
+    Raises :class:`NotSent`, :class:`UpstreamFailed`, :class:`BodyTooLarge`
+    or :class:`BodyStalled`.
+    """
+    request = exchange.head
+    client_body = exchange.body
+    if body is None:
+        client_body.set_limit(max_body_bytes)
+        if client_body.error is not None:
+            raise client_body.error  # over the limit already: nothing goes out
+    # A pooled connection without a coroutine round trip: the common case.
+    conn = pool.take_idle(host, port) or await pool.acquire(host, port)
+    chunked = body is None and request.chunked
+    length = len(body) if body is not None else request.content_length
+    head = upstream_request_head(
+        request,
+        authority=conn.authority,
+        request_id=exchange.request_id,
+        body_length=length,
+        chunked=chunked,
+        strip=strip,
+    )
+    if body:
+        head += body
+    done = conn.begin(exchange, head, idle_s=idle_s)
+    if body is None and (chunked or length):
+        conn.pipe_body(exchange, chunked=chunked, limit=max_body_bytes)
+    try:
+        return await done
+    except asyncio.CancelledError:
+        conn.abort()
+        raise
+    finally:
+        client_body.detach()
+        pool.release(conn)

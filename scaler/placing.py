@@ -1,0 +1,196 @@
+"""Placement beside the control loop: per-target state, the plan, cost, orphan companions.
+
+The controller owns one :class:`Placer`. After each decision it calls
+:meth:`Placer.plan` with the target's Deployment, pods, placement config
+and the decided replicas; the placer turns what the watches know
+(:class:`PlacementView`: nodes and spot companions) into the policy's
+values, calls :func:`~scaler.policy.placement_plan.plan_placement`, keeps
+the :class:`~scaler.policy.fallback.FallbackState` for the next decision and
+returns the :class:`~scaler.policy.placement_plan.PlacementPlan` for the
+actuator. Every scaler replica plans (a follower that takes over knows what
+is covered); only the leader acts on the plan.
+
+:meth:`Placer.account` adds each target's GPU-seconds and dollars since the
+previous tick (placement's metrics) and keeps the cost rate and totals for
+``GET /v1/targets`` and ``tidal status``. :meth:`Placer.orphans` lists spot
+companions whose Deployment is no longer opted in (label removed): the
+actuator deletes them and takes the pin off. (A target whose policy went
+back to ``on-demand`` is still opted in: its plan says to delete.)
+
+Main decision: the clock here is the wall clock (epoch seconds), passed in
+by the caller, because ``pending-timeout`` is measured from the pods'
+``creationTimestamp``, which the API server writes in wall time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from scaler.kube.placement_watch import pod_facts
+from scaler.kube.types import CompanionInfo, DeploymentInfo, NodeInfo, PodInfo
+from scaler.placement_metrics import PlacementMetrics
+from scaler.policy.api import PlacementConfig
+from scaler.policy.availability import CapacityType, PodFacts
+from scaler.policy.companion import companion_name, is_pinned, template_hash
+from scaler.policy.cost import CostMeter, CostRate, PriceTable, cost_rate
+from scaler.policy.fallback import DEFAULT_RELEASE_HOLD_S, FallbackState
+from scaler.policy.placement import split
+from scaler.policy.placement_plan import PlacementPlan, plan_placement
+from scaler.policy.providers import NodeRequirement, ProviderPreset
+
+__all__ = ["CostView", "PlacementView", "Placer", "initial_state"]
+
+
+class PlacementView(Protocol):
+    """What the placement watches know (:class:`~scaler.kube.placement_watch.PlacementWatch`)."""
+
+    def nodes(self) -> Mapping[str, NodeInfo]: ...
+
+    def companions(self) -> Mapping[str, CompanionInfo]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CostView:
+    """One target's cost for ``/v1/targets`` and ``tidal status``."""
+
+    rate: CostRate
+    meter: CostMeter
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "dollars_per_hour": round(self.rate.total_per_hour, 4),
+            "dollars_per_hour_by_capacity": {
+                c.value: round(v, 4) for c, v in self.rate.per_hour.items()
+            },
+            "saving_dollars_per_hour": round(self.rate.saving_per_hour, 4),
+            "gpu_seconds": {c.value: round(v, 1) for c, v in self.meter.gpu_seconds.items()},
+            "dollars": round(sum(self.meter.dollars.values()), 4),
+            "saved_dollars": round(self.meter.saved_dollars, 4),
+        }
+
+
+def initial_state(
+    *, placement: PlacementConfig, target: int, pods: Sequence[PodFacts]
+) -> FallbackState:
+    """The cover a target starts with: its Ready on-demand replicas above the baseline.
+
+    When a model switches from on-demand to a spot policy (or the scaler
+    restarts), those replicas serve now; counting them as cover keeps them
+    until spot replicas are Ready to replace them, instead of dropping to the
+    baseline while spot loads.
+    """
+    if placement.policy == "on-demand" or placement.fallback == "none" or target == 0:
+        return FallbackState()
+    asked = split(target=target, placement=placement, ready_spot=0).spot
+    baseline = 0 if placement.policy == "spot" else placement.on_demand_baseline
+    on_demand_ready = sum(
+        1
+        for p in pods
+        if p.capacity_type is CapacityType.ON_DEMAND and p.ready and not p.terminating
+    )
+    return FallbackState(covered=min(asked, max(0, on_demand_ready - min(baseline, target))))
+
+
+def _describe(requirement: NodeRequirement) -> str:
+    """As kubectl's label selectors say it: ``key=value`` or ``key notin (a,b)``."""
+    if requirement.as_selector is not None:
+        return ",".join(f"{k}={v}" for k, v in requirement.as_selector.items())
+    return f"{requirement.key} {requirement.operator.lower()} ({','.join(requirement.values)})"
+
+
+class Placer:
+    def __init__(
+        self,
+        *,
+        view: PlacementView,
+        preset: ProviderPreset,
+        prices: PriceTable,
+        metrics: PlacementMetrics | None = None,
+        hold_s: float = DEFAULT_RELEASE_HOLD_S,
+    ) -> None:
+        self.view = view
+        self.preset = preset
+        self.prices = prices
+        self.hold_s = hold_s
+        self._metrics = metrics
+        self._states: dict[str, FallbackState] = {}
+        self._plans: dict[str, PlacementPlan] = {}
+        self._meters: dict[str, CostMeter] = {}
+        self._costs: dict[str, CostView] = {}
+        self._last_account: float | None = None
+
+    def facts(self, pods: Iterable[PodInfo]) -> list[PodFacts]:
+        nodes = self.view.nodes()
+        return [pod_facts(p, nodes, self.preset) for p in pods]
+
+    def plan(
+        self,
+        *,
+        deployment: DeploymentInfo,
+        pods: Sequence[PodInfo],
+        placement: PlacementConfig,
+        target: int,
+        now_wall: float,
+    ) -> PlacementPlan:
+        """This decision's placement for ``deployment``; the state is kept for the next."""
+        key = deployment.key
+        companion = self.view.companions().get(key)
+        current = companion is not None and companion.template_hash == template_hash(
+            deployment.raw, self.preset
+        )
+        facts = self.facts(pods)
+        state = self._states.get(key)
+        if state is None:
+            state = initial_state(placement=placement, target=target, pods=facts)
+        plan = plan_placement(
+            placement=placement,
+            target=target,
+            pods=facts,
+            companion_name=companion_name(deployment.name),
+            companion_exists=companion is not None,
+            companion_current=current,
+            pinned=is_pinned(deployment.raw, self.preset),
+            user_ready=deployment.ready_replicas,
+            pin_description=_describe(self.preset.on_demand),
+            state=state,
+            now_wall=now_wall,
+            hold_s=self.hold_s,
+        )
+        self._states[key] = plan.state
+        self._plans[key] = plan
+        return plan
+
+    def last_plan(self, key: str) -> PlacementPlan | None:
+        return self._plans.get(key)
+
+    def account(self, pods_by_target: Mapping[str, Sequence[PodInfo]], *, now_wall: float) -> None:
+        """GPU-seconds and dollars of every target since the previous call."""
+        seconds = 0.0 if self._last_account is None else max(0.0, now_wall - self._last_account)
+        self._last_account = now_wall
+        for key, pods in pods_by_target.items():
+            facts = self.facts(pods)
+            before = self._meters.get(key, CostMeter())
+            after = before.advance(facts, seconds=seconds, prices=self.prices)
+            rate = cost_rate(facts, self.prices)
+            self._meters[key] = after
+            self._costs[key] = CostView(rate=rate, meter=after)
+            if self._metrics is not None:
+                self._metrics.account(key, before=before, after=after, rate=rate)
+
+    def cost(self, key: str) -> CostView | None:
+        return self._costs.get(key)
+
+    def orphans(self, targets: Iterable[str]) -> list[CompanionInfo]:
+        """Companions whose Deployment is not opted in any more (``targets``: the opted-in keys)."""
+        wanted = set(targets)
+        return [c for key, c in self.view.companions().items() if key not in wanted]
+
+    def forget(self, key: str) -> None:
+        self._states.pop(key, None)
+        self._plans.pop(key, None)
+        self._meters.pop(key, None)
+        self._costs.pop(key, None)
+        if self._metrics is not None:
+            self._metrics.forget_target(key)

@@ -1,0 +1,86 @@
+"""GPU memory from DCGM answers, and the warm tier's plan to make room before a wake."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+
+from scaler.gpu_memory import GpuMemory, GpuMemorySnapshot, parse_memory
+from scaler.policy.api import ScalingConfig
+from tests.unit.scaler.test_warm_tier import CONFIG, FakeReplicas, World, pod
+
+
+def _vector(*samples: tuple[dict[str, str], float]) -> dict[str, object]:
+    return {
+        "status": "success",
+        "data": {
+            "resultType": "vector",
+            "result": [{"metric": m, "value": [0, str(v)]} for m, v in samples],
+        },
+    }
+
+
+def test_parse_memory_by_pod_and_gpu() -> None:
+    used = _vector(
+        ({"pod": "a-1", "namespace": "ml", "UUID": "GPU-1"}, 24600),
+        ({"pod": "b-1", "namespace": "ml", "UUID": "GPU-1"}, 600),
+        ({"pod": "c-1", "namespace": "ml"}, 5),  # no UUID: left out
+    )
+    free = _vector(({"UUID": "GPU-1"}, 24800))
+    snap = parse_memory(used, free, at=1.0, pod_label="pod", namespace_label="namespace")
+    assert snap.pods == {("ml", "a-1"): ("GPU-1", 24600.0), ("ml", "b-1"): ("GPU-1", 600.0)}
+    assert snap.budget("GPU-1") == 50_000
+    assert snap.budget("GPU-2") is None
+    with pytest.raises(ValueError, match="query failed"):
+        parse_memory({"status": "error"}, free, at=1.0, pod_label="pod", namespace_label="ns")
+
+
+def test_a_stale_snapshot_is_not_used() -> None:
+    memory = GpuMemory(stale_after_s=10)
+    memory.snapshot = GpuMemorySnapshot(at=0.0)
+    assert memory.fresh(5.0) is memory.snapshot
+    assert memory.fresh(11.0) is None
+
+
+async def test_room_is_made_before_the_wake_from_learned_memory() -> None:
+    replicas = FakeReplicas(room=1)
+    w = World(replicas)
+    memory = GpuMemory()
+    w.tier._memory = memory
+    w.tier._last_used = lambda t: {"ml/a": 50.0, "ml/b": 10.0, "ml/c": 30.0}.get(t)
+    pods = {t: pod(f"{t[3]}-1", f"10.0.0.{i}") for i, t in enumerate(("ml/a", "ml/b", "ml/c"), 1)}
+    for target, p in pods.items():
+        w.tier.remember_addresses(target, CONFIG, [p])
+    # All three awake once (learned 24 600 MiB each), then a asleep and b, c awake.
+    memory.snapshot = GpuMemorySnapshot(
+        at=0.0,
+        pods={("ml", f"{x}-1"): ("GPU-1", 24_600) for x in "abc"},
+        free={"GPU-1": 0},
+    )
+    assert w.tier.learn(0.0) == 3
+    w.idle["ml/a"] = 0.0
+    w.tier.consider_sleep("ml/a", CONFIG, [pods["ml/a"]], now=30.0)
+    await asyncio.sleep(0.05)
+    memory.snapshot = GpuMemorySnapshot(
+        at=1.0,
+        pods={("ml", "a-1"): ("GPU-1", 600), ("ml", "b-1"): ("GPU-1", 24_600),
+              ("ml", "c-1"): ("GPU-1", 24_600)},
+        free={"GPU-1": 200},
+    )  # fmt: skip
+    assert w.tier.learn(1.0) == 3
+    assert w.tier.book.wake_need_mib("ml/a") == 24_000
+    assert w.tier.plan_room("ml/a-1", "ml/a", 1.0) == (["ml/b-1"], True)  # b: least recent
+    replicas.calls.clear()
+    outcome = await w.tier.wake("ml/a")
+    assert outcome.woke == "ml/a-1" and outcome.evicted == ("ml/b-1",)
+    # The room was made first: no failed wake on the way.
+    assert [c for c, _ in replicas.calls] == ["sleep", "wake_up", "warm_up"]
+
+
+def test_without_memory_the_plan_is_to_try() -> None:
+    w = World(FakeReplicas())
+    config = dataclasses.replace(ScalingConfig(), sleep_after_s=5.0)
+    w.tier.remember_addresses("ml/a", config, [pod("a-1", "10.0.0.1")])
+    assert w.tier.plan_room("ml/a-1", "ml/a", 0.0) == ([], True)

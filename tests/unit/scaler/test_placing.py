@@ -1,0 +1,191 @@
+"""The Placer: per-target placement state, cost accounting and orphan companions.
+
+Covers, with a fake view of nodes and companions: a fresh spot target plans
+the companion and the pin; once the companion exists with the right hash
+and the Deployment is pinned, only the split remains; a user template
+change makes the companion outdated; the fallback state is kept between
+decisions (a notice on a spot node covers, the next plan still does);
+cost accounting over wall-clock seconds feeds the metrics and the cost
+view (spot cheaper than the all-on-demand equivalent); orphan companions;
+forget; a switch from on-demand keeps the running on-demand replicas as
+cover until spot is Ready.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from scaler.kube.cluster import deployment_from_raw
+from scaler.kube.types import CompanionInfo, NodeInfo, PodInfo
+from scaler.placement_metrics import PlacementMetrics
+from scaler.placing import Placer
+from scaler.policy import PlacementConfig
+from scaler.policy.availability import CapacityType
+from scaler.policy.companion import pin_patch, template_hash
+from scaler.policy.cost import DEFAULT_PRICES
+from scaler.policy.providers import PRESETS
+
+KARPENTER = PRESETS["karpenter"]
+SPOT = PlacementConfig(policy="spot-with-on-demand-baseline", on_demand_baseline=1)
+T0 = 1_800_000_000.0
+
+
+def merge(target: Any, patch: Any) -> Any:
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge(out.get(k), v)
+    return out
+
+
+RAW: dict[str, Any] = {
+    "metadata": {"name": "llama", "namespace": "ml", "uid": "u1", "annotations": {}},
+    "spec": {
+        "replicas": 1,
+        "selector": {"matchLabels": {"app": "llama"}},
+        "template": {
+            "metadata": {"labels": {"app": "llama"}},
+            "spec": {"containers": [{"name": "v", "image": "vllm:1"}]},
+        },
+    },
+}
+
+
+class View:
+    def __init__(self) -> None:
+        self.node_map = {
+            "spot-1": NodeInfo("spot-1", {"karpenter.sh/capacity-type": "spot"}),
+            "od-1": NodeInfo(
+                "od-1",
+                {
+                    "karpenter.sh/capacity-type": "on-demand",
+                    "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                },
+            ),
+        }
+        self.companion_map: dict[str, CompanionInfo] = {}
+
+    def nodes(self) -> dict[str, NodeInfo]:
+        return self.node_map
+
+    def companions(self) -> dict[str, CompanionInfo]:
+        return self.companion_map
+
+
+def pod(name: str, node: str | None, **kw: Any) -> PodInfo:
+    base = PodInfo(
+        namespace="ml",
+        name=name,
+        labels={"app": "llama"},
+        ip="10.0.0.1",
+        ready=True,
+        terminating=False,
+        node=node,
+        phase="Running",
+        created_at=T0,
+        gpus=1,
+    )
+    return replace(base, **kw)
+
+
+def test_plan_lifecycle_and_state() -> None:
+    view = View()
+    placer = Placer(view=view, preset=KARPENTER, prices=DEFAULT_PRICES, hold_s=30.0)
+    fresh = deployment_from_raw(RAW)
+    plan = placer.plan(deployment=fresh, pods=[], placement=SPOT, target=4, now_wall=T0)
+    assert plan.ensure_companion and plan.pin
+    assert (plan.on_demand_replicas, plan.companion_replicas) == (1, 3)
+
+    pinned_raw = merge(RAW, pin_patch(RAW, KARPENTER))
+    pinned = deployment_from_raw(pinned_raw)
+    view.companion_map["ml/llama"] = CompanionInfo(
+        "ml", "llama-spot", "llama", 3, 3, template_hash(pinned_raw, KARPENTER)
+    )
+    spot_pods = [pod(f"s{i}", "spot-1") for i in range(3)]
+    plan = placer.plan(deployment=pinned, pods=spot_pods, placement=SPOT, target=4, now_wall=T0 + 1)
+    assert not (plan.ensure_companion or plan.pin) and plan.events == ()
+
+    # A notice on the spot node: covered now, and still next time (state kept).
+    view.node_map["spot-1"] = NodeInfo(
+        "spot-1",
+        {"karpenter.sh/capacity-type": "spot"},
+        ({"key": "karpenter.sh/disrupted", "effect": "NoSchedule"},),
+    )
+    plan = placer.plan(deployment=pinned, pods=spot_pods, placement=SPOT, target=4, now_wall=T0 + 2)
+    assert plan.on_demand_replicas == 4 and plan.events[0][0] == "SpotFallback"
+    assert placer.last_plan("ml/llama") is plan
+    view.node_map["spot-1"] = NodeInfo("spot-1", {"karpenter.sh/capacity-type": "spot"})
+    plan = placer.plan(deployment=pinned, pods=spot_pods, placement=SPOT, target=4, now_wall=T0 + 3)
+    assert plan.on_demand_replicas == 4  # held: released only after the hold
+
+    changed_raw = copy.deepcopy(pinned_raw)
+    changed_raw["spec"]["template"]["spec"]["containers"][0]["image"] = "vllm:2"
+    plan = placer.plan(
+        deployment=deployment_from_raw(changed_raw),
+        pods=spot_pods,
+        placement=SPOT,
+        target=4,
+        now_wall=T0 + 4,
+    )
+    assert plan.ensure_companion and not plan.pin
+
+
+def test_cost_accounting_and_orphans() -> None:
+    view = View()
+    registry = CollectorRegistry()
+    placer = Placer(
+        view=view, preset=KARPENTER, prices=DEFAULT_PRICES, metrics=PlacementMetrics(registry)
+    )
+    pods = {"ml/llama": [pod("s0", "spot-1"), pod("o0", "od-1"), pod("p", None, phase="Pending")]}
+    placer.account(pods, now_wall=T0)
+    placer.account(pods, now_wall=T0 + 3600)
+    cost = placer.cost("ml/llama")
+    assert cost is not None
+    assert cost.meter.gpu_seconds == {"spot": 3600.0, "on-demand": 3600.0}
+    spot_price = DEFAULT_PRICES.price(CapacityType.SPOT, None)
+    h100 = DEFAULT_PRICES.price(CapacityType.ON_DEMAND, "NVIDIA-H100-80GB-HBM3")
+    assert cost.rate.total_per_hour == spot_price + h100
+    assert cost.rate.saving_per_hour > 0 and cost.meter.saved_dollars > 0
+    assert cost.as_json()["gpu_seconds"] == {"on-demand": 3600.0, "spot": 3600.0}
+    sample = registry.get_sample_value(
+        "tidal_scaler_target_gpu_seconds_total", {"target": "ml/llama", "capacity_type": "spot"}
+    )
+    assert sample == 3600.0
+    assert (
+        registry.get_sample_value("tidal_scaler_savings_dollars_per_hour", {"target": "ml/llama"})
+        == cost.rate.saving_per_hour
+    )
+
+    view.companion_map["ml/llama"] = CompanionInfo("ml", "llama-spot", "llama", 3, 3, "h")
+    view.companion_map["ml/old"] = CompanionInfo("ml", "old-spot", "old", 1, 1, "h")
+    assert [c.name for c in placer.orphans(["ml/llama"])] == ["old-spot"]
+    placer.forget("ml/llama")
+    assert placer.cost("ml/llama") is None
+    assert (
+        registry.get_sample_value(
+            "tidal_scaler_target_gpu_seconds_total",
+            {"target": "ml/llama", "capacity_type": "spot"},
+        )
+        is None
+    )
+
+
+def test_switching_to_spot_keeps_on_demand_until_spot_is_ready() -> None:
+    view = View()
+    placer = Placer(view=view, preset=KARPENTER, prices=DEFAULT_PRICES, hold_s=30.0)
+    on_demand = [pod(f"o{i}", "od-1") for i in range(4)]
+    d = deployment_from_raw(RAW)
+    plan = placer.plan(deployment=d, pods=on_demand, placement=SPOT, target=4, now_wall=T0)
+    assert (plan.on_demand_replicas, plan.companion_replicas) == (4, 3)  # nothing dropped
+    spot_ready = [*on_demand, *(pod(f"s{i}", "spot-1") for i in range(3))]
+    placer.plan(deployment=d, pods=spot_ready, placement=SPOT, target=4, now_wall=T0 + 60)
+    plan = placer.plan(deployment=d, pods=spot_ready, placement=SPOT, target=4, now_wall=T0 + 90)
+    assert plan.on_demand_replicas == 1

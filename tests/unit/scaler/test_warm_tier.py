@@ -1,0 +1,186 @@
+"""The warm tier's owner (scaler.warm) against fake replicas: sleeps, wakes, room, fallback."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+
+from scaler.kube.types import PodInfo
+from scaler.policy.api import ScalingConfig
+from scaler.warm import Phase, ReplicaCallFailed, WarmSettings, WarmTier
+
+CONFIG = dataclasses.replace(ScalingConfig(), sleep_after_s=30.0)
+
+
+class FakeReplicas:
+    """Replicas by base URL: who sleeps, the calls made, and a GPU that fits ``room`` awake."""
+
+    def __init__(self, room: int = 100) -> None:
+        self.asleep: set[str] = set()
+        self.calls: list[tuple[str, str]] = []
+        self.room = room
+        self.fail_wake = False
+
+    async def sleep(self, base: str, level: int) -> None:
+        self.calls.append(("sleep", base))
+        self.asleep.add(base)
+
+    async def wake_up(self, base: str, tags: tuple[str, ...] = ()) -> None:
+        self.calls.append(("wake_up" + (":" + ",".join(tags) if tags else ""), base))
+        if self.fail_wake:
+            raise ReplicaCallFailed("boom")
+        awake = {b for (b,) in [(c[1],) for c in self.calls]} - self.asleep
+        if tags != ("kv_cache",) and len(awake - {base}) >= self.room:
+            raise ReplicaCallFailed("CUDA out of memory", out_of_memory=True)
+        if tags in ((), ("kv_cache",)):
+            self.asleep.discard(base)
+
+    async def reload_weights(self, base: str) -> None:
+        self.calls.append(("reload_weights", base))
+
+    async def warm_up(self, base: str) -> None:
+        self.calls.append(("warm_up", base))
+
+    async def is_sleeping(self, base: str) -> bool:
+        return base in self.asleep
+
+
+def pod(name: str, ip: str, node: str = "n1") -> PodInfo:
+    return PodInfo(
+        namespace="ml", name=name, labels={}, ip=ip, ready=True, terminating=False, node=node
+    )
+
+
+class World:
+    def __init__(self, replicas: FakeReplicas) -> None:
+        self.idle: dict[str, float | None] = {}
+        self.load: dict[str, float] = {}
+        self.events: list[tuple[str, str]] = []
+        self.tier = WarmTier(
+            replicas,
+            clock=lambda: 0.0,
+            idle_since=lambda t: self.idle.get(t),
+            pod_load=lambda t, p: self.load.get(p, 0.0),
+            notify=lambda t, reason, msg, warn: self.events.append((t, reason)),
+            settings=WarmSettings(handoff_s=0.01),
+        )
+
+
+async def test_idle_replicas_sleep_after_the_handoff_and_busy_ones_do_not() -> None:
+    replicas = FakeReplicas()
+    w = World(replicas)
+    pods = [pod("a-1", "10.0.0.1"), pod("a-2", "10.0.0.2")]
+    w.idle["ml/a"] = 0.0
+    w.load["a-2"] = 1.0
+    assert w.tier.consider_sleep("ml/a", CONFIG, pods, now=10.0) == []  # not due yet
+    assert w.tier.consider_sleep("ml/a", CONFIG, pods, now=30.0) == ["ml/a-1"]
+    # Announced at once, asleep only after the handoff.
+    assert w.tier.not_routable() == {"ml/a": ["10.0.0.1:8000"]}
+    assert replicas.calls == []
+    await asyncio.sleep(0.05)
+    assert replicas.calls == [("sleep", "http://10.0.0.1:8000")]
+    assert w.tier.phase_of("ml/a-1") is Phase.SLEEPING
+    assert w.events == [("ml/a", "Slept")]
+
+
+async def test_work_arriving_during_the_handoff_cancels_the_sleep() -> None:
+    replicas = FakeReplicas()
+    w = World(replicas)
+    w.idle["ml/a"] = 0.0
+    w.tier.consider_sleep("ml/a", CONFIG, [pod("a-1", "10.0.0.1")], now=30.0)
+    w.idle["ml/a"] = None  # a request: the idle clock stopped
+    await asyncio.sleep(0.05)
+    assert replicas.calls == []
+    assert w.tier.not_routable() == {}
+
+
+async def test_level_one_wake_then_warm_up() -> None:
+    replicas = FakeReplicas()
+    w = World(replicas)
+    w.idle["ml/a"] = 0.0
+    w.tier.consider_sleep("ml/a", CONFIG, [pod("a-1", "10.0.0.1")], now=30.0)
+    await asyncio.sleep(0.05)
+    outcome = await w.tier.wake("ml/a")
+    assert outcome.woke == "ml/a-1"
+    assert replicas.calls[1:] == [
+        ("wake_up", "http://10.0.0.1:8000"),
+        ("warm_up", "http://10.0.0.1:8000"),
+    ]
+    assert w.tier.not_routable() == {}
+    assert w.tier.describe("ml/a")["wakes"] == 1
+    # Nothing left asleep: a second activation wakes nothing.
+    assert (await w.tier.wake("ml/a")).reason == "nothing sleeps"
+
+
+async def test_level_two_wake_follows_vllms_sequence() -> None:
+    replicas = FakeReplicas()
+    w = World(replicas)
+    w.idle["ml/a"] = 0.0
+    config = dataclasses.replace(CONFIG, sleep_level=2)
+    w.tier.consider_sleep("ml/a", config, [pod("a-1", "10.0.0.1")], now=30.0)
+    await asyncio.sleep(0.05)
+    await w.tier.wake("ml/a")
+    assert [c for c, _ in replicas.calls] == [
+        "sleep", "wake_up:weights", "reload_weights", "wake_up:kv_cache", "warm_up",
+    ]  # fmt: skip
+
+
+async def test_a_wake_without_room_sleeps_the_lru_model_first() -> None:
+    replicas = FakeReplicas(room=1)  # one model awake at a time besides the waker
+    w = World(replicas)
+    w.idle["ml/a"] = 0.0
+    w.tier.consider_sleep("ml/a", CONFIG, [pod("a-1", "10.0.0.1")], now=30.0)
+    await asyncio.sleep(0.05)
+    b = pod("b-1", "10.0.0.2")
+    w.tier.remember_addresses("ml/b", CONFIG, [b])
+    replicas.calls.append(("serve", "http://10.0.0.2:8000"))  # b is awake on the GPU
+    outcome = await w.tier.wake("ml/a", lru=lambda node, target: [("ml/b", "ml/b-1", 1)])
+    assert outcome.woke == "ml/a-1"
+    assert outcome.evicted == ("ml/b-1",)
+    assert w.tier.phase_of("ml/b-1") is Phase.SLEEPING
+    assert w.tier.not_routable() == {"ml/b": ["10.0.0.2:8000"]}
+
+
+async def test_a_failed_wake_leaves_it_asleep_and_says_why() -> None:
+    replicas = FakeReplicas()
+    w = World(replicas)
+    w.idle["ml/a"] = 0.0
+    w.tier.consider_sleep("ml/a", CONFIG, [pod("a-1", "10.0.0.1")], now=30.0)
+    await asyncio.sleep(0.05)
+    replicas.fail_wake = True
+    outcome = await w.tier.wake("ml/a")
+    assert outcome.woke is None and "boom" in outcome.reason
+    assert w.tier.phase_of("ml/a-1") is Phase.SLEEPING
+    assert ("ml/a", "WakeFailed") in w.events
+
+
+async def test_a_new_leader_learns_who_sleeps_from_the_pods() -> None:
+    replicas = FakeReplicas()
+    replicas.asleep.add("http://10.0.0.1:8000")
+    w = World(replicas)
+    w.tier.reconcile("ml/a", CONFIG, [pod("a-1", "10.0.0.1"), pod("a-2", "10.0.0.2")])
+    await asyncio.sleep(0.01)
+    assert w.tier.not_routable() == {"ml/a": ["10.0.0.1:8000"]}
+    w.tier.forget_missing("ml/a", [pod("a-2", "10.0.0.2")])
+    assert w.tier.not_routable() == {}
+    await w.tier.close()
+
+
+@pytest.mark.parametrize("busy", [True, False])
+async def test_idle_awake_on_lists_other_idle_models_lru_first(busy: bool) -> None:
+    w = World(FakeReplicas())
+    w.idle.update({"ml/a": 5.0, "ml/b": 1.0, "ml/c": 3.0})
+    if busy:
+        w.load["b-1"] = 1.0
+    pods = {
+        "ml/a": [pod("a-1", "10.0.0.1")],
+        "ml/b": [pod("b-1", "10.0.0.2")],
+        "ml/c": [pod("c-1", "10.0.0.3"), pod("c-2", "10.0.0.4", node="n2")],
+    }
+    ranked = w.tier.idle_awake_on("n1", exclude_target="ml/a", pods=pods)
+    expected = (
+        [(3.0, "ml/c", "ml/c-1")] if busy else [(1.0, "ml/b", "ml/b-1"), (3.0, "ml/c", "ml/c-1")]
+    )
+    assert ranked == expected
