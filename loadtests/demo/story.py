@@ -55,6 +55,7 @@ import uvloop
 from loadtests.demo.activator_gauges import HeldRequests, read_gauges
 from loadtests.demo.client import stream_chat
 from loadtests.demo.observe import ClusterSample, DemoTracker, RequestResult
+from loadtests.demo.spot_story import configure_spot, run_spot
 from loadtests.demo.view import (
     COLD_START_NOTE,
     Console,
@@ -81,6 +82,7 @@ DEMO_MODEL = ExampleModel(
     cold_start_timeout_s=120.0,
 )
 
+STORIES = ("scale", "spot")
 RECENT_TTFT_S = 5.0  # the live TTFT is the median of requests that ended this recently
 
 
@@ -95,6 +97,13 @@ class Story:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--story",
+        choices=STORIES,
+        default="scale",
+        help="scale: from zero, out under a burst, back to zero (default); spot: a spot "
+        "preemption under streaming load, covered by on-demand (loadtests/demo/spot_story.py)",
+    )
     parser.add_argument(
         "--json",
         action="store_true",
@@ -146,6 +155,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         f"(default {defaults.zero_timeout_s:g})",
     )
     add_model_flags(parser, DEMO_MODEL)
+    configure_spot(parser)
 
 
 def _story_from_args(args: argparse.Namespace) -> Story:
@@ -497,4 +507,6 @@ def _fmt(value: float | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        if getattr(args, "story", "scale") == "spot":
+            return runner.run(run_spot(args))
         return runner.run(_main(args))
