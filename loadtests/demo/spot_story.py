@@ -114,9 +114,7 @@ def configure_spot(parser: argparse.ArgumentParser) -> None:
 
 
 def _story_from_args(args: argparse.Namespace) -> SpotStory:
-    story = SpotStory(
-        streams=args.streams, notice_s=args.notice_s, max_tokens=min(args.max_tokens, 64)
-    )
+    story = SpotStory(streams=args.streams, notice_s=args.notice_s)
     if story.streams < 1:
         raise ValueError(f"--streams must be 1 or more, got {story.streams}")
     if not 1.0 <= story.notice_s <= 300.0:
