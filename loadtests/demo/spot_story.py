@@ -46,20 +46,20 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from loadtests.demo.client import stream_chat
-from loadtests.demo.observe import RequestResult, percentile
+from loadtests.demo.spot_figures import Half, SpotFigures, summary_table
 from loadtests.demo.view import Console, Status
 from loadtests.sandbox.cluster.controllers.base import EVENTS, NODES, PODS
 from loadtests.sandbox.example import ExampleModel
 from loadtests.sandbox.stack import SandboxStack, StackSettings
 
-__all__ = ["SPOT_MODEL", "SpotStory", "configure_spot", "run_spot"]
+__all__ = ["SPOT_MODEL", "SpotRun", "SpotStory", "configure_spot", "run_spot"]
 
 POLICY = "spot-with-on-demand-baseline"
 CAPACITY_LABEL = "placement.tidal.dev/capacity-type"
@@ -120,92 +120,6 @@ def _story_from_args(args: argparse.Namespace) -> SpotStory:
     if not 1.0 <= story.notice_s <= 300.0:
         raise ValueError(f"--notice-s must be 1 to 300 seconds, got {story.notice_s:g}")
     return story
-
-
-@dataclass(frozen=True, slots=True)
-class Half:
-    """One Deployment of the pair: asked for, Ready, pods that exist."""
-
-    desired: int = 0
-    ready: int = 0
-    pods: int = 0
-
-
-@dataclass
-class SpotFigures:
-    """What the story saw; every field observed."""
-
-    results: list[RequestResult] = field(default_factory=list)
-    peak_on_demand: int = 0
-    peak_spot: int = 0
-    final_on_demand: Half = field(default_factory=Half)
-    final_spot: Half = field(default_factory=Half)
-    zones: dict[str, int] = field(default_factory=dict)
-    preempted_node: str = ""
-    preemptions: int = 0
-    fallback_s: float | None = None  # notice -> on-demand asked for more than the baseline
-    cover_ready_s: float | None = None  # notice -> that extra on-demand replica Ready
-    recovered_s: float | None = None  # notice -> on-demand back at the baseline
-    events: list[str] = field(default_factory=list)
-    cost: dict[str, Any] | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        ok = [r for r in self.results if r.ok]
-        ttfts = [r.ttft_s for r in ok if r.ttft_s is not None]
-        return {
-            "story": "spot",
-            "requests": len(self.results),
-            "succeeded": len(ok),
-            "failed": len(self.results) - len(ok),
-            "preemptions": self.preemptions,
-            "preempted_node": self.preempted_node,
-            "fallback_s": _round(self.fallback_s),
-            "cover_ready_s": _round(self.cover_ready_s),
-            "recovered_s": _round(self.recovered_s),
-            "peak_spot": self.peak_spot,
-            "peak_on_demand": self.peak_on_demand,
-            "final_spot": self.final_spot.ready,
-            "final_on_demand": self.final_on_demand.ready,
-            "spot_zones": dict(sorted(self.zones.items())),
-            "events": self.events,
-            "ttft_p50_s": _round(percentile(ttfts, 50)),
-            "ttft_p99_s": _round(percentile(ttfts, 99)),
-            "dollars_per_hour": _cost(self.cost, "dollars_per_hour"),
-            "saving_dollars_per_hour": _cost(self.cost, "saving_dollars_per_hour"),
-        }
-
-    def problems(self) -> list[str]:
-        """Why the story did not show what it should (empty when it did)."""
-        figures = self.as_json()
-        found = []
-        if figures["requests"] == 0:
-            found.append("no request was sent")
-        if figures["failed"]:
-            found.append(f"{figures['failed']} request(s) failed")
-        if self.peak_spot < 3 or self.peak_on_demand < 1:
-            found.append(
-                f"peak ready was {self.peak_on_demand} on-demand and {self.peak_spot} spot, "
-                "expected 1 and 3"
-            )
-        if self.preemptions != 1:
-            found.append("no spot node was preempted")
-        if self.fallback_s is None:
-            found.append("on-demand never covered the preempted spot replica")
-        if self.recovered_s is None:
-            found.append("on-demand never went back to the baseline")
-        for reason in ("SpotFallback", "SpotRecovered"):
-            if reason not in self.events:
-                found.append(f"no {reason} Event")
-        return found
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 3)
-
-
-def _cost(cost: dict[str, Any] | None, key: str) -> float | None:
-    value = (cost or {}).get(key)
-    return round(float(value), 4) if isinstance(value, int | float) else None
 
 
 class SpotRun:
@@ -479,47 +393,6 @@ def _ready(pod: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def _table(figures: SpotFigures, problems: list[str], wall_s: float) -> str:
-    doc = figures.as_json()
-
-    def s(value: float | None) -> str:
-        return "-" if value is None else f"{value:.2f}s"
-
-    rows = [
-        ("requests", str(doc["requests"])),
-        ("succeeded", str(doc["succeeded"])),
-        ("failed", str(doc["failed"])),
-        ("peak ready on-demand / spot", f"{doc['peak_on_demand']} / {doc['peak_spot']}"),
-        ("spot replicas by zone", ", ".join(f"{z} {n}" for z, n in doc["spot_zones"].items())),
-        ("preempted node", doc["preempted_node"] or "-"),
-        ("notice -> on-demand cover asked", s(doc["fallback_s"])),
-        ("notice -> cover Ready", s(doc["cover_ready_s"])),
-        ("notice -> back to the baseline", s(doc["recovered_s"])),
-        ("at the end on-demand / spot", f"{doc['final_on_demand']} / {doc['final_spot']}"),
-        ("TTFT p50 / p99 (client clock)", f"{s(doc['ttft_p50_s'])} / {s(doc['ttft_p99_s'])}"),
-        (
-            "cost now, saving against on-demand",
-            "-"
-            if doc["dollars_per_hour"] is None
-            else f"${doc['dollars_per_hour']:.2f}/h, ${doc['saving_dollars_per_hour']:.2f}/h",
-        ),
-        ("wall time", s(wall_s)),
-    ]
-    width = max(len(name) for name, _ in rows)
-    lines = ["", "Summary", "-" * (width + 24)]
-    lines += [f"{name:<{width}}  {value}" for name, value in rows]
-    lines.append("-" * (width + 24))
-    if problems:
-        lines.append("NOT OK:")
-        lines += [f"  - {p}" for p in problems]
-    else:
-        lines.append(
-            "OK: a spot node was preempted under load, on-demand covered, spot came back, "
-            "and no request failed"
-        )
-    return "\n".join(lines)
-
-
 async def run_spot(args: argparse.Namespace) -> int:
     """The spot story, from ``tidal demo --story spot`` (flags parsed by the demo)."""
     try:
@@ -564,14 +437,14 @@ async def run_spot(args: argparse.Namespace) -> int:
     wall_s = time.monotonic() - started
     figures = run.figures if run is not None else SpotFigures()
     problems = figures.problems() + ([failure] if failure else [])
-    print(_table(figures, problems, wall_s), file=human, flush=True)
+    print(summary_table(figures, problems, wall_s), file=human, flush=True)
     if problems:
         print(f"logs are in {directory / 'logs'}", file=human, flush=True)
     elif temporary:
         shutil.rmtree(directory, ignore_errors=True)
     if args.json:
         doc = figures.as_json()
-        doc["wall_s"] = _round(wall_s)
+        doc["wall_s"] = round(wall_s, 3)
         if failure:
             doc["error"] = failure
         print(json.dumps(doc), flush=True)

@@ -15,7 +15,8 @@ import argparse
 import pytest
 
 from loadtests.demo.observe import RequestResult
-from loadtests.demo.spot_story import Half, SpotFigures, _story_from_args
+from loadtests.demo.spot_figures import Half, SpotFigures
+from loadtests.demo.spot_story import _story_from_args
 from loadtests.demo.story import configure
 
 
