@@ -41,6 +41,7 @@ import asyncio
 import contextlib
 import json
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -360,9 +361,13 @@ class SpotRun:
                 ),
                 self.story.recover_timeout_s,
             )
-        finally:
-            await preemption
-            self.figures.preemptions += 1
+        except BaseException:
+            # Interrupted: the sandbox is about to stop; do not sit out the notice.
+            preemption.cancel()
+            await asyncio.gather(preemption, return_exceptions=True)
+            raise
+        await preemption
+        self.figures.preemptions += 1
 
     async def _cost(self) -> None:
         self.phase = "cost"
@@ -414,6 +419,11 @@ async def run_spot(args: argparse.Namespace) -> int:
     stack = SandboxStack(directory, settings)
     run: SpotRun | None = None
     failure = ""
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, main_task.cancel)
     console.event(
         "Starting the sandbox: an emulated cluster with spot and on-demand GPU nodes in two "
         f"zones, tidal scaler and tidal activator (in {directory})"
@@ -431,9 +441,16 @@ async def run_spot(args: argparse.Namespace) -> int:
             console.close()
             console.event("Stopping the activator, the scaler and the cluster")
             await asyncio.shield(stack.stop())
+    except asyncio.CancelledError:
+        # Ctrl-C or SIGTERM: the sandbox is stopped above.
+        console.event("interrupted")
+        return 130
     except (OSError, RuntimeError, TimeoutError) as exc:
         failure = f"the sandbox failed: {exc}"
         console.event(f"tidal demo: {failure}")
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
     wall_s = time.monotonic() - started
     figures = run.figures if run is not None else SpotFigures()
     problems = figures.problems() + ([failure] if failure else [])
