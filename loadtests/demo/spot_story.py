@@ -53,6 +53,7 @@ from typing import Any
 
 import aiohttp
 
+from loadtests.demo.activator_gauges import HeldRequests, read_gauges
 from loadtests.demo.client import stream_chat
 from loadtests.demo.spot_figures import Half, SpotFigures, summary_table
 from loadtests.demo.view import Console, Status
@@ -139,6 +140,7 @@ class SpotRun:
         self.on_demand = Half()
         self.spot = Half()
         self._seen_events: set[str] = set()
+        self.held: HeldRequests | None = None
         self._notice_at: float | None = None
 
     def elapsed(self) -> float:
@@ -217,8 +219,8 @@ class SpotRun:
             desired=self.on_demand.desired + self.spot.desired,
             ready=self.on_demand.ready + self.spot.ready,
             pods=self.on_demand.pods + self.spot.pods,
-            buffered=None,
-            in_flight=None,
+            buffered=self.held.buffered if self.held else None,
+            in_flight=self.held.in_flight if self.held else None,
             done=sum(1 for r in results if r.ok),
             failed=sum(1 for r in results if not r.ok),
             recent_ttft_s=statistics.median(recent) if recent else None,
@@ -229,9 +231,12 @@ class SpotRun:
         )
 
     async def _sample_forever(self) -> None:
-        while True:
-            self.sample()
-            await asyncio.sleep(self.story.sample_interval_s)
+        admin_url = self.stack.activator_admin_url
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3.0)) as session:
+            while True:
+                self.sample()
+                self.held = await read_gauges(session, admin_url, self.model.target)
+                await asyncio.sleep(self.story.sample_interval_s)
 
     async def _show_forever(self) -> None:
         period_s = 0.25 if self.console.tty else 1.0
