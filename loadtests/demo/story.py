@@ -55,7 +55,7 @@ import uvloop
 from loadtests.demo.activator_gauges import HeldRequests, read_gauges
 from loadtests.demo.client import stream_chat
 from loadtests.demo.observe import ClusterSample, DemoTracker, RequestResult
-from loadtests.demo.spot_story import configure_spot, run_spot
+from loadtests.demo.spot_story import configure_spot
 from loadtests.demo.view import (
     COLD_START_NOTE,
     Console,
@@ -82,7 +82,6 @@ DEMO_MODEL = ExampleModel(
     cold_start_timeout_s=120.0,
 )
 
-STORIES = ("scale", "spot")
 RECENT_TTFT_S = 5.0  # the live TTFT is the median of requests that ended this recently
 
 
@@ -98,13 +97,6 @@ class Story:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--story",
-        choices=STORIES,
-        default="scale",
-        help="scale: from zero, out under a burst, back to zero (default); spot: a spot "
-        "preemption under streaming load, covered by on-demand (loadtests/demo/spot_story.py)",
-    )
-    parser.add_argument(
         "--json",
         action="store_true",
         help="print the summary as one line of JSON on stdout (the rest goes to stderr)",
@@ -115,6 +107,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="sandbox directory (kubeconfig, logs); default: a temporary one, "
         "removed at the end unless the demo fails",
+    )
+    parser.add_argument(
+        "--story",
+        choices=("scale", "spot"),
+        default="scale",
+        help="scale: from zero, a burst, back to zero (default); "
+        "spot: a spot preemption under streaming load, covered by on-demand (docs/placement.md)",
     )
     story = parser.add_argument_group("the story")
     defaults = Story()
@@ -508,5 +507,7 @@ def _fmt(value: float | None) -> str:
 def run(args: argparse.Namespace) -> int:
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         if getattr(args, "story", "scale") == "spot":
+            from loadtests.demo.spot_story import run_spot
+
             return runner.run(run_spot(args))
         return runner.run(_main(args))
