@@ -55,6 +55,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from activator import http1
 from activator.metrics import Metrics
+from activator.notice_taints import parse_notice_taints
 from activator.probing import Prober
 from activator.proxy import Proxy, ProxyOptions
 from activator.registry import Registry
@@ -98,6 +99,7 @@ def make_source(settings: ActivatorSettings) -> TargetSource:
         label_selector=settings.label_selector,
         namespace=settings.namespace or None,
         kubeconfig=settings.kubeconfig,
+        notice_taints=parse_notice_taints(settings.notice_taints),
     )
 
 

@@ -27,6 +27,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from activator.notice_taints import DEFAULT_NOTICE_TAINTS, parse_notice_taints
 from activator.scaler_peers import parse_scaler_urls
 
 __all__ = ["ActivatorSettings", "FlagSpec", "flag_specs", "load_settings"]
@@ -193,6 +194,15 @@ class ActivatorSettings(BaseSettings):
         default=None,
         description="kubeconfig path (Kubernetes); unset: $KUBECONFIG, in-cluster, ~/.kube/config",
     )
+    notice_taints: str = Field(
+        default=",".join(DEFAULT_NOTICE_TAINTS),
+        description=(
+            "comma-separated node taint keys that announce an interruption (Kubernetes): no "
+            "new requests go to replicas on such a node, those in flight finish; default: "
+            "every provider preset's; add the scaler's placement.notice_taints; empty: "
+            "Nodes are not watched"
+        ),
+    )
     log_level: str = Field(default="INFO", description="DEBUG, INFO, WARNING or ERROR")
     timeouts: Timeouts = Field(default_factory=Timeouts)
     limits: Limits = Field(default_factory=Limits)
@@ -210,6 +220,7 @@ class ActivatorSettings(BaseSettings):
                 f"log_level must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}"
             )
         parse_scaler_urls(self.scaler_url)
+        parse_notice_taints(self.notice_taints)
         if self.scaler_token_file is not None:
             if self.scaler_token is not None:
                 raise ValueError(

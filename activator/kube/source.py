@@ -1,4 +1,4 @@
-"""Targets from Kubernetes: watches of opted-in Deployments, Services, EndpointSlices.
+"""Targets from Kubernetes: watches of opted-in Deployments, Services, EndpointSlices, Nodes.
 
 The only module of the activator (with its package) that imports
 kubernetes_asyncio. Three :class:`~activator.kube.watch.Reflector` loops keep
@@ -7,12 +7,17 @@ local stores:
 - Deployments with the label selector (``autoscaling.tidal.dev/enabled=true``);
 - Services (to map a ``routing.tidal.dev/port`` number to the port name the
   EndpointSlices carry);
-- EndpointSlices that belong to a Service (``kubernetes.io/service-name``).
+- EndpointSlices that belong to a Service (``kubernetes.io/service-name``);
+- Nodes (cluster-wide, read only), for their interruption-notice taints:
+  endpoints on a node under notice drain (:mod:`activator.notice_taints`).
+  A node event schedules a rebuild only when the set of nodes under notice
+  changes, so node status updates cost a set comparison. With no notice
+  taint keys configured, Nodes are not watched at all.
 
 Any change schedules one rebuild on the next loop turn (a burst of events
 costs one), which joins the stores with the pure
 :func:`~activator.kube.translate.build_targets` and hands the snapshot to the
-sink. The first snapshot goes out once all three have listed.
+sink. The first snapshot goes out once every watch has listed.
 
 Configuration, in the scaler's order: an explicit kubeconfig path
 (``--kubeconfig``), else ``$KUBECONFIG``, else in-cluster when
@@ -36,6 +41,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from activator.kube.translate import SERVICE_NAME_LABEL, build_targets
 from activator.kube.watch import Gone, Lister, Obj, Reflector, Watcher
+from activator.notice_taints import DEFAULT_NOTICE_TAINTS, nodes_under_notice
 from activator.targets import TargetSink
 
 __all__ = ["KubeSource"]
@@ -107,8 +113,12 @@ class KubeSource:
         label_selector: str,
         namespace: str | None = None,
         kubeconfig: Path | None = None,
+        notice_taints: tuple[str, ...] = DEFAULT_NOTICE_TAINTS,
     ) -> None:
         self.label_selector = label_selector
+        self.notice_taints = notice_taints
+        #: Names of the nodes under interruption notice, as of the last node event.
+        self.nodes_under_notice: frozenset[str] = frozenset()
         self.namespace = namespace
         self.kubeconfig = kubeconfig
         self.reflectors: tuple[Reflector, ...] = ()
@@ -137,7 +147,10 @@ class KubeSource:
                 if not all(r.synced.is_set() for r in reflectors):
                     return
                 targets, problems = build_targets(
-                    deployments.store.values(), services.store, slices.store.values()
+                    deployments.store.values(),
+                    services.store,
+                    slices.store.values(),
+                    nodes_under_notice=self.nodes_under_notice,
                 )
                 for problem in problems:
                     log.warning("%s", problem)
@@ -171,6 +184,30 @@ class KubeSource:
                 label_selector=SERVICE_NAME_LABEL,
             )
             slices = Reflector("EndpointSlice", lister=lister, watcher=watcher, on_change=changed)
-            reflectors = (deployments, services, slices)
+            reflectors: tuple[Reflector, ...] = (deployments, services, slices)
+            if self.notice_taints:
+                node_lists = 0
+
+                def nodes_changed() -> None:
+                    # A (re-)list always rebuilds: the first one may be the
+                    # last watch to sync, which the first snapshot waits for.
+                    nonlocal node_lists
+                    noticed = nodes_under_notice(nodes.store.values(), self.notice_taints)
+                    if noticed == self.nodes_under_notice and nodes.lists == node_lists:
+                        return
+                    if noticed != self.nodes_under_notice:
+                        log.info(
+                            "nodes under interruption notice: %s",
+                            ", ".join(sorted(noticed)) or "none",
+                        )
+                    node_lists = nodes.lists
+                    self.nodes_under_notice = noticed
+                    changed()
+
+                lister, watcher = _bind(
+                    core.list_node, core.list_node, namespace=None, label_selector=""
+                )
+                nodes = Reflector("Node", lister=lister, watcher=watcher, on_change=nodes_changed)
+                reflectors = (*reflectors, nodes)
             self.reflectors = reflectors
             await asyncio.gather(*(r.run() for r in reflectors))

@@ -18,8 +18,13 @@ with literal dicts.
   counted, but never ready. The port is the Service port named by
   ``routing.tidal.dev/port`` (a number or a name; default: the first port),
   looked up by name in the slice, since slices carry the Service's port
-  names with the *target* port numbers.
-- :func:`build_targets` joins Deployments, Services and slices.
+  names with the *target* port numbers. An endpoint whose ``nodeName`` is
+  under an interruption notice (a spot node the cloud is taking back; see
+  :mod:`activator.notice_taints`) is draining too, though still ready in
+  the slice: no new request goes there, the ones in flight finish within
+  the notice.
+- :func:`build_targets` joins Deployments, Services and slices (and the
+  names of the nodes under notice).
 """
 
 from __future__ import annotations
@@ -239,7 +244,11 @@ def _slice_port_name(port: str | int | None, service: Obj | None) -> str | int |
 
 
 def endpoints_from_slices(
-    slices: Iterable[Obj], *, port: str | int | None, service: Obj | None = None
+    slices: Iterable[Obj],
+    *,
+    port: str | int | None,
+    service: Obj | None = None,
+    nodes_under_notice: frozenset[str] = frozenset(),
 ) -> tuple[Endpoint, ...]:
     wanted = _slice_port_name(port, service)
     found: dict[tuple[str, int], Endpoint] = {}
@@ -261,8 +270,10 @@ def endpoints_from_slices(
         for ep in sl.get("endpoints") or []:
             conditions = ep.get("conditions") or {}
             ready_condition = conditions.get("ready")
-            draining = conditions.get("terminating") is True or (
-                conditions.get("serving") is True and ready_condition is False
+            draining = (
+                conditions.get("terminating") is True
+                or (conditions.get("serving") is True and ready_condition is False)
+                or (ep.get("nodeName") in nodes_under_notice)
             )
             ready = not draining and (ready_condition is None or bool(ready_condition))
             ref = ep.get("targetRef") or {}
@@ -291,8 +302,13 @@ def build_targets(
     deployments: Iterable[Obj],
     services: Mapping[str, Obj],
     slices: Iterable[Obj],
+    *,
+    nodes_under_notice: frozenset[str] = frozenset(),
 ) -> tuple[dict[str, TargetSpec], list[str]]:
-    """Join the three kinds; ``services`` by ``namespace/name``. Returns (targets, problems)."""
+    """Join the three kinds; ``services`` by ``namespace/name``. Returns (targets, problems).
+
+    Endpoints on a node in ``nodes_under_notice`` are draining.
+    """
     by_service: dict[str, list[Obj]] = {}
     for sl in slices:
         meta = _meta(sl)
@@ -314,7 +330,10 @@ def build_targets(
         namespace = routing.spec.name.split("/")[0]
         svc_key = f"{namespace}/{routing.service}"
         endpoints = endpoints_from_slices(
-            by_service.get(svc_key, ()), port=routing.port, service=services.get(svc_key)
+            by_service.get(svc_key, ()),
+            port=routing.port,
+            service=services.get(svc_key),
+            nodes_under_notice=nodes_under_notice,
         )
         targets[routing.spec.name] = replace(routing.spec, endpoints=endpoints)
     return targets, problems

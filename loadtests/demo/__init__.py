@@ -1,6 +1,9 @@
 """``tidal demo``: the end-to-end story of scale-from-zero, out and back.
 
 - :mod:`~loadtests.demo.story` runs the story (the ``tidal demo`` subcommand);
+- :mod:`~loadtests.demo.spot_story` runs ``tidal demo --story spot`` (a spot
+  preemption under load), and :mod:`~loadtests.demo.spot_figures` holds its
+  figures, verdict and table;
 - :mod:`~loadtests.demo.client` sends one streaming chat completion and times it;
 - :mod:`~loadtests.demo.activator_gauges` reads the held-request gauges from
   the activators' ``/metrics``;

@@ -55,6 +55,7 @@ import uvloop
 from loadtests.demo.activator_gauges import HeldRequests, read_gauges
 from loadtests.demo.client import stream_chat
 from loadtests.demo.observe import ClusterSample, DemoTracker, RequestResult
+from loadtests.demo.spot_story import configure_spot
 from loadtests.demo.view import (
     COLD_START_NOTE,
     Console,
@@ -109,11 +110,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--story",
-        choices=("scale", "warm"),
-        default="scale",
-        help="scale: from zero, a burst, back to zero (default); "
-        "warm: a wake from sleep beside a cold start (docs/warm-tier.md)",
-    )
+     )
     story = parser.add_argument_group("the story")
     defaults = Story()
     story.add_argument(
@@ -153,6 +150,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         f"(default {defaults.zero_timeout_s:g})",
     )
     add_model_flags(parser, DEMO_MODEL)
+    configure_spot(parser)
 
 
 def _story_from_args(args: argparse.Namespace) -> Story:
@@ -504,8 +502,4 @@ def _fmt(value: float | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        if getattr(args, "story", "scale") == "warm":
-            from loadtests.demo.warm_story import warm_main
-
-            return runner.run(warm_main(args))
-        return runner.run(_main(args))
+         return runner.run(_main(args))

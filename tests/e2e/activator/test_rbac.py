@@ -18,8 +18,9 @@ Covers, *enough*:
 
 *No more*: with each token, what the service must not do is refused with 403
 (and a few things it must do are allowed, so the 403s mean RBAC, not a
-broken request): the activator cannot patch or delete Deployments, scale
-them, read Secrets or pods, write Events or touch Leases; the scaler cannot
+broken request): the activator (which reads Nodes for interruption
+notices) cannot patch or delete Deployments, scale them, read Secrets or
+pods, patch or delete Nodes, write Events or touch Leases; the scaler cannot
 update (PUT) Deployments (it creates and deletes only spot companions, and
 patches the rest), PUT their ``/scale``, write nodes, patch
 core Events or create ``events.k8s.io`` Events, read Secrets, delete pods, or
@@ -268,6 +269,8 @@ async def check_activator_denied(cluster: SandboxCluster, token: str) -> None:
         assert await api.status_of("GET", "/apis/apps/v1/deployments") == 200
         assert await api.status_of("GET", "/apis/discovery.k8s.io/v1/endpointslices") == 200
         assert await api.status_of("GET", "/api/v1/services") == 200
+        # Interruption notices: nodes are read, never written.
+        assert await api.status_of("GET", "/api/v1/nodes") == 200
         denied = {
             "patch deployment": await api.status_of(
                 "PATCH", DEPLOY, {"metadata": {"labels": {"x": "y"}}}, **MERGE
@@ -279,6 +282,10 @@ async def check_activator_denied(cluster: SandboxCluster, token: str) -> None:
             "list secrets": await api.status_of("GET", "/api/v1/secrets"),
             "get secret": await api.status_of("GET", "/api/v1/namespaces/default/secrets/s"),
             "list pods": await api.status_of("GET", "/api/v1/namespaces/default/pods"),
+            "patch node": await api.status_of(
+                "PATCH", "/api/v1/nodes/gpu-spot-1", {"spec": {"unschedulable": True}}, **MERGE
+            ),
+            "delete node": await api.status_of("DELETE", "/api/v1/nodes/gpu-spot-1"),
             "create event": await api.status_of(
                 "POST",
                 "/api/v1/namespaces/default/events",

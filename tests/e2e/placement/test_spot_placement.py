@@ -16,7 +16,8 @@ Covers issue 11's "Done when" in the sandbox:
   on-demand takes the load after ``pending-timeout``; spot coming back
   returns on-demand to the baseline;
 - under continuous streaming load through the activator, a preemption with
-  a 10 s notice fails no request.
+  a 10 s notice fails no request, and once the noticed replica's streams
+  in flight are done it gets no new request before its eviction.
 """
 
 from __future__ import annotations
@@ -319,6 +320,21 @@ async def _stream_forever(url: str, model_name: str, results: Counter[str]) -> N
             await asyncio.sleep(0.05)
 
 
+async def _vllm_successes(ip: str) -> float:
+    """The fake vLLM's own count of finished requests (its port is the example's 8000)."""
+    timeout = aiohttp.ClientTimeout(total=5)
+    async with (
+        aiohttp.ClientSession(timeout=timeout) as session,
+        session.get(f"http://{ip}:8000/metrics") as resp,
+    ):
+        text = await resp.text()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("vllm:request_success_total")
+    )
+
+
 async def test_preemption_under_streaming_load_fails_nothing(tmp_path: Path) -> None:
     example, deployment = model(
         processes=True, max_scale=4, min_scale=4, target_concurrency=100, window_s=6.0,
@@ -338,9 +354,31 @@ async def test_preemption_under_streaming_load_fails_nothing(tmp_path: Path) -> 
         ]
         try:
             await asyncio.sleep(3)
-            node = pods_of(stack, spot=True)[0]["spec"]["nodeName"]
+            noticed = pods_of(stack, spot=True)[0]
+            node, ip = noticed["spec"]["nodeName"], noticed["status"]["podIP"]
             assert stack.cluster.plane is not None
-            await stack.cluster.plane.nodes.preempt(node, notice_s=10)
+            preempt = asyncio.create_task(stack.cluster.plane.nodes.preempt(node, notice_s=10))
+            try:
+                # Under notice, the activator sends the replica nothing new:
+                # once its streams in flight are done, its count of requests
+                # stays put until the eviction (the notice is 10 s).
+                await wait_until(
+                    lambda: bool(
+                        (stack.cluster.store.peek(NODES, "", node) or {})
+                        .get("spec", {})
+                        .get("taints")
+                    ),
+                    timeout_s=5,
+                    what="the notice taint",
+                )
+                await asyncio.sleep(1.0)  # the activator's watch, and 16-token streams, end
+                finished = await _vllm_successes(ip)
+                await asyncio.sleep(4.0)
+                assert await _vllm_successes(ip) == finished, (
+                    "a new request reached a replica under interruption notice"
+                )
+            finally:
+                await preempt
             await wait_until(
                 lambda: ready(stack, "llama-spot") == 3,
                 timeout_s=60,
