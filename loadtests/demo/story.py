@@ -110,7 +110,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--story",
-     )
+    )
     story = parser.add_argument_group("the story")
     defaults = Story()
     story.add_argument(
@@ -502,4 +502,4 @@ def _fmt(value: float | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-         return runner.run(_main(args))
+        return runner.run(_main(args))
