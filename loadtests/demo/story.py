@@ -110,6 +110,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--story",
+        choices=("scale", "warm", "spot"),
+        default="scale",
+        help="scale: from zero, a burst, back to zero (default); "
+        "warm: a wake from sleep beside a cold start (docs/warm-tier.md); "
+        "spot: a spot preemption under streaming load, covered by on-demand (docs/placement.md)",
     )
     story = parser.add_argument_group("the story")
     defaults = Story()
@@ -502,4 +507,13 @@ def _fmt(value: float | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        story = getattr(args, "story", "scale")
+        if story == "warm":
+            from loadtests.demo.warm_story import warm_main
+
+            return runner.run(warm_main(args))
+        if story == "spot":
+            from loadtests.demo.spot_story import run_spot
+
+            return runner.run(run_spot(args))
         return runner.run(_main(args))
