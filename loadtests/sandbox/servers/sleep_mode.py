@@ -113,7 +113,6 @@ class SleepParams:
         return wake_seconds(self.weights_mib, level, tags)
 
 
-
 class SleepMachine:
     """Which parts of the model are on the GPU, and what each call changes.
 
