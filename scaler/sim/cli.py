@@ -341,7 +341,11 @@ def run(args: argparse.Namespace) -> int:
     except (traces.TraceError, traces.TracesMissingError, InvalidAnnotation, ValueError) as error:
         print(f"tidal simulate: {error}", file=sys.stderr)
         return 2
-    runs: list[PolicyRun] = run_policies(requests, options)
+    try:
+        runs: list[PolicyRun] = run_policies(requests, options)
+    except ValueError as error:  # a bad annotation (--annotation, --sleep-after) says which
+        print(f"tidal simulate: {error}", file=sys.stderr)
+        return 2
     cards = [r.scorecard for r in runs]
     if args.charts is not None:
         from scaler.sim import charts

@@ -165,3 +165,23 @@ def test_tidal_simulate_prints_the_tier_in_json(capsys: pytest.CaptureFixture[st
         assert card["gpu_seconds_awake"] + card["gpu_seconds_asleep"] == pytest.approx(
             card["gpu_seconds"], abs=0.01
         )
+
+
+def test_a_bad_sleep_after_is_refused_with_the_annotations_message(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = tidal(
+        [
+            "simulate",
+            "--trace",
+            "synthetic:many-models",
+            "--synthetic-duration",
+            "10m",
+            "--policies",
+            "tidal-warm",
+            "--sleep-after",
+            "10m",  # not shorter than the default 5m grace period
+        ]
+    )
+    assert code == 2
+    assert "sleep-after" in capsys.readouterr().err
