@@ -23,8 +23,15 @@ from pathlib import Path
 
 from scaler.policy import InvalidAnnotation, PlacementConfig, parse_duration_s
 from scaler.sim import synthetic, traces
-from scaler.sim.runner import POLICY_NAMES, PolicyRun, SimulationOptions, run_policies
+from scaler.sim.runner import (
+    POLICY_NAMES,
+    WARM_ANNOTATIONS,
+    PolicyRun,
+    SimulationOptions,
+    run_policies,
+)
 from scaler.sim.scorecard import Prices, Scorecard
+from scaler.sim.warm_tier import POOL_POLICIES, PoolConfig
 from scaler.sim.world import ColdStart, SpotModel, WorldConfig
 
 __all__ = ["configure", "load_requests", "run"]
@@ -109,7 +116,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     world.add_argument(
         "--policies",
         default=",".join(POLICY_NAMES),
-        help=f"comma list from {', '.join(POLICY_NAMES)} (default: all)",
+        help=f"comma list from {', '.join(POLICY_NAMES + POOL_POLICIES)} (default: all "
+        f"but {' and '.join(POOL_POLICIES)}, the shared pool with and without the warm tier)",
     )
     world.add_argument(
         "--tidal-warm-start",
@@ -123,6 +131,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="a Tidal annotation for the 'tidal' policy (repeatable), as on a Deployment",
+    )
+    warm = parser.add_argument_group("the warm tier (policies tidal-pool, tidal-warm)")
+    warm.add_argument(
+        "--sleep-after",
+        default=WARM_ANNOTATIONS["autoscaling.tidal.dev/sleep-after"],
+        help="tidal-warm's sleep-after annotation (default %(default)s)",
+    )
+    warm.add_argument("--sleep-level", choices=("1", "2"), default="1")
+    warm.add_argument(
+        "--gpu-slices", type=int, default=4, help="time-sliced replicas per GPU (default 4)"
+    )
+    warm.add_argument("--gpu-memory-mib", type=int, default=81_920, help="per GPU (H100 80GB)")
+    warm.add_argument(
+        "--pool-kv-cache-tokens",
+        type=int,
+        default=100_000,
+        help="KV cache of each model's pod, which sets how many fit awake (default 100000: two)",
     )
     spot = parser.add_argument_group("spot and prices")
     spot.add_argument(
@@ -273,6 +298,15 @@ def options_from(args: argparse.Namespace) -> SimulationOptions:
         policies=policies,
         spot_placement=spot_placement,
         tidal_warm_start=args.tidal_warm_start,
+        pool=PoolConfig(
+            slices=args.gpu_slices,
+            gpu_memory_mib=args.gpu_memory_mib,
+            kv_cache_tokens=args.pool_kv_cache_tokens,
+        ),
+        warm_annotations={
+            "autoscaling.tidal.dev/sleep-after": args.sleep_after,
+            "autoscaling.tidal.dev/sleep-level": args.sleep_level,
+        },
     )
 
 
@@ -285,7 +319,7 @@ def table(cards: list[Scorecard]) -> str:
     header = (
         f"{'policy':<16} {'SLO':>6} {'goodput':>8} {'TTFT p50':>8} {'p99':>7} "
         f"{'cold':>5} {'wait p50':>8} {'p99':>6} {'failed':>6} {'GPU-h':>6} "
-        f"{'busy':>6} {'idle':>6} {'spot':>6} {'cost':>7}"
+        f"{'busy':>6} {'idle':>6} {'asleep':>6} {'spot':>6} {'cost':>7} {'wakes':>5}"
     )
     lines = [header, "-" * len(header)]
     for c in cards:
@@ -294,14 +328,15 @@ def table(cards: list[Scorecard]) -> str:
             f"{_fmt(c.ttft_p50_s):>8} {_fmt(c.ttft_p99_s, 1):>7} {c.cold_starts:>5} "
             f"{_fmt(c.cold_start_wait_p50_s, 1):>8} {_fmt(c.cold_start_wait_p99_s, 1):>6} "
             f"{c.failed:>6} {c.gpu_seconds / 3600:>6.2f} {c.gpu_seconds_busy / 3600:>6.2f} "
-            f"{c.gpu_seconds_idle / 3600:>6.2f} {c.gpu_seconds_spot / 3600:>6.2f} "
-            f"{c.cost:>7.2f}"
+            f"{c.gpu_seconds_idle / 3600:>6.2f} {c.gpu_seconds_asleep / 3600:>6.2f} "
+            f"{c.gpu_seconds_spot / 3600:>6.2f} {c.cost:>7.2f} {c.wakes:>5}"
         )
     c0 = cards[0] if cards else None
     if c0 is not None:
         lines.append(
             f"SLO: TTFT <= {c0.slo_ttft_s:g}s (failed requests miss it); goodput in "
-            "requests/s meeting it; cold = zero-to-ready transitions, wait in s; GPU-hours"
+            "requests/s meeting it; cold = zero-to-ready transitions, wait in s; GPU-hours "
+            "(asleep: held by sleeping pods only)"
         )
     return "\n".join(lines)
 
@@ -314,7 +349,11 @@ def run(args: argparse.Namespace) -> int:
     except (traces.TraceError, traces.TracesMissingError, InvalidAnnotation, ValueError) as error:
         print(f"tidal simulate: {error}", file=sys.stderr)
         return 2
-    runs: list[PolicyRun] = run_policies(requests, options)
+    try:
+        runs: list[PolicyRun] = run_policies(requests, options)
+    except ValueError as error:  # a bad annotation (--annotation, --sleep-after) says which
+        print(f"tidal simulate: {error}", file=sys.stderr)
+        return 2
     cards = [r.scorecard for r in runs]
     if args.charts is not None:
         from scaler.sim import charts

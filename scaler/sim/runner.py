@@ -13,6 +13,10 @@ only the algorithms differ:
   :func:`scaler.sim.tuning.tune` on the *conversation* trace, so that an
   evaluation on the code trace is not fitted to it;
 - ``tidal-adaptive``: the defaults with ``scale-to-zero-grace-period: adaptive``;
+- ``tidal-pool`` and ``tidal-warm`` (only when asked for: ``--policies``):
+  every model on one pool of time-sliced GPUs (:mod:`scaler.sim.warm_tier`),
+  scale-to-zero alone against the warm tier (``sleep-after``,
+  :data:`WARM_ANNOTATIONS` unless the caller's annotations set it);
 - ``tidal-spot`` (only when a spot placement is given): Tidal's defaults
   with that placement (``scaler.policy.split`` each tick, spot
   interruptions as the world's spot model says), beside ``tidal``, which
@@ -35,11 +39,13 @@ from scaler.sim.baselines import AlwaysOn, Hpa, Keda, Knative
 from scaler.sim.scorecard import Prices, Scorecard, score
 from scaler.sim.tidal import TidalAutoscaler
 from scaler.sim.traces import TraceRequest
+from scaler.sim.warm_tier import POOL_POLICIES, PoolConfig, run_pool
 from scaler.sim.world import Autoscaler, ColdStart, RunResult, Second, WorldConfig, run_world
 
 __all__ = [
     "POLICY_NAMES",
     "TUNED_ANNOTATIONS",
+    "WARM_ANNOTATIONS",
     "PolicyRun",
     "SimulationOptions",
     "run_policies",
@@ -61,6 +67,13 @@ _A = "autoscaling.tidal.dev/"
 TUNED_ANNOTATIONS: Mapping[str, str] = {
     _A + "scale-down-delay": "0s",
     _A + "panic-window-percentage": "100",
+}
+
+#: The warm tier's defaults for ``tidal-warm``: sleep after a minute idle, at
+#: level 1 (weights kept in host RAM: the fastest wake).
+WARM_ANNOTATIONS: Mapping[str, str] = {
+    _A + "sleep-after": "60s",
+    _A + "sleep-level": "1",
 }
 
 POLICY_NAMES = (
@@ -88,13 +101,17 @@ class SimulationOptions:
     spot_placement: PlacementConfig | None = None
     # Tidal's variants start with this many replicas warm (0: from zero).
     tidal_warm_start: int = 0
+    # The time-sliced GPUs of tidal-pool and tidal-warm.
+    pool: PoolConfig = field(default_factory=PoolConfig)
+    warm_annotations: Mapping[str, str] = field(default_factory=lambda: dict(WARM_ANNOTATIONS))
 
     def __post_init__(self) -> None:
         if self.spot_placement is not None and self.spot_placement.policy == "on-demand":
             raise ValueError("spot_placement needs a spot policy, got on-demand")
-        unknown = [p for p in self.policies if p not in POLICY_NAMES]
+        known = (*POLICY_NAMES, *POOL_POLICIES)
+        unknown = [p for p in self.policies if p not in known]
         if unknown:
-            raise ValueError(f"unknown policies {unknown}; choose from {list(POLICY_NAMES)}")
+            raise ValueError(f"unknown policies {unknown}; choose from {list(known)}")
         if self.max_replicas < 1:
             raise ValueError(f"max replicas must be >= 1, got {self.max_replicas}")
         if not 0 < self.always_on_attainment <= 1:
@@ -227,6 +244,23 @@ def run_policies(
             found = [smallest_always_on(group, options) for group in models]
             fleet = sum(n for n, _ in found)
             result = _merge(f"always-on-{fleet}", [r for _, r in found])
+        elif policy in POOL_POLICIES:
+            annotations = {**options.shared_annotations(), **options.tidal_annotations}
+            if policy == "tidal-warm":
+                annotations = {**annotations, **options.warm_annotations}
+            else:  # scale-to-zero alone, even when the caller's annotations set the tier
+                annotations = {k: v for k, v in annotations.items() if k not in WARM_ANNOTATIONS}
+            pooled = run_pool(
+                requests,
+                name=policy,
+                annotations=annotations,
+                pool=options.pool,
+                world=options.world,
+                slo_ttft_s=options.slo_ttft_s,
+                prices=options.prices,
+            )
+            runs.append(PolicyRun(pooled.scorecard, pooled.result))
+            continue
         else:
             result = _merge(
                 policy, [run_world(group, factories[policy](), options.world) for group in models]

@@ -83,6 +83,11 @@ class Scorecard:
     peak_replicas: int
     preemptions: int
     duration_s: float
+    # The warm tier (scaler.sim.warm_tier): GPU-seconds held with a pod awake
+    # vs only sleeping pods, and wakes. Outside it every held second is awake.
+    gpu_seconds_awake: float = 0.0
+    gpu_seconds_asleep: float = 0.0
+    wakes: int = 0
 
     def as_json(self) -> dict[str, object]:
         data = asdict(self)
@@ -143,4 +148,5 @@ def score(result: RunResult, *, slo_ttft_s: float = 2.0, prices: Prices | None =
         peak_replicas=max((s.ready for s in result.timeline), default=0),
         preemptions=result.preemptions,
         duration_s=result.end_s,
+        gpu_seconds_awake=total,
     )

@@ -8,7 +8,8 @@ after a level-2 sleep is ``POST /wake_up?tags=weights``, ``POST
 /collective_rpc`` with ``{"method": "reload_weights"}``, then ``POST
 /wake_up?tags=kv_cache``; a plain ``/wake_up`` takes back everything.
 
-Timings (model time, so ``--speedup`` scales them) follow vLLM's sleep-mode
+Timings (model time, so ``--speedup`` scales them; the formulas live in
+:mod:`scaler.sim.engine.sleep_timing`, shared with ``tidal simulate``) follow vLLM's sleep-mode
 post (blog.vllm.ai, 2025-10-26, "Zero-Reload Model Switching with vLLM Sleep
 Mode"): a level-1 wake took 0.1-6 s and a level-2 wake 0.8-2.6 s depending
 on model size, against 30-100+ s for a cold start; the first request after a
@@ -46,26 +47,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from scaler.sim.engine.sleep_timing import (
+    DEFAULT_RESIDUAL_MIB,
+    DEFAULT_WEIGHTS_MIB,
+    kv_cache_mib,
+    sleep_seconds,
+    wake_seconds,
+)
+
 __all__ = [
+    "DEFAULT_WEIGHTS_MIB",
     "GpuLedger",
     "SleepError",
     "SleepMachine",
     "SleepParams",
     "WakeTag",
+    "kv_cache_mib",
 ]
 
 WakeTag = Literal["weights", "kv_cache"]
 WAKE_TAGS: tuple[WakeTag, ...] = ("weights", "kv_cache")
 
-GIB = 1024.0
-# Llama-3.1-8B in bf16: 8.03e9 parameters x 2 bytes.
-DEFAULT_WEIGHTS_MIB = 15_320
-# 32 layers x 8 KV heads x 128 dims x 2 (K and V) x 2 bytes = 128 KiB a token.
-KV_KIB_PER_TOKEN = 128
 # The first request after a wake pays the whole penalty from this many output tokens.
 PENALTY_FULL_TOKENS = 256
-# What a sleeping vLLM still holds (CUDA context, allocator pools, graphs).
-DEFAULT_RESIDUAL_MIB = 600
 
 
 class SleepError(Exception):
@@ -102,22 +106,11 @@ class SleepParams:
         return self.residual_mib + self.weights_mib + self.kv_cache_mib
 
     def sleep_s(self, level: int) -> float:
-        return 0.1 + (self.weights_mib / GIB / 20.0 if level == 1 else 0.0)
+        return sleep_seconds(self.weights_mib, level)
 
     def wake_s(self, level: int, tags: tuple[WakeTag, ...]) -> float:
         """Model seconds a wake of these tags takes after a sleep of ``level``."""
-        seconds = 0.0
-        if "weights" in tags:
-            gib = self.weights_mib / GIB
-            seconds += 0.1 + gib / 20.0 if level == 1 else 0.3 + gib / 8.0
-        if "kv_cache" in tags:
-            seconds += 0.05  # allocating, not copying: the cache starts empty
-        return seconds
-
-
-def kv_cache_mib(kv_cache_tokens: int) -> int:
-    """MiB of a KV cache of this many tokens at Llama-3.1-8B's size per token."""
-    return (kv_cache_tokens * KV_KIB_PER_TOKEN + 1023) // 1024
+        return wake_seconds(self.weights_mib, level, tags)
 
 
 class SleepMachine:

@@ -1,0 +1,425 @@
+"""The warm tier in ``tidal simulate``: many models on a pool of time-sliced GPUs.
+
+:mod:`scaler.sim.world` follows each model on GPUs of its own; the warm
+tier's gain is about many rarely used models *sharing* GPUs, so this module
+runs a whole pool, in two policies scored on the same scorecard:
+
+- ``tidal-pool``: Tidal's scale-to-zero alone. A model's pod exists from its
+  first request (after a cold start) until it has been idle for the grace
+  period; while it exists it is awake and holds its GPU memory, so a GPU
+  holds only as many pods as fit awake (and at most ``slices``, the NVIDIA
+  device plugin's time-sliced replicas).
+- ``tidal-warm``: the same plus ``sleep-after`` and ``sleep-level``. An idle
+  pod sleeps (keeps its slice and a residue of memory), and a request for it
+  waits for a wake and a one-token warm-up instead of a cold start. A wake or
+  a new pod that does not fit first puts the least recently used idle awake
+  pods on that GPU to sleep, and waits for their sleep.
+
+The product's own pieces decide: the annotations are parsed by
+:class:`~scaler.policy.protocol.PurePolicy` (grace period, sleep-after,
+level: a bad knob fails as in the cluster), :func:`scaler.policy.warm.sleep_due`
+and :func:`~scaler.policy.warm.replicas_to_sleep` say when and which pod
+sleeps, :func:`~scaler.policy.warm.make_room` picks what to evict, and the
+wake and sleep times are the fake vLLM's (:mod:`scaler.sim.engine.sleep_timing`).
+
+Simplifications, said plainly: each model has one pod; a request is served
+as if alone on it (prefill, then one decode step per output token, timed by
+the engine model's :class:`~scaler.sim.engine.LlmParams`), which suits
+rarely used models but not busy ones; pods never move; the adaptive grace
+period is not modelled (its configured value is used). A request held longer
+than the activator's cold-start timeout fails, as in the world.
+
+Accounting: a GPU is held (GPU-seconds, cost) while any pod is on it; those
+seconds are *awake* while at least one pod there is awake (or starting or
+waking) and *asleep* otherwise, and *busy* while a request is served there.
+
+Main decision: both policies share one event loop and differ only in what
+the sleep deadline does, so any difference in the scorecard comes from the tier.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from scaler.policy import ScalingConfig
+from scaler.policy.protocol import PurePolicy
+from scaler.policy.warm import Replica, Resident, make_room, replicas_to_sleep, sleep_due
+from scaler.sim.engine import LlmParams
+from scaler.sim.engine.sleep_timing import (
+    DEFAULT_RESIDUAL_MIB,
+    DEFAULT_WEIGHTS_MIB,
+    kv_cache_mib,
+    sleep_seconds,
+    wake_seconds,
+)
+from scaler.sim.scorecard import Prices, Scorecard, score
+from scaler.sim.traces import TraceRequest
+from scaler.sim.world import ON_DEMAND, ReplicaLife, RunResult, Second, WorldConfig
+
+__all__ = ["POOL_POLICIES", "PoolConfig", "PoolRun", "WarmCounts", "run_pool"]
+
+POOL_POLICIES = ("tidal-pool", "tidal-warm")
+
+_WAKE_TAGS = ("weights", "kv_cache")
+
+
+@dataclass(frozen=True, slots=True)
+class PoolConfig:
+    """The shared GPUs and what one model's pod holds on them (MiB).
+
+    The defaults are the fake vLLM's (Llama-3.1-8B in bf16 on an H100 80GB)
+    with a KV cache of 100,000 tokens (about ``--gpu-memory-utilization
+    0.35``), so that two pods fit awake on one GPU and a third must wait for
+    one to sleep.
+    """
+
+    slices: int = 4  # time-sliced nvidia.com/gpu replicas per physical GPU
+    gpu_memory_mib: int = 81_920
+    weights_mib: int = DEFAULT_WEIGHTS_MIB
+    kv_cache_tokens: int = 100_000
+    residual_mib: int = DEFAULT_RESIDUAL_MIB
+
+    def __post_init__(self) -> None:
+        if self.slices < 1:
+            raise ValueError(f"a GPU needs at least 1 time-sliced replica, got {self.slices}")
+        for name in ("weights_mib", "kv_cache_tokens", "residual_mib"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.awake_mib > self.gpu_memory_mib:
+            raise ValueError(
+                f"a pod needs {self.awake_mib} MiB awake but a GPU has {self.gpu_memory_mib}; "
+                "lower the KV cache or raise the GPU memory"
+            )
+
+    @property
+    def awake_mib(self) -> int:
+        return self.residual_mib + self.weights_mib + kv_cache_mib(self.kv_cache_tokens)
+
+    @property
+    def asleep_mib(self) -> int:
+        return self.residual_mib
+
+
+@dataclass(frozen=True, slots=True)
+class WarmCounts:
+    """What the tier did: wakes, pods put to sleep to make room, wakes that fell back."""
+
+    wakes: int = 0
+    evictions: int = 0
+    fallbacks: int = 0
+    peak_gpus: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRun:
+    scorecard: Scorecard
+    result: RunResult
+    counts: WarmCounts
+
+
+@dataclass(slots=True)
+class _Pod:
+    model: str
+    gpu: int
+    awake: bool = True
+    ready_at: float = 0.0  # until then starting or waking (busy, never evicted)
+    busy_until: float = 0.0  # end of its last request: the idle start
+    version: int = 0  # bumped at each request: stale deadlines are skipped
+
+
+@dataclass(slots=True)
+class _Gpu:
+    created_s: float
+    pods: list[str] = field(default_factory=list)
+    intervals: list[tuple[float, float]] = field(default_factory=list)  # serving
+
+
+def _union_s(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, -math.inf
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total
+
+
+class _Pool:
+    def __init__(
+        self,
+        config: ScalingConfig,
+        pool: PoolConfig,
+        world: WorldConfig,
+        engine: LlmParams,
+    ) -> None:
+        self.config = config
+        self.pool = pool
+        self.world = world
+        self.engine = engine
+        self.warm = config.sleep_after_s is not None
+        self.level = config.sleep_level
+        # min-scale > 0 keeps the pod: it never reaches zero.
+        self.grace_s = math.inf if config.min_scale > 0 else config.scale_to_zero_grace_s
+        self.rng = random.Random(world.seed + 1)
+        self.gpus: dict[int, _Gpu] = {}
+        self.next_gpu = 0
+        self.pods: dict[str, _Pod] = {}
+        self.deadlines: list[tuple[float, int, str, int, str]] = []
+        self.order = 0
+        self.now = 0.0
+        self.awake_s = 0.0
+        self.asleep_s = 0.0
+        self.lives: list[ReplicaLife] = []
+        self.wakes = self.evictions = self.fallbacks = self.cold_starts = 0
+        self.peak_gpus = 0
+
+    # --- time and accounting --------------------------------------------------------------
+
+    def _advance(self, to: float) -> None:
+        dt = max(0.0, to - self.now)
+        for gpu in self.gpus.values():
+            if any(self.pods[m].awake for m in gpu.pods):
+                self.awake_s += dt
+            else:
+                self.asleep_s += dt
+        self.now = max(self.now, to)
+
+    def _push(self, at: float, model: str, version: int, what: str) -> None:
+        self.order += 1
+        heapq.heappush(self.deadlines, (at, self.order, model, version, what))
+
+    def expire(self, until: float) -> None:
+        while self.deadlines and self.deadlines[0][0] <= until:
+            at, _, model, version, what = heapq.heappop(self.deadlines)
+            pod = self.pods.get(model)
+            if pod is None or pod.version != version:
+                continue
+            self._advance(at)
+            if what == "sleep":
+                replica = Replica(
+                    pod=model,
+                    sleeping=not pod.awake,
+                    level=self.level,
+                    busy=pod.busy_until > at,
+                    ready=pod.ready_at <= at,
+                )
+                if model in replicas_to_sleep(self.config, [replica], pod.busy_until, at):
+                    pod.awake = False
+            else:
+                self._remove(pod, at)
+
+    def _remove(self, pod: _Pod, at: float) -> None:
+        gpu = self.gpus[pod.gpu]
+        gpu.pods.remove(pod.model)
+        del self.pods[pod.model]
+        if not gpu.pods:
+            del self.gpus[pod.gpu]
+            self.lives.append(ReplicaLife(ON_DEMAND, gpu.created_s, at, _union_s(gpu.intervals)))
+
+    # --- memory ---------------------------------------------------------------------------
+
+    def _used_mib(self, gpu: _Gpu) -> int:
+        p = self.pool
+        return sum(p.awake_mib if self.pods[m].awake else p.asleep_mib for m in gpu.pods)
+
+    def _room(self, index: int, model: str, need_mib: int) -> tuple[tuple[str, ...], bool]:
+        """Pods to put to sleep on GPU ``index`` so that ``need_mib`` more fit (LRU first)."""
+        p, now = self.pool, self.now
+        residents = []
+        for m in self.gpus[index].pods:
+            pod = self.pods[m]
+            busy = pod.ready_at > now or pod.busy_until > now
+            residents.append(
+                Resident(
+                    target=m,
+                    pod=m,
+                    awake=pod.awake,
+                    busy=busy,
+                    used_mib=p.awake_mib if pod.awake else p.asleep_mib,
+                    idle_since_s=None if busy else pod.busy_until,
+                )
+            )
+        plan = make_room(
+            budget_mib=p.gpu_memory_mib, residents=residents, waking_pod=model, need_mib=need_mib
+        )
+        return plan.sleep, plan.fits
+
+    def _evict(self, victims: Sequence[str]) -> float:
+        """Put ``victims`` to sleep; the seconds their sleeps take before memory is free."""
+        for v in victims:
+            self.pods[v].awake = False
+            self.evictions += 1
+        return sum(sleep_seconds(self.pool.weights_mib, self.level) for _ in victims)
+
+    def _place(self, model: str) -> tuple[int, float]:
+        """A GPU for a new pod of ``model`` and the wait for making room there."""
+        for index in sorted(self.gpus):
+            gpu = self.gpus[index]
+            if len(gpu.pods) >= self.pool.slices:
+                continue
+            if not self.warm:
+                if self._used_mib(gpu) + self.pool.awake_mib <= self.pool.gpu_memory_mib:
+                    return index, 0.0
+                continue
+            victims, fits = self._room(index, model, self.pool.awake_mib)
+            if fits:
+                return index, self._evict(victims)
+        index = self.next_gpu
+        self.next_gpu += 1
+        self.gpus[index] = _Gpu(created_s=self.now)
+        self.peak_gpus = max(self.peak_gpus, len(self.gpus))
+        return index, 0.0
+
+    def _start_pod(self, model: str, pod: _Pod | None) -> _Pod:
+        index, extra = self._place(model)
+        self.gpus[index].pods.append(model)
+        ready_at = self.now + extra + self.world.cold_start.draw(self.rng)
+        if pod is None:
+            pod = _Pod(model, index, ready_at=ready_at)
+        else:
+            pod.gpu, pod.awake, pod.ready_at = index, True, ready_at
+        self.pods[model] = pod
+        self.cold_starts += 1
+        return pod
+
+    # --- requests -------------------------------------------------------------------------
+
+    def _warm_up_s(self) -> float:
+        # The scaler's one-token warm-up after a wake (the first request is slow without it).
+        return self.engine.step_time_s(decoding=0, prefill_tokens=1)
+
+    def request(self, r: TraceRequest) -> tuple[float | None, float | None, str | None, bool]:
+        """Serve one request: (first token, finished, failure, held for a start or wake)."""
+        at = r.offset_s
+        self.expire(at)
+        self._advance(at)
+        pod = self.pods.get(r.model)
+        if pod is None:
+            pod = self._start_pod(r.model, None)
+        elif not pod.awake:
+            victims, fits = self._room(pod.gpu, r.model, self.pool.awake_mib - self.pool.asleep_mib)
+            if fits:
+                wait = self._evict(victims)
+                wait += wake_seconds(self.pool.weights_mib, self.level, _WAKE_TAGS)
+                pod.awake = True
+                pod.ready_at = at + wait + self._warm_up_s()
+                self.wakes += 1
+            else:
+                # Nothing there can make room (the others are busy): the path
+                # from zero, a fresh pod where one fits, as the scaler falls back.
+                self.fallbacks += 1
+                self._remove(pod, at)
+                pod = self._start_pod(r.model, pod)
+        start = max(at, pod.ready_at)
+        held = pod.ready_at > at
+        pod.version += 1
+        if start - at > self.world.cold_start_timeout_s:
+            self._schedule(pod)
+            return None, None, "cold-start-timeout", held
+        e = self.engine
+        first = start + e.step_time_s(decoding=0, prefill_tokens=r.prompt_tokens)
+        finished = first + (r.output_tokens - 1) * e.step_time_s(decoding=1, prefill_tokens=0)
+        self.gpus[pod.gpu].intervals.append((start, finished))
+        pod.busy_until = max(pod.busy_until, finished)
+        self._schedule(pod)
+        return first, finished, None, held
+
+    def _schedule(self, pod: _Pod) -> None:
+        idle_since = max(pod.busy_until, pod.ready_at)
+        if self.warm:
+            _, wait = sleep_due(self.config, idle_since, idle_since)
+            self._push(idle_since + (wait or 0.0), pod.model, pod.version, "sleep")
+        if math.isfinite(self.grace_s):
+            self._push(idle_since + self.grace_s, pod.model, pod.version, "zero")
+
+    def finish(self, end_s: float) -> float:
+        """Run the deadlines out to ``end_s`` and release every GPU then; the end time."""
+        self.expire(end_s)
+        self._advance(end_s)
+        for pod in list(self.pods.values()):
+            self._remove(pod, end_s)
+        return end_s
+
+
+def _timeline(
+    requests: Sequence[TraceRequest], finished: Sequence[float | None], end_s: float
+) -> tuple[Second, ...]:
+    seconds = math.ceil(end_s) + 1
+    arrivals = [0] * seconds
+    load = [0.0] * seconds
+    for r, done in zip(requests, finished, strict=True):
+        arrivals[min(int(r.offset_s), seconds - 1)] += 1
+        stop = r.offset_s if done is None else done
+        t = r.offset_s
+        while t < stop:  # held plus in flight, averaged over each second
+            edge = min(stop, math.floor(t) + 1.0)
+            load[min(int(t), seconds - 1)] += edge - t
+            t = edge
+    return tuple(Second(float(s), arrivals[s], load[s], 0, 0) for s in range(seconds))
+
+
+def run_pool(
+    requests: Sequence[TraceRequest],
+    *,
+    name: str,
+    annotations: Mapping[str, str],
+    pool: PoolConfig | None = None,
+    world: WorldConfig | None = None,
+    slo_ttft_s: float = 2.0,
+    prices: Prices | None = None,
+) -> PoolRun:
+    """Run the pool under Tidal's policy as ``annotations`` configure it, and score it.
+
+    With ``autoscaling.tidal.dev/sleep-after`` set the warm tier is on; without,
+    it is scale-to-zero alone. ``requests`` are sorted by offset; their
+    ``model`` field says which model each wants.
+    """
+    if not requests:
+        raise ValueError("a simulation needs at least one request")
+    world = world or WorldConfig()
+    config = PurePolicy(cold_start_estimate_s=world.cold_start.median_s).parse(dict(annotations))
+    sim = _Pool(config, pool or PoolConfig(), world, world.engine)
+    first: list[float | None] = []
+    done: list[float | None] = []
+    failed: list[str | None] = []
+    held_waits: list[float] = []
+    for r in requests:
+        token, finished, reason, held = sim.request(r)
+        first.append(token)
+        done.append(finished)
+        failed.append(reason)
+        if held:
+            held_waits.append(
+                (token if token is not None else r.offset_s + world.cold_start_timeout_s)
+                - r.offset_s
+            )
+    last = max([r.offset_s for r in requests] + [d for d in done if d is not None])
+    end_s = sim.finish(float(math.floor(last) + 1))
+    result = RunResult(
+        name=name,
+        arrival_s=tuple(r.offset_s for r in requests),
+        first_token_s=tuple(first),
+        finished_s=tuple(done),
+        output_tokens=tuple(r.output_tokens for r in requests),
+        failed_reason=tuple(failed),
+        cold_start_wait_s=tuple(held_waits),
+        cold_starts=sim.cold_starts,
+        replicas=tuple(sim.lives),
+        timeline=_timeline(requests, done, end_s),
+        end_s=end_s,
+        preemptions=0,
+    )
+    card = score(result, slo_ttft_s=slo_ttft_s, prices=prices)
+    card = replace(
+        card,
+        gpu_seconds_awake=sim.awake_s,
+        gpu_seconds_asleep=sim.asleep_s,
+        wakes=sim.wakes,
+        peak_replicas=sim.peak_gpus,
+    )
+    counts = WarmCounts(sim.wakes, sim.evictions, sim.fallbacks, sim.peak_gpus)
+    return PoolRun(card, result, counts)
