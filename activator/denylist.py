@@ -17,6 +17,7 @@ the path that starts at a segment boundary, so a path-prefix route
 
 from __future__ import annotations
 
+import functools
 import posixpath
 from urllib.parse import unquote
 
@@ -56,6 +57,10 @@ def _normalize(raw_path: str) -> str:
     return path.lower()
 
 
+# Every request asks, and clients send the same few paths over and over: the
+# answer for a path is cached so the request path pays a dict lookup, not two
+# percent-decodings and a normalisation (bounded: odd paths cannot grow it).
+@functools.lru_cache(maxsize=4096)
 def is_denied(raw_path: str) -> bool:
     """True when ``raw_path`` would reach one of :data:`DENIED_PATHS` on a replica."""
     path = _normalize(raw_path)
