@@ -54,7 +54,6 @@ from activator.metrics import Metrics
 from activator.registry import Registry
 from activator.routing import TARGET_HEADER, RoutingTable, lists_models
 from activator.statuses import (
-    ERROR_STATUS,
     AllRefused,
     BadBody,
     BodyTimeout,
@@ -62,7 +61,6 @@ from activator.statuses import (
     ConnectRefused,
     DeniedEndpoint,
     Draining,
-    ErrorStatus,
     Failure,
     HeldBodiesFull,
     NoTarget,
@@ -74,23 +72,7 @@ from activator.statuses import (
     status_of,
 )
 
-__all__ = [
-    "ERROR_STATUS",
-    "AllRefused",
-    "BadBody",
-    "BodyTimeout",
-    "BodyTooLarge",
-    "ConnectRefused",
-    "Draining",
-    "ErrorStatus",
-    "HeldBodiesFull",
-    "NoTarget",
-    "Proxy",
-    "ProxyOptions",
-    "RefusedRequest",
-    "UpstreamFailed",
-    "error_response",
-]
+__all__ = ["Proxy", "ProxyOptions", "error_response"]
 
 log = logging.getLogger(__name__)
 

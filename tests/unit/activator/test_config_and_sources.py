@@ -26,7 +26,10 @@ from activator.cli import configure, secret_flag_warnings, settings_from_args
 from activator.kube.translate import build_targets, endpoints_from_slices, target_from_deployment
 from activator.kube.watch import Gone, Reflector
 from activator.metrics import merge_expositions
-from activator.proxy import (
+from activator.proxy import error_response
+from activator.routes_file import parse_routes
+from activator.settings import load_settings
+from activator.statuses import (
     AllRefused,
     BadBody,
     BodyTimeout,
@@ -36,10 +39,7 @@ from activator.proxy import (
     NoTarget,
     RefusedRequest,
     UpstreamFailed,
-    error_response,
 )
-from activator.routes_file import parse_routes
-from activator.settings import load_settings
 from activator.targets import Endpoint, parse_duration_s
 
 DESIGN_EXAMPLE = """
