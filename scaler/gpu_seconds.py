@@ -2,7 +2,10 @@
 
 At each tick the GPUs of every target's ready replicas (replicas x GPUs per
 replica) are multiplied by the time since the previous tick and added to
-``tidal_scaler_gpu_seconds_total`` by capacity type.
+``tidal_scaler_gpu_seconds_total`` by capacity type. Without placement every
+replica is on demand; with a :class:`~scaler.placing.Placer` each ready pod
+counts under its node's capacity type (with the pod's own GPU request where it
+has one), and the placer accounts each target's dollars on the wall clock.
 
 With the warm tier, the same GPU-seconds are also split by state
 (``tidal_scaler_gpu_seconds_by_state_total{state="awake|asleep"}``): a
@@ -15,10 +18,13 @@ first tick, or a clock that did not advance, adds nothing.
 
 from __future__ import annotations
 
+import time
+from collections import defaultdict
 from collections.abc import Callable, Mapping
 
 from scaler.kube.types import TargetSnapshot
 from scaler.metrics import Metrics
+from scaler.placing import Placer
 
 __all__ = ["GpuSeconds", "asleep_gpu_seconds", "ready_gpus"]
 
@@ -48,9 +54,27 @@ def asleep_gpu_seconds(
 class GpuSeconds:
     """Adds the GPU-seconds since the previous tick to the metrics."""
 
-    def __init__(self, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        metrics: Metrics,
+        *,
+        placer: Placer | None = None,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
         self._metrics = metrics
+        self._placer = placer
+        self._wall_clock = wall_clock
         self._last_tick: float | None = None
+
+    def _by_capacity(self, snapshots: Mapping[str, TargetSnapshot]) -> dict[str, float]:
+        """GPUs held by ready replicas, by capacity type."""
+        if self._placer is None:
+            return {"on-demand": float(ready_gpus(snapshots))}
+        gpus: dict[str, float] = defaultdict(float)
+        for snap in snapshots.values():
+            for facts in self._placer.facts(snap.ready_pods):
+                gpus[facts.capacity_type.value] += facts.gpus or snap.deployment.gpus_per_replica
+        return gpus
 
     def tick(
         self,
@@ -65,10 +89,14 @@ class GpuSeconds:
         added = 0.0
         if self._last_tick is not None and now > self._last_tick:
             elapsed = now - self._last_tick
-            added = ready_gpus(snapshots) * elapsed
-            # Placement other than on-demand is not built yet.
-            self._metrics.add_gpu_seconds("on-demand", added)
-            sleeping = asleep_gpu_seconds(snapshots, asleep, elapsed)
+            for capacity, gpus in self._by_capacity(snapshots).items():
+                self._metrics.add_gpu_seconds(capacity, gpus * elapsed)
+                added += gpus * elapsed
+            sleeping = min(added, asleep_gpu_seconds(snapshots, asleep, elapsed))
             self._metrics.add_gpu_seconds_by_state(awake=added - sleeping, asleep=sleeping)
         self._last_tick = now
+        if self._placer is not None:
+            self._placer.account(
+                {key: snap.pods for key, snap in snapshots.items()}, now_wall=self._wall_clock()
+            )
         return added

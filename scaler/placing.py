@@ -40,7 +40,7 @@ from scaler.policy.placement import split
 from scaler.policy.placement_plan import PlacementPlan, plan_placement
 from scaler.policy.providers import NodeRequirement, ProviderPreset
 
-__all__ = ["CostView", "PlacementView", "Placer", "initial_state"]
+__all__ = ["CostView", "PlacementView", "Placer", "initial_state", "pair_counts"]
 
 
 class PlacementView(Protocol):
@@ -93,6 +93,23 @@ def initial_state(
     return FallbackState(covered=min(asked, max(0, on_demand_ready - min(baseline, target))))
 
 
+def pair_counts(
+    deployment: DeploymentInfo, companion: CompanionInfo | None, last_desired: object
+) -> tuple[int, int]:
+    """Ready and current replicas of the whole model: with a spot companion, both halves.
+
+    The current scale of a pair is the last target decided (``last_desired``,
+    the status annotation's ``desired``), not the sum of the two Deployments,
+    which includes on-demand cover and spot over-provisioning.
+    """
+    if companion is None:
+        return deployment.ready_replicas, deployment.spec_replicas
+    ready = deployment.ready_replicas + companion.ready_replicas
+    if isinstance(last_desired, int) and last_desired >= 0:
+        return ready, last_desired
+    return ready, deployment.spec_replicas + companion.spec_replicas
+
+
 def _describe(requirement: NodeRequirement) -> str:
     """As kubectl's label selectors say it: ``key=value`` or ``key notin (a,b)``."""
     if requirement.as_selector is not None:
@@ -120,6 +137,10 @@ class Placer:
         self._meters: dict[str, CostMeter] = {}
         self._costs: dict[str, CostView] = {}
         self._last_account: float | None = None
+
+    def companion(self, key: str) -> CompanionInfo | None:
+        """The spot companion of the Deployment ``key``, if the watch has one."""
+        return self.view.companions().get(key)
 
     def facts(self, pods: Iterable[PodInfo]) -> list[PodFacts]:
         nodes = self.view.nodes()

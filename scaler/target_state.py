@@ -5,7 +5,8 @@ controller: the policy state it passes back to ``decide``, the per-target
 lock, the last decision and signal view, and what the status annotation
 holds (or should hold, after a failed write). :class:`TargetState` is the
 read-only picture of it that ``GET /v1/targets`` serves
-(:func:`scaler.app.target_view` formats it).
+(:func:`scaler.app.target_view` formats it). :func:`sync_loops` keeps the
+loops in step with the opted-in targets.
 
 Main decision: the view is a copy of plain values taken when asked, so the
 HTTP app never reaches into the controller's records.
@@ -14,7 +15,7 @@ HTTP app never reaches into the controller's records.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from scaler.kube.types import TargetSnapshot
@@ -27,7 +28,7 @@ from scaler.signals.combine import CombinedSignals
 from scaler.signals.hub import SignalView
 from scaler.targets import TargetConfig
 
-__all__ = ["TargetLoop", "TargetState"]
+__all__ = ["TargetLoop", "TargetState", "sync_loops"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,3 +87,34 @@ class TargetLoop:
             placement=self.placement,
             cost=cost,
         )
+
+
+def sync_loops(
+    loops: dict[str, TargetLoop],
+    entries: Mapping[str, TargetConfig],
+    *,
+    leading: bool,
+    initial_state: Callable[[], PolicyState],
+) -> list[str]:
+    """Bring ``loops`` in step with the opted-in targets; the keys removed.
+
+    A new target starts from ``initial_state()``; a changed config may report
+    its problem again. A follower copies the status annotation the leader
+    wrote, so that on taking over it rewrites it only if its decision differs.
+    """
+    gone = [key for key in loops if key not in entries]
+    for key in gone:
+        del loops[key]
+    for key, entry in entries.items():
+        loop = loops.get(key)
+        if loop is None:
+            loops[key] = TargetLoop(
+                key=key, state=initial_state(), revision=entry.revision, status=entry.seen_status
+            )
+            continue
+        if loop.revision != entry.revision:
+            loop.revision = entry.revision
+            loop.problem_reported = False
+        if not leading:
+            loop.status = entry.seen_status
+    return gone

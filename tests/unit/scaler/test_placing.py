@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 from scaler.kube.cluster import deployment_from_raw
 from scaler.kube.types import CompanionInfo, NodeInfo, PodInfo
 from scaler.placement_metrics import PlacementMetrics
-from scaler.placing import Placer
+from scaler.placing import Placer, pair_counts
 from scaler.policy import PlacementConfig
 from scaler.policy.availability import CapacityType
 from scaler.policy.companion import pin_patch, template_hash
@@ -189,3 +189,19 @@ def test_switching_to_spot_keeps_on_demand_until_spot_is_ready() -> None:
     placer.plan(deployment=d, pods=spot_ready, placement=SPOT, target=4, now_wall=T0 + 60)
     plan = placer.plan(deployment=d, pods=spot_ready, placement=SPOT, target=4, now_wall=T0 + 90)
     assert plan.on_demand_replicas == 1
+
+
+def test_pair_counts_count_both_halves_and_take_the_last_decided_scale() -> None:
+    raw = copy.deepcopy(RAW)
+    raw["status"] = {"readyReplicas": 1}
+    d = deployment_from_raw(raw)
+    companion = CompanionInfo("ml", "llama-spot", "llama", 3, 2, "h")
+    # Alone: the Deployment's own counts.
+    assert pair_counts(d, None, 7) == (1, 1)
+    # With a companion: ready is both halves; current is the last decided
+    # scale, not the sum (which includes on-demand cover and spot extras).
+    assert pair_counts(d, companion, 3) == (3, 3)
+    # No usable status yet (none, or not a count): the sum of both halves.
+    assert pair_counts(d, companion, None) == (3, 4)
+    assert pair_counts(d, companion, -1) == (3, 4)
+    assert pair_counts(d, companion, "3") == (3, 4)
