@@ -125,7 +125,7 @@ async def test_discovery_annotations_endpoints_changes_and_deletion(tmp_path: Pa
                 },
             )
             # (The template change rolls the pods; wait for three ready ones.)
-            await sink.wait_for(lambda t: len(ready_hosts(t.get("default/llama"))) == 3)
+            rolled = await sink.wait_for(lambda t: len(ready_hosts(t.get("default/llama"))) == 3)
             assert any(
                 any(not e.ready for e in s["default/llama"].endpoints)
                 for s in sink.history
@@ -134,8 +134,13 @@ async def test_discovery_annotations_endpoints_changes_and_deletion(tmp_path: Pa
 
             # A terminating pod leaves the target at once; a finalizer keeps it
             # terminating (in the API) for as long as the test needs.
+            # The victim is one of the ready pods the activator lists: the rollout
+            # may still be starting a pod (no IP yet) beside them.
+            listed = ready_hosts(rolled["default/llama"])
             pods = [
-                p for p in await api.pods("llama") if not p["metadata"].get("deletionTimestamp")
+                p
+                for p in await api.pods("llama")
+                if not p["metadata"].get("deletionTimestamp") and p["status"].get("podIP") in listed
             ]
             victim = pods[0]
             name, ip = victim["metadata"]["name"], victim["status"]["podIP"]
