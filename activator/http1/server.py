@@ -4,7 +4,10 @@ One :class:`ClientConnection` per client connection. ``httptools`` (the
 llhttp parser with a callback API, which uvicorn uses) turns the bytes into
 a :class:`~activator.http1.heads.RequestHead` and body chunks; each request
 becomes an :class:`Exchange` that a *handler* coroutine serves in its own
-task. Everything else is callbacks: no stream objects, no per-chunk awaits.
+task, unless a *fast handler* takes it first and serves it by callbacks
+alone (the proxy does for a request it can send at once over a pooled
+connection: most of them), which saves a task, a future and a wake-up per
+request. Everything else is callbacks: no stream objects, no per-chunk awaits.
 
 Decisions, and why:
 
@@ -17,8 +20,8 @@ Decisions, and why:
   bounded) or pipes them to a replica; then each chunk is written straight
   through. Reading pauses above 64 KiB buffered and while the replica's
   connection is congested: memory per request stays bounded.
-- **Client disconnect cancels the handler**: a held request frees its place
-  at once (DESIGN §3).
+- **Client disconnect cancels the handler** (its task, or the fast handler's
+  ``Exchange.cancel``): a held request frees its place at once (DESIGN §3).
 - **Timeouts are idle ones**: keep-alive idle (no request in progress),
   swept for all connections of a server by one timer (:class:`Connections`),
   and body idle (the client stops sending its body: 408), checked by one
@@ -54,6 +57,7 @@ __all__ = [
     "ClientConnection",
     "Connections",
     "Exchange",
+    "FastHandler",
     "Handler",
     "Relay",
     "RequestBody",
@@ -288,7 +292,7 @@ class RequestBody:
 class Exchange:
     """One request on one client connection, and the writes of its answer."""
 
-    __slots__ = ("body", "conn", "head", "relay", "request_id", "started")
+    __slots__ = ("body", "cancel", "conn", "head", "relay", "request_id", "started")
 
     def __init__(self, conn: ClientConnection, head: RequestHead, body: RequestBody) -> None:
         self.conn = conn
@@ -299,6 +303,9 @@ class Exchange:
         self.started = False  # a byte of the answer went to the client
         # The replica connection relaying into this exchange (pauses with the client).
         self.relay: Relay | None = None
+        # Set by a fast handler that took the exchange: what stops it when the
+        # client goes away (a task-served exchange is cancelled with its task).
+        self.cancel: Callable[[], None] | None = None
 
     @property
     def http10(self) -> bool:
@@ -338,6 +345,25 @@ class Exchange:
             )
         )
 
+    def finish(self) -> None:
+        """A fast handler is done with this exchange: the connection serves the next request."""
+        self.cancel = None
+        self.body.detach()
+        self.conn._finished(self)
+
+    def handler_failed(self) -> None:
+        """The handler raised: a 500 if nothing was answered yet, and the connection closes."""
+        log.exception("handler failed for %s %s", self.head.method, self.head.target)
+        if not self.started:
+            self.answer_error(
+                500,
+                error_type="internal_error",
+                code="internal_error",
+                message="the activator failed",
+                close=True,
+            )
+        self.conn.must_close = True
+
     def cut(self) -> None:
         """End the client connection now: an answer already begun cannot be completed."""
         self.conn.must_close = True
@@ -348,6 +374,10 @@ class Exchange:
 
 
 Handler = Callable[[Exchange], Awaitable[None]]
+# Serves an exchange by callbacks if it can: True when it took it (and will
+# call ``Exchange.finish``, having set ``Exchange.cancel``), False to leave it
+# to the handler's task.
+FastHandler = Callable[[Exchange], bool]
 
 
 class Relay(Protocol):
@@ -413,6 +443,7 @@ class ClientConnection(asyncio.Protocol):
     __slots__ = (
         "_connections",
         "_failed",
+        "_fast",
         "_head_bytes",
         "_headers",
         "_last_active",
@@ -439,9 +470,11 @@ class ClientConnection(asyncio.Protocol):
         *,
         limits: ServerLimits,
         connections: Connections,
+        fast: FastHandler | None = None,
     ) -> None:
         self.loop = asyncio.get_running_loop()
         self.handler = handler
+        self._fast = fast
         self.limits = limits
         self._connections = connections
         self.transport: asyncio.Transport | None = None
@@ -473,8 +506,8 @@ class ClientConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
-        if self.task is not None and not self.task.done() and not self.cut_by_us:
-            self.task.cancel()
+        if not self.cut_by_us:
+            self._cancel_handler()
         # The handler's cancellation aborts its replica connection, if any.
         if self.current is not None:
             self.current.body.detach()
@@ -575,7 +608,28 @@ class ClientConnection(asyncio.Protocol):
 
     def _start(self, exchange: Exchange) -> None:
         self.current = exchange
+        fast = self._fast
+        if fast is not None:
+            try:
+                if fast(exchange):
+                    return
+            except Exception:
+                exchange.handler_failed()
+                exchange.finish()
+                return
         self.task = self.loop.create_task(self._serve(exchange))
+
+    def _cancel_handler(self) -> None:
+        """Stop the handler of the request in progress (its task, or a fast handler's work)."""
+        task = self.task
+        if task is not None:
+            if not task.done():
+                task.cancel()
+            return
+        current = self.current
+        if current is not None and current.cancel is not None:
+            cancel, current.cancel = current.cancel, None
+            cancel()
 
     async def _serve(self, exchange: Exchange) -> None:
         try:
@@ -583,16 +637,7 @@ class ClientConnection(asyncio.Protocol):
         except asyncio.CancelledError:
             return
         except Exception:
-            log.exception("handler failed for %s %s", exchange.head.method, exchange.head.target)
-            if not exchange.started:
-                exchange.answer_error(
-                    500,
-                    error_type="internal_error",
-                    code="internal_error",
-                    message="the activator failed",
-                    close=True,
-                )
-            self.must_close = True
+            exchange.handler_failed()
         finally:
             exchange.body.detach()
         self._finished(exchange)
@@ -663,8 +708,7 @@ class ClientConnection(asyncio.Protocol):
 
     def shut(self, answer: ShutAnswer) -> None:
         """Close now (shutdown): an unanswered request gets ``answer``; a started one is cut."""
-        if self.task is not None and not self.task.done():
-            self.task.cancel()
+        self._cancel_handler()
         current = self.current
         if current is not None and not current.started and self.transport is not None:
             current.answer_error(
