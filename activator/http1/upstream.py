@@ -281,8 +281,15 @@ class UpstreamConnection(asyncio.Protocol):
 
     # -- one exchange --------------------------------------------------------------
 
-    def begin(self, exchange: Exchange, head: bytes, *, idle_s: float, on_done: OnDone) -> None:
-        """Send ``head`` for ``exchange``; ``on_done`` is called once when the answer ended."""
+    def begin(
+        self, exchange: Exchange, head: bytes, *, idle_s: float, on_done: OnDone, piped: bool
+    ) -> None:
+        """Send ``head`` for ``exchange``; ``on_done`` is called once when the answer ended.
+
+        ``piped``: the client's body follows (:meth:`pipe_body`), so the head
+        is written now; otherwise at the end of the loop's turn
+        (:meth:`UpstreamPool.write_soon`).
+        """
         assert self.transport is not None
         self._reset_message()
         self._exchange = exchange
@@ -294,7 +301,11 @@ class UpstreamConnection(asyncio.Protocol):
             # One timer per connection that re-arms itself from the last
             # activity, kept across exchanges: no timer churn per request.
             self._timer = self.loop.call_at(self._last + idle_s, self._check_idle, idle_s)
-        self.transport.write(head)
+        if piped:
+            # Body chunks follow with direct writes: the head must not wait behind them.
+            self.transport.write(head)
+        else:
+            self.pool.write_soon(self.transport, head)
 
     def pipe_body(self, exchange: Exchange, *, chunked: bool, limit: int) -> None:
         """Stream the client's body to the replica as it arrives (chunks framed when chunked)."""
@@ -479,6 +490,28 @@ class UpstreamPool:
         self._open: set[UpstreamConnection] = set()
         self._sweeper: asyncio.TimerHandle | None = None
         self.opened = 0  # connections opened, ever (tests check reuse with it)
+        # Request heads to write when the loop's callbacks of this turn are done.
+        self._writes: dict[asyncio.Transport, bytes] = {}
+
+    def write_soon(self, transport: asyncio.Transport, data: bytes) -> None:
+        """Write ``data`` to ``transport`` once this turn of the event loop has run its callbacks.
+
+        The requests parsed in one turn then go out back to back, as they did
+        when a task per request wrote them: a replica woken by the first finds
+        the next ones while it is still awake, rather than being woken for
+        each (on loopback, waking the reader is the costliest part of a send).
+        """
+        writes = self._writes
+        if not writes:
+            self.loop.call_soon(self._flush)
+        queued = writes.get(transport)
+        writes[transport] = data if queued is None else queued + data
+
+    def _flush(self) -> None:
+        writes, self._writes = self._writes, {}
+        for transport, data in writes.items():
+            if not transport.is_closing():
+                transport.write(data)
 
     async def acquire(self, host: str, port: int) -> UpstreamConnection:
         """An idle connection to ``host:port``, else a new one; :class:`NotSent` if none opens."""
@@ -614,8 +647,9 @@ def send(
     )
     if body:
         head += body
-    conn.begin(exchange, head, idle_s=idle_s, on_done=on_done)
-    if body is None and (chunked or length):
+    piped = body is None and bool(chunked or length)
+    conn.begin(exchange, head, idle_s=idle_s, on_done=on_done, piped=piped)
+    if piped:
         conn.pipe_body(exchange, chunked=chunked, limit=max_body_bytes)
 
 
