@@ -182,17 +182,20 @@ class Proxy:
             return False
         if is_denied(path):
             return False
-        header = head.text(_TARGET_HEADER) if self.options.allow_target_header else None
-        target = self.registry.table.route(host=head.host, path=path, header_target=header)
+        options = self.options
+        if options.allow_target_header and _TARGET_HEADER in head.index:
+            return False  # routed by the header: the task's work (rare, internal callers)
+        target = self.registry.table.route_cached(head.host, path)
         if target is None:
             return False
         gate = self.registry.gates.get(target)
         if gate is None:
             return False
-        limit = self.options.max_body_bytes
-        length = head.content_length
-        if limit and length is not None and length > limit:
-            return False
+        limit = options.max_body_bytes
+        if limit:
+            length = head.content_length
+            if length is not None and length > limit:
+                return False
         tracker = gate.try_acquire()
         if tracker is None:
             return False
@@ -211,7 +214,7 @@ class Proxy:
                 exchange,
                 body=None,
                 max_body_bytes=limit,
-                idle_s=self.options.upstream_idle_s,
+                idle_s=options.upstream_idle_s,
                 strip=_STRIP,
                 on_done=forwarding.done,
             )
