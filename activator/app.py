@@ -6,8 +6,9 @@ SIGTERM path; :func:`serve` runs one until SIGTERM (a single process, or
 one worker of :mod:`activator.workers`). The pieces:
 
 - the **data port** is the byte-level HTTP/1.1 server of
-  :mod:`activator.http1` with the proxy's one handler (no router or
-  middleware on the hot path): a client that leaves while held frees its
+  :mod:`activator.http1` with the proxy's handler (``handle_now`` by
+  callbacks when a request can go out at once, else ``handle`` in a task;
+  no router or middleware on the hot path): a client that leaves while held frees its
   place, a raised listen backlog, header limits and an idle-connection
   timeout;
 - the **admin port** (``/healthz``, ``/readyz``, ``/metrics``) is a separate

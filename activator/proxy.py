@@ -20,6 +20,14 @@ does, in order:
    (server-sent events included). Only idle timeouts apply, never a total
    one, so a long generation is not cut.
 
+Most requests need none of the waiting: routed without the body, an
+endpoint with room, an idle pooled connection to it. :meth:`Proxy.handle_now`
+serves those by callbacks alone (no task, no future: the replica
+connection's end-of-answer callback finishes the request), and leaves every
+other request to :meth:`Proxy.handle`, which does the same steps with
+awaits. Both classify the data path's failures with the same helpers, so a
+request gets the same answer and the same metrics on either path.
+
 A connection that fails before any byte reached the replica (refused,
 unreachable, connect timeout) marks that endpoint down and sends the request
 back to step 3, within its cold-start deadline. Once bytes went out the
@@ -148,7 +156,7 @@ class ProxyOptions:
 
 
 class Proxy:
-    """The data port's one handler: serves each parsed request (an :class:`Exchange`)."""
+    """Serves each request the data port parses (an :class:`Exchange`): ``handle_now``, else ``handle``."""
 
     def __init__(
         self,

@@ -37,6 +37,11 @@ asyncio's default), and with SYN cookies the connections that did not fit
 are reset after the request was written: a 502 for a request the replica
 never saw. Reused connections need no such slot.
 
+A request head with no body to pipe after it is not written at once but
+when the event loop's turn has run its callbacks (:meth:`UpstreamPool.write_soon`):
+the requests parsed in one turn go out back to back, so a replica is woken
+once for them rather than once each.
+
 Idle connections are closed after ``keepalive_s`` (4 s by default, below
 uvicorn's (vLLM's) 5 s, so the proxy closes first and rarely reuses a
 connection the replica is closing). A pooled connection the replica closed
