@@ -156,7 +156,7 @@ class ProxyOptions:
 
 
 class Proxy:
-    """Serves each request the data port parses (an :class:`Exchange`): ``handle_now``, else ``handle``."""
+    """Serves each parsed request (an :class:`Exchange`): ``handle_now``, else ``handle``."""
 
     def __init__(
         self,
