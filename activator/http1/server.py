@@ -27,10 +27,6 @@ Decisions, and why:
   and body idle (the client stops sending its body: 408), checked by one
   timer per body read that re-arms itself from a "last activity" time rather
   than being cancelled and re-created per chunk.
-- **Output is written at the end of the loop's turn** (:meth:`ClientConnection.send`),
-  in order, and every close writes what is queued first: answers finished
-  in one turn go out back to back, so a client is woken once for them
-  rather than once each.
 - **Requests that cannot be parsed** (bad syntax, a head over the limits)
   get a JSON 400 and the connection closes; so does any connection
   whose request body was not read to its end, since the next request's
@@ -208,7 +204,9 @@ class RequestBody:
         # A client that sent "Expect: 100-continue" waits for this before its body.
         if self._expects_continue and not self.done and self.received == 0:
             self._expects_continue = False
-            self._conn.send(b"HTTP/1.1 100 Continue\r\n\r\n")
+            transport = self._conn.transport
+            if transport is not None:
+                transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def set_limit(self, limit: int) -> None:
         """Fail with :class:`BodyTooLarge` past ``limit`` bytes (0: no limit)."""
@@ -315,7 +313,9 @@ class Exchange:
 
     def write(self, data: bytes) -> None:
         self.started = True
-        self.conn.send(data)
+        transport = self.conn.transport
+        if transport is not None:
+            transport.write(data)
 
     def answer_error(
         self,
@@ -368,7 +368,9 @@ class Exchange:
         """End the client connection now: an answer already begun cannot be completed."""
         self.conn.must_close = True
         self.conn.cut_by_us = True  # the handler is failing already: let it finish
-        self.conn.close_transport()
+        transport = self.conn.transport
+        if transport is not None:
+            transport.close()
 
 
 Handler = Callable[[Exchange], Awaitable[None]]
@@ -402,7 +404,6 @@ class Connections:
         self.idle_s = idle_s
         self._open: set[ClientConnection] = set()
         self._timer: asyncio.TimerHandle | None = None
-        self._sending: list[ClientConnection] = []  # output queued this turn (send)
 
     def add(self, conn: ClientConnection) -> None:
         self._open.add(conn)
@@ -411,17 +412,6 @@ class Connections:
 
     def discard(self, conn: ClientConnection) -> None:
         self._open.discard(conn)
-
-    def send_soon(self, conn: ClientConnection) -> None:
-        """Write ``conn``'s queued output once this turn of the loop has run its callbacks."""
-        if not self._sending:
-            conn.loop.call_soon(self._send)
-        self._sending.append(conn)
-
-    def _send(self) -> None:
-        sending, self._sending = self._sending, []
-        for conn in sending:
-            conn.flush()
 
     def __iter__(self) -> Iterator[ClientConnection]:
         return iter(list(self._open))
@@ -435,7 +425,7 @@ class Connections:
         for conn in list(self._open):
             since = conn.idle_since
             if since is not None and since <= cutoff and conn.transport is not None:
-                conn.close_transport()
+                conn.transport.close()
         if self._open:
             self._timer = loop.call_later(self.idle_s / 4, self._sweep, loop)
 
@@ -457,7 +447,6 @@ class ClientConnection(asyncio.Protocol):
         "_head_bytes",
         "_headers",
         "_last_active",
-        "_out",
         "_parser",
         "_parsing",
         "_paused_for",
@@ -504,41 +493,6 @@ class ClientConnection(asyncio.Protocol):
         self.reading_paused_by_upstream = False
         self._last_active = 0.0
         self._failed = False
-        self._out: bytes | None = None  # written at the end of the loop's turn (send)
-
-    # -- output --------------------------------------------------------------------
-
-    def send(self, data: bytes) -> None:
-        """Write ``data`` to the client once this turn of the event loop has run its callbacks.
-
-        Every write to the client goes through here, in order, and every
-        close flushes first (:meth:`close_transport`). Answers completed in
-        one turn then go out back to back: a client woken by the first finds
-        the next ones while it is still awake, rather than being woken for
-        each (on loopback, waking the reader is the costliest part of a send).
-        """
-        if self.transport is None:
-            return
-        out = self._out
-        if out is None:
-            self._out = data
-            self._connections.send_soon(self)
-        else:
-            self._out = out + data
-
-    def flush(self) -> None:
-        """Write what :meth:`send` queued, now."""
-        out = self._out
-        if out is not None:
-            self._out = None
-            if self.transport is not None:
-                self.transport.write(out)
-
-    def close_transport(self) -> None:
-        """Close the connection after writing what is queued."""
-        self.flush()
-        if self.transport is not None:
-            self.transport.close()
 
     # -- transport events ----------------------------------------------------------
 
@@ -552,7 +506,6 @@ class ClientConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
-        self._out = None
         if not self.cut_by_us:
             self._cancel_handler()
         # The handler's cancellation aborts its replica connection, if any.
@@ -696,7 +649,7 @@ class ClientConnection(asyncio.Protocol):
         if transport is None:
             return
         if self.must_close or not exchange.head.keep_alive or not exchange.body.done:
-            self.close_transport()
+            transport.close()
             return
         if self._pending:
             self._start(self._pending.popleft())
@@ -711,7 +664,7 @@ class ClientConnection(asyncio.Protocol):
         self.must_close = True
         self._failed = True
         if self.current is None and self.transport is not None:
-            self.send(
+            self.transport.write(
                 error_head_and_body(
                     status,
                     error_type="invalid_request_error",
@@ -723,7 +676,7 @@ class ClientConnection(asyncio.Protocol):
                     http10=False,
                 )
             )
-            self.close_transport()
+            self.transport.close()
         elif self._parsing is not None:
             self._parsing._fail(BodyTooLarge() if status == 413 else BodyStalled())
 
@@ -768,12 +721,12 @@ class ClientConnection(asyncio.Protocol):
             )
         self._pending = None
         if self.transport is not None:
-            self.close_transport()
+            self.transport.close()
 
     def close_if_idle(self) -> bool:
         """Close now when no request is in progress (draining); True when closed."""
         if self.current is None and self.transport is not None:
-            self.close_transport()
+            self.transport.close()
             return True
         self.must_close = True
         return False
