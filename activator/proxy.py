@@ -193,7 +193,7 @@ class Proxy:
         options = self.options
         if options.allow_target_header and _TARGET_HEADER in head.index:
             return False  # routed by the header: the task's work (rare, internal callers)
-        target = self.registry.table.route_cached(head.host, path)
+        target = self.registry.table.route_cached(head.index.get(b"host"), path)
         if target is None:
             return False
         gate = self.registry.gates.get(target)
@@ -215,7 +215,6 @@ class Proxy:
         started = time.perf_counter()  # see handle() for why not the loop's clock
         forwarding = _Forwarding(self, exchange, gate, tracker, conn, target, started)
         exchange.cancel = forwarding.cancel
-        exchange.body.set_limit(limit)
         try:
             http1.send(
                 conn,

@@ -70,8 +70,8 @@ class RoutingTable:
     prefixes: dict[str, str] = field(default_factory=dict)  # "/llama" -> target
     models: dict[str, str] = field(default_factory=dict)
     conflicts: tuple[str, ...] = ()
-    # (host, path) -> route(host=host, path=path); the table never changes.
-    _cache: dict[tuple[str | None, str], str | None] = field(
+    # (Host header, path) -> route(host=..., path=path); the table never changes.
+    _cache: dict[tuple[bytes | None, str], str | None] = field(
         default_factory=dict, init=False, compare=False, repr=False
     )
 
@@ -175,8 +175,12 @@ class RoutingTable:
             return self.by_header(header_target)
         return self.by_host(host) or self.by_path(path)
 
-    def route_cached(self, host: str | None, path: str) -> str | None:
-        """:meth:`route` without a header target, remembered per ``(host, path)``."""
+    def route_cached(self, host: bytes | None, path: str) -> str | None:
+        """:meth:`route` without a header target, remembered per ``(host, path)``.
+
+        ``host``: the ``Host`` header's value as sent (bytes), decoded only
+        when the answer is not known yet.
+        """
         key = (host, path)
         cache = self._cache
         try:
@@ -185,7 +189,8 @@ class RoutingTable:
             pass
         if len(cache) >= _CACHE_SIZE:
             cache.clear()
-        found = cache[key] = self.by_host(host) or self.by_path(path)
+        text = host.decode("latin-1") if host is not None else None
+        found = cache[key] = self.by_host(text) or self.by_path(path)
         return found
 
 

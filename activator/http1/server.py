@@ -70,6 +70,7 @@ log = logging.getLogger(__name__)
 # X-Request-Id when the client sent none: 8 random bytes per process, then a
 # counter. Unique like a random id, without a getrandom() call per request.
 _ID_PREFIX = os.urandom(8).hex()
+_ID_FORMAT = _ID_PREFIX.encode() + b"%016x"
 _id_counter = itertools.count(1)
 
 # Request body bytes buffered (a held request's, say) before reading pauses:
@@ -298,8 +299,8 @@ class Exchange:
         self.conn = conn
         self.head = head
         self.body = body
-        rid = head.get(b"x-request-id")
-        self.request_id = rid if rid else f"{_ID_PREFIX}{next(_id_counter):016x}".encode()
+        rid = head.index.get(b"x-request-id")
+        self.request_id = rid if rid else _ID_FORMAT % next(_id_counter)
         self.started = False  # a byte of the answer went to the client
         # The replica connection relaying into this exchange (pauses with the client).
         self.relay: Relay | None = None
@@ -549,10 +550,8 @@ class ClientConnection(asyncio.Protocol):
 
     # -- parser callbacks ----------------------------------------------------------
 
-    def on_message_begin(self) -> None:
-        self._url = b""
-        self._headers = []
-        self._head_bytes = 0
+    # No on_message_begin (a callback per request saved): the head's buffers
+    # start empty and on_headers_complete empties them for the next one.
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -580,8 +579,12 @@ class ClientConnection(asyncio.Protocol):
             keep_alive=parser.should_keep_alive(),
             index=index,
         )
+        self._url = b""
+        self._headers = []
+        self._head_bytes = 0
+        expect = index.get(b"expect")
         body = RequestBody(
-            self, expects_continue=index.get(b"expect", b"").lower() == b"100-continue"
+            self, expects_continue=expect is not None and expect.lower() == b"100-continue"
         )
         self._parsing = body
         exchange = Exchange(self, head, body)

@@ -45,7 +45,8 @@ def test_route_cached_answers_as_route_does_and_stays_bounded() -> None:
     ]
     for _ in range(2):  # the second round is answered from the cache
         for host, path in cases:
-            assert table.route_cached(host, path) == table.route(host=host, path=path)
+            raw = host.encode() if host is not None else None
+            assert table.route_cached(raw, path) == table.route(host=host, path=path)
     for i in range(5000):
         assert table.route_cached(None, f"/llama?i={i}") == "ns/short"
     assert len(table._cache) <= 4096
