@@ -409,7 +409,7 @@ class _Forwarding:
         self.started = started
 
     def _release(self) -> None:
-        self.exchange.body.detach()
+        # The client's body is detached by Exchange.finish, or in cancel().
         self.proxy.pool.release(self.conn)
         self.gate.release(self.tracker)
 
@@ -439,4 +439,5 @@ class _Forwarding:
     def cancel(self) -> None:
         """The client went away (or the server shuts): abandon the replica's answer."""
         self.conn.abort()
+        self.exchange.body.detach()
         self._release()

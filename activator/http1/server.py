@@ -447,6 +447,7 @@ class ClientConnection(asyncio.Protocol):
         "_fast",
         "_head_bytes",
         "_headers",
+        "_index",
         "_last_active",
         "_parser",
         "_parsing",
@@ -483,6 +484,7 @@ class ClientConnection(asyncio.Protocol):
         self._parser = httptools.HttpRequestParser(self)
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
+        self._index: dict[bytes, bytes] = {}  # lower-cased name -> value, built as they come
         self._head_bytes = 0
         self._parsing: RequestBody | None = None
         self._pending: deque[Exchange] | None = None  # pipelined requests, rarely any
@@ -551,7 +553,8 @@ class ClientConnection(asyncio.Protocol):
     # -- parser callbacks ----------------------------------------------------------
 
     # No on_message_begin (a callback per request saved): the head's buffers
-    # start empty and on_headers_complete empties them for the next one.
+    # start empty, and on_headers_complete and on_message_complete (trailers)
+    # empty them for the next one.
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -562,6 +565,7 @@ class ClientConnection(asyncio.Protocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         headers = self._headers
         headers.append((name, value))
+        self._index[name.lower()] = value
         if len(headers) > self.limits.max_headers:
             raise _HeadTooLarge(f"more than {self.limits.max_headers} header lines")
         if len(name) + len(value) + 2 > self.limits.max_header_bytes:
@@ -569,7 +573,7 @@ class ClientConnection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         parser = self._parser
-        index = {name.lower(): value for name, value in self._headers}
+        index = self._index
         head = RequestHead(
             method=parser.get_method().decode("latin-1"),
             target=self._url.decode("latin-1"),
@@ -581,6 +585,7 @@ class ClientConnection(asyncio.Protocol):
         )
         self._url = b""
         self._headers = []
+        self._index = {}
         self._head_bytes = 0
         expect = index.get(b"expect")
         body = RequestBody(
@@ -602,6 +607,11 @@ class ClientConnection(asyncio.Protocol):
             parsing.feed(body)
 
     def on_message_complete(self) -> None:
+        if self._headers:
+            # Trailer fields of a chunked body: not passed on, and not the
+            # next request's headers.
+            self._headers = []
+            self._index = {}
         parsing = self._parsing
         self._parsing = None
         if parsing is not None:
@@ -659,7 +669,8 @@ class ClientConnection(asyncio.Protocol):
             if not self._pending:
                 self.resume_body(_PAUSE_PIPELINED)
             return
-        self.resume_body(_PAUSE_PIPELINED)
+        if self._paused_for:
+            self.resume_body(_PAUSE_PIPELINED)
         self._last_active = self.loop.time()
 
     def _reject(self, status: int, code: str, message: str) -> None:

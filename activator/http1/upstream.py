@@ -588,7 +588,10 @@ class UpstreamPool:
             conn.abort()
             return
         conn.idle_since = self.loop.time()
-        self._idle.setdefault(conn.key, deque()).append(conn)
+        idle = self._idle.get(conn.key)
+        if idle is None:
+            idle = self._idle[conn.key] = deque()
+        idle.append(conn)
         if self._sweeper is None:
             self._sweeper = self.loop.call_later(self.keepalive_s, self._sweep)
 
