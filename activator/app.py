@@ -6,8 +6,9 @@ SIGTERM path; :func:`serve` runs one until SIGTERM (a single process, or
 one worker of :mod:`activator.workers`). The pieces:
 
 - the **data port** is the byte-level HTTP/1.1 server of
-  :mod:`activator.http1` with the proxy's one handler (no router or
-  middleware on the hot path): a client that leaves while held frees its
+  :mod:`activator.http1` with the proxy's handler (``handle_now`` by
+  callbacks when a request can go out at once, else ``handle`` in a task;
+  no router or middleware on the hot path): a client that leaves while held frees its
   place, a raised listen backlog, header limits and an idle-connection
   timeout;
 - the **admin port** (``/healthz``, ``/readyz``, ``/metrics``) is a separate
@@ -241,7 +242,11 @@ async def start(
     """Start an activator; the caller drains or closes it."""
     prom = registry if registry is not None else CollectorRegistry()
     wake = WakeQueue()
-    targets = Registry(rng=random.Random(), wake=wake)
+    # The running loop's clock, bound once: asyncio.get_running_loop() costs a
+    # getpid() system call on Python 3.11, and the gates read the clock twice
+    # per request.
+    clock = asyncio.get_running_loop().time
+    targets = Registry(rng=random.Random(), clock=clock, wake=wake)
     metrics = Metrics(prom, gates=lambda: targets.gates)
     timeouts = settings.timeouts
     limits = settings.limits
@@ -270,19 +275,21 @@ async def start(
     reporter = Reporter(
         registry=targets,
         session=session,
-        peers=ScalerPeers(parse_scaler_urls(settings.scaler_url)),
+        peers=ScalerPeers(parse_scaler_urls(settings.scaler_url), clock=clock),
         token=token,
         activator=activator_name(settings),
         metrics=metrics,
         period_s=settings.report_period_s,
         timeout_s=timeouts.scaler_s,
         wake=wake,
+        clock=clock,
     )
     prober = Prober(
         targets,
         interval_s=settings.probe_interval_s,
         timeout_s=timeouts.probe_s,
         recheck_ready_s=settings.recheck_ready_s if settings.routes is not None else None,
+        clock=clock,
     )
     server_limits = http1.ServerLimits(
         idle_s=timeouts.client_idle_s,
@@ -313,6 +320,7 @@ async def start(
                 proxy.handle,
                 limits=server_limits,
                 connections=connections,
+                fast=proxy.handle_now,
             ),
             settings.host,
             settings.port,

@@ -20,6 +20,14 @@ does, in order:
    (server-sent events included). Only idle timeouts apply, never a total
    one, so a long generation is not cut.
 
+Most requests need none of the waiting: routed without the body, an
+endpoint with room, an idle pooled connection to it. :meth:`Proxy.handle_now`
+serves those by callbacks alone (no task, no future: the replica
+connection's end-of-answer callback finishes the request), and leaves every
+other request to :meth:`Proxy.handle`, which does the same steps with
+awaits. Both classify the data path's failures with the same helpers, so a
+request gets the same answer and the same metrics on either path.
+
 A connection that fails before any byte reached the replica (refused,
 unreachable, connect timeout) marks that endpoint down and sends the request
 back to step 3, within its cold-start deadline. Once bytes went out the
@@ -51,6 +59,7 @@ from activator.held_bodies import HeldBodies
 from activator.http1 import Exchange
 from activator.http1.heads import client_response_head, error_head_and_body
 from activator.metrics import Metrics
+from activator.readiness import EndpointTracker
 from activator.registry import Registry
 from activator.routing import TARGET_HEADER, RoutingTable, lists_models
 from activator.statuses import (
@@ -147,7 +156,7 @@ class ProxyOptions:
 
 
 class Proxy:
-    """The data port's one handler: serves each parsed request (an :class:`Exchange`)."""
+    """Serves each parsed request (an :class:`Exchange`): ``handle_now``, else ``handle``."""
 
     def __init__(
         self,
@@ -163,6 +172,64 @@ class Proxy:
         self.options = options
         self.draining = False
         self.held_bodies = HeldBodies(options.max_held_body_bytes)
+
+    def handle_now(self, exchange: Exchange) -> bool:
+        """Serve ``exchange`` by callbacks when nothing in it needs waiting; True if taken.
+
+        The common case (a known target routed without the body, an endpoint
+        with room, an idle pooled connection to it) needs no task: the request
+        goes out now and :class:`_Forwarding` finishes it when the replica's
+        answer ends. Anything else (refusals, routing by ``model``, holding,
+        opening a connection, draining) is left to :meth:`handle`, which
+        does the same steps with awaits, so every answer is decided in one
+        place per step either way.
+        """
+        head = exchange.head
+        path = head.target
+        if self.draining or head.method == "CONNECT" or not path.startswith("/"):
+            return False
+        if is_denied(path):
+            return False
+        options = self.options
+        if options.allow_target_header and _TARGET_HEADER in head.index:
+            return False  # routed by the header: the task's work (rare, internal callers)
+        target = self.registry.table.route_cached(head.index.get(b"host"), path)
+        if target is None:
+            return False
+        gate = self.registry.gates.get(target)
+        if gate is None:
+            return False
+        limit = options.max_body_bytes
+        if limit:
+            length = head.content_length
+            if length is not None and length > limit:
+                return False
+        tracker = gate.try_acquire()
+        if tracker is None:
+            return False
+        conn = self.pool.take_idle(tracker.host, tracker.port)
+        if conn is None:
+            gate.release(tracker)  # opening a connection needs awaits: the task's work
+            return False
+        gate.arrive()
+        started = time.perf_counter()  # see handle() for why not the loop's clock
+        forwarding = _Forwarding(self, exchange, gate, tracker, conn, target, started)
+        exchange.cancel = forwarding.cancel
+        try:
+            http1.send(
+                conn,
+                exchange,
+                body=None,
+                max_body_bytes=limit,
+                idle_s=options.upstream_idle_s,
+                strip=_STRIP,
+                on_done=forwarding.done,
+            )
+        except BaseException:
+            exchange.cancel = None
+            forwarding.cancel()  # give back what was taken; the connection answers 500
+            raise
+        return True
 
     async def handle(self, exchange: Exchange) -> None:
         # The one exception to "every duration on the loop's clock": this only
@@ -295,15 +362,82 @@ class Proxy:
                 if not deadline:
                     deadline = loop.time() + timeout_s
             except http1.UpstreamFailed as exc:
-                if exc.started:
-                    # The replica's head already went to the client; the cut
-                    # connection is the answer. Count it under that status.
-                    log.warning("replica %s failed mid-response: %s", tracker.label, exc)
-                    return exc.status
-                failed = after_failure(
-                    Failure.SENT, client_body=None, replica=tracker.label, what=str(exc)
-                )
-                assert failed is not None  # bytes went out: never back to waiting
-                raise failed from exc
+                return _after_upstream_failed(exc, tracker.label)
             finally:
                 gate.release(tracker)
+
+
+def _after_upstream_failed(exc: http1.UpstreamFailed, replica: str) -> int:
+    """The status to count for a replica that failed after bytes went out, or the error."""
+    if exc.started:
+        # The replica's head already went to the client; the cut
+        # connection is the answer. Count it under that status.
+        log.warning("replica %s failed mid-response: %s", replica, exc)
+        return exc.status
+    failed = after_failure(Failure.SENT, client_body=None, replica=replica, what=str(exc))
+    assert failed is not None  # bytes went out: never back to waiting
+    raise failed from exc
+
+
+class _Forwarding:
+    """One request :meth:`Proxy.handle_now` sent: its end, or its cancellation.
+
+    What :meth:`Proxy.handle` does after ``await http1.forward(...)``, as the
+    callback the replica connection calls: give back the connection and the
+    endpoint, classify a failure, count the request, let the client
+    connection go on.
+    """
+
+    __slots__ = ("conn", "exchange", "gate", "proxy", "started", "target", "tracker")
+
+    def __init__(
+        self,
+        proxy: Proxy,
+        exchange: Exchange,
+        gate: Gate,
+        tracker: EndpointTracker,
+        conn: http1.UpstreamConnection,
+        target: str,
+        started: float,
+    ) -> None:
+        self.proxy = proxy
+        self.exchange = exchange
+        self.gate = gate
+        self.tracker = tracker
+        self.conn = conn
+        self.target = target
+        self.started = started
+
+    def _release(self) -> None:
+        # The client's body is detached by Exchange.finish, or in cancel().
+        self.proxy.pool.release(self.conn)
+        self.gate.release(self.tracker)
+
+    def done(self, status: int, exc: BaseException | None) -> None:
+        exchange = self.exchange
+        exchange.cancel = None
+        proxy = self.proxy
+        try:
+            self._release()
+            if exc is not None:
+                try:
+                    if isinstance(exc, http1.UpstreamFailed):
+                        status = _after_upstream_failed(exc, self.tracker.label)
+                    elif isinstance(exc, http1.BodyTooLarge | http1.BodyStalled):
+                        raise _client_body_error(exc) from exc
+                    else:
+                        raise exc
+                except ProxyError as error:
+                    proxy._fail(exchange, error, self.target, self.started)
+                    exchange.finish()
+                    return
+            proxy.metrics.observe(self.target, status, time.perf_counter() - self.started)
+        except Exception:
+            exchange.handler_failed()
+        exchange.finish()
+
+    def cancel(self) -> None:
+        """The client went away (or the server shuts): abandon the replica's answer."""
+        self.conn.abort()
+        self.exchange.body.detach()
+        self._release()

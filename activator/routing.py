@@ -16,7 +16,10 @@ The order is DESIGN §3's, first match wins:
 Lookups are dictionary hits (the path is cut at each ``/`` from the longest
 end), so their cost does not grow with the number of targets. The table is
 never mutated: a source change builds a new one and the registry swaps the
-reference, so a request in progress sees one consistent table.
+reference, so a request in progress sees one consistent table. Because it
+never changes, the answer for a ``(host, path)`` pair is remembered
+(:meth:`RoutingTable.route_cached`, bounded): clients send the same few
+paths over and over.
 
 The activator is also an OpenAI endpoint in its own right for one request:
 ``GET /v1/models`` that no header, host or path route claims is answered
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Final
 
 from activator.targets import TargetSpec
 
@@ -46,6 +50,9 @@ MODELS_PATH = "/v1/models"
 # How many served names a 404 quotes before "and N more": the message stays
 # readable with hundreds of models.
 _NAMES_IN_MESSAGE = 20
+# Remembered routing answers per table; cleared when full, so odd paths
+# (query strings) cannot grow it without bound.
+_CACHE_SIZE: Final = 4096
 
 
 def lists_models(method: str, path: str) -> bool:
@@ -63,6 +70,10 @@ class RoutingTable:
     prefixes: dict[str, str] = field(default_factory=dict)  # "/llama" -> target
     models: dict[str, str] = field(default_factory=dict)
     conflicts: tuple[str, ...] = ()
+    # (Host header, path) -> route(host=..., path=path); the table never changes.
+    _cache: dict[tuple[bytes | None, str], str | None] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
     @classmethod
     def build(cls, specs: Iterable[TargetSpec]) -> RoutingTable:
@@ -163,6 +174,24 @@ class RoutingTable:
             # the caller asked for that target and no other.
             return self.by_header(header_target)
         return self.by_host(host) or self.by_path(path)
+
+    def route_cached(self, host: bytes | None, path: str) -> str | None:
+        """:meth:`route` without a header target, remembered per ``(host, path)``.
+
+        ``host``: the ``Host`` header's value as sent (bytes), decoded only
+        when the answer is not known yet.
+        """
+        key = (host, path)
+        cache = self._cache
+        try:
+            return cache[key]
+        except KeyError:
+            pass
+        if len(cache) >= _CACHE_SIZE:
+            cache.clear()
+        text = host.decode("latin-1") if host is not None else None
+        found = cache[key] = self.by_host(text) or self.by_path(path)
+        return found
 
 
 def _strip_port(host: str) -> str:

@@ -18,12 +18,21 @@ from activator.http1.server import (
     ClientConnection,
     Connections,
     Exchange,
+    FastHandler,
     Handler,
     RequestBody,
     ServerLimits,
     ShutAnswer,
 )
-from activator.http1.upstream import NotSent, UpstreamFailed, UpstreamPool, forward
+from activator.http1.upstream import (
+    NotSent,
+    OnDone,
+    UpstreamConnection,
+    UpstreamFailed,
+    UpstreamPool,
+    forward,
+    send,
+)
 
 __all__ = [
     "BodyStalled",
@@ -31,13 +40,17 @@ __all__ = [
     "ClientConnection",
     "Connections",
     "Exchange",
+    "FastHandler",
     "Handler",
     "NotSent",
+    "OnDone",
     "RequestBody",
     "RequestHead",
     "ServerLimits",
     "ShutAnswer",
+    "UpstreamConnection",
     "UpstreamFailed",
     "UpstreamPool",
     "forward",
+    "send",
 ]

@@ -126,6 +126,18 @@ def connection_tokens(value: bytes | None) -> frozenset[bytes]:
 
 
 _NO_TOKENS: frozenset[bytes] = frozenset()
+# _SKIP_REQUEST plus a caller's ``strip`` set: callers pass the same one or
+# two sets every time, so the union is built once, not per request.
+_SKIP_WITH: dict[frozenset[bytes], frozenset[bytes]] = {}
+
+
+def _skip_with(strip: frozenset[bytes]) -> frozenset[bytes]:
+    if len(_SKIP_WITH) >= 64:
+        _SKIP_WITH.clear()
+    skip = _SKIP_WITH[strip] = _SKIP_REQUEST | strip
+    return skip
+
+
 _NAMES_NO_HEADER = frozenset({b"keep-alive", b"Keep-Alive", b"close", b"Close"})
 
 
@@ -142,7 +154,9 @@ def upstream_request_head(
 
     ``strip``: more lower-cased header names to leave out (the routing header).
     """
-    skip = _SKIP_REQUEST | strip if strip else _SKIP_REQUEST
+    skip = _SKIP_REQUEST
+    if strip:
+        skip = _SKIP_WITH.get(strip) or _skip_with(strip)
     tokens = connection_tokens(head.index.get(b"connection"))
     if tokens:
         skip = skip | tokens
@@ -184,22 +198,34 @@ def client_response_head(
     http10: bool,
 ) -> bytes:
     """The response head for the client (see the module docstring for the hygiene)."""
-    skip = _SKIP_RESPONSE
     has_id = False
     parts = [b"HTTP/1.1 %d " % status, reason, _CRLF]
     append = parts.append
-    for name, value in headers:
-        if name.lower() == b"connection":
-            tokens = connection_tokens(value)
-            if tokens:
-                skip = skip | tokens
+    named: frozenset[bytes] = _NO_TOKENS  # names a Connection header marks hop-by-hop
     for name, value in headers:
         lower = name.lower()
-        if lower in skip:
+        if lower in _SKIP_RESPONSE:
+            if lower == b"connection":
+                tokens = connection_tokens(value)
+                if tokens:
+                    named = named | tokens
             continue
         if lower == b"x-request-id":
             has_id = True
         append(name + b": " + value + _CRLF)
+    if named:
+        # Rare: a Connection header names other headers. They go too,
+        # wherever they came (before or after it): a second pass.
+        parts = [b"HTTP/1.1 %d " % status, reason, _CRLF]
+        append = parts.append
+        has_id = False
+        for name, value in headers:
+            lower = name.lower()
+            if lower in _SKIP_RESPONSE or lower in named:
+                continue
+            if lower == b"x-request-id":
+                has_id = True
+            append(name + b": " + value + _CRLF)
     if not has_id:
         append(b"X-Request-Id: " + request_id + _CRLF)
     if content_length is not None:

@@ -4,7 +4,10 @@ One :class:`ClientConnection` per client connection. ``httptools`` (the
 llhttp parser with a callback API, which uvicorn uses) turns the bytes into
 a :class:`~activator.http1.heads.RequestHead` and body chunks; each request
 becomes an :class:`Exchange` that a *handler* coroutine serves in its own
-task. Everything else is callbacks: no stream objects, no per-chunk awaits.
+task, unless a *fast handler* takes it first and serves it by callbacks
+alone (the proxy does for a request it can send at once over a pooled
+connection: most of them), which saves a task, a future and a wake-up per
+request. Everything else is callbacks: no stream objects, no per-chunk awaits.
 
 Decisions, and why:
 
@@ -17,8 +20,8 @@ Decisions, and why:
   bounded) or pipes them to a replica; then each chunk is written straight
   through. Reading pauses above 64 KiB buffered and while the replica's
   connection is congested: memory per request stays bounded.
-- **Client disconnect cancels the handler**: a held request frees its place
-  at once (DESIGN §3).
+- **Client disconnect cancels the handler** (its task, or the fast handler's
+  ``Exchange.cancel``): a held request frees its place at once (DESIGN §3).
 - **Timeouts are idle ones**: keep-alive idle (no request in progress),
   swept for all connections of a server by one timer (:class:`Connections`),
   and body idle (the client stops sending its body: 408), checked by one
@@ -54,6 +57,7 @@ __all__ = [
     "ClientConnection",
     "Connections",
     "Exchange",
+    "FastHandler",
     "Handler",
     "Relay",
     "RequestBody",
@@ -66,6 +70,7 @@ log = logging.getLogger(__name__)
 # X-Request-Id when the client sent none: 8 random bytes per process, then a
 # counter. Unique like a random id, without a getrandom() call per request.
 _ID_PREFIX = os.urandom(8).hex()
+_ID_FORMAT = _ID_PREFIX.encode() + b"%016x"
 _id_counter = itertools.count(1)
 
 # Request body bytes buffered (a held request's, say) before reading pauses:
@@ -288,17 +293,20 @@ class RequestBody:
 class Exchange:
     """One request on one client connection, and the writes of its answer."""
 
-    __slots__ = ("body", "conn", "head", "relay", "request_id", "started")
+    __slots__ = ("body", "cancel", "conn", "head", "relay", "request_id", "started")
 
     def __init__(self, conn: ClientConnection, head: RequestHead, body: RequestBody) -> None:
         self.conn = conn
         self.head = head
         self.body = body
-        rid = head.get(b"x-request-id")
-        self.request_id = rid if rid else f"{_ID_PREFIX}{next(_id_counter):016x}".encode()
+        rid = head.index.get(b"x-request-id")
+        self.request_id = rid if rid else _ID_FORMAT % next(_id_counter)
         self.started = False  # a byte of the answer went to the client
         # The replica connection relaying into this exchange (pauses with the client).
         self.relay: Relay | None = None
+        # Set by a fast handler that took the exchange: what stops it when the
+        # client goes away (a task-served exchange is cancelled with its task).
+        self.cancel: Callable[[], None] | None = None
 
     @property
     def http10(self) -> bool:
@@ -338,6 +346,25 @@ class Exchange:
             )
         )
 
+    def finish(self) -> None:
+        """A fast handler is done with this exchange: the connection serves the next request."""
+        self.cancel = None
+        self.body.detach()
+        self.conn._finished(self)
+
+    def handler_failed(self) -> None:
+        """The handler raised: a 500 if nothing was answered yet, and the connection closes."""
+        log.exception("handler failed for %s %s", self.head.method, self.head.target)
+        if not self.started:
+            self.answer_error(
+                500,
+                error_type="internal_error",
+                code="internal_error",
+                message="the activator failed",
+                close=True,
+            )
+        self.conn.must_close = True
+
     def cut(self) -> None:
         """End the client connection now: an answer already begun cannot be completed."""
         self.conn.must_close = True
@@ -348,6 +375,10 @@ class Exchange:
 
 
 Handler = Callable[[Exchange], Awaitable[None]]
+# Serves an exchange by callbacks if it can: True when it took it (and will
+# call ``Exchange.finish``, having set ``Exchange.cancel``), False to leave it
+# to the handler's task.
+FastHandler = Callable[[Exchange], bool]
 
 
 class Relay(Protocol):
@@ -413,8 +444,10 @@ class ClientConnection(asyncio.Protocol):
     __slots__ = (
         "_connections",
         "_failed",
+        "_fast",
         "_head_bytes",
         "_headers",
+        "_index",
         "_last_active",
         "_parser",
         "_parsing",
@@ -439,9 +472,11 @@ class ClientConnection(asyncio.Protocol):
         *,
         limits: ServerLimits,
         connections: Connections,
+        fast: FastHandler | None = None,
     ) -> None:
         self.loop = asyncio.get_running_loop()
         self.handler = handler
+        self._fast = fast
         self.limits = limits
         self._connections = connections
         self.transport: asyncio.Transport | None = None
@@ -449,6 +484,7 @@ class ClientConnection(asyncio.Protocol):
         self._parser = httptools.HttpRequestParser(self)
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
+        self._index: dict[bytes, bytes] = {}  # lower-cased name -> value, built as they come
         self._head_bytes = 0
         self._parsing: RequestBody | None = None
         self._pending: deque[Exchange] | None = None  # pipelined requests, rarely any
@@ -473,8 +509,8 @@ class ClientConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
-        if self.task is not None and not self.task.done() and not self.cut_by_us:
-            self.task.cancel()
+        if not self.cut_by_us:
+            self._cancel_handler()
         # The handler's cancellation aborts its replica connection, if any.
         if self.current is not None:
             self.current.body.detach()
@@ -516,10 +552,9 @@ class ClientConnection(asyncio.Protocol):
 
     # -- parser callbacks ----------------------------------------------------------
 
-    def on_message_begin(self) -> None:
-        self._url = b""
-        self._headers = []
-        self._head_bytes = 0
+    # No on_message_begin (a callback per request saved): the head's buffers
+    # start empty, and on_headers_complete and on_message_complete (trailers)
+    # empty them for the next one.
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -530,6 +565,7 @@ class ClientConnection(asyncio.Protocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         headers = self._headers
         headers.append((name, value))
+        self._index[name.lower()] = value
         if len(headers) > self.limits.max_headers:
             raise _HeadTooLarge(f"more than {self.limits.max_headers} header lines")
         if len(name) + len(value) + 2 > self.limits.max_header_bytes:
@@ -537,7 +573,7 @@ class ClientConnection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         parser = self._parser
-        index = {name.lower(): value for name, value in self._headers}
+        index = self._index
         head = RequestHead(
             method=parser.get_method().decode("latin-1"),
             target=self._url.decode("latin-1"),
@@ -547,8 +583,13 @@ class ClientConnection(asyncio.Protocol):
             keep_alive=parser.should_keep_alive(),
             index=index,
         )
+        self._url = b""
+        self._headers = []
+        self._index = {}
+        self._head_bytes = 0
+        expect = index.get(b"expect")
         body = RequestBody(
-            self, expects_continue=index.get(b"expect", b"").lower() == b"100-continue"
+            self, expects_continue=expect is not None and expect.lower() == b"100-continue"
         )
         self._parsing = body
         exchange = Exchange(self, head, body)
@@ -566,6 +607,11 @@ class ClientConnection(asyncio.Protocol):
             parsing.feed(body)
 
     def on_message_complete(self) -> None:
+        if self._headers:
+            # Trailer fields of a chunked body: not passed on, and not the
+            # next request's headers.
+            self._headers = []
+            self._index = {}
         parsing = self._parsing
         self._parsing = None
         if parsing is not None:
@@ -575,7 +621,28 @@ class ClientConnection(asyncio.Protocol):
 
     def _start(self, exchange: Exchange) -> None:
         self.current = exchange
+        fast = self._fast
+        if fast is not None:
+            try:
+                if fast(exchange):
+                    return
+            except Exception:
+                exchange.handler_failed()
+                exchange.finish()
+                return
         self.task = self.loop.create_task(self._serve(exchange))
+
+    def _cancel_handler(self) -> None:
+        """Stop the handler of the request in progress (its task, or a fast handler's work)."""
+        task = self.task
+        if task is not None:
+            if not task.done():
+                task.cancel()
+            return
+        current = self.current
+        if current is not None and current.cancel is not None:
+            cancel, current.cancel = current.cancel, None
+            cancel()
 
     async def _serve(self, exchange: Exchange) -> None:
         try:
@@ -583,16 +650,7 @@ class ClientConnection(asyncio.Protocol):
         except asyncio.CancelledError:
             return
         except Exception:
-            log.exception("handler failed for %s %s", exchange.head.method, exchange.head.target)
-            if not exchange.started:
-                exchange.answer_error(
-                    500,
-                    error_type="internal_error",
-                    code="internal_error",
-                    message="the activator failed",
-                    close=True,
-                )
-            self.must_close = True
+            exchange.handler_failed()
         finally:
             exchange.body.detach()
         self._finished(exchange)
@@ -611,7 +669,8 @@ class ClientConnection(asyncio.Protocol):
             if not self._pending:
                 self.resume_body(_PAUSE_PIPELINED)
             return
-        self.resume_body(_PAUSE_PIPELINED)
+        if self._paused_for:
+            self.resume_body(_PAUSE_PIPELINED)
         self._last_active = self.loop.time()
 
     def _reject(self, status: int, code: str, message: str) -> None:
@@ -663,8 +722,7 @@ class ClientConnection(asyncio.Protocol):
 
     def shut(self, answer: ShutAnswer) -> None:
         """Close now (shutdown): an unanswered request gets ``answer``; a started one is cut."""
-        if self.task is not None and not self.task.done():
-            self.task.cancel()
+        self._cancel_handler()
         current = self.current
         if current is not None and not current.started and self.transport is not None:
             current.answer_error(

@@ -37,6 +37,11 @@ asyncio's default), and with SYN cookies the connections that did not fit
 are reset after the request was written: a 502 for a request the replica
 never saw. Reused connections need no such slot.
 
+A request head with no body to pipe after it is not written at once but
+when the event loop's turn has run its callbacks (:meth:`UpstreamPool.write_soon`):
+the requests parsed in one turn go out back to back, so a replica is woken
+once for them rather than once each.
+
 Idle connections are closed after ``keepalive_s`` (4 s by default, below
 uvicorn's (vLLM's) 5 s, so the proxy closes first and rarely reuses a
 connection the replica is closing). A pooled connection the replica closed
@@ -47,8 +52,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections import deque
+from collections.abc import Callable
 from typing import cast
 
 import httptools
@@ -56,11 +63,25 @@ import httptools
 from activator.http1.heads import client_response_head, upstream_request_head
 from activator.http1.server import PAUSE_UPSTREAM, Exchange
 
-__all__ = ["NotSent", "UpstreamConnection", "UpstreamFailed", "UpstreamPool", "forward"]
+__all__ = [
+    "NotSent",
+    "OnDone",
+    "UpstreamConnection",
+    "UpstreamFailed",
+    "UpstreamPool",
+    "forward",
+    "send",
+]
 
 log = logging.getLogger(__name__)
 
 _NO_BODY_STATUS = frozenset({204, 304})
+
+# How an exchange's end is told: ``(status, None)`` when the answer was
+# relayed whole, ``(0, exc)`` when it failed (:class:`UpstreamFailed`, or the
+# client's own body error). Called once, synchronously, from the connection's
+# callbacks: no future, no task wake-up per request.
+OnDone = Callable[[int, BaseException | None], None]
 
 
 class NotSent(Exception):
@@ -82,7 +103,6 @@ class UpstreamConnection(asyncio.Protocol):
     __slots__ = (
         "_close_delimited",
         "_complete",
-        "_done",
         "_early",
         "_exchange",
         "_head",
@@ -93,6 +113,7 @@ class UpstreamConnection(asyncio.Protocol):
         "_is_head",
         "_keep_alive",
         "_last",
+        "_on_done",
         "_parser",
         "_raw",
         "_reason",
@@ -120,7 +141,7 @@ class UpstreamConnection(asyncio.Protocol):
         self.idle_since = 0.0
         self._parser = httptools.HttpResponseParser(self)
         self._exchange: Exchange | None = None
-        self._done: asyncio.Future[int] | None = None
+        self._on_done: OnDone | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._last = 0.0
         self._relay_paused = False
@@ -265,21 +286,31 @@ class UpstreamConnection(asyncio.Protocol):
 
     # -- one exchange --------------------------------------------------------------
 
-    def begin(self, exchange: Exchange, head: bytes, *, idle_s: float) -> asyncio.Future[int]:
-        """Send ``head`` for ``exchange``; the future gets the status when the answer ended."""
+    def begin(
+        self, exchange: Exchange, head: bytes, *, idle_s: float, on_done: OnDone, piped: bool
+    ) -> None:
+        """Send ``head`` for ``exchange``; ``on_done`` is called once when the answer ended.
+
+        ``piped``: the client's body follows (:meth:`pipe_body`), so the head
+        is written now; otherwise at the end of the loop's turn
+        (:meth:`UpstreamPool.write_soon`).
+        """
         assert self.transport is not None
         self._reset_message()
         self._exchange = exchange
         self._is_head = exchange.head.method == "HEAD"
-        self._done = self.loop.create_future()
+        self._on_done = on_done
         exchange.relay = self
         self._last = self.loop.time()
         if idle_s and self._timer is None:
             # One timer per connection that re-arms itself from the last
             # activity, kept across exchanges: no timer churn per request.
             self._timer = self.loop.call_at(self._last + idle_s, self._check_idle, idle_s)
-        self.transport.write(head)
-        return self._done
+        if piped:
+            # Body chunks follow with direct writes: the head must not wait behind them.
+            self.transport.write(head)
+        else:
+            self.pool.write_soon(self.transport, head)
 
     def pipe_body(self, exchange: Exchange, *, chunked: bool, limit: int) -> None:
         """Stream the client's body to the replica as it arrives (chunks framed when chunked)."""
@@ -374,13 +405,14 @@ class UpstreamConnection(asyncio.Protocol):
         self._fail(f"the replica sent nothing for {idle_s:g}s")
 
     def _finish(self) -> None:
-        done = self._done
+        on_done, self._on_done = self._on_done, None
         self._detach()
-        if done is not None and not done.done():
-            done.set_result(self._status)
+        if on_done is not None:
+            on_done(self._status, None)
 
     def _fail(self, message: str) -> None:
-        exchange, done = self._exchange, self._done
+        exchange, on_done = self._exchange, self._on_done
+        self._on_done = None
         started = exchange.started if exchange is not None else False
         self._detach()
         self._keep_alive = False
@@ -388,22 +420,22 @@ class UpstreamConnection(asyncio.Protocol):
             self.transport.abort()
         if started and exchange is not None:
             exchange.cut()
-        if done is not None and not done.done():
-            done.set_exception(
-                UpstreamFailed(f"{self.key}: {message}", started=started, status=self._status)
-            )
+        if on_done is not None:
+            failed = UpstreamFailed(f"{self.key}: {message}", started=started, status=self._status)
+            on_done(0, failed)
 
     def fail_body(self, exc: BaseException) -> None:
         """The client's body failed (too large, stalled): abandon this exchange."""
-        exchange, done = self._exchange, self._done
+        exchange, on_done = self._exchange, self._on_done
+        self._on_done = None
         self._detach()
         self._keep_alive = False
         if self.transport is not None:
             self.transport.abort()
         if exchange is not None and exchange.started:
             exchange.cut()
-        if done is not None and not done.done():
-            done.set_exception(exc)
+        if on_done is not None:
+            on_done(0, exc)
 
     def _detach(self) -> None:
         if self._exchange is not None:
@@ -426,6 +458,7 @@ class UpstreamConnection(asyncio.Protocol):
         )
 
     def abort(self) -> None:
+        self._on_done = None  # the exchange is abandoned: nobody waits for its end
         self._detach()
         if self._timer is not None:
             self._timer.cancel()
@@ -462,6 +495,28 @@ class UpstreamPool:
         self._open: set[UpstreamConnection] = set()
         self._sweeper: asyncio.TimerHandle | None = None
         self.opened = 0  # connections opened, ever (tests check reuse with it)
+        # Request heads to write when the loop's callbacks of this turn are done.
+        self._writes: dict[asyncio.Transport, bytes] = {}
+
+    def write_soon(self, transport: asyncio.Transport, data: bytes) -> None:
+        """Write ``data`` to ``transport`` once this turn of the event loop has run its callbacks.
+
+        The requests parsed in one turn then go out back to back, as they did
+        when a task per request wrote them: a replica woken by the first finds
+        the next ones while it is still awake, rather than being woken for
+        each (on loopback, waking the reader is the costliest part of a send).
+        """
+        writes = self._writes
+        if not writes:
+            self.loop.call_soon(self._flush)
+        queued = writes.get(transport)
+        writes[transport] = data if queued is None else queued + data
+
+    def _flush(self) -> None:
+        writes, self._writes = self._writes, {}
+        for transport, data in writes.items():
+            if not transport.is_closing():
+                transport.write(data)
 
     async def acquire(self, host: str, port: int) -> UpstreamConnection:
         """An idle connection to ``host:port``, else a new one; :class:`NotSent` if none opens."""
@@ -533,7 +588,10 @@ class UpstreamPool:
             conn.abort()
             return
         conn.idle_since = self.loop.time()
-        self._idle.setdefault(conn.key, deque()).append(conn)
+        idle = self._idle.get(conn.key)
+        if idle is None:
+            idle = self._idle[conn.key] = deque()
+        idle.append(conn)
         if self._sweeper is None:
             self._sweeper = self.loop.call_later(self.keepalive_s, self._sweep)
 
@@ -568,6 +626,50 @@ class UpstreamPool:
         await asyncio.sleep(0)  # let the transports run their connection_lost
 
 
+def send(
+    conn: UpstreamConnection,
+    exchange: Exchange,
+    *,
+    body: bytes | None,
+    max_body_bytes: int,
+    idle_s: float,
+    strip: frozenset[bytes],
+    on_done: OnDone,
+) -> None:
+    """Send ``exchange`` over ``conn`` (taken from the pool) and relay its answer by callbacks.
+
+    ``on_done`` is called once when the answer ended (see :data:`OnDone`),
+    unless ``conn`` is aborted first. The caller gives ``conn`` back to the
+    pool (:meth:`UpstreamPool.release`) and detaches the client's body.
+    """
+    request = exchange.head
+    chunked = body is None and request.chunked
+    length = len(body) if body is not None else request.content_length
+    head = upstream_request_head(
+        request,
+        authority=conn.authority,
+        request_id=exchange.request_id,
+        body_length=length,
+        chunked=chunked,
+        strip=strip,
+    )
+    if body:
+        head += body
+    piped = body is None and bool(chunked or length)
+    conn.begin(exchange, head, idle_s=idle_s, on_done=on_done, piped=piped)
+    if piped:
+        conn.pipe_body(exchange, chunked=chunked, limit=max_body_bytes)
+
+
+def _settle(done: asyncio.Future[int], status: int, exc: BaseException | None) -> None:
+    if done.done():
+        return
+    if exc is not None:
+        done.set_exception(exc)
+    else:
+        done.set_result(status)
+
+
 async def forward(
     pool: UpstreamPool,
     exchange: Exchange,
@@ -586,7 +688,6 @@ async def forward(
     Raises :class:`NotSent`, :class:`UpstreamFailed`, :class:`BodyTooLarge`
     or :class:`BodyStalled`.
     """
-    request = exchange.head
     client_body = exchange.body
     if body is None:
         client_body.set_limit(max_body_bytes)
@@ -594,21 +695,16 @@ async def forward(
             raise client_body.error  # over the limit already: nothing goes out
     # A pooled connection without a coroutine round trip: the common case.
     conn = pool.take_idle(host, port) or await pool.acquire(host, port)
-    chunked = body is None and request.chunked
-    length = len(body) if body is not None else request.content_length
-    head = upstream_request_head(
-        request,
-        authority=conn.authority,
-        request_id=exchange.request_id,
-        body_length=length,
-        chunked=chunked,
+    done: asyncio.Future[int] = pool.loop.create_future()
+    send(
+        conn,
+        exchange,
+        body=body,
+        max_body_bytes=max_body_bytes,
+        idle_s=idle_s,
         strip=strip,
+        on_done=functools.partial(_settle, done),
     )
-    if body:
-        head += body
-    done = conn.begin(exchange, head, idle_s=idle_s)
-    if body is None and (chunked or length):
-        conn.pipe_body(exchange, chunked=chunked, limit=max_body_bytes)
     try:
         return await done
     except asyncio.CancelledError:

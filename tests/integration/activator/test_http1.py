@@ -402,6 +402,24 @@ async def test_request_bodies_reach_the_replica(request_bytes: bytes, expected_b
     assert replica.bodies == [expected_body]
 
 
+async def test_trailers_of_a_chunked_body_are_not_the_next_requests_headers() -> None:
+    async with (
+        RawReplica(ok) as replica,
+        proxy_to(replica.port) as proxy,
+        client(proxy.port) as (reader, writer),
+    ):
+        writer.write(
+            b"POST /a HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"3\r\nabc\r\n0\r\nX-Trailer: t\r\n\r\n"
+            b"GET /b HTTP/1.1\r\nHost: h\r\n\r\n"
+        )
+        for _ in range(2):
+            head, _ = await read_answer(reader)
+            assert head.startswith(b"HTTP/1.1 200 ")
+    assert [h.split(b" ")[1] for h in replica.heads] == [b"/a", b"/b"]
+    assert all(b"x-trailer" not in h.lower() for h in replica.heads)
+
+
 async def test_expect_100_continue_is_answered_by_the_proxy() -> None:
     async with (
         RawReplica(ok) as replica,

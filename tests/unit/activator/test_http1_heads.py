@@ -170,6 +170,23 @@ def test_response_hygiene() -> None:
     ]
 
 
+def test_response_drops_what_connection_names_before_it_too() -> None:
+    # Names listed in Connection are hop-by-hop wherever they appear; a
+    # request id named there is dropped and the exchange's is added instead.
+    _, headers = response(
+        ("X-Early", "e"),
+        ("X-Request-Id", "from-replica"),
+        ("Content-Type", "text/plain"),
+        ("Connection", "X-Early, X-Request-Id"),
+        content_length=2,
+    )
+    assert headers == [
+        ("Content-Type", "text/plain"),
+        ("X-Request-Id", "rid-1"),
+        ("Content-Length", "2"),
+    ]
+
+
 def test_response_keeps_the_replicas_request_id() -> None:
     _, headers = response(("X-Request-Id", "from-replica"), content_length=2)
     assert [v for n, v in headers if n.lower() == "x-request-id"] == ["from-replica"]

@@ -29,6 +29,29 @@ TABLE = RoutingTable.build(
 )
 
 
+def test_route_cached_answers_as_route_does_and_stays_bounded() -> None:
+    table = RoutingTable.build(
+        [
+            TargetSpec(name="ns/exact", hosts=("llama.example.com",)),
+            TargetSpec(name="ns/short", path_prefix="/llama"),
+        ]
+    )
+    cases = [
+        ("llama.example.com", "/x"),
+        ("other", "/llama/v1"),
+        ("other", "/llamas"),
+        (None, "/llama"),
+        (None, "/nothing"),
+    ]
+    for _ in range(2):  # the second round is answered from the cache
+        for host, path in cases:
+            raw = host.encode() if host is not None else None
+            assert table.route_cached(raw, path) == table.route(host=host, path=path)
+    for i in range(5000):
+        assert table.route_cached(None, f"/llama?i={i}") == "ns/short"
+    assert len(table._cache) <= 4096
+
+
 @pytest.mark.parametrize(
     ("host", "path", "header", "expected"),
     [

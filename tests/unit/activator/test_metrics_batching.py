@@ -1,0 +1,66 @@
+"""The request counter and duration histogram, batched per request and added in at collection.
+
+:meth:`activator.metrics.Metrics.observe` counts into plain integers and the
+registry's collection adds them into the prometheus_client instruments; what
+a scrape reads must equal what ``Histogram.observe`` per request would have
+given, bucket by bucket, and nothing may be counted twice.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.utils import floatToGoString
+
+from activator.metrics import _DURATION_BUCKETS, PREFIX, Metrics
+
+DURATION = PREFIX + "request_duration_seconds"
+# On bounds, just past them, below the first, past the last.
+DURATIONS = [0.0, 0.0004, 0.001, 0.0010001, 0.0025, 0.003, 0.7, 1.0, 42.0, 600.0, 1e6]
+
+
+def _reference(durations: list[float]) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    hist = Histogram(
+        DURATION, "reference", ["target"], buckets=_DURATION_BUCKETS, registry=registry
+    )
+    for d in durations:
+        hist.labels("ns/t").observe(d)
+    return registry
+
+
+def _assert_same_histogram(got: CollectorRegistry, want: CollectorRegistry) -> None:
+    for le in [*_DURATION_BUCKETS, float("inf")]:
+        labels = {"target": "ns/t", "le": floatToGoString(le)}
+        assert got.get_sample_value(DURATION + "_bucket", labels) == want.get_sample_value(
+            DURATION + "_bucket", labels
+        ), le
+    for suffix in ("_sum", "_count"):
+        assert got.get_sample_value(DURATION + suffix, {"target": "ns/t"}) == want.get_sample_value(
+            DURATION + suffix, {"target": "ns/t"}
+        )
+
+
+def test_a_collection_reads_every_request_observed_before_it() -> None:
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    for i, d in enumerate(DURATIONS):
+        metrics.observe("ns/t", 200 if i % 2 else 503, d)
+    _assert_same_histogram(registry, _reference(DURATIONS))
+    requests = PREFIX + "requests_total"
+    assert registry.get_sample_value(requests, {"target": "ns/t", "code": "2xx"}) == 5
+    assert registry.get_sample_value(requests, {"target": "ns/t", "code": "5xx"}) == 6
+
+
+def test_later_requests_add_to_what_was_collected_once() -> None:
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    for d in DURATIONS[:4]:
+        metrics.observe("ns/t", 200, d)
+    first = registry.get_sample_value(DURATION + "_count", {"target": "ns/t"})
+    assert first == 4
+    assert registry.get_sample_value(DURATION + "_count", {"target": "ns/t"}) == 4  # not twice
+    for d in DURATIONS[4:]:
+        metrics.observe("ns/t", 200, d)
+    _assert_same_histogram(registry, _reference(DURATIONS))
+    total = registry.get_sample_value(PREFIX + "requests_total", {"target": "ns/t", "code": "2xx"})
+    assert total == len(DURATIONS)
