@@ -7,16 +7,16 @@ from :data:`REASONS`.
 
 The hot path touches only pre-resolved children: label lookups are cached in
 dictionaries, so a request costs a dict hit plus the increment. The two
-instruments every request touches (the request counter and the duration
-histogram) are not even incremented per request: :meth:`Metrics.observe`
+families every request touches (the request counter and the duration
+histogram) are not prometheus_client instruments at all: :meth:`Metrics.observe`
 adds to plain per-target integers (the histogram's bucket found by
-bisection) and those are added into the instruments whenever the registry
-is collected (a scrape, ``get_sample_value``), by a collector registered
-ahead of them, so every answer read from the registry is exact. (A
-prometheus_client ``inc`` or ``observe`` takes a lock and, for a histogram,
-walks the buckets in Python: a few microseconds per request.) Gauges of
-held and in-flight requests are not updated per request at all: a custom
-collector reads the gates when Prometheus scrapes.
+bisection, with the same rule as ``Histogram.observe``) and a collector
+turns them into the two families when the registry is collected, so every
+scrape reads exact totals. (A prometheus_client ``inc`` or ``observe`` takes
+a lock and, for a histogram, walks the buckets in Python: a few microseconds
+per request, on the path whose cost issue 14 measures.) Gauges of held and
+in-flight requests are not updated per request either: a custom collector
+reads the gates when Prometheus scrapes.
 
 With ``--workers`` each worker keeps its own registry; the serving process
 sums the workers' samples (:func:`merge_expositions`), which is correct for
@@ -32,7 +32,12 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
@@ -68,6 +73,8 @@ _DURATION_BUCKETS = (
     600,
 )
 _DURATION_BOUNDS = (*_DURATION_BUCKETS, math.inf)
+# The ``le`` label of each bound, written as prometheus_client writes it.
+_DURATION_LE = tuple("+Inf" if math.isinf(b) else repr(float(b)) for b in _DURATION_BOUNDS)
 _COLD_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 3600)
 
 
@@ -111,26 +118,50 @@ class _GateCollector(Collector):
         return [buffered, in_flight, ready, capacity, timeout]
 
 
-class _Flush(Collector):
-    """Registered before the instruments it feeds: collecting the registry flushes first."""
-
-    def __init__(self, flush: Callable[[], None]) -> None:
-        self._flush = flush
-
-    def collect(self) -> Iterable[Metric]:
-        self._flush()
-        return []
-
-
-class _Pending:
-    """One target's requests since the last flush: counts by status class, durations."""
+class _Totals:
+    """One target's answered requests: counts by status class, durations by bucket."""
 
     __slots__ = ("buckets", "classes", "total_s")
 
     def __init__(self) -> None:
         self.classes: dict[int, int] = {}
-        self.buckets = [0] * (len(_DURATION_BUCKETS) + 1)  # the last one: +Inf
+        self.buckets = [0] * len(_DURATION_BOUNDS)  # per bucket, not cumulative; last: +Inf
         self.total_s = 0.0
+
+
+class _RequestCollector(Collector):
+    """``requests_total`` and ``request_duration_seconds`` from the per-target totals."""
+
+    def __init__(self, totals: Mapping[str, _Totals]) -> None:
+        self._totals = totals
+
+    def _families(self) -> tuple[CounterMetricFamily, HistogramMetricFamily]:
+        requests = CounterMetricFamily(
+            PREFIX + "requests",
+            "requests answered, by target and status class",
+            labels=["target", "code"],
+        )
+        duration = HistogramMetricFamily(
+            PREFIX + "request_duration_seconds",
+            "time from request to the end of the response",
+            labels=["target"],
+        )
+        return requests, duration
+
+    def describe(self) -> Iterable[Metric]:
+        return self._families()
+
+    def collect(self) -> Iterable[Metric]:
+        requests, duration = self._families()
+        for target, totals in sorted(self._totals.items()):
+            for klass, n in sorted(totals.classes.items()):
+                requests.add_metric([target, f"{klass}xx"], n)
+            cumulative, buckets = 0, []
+            for le, n in zip(_DURATION_LE, totals.buckets, strict=True):
+                cumulative += n
+                buckets.append((le, cumulative))
+            duration.add_metric([target], buckets, totals.total_s)
+        return [requests, duration]
 
 
 class Metrics:
@@ -143,21 +174,8 @@ class Metrics:
         gates: Callable[[], Mapping[str, Gate]] | None = None,
     ) -> None:
         self.registry = registry
-        self._pending: dict[str, _Pending] = {}
-        registry.register(_Flush(self.flush))
-        self.requests = Counter(
-            PREFIX + "requests",
-            "requests answered, by target and status class",
-            ["target", "code"],
-            registry=registry,
-        )
-        self.duration = Histogram(
-            PREFIX + "request_duration_seconds",
-            "time from request to the end of the response",
-            ["target"],
-            buckets=_DURATION_BUCKETS,
-            registry=registry,
-        )
+        self._totals: dict[str, _Totals] = {}
+        registry.register(_RequestCollector(self._totals))
         self.cold_start_wait = Histogram(
             PREFIX + "cold_start_wait_seconds",
             "time a held request waited for a replica",
@@ -185,43 +203,20 @@ class Metrics:
         )
         if gates is not None:
             registry.register(_GateCollector(gates))
-        self._requests: dict[tuple[str, int], Counter] = {}
-        self._durations: dict[str, Histogram] = {}
         self._cold: dict[str, Histogram] = {}
         self._rejections: dict[tuple[str, str], Counter] = {}
 
     def observe(self, target: str, status: int, duration_s: float) -> None:
-        """Count one answered request; it shows in the instruments at the next collection."""
-        pending = self._pending.get(target)
-        if pending is None:
-            pending = self._pending[target] = _Pending()
-        classes = pending.classes
+        """Count one answered request (read at the next collection)."""
+        totals = self._totals.get(target)
+        if totals is None:
+            totals = self._totals[target] = _Totals()
+        classes = totals.classes
         klass = status // 100
         classes[klass] = classes.get(klass, 0) + 1
-        # The histogram's own rule: the first bucket whose bound is >= the value.
-        pending.buckets[bisect.bisect_left(_DURATION_BOUNDS, duration_s)] += 1
-        pending.total_s += duration_s
-
-    def flush(self) -> None:
-        """Add the requests counted since the last flush into the instruments."""
-        pending, self._pending = self._pending, {}
-        for target, counted in pending.items():
-            for klass, n in counted.classes.items():
-                key = (target, klass)
-                child = self._requests.get(key)
-                if child is None:
-                    child = self._requests[key] = self.requests.labels(target, f"{klass}xx")
-                child.inc(n)
-            hist = self._durations.get(target)
-            if hist is None:
-                hist = self._durations[target] = self.duration.labels(target)
-            # Histogram has no public "add n observations to a bucket"; its
-            # per-bucket values are what observe() increments (a unit test
-            # checks the result against observe() itself).
-            for index, n in enumerate(counted.buckets):
-                if n:
-                    hist._buckets[index].inc(n)
-            hist._sum.inc(counted.total_s)
+        # Histogram.observe's rule: the first bucket whose bound is >= the value.
+        totals.buckets[bisect.bisect_left(_DURATION_BOUNDS, duration_s)] += 1
+        totals.total_s += duration_s
 
     def observe_cold_wait(self, target: str, wait_s: float) -> None:
         hist = self._cold.get(target)

@@ -1,14 +1,14 @@
-"""The request counter and duration histogram, batched per request and added in at collection.
+"""The request counter and duration histogram, counted in plain integers and read at collection.
 
-:meth:`activator.metrics.Metrics.observe` counts into plain integers and the
-registry's collection adds them into the prometheus_client instruments; what
-a scrape reads must equal what ``Histogram.observe`` per request would have
-given, bucket by bucket, and nothing may be counted twice.
+:meth:`activator.metrics.Metrics.observe` counts into per-target totals and a
+collector turns them into the two families; what a scrape reads must equal
+what ``Histogram.observe`` per request would have given, bucket by bucket
+(``le`` labels written the same way), and nothing may be counted twice.
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.utils import floatToGoString
 
 from activator.metrics import _DURATION_BUCKETS, PREFIX, Metrics
@@ -64,3 +64,14 @@ def test_later_requests_add_to_what_was_collected_once() -> None:
     _assert_same_histogram(registry, _reference(DURATIONS))
     total = registry.get_sample_value(PREFIX + "requests_total", {"target": "ns/t", "code": "2xx"})
     assert total == len(DURATIONS)
+
+
+def test_a_scrape_of_only_the_request_families_reads_them() -> None:
+    # A restricted query (``/metrics?name[]=...``) collects only the collectors
+    # whose described names match: the totals must be there too.
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    metrics.observe("ns/t", 200, 0.01)
+    only = registry.restricted_registry([PREFIX + "requests_total"])
+    text = generate_latest(only).decode()
+    assert f'{PREFIX}requests_total{{code="2xx",target="ns/t"}} 1.0' in text
