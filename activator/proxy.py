@@ -26,7 +26,9 @@ serves those by callbacks alone (no task, no future: the replica
 connection's end-of-answer callback finishes the request), and leaves every
 other request to :meth:`Proxy.handle`, which does the same steps with
 awaits. Both classify the data path's failures with the same helpers, so a
-request gets the same answer and the same metrics on either path.
+request gets the same answer and the same metrics on either path. A step
+added to :meth:`Proxy.handle` must be added to ``handle_now`` too, or make
+it decline the requests the step concerns.
 
 A connection that fails before any byte reached the replica (refused,
 unreachable, connect timeout) marks that endpoint down and sends the request
