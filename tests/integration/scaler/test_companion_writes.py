@@ -10,8 +10,7 @@ user's Deployment garbage-collects the companion (its owner reference).
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from scaler.kube.client import KubeAccess, connect
 from scaler.kube.companion_writes import KubeCompanions
 from scaler.policy.companion import build_companion, is_pinned, pin_patch, unpin_patch
 from scaler.policy.providers import PRESETS
+from tests.integration.scaler.support import eventually
 
 KARPENTER = PRESETS["karpenter"]
 
@@ -39,14 +39,6 @@ async def access(tmp_path: Path) -> AsyncIterator[tuple[SandboxCluster, KubeAcce
             await kube.api.close()
     finally:
         await sandbox.stop()
-
-
-async def eventually(check: Callable[[], object], what: str) -> None:
-    for _ in range(1000):  # bounded: 10 s at most
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def user_deployment() -> dict[str, Any]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
@@ -35,6 +35,7 @@ from scaler.kube.leader import LeaseElector
 from scaler.kube.types import DeploymentInfo, LabelSelector
 from scaler.kube.writer import KubeEvents, KubeScaleTarget
 from tests.integration.scaler.fake_kube_api import FakeKubeApi, start
+from tests.integration.scaler.support import eventually
 
 
 @pytest_asyncio.fixture
@@ -49,14 +50,6 @@ async def api() -> AsyncIterator[tuple[FakeKubeApi, client.ApiClient]]:
         await api_client.close()
         with contextlib.suppress(StopAsyncIteration):
             await gen.__anext__()
-
-
-async def eventually(check: Callable[[], bool], what: str) -> None:
-    for _ in range(500):  # bounded: 5 s at most
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 async def test_scale_with_precondition_and_no_blind_retry(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest_asyncio
@@ -27,6 +27,7 @@ from scaler.kube.placement_watch import PlacementWatch, pod_facts
 from scaler.policy.availability import CapacityType
 from scaler.policy.companion import build_companion
 from scaler.policy.providers import PRESETS
+from tests.integration.scaler.support import eventually
 
 KARPENTER = PRESETS["karpenter"]
 
@@ -39,14 +40,6 @@ async def cluster(tmp_path: Path) -> AsyncIterator[SandboxCluster]:
         yield sandbox
     finally:
         await sandbox.stop()
-
-
-async def eventually(check: Callable[[], object], what: str) -> None:
-    for _ in range(1000):  # bounded: 10 s at most
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def user_deployment() -> dict[str, object]:

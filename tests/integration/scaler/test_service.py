@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
-from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
-import pytest
 
 from scaler.service import serve
 from scaler.settings import load_settings
 from tests.integration.scaler.fake_kube_api import FakeKubeApi, start
+from tests.integration.scaler.support import eventually
 
 KUBECONFIG = """apiVersion: v1
 kind: Config
@@ -28,14 +26,6 @@ users: [{{name: u, user: {{token: abc}}}}]
 contexts: [{{name: c, context: {{cluster: fake, user: u, namespace: tidal}}}}]
 current-context: c
 """
-
-
-async def eventually(check: Callable[[], object], what: str) -> None:
-    for _ in range(500):
-        if await check() if inspect.iscoroutinefunction(check) else check():
-            return
-        await asyncio.sleep(0.02)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 async def test_service_end_to_end_on_fake_api(tmp_path: Path) -> None:
