@@ -4,6 +4,10 @@
 - :mod:`~loadtests.demo.spot_story` runs ``tidal demo --story spot`` (a spot
   preemption under load), and :mod:`~loadtests.demo.spot_figures` holds its
   figures, verdict and table;
+- :mod:`~loadtests.demo.warm_story` runs ``tidal demo --story warm`` (a wake
+  from sleep beside a cold start);
+- :mod:`~loadtests.demo.session` is what the three share: the sandbox's
+  directory, where the text and the JSON go, Ctrl-C, the exit code;
 - :mod:`~loadtests.demo.client` sends one streaming chat completion and times it;
 - :mod:`~loadtests.demo.activator_gauges` reads the held-request gauges from
   the activators' ``/metrics``;

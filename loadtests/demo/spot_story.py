@@ -39,22 +39,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
-import shutil
-import signal
 import statistics
 import sys
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from loadtests.demo.activator_gauges import HeldRequests, read_gauges
 from loadtests.demo.client import stream_chat
+from loadtests.demo.session import INTERRUPTED, DemoSession
 from loadtests.demo.spot_figures import Half, SpotFigures, summary_table
 from loadtests.demo.view import Console, Status
 from loadtests.sandbox.cluster.controllers.base import EVENTS, NODES, PODS
@@ -411,63 +407,38 @@ async def run_spot(args: argparse.Namespace) -> int:
         print(f"tidal demo: {exc}", file=sys.stderr)
         return 2
     model = SPOT_MODEL
-    temporary = args.dir is None
-    directory = Path(tempfile.mkdtemp(prefix="tidal-demo-")) if temporary else args.dir.resolve()
-    human = sys.stderr if args.json else sys.stdout
-    console = Console(human)
-    started = time.monotonic()
+    session = DemoSession.open(args)
     settings = StackSettings(
         example=model,
         scaler_args=("--tick-interval-s", "1"),
         scaler_env={"TIDAL_SCALER_PLACEMENT__RELEASE_HOLD_S": f"{RELEASE_HOLD_S:g}"},
     )
-    stack = SandboxStack(directory, settings)
+    stack = SandboxStack(session.directory, settings)
     run: SpotRun | None = None
-    failure = ""
-    main_task = asyncio.current_task()
-    assert main_task is not None
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, main_task.cancel)
-    console.event(
+
+    async def play() -> None:
+        nonlocal run
+        session.console.event(
+            f"Up in {session.elapsed():.1f}s: {model.target} with "
+            f"placement.tidal.dev/policy={POLICY}, one replica on demand"
+        )
+        run = SpotRun(stack, model, story, session.console)
+        await run.play()
+
+    failure = await session.play(
+        stack,
         "Starting the sandbox: an emulated cluster with spot and on-demand GPU nodes in two "
-        f"zones, tidal scaler and tidal activator (in {directory})"
+        f"zones, tidal scaler and tidal activator (in {session.directory})",
+        play,
     )
-    try:
-        try:
-            await stack.start()
-            console.event(
-                f"Up in {time.monotonic() - started:.1f}s: {model.target} with "
-                f"placement.tidal.dev/policy={POLICY}, one replica on demand"
-            )
-            run = SpotRun(stack, model, story, console)
-            await run.play()
-        finally:
-            console.close()
-            console.event("Stopping the activator, the scaler and the cluster")
-            await asyncio.shield(stack.stop())
-    except asyncio.CancelledError:
-        # Ctrl-C or SIGTERM: the sandbox is stopped above.
-        console.event("interrupted")
-        return 130
-    except (OSError, RuntimeError, TimeoutError) as exc:
-        failure = f"the sandbox failed: {exc}"
-        console.event(f"tidal demo: {failure}")
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-    wall_s = time.monotonic() - started
+    if failure is None:
+        return INTERRUPTED
+    wall_s = session.elapsed()
     figures = run.figures if run is not None else SpotFigures()
     problems = figures.problems() + ([failure] if failure else [])
-    print(summary_table(figures, problems, wall_s), file=human, flush=True)
-    if problems:
-        print(f"logs are in {directory / 'logs'}", file=human, flush=True)
-    elif temporary:
-        shutil.rmtree(directory, ignore_errors=True)
-    if args.json:
-        doc = figures.as_json()
-        doc["wall_s"] = round(wall_s, 3)
-        if failure:
-            doc["error"] = failure
-        print(json.dumps(doc), flush=True)
-    return 1 if problems else 0
+    print(summary_table(figures, problems, wall_s), file=session.human, flush=True)
+    doc = figures.as_json()
+    doc["wall_s"] = round(wall_s, 3)
+    if failure:
+        doc["error"] = failure
+    return session.finish(problems, doc)

@@ -39,12 +39,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
-import shutil
-import signal
 import statistics
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +51,7 @@ import uvloop
 from loadtests.demo.activator_gauges import HeldRequests, read_gauges
 from loadtests.demo.client import stream_chat
 from loadtests.demo.observe import ClusterSample, DemoTracker, RequestResult
+from loadtests.demo.session import INTERRUPTED, DemoSession
 from loadtests.demo.spot_story import configure_spot
 from loadtests.demo.view import (
     COLD_START_NOTE,
@@ -415,58 +412,29 @@ async def _main(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"tidal demo: {exc}", file=sys.stderr)
         return 2
-    temporary = args.dir is None
-    directory = Path(tempfile.mkdtemp(prefix="tidal-demo-")) if temporary else args.dir.resolve()
-    # With --json, stdout carries the JSON line alone (for a pipe or jq); the
-    # story and the table a person reads go to stderr.
-    human = sys.stderr if args.json else sys.stdout
-    console = Console(human)
-    started = time.monotonic()
-    stack = SandboxStack(directory, StackSettings(example=model))
+    session = DemoSession.open(args)
+    console = session.console
+    stack = SandboxStack(session.directory, StackSettings(example=model))
     run: DemoRun | None = None
-    interrupted = False
-    failure = ""
-    main_task = asyncio.current_task()
-    assert main_task is not None
-    loop = asyncio.get_running_loop()
 
-    def interrupt() -> None:
-        nonlocal interrupted
-        interrupted = True
-        main_task.cancel()
+    async def play() -> None:
+        nonlocal run
+        console.event(
+            f"Up in {session.elapsed():.1f}s: activator {stack.activator_url}, "
+            f"scaler {stack.scaler_url}; Deployment {model.target} at zero replicas"
+        )
+        run = DemoRun(stack, model, story, console)
+        await run.play()
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, interrupt)
-    console.event(
-        "Starting the sandbox: an emulated Kubernetes cluster, tidal scaler and tidal activator "
-        f"(in {directory})"
+    failure = await session.play(
+        stack,
+        "Starting the sandbox: an emulated Kubernetes cluster, tidal scaler and tidal "
+        f"activator (in {session.directory})",
+        play,
     )
-    try:
-        try:
-            await stack.start()
-            console.event(
-                f"Up in {time.monotonic() - started:.1f}s: activator {stack.activator_url}, "
-                f"scaler {stack.scaler_url}; Deployment {model.target} at zero replicas"
-            )
-            run = DemoRun(stack, model, story, console)
-            await run.play()
-        finally:
-            console.close()
-            console.event("Stopping the activator, the scaler and the cluster")
-            await asyncio.shield(stack.stop())
-    except asyncio.CancelledError:
-        if not interrupted:
-            raise
-        console.event("interrupted")
-        return 130
-    except (OSError, RuntimeError, TimeoutError) as exc:
-        # Still summarized below (and as JSON): what was seen until then.
-        failure = f"the sandbox failed: {exc}"
-        console.event(f"tidal demo: {failure}")
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-    wall_s = time.monotonic() - started
+    if failure is None:
+        return INTERRUPTED
+    wall_s = session.elapsed()
     tracker = run.tracker if run is not None else DemoTracker()
     summary = tracker.summary()
     problems = summary.problems() + ([failure] if failure else [])
@@ -480,25 +448,19 @@ async def _main(args: argparse.Namespace) -> int:
     ]
     print(
         summary_table(summary, extra=extra, problems=problems, notes=[COLD_START_NOTE]),
-        file=human,
+        file=session.human,
         flush=True,
     )
-    if problems:
-        print(f"logs are in {directory / 'logs'}", file=human, flush=True)
-    elif temporary:
-        shutil.rmtree(directory, ignore_errors=True)
-    if args.json:
-        figures: dict[str, object] = dict(summary.as_json())
-        figures.update(
-            first_ttft_s=_round(first.ttft_s if first else None),
-            cold_start_s=_round(cold_start_s),
-            zero_after_s=_round(zero_after_s),
-            wall_s=_round(wall_s),
-        )
-        if failure:
-            figures["error"] = failure
-        print(json.dumps(figures), flush=True)
-    return 1 if problems else 0
+    figures: dict[str, object] = dict(summary.as_json())
+    figures.update(
+        first_ttft_s=_round(first.ttft_s if first else None),
+        cold_start_s=_round(cold_start_s),
+        zero_after_s=_round(zero_after_s),
+        wall_s=_round(wall_s),
+    )
+    if failure:
+        figures["error"] = failure
+    return session.finish(problems, figures)
 
 
 def _fmt(value: float | None) -> str:

@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import shutil
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 
+from loadtests.demo.session import INTERRUPTED, DemoSession
 from loadtests.sandbox.cluster.defaults import apply_defaults
 from loadtests.sandbox.cluster.resources import by_group_version_plural
 from loadtests.sandbox.example import ExampleModel
@@ -148,37 +145,26 @@ async def play(stack: SandboxStack, say: Any) -> dict[str, Any]:
 
 
 async def warm_main(args: argparse.Namespace) -> int:
-    temporary = args.dir is None
-    directory = Path(tempfile.mkdtemp(prefix="tidal-demo-")) if temporary else args.dir.resolve()
-
-    def say(text: str) -> None:
-        print(text, flush=True)
-
-    say(f"Starting the sandbox (in {directory})")
-    stack = SandboxStack(directory, StackSettings(example=None))
+    session = DemoSession.open(args)
+    stack = SandboxStack(session.directory, StackSettings(example=None))
     figures: dict[str, Any] = {}
-    problems: list[str] = []
-    try:
-        await stack.start()
-        figures = await play(stack, say)
-    except (OSError, RuntimeError, TimeoutError, aiohttp.ClientError) as exc:
-        problems.append(f"the sandbox failed: {exc}")
-    finally:
-        await asyncio.shield(stack.stop())
+
+    async def story() -> None:
+        nonlocal figures
+        figures = await play(stack, session.console.event)
+
+    failure = await session.play(stack, f"Starting the sandbox (in {session.directory})", story)
+    if failure is None:
+        return INTERRUPTED
+    problems = [failure] if failure else []
     if figures:
         if figures["cold_status"] != 200 or figures["warm_status"] != 200:
             problems.append("a request was not answered with 200")
         elif not figures["warm_s"] < figures["cold_s"] / 2:
             problems.append("the wake was not under half the cold start")
-    for problem in problems:
-        say(f"tidal demo: {problem}")
-    if problems:
-        say(f"logs are in {directory / 'logs'}")
-    elif temporary:
-        shutil.rmtree(directory, ignore_errors=True)
-    if args.json:
-        print(json.dumps({**figures, "problems": problems}), flush=True)
-    return 1 if problems else 0
+    for problem in problems[1 if failure else 0 :]:
+        session.console.event(f"tidal demo: {problem}")
+    return session.finish(problems, {**figures, "problems": problems})
 
 
 if __name__ == "__main__":  # run through ``tidal demo --story warm`` normally
