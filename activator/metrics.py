@@ -189,6 +189,12 @@ class Metrics:
             ["target", "reason"],
             registry=registry,
         )
+        self.resent = Counter(
+            PREFIX + "resent",
+            "requests sent again after a replica closed the connection before answering",
+            ["target"],
+            registry=registry,
+        )
         self.activations = Counter(
             PREFIX + "activations",
             "POST /v1/activate calls sent to the scaler",
@@ -223,6 +229,9 @@ class Metrics:
         if hist is None:
             hist = self._cold[target] = self.cold_start_wait.labels(target)
         hist.observe(wait_s)
+
+    def count_resent(self, target: str) -> None:
+        self.resent.labels(target).inc()
 
     def reject(self, target: str, reason: str) -> None:
         key = (target, reason)

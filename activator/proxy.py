@@ -32,11 +32,17 @@ it decline the requests the step concerns.
 
 A connection that fails before any byte reached the replica (refused,
 unreachable, connect timeout) marks that endpoint down and sends the request
-back to step 3, within its cold-start deadline. Once bytes went out the
-request is never retried: it ends in 502, or in 408/413 when the cause was
-the client's own body (stalled past the idle timeout, over the limit). A
-failure after the answer began (the replica died mid-stream) cannot become
-a status: the client connection is closed, which tells the client the truth.
+back to step 3, within its cold-start deadline. So does, once, a replica
+that closed or reset the connection before a byte of answer, when the
+request's whole body is still at hand (:mod:`activator.statuses` says why):
+the pool's other idle connections to it are dropped, since it is most
+likely shutting down, and the request goes out on a new connection, to it
+or another. Otherwise, once bytes went out the request ends in 502, or in
+408/413 when the cause was the client's own body (stalled past the idle
+timeout, over the limit). A failure after the answer began (the replica died
+mid-stream) cannot become a status: the client connection is closed, which
+tells the client the truth. A request the fast path sent that must go back
+to waiting continues in a task (:meth:`Exchange.continue_in_task`).
 
 While a request is held, a body it was routed by stays in memory; the sum
 of such bodies is capped per activator (:mod:`activator.held_bodies`).
@@ -49,9 +55,11 @@ classifies the data path's exceptions and writes the answer.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from activator import http1
@@ -145,6 +153,16 @@ def _json_answer(exchange: Exchange, document: object) -> None:
 def _client_body_error(exc: BaseException) -> ProxyError:
     """The data path's body exceptions as the status table's."""
     return BodyTimeout() if isinstance(exc, http1.BodyStalled) else BodyTooLarge()
+
+
+_ServeError = (ProxyError, HoldError, http1.BodyTooLarge, http1.BodyStalled)
+
+
+def _as_answer(exc: Exception) -> Exception:
+    """What :meth:`Proxy._fail` answers for one of ``_ServeError``."""
+    if isinstance(exc, http1.BodyTooLarge | http1.BodyStalled):
+        return _client_body_error(exc)
+    return exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,13 +275,25 @@ class Proxy:
         except _ListModels as listing:
             _json_answer(exchange, listing.table.models_listing())
             status = 200
-        except (ProxyError, HoldError) as exc:
-            self._fail(exchange, exc, target, started)
-            return
-        except (http1.BodyTooLarge, http1.BodyStalled) as exc:
-            self._fail(exchange, _client_body_error(exc), target, started)
+        except _ServeError as exc:
+            self._fail(exchange, _as_answer(exc), target, started)
             return
         self.metrics.observe(target, status, time.perf_counter() - started)
+
+    async def send_again(self, exchange: Exchange, *, gate: Gate, started: float) -> None:
+        """The rest of a request :meth:`handle_now` sent that must go out once more."""
+        try:
+            status = await self._serve(exchange, gate, None, sent_again=True)
+        except _ServeError as exc:
+            self._fail(exchange, _as_answer(exc), gate.name, started)
+            return
+        self.metrics.observe(gate.name, status, time.perf_counter() - started)
+
+    def _sending_again(self, gate: Gate, tracker: EndpointTracker, exc: Exception) -> None:
+        """A request goes back to waiting after ``tracker``'s replica closed without answering."""
+        log.info("sending a request again: %s", exc)
+        self.metrics.count_resent(gate.name)
+        self.pool.drop_idle(tracker.host, tracker.port)
 
     def _fail(self, exchange: Exchange, exc: Exception, target: str, started: float) -> None:
         spec = status_of(exc)
@@ -311,8 +341,16 @@ class Proxy:
             raise NoTarget(table.unknown_model(model))
         return body, target
 
-    async def _serve(self, exchange: Exchange, gate: Gate, body: bytes | None) -> int:
-        gate.arrive()
+    async def _serve(
+        self, exchange: Exchange, gate: Gate, body: bytes | None, *, sent_again: bool = False
+    ) -> int:
+        """Hold for an endpoint, forward, and go back to waiting while the failures allow.
+
+        ``sent_again``: the request already went out once and came back
+        unanswered (:meth:`send_again`); it arrived then and is not sent a third time.
+        """
+        if not sent_again:
+            gate.arrive()
         limit = self.options.max_body_bytes
         length = exchange.head.content_length
         if limit and length is not None and length > limit:
@@ -364,20 +402,50 @@ class Proxy:
                 if not deadline:
                     deadline = loop.time() + timeout_s
             except http1.UpstreamFailed as exc:
-                return _after_upstream_failed(exc, tracker.label)
+                can_send_again = (
+                    _never if sent_again else functools.partial(_replayable, exchange, body)
+                )
+                status = _after_upstream_failed(exc, tracker.label, can_send_again)
+                if status is not None:
+                    return status
+                sent_again = True
+                self._sending_again(gate, tracker, exc)
             finally:
                 gate.release(tracker)
 
 
-def _after_upstream_failed(exc: http1.UpstreamFailed, replica: str) -> int:
-    """The status to count for a replica that failed after bytes went out, or the error."""
+def _never() -> bool:
+    return False
+
+
+def _replayable(exchange: Exchange, body: bytes | None) -> bool:
+    """The request's whole body is still at hand: read whole (``body``), or kept and rewound."""
+    return body is not None or exchange.body.rewind()
+
+
+def _after_upstream_failed(
+    exc: http1.UpstreamFailed, replica: str, can_send_again: Callable[[], bool]
+) -> int | None:
+    """The status to count for a replica that failed after bytes went out, None to send
+    the request again, or the error to answer.
+
+    ``can_send_again`` is asked only when the replica did not answer at all
+    (it may rewind the client's body).
+    """
     if exc.started:
         # The replica's head already went to the client; the cut
         # connection is the answer. Count it under that status.
         log.warning("replica %s failed mid-response: %s", replica, exc)
         return exc.status
-    failed = after_failure(Failure.SENT, client_body=None, replica=replica, what=str(exc))
-    assert failed is not None  # bytes went out: never back to waiting
+    if exc.unanswered:
+        failure, again = Failure.UNANSWERED, can_send_again()
+    else:
+        failure, again = Failure.SENT, False
+    failed = after_failure(
+        failure, client_body=None, replica=replica, what=str(exc), can_send_again=again
+    )
+    if failed is None:
+        return None
     raise failed from exc
 
 
@@ -424,7 +492,18 @@ class _Forwarding:
             if exc is not None:
                 try:
                     if isinstance(exc, http1.UpstreamFailed):
-                        status = _after_upstream_failed(exc, self.tracker.label)
+                        again = _after_upstream_failed(
+                            exc, self.tracker.label, exchange.body.rewind
+                        )
+                        if again is None:
+                            proxy._sending_again(self.gate, self.tracker, exc)
+                            exchange.continue_in_task(
+                                functools.partial(
+                                    proxy.send_again, gate=self.gate, started=self.started
+                                )
+                            )
+                            return
+                        status = again
                     elif isinstance(exc, http1.BodyTooLarge | http1.BodyStalled):
                         raise _client_body_error(exc) from exc
                     else:

@@ -29,11 +29,25 @@ DeniedEndpoint          403    a replica's development endpoint (``denylist``)
 
 Nothing here knows the HTTP library. The proxy classifies a failed exchange
 with a replica as :class:`Failure` ``NOT_SENT`` (refused, unreachable,
-connect timeout: no byte reached the replica) or ``SENT``, notes whether the
-client's own body failed while it was streamed, and :func:`after_failure`
-decides: the client's body failure wins (408/413, whatever the replica
-did), a ``NOT_SENT`` failure sends the request back to waiting, anything
-else is a 502. The same table and decision survive a change of HTTP plumbing.
+connect timeout: no byte reached the replica), ``UNANSWERED`` (the request
+went out and the replica closed or reset the connection before a byte of
+answer) or ``SENT``, notes whether the client's own body failed while it was
+streamed, and :func:`after_failure` decides: the client's body failure wins
+(408/413, whatever the replica did), a ``NOT_SENT`` failure sends the
+request back to waiting, an ``UNANSWERED`` one too when the request can be
+sent again (its body is still at hand, and it was not sent again before),
+anything else is a 502. The same table and decision survive a change of
+HTTP plumbing.
+
+Why ``UNANSWERED`` is sent again, although bytes went out: a server closes
+a keep-alive connection when it has been idle, or at shutdown (uvicorn, so
+vLLM, closes every idle one at SIGTERM, which is how the scaler removes a
+replica), and a request written as it closes is never read: without a
+second attempt, every scale-down could turn such a request into a 502. A
+replica that died while generating an answer it had not begun to send gives
+the same signal; sending that request again costs one more generation,
+never a side effect (inference has none), and happens once, so a request
+that kills replicas kills at most two.
 """
 
 from __future__ import annotations
@@ -205,21 +219,31 @@ class Failure(enum.Enum):
     """How an exchange with a replica failed, as far as retrying is concerned."""
 
     NOT_SENT = "not_sent"  # refused, unreachable, connect timeout: no byte reached it
+    UNANSWERED = "unanswered"  # it went out; closed or reset before a byte of answer
     SENT = "sent"  # bytes went out, then the exchange failed
 
 
 def after_failure(
-    failure: Failure, *, client_body: ProxyError | None, replica: str, what: str
+    failure: Failure,
+    *,
+    client_body: ProxyError | None,
+    replica: str,
+    what: str,
+    can_send_again: bool = False,
 ) -> ProxyError | None:
     """The answer after a failed exchange with ``replica``; None: go back to waiting.
 
     ``client_body`` is the client's own failure while its body was streamed
     (:class:`BodyTimeout` or :class:`BodyTooLarge`), if any: it is the cause,
-    so it is the answer, whatever the replica then did. ``what`` names the
+    so it is the answer, whatever the replica then did. ``can_send_again``:
+    the whole body is still at hand and the request was not sent again
+    before (only asked for an ``UNANSWERED`` failure). ``what`` names the
     replica-side error for the 502's message.
     """
     if client_body is not None:
         return client_body
     if failure is Failure.NOT_SENT:
+        return None
+    if failure is Failure.UNANSWERED and can_send_again:
         return None
     return UpstreamFailed(f"{replica}: {what}")

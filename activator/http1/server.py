@@ -20,6 +20,12 @@ Decisions, and why:
   bounded) or pipes them to a replica; then each chunk is written straight
   through. Reading pauses above 64 KiB buffered and while the replica's
   connection is congested: memory per request stays bounded.
+- **A piped body can be sent again** while the replica has not answered
+  (:meth:`RequestBody.rewind`): the chunks piped so far are kept, up to
+  64 KiB in all, until its first answer byte
+  (:meth:`RequestBody.keep_no_more`). A replica that closes a keep-alive
+  connection as the request goes out never read it, and the proxy sends it
+  once more; a larger body is not kept, and its request is not sent again.
 - **Client disconnect cancels the handler** (its task, or the fast handler's
   ``Exchange.cancel``): a held request frees its place at once (DESIGN §3).
 - **Timeouts are idle ones**: keep-alive idle (no request in progress),
@@ -78,6 +84,11 @@ _id_counter = itertools.count(1)
 # costs no more than it did.
 _PAUSE_ABOVE = 64 * 1024
 
+# A piped body up to this size is kept until the replica's first answer byte,
+# so the request can be sent again (most prompts are a few KiB; 64 KiB is
+# some 16k tokens of text). Kept for at most one answer's wait per request.
+_KEEP_AT_MOST = 64 * 1024
+
 # Why reading a client connection is paused; it resumes when no reason is left.
 PAUSE_BUFFER = 1  # a request body buffered past _PAUSE_ABOVE
 PAUSE_UPSTREAM = 2  # the replica connection the body goes to is congested
@@ -124,7 +135,8 @@ class RequestBody:
 
     The parser calls :meth:`feed` and :meth:`finish`; the handler either
     awaits :meth:`read_all` or calls :meth:`pipe`, after which chunks go to
-    the sink as they arrive.
+    the sink as they arrive. What was piped is kept (up to ``_KEEP_AT_MOST``)
+    for :meth:`rewind` until :meth:`keep_no_more`.
     """
 
     __slots__ = (
@@ -132,6 +144,7 @@ class RequestBody:
         "_chunks",
         "_conn",
         "_expects_continue",
+        "_kept",
         "_last",
         "_limit",
         "_on_end",
@@ -154,6 +167,8 @@ class RequestBody:
         self._last = 0.0
         self._limit = 0
         self._expects_continue = expects_continue
+        # The chunks piped so far, for a second attempt; None once they cannot be.
+        self._kept: list[bytes] | None = []
         self.received = 0
         self.done = False
         self.error: BaseException | None = None
@@ -167,6 +182,12 @@ class RequestBody:
             self._fail(BodyTooLarge())
             return
         if self._sink is not None:
+            kept = self._kept
+            if kept is not None:
+                if self.received > _KEEP_AT_MOST:
+                    self._kept = None
+                else:
+                    kept.append(chunk)
             self._sink(chunk)
             return
         self._chunks.append(chunk)
@@ -244,7 +265,14 @@ class RequestBody:
         ``on_end(None)`` when the body is complete, ``on_end(exc)`` with
         :class:`BodyTooLarge` or :class:`BodyStalled` when it fails.
         """
-        for chunk in self._chunks:
+        chunks = self._chunks
+        kept = self._kept
+        if kept is not None:
+            if self.received > _KEEP_AT_MOST:
+                self._kept = None
+            else:
+                kept.extend(chunks)
+        for chunk in chunks:
             sink(chunk)
         self._chunks = []
         self._buffered = 0
@@ -264,6 +292,28 @@ class RequestBody:
         self._sink = None
         self._on_end = None
         self._cancel_timer()
+
+    def keep_no_more(self) -> None:
+        """The replica began its answer: the request will not be sent again."""
+        self._kept = None
+
+    def rewind(self) -> bool:
+        """Make the body pipe again from its first byte, for a second attempt; False if it cannot.
+
+        It cannot when more than ``_KEEP_AT_MOST`` bytes were piped, when an
+        answer began (:meth:`keep_no_more`), or when the body failed. After
+        a rewind the kept chunks are buffered again, ahead of any that
+        arrived since; the next :meth:`pipe` sends them all.
+        """
+        kept = self._kept
+        if kept is None or self.error is not None:
+            return False
+        self.detach()
+        if kept:
+            self._chunks = kept + self._chunks
+            self._buffered = sum(len(chunk) for chunk in self._chunks)
+        self._kept = []
+        return True
 
     def _arm_idle(self) -> None:
         if self.done or self.error is not None or self._timer is not None:
@@ -345,6 +395,16 @@ class Exchange:
                 http10=self.http10,
             )
         )
+
+    def continue_in_task(self, handler: Handler) -> None:
+        """A fast handler hands this exchange to ``handler`` in a task, which ends it.
+
+        For what turns out to need waiting after all (a request sent again):
+        from here on the exchange is served like one a task took from the start.
+        """
+        self.cancel = None
+        conn = self.conn
+        conn.task = conn.loop.create_task(conn._serve(self, handler))
 
     def finish(self) -> None:
         """A fast handler is done with this exchange: the connection serves the next request."""
@@ -644,9 +704,9 @@ class ClientConnection(asyncio.Protocol):
             cancel, current.cancel = current.cancel, None
             cancel()
 
-    async def _serve(self, exchange: Exchange) -> None:
+    async def _serve(self, exchange: Exchange, handler: Handler | None = None) -> None:
         try:
-            await self.handler(exchange)
+            await (handler or self.handler)(exchange)
         except asyncio.CancelledError:
             return
         except Exception:

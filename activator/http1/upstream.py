@@ -24,7 +24,11 @@ Failures, in the terms DESIGN §3 uses:
   (reset, closed early, a malformed answer, silent past the idle timeout).
   ``started`` says whether the client already got part of the answer; if it
   did, the client connection has been closed, which is the truth: the
-  answer is cut.
+  answer is cut. ``unanswered`` says the replica closed or reset the
+  connection before a byte of answer: what a server does to a keep-alive
+  connection it closes as idle or at shutdown (uvicorn, so vLLM, closes
+  every idle one at SIGTERM), without reading a request that was on its
+  way. The proxy may send such a request once more.
 
 Flow control runs both ways: a slow client pauses reading from the replica;
 a congested replica connection pauses reading the client's body.
@@ -91,10 +95,14 @@ class NotSent(Exception):
 class UpstreamFailed(Exception):
     """The replica failed after bytes were sent to it."""
 
-    def __init__(self, message: str, *, started: bool, status: int = 0) -> None:
+    def __init__(
+        self, message: str, *, started: bool, status: int = 0, unanswered: bool = False
+    ) -> None:
         super().__init__(message)
         self.started = started
         self.status = status  # the replica's status when its head was relayed, else 0
+        # The replica closed or reset the connection before a byte of answer.
+        self.unanswered = unanswered
 
 
 class UpstreamConnection(asyncio.Protocol):
@@ -109,6 +117,7 @@ class UpstreamConnection(asyncio.Protocol):
         "_head_done",
         "_head_sent",
         "_headers",
+        "_heard",
         "_interim",
         "_is_head",
         "_keep_alive",
@@ -160,6 +169,7 @@ class UpstreamConnection(asyncio.Protocol):
         self._raw = True  # relay body bytes as they came
         self._early: list[bytes] = []
         self._head_sent = False
+        self._heard = False  # a byte of this answer arrived
         self._close_delimited = False
         self._is_head = False
         self.body_sent = True
@@ -190,11 +200,11 @@ class UpstreamConnection(asyncio.Protocol):
             self._complete = True  # the replica's close ends this answer
             self._finish()
             return
-        self._fail(f"the replica closed the connection ({exc or 'EOF'})")
+        self._fail(
+            f"the replica closed the connection ({exc or 'EOF'})", unanswered=not self._heard
+        )
 
     def data_received(self, data: bytes) -> None:
-        if self.opening is not None:
-            self._opened()
         self._last = self.loop.time()
         exchange = self._exchange
         if exchange is None:
@@ -202,6 +212,12 @@ class UpstreamConnection(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.close()
             return
+        if not self._heard:
+            # The first byte of an answer: the replica took the connection and
+            # the request; from now on the request is not sent again.
+            self._heard = True
+            self._opened()
+            exchange.body.keep_no_more()
         if self._head_done:
             if self._raw:
                 exchange.write(data)
@@ -410,7 +426,7 @@ class UpstreamConnection(asyncio.Protocol):
         if on_done is not None:
             on_done(self._status, None)
 
-    def _fail(self, message: str) -> None:
+    def _fail(self, message: str, *, unanswered: bool = False) -> None:
         exchange, on_done = self._exchange, self._on_done
         self._on_done = None
         started = exchange.started if exchange is not None else False
@@ -421,7 +437,12 @@ class UpstreamConnection(asyncio.Protocol):
         if started and exchange is not None:
             exchange.cut()
         if on_done is not None:
-            failed = UpstreamFailed(f"{self.key}: {message}", started=started, status=self._status)
+            failed = UpstreamFailed(
+                f"{self.key}: {message}",
+                started=started,
+                status=self._status,
+                unanswered=unanswered and not started,
+            )
             on_done(0, failed)
 
     def fail_body(self, exc: BaseException) -> None:
@@ -594,6 +615,17 @@ class UpstreamPool:
         idle.append(conn)
         if self._sweeper is None:
             self._sweeper = self.loop.call_later(self.keepalive_s, self._sweep)
+
+    def drop_idle(self, host: str, port: int) -> None:
+        """Close the idle connections to ``host:port``: the replica may be closing them too.
+
+        After a replica closed one connection unasked (shutting down, most
+        often), the next request there opens a new one, which is refused at
+        once if it is gone, rather than finding another closing one.
+        """
+        idle = self._idle.pop(self._key(host, port), None)
+        while idle:
+            idle.pop().abort()
 
     def forget(self, conn: UpstreamConnection) -> None:
         """``conn`` closed: drop it from the pool and free its slot."""

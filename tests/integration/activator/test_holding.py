@@ -10,8 +10,8 @@ Covers:
 - a client that disconnects while held frees its place (a later request fits);
 - ``container-concurrency`` is never exceeded under a burst, and it is
   shared out when the scaler counts two activators;
-- a killed replica mid-load: every request ends in a response, and each 502
-  is for a request the killed replica had received;
+- a killed replica mid-load: every request ends in a 200, those it had
+  received (none answered yet) sent once more to the survivor;
 - scaling to zero while requests arrive loses none (held, then served by the
   next replica);
 - a refused connection sends the request back to waiting (no 502);
@@ -205,11 +205,12 @@ async def test_killed_replica_loses_no_request(
             more = [asyncio.create_task(one(i)) for i in range(60, 120)]
             results = await asyncio.gather(*tasks, *more)
         statuses = dict(results)
-        assert set(statuses.values()) <= {200, 502}
-        failed = {rid for rid, status in statuses.items() if status == 502}
-        assert failed, "the kill should have cut some in-flight requests"
-        assert failed <= set(victim.received), "a 502 for a request the victim never got"
+        # The victim answers after 0.2 s: those in flight at the kill had no
+        # byte of answer, so each went out once more, to the survivor.
+        assert set(statuses.values()) == {200}, statuses
         assert len(statuses) == 120
+        sent_again = set(victim.received) & set(survivor.received)
+        assert sent_again, "the kill should have struck requests in flight"
     finally:
         await victim.stop()
         await survivor.stop()
