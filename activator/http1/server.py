@@ -47,7 +47,7 @@ import itertools
 import logging
 import os
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, cast
 
@@ -182,12 +182,8 @@ class RequestBody:
             self._fail(BodyTooLarge())
             return
         if self._sink is not None:
-            kept = self._kept
-            if kept is not None:
-                if self.received > _KEEP_AT_MOST:
-                    self._kept = None
-                else:
-                    kept.append(chunk)
+            if self._kept is not None:
+                self._keep((chunk,))
             self._sink(chunk)
             return
         self._chunks.append(chunk)
@@ -266,12 +262,8 @@ class RequestBody:
         :class:`BodyTooLarge` or :class:`BodyStalled` when it fails.
         """
         chunks = self._chunks
-        kept = self._kept
-        if kept is not None:
-            if self.received > _KEEP_AT_MOST:
-                self._kept = None
-            else:
-                kept.extend(chunks)
+        if self._kept is not None:
+            self._keep(chunks)
         for chunk in chunks:
             sink(chunk)
         self._chunks = []
@@ -292,6 +284,13 @@ class RequestBody:
         self._sink = None
         self._on_end = None
         self._cancel_timer()
+
+    def _keep(self, chunks: Iterable[bytes]) -> None:
+        """Keep ``chunks`` (piped now) for :meth:`rewind`, or give up past ``_KEEP_AT_MOST``."""
+        if self.received > _KEEP_AT_MOST:
+            self._kept = None
+        elif self._kept is not None:
+            self._kept.extend(chunks)
 
     def keep_no_more(self) -> None:
         """The replica began its answer: the request will not be sent again."""
