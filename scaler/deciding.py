@@ -35,7 +35,7 @@ from scaler.actuator import Actuator, WritePlan, plan_writes
 from scaler.kube.types import CompanionInfo, LeaderElector, TargetSnapshot
 from scaler.metrics import Metrics
 from scaler.placing import Placer, pair_counts
-from scaler.policy.api import Decision, Mode, Observation, Reason
+from scaler.policy.api import Decision, Mode, Reason
 from scaler.policy.protocol import Policy
 from scaler.signals.hub import SignalHub, SignalView
 from scaler.target_state import TargetLoop
@@ -86,14 +86,7 @@ class Decider:
         if config is None:
             return None
         ready, current = self._pair_counts(loop, snap)
-        observation = Observation(
-            ready_replicas=ready,
-            spec_replicas=current,
-            signals=view.readings,
-            demand=view.combined.demand,
-            activation_requested=activation,
-            demand_seen_at_s=view.demand_seen_at_s,
-        )
+        observation = view.observation(ready=ready, spec=current, activation=activation)
         decision, loop.state = self._policy.decide(
             config=config, observation=observation, state=loop.state, now=now
         )

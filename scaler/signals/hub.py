@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from scaler.policy.api import ScalingConfig, SignalKind, SignalReading
+from scaler.policy.api import Observation, ScalingConfig, SignalKind, SignalReading
 from scaler.policy.freshness import fresh_bounds, readings
 from scaler.policy.windows import SignalWindows
 from scaler.signals.activator_reports import ActivatorReport, ActivatorReports
@@ -72,6 +72,23 @@ class SignalView:
     readings: Mapping[SignalKind, SignalReading]
     # The latest arrival at which the sources showed demand for the target.
     demand_seen_at_s: float | None = None
+
+    def observation(self, *, ready: int, spec: int, activation: bool) -> Observation:
+        """What the policy is given, with the replica counts the caller read.
+
+        The one place the controller and the simulator build it, so the
+        simulator decides on what the controller would have seen.
+        """
+        return Observation(
+            ready_replicas=ready,
+            spec_replicas=spec,
+            signals=self.readings,
+            demand=self.combined.demand,
+            activation_requested=activation,
+            # Demand a report showed between two decisions restarts the idle
+            # clock of scale to zero.
+            demand_seen_at_s=self.demand_seen_at_s,
+        )
 
 
 class SignalHub:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from scaler.policy import Observation, Reason, ScalingConfig
+from scaler.policy import Reason, ScalingConfig
 from scaler.policy.adaptive import GracePlan
 from scaler.policy.protocol import PurePolicy
 from scaler.signals.activator_reports import ActivatorReport, ActivatorReports, TargetStats
@@ -116,16 +116,7 @@ class TidalAutoscaler:
             return None
         config = self.config
         signals = self.hub.observe(_KEY, config, now=now)
-        observation = Observation(
-            ready_replicas=view.ready,
-            spec_replicas=view.spec,
-            signals=signals.readings,
-            demand=signals.combined.demand,
-            activation_requested=activation,
-            # As the controller builds it: demand a report showed between two
-            # decisions restarts the idle clock of scale to zero.
-            demand_seen_at_s=signals.demand_seen_at_s,
-        )
+        observation = signals.observation(ready=view.ready, spec=view.spec, activation=activation)
         decision, self.state = self.policy.decide(
             config=config, observation=observation, state=self.state, now=now
         )
