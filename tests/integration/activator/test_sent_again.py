@@ -25,10 +25,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import aiohttp
+import pytest
 
 from activator.app import Activator
 from tests.integration.activator.helpers import (
@@ -121,7 +122,9 @@ def _resent(act: Activator) -> float:
 
 
 @contextlib.asynccontextmanager
-async def _serving(*replicas: RawReplica | Backend):  # type: ignore[no-untyped-def]
+async def _serving(
+    *replicas: RawReplica | Backend,
+) -> AsyncIterator[tuple[Activator, aiohttp.ClientSession, str]]:
     try:
         async with (
             running_activator(
@@ -187,24 +190,20 @@ async def test_only_once_a_replica_that_never_answers_gives_a_502() -> None:
         assert _resent(act) == 1
 
 
-async def test_a_body_too_large_to_keep_is_not_sent_again() -> None:
-    replica = await RawReplica(plan=lambda n: CLOSE if n == 1 else ANSWER).start()
-    body = b"x" * (200 * 1024)  # over the 64 KiB kept for a second attempt
+@pytest.mark.parametrize(
+    ("failure", "body"),
+    [
+        # Over the 64 KiB kept for a second attempt.
+        pytest.param(CLOSE, b"x" * (200 * 1024), id="body-too-large-to-keep"),
+        pytest.param(HALF, b"{}", id="answer-begun"),
+    ],
+)
+async def test_not_sent_again(failure: str, body: bytes) -> None:
+    replica = await RawReplica(plan=lambda n: failure if n == 1 else ANSWER).start()
     async with _serving(replica) as (act, client, url):
         async with client.post(url, data=b"{}") as resp:
             assert resp.status == 200
         async with client.post(url, data=body) as resp:
-            assert resp.status == 502
-        assert len(replica.requests) == 2
-        assert _resent(act) == 0
-
-
-async def test_an_answer_begun_is_not_sent_again() -> None:
-    replica = await RawReplica(plan=lambda n: HALF if n == 1 else ANSWER).start()
-    async with _serving(replica) as (act, client, url):
-        async with client.get(url) as resp:
-            assert resp.status == 200
-        async with client.get(url) as resp:
             assert resp.status == 502
         assert len(replica.requests) == 2
         assert _resent(act) == 0
