@@ -1,11 +1,13 @@
 """The baselines Tidal is measured against, each as its own documentation describes it.
 
 All of them size on the same signal (requests held plus in flight, sampled
-each second) and the same per-replica target, so that only the algorithms
-differ. Each is configured with its project's documented defaults:
+each second) and the same per-replica target, so that the scaling
+algorithms can be compared. What else differs is each project's own
+default, traced here line by line to its documentation or source:
 
-- :class:`AlwaysOn`: a fixed fleet, warm from the start. The scorecard picks
-  the smallest count that meets the SLO for 99 % of requests.
+- :class:`AlwaysOn`: a fixed fleet, warm from the start. The runner picks
+  the smallest count that meets the SLO for 99 % of requests, and says so
+  when no fleet up to the ceiling does.
 - :class:`Hpa`: the Kubernetes Horizontal Pod Autoscaler
   (https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/):
   ``desired = ceil(current x currentMetric / targetMetric)`` every 15 s
@@ -16,41 +18,100 @@ differ. Each is configured with its project's documented defaults:
   per 15 s (whichever is more), scale-down at most -100 % per 15 s; at least
   one replica (``minReplicas`` defaults to 1). The metric is a Pods metric
   (concurrency per pod, through a metrics adapter), read as the mean over
-  the last sync period.
+  the last sync period. No proxy holds requests: a pod is always up.
 - :class:`Keda`: KEDA with its HTTP add-on
   (https://keda.sh/docs/2.16/reference/scaledobject-spec/ and
   https://github.com/kedacore/http-add-on/blob/main/docs/ref/v0.8.0/http_scaled_object.md):
   the add-on's interceptor holds requests while the app is at zero and its
   external *push* scaler reports activity at once, so KEDA activates 0 -> 1
-  without waiting for a poll; above one the HPA it creates scales on the
-  interceptor's concurrency (HPA defaults as above, ``minReplicas`` 1);
+  without waiting for a poll; above that the HPA it creates scales on the
+  interceptor's concurrency, an **External metric with an AverageValue
+  target**: ``desired = ceil(metric / target)`` against the replicas the
+  Deployment asks for, ready or not (the HPA's readiness rules apply only
+  to Pods and Resource metrics), so KEDA scales during a cold start (HPA
+  tolerance, stabilization and rate limits as above, ``minReplicas`` 1);
   back to zero when no request has been seen for the ``cooldownPeriod``
-  (300 s) at a ``pollingInterval`` (30 s) check.
+  (300 s) at a ``pollingInterval`` (30 s) check. The interceptor gives a
+  held request up after :data:`KEDA_HOLD_TIMEOUT_S` (20 s: the Helm chart's
+  ``interceptor.replicas.waitTimeout``, the documented install; the binary's
+  own default, ``KEDA_CONDITION_WAIT_TIMEOUT``, is 1.5 s, in
+  ``interceptor/config/timeouts.go``).
 - :class:`Knative`: Knative Serving's KPA
-  (https://knative.dev/docs/serving/autoscaling/ and ``autoscaler.go``):
-  decisions every 2 s; stable window 60 s, panic window 10 % of it (6 s),
-  panic when the panic-window concurrency reaches 200 % of what the ready
-  pods are targeted for, and panic holds the highest count until a stable
-  window passes without crossing; max scale-up rate 1000, max scale-down
-  rate 2; the activator holds requests at zero and pokes the autoscaler;
-  scale to zero once the stable window wants zero and then the
-  ``scale-to-zero-grace-period`` (30 s) has passed. Knative's
-  ``container-concurrency-target-percentage`` (70 % by default) is set to
-  100 % so that its per-replica target equals the others'.
+  (https://knative.dev/docs/serving/autoscaling/ and
+  ``pkg/autoscaler/scaling/autoscaler.go``): decisions every 2 s; stable
+  window 60 s, panic window 10 % of it (6 s); both averages are rounded up
+  to whole pods first (``ceil(observed / target)``), then kept within the
+  rate limits (max scale-up rate 1000, max scale-down rate 2 over the ready
+  pods); panic when the *rounded* panic count reaches 200 % of the ready
+  pods; in panic the count is the larger of the panic and stable counts
+  and never below the highest seen in this panic, which ends once a stable
+  window passes without a crossing; ``scale-down-delay`` 0 s (a window
+  maximum over the delay when set); the activator holds requests at zero and
+  pokes the autoscaler; scale to zero once the stable window wants zero and
+  then the ``scale-to-zero-grace-period`` (30 s) has passed. The activator
+  holds a request for up to the revision's request timeout,
+  :data:`KNATIVE_HOLD_TIMEOUT_S` (``revision-timeout-seconds`` 300 s in
+  ``config-defaults``). Knative's ``container-concurrency-target-percentage``
+  (70 % by default) is set to 100 % so that its per-replica target equals
+  the others'. ``knative-tidal-idle`` is the same KPA with Tidal's idle
+  settings (grace 5 min, scale-down delay 60 s) instead of Knative's (30 s,
+  0 s), so that a comparison of the algorithms alone is at hand.
+- :class:`Planner`: NVIDIA Dynamo's SLA planner in its throughput-based
+  (predictive) mode (https://docs.nvidia.com/dynamo/latest/design-docs/component-design/planner-design
+  and ``components/src/dynamo/planner/defaults.py``): every
+  ``adjustment_interval`` (:data:`PLANNER_INTERVAL_S`, 180 s by default) it
+  observes the interval's request count and mean input and output lengths,
+  predicts the next interval's with its ``load_predictor`` (default
+  ``arima``), and asks for ``ceil(predicted rate / capacity)`` replicas,
+  where the capacity is the most requests per second one replica serves at
+  the TTFT objective, profiled on the same engine model at the predicted
+  lengths; at least ``min_endpoint`` (1) replica. The predictor here is an
+  ARIMA(1,1,0) fitted by least squares on the history (Dynamo's
+  ``pmdarima.auto_arima`` picks its order by AIC; a fixed low order keeps
+  the simulator free of that dependency), with Dynamo's rules kept: the
+  leading idle intervals are skipped, fewer than 5 points or a constant
+  history predict the last value. Dynamo's correction factor (observed over
+  expected TTFT) is left out: the profile is of the very engine that serves.
 
 Tidal itself is :class:`scaler.sim.tidal.TidalAutoscaler` (the real policy).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import deque
+from collections.abc import Callable
 
 from scaler.sim.world import View
 
-__all__ = ["AlwaysOn", "Hpa", "Keda", "Knative", "RecentMean"]
+__all__ = [
+    "HOLD_TIMEOUTS_S",
+    "KEDA_HOLD_TIMEOUT_S",
+    "KNATIVE_HOLD_TIMEOUT_S",
+    "PLANNER_INTERVAL_S",
+    "AlwaysOn",
+    "ArimaPredictor",
+    "Hpa",
+    "Keda",
+    "Knative",
+    "Planner",
+    "RecentMean",
+]
 
 _EPSILON = 1e-9
+
+#: How long each baseline's proxy holds a request while nothing is ready
+#: (see the module docstring); the others hold as Tidal's activator does.
+KEDA_HOLD_TIMEOUT_S = 20.0
+KNATIVE_HOLD_TIMEOUT_S = 300.0
+HOLD_TIMEOUTS_S = {
+    "keda-http": KEDA_HOLD_TIMEOUT_S,
+    "knative-kpa": KNATIVE_HOLD_TIMEOUT_S,
+    "knative-tidal-idle": KNATIVE_HOLD_TIMEOUT_S,
+}
+#: Dynamo's ``adjustment_interval`` default.
+PLANNER_INTERVAL_S = 180.0
 
 
 def _ceil(x: float) -> int:
@@ -114,6 +175,7 @@ class _HpaCore:
         sync_s: float = 15.0,
         tolerance: float = 0.1,
         scale_down_stabilization_s: float = 300.0,
+        external: bool = False,
     ) -> None:
         if target <= 0:
             raise ValueError(f"the per-replica target must be > 0, got {target}")
@@ -123,6 +185,9 @@ class _HpaCore:
         self.sync_s = sync_s
         self.tolerance = tolerance
         self.stabilization_s = scale_down_stabilization_s
+        # External metric with an AverageValue target (KEDA): sized on the
+        # metric's total over the replicas asked for, ready or not.
+        self.external = external
         self.metric = RecentMean(sync_s)
         self.recommendations: deque[tuple[float, int]] = deque()
         self.next_sync_s = 0.0
@@ -143,7 +208,12 @@ class _HpaCore:
         current = view.spec
         total = self.metric.mean
         recommended = current
-        if view.ready > 0:
+        if self.external:
+            if current > 0:
+                ratio = total / (self.target * current)
+                if abs(ratio - 1) > self.tolerance:
+                    recommended = _ceil(total / self.target)
+        elif view.ready > 0:
             ratio = total / (self.target * view.ready)
             if abs(ratio - 1) > self.tolerance:
                 recommended = _ceil(ratio * view.ready)
@@ -204,7 +274,9 @@ class Keda:
         polling_interval_s: float = 30.0,
         cooldown_s: float = 300.0,
     ) -> None:
-        self.core = _HpaCore(target=target, min_replicas=1, max_replicas=max_replicas)
+        self.core = _HpaCore(
+            target=target, min_replicas=1, max_replicas=max_replicas, external=True
+        )
         self.polling_s = polling_interval_s
         self.cooldown_s = cooldown_s
         self.last_active_s = -math.inf
@@ -255,7 +327,9 @@ class Knative:
         max_scale_up_rate: float = 1000.0,
         max_scale_down_rate: float = 2.0,
         scale_to_zero_grace_s: float = 30.0,
+        scale_down_delay_s: float = 0.0,
         initial_scale: int = 1,
+        name: str = "knative-kpa",
     ) -> None:
         self.target = target
         self.max_replicas = max_replicas
@@ -267,15 +341,18 @@ class Knative:
         self.up_rate = max_scale_up_rate
         self.down_rate = max_scale_down_rate
         self.grace_s = scale_to_zero_grace_s
+        self.delay_s = scale_down_delay_s
         self.initial_scale = initial_scale
+        self._name = name
         self.panic_since: float | None = None
         self.max_panic_pods = 0
         self.zero_wanted_since: float | None = None
+        self.recent: deque[tuple[float, int]] = deque()  # (time, desired) within the delay
         self.next_tick_s = 0.0
 
     @property
     def name(self) -> str:
-        return "knative-kpa"
+        return self._name
 
     @property
     def initial(self) -> int:
@@ -296,20 +373,23 @@ class Knative:
         ready = max(1, view.ready)
         max_up = math.ceil(self.up_rate * ready)
         max_down = math.floor(ready / self.down_rate)
-        stable_want = min(max(_ceil(self.stable.mean / self.target), max_down), max_up)
-        panic_want = min(max(_ceil(self.panic.mean / self.target), max_down), max_up)
-        over = self.panic.mean / ready >= self.target * self.panic_threshold
-        if over:
+        # Whole pods first, as autoscaler.go does (dspc, dppc), then the rate limits.
+        stable_pods = _ceil(self.stable.mean / self.target)
+        panic_pods = _ceil(self.panic.mean / self.target)
+        stable_want = min(max(stable_pods, max_down), max_up)
+        panic_want = min(max(panic_pods, max_down), max_up)
+        if panic_pods / ready >= self.panic_threshold:
             self.panic_since = now
         elif self.panic_since is not None and now - self.panic_since > self.stable_window_s:
             self.panic_since = None
             self.max_panic_pods = 0
         if self.panic_since is not None:
-            desired = max(panic_want, self.max_panic_pods)
+            # Provision for the stable window too when it asks for more.
+            desired = max(panic_want, stable_want, self.max_panic_pods)
             self.max_panic_pods = desired
         else:
             desired = stable_want
-        desired = min(desired, self.max_replicas)
+        desired = self._delayed(now, min(desired, self.max_replicas))
         if current == 0:
             return None if desired == 0 else desired
         if desired == 0:
@@ -322,3 +402,112 @@ class Knative:
             return current
         self.zero_wanted_since = None
         return desired
+
+    def _delayed(self, now: float, desired: int) -> int:
+        """``scale-down-delay``: the highest count wanted within the delay."""
+        if self.delay_s <= 0:
+            return desired
+        self.recent.append((now, desired))
+        while self.recent and self.recent[0][0] <= now - self.delay_s:
+            self.recent.popleft()
+        return max(d for _, d in self.recent)
+
+
+class ArimaPredictor:
+    """Next value of a series: ARIMA(1,1,0) by least squares, with Dynamo's guard rails.
+
+    Leading zeros (the idle time before the first request) are skipped;
+    with fewer than ``min_points`` values, or a constant history, the last
+    value is the prediction; never below zero.
+    """
+
+    def __init__(self, min_points: int = 5) -> None:
+        self.min_points = min_points
+        self.values: list[float] = []
+
+    def add(self, value: float) -> None:
+        if value == 0 and not self.values:
+            return
+        self.values.append(max(0.0, value))
+
+    def predict(self) -> float:
+        ys = self.values
+        if not ys:
+            return 0.0
+        if len(ys) < self.min_points or len(set(ys)) == 1:
+            return ys[-1]
+        diffs = [b - a for a, b in itertools.pairwise(ys)]
+        xs, zs = diffs[:-1], diffs[1:]
+        mean_x = sum(xs) / len(xs)
+        mean_z = sum(zs) / len(zs)
+        var = sum((x - mean_x) ** 2 for x in xs)
+        phi = 0.0
+        if var > 0:
+            phi = sum((x - mean_x) * (z - mean_z) for x, z in zip(xs, zs, strict=True)) / var
+            phi = max(-0.99, min(0.99, phi))  # stationary differences
+        drift = mean_z - phi * mean_x
+        return max(0.0, ys[-1] + drift + phi * diffs[-1])
+
+
+Capacity = Callable[[float, float], float]
+
+
+class Planner:
+    """Dynamo's SLA planner, throughput-based (see the module docstring).
+
+    ``capacity(isl, osl)`` is requests per second one replica serves at the
+    TTFT objective for those mean lengths (:func:`scaler.sim.profile.capacity_rps`).
+    """
+
+    def __init__(
+        self,
+        *,
+        capacity: Capacity,
+        max_replicas: int,
+        interval_s: float = PLANNER_INTERVAL_S,
+        min_replicas: int = 1,
+    ) -> None:
+        if interval_s < 1:
+            raise ValueError(f"the planner's interval must be >= 1 s, got {interval_s}")
+        self.capacity = capacity
+        self.max_replicas = max_replicas
+        self.interval_s = interval_s
+        self.min_replicas = min_replicas
+        self.rate = ArimaPredictor()
+        self.isl = ArimaPredictor()
+        self.osl = ArimaPredictor()
+        self.next_s = interval_s
+        self.arrivals = 0
+        self.tokens_in = 0
+        self.tokens_out = 0
+
+    @property
+    def name(self) -> str:
+        return "planner"
+
+    @property
+    def initial(self) -> int:
+        return self.min_replicas
+
+    def tick(self, view: View, *, activation: bool) -> int | None:
+        if activation:
+            return None
+        # The frontend's counters: requests and their lengths since the last tick.
+        self.arrivals += view.arrivals
+        self.tokens_in += view.arrival_prompt_tokens
+        self.tokens_out += view.arrival_output_tokens
+        if view.now < self.next_s:
+            return None
+        self.next_s = view.now + self.interval_s
+        count = self.arrivals
+        self.rate.add(count / self.interval_s)
+        if count:
+            self.isl.add(self.tokens_in / count)
+            self.osl.add(self.tokens_out / count)
+        self.arrivals = self.tokens_in = self.tokens_out = 0
+        rate = self.rate.predict()
+        if rate <= 0:
+            return self.min_replicas
+        per_replica = self.capacity(max(1.0, self.isl.predict()), max(1.0, self.osl.predict()))
+        want = _ceil(rate / per_replica) if per_replica > 0 else self.max_replicas
+        return min(max(want, self.min_replicas), self.max_replicas)

@@ -43,9 +43,14 @@ def _pyplot() -> Any:
 
 def write_charts(runs: Sequence[PolicyRun], folder: Path, *, focus: str) -> list[Path]:
     """Write the Pareto chart and the replicas chart of ``focus``; return their paths."""
-    chosen = [r for r in runs if r.scorecard.name == focus or r.scorecard.name.startswith(focus)]
+    chosen = [
+        r
+        for r in runs
+        if r.result is not None
+        and (r.scorecard.name == focus or r.scorecard.name.startswith(focus))
+    ]
     if not chosen:
-        names = [r.scorecard.name for r in runs]
+        names = [r.scorecard.name for r in runs if r.result is not None]
         raise ChartsUnavailable(f"no policy {focus!r} in this run to chart; ran {names}")
     plt = _pyplot()
     folder.mkdir(parents=True, exist_ok=True)
@@ -74,6 +79,7 @@ def write_charts(runs: Sequence[PolicyRun], folder: Path, *, focus: str) -> list
     written.append(path)
 
     run = chosen[0]
+    assert run.result is not None  # chosen only among runs
     timeline = run.result.timeline
     t = [s.at_s / 60 for s in timeline]
     fig, ax = plt.subplots(figsize=(9, 4.5))

@@ -317,14 +317,16 @@ def _fmt(value: float | None, digits: int = 2) -> str:
 def table(cards: list[Scorecard]) -> str:
     """The scorecard as a fixed-width text table."""
     header = (
-        f"{'policy':<16} {'SLO':>6} {'goodput':>8} {'TTFT p50':>8} {'p99':>7} "
+        f"{'policy':<18} {'SLO':>6} {'goodput':>8} {'TTFT p50':>8} {'p99':>7} "
         f"{'cold':>5} {'wait p50':>8} {'p99':>6} {'failed':>6} {'GPU-h':>6} "
         f"{'busy':>6} {'idle':>6} {'asleep':>6} {'spot':>6} {'cost':>7} {'wakes':>5}"
     )
     lines = [header, "-" * len(header)]
     for c in cards:
+        # A fleet or bound that misses the attainment goal carries a mark.
+        name = f"{c.name}*" if c.reaches_target is False else c.name
         lines.append(
-            f"{c.name:<16} {c.slo_attainment * 100:>5.1f}% {c.goodput_rps:>8.2f} "
+            f"{name:<18} {c.slo_attainment * 100:>5.1f}% {c.goodput_rps:>8.2f} "
             f"{_fmt(c.ttft_p50_s):>8} {_fmt(c.ttft_p99_s, 1):>7} {c.cold_starts:>5} "
             f"{_fmt(c.cold_start_wait_p50_s, 1):>8} {_fmt(c.cold_start_wait_p99_s, 1):>6} "
             f"{c.failed:>6} {c.gpu_seconds / 3600:>6.2f} {c.gpu_seconds_busy / 3600:>6.2f} "
@@ -336,8 +338,12 @@ def table(cards: list[Scorecard]) -> str:
         lines.append(
             f"SLO: TTFT <= {c0.slo_ttft_s:g}s (failed requests miss it); goodput in "
             "requests/s meeting it; cold = zero-to-ready transitions, wait in s; GPU-hours "
-            "(asleep: held by sleeping pods only)"
+            "(asleep: held by sleeping pods only); oracle: a lower bound on GPU-hours at its SLO"
         )
+        if any(c.reaches_target is False for c in cards):
+            lines.append(
+                "* no fleet up to --max-replicas reaches the 99 % goal: shown at the ceiling"
+            )
     return "\n".join(lines)
 
 

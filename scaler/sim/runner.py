@@ -1,13 +1,19 @@
 """Run a trace through Tidal and every baseline, and score each run.
 
-What ``tidal simulate`` and the benchmark call. The policies (issue 12), all
-with the same per-replica concurrency target and replica ceiling so that
-only the algorithms differ:
+What ``tidal simulate`` and the benchmark call. The policies, all with the
+same per-replica concurrency target and replica ceiling; each baseline holds
+requests as its own proxy does (:data:`scaler.sim.baselines.HOLD_TIMEOUTS_S`):
 
 - ``always-on-N``: the smallest fixed fleet whose SLO attainment reaches
   99 % (a binary search over N; attainment grows with N), or the ceiling
-  when even that misses;
-- ``hpa``, ``keda-http``, ``knative-kpa``: :mod:`scaler.sim.baselines`;
+  when even that misses, and then its scorecard says ``reaches_target``
+  false;
+- ``hpa``, ``keda-http``, ``knative-kpa``, ``knative-tidal-idle`` (Knative
+  with Tidal's grace period and scale-down delay), ``planner`` (Dynamo's
+  SLA planner, capacity profiled on the engine model by
+  :mod:`scaler.sim.profile`): :mod:`scaler.sim.baselines`;
+- ``oracle``: not a run but a lower bound on the GPU-seconds of any
+  schedule meeting the attainment goal (:mod:`scaler.sim.oracle`);
 - ``tidal``: the scaler's defaults (only the shared target and ceiling set);
 - ``tidal-tuned``: the annotations in :data:`TUNED_ANNOTATIONS`, found by
   :func:`scaler.sim.tuning.tune` on the *conversation* trace, so that an
@@ -35,7 +41,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from scaler.policy import PlacementConfig
-from scaler.sim.baselines import AlwaysOn, Hpa, Keda, Knative
+from scaler.sim.baselines import HOLD_TIMEOUTS_S, AlwaysOn, Hpa, Keda, Knative, Planner
+from scaler.sim.oracle import oracle_bound
+from scaler.sim.profile import capacity_rps
 from scaler.sim.scorecard import Prices, Scorecard, score
 from scaler.sim.tidal import TidalAutoscaler
 from scaler.sim.traces import TraceRequest
@@ -81,9 +89,12 @@ POLICY_NAMES = (
     "hpa",
     "keda-http",
     "knative-kpa",
+    "knative-tidal-idle",
+    "planner",
     "tidal",
     "tidal-tuned",
     "tidal-adaptive",
+    "oracle",
 )
 
 
@@ -135,7 +146,7 @@ class SimulationOptions:
 @dataclass(frozen=True, slots=True)
 class PolicyRun:
     scorecard: Scorecard
-    result: RunResult
+    result: RunResult | None  # None: the oracle, a bound rather than a run
 
 
 Factory = Callable[[], Autoscaler]
@@ -154,6 +165,20 @@ def _factories(options: SimulationOptions) -> dict[str, Factory]:
         "hpa": lambda: Hpa(target=target, max_replicas=top),
         "keda-http": lambda: Keda(target=target, max_replicas=top),
         "knative-kpa": lambda: Knative(target=target, max_replicas=top),
+        # Tidal's idle defaults (scaler.policy.ScalingConfig): 5 min grace, 60 s delay.
+        "knative-tidal-idle": lambda: Knative(
+            target=target,
+            max_replicas=top,
+            scale_to_zero_grace_s=300.0,
+            scale_down_delay_s=60.0,
+            name="knative-tidal-idle",
+        ),
+        "planner": lambda: Planner(
+            capacity=lambda isl, osl: capacity_rps(
+                options.world.engine, isl, osl, options.slo_ttft_s
+            ),
+            max_replicas=top,
+        ),
         "tidal": _tidal("tidal", options.tidal_annotations, options),
         "tidal-tuned": _tidal("tidal-tuned", options.tuned_annotations, options),
         "tidal-adaptive": _tidal(
@@ -205,10 +230,21 @@ def _merge(name: str, results: Sequence[RunResult]) -> RunResult:
     )
 
 
+def world_for(policy: str, options: SimulationOptions) -> WorldConfig:
+    """The world a policy runs in: the baselines hold requests as their proxies do."""
+    timeout = HOLD_TIMEOUTS_S.get(policy)
+    if timeout is None:
+        return options.world
+    return replace(options.world, cold_start_timeout_s=timeout)
+
+
 def smallest_always_on(
     requests: Sequence[TraceRequest], options: SimulationOptions
 ) -> tuple[int, RunResult]:
-    """The smallest fixed fleet (up to the ceiling) that meets the attainment goal."""
+    """The smallest fixed fleet (up to the ceiling) that meets the attainment goal.
+
+    When even the ceiling misses it, the ceiling's run (the caller checks).
+    """
     cache: dict[int, RunResult] = {}
 
     def attainment(n: int) -> float:
@@ -240,11 +276,22 @@ def run_policies(
     factories = _factories(options)
     runs: list[PolicyRun] = []
     for policy in options.policies:
+        if policy == "oracle":
+            runs.append(PolicyRun(_oracle_card(requests, models, runs, options), None))
+            continue
         if policy == "always-on":
             found = [smallest_always_on(group, options) for group in models]
             fleet = sum(n for n, _ in found)
             result = _merge(f"always-on-{fleet}", [r for _, r in found])
-        elif policy in POOL_POLICIES:
+            card = score(result, slo_ttft_s=options.slo_ttft_s, prices=options.prices)
+            reaches = all(
+                score(r, slo_ttft_s=options.slo_ttft_s).slo_attainment
+                >= options.always_on_attainment
+                for _, r in found
+            )
+            runs.append(PolicyRun(replace(card, reaches_target=reaches), result))
+            continue
+        if policy in POOL_POLICIES:
             annotations = {**options.shared_annotations(), **options.tidal_annotations}
             if policy == "tidal-warm":
                 annotations = {**annotations, **options.warm_annotations}
@@ -261,10 +308,8 @@ def run_policies(
             )
             runs.append(PolicyRun(pooled.scorecard, pooled.result))
             continue
-        else:
-            result = _merge(
-                policy, [run_world(group, factories[policy](), options.world) for group in models]
-            )
+        world = world_for(policy, options)
+        result = _merge(policy, [run_world(group, factories[policy](), world) for group in models])
         card = score(result, slo_ttft_s=options.slo_ttft_s, prices=options.prices)
         runs.append(PolicyRun(card, result))
     if options.spot_placement is not None:
@@ -274,3 +319,54 @@ def run_policies(
         card = score(result, slo_ttft_s=options.slo_ttft_s, prices=options.prices)
         runs.append(PolicyRun(card, result))
     return runs
+
+
+def _oracle_card(
+    requests: Sequence[TraceRequest],
+    models: Sequence[Sequence[TraceRequest]],
+    runs: Sequence[PolicyRun],
+    options: SimulationOptions,
+) -> Scorecard:
+    """The oracle's bound, summed over models, as a scorecard row."""
+    bounds = [
+        oracle_bound(
+            group,
+            params=options.world.engine,
+            cold_start_s=options.cold_start.median_s,
+            slo_ttft_s=options.slo_ttft_s,
+            attainment=options.always_on_attainment,
+        )
+        for group in models
+    ]
+    n = len(requests)
+    met = sum(b.attainment * b.requests for b in bounds)
+    gpu_s = sum(b.gpu_seconds for b in bounds)
+    busy = min(gpu_s, sum(b.busy_seconds for b in bounds))
+    duration = max((r.scorecard.duration_s for r in runs), default=requests[-1].offset_s)
+    attainment = met / n
+    return Scorecard(
+        name="oracle",
+        requests=n,
+        slo_ttft_s=options.slo_ttft_s,
+        slo_attainment=attainment,
+        goodput_rps=met / max(duration, 1e-9),
+        completed=n,
+        failed=0,
+        failed_by_reason={},
+        ttft_p50_s=None,
+        ttft_p99_s=None,
+        cold_starts=sum(b.cold_starts for b in bounds),
+        cold_start_wait_p50_s=None,
+        cold_start_wait_p99_s=None,
+        gpu_seconds=gpu_s,
+        gpu_seconds_busy=busy,
+        gpu_seconds_idle=gpu_s - busy,
+        gpu_seconds_spot=0.0,
+        gpu_seconds_on_demand=gpu_s,
+        cost=gpu_s * options.prices.on_demand_per_gpu_hour / 3600.0,
+        peak_replicas=0,
+        preemptions=0,
+        duration_s=duration,
+        gpu_seconds_awake=gpu_s,
+        reaches_target=attainment >= options.always_on_attainment - 1e-9,
+    )

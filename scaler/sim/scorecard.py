@@ -88,9 +88,14 @@ class Scorecard:
     gpu_seconds_awake: float = 0.0
     gpu_seconds_asleep: float = 0.0
     wakes: int = 0
+    # always-on and the oracle: whether the attainment goal (99 %) is met;
+    # None (left out of the JSON) for the autoscalers, which have no goal.
+    reaches_target: bool | None = None
 
     def as_json(self) -> dict[str, object]:
         data = asdict(self)
+        if self.reaches_target is None:
+            del data["reaches_target"]
         for key, value in data.items():
             if isinstance(value, float):
                 data[key] = round(value, 4)

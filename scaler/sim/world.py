@@ -91,6 +91,8 @@ class View:
     held: int  # requests held by the activator now
     in_flight: int  # requests on replicas now
     arrivals: int = 0  # requests that arrived during the last second
+    arrival_prompt_tokens: int = 0  # their prompt tokens
+    arrival_output_tokens: int = 0  # and output tokens
 
 
 class Autoscaler(Protocol):
@@ -316,6 +318,7 @@ class _World:
         self.last_change_s = 0.0
         self.busy_in_second = False
         self.arrivals_in_second = 0
+        self.tokens_in_second = (0, 0)
         self.timeline: list[Second] = []
         self.now = 0.0
         self.spot_times = deque(sorted(config.spot.times_s))
@@ -398,6 +401,11 @@ class _World:
 
     def _arrive(self, i: int) -> None:
         self.arrivals_in_second += 1
+        prompt, output = self.tokens_in_second
+        self.tokens_in_second = (
+            prompt + self.reqs[i].prompt_tokens,
+            output + self.reqs[i].output_tokens,
+        )
         self._change_outstanding(1)
         if not self.held:
             replica = self._pick()
@@ -638,6 +646,8 @@ class _World:
             held=len(self.held),
             in_flight=in_flight,
             arrivals=self.arrivals_in_second,
+            arrival_prompt_tokens=self.tokens_in_second[0],
+            arrival_output_tokens=self.tokens_in_second[1],
         )
 
     def _decide(self, *, activation: bool, concurrency: float | None = None) -> None:
@@ -671,3 +681,4 @@ class _World:
         self.integral = 0.0
         self.busy_in_second = self.outstanding > 0
         self.arrivals_in_second = 0
+        self.tokens_in_second = (0, 0)

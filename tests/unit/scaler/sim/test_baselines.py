@@ -10,6 +10,14 @@ Covers:
 - Knative KPA: 2 s ticks on the 60 s stable average; panic on the 6 s window
   at 200 % and no scale-down while in panic; scale to zero only after the
   30 s grace period once zero is wanted; the activator's poke wakes it;
+- KEDA sizes on its External metric against the replicas asked for, so it
+  scales while the first replica is still starting;
+- Knative rounds both windows to whole pods before the panic test, takes the
+  larger of the panic and stable counts in panic, and with a scale-down
+  delay keeps the highest count of the delay;
+- the planner asks for predicted rate over profiled capacity at its 180 s
+  interval, never below one; its ARIMA predictor follows a trend and keeps
+  Dynamo's guard rails (leading zeros skipped, short or flat history: last);
 - always-on never changes; RecentMean forgets samples older than its window.
 """
 
@@ -17,7 +25,15 @@ from __future__ import annotations
 
 import pytest
 
-from scaler.sim.baselines import AlwaysOn, Hpa, Keda, Knative, RecentMean
+from scaler.sim.baselines import (
+    AlwaysOn,
+    ArimaPredictor,
+    Hpa,
+    Keda,
+    Knative,
+    Planner,
+    RecentMean,
+)
 from scaler.sim.world import View
 
 
@@ -129,7 +145,47 @@ def test_keda_uses_the_hpa_above_one() -> None:
     assert keda.tick(view(1, ready=1, concurrency=40), activation=False) == 4
 
 
+def test_keda_scales_during_the_cold_start_on_the_replicas_asked_for() -> None:
+    keda = Keda(target=10, max_replicas=20)
+    keda.tick(view(0, ready=0, spec=0, held=1, in_flight=0), activation=True)
+    # One replica asked for, none ready yet, 40 requests held: the External
+    # metric's AverageValue target wants ceil(40 / 10) = 4 now, not after the start.
+    assert keda.tick(view(1, ready=0, spec=1, concurrency=40, held=40), activation=False) == 4
+
+
 # --- Knative ----------------------------------------------------------------------------
+
+
+def test_knative_panics_on_whole_pods() -> None:
+    kpa = Knative(target=10, max_replicas=20)
+    # 15 per second on one ready pod: 1.5 pods raw (under 200 %), but 2 whole
+    # pods, which is 200 % of the one ready: autoscaler.go panics.
+    drive(kpa, 0, 6, ready=1, spec=1, concurrency=15)
+    assert kpa.panic_since is not None
+
+
+def test_knative_in_panic_provisions_for_the_stable_window_too() -> None:
+    kpa = Knative(target=10, max_replicas=20)
+    # 54 s of 100, then 8 s of 25, on 10 ready pods (no panic: at most 100 %),
+    # then only one pod ready: the panic window wants 3 pods (300 % of one:
+    # panic) while the stable window still wants 9.
+    drive(kpa, 0, 53, ready=10, spec=10, concurrency=100)
+    drive(kpa, 54, 61, ready=10, spec=10, concurrency=25)
+    out = [d for d in drive(kpa, 62, 63, ready=1, spec=10, concurrency=25) if d is not None]
+    assert kpa.panic_since is not None
+    assert out == [9]
+
+
+def test_knative_scale_down_delay_keeps_the_highest_count_of_the_delay() -> None:
+    kpa = Knative(target=10, max_replicas=20, scale_to_zero_grace_s=300, scale_down_delay_s=60)
+    drive(kpa, 0, 9, ready=1, concurrency=5)
+    decisions = {
+        t: kpa.tick(view(t, ready=1, concurrency=0), activation=False) for t in range(10, 600)
+    }
+    zero_at = min(t for t, d in decisions.items() if d == 0)
+    # Stable window empty at about 70 s, the delay keeps 1 until about 130 s,
+    # then Tidal's 5 minutes of grace.
+    assert 420 <= zero_at <= 440
 
 
 def test_knative_scales_on_the_stable_average_every_two_seconds() -> None:
@@ -164,6 +220,55 @@ def test_knative_goes_to_zero_only_after_the_grace_period() -> None:
     # The 60 s stable window empties at about t=70; then 30 s of grace.
     assert 95 <= zero_at <= 105
     assert kpa.tick(view(300, ready=0, spec=0, held=3, in_flight=0), activation=True) == 1
+
+
+# --- the planner -------------------------------------------------------------------------
+
+
+def test_planner_asks_for_predicted_rate_over_capacity_each_interval() -> None:
+    asked: list[tuple[float, float]] = []
+
+    def capacity(isl: float, osl: float) -> float:
+        asked.append((isl, osl))
+        return 10.0
+
+    planner = Planner(capacity=capacity, max_replicas=8)
+    assert (planner.initial, planner.name) == (1, "planner")
+    decisions = []
+    for t in range(1, 361):
+        seen = View(
+            now=float(t),
+            ready=1,
+            spec=1,
+            concurrency=1.0,
+            busy=True,
+            held=0,
+            in_flight=1,
+            arrivals=25,
+            arrival_prompt_tokens=25 * 1000,
+            arrival_output_tokens=25 * 50,
+        )
+        decisions.append(planner.tick(seen, activation=False))
+    made = [d for d in decisions if d is not None]
+    assert made == [3, 3]  # 25 requests/s over 10 per replica, at 180 s and 360 s
+    assert asked[-1] == (1000.0, 50.0)
+    idle = View(now=900.0, ready=3, spec=3, concurrency=0.0, busy=False, held=0, in_flight=0)
+    assert Planner(capacity=capacity, max_replicas=8).tick(idle, activation=False) == 1
+
+
+def test_arima_predictor_follows_a_trend_and_keeps_the_guard_rails() -> None:
+    predictor = ArimaPredictor()
+    predictor.add(0.0)  # leading idle: skipped
+    for value in (1.0, 2.0):
+        predictor.add(value)
+    assert predictor.predict() == 2.0  # too short: the last value
+    for value in (3.0, 4.0, 5.0, 6.0):
+        predictor.add(value)
+    assert predictor.predict() == pytest.approx(7.0)
+    flat = ArimaPredictor()
+    for _ in range(6):
+        flat.add(4.0)
+    assert flat.predict() == 4.0
 
 
 # --- others -----------------------------------------------------------------------------

@@ -3,7 +3,10 @@
 Covers: always-on is the smallest fleet that meets the attainment goal (one
 fewer misses it); every policy of the list runs, in order, on the same
 requests; a trace naming models runs one world per model and the scorecard
-adds them up; a spot placement adds a tidal-spot run; bad options are named.
+adds them up; a spot placement adds a tidal-spot run; bad options are named;
+always-on says when no fleet up to the ceiling reaches 99 %; each baseline
+holds requests for its own proxy's timeout (KEDA's interceptor 20 s,
+Knative's activator 300 s), so a 60 s cold start fails KEDA's held requests.
 """
 
 from __future__ import annotations
@@ -13,7 +16,13 @@ from dataclasses import replace
 import pytest
 
 from scaler.policy import PlacementConfig
-from scaler.sim.runner import POLICY_NAMES, SimulationOptions, run_policies, smallest_always_on
+from scaler.sim.runner import (
+    POLICY_NAMES,
+    SimulationOptions,
+    run_policies,
+    smallest_always_on,
+    world_for,
+)
 from scaler.sim.scorecard import score
 from scaler.sim.traces import TraceRequest
 from scaler.sim.world import ColdStart, WorldConfig
@@ -70,3 +79,28 @@ def test_bad_options_are_named() -> None:
         SimulationOptions(max_replicas=0)
     with pytest.raises(ValueError, match="needs a spot policy"):
         SimulationOptions(spot_placement=PlacementConfig())
+
+
+def test_always_on_says_when_the_ceiling_misses_the_goal() -> None:
+    (run,) = run_policies(BURSTS, replace(OPTIONS, policies=("always-on",), max_replicas=1))
+    assert run.scorecard.name == "always-on-1"
+    assert run.scorecard.reaches_target is False
+    assert run.scorecard.as_json()["reaches_target"] is False
+    (enough,) = run_policies(BURSTS, replace(OPTIONS, policies=("always-on",)))
+    assert enough.scorecard.reaches_target is True
+
+
+def test_each_baseline_holds_requests_as_its_proxy_does() -> None:
+    assert world_for("keda-http", OPTIONS).cold_start_timeout_s == 20.0
+    assert world_for("knative-kpa", OPTIONS).cold_start_timeout_s == 300.0
+    assert world_for("tidal", OPTIONS).cold_start_timeout_s == 600.0
+    lone = [TraceRequest(1.0, 100, 5)]
+    options = replace(
+        OPTIONS,
+        world=WorldConfig(cold_start=ColdStart(60.0)),
+        policies=("keda-http", "knative-kpa", "knative-tidal-idle"),
+    )
+    keda, knative, tidal_idle = (r.scorecard for r in run_policies(lone, options))
+    assert keda.failed_by_reason == {"cold-start-timeout": 1}
+    assert knative.failed == 0
+    assert tidal_idle.failed == 0
