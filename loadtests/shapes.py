@@ -16,7 +16,7 @@ starts:
 - ``diurnal``: a day compressed into minutes, open loop, Poisson arrivals
   whose rate swings between a trough and a peak ``--diurnal-ratio`` times
   higher (default 10, as code services show) (``--diurnal-*``);
-- ``replay``: open-loop replay of a trace from ``../shared/traces/``: send
+- ``replay``: open-loop replay of a trace (``code``, ``conv`` or a file): send
   times, prompt and output lengths from the trace, a window of it
   (``--trace-start-s``, ``--trace-duration-s``) played ``--trace-compression``
   times faster.

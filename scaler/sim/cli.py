@@ -1,12 +1,18 @@
 """``tidal simulate``: replay a trace through Tidal and the baselines, print the scorecard.
 
-Reads a trace (a file, a short name such as ``code`` for the Azure traces in
-``../shared/traces/``, or ``synthetic:KIND``), runs every policy of
+Reads a trace (a file, ``code`` or ``conv`` for the Azure 2023 traces
+shipped with the package, or ``synthetic:KIND``), runs every policy of
 :mod:`scaler.sim.runner` over it in simulated time, and prints a table, or
 with ``--json`` one line of JSON (the last line on stdout)::
 
     {"policies": [{"name": ..., "slo_attainment": ..., "gpu_seconds": ...,
                    "cost": ..., "cold_starts": ..., "failed": ..., ...}, ...]}
+
+``--seeds N`` runs seeds ``--seed`` to ``--seed + N - 1`` (the world's
+randomness, thinning, synthetic workloads) and reports each column's mean,
+with its spread (min and max over the seeds) under ``"spread"`` in JSON and
+in a second table. A trace whose span or rate suggests the wrong time unit
+draws a warning on stderr naming the flag to set.
 
 ``--charts DIR`` writes PNG charts (matplotlib, from the ``loadtest`` extra,
 imported only then). Durations are Go-style (``60s``, ``2m``), as in the
@@ -17,12 +23,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
+import statistics
 import sys
 import time
+from dataclasses import fields, replace
 from pathlib import Path
+from typing import Any
 
 from scaler.policy import InvalidAnnotation, PlacementConfig, parse_duration_s
+from scaler.policy.annotations import AUTOSCALING_PREFIX
 from scaler.sim import synthetic, traces
+from scaler.sim.engine import LlmParams
 from scaler.sim.runner import (
     POLICY_NAMES,
     WARM_ANNOTATIONS,
@@ -66,7 +78,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     src.add_argument(
         "--trace",
         required=True,
-        help="a CSV or JSONL file, a name in ../shared/traces/ (code, conv), or "
+        help="a CSV or JSONL file; code or conv, the Azure LLM inference traces 2023 "
+        "shipped with Tidal (CC-BY-4.0; or any file in $TIDAL_TRACES_DIR); or "
         f"synthetic:KIND with KIND one of {', '.join(synthetic.KINDS)}",
     )
     src.add_argument(
@@ -79,6 +92,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--output-field", default="GeneratedTokens", help="output-token field (default %(default)s)"
     )
     src.add_argument("--model-field", default=None, help="model field (default: one model)")
+    src.add_argument(
+        "--prefix-field",
+        default=None,
+        help="field holding the prompt as a list of block hashes (as Mooncake's hash_ids): "
+        "replicas then serve shared prefixes from an LRU prefix cache (default: none)",
+    )
+    src.add_argument(
+        "--prefix-block-tokens",
+        type=int,
+        default=512,
+        help="tokens per block hash in --prefix-field (default 512, the Mooncake traces')",
+    )
     src.add_argument("--time-unit", choices=("s", "ms"), default="s", help="numeric timestamp unit")
     src.add_argument(
         "--timestamps",
@@ -91,14 +116,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--duration", type=_duration, default=None, help="replay only this much")
     src.add_argument(
         "--load-factor",
-        type=int,
-        default=1,
-        help="send each request this many times (spread within its second) to scale the load",
+        type=_positive,
+        default=1.0,
+        help="scale the load: each request is sent int(F) times (spread within its second) "
+        "and once more with probability F - int(F), so 0.5 keeps half the requests (seeded)",
     )
     src.add_argument("--synthetic-duration", type=_duration, default=3600.0)
     src.add_argument("--synthetic-rate", type=_positive, default=154.0, help="requests/min")
     src.add_argument("--synthetic-models", type=int, default=100)
     src.add_argument("--seed", type=int, default=1)
+    src.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="run this many seeds from --seed and report each column's mean and spread",
+    )
 
     world = parser.add_argument_group("world")
     world.add_argument(
@@ -111,6 +143,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="log-normal spread of cold starts (0: fixed; 0.45: p90 1.8x the median)",
     )
     world.add_argument("--slo-ttft", type=_duration, default=2.0, help="TTFT threshold (2s)")
+    world.add_argument(
+        "--context-length",
+        type=int,
+        default=LlmParams().max_model_len,
+        help="the model's context length: a longer prompt is refused with a 400, as vLLM does, "
+        "and counts as failed (default %(default)s, Llama-3.1-8B's)",
+    )
     world.add_argument("--target-concurrency", type=_positive, default=16.0)
     world.add_argument("--max-replicas", type=int, default=10)
     world.add_argument(
@@ -130,7 +169,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a Tidal annotation for the 'tidal' policy (repeatable), as on a Deployment",
+        help="a Tidal annotation for the tidal policies (repeatable), as on a Deployment: "
+        f"{AUTOSCALING_PREFIX}KEY=VALUE or the short KEY=VALUE",
     )
     warm = parser.add_argument_group("the warm tier (policies tidal-pool, tidal-warm)")
     warm.add_argument(
@@ -193,7 +233,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--json", action="store_true", help="print one JSON line, last on stdout")
     out.add_argument("--charts", type=Path, default=None, help="write PNG charts to this folder")
     out.add_argument(
-        "--chart-policy", default="tidal", help="policy for the replicas-vs-load chart"
+        "--chart-policy",
+        default=None,
+        help="policy for the replicas-vs-load chart (default tidal; needs --charts)",
     )
 
 
@@ -217,29 +259,42 @@ def load_requests(args: argparse.Namespace) -> list[traces.TraceRequest]:
             prompt_field=args.prompt_field,
             output_field=args.output_field,
             model_field=args.model_field,
+            prefix_field=args.prefix_field,
             time_unit=args.time_unit,
             timestamps=args.timestamps,
             kind=args.format,
         )
         records = traces.read_trace(traces.find_trace(name), fmt)
+        for warning in traces.unit_warnings(records, fmt):
+            print(f"tidal simulate: warning: {name}: {warning}", file=sys.stderr)
     records = traces.window(records, start_s=args.start, duration_s=args.duration)
-    if args.load_factor < 1:
-        raise traces.TraceError(f"--load-factor must be >= 1, got {args.load_factor}")
-    if args.load_factor > 1:
-        k = args.load_factor
-        # Copies spread evenly within the second after the original, so a
-        # burst stays a burst but is not k requests at one instant.
-        records = sorted(
-            (
-                traces.TraceRequest(r.offset_s + j / k, r.prompt_tokens, r.output_tokens, r.model)
-                for r in records
-                for j in range(k)
-            ),
-            key=lambda r: r.offset_s,
-        )
+    records = scale_load(records, args.load_factor, seed=args.seed)
     if not records:
         raise traces.TraceError(f"{name}: no request in the window the flags select")
     return records
+
+
+def scale_load(
+    records: list[traces.TraceRequest], factor: float, *, seed: int
+) -> list[traces.TraceRequest]:
+    """Each request ``int(factor)`` times, and once more with probability ``factor - int(factor)``.
+
+    Copies are spread evenly within the second after the original, so a
+    burst stays a burst but is not k requests at one instant. A fraction
+    thins the trace with a seeded draw per request.
+    """
+    if not factor > 0:
+        raise traces.TraceError(f"--load-factor must be > 0, got {factor}")
+    if factor == 1:
+        return records
+    whole, part = int(factor), factor - int(factor)
+    rng = random.Random(seed)
+    out: list[traces.TraceRequest] = []
+    for r in records:
+        copies = whole + (1 if part > 0 and rng.random() < part else 0)
+        out.extend(replace(r, offset_s=r.offset_s + j / copies) for j in range(copies))
+    out.sort(key=lambda r: r.offset_s)
+    return out
 
 
 def _preemption_times(path: Path | None) -> tuple[float, ...]:
@@ -260,12 +315,21 @@ def _preemption_times(path: Path | None) -> tuple[float, ...]:
 
 
 def _annotations(pairs: list[str]) -> dict[str, str]:
+    """``--annotation`` pairs; a short key (no ``/``) is a Tidal autoscaling key."""
     out: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
+        key = key.strip()
         if not sep or not key:
             raise ValueError(f"--annotation wants KEY=VALUE, got {pair!r}")
-        out[key.strip()] = value
+        if "/" not in key:
+            key = AUTOSCALING_PREFIX + key
+        elif not key.startswith(AUTOSCALING_PREFIX):
+            raise ValueError(
+                f"--annotation {pair!r}: the simulator takes Tidal's scaling annotations, "
+                f"{AUTOSCALING_PREFIX}KEY=VALUE or the short KEY=VALUE"
+            )
+        out[key] = value
     return out
 
 
@@ -276,7 +340,14 @@ def options_from(args: argparse.Namespace) -> SimulationOptions:
         if args.placement == "on-demand"
         else PlacementConfig(policy=args.placement, on_demand_baseline=args.on_demand_baseline)
     )
+    if args.context_length < 1:
+        raise ValueError(f"--context-length must be >= 1 token, got {args.context_length}")
+    if args.prefix_block_tokens < 1:
+        raise ValueError(f"--prefix-block-tokens must be >= 1, got {args.prefix_block_tokens}")
     world = WorldConfig(
+        engine=LlmParams(
+            max_model_len=args.context_length, prefix_block_tokens=args.prefix_block_tokens
+        ),
         cold_start=ColdStart(args.cold_start, args.cold_start_sigma),
         spot=SpotModel(
             rate_per_hour=args.spot_preemptions_per_hour,
@@ -327,11 +398,11 @@ def table(cards: list[Scorecard]) -> str:
         name = f"{c.name}*" if c.reaches_target is False else c.name
         lines.append(
             f"{name:<18} {c.slo_attainment * 100:>5.1f}% {c.goodput_rps:>8.2f} "
-            f"{_fmt(c.ttft_p50_s):>8} {_fmt(c.ttft_p99_s, 1):>7} {c.cold_starts:>5} "
+            f"{_fmt(c.ttft_p50_s):>8} {_fmt(c.ttft_p99_s, 1):>7} {c.cold_starts:>5g} "
             f"{_fmt(c.cold_start_wait_p50_s, 1):>8} {_fmt(c.cold_start_wait_p99_s, 1):>6} "
-            f"{c.failed:>6} {c.gpu_seconds / 3600:>6.2f} {c.gpu_seconds_busy / 3600:>6.2f} "
+            f"{c.failed:>6g} {c.gpu_seconds / 3600:>6.2f} {c.gpu_seconds_busy / 3600:>6.2f} "
             f"{c.gpu_seconds_idle / 3600:>6.2f} {c.gpu_seconds_asleep / 3600:>6.2f} "
-            f"{c.gpu_seconds_spot / 3600:>6.2f} {c.cost:>7.2f} {c.wakes:>5}"
+            f"{c.gpu_seconds_spot / 3600:>6.2f} {c.cost:>7.2f} {c.wakes:>5g}"
         )
     c0 = cards[0] if cards else None
     if c0 is not None:
@@ -347,25 +418,91 @@ def table(cards: list[Scorecard]) -> str:
     return "\n".join(lines)
 
 
+def mean_card(cards: list[Scorecard]) -> tuple[Scorecard, dict[str, tuple[float, float]]]:
+    """One policy over several seeds: each numeric column's mean, and its (min, max)."""
+    values: dict[str, Any] = {}
+    spread: dict[str, tuple[float, float]] = {}
+    for f in fields(Scorecard):
+        column = [getattr(c, f.name) for c in cards]
+        if f.name == "name":
+            names = list(dict.fromkeys(column))
+            values[f.name] = names[0] if len(names) == 1 else "/".join(names)
+        elif f.name == "failed_by_reason":
+            reasons = sorted({k for c in column for k in c})
+            values[f.name] = {k: statistics.fmean(c.get(k, 0) for c in column) for k in reasons}
+        elif f.name == "reaches_target":
+            values[f.name] = None if column[0] is None else all(column)
+        elif any(v is None for v in column):
+            values[f.name] = None
+        else:
+            values[f.name] = statistics.fmean(column)
+            spread[f.name] = (min(column), max(column))
+    return Scorecard(**values), spread
+
+
+def _spread_table(rows: list[tuple[Scorecard, dict[str, tuple[float, float]]]]) -> str:
+    def span(spread: dict[str, tuple[float, float]], key: str, scale: float, digits: int) -> str:
+        lo, hi = spread.get(key, (0.0, 0.0))
+        return f"{lo * scale:.{digits}f}..{hi * scale:.{digits}f}"
+
+    header = f"{'policy':<18} {'SLO %':>13} {'GPU-h':>13} {'cost':>15} {'cold':>9} {'failed':>11}"
+    lines = [header, "-" * len(header)]
+    for card, spread in rows:
+        lines.append(
+            f"{card.name:<18} {span(spread, 'slo_attainment', 100, 1):>13} "
+            f"{span(spread, 'gpu_seconds', 1 / 3600, 2):>13} {span(spread, 'cost', 1, 2):>15} "
+            f"{span(spread, 'cold_starts', 1, 0):>9} {span(spread, 'failed', 1, 0):>11}"
+        )
+    return "\n".join(lines)
+
+
+def _check_charts(args: argparse.Namespace) -> None:
+    if args.chart_policy is not None and args.charts is None:
+        raise ValueError("--chart-policy chooses the replicas chart of --charts DIR; give --charts")
+    if args.charts is None:
+        return
+    try:
+        args.charts.mkdir(parents=True, exist_ok=True)
+        probe = args.charts / ".tidal-write-check"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise ValueError(
+            f"--charts {args.charts}: cannot write there ({error.strerror or error}); "
+            "give a folder you can write to"
+        ) from error
+
+
 def run(args: argparse.Namespace) -> int:
     started = time.process_time()
+    if args.seeds < 1:
+        print(f"tidal simulate: --seeds must be >= 1, got {args.seeds}", file=sys.stderr)
+        return 2
+    seeds = [args.seed + i for i in range(args.seeds)]
+    per_seed: list[list[PolicyRun]] = []
     try:
-        requests = load_requests(args)
-        options = options_from(args)
+        _check_charts(args)
+        for seed in seeds:
+            seeded = argparse.Namespace(**{**vars(args), "seed": seed})
+            requests = load_requests(seeded)
+            options = options_from(seeded)
+            # A bad annotation (--annotation, --sleep-after) says which in a ValueError.
+            per_seed.append(run_policies(requests, options))
     except (traces.TraceError, traces.TracesMissingError, InvalidAnnotation, ValueError) as error:
         print(f"tidal simulate: {error}", file=sys.stderr)
         return 2
-    try:
-        runs: list[PolicyRun] = run_policies(requests, options)
-    except ValueError as error:  # a bad annotation (--annotation, --sleep-after) says which
-        print(f"tidal simulate: {error}", file=sys.stderr)
-        return 2
-    cards = [r.scorecard for r in runs]
+    runs = per_seed[0]
+    rows: list[tuple[Scorecard, dict[str, tuple[float, float]]]]
+    if len(seeds) == 1:
+        rows = [(r.scorecard, {}) for r in runs]
+    else:
+        rows = [mean_card([s[i].scorecard for s in per_seed]) for i in range(len(runs))]
+    cards = [card for card, _ in rows]
     if args.charts is not None:
         from scaler.sim import charts
 
         try:
-            written = charts.write_charts(runs, args.charts, focus=args.chart_policy)
+            written = charts.write_charts(runs, args.charts, focus=args.chart_policy or "tidal")
         except charts.ChartsUnavailable as error:
             print(f"tidal simulate: {error}", file=sys.stderr)
             return 2
@@ -373,13 +510,23 @@ def run(args: argparse.Namespace) -> int:
             print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
     elapsed = time.process_time() - started
     if args.json:
-        print(json.dumps({"policies": [c.as_json() for c in cards], "cpu_s": round(elapsed, 2)}))
+        policies = []
+        for card, spread in rows:
+            row = card.as_json()
+            if len(seeds) > 1:
+                row["spread"] = {k: [round(lo, 4), round(hi, 4)] for k, (lo, hi) in spread.items()}
+            policies.append(row)
+        print(json.dumps({"policies": policies, "seeds": seeds, "cpu_s": round(elapsed, 2)}))
     else:
         print(
             f"{len(requests)} requests over {requests[-1].offset_s:.0f} s, cold start "
             f"{options.cold_start.median_s:g} s, target concurrency "
             f"{options.target_concurrency:g} per replica, at most {options.max_replicas}"
+            + (f"; mean of seeds {seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else "")
         )
         print(table(cards))
+        if len(seeds) > 1:
+            print(f"spread over {len(seeds)} seeds (min..max):")
+            print(_spread_table(rows))
         print(f"simulated in {elapsed:.1f} s of CPU")
     return 0

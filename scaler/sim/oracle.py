@@ -13,7 +13,9 @@ above it. Each term and why it holds:
    of at most ``max_num_batched_tokens`` each:
    ``ttft_min = k x step_base_s + prompt / prefill_tokens_per_s``. A
    request whose ``ttft_min`` exceeds the objective, or whose prompt is over
-   the context length (refused with a 400), misses in every schedule. The
+   the context length (refused with a 400), misses in every schedule.
+   (Prompt tokens a prefix cache could hold, blocks seen in an earlier
+   request, are taken as free everywhere below.) The
    attainment the bound is computed for is the goal or, when fewer requests
    can meet it, the share that can ("the best the engine allows").
 2. **Work.** Every step costs ``step_base_s + step_per_seq_s x decoding +
@@ -73,7 +75,7 @@ from dataclasses import dataclass
 from scaler.sim.engine import LlmParams
 from scaler.sim.traces import TraceRequest
 
-__all__ = ["OracleBound", "oracle_bound"]
+__all__ = ["OracleBound", "cacheable_tokens", "oracle_bound"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +138,25 @@ def _union_length(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
+def cacheable_tokens(requests: Sequence[TraceRequest], block_tokens: int) -> list[int]:
+    """Per request, the most prompt tokens any prefix cache could hold for it.
+
+    Its leading blocks that some earlier request carried: no replica's cache
+    can hold a block before a request brought it.
+    """
+    seen: set[int | str] = set()
+    out: list[int] = []
+    for r in requests:
+        hits = 0
+        for block in r.prefix:
+            if block not in seen:
+                break
+            hits += 1
+        out.append(hits * block_tokens)
+        seen.update(r.prefix)
+    return out
+
+
 def oracle_bound(
     requests: Sequence[TraceRequest],
     *,
@@ -158,13 +179,13 @@ def oracle_bound(
     windows: list[tuple[float, float, tuple[float, float] | None, int]] = []
     for index, r in enumerate(requests):
         prompt, output = max(1, r.prompt_tokens), max(1, r.output_tokens)
-        if context_tokens is not None and prompt + output > context_tokens:
-            continue
-        ttft = _ttft_min(prompt, params)
-        if ttft > slo_ttft_s + 1e-9:
+        if context_tokens is not None and prompt >= context_tokens:
             continue
         cached = 0 if cached_tokens is None else min(cached_tokens[index], prompt - 1)
         fresh = prompt - cached
+        ttft = _ttft_min(fresh, params)
+        if ttft > slo_ttft_s + 1e-9:
+            continue
         works.append(fresh / params.prefill_tokens_per_s + (output - 1) * per_token_work)
         e2e = ttft + (output - 1) * decode_step_s
         start = r.offset_s

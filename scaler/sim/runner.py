@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 
 from scaler.policy import PlacementConfig
 from scaler.sim.baselines import HOLD_TIMEOUTS_S, AlwaysOn, Hpa, Keda, Knative, Planner
-from scaler.sim.oracle import oracle_bound
+from scaler.sim.oracle import cacheable_tokens, oracle_bound
 from scaler.sim.profile import capacity_rps
 from scaler.sim.scorecard import Prices, Scorecard, score
 from scaler.sim.tidal import TidalAutoscaler
@@ -335,6 +335,10 @@ def _oracle_card(
             cold_start_s=options.cold_start.median_s,
             slo_ttft_s=options.slo_ttft_s,
             attainment=options.always_on_attainment,
+            context_tokens=min(
+                options.world.engine.max_model_len, options.world.engine.kv_cache_tokens
+            ),
+            cached_tokens=cacheable_tokens(group, options.world.engine.prefix_block_tokens),
         )
         for group in models
     ]

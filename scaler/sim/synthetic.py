@@ -1,7 +1,7 @@
 """Synthetic workloads from published statistics, for patterns the real traces lack.
 
 The two Azure traces cover one hour each. Longer or wider patterns are made
-here from the statistics that ``../shared/traces/README.md`` cites, seeded,
+here from published statistics (cited per kind below), seeded,
 so that a run is reproducible:
 
 - ``bursts``: Gamma inter-arrival times with shape 0.25 to 0.5 (BurstGPT);

@@ -11,9 +11,13 @@ lives here, once.
 Formats (:class:`TraceFormat`): CSV with a header row, or JSON Lines (one
 object per line). Field names are settings; the defaults are the Azure LLM
 inference trace 2023 columns ``TIMESTAMP``, ``ContextTokens``,
-``GeneratedTokens``. A timestamp is either a date-time
-(``2023-11-16 18:17:03.9799600``, ISO-8601 ``T`` allowed) or a number in the
-stated unit (``s`` or ``ms``).
+``GeneratedTokens``. A JSONL field name may be a dotted path into nested
+objects (``usage.prompt_tokens``). A timestamp is either a date-time
+(``2023-11-16 18:17:03.9799600``, or any ISO-8601 form, with or without a
+zone) or a number in the stated unit (``s`` or ``ms``). An optional prefix
+field holds the request's prompt as a list of block hashes (as the Mooncake
+traces' ``hash_ids``): requests that share leading blocks share a prompt
+prefix, which the engine model can serve from its prefix cache.
 
 Main decision: *absolute* timestamps (date-times, or numbers that can only be
 epoch times) are re-based so that the earliest request is at 0, with no time
@@ -25,11 +29,12 @@ at 0, so a replay of "minutes 10 to 15" starts sending at once. Compression
 divides offsets only; token counts stay as recorded, because a compressed
 trace is meant to stress the same engine with the same requests, sooner.
 
-The traces live beside the project, in ``../shared/traces/`` (they are not
-copied into the repository). :func:`traces_dir` finds that folder, and
-:func:`find_trace` turns a short name (``code``, ``conv``) or a path into a
-file, with an error that says where it looked when the folder is missing.
-``TIDAL_TRACES_DIR`` points elsewhere.
+The two Azure 2023 traces ship inside the package (``scaler/sim/data/``,
+CC-BY-4.0, attribution in its ``README.md`` and ``NOTICE``), so ``code`` and
+``conv`` work offline after ``pip install``. :func:`find_trace` turns such a
+short name or a path into a file; ``TIDAL_TRACES_DIR`` names another folder
+of traces to look in. :func:`unit_warnings` says when a trace's span or rate
+suggests its timestamps were read in the wrong unit.
 
 Pure: no I/O beyond reading the file you name.
 """
@@ -40,9 +45,10 @@ import bisect
 import csv
 import itertools
 import json
+import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -62,6 +68,7 @@ __all__ = [
     "read_trace",
     "summarize",
     "traces_dir",
+    "unit_warnings",
     "window",
 ]
 
@@ -92,6 +99,8 @@ class TraceRequest:
     prompt_tokens: int
     output_tokens: int
     model: str = ""  # empty: the trace has one model
+    # The prompt as block hashes (the trace's prefix field); empty: unknown.
+    prefix: tuple[int | str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +115,7 @@ class TraceFormat:
     prompt_field: str = "ContextTokens"
     output_field: str = "GeneratedTokens"
     model_field: str | None = None
+    prefix_field: str | None = None
     time_unit: TimeUnit = "s"
     timestamps: Timestamps = "auto"
     kind: FileKind = "auto"
@@ -122,11 +132,14 @@ class TraceFormat:
         for name in ("time_field", "prompt_field", "output_field"):
             if not getattr(self, name):
                 raise TraceError(f"{name} must name a field, got an empty string")
+        for name in ("model_field", "prefix_field"):
+            if getattr(self, name) == "":
+                raise TraceError(f"{name} must name a field or be left out, got an empty string")
 
     @property
     def fields(self) -> tuple[str, ...]:
-        wanted = (self.time_field, self.prompt_field, self.output_field)
-        return wanted if self.model_field is None else (*wanted, self.model_field)
+        optional = tuple(f for f in (self.model_field, self.prefix_field) if f is not None)
+        return (self.time_field, self.prompt_field, self.output_field, *optional)
 
 
 AZURE_2023 = TraceFormat()
@@ -149,29 +162,25 @@ def project_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def traces_dir() -> Path:
-    """Where the traces are: ``$TIDAL_TRACES_DIR`` or ``../shared/traces`` beside the checkout.
+#: The traces shipped with the package (the Azure 2023 code and conversation hours).
+PACKAGED_TRACES = Path(__file__).resolve().parent / "data"
 
-    Raises :class:`TracesMissingError` naming the places looked at.
+
+def traces_dir() -> Path:
+    """Where named traces are: ``$TIDAL_TRACES_DIR`` when set, else the packaged ones.
+
+    Raises :class:`TracesMissingError` when the variable names no folder.
     """
     override = os.environ.get(TRACES_DIR_ENV)
     if override:
         path = Path(override)
         if not path.is_dir():
             raise TracesMissingError(
-                f"{TRACES_DIR_ENV}={override!r} is not a folder; point it at the folder "
-                "that holds the trace CSVs, or unset it to use ../shared/traces/"
+                f"{TRACES_DIR_ENV}={override!r} is not a folder; point it at a folder "
+                "of trace files, or unset it to use the traces shipped with Tidal"
             )
         return path
-    root = project_root()
-    path = root.parent / "shared" / "traces"
-    if not path.is_dir():
-        raise TracesMissingError(
-            f"workload traces not found: expected the folder {path} "
-            f"(../shared/traces/ beside the checkout {root}); "
-            f"set {TRACES_DIR_ENV} to the folder that holds them"
-        )
-    return path
+    return PACKAGED_TRACES
 
 
 def find_trace(name: str) -> Path:
@@ -200,10 +209,21 @@ def find_trace(name: str) -> Path:
             f"trace name {name!r} matches several files in {folder}: "
             f"{[m.name for m in matches]}; give the file name"
         )
-    raise TracesMissingError(f"no trace {name!r} in {folder}; available: {available}")
+    raise TracesMissingError(
+        f"no trace {name!r} in {folder}; available: {available}, or give a path to a "
+        "CSV or JSONL file"
+    )
 
 
 def _parse_datetime_s(text: str) -> float:
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        pass
+    else:
+        if moment.tzinfo is not None:
+            return moment.timestamp()
+        return (moment - datetime(1970, 1, 1)).total_seconds()
     # "2023-11-16 18:17:03.9799600": seven fractional digits, more than
     # datetime parses, so the fraction is read as a float on its own.
     whole, _, fraction = text.strip().replace("T", " ").rstrip("Z").partition(".")
@@ -241,8 +261,56 @@ def _count(value: object) -> int:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, str):
-        return int(value.strip())
+        text = value.strip()
+        try:
+            return int(text)
+        except ValueError:
+            number = float(text)  # "12.0" from a tool that writes floats
+            if not number.is_integer():
+                raise ValueError(f"a token count must be a whole number, got {value!r}") from None
+            return int(number)
     raise ValueError(f"a token count must be a whole number, got {value!r}")
+
+
+def _prefix(value: object) -> tuple[int | str, ...]:
+    """Block hashes: a JSON list, or (in CSV) a JSON list or space/comma-separated text."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return ()
+        if text.startswith("["):
+            value = json.loads(text)
+        else:
+            parts = text.replace(",", " ").split()
+            if not all(part.replace("-", "").replace("_", "").isalnum() for part in parts):
+                raise ValueError(f"expected block hashes separated by spaces, got {text!r}")
+            return tuple(_block(part) for part in parts)
+    if not isinstance(value, list):
+        raise ValueError(f"a prefix is a list of block hashes, got {value!r}")
+    return tuple(_block(item) for item in value)
+
+
+def _block(item: object) -> int | str:
+    if isinstance(item, bool) or not isinstance(item, int | str):
+        raise ValueError(f"a block hash is a whole number or a string, got {item!r}")
+    if isinstance(item, str):
+        return int(item) if item.lstrip("-").isdigit() else item
+    return item
+
+
+_MISSING = object()
+
+
+def _field(row: Mapping[str, object], name: str) -> object:
+    """``row[name]``, or for a dotted name not in the row, the nested value (else _MISSING)."""
+    if name in row:
+        return row[name]
+    value: object = row
+    for part in name.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
 
 
 def _rows(
@@ -275,12 +343,13 @@ def _rows(
                 f"{source}:{line_number}: expected a JSON object with the fields "
                 f"{list(fmt.fields)}, got {type(row).__name__}"
             )
-        missing = [f for f in fmt.fields if f not in row]
+        missing = [f for f in fmt.fields if _field(row, f) is _MISSING]
         if missing:
             raise TraceError(
                 f"{source}:{line_number}: missing field(s) {missing}; a trace needs the fields "
                 f"{list(fmt.fields)} (name others with --time-field, --prompt-field, "
-                f"--output-field), found {sorted(row)}"
+                f"--output-field, --prefix-field; a dotted name reaches into nested objects), "
+                f"found {sorted(row)}"
             )
         yield line_number, row
 
@@ -297,25 +366,34 @@ def parse_trace(
     Offsets start at 0 at the earliest request for absolute timestamps and
     are kept as written for relative ones (see the module docstring).
     """
-    raw: list[tuple[float, int, int, str]] = []
+    raw: list[tuple[float, int, int, str, tuple[int | str, ...]]] = []
     saw_datetime = False
     for line_number, row in _rows(lines, kind=kind, fmt=fmt, source=source):
         try:
-            at_s, is_datetime = _time_s(row[fmt.time_field], fmt.time_unit)
-            prompt = _count(row[fmt.prompt_field])
-            output = _count(row[fmt.output_field])
+            at_s, is_datetime = _time_s(_field(row, fmt.time_field), fmt.time_unit)
+            prompt = _count(_field(row, fmt.prompt_field))
+            output = _count(_field(row, fmt.output_field))
         except (TypeError, ValueError) as error:
             raise TraceError(
-                f"{source}:{line_number}: cannot read {dict(row)!r} ({error}); expected "
-                f"{fmt.time_field!r} as 'YYYY-MM-DD HH:MM:SS[.fffffff]' or a number of "
+                f"{source}:{line_number}: cannot read {_shown(row)} ({error}); expected "
+                f"{fmt.time_field!r} as a date-time (ISO-8601) or a number of "
                 f"{fmt.time_unit}, then whole token counts in {fmt.prompt_field!r} and "
                 f"{fmt.output_field!r}"
             ) from error
         if prompt < 0 or output < 0:
-            raise TraceError(f"{source}:{line_number}: negative token count in {dict(row)!r}")
-        model = "" if fmt.model_field is None else str(row[fmt.model_field])
+            raise TraceError(f"{source}:{line_number}: negative token count in {_shown(row)}")
+        model = "" if fmt.model_field is None else str(_field(row, fmt.model_field))
+        prefix: tuple[int | str, ...] = ()
+        if fmt.prefix_field is not None:
+            try:
+                prefix = _prefix(_field(row, fmt.prefix_field))
+            except ValueError as error:
+                raise TraceError(
+                    f"{source}:{line_number}: cannot read {fmt.prefix_field!r} ({error}); "
+                    "expected a list of block hashes such as [12, 13, 14]"
+                ) from error
         saw_datetime = saw_datetime or is_datetime
-        raw.append((at_s, prompt, output, model))
+        raw.append((at_s, prompt, output, model, prefix))
     if not raw:
         raise TraceError(f"{source}: the trace has no requests")
     raw.sort(key=lambda r: r[0])
@@ -334,7 +412,13 @@ def parse_trace(
     if not absolute and first_s < 0:
         raise TraceError(f"{source}: relative timestamps must be >= 0, the earliest is {first_s} s")
     base = first_s if absolute else 0.0
-    return [TraceRequest(at_s - base, p, o, m) for at_s, p, o, m in raw]
+    return [TraceRequest(at_s - base, p, o, m, x) for at_s, p, o, m, x in raw]
+
+
+def _shown(row: Mapping[str, object]) -> str:
+    """A row for an error message, cut short (a prefix list may be thousands long)."""
+    text = repr(dict(row))
+    return text if len(text) <= 300 else text[:300] + "...}"
 
 
 def _kind_of(path: Path, fmt: TraceFormat) -> Literal["csv", "jsonl"]:
@@ -371,20 +455,14 @@ def window(
     offsets = [r.offset_s for r in records]
     lo = bisect.bisect_left(offsets, start_s)
     hi = len(records) if duration_s is None else bisect.bisect_left(offsets, start_s + duration_s)
-    return [
-        TraceRequest(r.offset_s - start_s, r.prompt_tokens, r.output_tokens, r.model)
-        for r in records[lo:hi]
-    ]
+    return [replace(r, offset_s=r.offset_s - start_s) for r in records[lo:hi]]
 
 
 def compress(records: Sequence[TraceRequest], factor: float) -> list[TraceRequest]:
     """Divide every offset by ``factor`` (> 0): 10 plays ten trace seconds per second."""
     if not factor > 0:
         raise TraceError(f"time compression factor must be > 0, got {factor}")
-    return [
-        TraceRequest(r.offset_s / factor, r.prompt_tokens, r.output_tokens, r.model)
-        for r in records
-    ]
+    return [replace(r, offset_s=r.offset_s / factor) for r in records]
 
 
 def prepare(
@@ -414,3 +492,36 @@ def summarize(records: Sequence[TraceRequest]) -> TraceSummary:
         median_output_tokens=outputs[len(outputs) // 2],
         longest_gap_s=max(gaps, default=0.0),
     )
+
+
+# A trace of one model's LLM requests longer than this, or faster than this
+# on average, was almost surely read in the wrong unit: milliseconds read as
+# seconds make the Azure hour 41 days; seconds read as milliseconds make it
+# 3.6 s at 2,450 requests a second, which no fleet of ten GPUs serves.
+_LONGEST_PLAUSIBLE_S = 7 * 86400.0
+_FASTEST_PLAUSIBLE_RPS = 1_000.0
+
+
+def unit_warnings(records: Sequence[TraceRequest], fmt: TraceFormat) -> list[str]:
+    """Why the trace's span or rate suggests a wrong ``time_unit`` (empty: plausible)."""
+    if len(records) < 2:
+        return []
+    span = records[-1].offset_s - records[0].offset_s
+    out: list[str] = []
+    if span > _LONGEST_PLAUSIBLE_S and fmt.time_unit == "s":
+        out.append(
+            f"the trace spans {span / 86400:.1f} days with timestamps read as seconds; if they "
+            "are milliseconds, pass --time-unit ms"
+        )
+    rate = len(records) / span if span > 0 else math.inf
+    if rate > _FASTEST_PLAUSIBLE_RPS:
+        hint = (
+            "if they are seconds, leave out --time-unit ms"
+            if fmt.time_unit == "ms"
+            else "check --time-field and --time-unit"
+        )
+        out.append(
+            f"{len(records)} requests within {span:.3g} s ({rate:,.0f} per second) with "
+            f"timestamps read as {'milliseconds' if fmt.time_unit == 'ms' else 'seconds'}; {hint}"
+        )
+    return out

@@ -35,6 +35,12 @@ pod-deletion cost); a removed ready replica takes no new request and lets
 those in flight finish (Kubernetes' graceful termination), and its GPU is
 counted until it is empty.
 
+The engine model refuses a prompt at or over the model's context length
+(``LlmParams.max_model_len``) as vLLM does, with a 400: the request fails
+(``context-length``) the moment it reaches a replica. A trace with prefix
+block hashes (:attr:`TraceRequest.prefix`) lets each replica's engine serve
+shared prefixes from its own prefix cache; without them nothing changes.
+
 GPU-seconds run from a replica's creation (the cold start holds the GPU too)
 to its removal; *busy* seconds are the engine's step time, *idle* the rest.
 """
@@ -434,16 +440,25 @@ class _World:
 
     def _assign(self, i: int, replica: _Replica) -> None:
         r = self.reqs[i]
+        params = self.config.engine
+        limit = min(params.max_model_len, params.kv_cache_tokens)
+        prompt = max(1, r.prompt_tokens)
+        if prompt >= limit:
+            # vLLM answers at once with a 400: the prompt leaves no room for a token.
+            self._fail(i, "context-length")
+            return
         replica.in_flight += 1
         replica.requests.add(i)
         self.where[i] = replica
         # The engine needs at least one token each way; a trace row with 0
         # output tokens (a failed or empty completion) still costs a prefill.
+        # Generation stops at the context length (finish reason "length").
         replica.engine.add(
             i,
-            prompt_tokens=max(1, r.prompt_tokens),
-            output_tokens=max(1, r.output_tokens),
+            prompt_tokens=prompt,
+            output_tokens=min(max(1, r.output_tokens), limit - prompt),
             now=self.now,
+            prefix=r.prefix,
         )
         if replica.engine.in_step is None:
             self._begin_step(replica)

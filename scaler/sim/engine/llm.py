@@ -28,6 +28,18 @@ Decode is memory-bound: a step reads all weights once whatever the batch
 compute-bound: its cost grows with prompt tokens. Attention cost growing with
 context length is not modelled (small at the short contexts of chat traffic).
 
+Prefix caching (vLLM's automatic prefix caching, on by default): a request
+may carry its prompt as block hashes (``prefix``, each block
+``prefix_block_tokens`` long). When it is first admitted, the longest run of
+its leading blocks found in this engine's cache is taken as already
+prefilled (at least one prompt token is always computed, as vLLM recomputes
+the last one); its blocks enter the cache once its prefill is scheduled.
+The cache keeps blocks in least-recently-used order and evicts the oldest
+whenever the cached blocks and the running sequences' KV together exceed
+the KV cache (a conservative reading: vLLM shares a running sequence's
+cached blocks instead of counting them twice). A request without a prefix
+never touches the cache, so traces without the field run as before.
+
 Default parameters: Llama-3.1-8B, BF16, one H100 80GB SXM, vLLM 0.6-era
 scheduler (see :class:`LlmParams` for where each number comes from).
 GPU busy time is the sum of step durations: as on a real GPU, utilization
@@ -39,8 +51,8 @@ from __future__ import annotations
 import enum
 import heapq
 import math
-from collections import deque
-from collections.abc import Iterable
+from collections import OrderedDict, deque
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -92,6 +104,11 @@ DEFAULT_PREFILL_TOKENS_PER_S = 25_000.0
 DEFAULT_KV_CACHE_TOKENS = 400_000
 DEFAULT_MAX_NUM_SEQS = 256
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+# Llama-3.1-8B's context (config.json max_position_embeddings), which vLLM
+# takes as max_model_len when none is given; a longer prompt gets a 400.
+DEFAULT_MAX_MODEL_LEN = 131_072
+# Tokens per prefix-block hash: the Mooncake traces' block size (their hash_ids).
+DEFAULT_PREFIX_BLOCK_TOKENS = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +121,8 @@ class LlmParams:
     step_base_s: float = DEFAULT_STEP_BASE_S
     step_per_seq_s: float = DEFAULT_STEP_PER_SEQ_S
     kv_cache_tokens: int = DEFAULT_KV_CACHE_TOKENS
+    max_model_len: int = DEFAULT_MAX_MODEL_LEN
+    prefix_block_tokens: int = DEFAULT_PREFIX_BLOCK_TOKENS
 
     def __post_init__(self) -> None:
         checks: list[tuple[str, float, bool, str]] = [
@@ -123,6 +142,13 @@ class LlmParams:
             ("step_base_s", self.step_base_s, self.step_base_s > 0, "> 0"),
             ("step_per_seq_s", self.step_per_seq_s, self.step_per_seq_s >= 0, ">= 0"),
             ("kv_cache_tokens", self.kv_cache_tokens, self.kv_cache_tokens >= 1, ">= 1"),
+            ("max_model_len", self.max_model_len, self.max_model_len >= 1, ">= 1"),
+            (
+                "prefix_block_tokens",
+                self.prefix_block_tokens,
+                self.prefix_block_tokens >= 1,
+                ">= 1",
+            ),
         ]
         for name, value, ok, allowed in checks:
             if not ok or (isinstance(value, float) and not math.isfinite(value)):
@@ -149,19 +175,27 @@ class _Seq:
     __slots__ = (
         "aborted",
         "arrival_s",
+        "cached",
         "first_token_s",
         "generated",
         "kv",
         "output_tokens",
         "prefill_target",
         "prefilled",
+        "prefix",
         "prompt_tokens",
         "request_id",
         "state",
     )
 
     def __init__(
-        self, request_id: int, *, prompt_tokens: int, output_tokens: int, arrival_s: float
+        self,
+        request_id: int,
+        *,
+        prompt_tokens: int,
+        output_tokens: int,
+        arrival_s: float,
+        prefix: tuple[Hashable, ...] = (),
     ) -> None:
         self.request_id = request_id
         self.prompt_tokens = prompt_tokens
@@ -176,6 +210,8 @@ class _Seq:
         self.state = _State.WAITING
         self.aborted = False
         self.kv = 0  # KV-cache slots this sequence holds
+        self.prefix = prefix
+        self.cached = 0  # prompt tokens served from the prefix cache at admission
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,11 +258,25 @@ class LlmEngine:
         self._step_first: list[_Seq] = []
         self._busy_done_s = 0.0
         self.preemptions = 0
+        # Prefix cache: block hash -> None, least recently used first.
+        self._blocks: OrderedDict[Hashable, None] = OrderedDict()
+        self.cached_tokens = 0  # prompt tokens served from the cache, all requests
 
     # --- requests -------------------------------------------------------------------
 
-    def add(self, request_id: int, *, prompt_tokens: int, output_tokens: int, now: float) -> None:
-        """Queue a request; it is admitted at the start of a later step."""
+    def add(
+        self,
+        request_id: int,
+        *,
+        prompt_tokens: int,
+        output_tokens: int,
+        now: float,
+        prefix: Sequence[Hashable] = (),
+    ) -> None:
+        """Queue a request; it is admitted at the start of a later step.
+
+        ``prefix``: the prompt's block hashes, for the prefix cache (empty: no caching).
+        """
         if request_id in self._seqs:
             raise ValueError(f"request id {request_id} is already in the engine")
         if prompt_tokens < 1 or output_tokens < 1:
@@ -240,7 +290,11 @@ class LlmEngine:
                 f"{self.params.kv_cache_tokens}"
             )
         seq = _Seq(
-            request_id, prompt_tokens=prompt_tokens, output_tokens=output_tokens, arrival_s=now
+            request_id,
+            prompt_tokens=prompt_tokens,
+            output_tokens=output_tokens,
+            arrival_s=now,
+            prefix=tuple(prefix),
         )
         self._seqs[request_id] = seq
         self._waiting.append(seq)
@@ -362,6 +416,8 @@ class LlmEngine:
 
     def _schedule_prefill(self, seq: _Seq, budget: int) -> int:
         """Schedule up to ``budget`` prompt tokens of ``seq`` if the KV cache has room."""
+        if seq.prefix and seq.prefilled == 0:
+            self._reuse_prefix(seq)
         free = self.params.kv_cache_tokens - self._kv_used
         chunk = min(seq.prefill_target - seq.prefilled, budget, free)
         if chunk <= 0:
@@ -369,7 +425,39 @@ class LlmEngine:
         seq.prefilled += chunk
         seq.kv += chunk
         self._kv_used += chunk
+        if seq.prefix and seq.prefilled >= seq.prefill_target:
+            self._remember(seq.prefix)
         return chunk
+
+    def _reuse_prefix(self, seq: _Seq) -> None:
+        """Take the cached leading blocks of ``seq``'s prompt as prefilled."""
+        hits = 0
+        for block in seq.prefix:
+            if block not in self._blocks:
+                break
+            self._blocks.move_to_end(block)
+            hits += 1
+        free = self.params.kv_cache_tokens - self._kv_used
+        cached = min(hits * self.params.prefix_block_tokens, seq.prefill_target - 1, free)
+        if cached <= 0:
+            return
+        seq.prefilled = cached
+        seq.kv += cached
+        self._kv_used += cached
+        seq.cached += cached
+        self.cached_tokens += cached
+        self._evict()
+
+    def _remember(self, prefix: tuple[Hashable, ...]) -> None:
+        for block in prefix:
+            self._blocks[block] = None
+            self._blocks.move_to_end(block)
+        self._evict()
+
+    def _evict(self) -> None:
+        room = self.params.kv_cache_tokens - self._kv_used
+        while self._blocks and len(self._blocks) * self.params.prefix_block_tokens > room:
+            self._blocks.popitem(last=False)
 
     def _preempt(self, seq: _Seq) -> None:
         self._running.remove(seq)

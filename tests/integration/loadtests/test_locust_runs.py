@@ -11,8 +11,8 @@ Covers:
   the server saw exact-length requests;
 - open-loop replay of a small trace: every request sent, at the times the
   trace says (compressed), measured from those times; the same for a window
-  of the real code trace (skipped, with the reason, when ../shared/traces is
-  absent) and for the seeded diurnal arrivals.
+  of the real code trace (shipped with the package) and for the seeded
+  diurnal arrivals.
 """
 
 from __future__ import annotations
@@ -144,10 +144,7 @@ def small_trace(path: Path) -> list[traces.TraceRequest]:
 
 
 def real_code_window() -> tuple[str, list[traces.TraceRequest]]:
-    try:
-        path = traces.find_trace("code")
-    except traces.TracesMissingError as error:
-        pytest.skip(f"workload traces are not available: {error}")
+    path = traces.find_trace("code")
     return str(path), traces.prepare(traces.read_trace(path), start_s=0, duration_s=40)
 
 

@@ -5,10 +5,14 @@ Covers:
   from the earliest request, rows sorted by time;
 - clear errors for missing columns, unreadable rows, negative counts, empty files;
 - windowing (re-based to the window start, bounds half-open) and compression;
-- finding a trace by path, file name or short name, and the message when the
-  traces folder is missing;
-- the real code trace matches what ../shared/traces/README.md says of it
-  (skipped, with the reason, when the folder is absent);
+- finding a trace by path, file name or short name, and the message when
+  TIDAL_TRACES_DIR names no folder; without it, the traces shipped in the
+  package (no folder beside the checkout needed);
+- the shipped code trace matches what its README says of it;
+- JSONL with its own field names: dotted paths into nested objects, ISO
+  date-times with a zone, counts written as floats, a prefix field of block
+  hashes (JSON list, or text in CSV), and a clear error for a bad prefix;
+- a trace read in the wrong unit draws a warning naming the flag;
 - field names by flag, JSONL, numeric timestamps in s or ms, absolute
   (re-based) versus relative (kept) times, a model field, and the errors for
   each (a missing field named with the flags that rename it, bad JSON, a
@@ -116,23 +120,22 @@ def test_find_trace_by_short_name_file_name_and_path(
         traces.find_trace("chat")
 
 
-def test_a_missing_traces_folder_says_where_it_looked(
+def test_a_bad_traces_folder_is_named_and_the_packaged_traces_need_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(traces.TRACES_DIR_ENV, str(tmp_path / "nowhere"))
     with pytest.raises(TracesMissingError, match="nowhere"):
         traces.find_trace("code")
     monkeypatch.delenv(traces.TRACES_DIR_ENV)
+    # Nothing beside the checkout: the traces come with the package.
     monkeypatch.setattr(traces, "project_root", lambda: tmp_path / "checkout")
-    with pytest.raises(TracesMissingError, match=r"shared/traces"):
-        traces.traces_dir()
+    assert traces.find_trace("code").parent == traces.PACKAGED_TRACES
+    assert traces.find_trace("conv").name == "azure_llm_2023_conv.csv"
+    assert (traces.PACKAGED_TRACES / "NOTICE").read_text().count("CC-BY-4.0") == 1
 
 
 def real_trace(name: str) -> list[TraceRequest]:
-    try:
-        return traces.read_trace(traces.find_trace(name))
-    except TracesMissingError as error:
-        pytest.skip(f"workload traces are not available: {error}")
+    return traces.read_trace(traces.find_trace(name))
 
 
 def test_the_code_trace_looks_as_its_readme_says() -> None:
@@ -243,3 +246,42 @@ def test_loadtests_traces_is_the_same_parser() -> None:
 
     assert loadtest_traces.parse_trace is traces.parse_trace
     assert loadtest_traces.TraceRequest is TraceRequest
+
+
+def test_jsonl_with_its_own_nested_fields_zones_and_prefixes() -> None:
+    fmt = TraceFormat(
+        time_field="meta.sent",
+        prompt_field="usage.in",
+        output_field="usage.out",
+        prefix_field="hash_ids",
+    )
+    lines = [
+        '{"meta": {"sent": "2024-05-01T10:00:01.5+02:00"}, "usage": {"in": 1024, "out": 8.0},'
+        ' "hash_ids": [1, 2]}\n',
+        '{"meta": {"sent": "2024-05-01T08:00:00Z"}, "usage": {"in": "512", "out": 3},'
+        ' "hash_ids": [1]}\n',
+    ]
+    records = traces.parse_trace(lines, fmt=fmt, kind="jsonl")
+    assert records == [TraceRequest(0.0, 512, 3, "", (1,)), TraceRequest(1.5, 1024, 8, "", (1, 2))]
+    csv_fmt = TraceFormat(time_field="t", prompt_field="p", output_field="o", prefix_field="h")
+    rows = traces.parse_trace(["t,p,o,h\n", '0,10,1,"[7, 8]"\n', "1,10,1,7 9\n"], fmt=csv_fmt)
+    assert [r.prefix for r in rows] == [(7, 8), (7, 9)]
+    with pytest.raises(TraceError, match=r"'h'.*list of block hashes"):
+        traces.parse_trace(["t,p,o,h\n", '0,10,1,"{}"\n'], fmt=csv_fmt)
+    with pytest.raises(TraceError, match=r"missing field\(s\) \['usage.out'\].*--prefix-field"):
+        traces.parse_trace(
+            ['{"meta": {"sent": 1}, "usage": {"in": 1}, "hash_ids": []}\n'], fmt=fmt, kind="jsonl"
+        )
+
+
+def test_a_trace_read_in_the_wrong_unit_warns_with_the_flag() -> None:
+    hour_in_ms = [TraceRequest(t * 1000.0, 10, 1) for t in range(0, 3600, 10)]
+    (warning,) = traces.unit_warnings(hour_in_ms, TraceFormat())
+    assert "41.6 days" in warning and "--time-unit ms" in warning
+    seconds_as_ms = [TraceRequest(t / 2000.0, 10, 1) for t in range(3600)]
+    (warning,) = traces.unit_warnings(seconds_as_ms, TraceFormat(time_unit="ms"))
+    assert "leave out --time-unit ms" in warning
+    assert (
+        traces.unit_warnings([TraceRequest(float(t), 10, 1) for t in range(3600)], TraceFormat())
+        == []
+    )
