@@ -12,7 +12,7 @@ STAMP_DEMO := $(VENV)/.stamp-sandbox
 STAMP_DEV := $(VENV)/.stamp-dev
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast bench lint format docs clean debs
+.PHONY: demo test test-fast bench lint format docs sim-docs clean debs
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Tidal needs Python 3.11 or newer; set PYTHON=python3.11 or newer")'
@@ -52,6 +52,11 @@ lint: $(STAMP_DEV)
 # Regenerate docs/annotations.md, docs/metrics.md and docs/statuses.md from the code.
 docs: $(STAMP_DEV)
 	$(BIN)/python -m scripts.generate_docs
+
+# Re-run the simulations docs/simulator.md and docs/warm-tier.md quote and
+# rewrite their generated tables and charts (minutes of CPU).
+sim-docs: $(STAMP_DEV)
+	$(BIN)/python -m scripts.simulator_tables
 
 format: $(STAMP_DEV)
 	$(BIN)/ruff check --fix .

@@ -42,9 +42,14 @@ above it. Each term and why it holds:
    the cluster after it). Hence ``C + |union of required intervals| + sum
    of min(gap, C)``. Letting ``m`` requests miss lowers this by at most
    the best fractional knapsack over "drop a whole cluster" (its required
-   time and the two gaps beside it, for its request count) and "drop one
+   time and the gap after it, for its request count) and "drop one
    request" (its own required time): an upper bound on any real saving,
-   so the result stays a lower bound.
+   so the result stays a lower bound. (Dropping a run of clusters removes
+   the gaps inside and beside it and adds back the merged gap,
+   ``min(merged, C) >= min(left gap, C)``, so the saving is at most the run's
+   required time plus the gaps after each of its clusters; a run that ends
+   the trace has no merged gap, and its last cluster is charged the gap
+   before it instead.)
 
 4. **Several replicas at once.** Requests arriving within ``[t, t + d]``
    must all have their prompts prefilled by ``t + d + slo``, and a replica
@@ -238,9 +243,15 @@ def _presence(
     # Items (value, weight): drop a whole cluster, or one request's required time.
     items: list[tuple[float, int]] = []
     for index, cluster in enumerate(clusters):
-        left = min(gaps[index - 1], c) if index > 0 else 0.0
-        right = min(gaps[index], c) if index < len(gaps) else 0.0
-        items.append((lengths[index] + left + right, cluster.count))
+        # Each cluster is charged the gap after it (the last one the gap
+        # before it): dropping a run of clusters saves at most the gaps
+        # inside and beside the run less the merged gap, and that is at most
+        # the run's right-hand gaps (see the module docstring).
+        if index < len(gaps):
+            beside = min(gaps[index], c)
+        else:
+            beside = min(gaps[index - 1], c) if index > 0 else 0.0
+        items.append((lengths[index] + beside, cluster.count))
         items.extend((hi - lo, 1) for lo, hi in cluster.required)
     items.sort(key=lambda item: item[0] / item[1], reverse=True)
     budget, saving = float(may_miss), 0.0

@@ -1,0 +1,201 @@
+"""Regenerate the simulator's result tables in docs/ from runs on this code.
+
+``python -m scripts.simulator_tables`` (``make sim-docs``) runs, in simulated
+time, what the pages quote and rewrites each block between its markers::
+
+    <!-- BEGIN generated:NAME by `python -m scripts.simulator_tables` -->
+    ...
+    <!-- END generated:NAME -->
+
+- ``code-scorecard`` (docs/simulator.md): ``tidal simulate --trace code
+  --cold-start 60s``, the table as the command prints it, and the charts in
+  docs/simulator/ (the Pareto chart, Tidal's and tuned Tidal's replicas);
+- ``code-ratios`` (docs/simulator.md): each row's GPU-seconds against the
+  always-on fleet and the oracle, from the same run;
+- ``code-seeds`` (docs/simulator.md): the same trace over five seeds with
+  log-normal cold starts (``--cold-start-sigma 0.45 --seeds 5``): mean and
+  spread;
+- ``many-models`` (docs/simulator.md and docs/warm-tier.md): 4 h of
+  ``synthetic:many-models`` with ``tidal``, ``tidal-pool`` and
+  ``tidal-warm`` at grace periods of 5 and 15 minutes.
+
+Main decision: the runs go through the command's own argument parser and
+functions (:mod:`scaler.sim.cli`), so a table shows what a user who types
+the shown command sees; the prose around the blocks is written by hand and
+must be re-read when the numbers move. ``--only NAME`` regenerates one block
+(the runs cost minutes of CPU: the many-models run most). A unit test checks
+the cheap part without running anything: that the scorecard block's header
+is the one the command prints now.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from scaler.sim import charts, cli
+from scaler.sim.runner import PolicyRun, run_policies
+from scaler.sim.scorecard import Scorecard
+
+__all__ = ["BLOCKS", "block_text", "main", "replace_block"]
+
+ROOT = Path(__file__).resolve().parent.parent
+SIMULATOR = ROOT / "docs" / "simulator.md"
+WARM_TIER = ROOT / "docs" / "warm-tier.md"
+_BEGIN = "<!-- BEGIN generated:{name} by `python -m scripts.simulator_tables` -->"
+_END = "<!-- END generated:{name} -->"
+
+
+def _args(*flags: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    cli.configure(parser)
+    return parser.parse_args(list(flags))
+
+
+def _runs(*flags: str) -> tuple[argparse.Namespace, list[PolicyRun]]:
+    args = _args(*flags)
+    return args, run_policies(cli.load_requests(args), cli.options_from(args))
+
+
+CODE = ("--trace", "code", "--cold-start", "60s")
+_code_cache: list[list[PolicyRun]] = []
+
+
+def _code_runs() -> list[PolicyRun]:
+    if not _code_cache:
+        _code_cache.append(_runs(*CODE)[1])
+    return _code_cache[0]
+
+
+def code_scorecard() -> str:
+    runs = _code_runs()
+    folder = ROOT / "docs" / "simulator"
+    charts.write_charts(runs, folder, focus="tidal")
+    charts.write_charts(runs, folder, focus="tidal-tuned")
+    args = _args(*CODE)
+    requests = cli.load_requests(args)
+    head = (
+        f"{len(requests)} requests over {requests[-1].offset_s:.0f} s, cold start 60 s, "
+        "target concurrency 16 per replica, at most 10"
+    )
+    return "```\n" + head + "\n" + cli.table([r.scorecard for r in runs]) + "\n```"
+
+
+def _ratio(card: Scorecard, base: Scorecard) -> str:
+    return f"{card.gpu_seconds / base.gpu_seconds:.2f}x" if base.gpu_seconds > 0 else "-"
+
+
+def code_ratios() -> str:
+    cards = [r.scorecard for r in _code_runs()]
+    always = next(c for c in cards if c.name.startswith("always-on"))
+    oracle = next(c for c in cards if c.name == "oracle")
+    lines = [
+        "| policy | SLO | GPU-s | vs always-on | vs oracle | failed |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for c in cards:
+        lines.append(
+            f"| `{c.name}` | {c.slo_attainment * 100:.1f} % | {c.gpu_seconds:,.0f} | "
+            f"{_ratio(c, always)} | {_ratio(c, oracle)} | {c.failed} |"
+        )
+    return "\n".join(lines)
+
+
+def code_seeds() -> str:
+    flags = (*CODE, "--cold-start-sigma", "0.45")
+    rows = []
+    per_seed = [_runs(*flags, "--seed", str(seed))[1] for seed in range(1, 6)]
+    for index in range(len(per_seed[0])):
+        rows.append(cli.mean_card([runs[index].scorecard for runs in per_seed]))
+    lines = [
+        "| policy | SLO mean | SLO min..max | GPU-h mean | GPU-h min..max | cold mean "
+        "| failed mean |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for card, spread in rows:
+        lo, hi = spread["slo_attainment"]
+        glo, ghi = spread["gpu_seconds"]
+        lines.append(
+            f"| `{card.name}` | {card.slo_attainment * 100:.1f} % | "
+            f"{lo * 100:.1f}..{hi * 100:.1f} % | {card.gpu_seconds / 3600:.2f} | "
+            f"{glo / 3600:.2f}..{ghi / 3600:.2f} | {card.cold_starts:.1f} | {card.failed:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+_LABELS = {
+    "tidal": "`tidal` (world per model, for scale)",
+    "tidal-pool": "`tidal-pool` (scale-to-zero alone)",
+    "tidal-warm": "`tidal-warm`",
+}
+
+
+def many_models() -> str:
+    lines = [
+        "| grace | policy | SLO | TTFT p99 (s) | cold | GPU-h | asleep GPU-h | cost | wakes |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for grace, label in (("5m", "5m (default)"), ("15m", "15m")):
+        _, runs = _runs(
+            "--trace",
+            "synthetic:many-models",
+            "--synthetic-duration",
+            "4h",
+            "--policies",
+            "tidal,tidal-pool,tidal-warm",
+            "--annotation",
+            f"scale-to-zero-grace-period={grace}",
+        )
+        for run in runs:
+            c = run.scorecard
+            p99 = "-" if c.ttft_p99_s is None else f"{c.ttft_p99_s:.1f}"
+            lines.append(
+                f"| {label} | {_LABELS[c.name]} | {c.slo_attainment * 100:.1f} % | {p99} | "
+                f"{c.cold_starts} | {c.gpu_seconds / 3600:.2f} | "
+                f"{c.gpu_seconds_asleep / 3600:.2f} | {c.cost:.2f} | {c.wakes} |"
+            )
+    return "\n".join(lines)
+
+
+#: Each block: what renders it, and the pages that carry it.
+BLOCKS: dict[str, tuple[Callable[[], str], tuple[Path, ...]]] = {
+    "code-scorecard": (code_scorecard, (SIMULATOR,)),
+    "code-ratios": (code_ratios, (SIMULATOR,)),
+    "code-seeds": (code_seeds, (SIMULATOR,)),
+    "many-models": (many_models, (SIMULATOR, WARM_TIER)),
+}
+
+
+def block_text(page: str, name: str) -> str:
+    """The current content of block ``name`` in ``page`` (ValueError when absent)."""
+    pattern = re.escape(_BEGIN.format(name=name)) + r"\n(.*?)\n" + re.escape(_END.format(name=name))
+    found = re.search(pattern, page, flags=re.S)
+    if found is None:
+        raise ValueError(f"no generated block {name!r}; add its BEGIN and END markers")
+    return found.group(1)
+
+
+def replace_block(page: str, name: str, content: str) -> str:
+    old = block_text(page, name)
+    begin = _BEGIN.format(name=name)
+    return page.replace(f"{begin}\n{old}\n", f"{begin}\n{content}\n", 1)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scripts.simulator_tables")
+    parser.add_argument("--only", choices=sorted(BLOCKS), action="append", default=None)
+    args = parser.parse_args(argv)
+    for name in args.only or list(BLOCKS):
+        render, pages = BLOCKS[name]
+        content = render()
+        for path in pages:
+            path.write_text(replace_block(path.read_text(), name, content))
+            print(f"{path.relative_to(ROOT)}: {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
