@@ -239,8 +239,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_requests(args: argparse.Namespace) -> list[traces.TraceRequest]:
-    """The workload the flags describe (a file, a named trace, or a synthetic one)."""
+def load_requests(args: argparse.Namespace, *, warn: bool = True) -> list[traces.TraceRequest]:
+    """The workload the flags describe (a file, a named trace, or a synthetic one).
+
+    ``warn``: print to stderr what reading the trace noticed (skipped rows, a
+    doubtful time unit).
+    """
     name: str = args.trace
     if name.startswith("synthetic:"):
         kind = name.removeprefix("synthetic:")
@@ -264,8 +268,9 @@ def load_requests(args: argparse.Namespace) -> list[traces.TraceRequest]:
             timestamps=args.timestamps,
             kind=args.format,
         )
-        records = traces.read_trace(traces.find_trace(name), fmt)
-        for warning in traces.unit_warnings(records, fmt):
+        notes: list[str] = []
+        records = traces.read_trace(traces.find_trace(name), fmt, notes=notes)
+        for warning in [*notes, *traces.unit_warnings(records, fmt)] if warn else []:
             print(f"tidal simulate: warning: {name}: {warning}", file=sys.stderr)
     records = traces.window(records, start_s=args.start, duration_s=args.duration)
     records = scale_load(records, args.load_factor, seed=args.seed)
@@ -484,7 +489,7 @@ def run(args: argparse.Namespace) -> int:
         _check_charts(args)
         for seed in seeds:
             seeded = argparse.Namespace(**{**vars(args), "seed": seed})
-            requests = load_requests(seeded)
+            requests = load_requests(seeded, warn=seed == seeds[0])
             options = options_from(seeded)
             # A bad annotation (--annotation, --sleep-after) says which in a ValueError.
             per_seed.append(run_policies(requests, options))

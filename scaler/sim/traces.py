@@ -360,15 +360,24 @@ def parse_trace(
     source: str = "<trace>",
     fmt: TraceFormat = AZURE_2023,
     kind: Literal["csv", "jsonl"] = "csv",
+    notes: list[str] | None = None,
 ) -> list[TraceRequest]:
     """Records from the lines of a CSV (with a header) or JSONL trace, in arrival order.
 
     Offsets start at 0 at the earliest request for absolute timestamps and
-    are kept as written for relative ones (see the module docstring).
+    are kept as written for relative ones (see the module docstring). With
+    ``notes`` (a list to append to), a row whose time or token count is
+    empty or null (a failed request in some traces) is skipped and counted
+    there; without it such a row is an error.
     """
     raw: list[tuple[float, int, int, str, tuple[int | str, ...]]] = []
     saw_datetime = False
+    empty: list[int] = []
+    needed = (fmt.time_field, fmt.prompt_field, fmt.output_field)
     for line_number, row in _rows(lines, kind=kind, fmt=fmt, source=source):
+        if notes is not None and any(_field(row, f) in (None, "") for f in needed):
+            empty.append(line_number)
+            continue
         try:
             at_s, is_datetime = _time_s(_field(row, fmt.time_field), fmt.time_unit)
             prompt = _count(_field(row, fmt.prompt_field))
@@ -394,6 +403,11 @@ def parse_trace(
                 ) from error
         saw_datetime = saw_datetime or is_datetime
         raw.append((at_s, prompt, output, model, prefix))
+    if empty and notes is not None:
+        notes.append(
+            f"skipped {len(empty)} row(s) with an empty or null {' or '.join(map(repr, needed))} "
+            f"(the first at line {empty[0]})"
+        )
     if not raw:
         raise TraceError(f"{source}: the trace has no requests")
     raw.sort(key=lambda r: r[0])
@@ -427,15 +441,41 @@ def _kind_of(path: Path, fmt: TraceFormat) -> Literal["csv", "jsonl"]:
     return "jsonl" if path.suffix.lower() in (".jsonl", ".ndjson", ".json") else "csv"
 
 
-def read_trace(path: Path, fmt: TraceFormat = AZURE_2023) -> list[TraceRequest]:
-    """Read and parse one trace file (JSONL by a ``.jsonl``/``.ndjson`` suffix, else CSV)."""
+def read_trace(
+    path: Path, fmt: TraceFormat = AZURE_2023, *, notes: list[str] | None = None
+) -> list[TraceRequest]:
+    """Read and parse one trace file (JSONL by a ``.jsonl``/``.ndjson``/``.json`` suffix, else CSV).
+
+    A JSON file holding one array of objects is read as JSONL; a UTF-8 byte
+    order mark is ignored. ``notes``: see :func:`parse_trace`.
+    """
+    kind = _kind_of(path, fmt)
     try:
-        with path.open(newline="") as handle:
-            return parse_trace(handle, source=str(path), fmt=fmt, kind=_kind_of(path, fmt))
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            if kind == "jsonl":
+                text = handle.read()
+                lines: Iterable[str] = text.splitlines()
+                if text.lstrip().startswith("["):
+                    lines = _array_lines(text, str(path))
+                return parse_trace(lines, source=str(path), fmt=fmt, kind=kind, notes=notes)
+            return parse_trace(handle, source=str(path), fmt=fmt, kind=kind, notes=notes)
     except UnicodeDecodeError as error:
         raise TraceError(f"{path}: not a text file ({error.reason}); expected CSV or JSONL") from (
             error
         )
+
+
+def _array_lines(text: str, source: str) -> list[str]:
+    try:
+        items = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise TraceError(
+            f"{source}: starts like a JSON array but is not one ({error.msg} at line "
+            f"{error.lineno}); give one JSON object per line, or one array of objects"
+        ) from error
+    if not isinstance(items, list):
+        raise TraceError(f"{source}: expected an array of objects")
+    return [json.dumps(item) for item in items]
 
 
 def window(

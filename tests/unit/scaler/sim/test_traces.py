@@ -13,6 +13,8 @@ Covers:
   date-times with a zone, counts written as floats, a prefix field of block
   hashes (JSON list, or text in CSV), and a clear error for a bad prefix;
 - a trace read in the wrong unit draws a warning naming the flag;
+- a JSON file of one array, with a byte order mark, reads as JSONL; rows
+  with an empty or null value are skipped and counted when the caller asks;
 - field names by flag, JSONL, numeric timestamps in s or ms, absolute
   (re-based) versus relative (kept) times, a model field, and the errors for
   each (a missing field named with the flags that rename it, bad JSON, a
@@ -22,6 +24,7 @@ Covers:
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -285,3 +288,22 @@ def test_a_trace_read_in_the_wrong_unit_warns_with_the_flag() -> None:
         traces.unit_warnings([TraceRequest(float(t), 10, 1) for t in range(3600)], TraceFormat())
         == []
     )
+
+
+def test_a_json_array_with_a_bom_and_rows_without_values(tmp_path: Path) -> None:
+    path = tmp_path / "array.json"
+    rows = [
+        {"t": 0, "in": 10, "out": 2},
+        {"t": 1, "in": 12, "out": None},
+        {"t": 2, "in": 14, "out": 3},
+    ]
+    path.write_text("\ufeff" + json.dumps(rows, indent=2), encoding="utf-8")
+    fmt = TraceFormat(time_field="t", prompt_field="in", output_field="out")
+    notes: list[str] = []
+    records = traces.read_trace(path, fmt, notes=notes)
+    assert [r.prompt_tokens for r in records] == [10, 14]
+    assert notes == [
+        "skipped 1 row(s) with an empty or null 't' or 'in' or 'out' (the first at line 2)"
+    ]
+    with pytest.raises(TraceError, match="whole number"):
+        traces.read_trace(path, fmt)
