@@ -6,7 +6,9 @@
   the activator's hold and balancing, replicas running the engine model,
   cold starts, placement, spot);
 - :mod:`~scaler.sim.tidal`: Tidal's own policy path (signal hub, PurePolicy);
-  :mod:`~scaler.sim.baselines`: always-on, HPA, KEDA + HTTP add-on, Knative KPA;
+  :mod:`~scaler.sim.baselines`: always-on, HPA, KEDA + HTTP add-on, Knative
+  KPA, Dynamo's SLA planner (its capacity profile: :mod:`~scaler.sim.profile`);
+  :mod:`~scaler.sim.oracle`: the lower bound every policy is measured against;
 - :mod:`~scaler.sim.scorecard`, :mod:`~scaler.sim.runner`, :mod:`~scaler.sim.cli`,
   :mod:`~scaler.sim.charts`, :mod:`~scaler.sim.tuning`: scoring, running every
   policy, the command, its charts, and the tuning of ``tidal-tuned``;

@@ -1,6 +1,6 @@
 """The scorecard of one simulated run: latency as a user feels it, and what it cost.
 
-Per policy (issue 12):
+Per policy:
 
 - **SLO attainment**: the share of *all* requests whose time to first token
   is within one threshold (default 2 s). A request that waited for a cold
@@ -9,8 +9,9 @@ Per policy (issue 12):
 - **goodput**: requests that met the SLO per second of the run.
 - **cold starts**: transitions from zero ready replicas to one or more, and
   the wait they added to the requests held through them (p50, p99).
-- **failed**: requests refused or timed out (the activator's buffer full,
-  its cold-start timeout) or lost with a preempted spot replica, by reason.
+- **failed**: requests refused or timed out (the proxy's buffer full, its
+  hold timeout), refused by the server (a prompt over the context length)
+  or lost with a preempted spot replica, by reason.
 - **GPU-seconds**: from each replica's creation to its removal, split into
   busy (the engine stepping) and idle, and into spot and on-demand; **cost**
   at the stated prices (spot a fraction of on-demand, 0.35 by default).
