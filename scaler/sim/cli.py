@@ -414,7 +414,8 @@ def table(cards: list[Scorecard]) -> str:
         lines.append(
             f"SLO: TTFT <= {c0.slo_ttft_s:g}s (failed requests miss it); goodput in "
             "requests/s meeting it; cold = zero-to-ready transitions, wait in s; GPU-hours "
-            "(asleep: held by sleeping pods only); oracle: a lower bound on GPU-hours at its SLO"
+            "(asleep: held by sleeping pods only); oracle: a lower bound on GPU-hours at its SLO, "
+            "cold = the cold starts the bound charges"
         )
         if any(c.reaches_target is False for c in cards):
             lines.append(

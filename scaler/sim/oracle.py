@@ -88,7 +88,7 @@ class OracleBound:
     gpu_seconds: float
     busy_seconds: float  # the work term (2), without the cold start
     attainment: float  # the share of requests the bound is computed for
-    cold_starts: int  # at least this many cold starts (gaps longer than C, plus the first)
+    cold_starts: int  # the cold starts the bound charges (not a bound on any schedule's count)
     requests: int
 
 
