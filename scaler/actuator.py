@@ -30,11 +30,15 @@ Main decisions (DESIGN §4 "only the lease holder writes", issue 13):
 
 - **Fenced.** The Lease is checked before *each* write, not once per
   decision: a replica that lost it stops the sequence where it is
-  (:attr:`WriteOutcome.fenced`). The scale and status writes carry the
+  (:attr:`WriteOutcome.fenced`). The scale write carries the
   ``resourceVersion`` the decision was based on; a 409 means the Deployment
   changed since, so the old value is never re-applied: the actuator re-reads
   ``/scale`` and hands the fresh state back (:attr:`WriteOutcome.fresh`) for
-  the controller to re-check the Lease and decide again.
+  the controller to re-check the Lease and decide again. The status write
+  tests ``spec.replicas`` instead (the scale it records): the Deployment
+  controller moves the ``resourceVersion`` on right after every scale, so a
+  version precondition there would conflict with Tidal's own scale every
+  time (:mod:`scaler.kube.writer`).
 - **All or nothing in effect.** Deletion costs set for a scale-down that then
   fails (conflict, refusal, outage) are put back as they were, so they
   cannot steer a later, unrelated scale-down; if that undo fails too it is
@@ -403,7 +407,7 @@ class Actuator:
                 self._undo[d.key] = dict(plan.previous_costs)
                 await self._scale.set_deletion_costs(d.namespace, plan.deletion_costs)
             self._fence()
-            progress.resource_version = await self._scale.scale(
+            await self._scale.scale(
                 d.namespace, d.name, scale_to, resource_version=d.resource_version
             )
             self._undo.pop(d.key, None)  # the scale took: the ranking did its job
@@ -414,9 +418,7 @@ class Actuator:
                 # Before the status: a conflict on the status write (the Deployment
                 # moves on as it rolls) must not hold back the companion, the pin,
                 # the spot scale or the Events. Cover came first, with the scale.
-                version = await self._placement.carry_out(d, plan.placement, fence=self._fence)
-                if version is not None:  # the pin moved the Deployment on
-                    progress.resource_version = version
+                await self._placement.carry_out(d, plan.placement, fence=self._fence)
             before = plan.total_before if plan.total_before is not None else before
             changed = decision.desired != before
         if changed:
@@ -452,7 +454,8 @@ class Actuator:
                 d.namespace,
                 d.name,
                 encode_status(document),
-                resource_version=progress.resource_version,
+                replicas=scale_to,
+                has_annotations=bool(d.annotations),
             )
             progress.status = document
         progress.intended = None
@@ -571,14 +574,12 @@ class _Progress:
     status: StatusDocument | None = None
     intended: StatusDocument | None = None
     last_change_wall: str | None = None
-    resource_version: str | None = None
     problem_reported: bool = False
 
     def __post_init__(self) -> None:
         self.status = self.plan.previous_status
         self.intended = self.plan.intended
         self.last_change_wall = self.plan.last_change_wall
-        self.resource_version = self.plan.deployment.resource_version or None
 
     def outcome(
         self,

@@ -142,7 +142,10 @@ class Decider:
         return self._placer.companion(key) if self._placer is not None else None
 
     def _pair_counts(self, loop: TargetLoop, snap: TargetSnapshot) -> tuple[int, int]:
-        last = (loop.status or {}).get("desired")
+        # A pair's current scale is the last target decided: the one a failed status
+        # write still intends, if any, else the one the annotation holds. With the
+        # annotation's, a change whose status write failed would be announced again.
+        last = (loop.intended or loop.status or {}).get("desired")
         return pair_counts(snap.deployment, self._companion(snap.deployment.key), last)
 
     def _publish(
