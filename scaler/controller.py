@@ -273,6 +273,14 @@ class Controller:
             await self._warm.activated(key)
         return known
 
+    def not_woken(self, key: str) -> str | None:
+        """Why an activation will not wake ``key``: its annotations are invalid (the
+        problem names each key, value and what is allowed); None when it would."""
+        if not self._book.synced:
+            return None
+        entry = self._book.sync().get(key)
+        return entry.problem if entry is not None else None
+
     async def decide_now(
         self, key: str, *, now: float | None = None, activation: bool = False
     ) -> bool:
