@@ -47,6 +47,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from scaler.controller import Controller
 from scaler.metrics import Metrics
 from scaler.policy.api import Demand
+from scaler.policy.events import INVALID_ANNOTATION
 from scaler.signals.activator_reports import ReportError, parse_report
 from scaler.signals.hub import SignalHub
 from scaler.target_state import TargetState
@@ -86,8 +87,9 @@ def _not_woken(target: str, problem: str) -> web.Response:
 
 
 def target_view(state: TargetState) -> dict[str, Any]:
-    """One target in ``GET /v1/targets``: live signals and the last decision."""
-    decision = state.decision
+    """One target in ``GET /v1/targets``: live signals and the last decision (none while
+    its annotations are invalid: an earlier one would not be what the scaler does now)."""
+    decision = state.decision if state.problem is None else None
     combined = state.combined
     demand = combined.demand if combined is not None else Demand(False, False)
     return {
@@ -98,8 +100,15 @@ def target_view(state: TargetState) -> dict[str, Any]:
         "ready_replicas": state.ready_replicas,
         "desired": decision.desired if decision else None,
         "mode": decision.mode.value if decision else None,
-        "reason": decision.reason.value if decision else None,
-        "message": decision.message if decision else "",
+        # An invalid config is decided on by nobody: say so rather than nothing.
+        "reason": (
+            INVALID_ANNOTATION
+            if state.problem is not None
+            else decision.reason.value
+            if decision
+            else None
+        ),
+        "message": state.problem or (decision.message if decision else ""),
         "per_signal_desired": (
             {k.value: v for k, v in decision.per_signal.items()} if decision else {}
         ),

@@ -84,6 +84,11 @@ class Decider:
         loop.view = view
         config = entry.config
         if config is None:
+            # Nothing is decided while the annotations are invalid: an earlier
+            # decision must not show as the current one (GET /v1/targets).
+            loop.decision = None
+            loop.placement = None
+            loop.decided_at = now
             return None
         ready, current = self._pair_counts(loop, snap)
         observation = view.observation(ready=ready, spec=current, activation=activation)
