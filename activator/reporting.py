@@ -256,6 +256,7 @@ class Reporter:
         except* NotWoken as refused:
             # Tidal will not wake it: the held requests get the scaler's reason now.
             reason = refused.exceptions[0]
+            assert isinstance(reason, NotWoken)  # a TaskGroup's group holds no group
             failed = gate.refuse(reason)
             log.warning("answered %d held request(s) for %s: %s", failed, gate.name, reason)
 

@@ -83,7 +83,12 @@ from scaler.metrics import Metrics
 from scaler.placement_actuation import PlacementActuation
 from scaler.policy.api import Decision, Reason, SignalKind, SignalReading
 from scaler.policy.deletion import deletion_costs
-from scaler.policy.events import INVALID_ANNOTATION, change_message, change_reason
+from scaler.policy.events import (
+    INVALID_ANNOTATION,
+    WRITES_FAILING,
+    change_message,
+    change_reason,
+)
 from scaler.policy.placement_plan import PlacementPlan
 from scaler.policy.providers import ProviderPreset
 from scaler.policy.status_doc import (
@@ -105,8 +110,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-WRITES_FAILING = "WritesFailing"
 
 
 def wall_time() -> str:

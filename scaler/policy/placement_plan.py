@@ -39,14 +39,11 @@ from dataclasses import dataclass, replace
 
 from scaler.policy.api import PlacementConfig
 from scaler.policy.availability import CapacityType, PodFacts, SpotCounts, count_spot
+from scaler.policy.events import ON_DEMAND_PINNED, SPOT_FALLBACK, SPOT_RECOVERED
 from scaler.policy.fallback import DEFAULT_RELEASE_HOLD_S, FallbackState, plan_split
 from scaler.policy.placement import Split, split
 
 __all__ = ["ON_DEMAND_PINNED", "SPOT_FALLBACK", "SPOT_RECOVERED", "PlacementPlan", "plan_placement"]
-
-SPOT_FALLBACK = "SpotFallback"
-SPOT_RECOVERED = "SpotRecovered"
-ON_DEMAND_PINNED = "OnDemandPinned"
 
 
 @dataclass(frozen=True, slots=True)
