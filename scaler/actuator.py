@@ -45,6 +45,11 @@ Main decisions (DESIGN §4 "only the lease holder writes", issue 13):
   retried before the target's next write. A status write that fails after a
   successful scale is kept as *intended* (:attr:`WriteOutcome.intended`):
   the next write records that change's reason and time, not the old ones.
+- **A conflict resolved is no failure.** A 409 is logged at INFO and the
+  controller decides again on the re-read Deployment; only when that does
+  not get the writes through either (:meth:`Actuator.conflicted`) is it
+  logged as a WARNING and counted in ``tidal_scaler_write_failures_total``,
+  whose alert must not page for a retry that worked.
 - **Backoff, then a Warning.** A failure other than a conflict (4xx such as
   422 or 403, 5xx, an unreachable API server) puts the target in backoff
   (doubling from ``backoff_base_s`` to ``backoff_max_s``) instead of being
@@ -167,7 +172,8 @@ class WriteOutcome:
     ``intended``: a status still to be written (its write failed); ``fresh``:
     after a conflict, the Deployment's scale as re-read (decide again on it);
     ``fenced``: the Lease was lost, the sequence stopped; ``deferred``: not
-    attempted (backoff, or an undo just ran and the plan's ranking is stale).
+    attempted (backoff, or an undo just ran and the plan's ranking is stale);
+    ``conflict``: the 409 behind ``fresh``, not counted as a failure yet.
     """
 
     ok: bool
@@ -178,6 +184,7 @@ class WriteOutcome:
     fresh: ScaleState | None = None
     fenced: bool = False
     deferred: bool = False
+    conflict: Conflict | None = None
 
 
 def plan_writes(
@@ -492,20 +499,37 @@ class Actuator:
         self, plan: WritePlan, progress: _Progress, exc: KubeError, now: float
     ) -> WriteOutcome:
         d = plan.deployment
-        log.warning("%s: write failed: %s", d.key, exc)
-        self._metrics.write_failed(d.key)
         try:
             await self._undo_costs(d)
         except (KubeError, _LeaseLost) as undo_exc:
             log.warning("%s: deletion costs not put back yet: %s", d.key, undo_exc)
-        fresh: ScaleState | None = None
         if isinstance(exc, Conflict):
             # The Deployment changed since the decision: never re-apply it; re-read
-            # so that the controller decides again on what is there now.
+            # so that the controller decides again on what is there now. Not a
+            # failure yet: the decision made again usually writes (conflicted()
+            # counts one that does not).
             try:
                 fresh = await self._scale.read_scale(d.namespace, d.name)
             except KubeError as read_exc:
-                log.warning("%s: re-read after a conflict failed: %s", d.key, read_exc)
+                log.warning("%s: write conflicted, and the re-read failed: %s", d.key, read_exc)
+                await self._count_failure(d, exc, now)
+                return progress.outcome(ok=False)
+            log.info("%s: %s; deciding again on the Deployment as it is now", d.key, exc)
+            return progress.outcome(ok=False, fresh=fresh, conflict=exc)
+        log.warning("%s: write failed: %s", d.key, exc)
+        await self._count_failure(d, exc, now)
+        return progress.outcome(ok=False)
+
+    async def conflicted(self, deployment: DeploymentInfo, exc: Conflict, now: float) -> None:
+        """Deciding again after conflicts did not get the writes through: a failure."""
+        log.warning(
+            "%s: write failed: still conflicting after deciding again: %s", deployment.key, exc
+        )
+        await self._count_failure(deployment, exc, now)
+
+    async def _count_failure(self, d: DeploymentInfo, exc: KubeError, now: float) -> None:
+        """Count a failed write, back off (not after a conflict), warn after a streak."""
+        self._metrics.write_failed(d.key)
         streak = self._streaks.setdefault(d.key, _Streak())
         streak.failures += 1
         if not isinstance(exc, Conflict):
@@ -517,7 +541,6 @@ class Actuator:
         if streak.failures >= self._settings.warn_after_failures and not streak.warned:
             streak.warned = True
             await self._warn(d, streak, exc)
-        return progress.outcome(ok=False, fresh=fresh)
 
     async def _warn(self, d: DeploymentInfo, streak: _Streak, exc: KubeError) -> None:
         message = (
@@ -591,6 +614,7 @@ class _Progress:
         fresh: ScaleState | None = None,
         fenced: bool = False,
         deferred: bool = False,
+        conflict: Conflict | None = None,
     ) -> WriteOutcome:
         return WriteOutcome(
             ok=ok,
@@ -601,6 +625,7 @@ class _Progress:
             fresh=fresh,
             fenced=fenced,
             deferred=deferred,
+            conflict=conflict,
         )
 
 

@@ -33,7 +33,8 @@ Main decisions:
   writes are still in flight.
 - **A conflict means the Deployment changed since the decision**: decide
   again on the re-read state (at most :data:`MAX_REDECISIONS` times), never
-  re-apply the old decision.
+  re-apply the old decision; only conflicts that outlast those decisions
+  count as a failed write.
 """
 
 from __future__ import annotations
@@ -195,7 +196,11 @@ class Controller:
             loop.intended = outcome.intended
             loop.last_change_wall = outcome.last_change_wall
             loop.problem_reported = loop.problem_reported or outcome.problem_reported
-            if outcome.fresh is None or attempt == MAX_REDECISIONS:
+            if outcome.fresh is None:
+                return
+            if attempt == MAX_REDECISIONS:
+                assert outcome.conflict is not None  # a fresh read follows only a conflict
+                await self._actuator.conflicted(snap.deployment, outcome.conflict, step.now)
                 return
             fresh = outcome.fresh
             d = replace(
