@@ -7,12 +7,15 @@ Covers (sandbox cluster, real ``tidal scaler`` and ``tidal activator``):
   Deployment and the annotation;
 - a ``routing.tidal.dev/`` typo raises one ``InvalidRouting`` Warning;
 - ``sleep-after`` on a server without sleep mode raises one
-  ``SleepModeUnavailable`` Warning, not one per tick.
+  ``SleepModeUnavailable`` Warning, not one per tick;
+- ``tidal status`` names both, and a Deployment labelled
+  ``autoscaling.tidal.dev/enabled: "yes"``, which opts nothing in.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -104,3 +107,20 @@ async def test_refusals_and_problems_are_said_at_once(tmp_path: Path) -> None:
         assert count(stack, broken.name, "InvalidRouting") == 1
         assert count(stack, sleepless.name, "SleepModeUnavailable") == 1
         assert count(stack, broken.name, "InvalidAnnotation") == 1
+
+        # tidal status says all of it, and names a label that opts nothing in.
+        opted_out = ExampleModel(name="yes", model="yes-8b")
+        opted_out_deployment = opted_out.deployment()
+        opted_out_deployment["metadata"]["labels"]["autoscaling.tidal.dev/enabled"] = "yes"
+        apply(stack, opted_out, opted_out_deployment)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "scaler", "status", "--kubeconfig", str(stack.kubeconfig),
+            "--scaler-url", stack.scaler_url,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+        text = out.decode()
+        assert proc.returncode == 0, err.decode()
+        assert 'default/broken: routing.tidal.dev/model: "broken-8b"' in text
+        assert "Sleep mode unavailable" in text and "default/sleepless:" in text
+        assert 'default/yes: autoscaling.tidal.dev/enabled="yes"' in text
