@@ -32,7 +32,8 @@ read of the loop's clock (:mod:`activator.clock`).
 Its public surface is small: :meth:`~Gate.arrive`, :meth:`~Gate.try_acquire`,
 :meth:`~Gate.acquire`, :meth:`~Gate.release` and :meth:`~Gate.mark_down` on
 the request path; :meth:`~Gate.configure`, :meth:`~Gate.set_activators` and
-:meth:`~Gate.close` for the registry; :meth:`~Gate.take_period` and
+:meth:`~Gate.close` for the registry; :meth:`~Gate.refuse` for the reporter (Tidal
+will not wake the target); :meth:`~Gate.take_period` and
 :meth:`~Gate.pods` for reports. The gate owns its target's
 :class:`~activator.readiness.TargetEndpoints` and is told of readiness
 changes through the callback it hands them at construction. When it holds a
@@ -273,6 +274,20 @@ class Gate:
             fut = self._waiters.popleft()
             if not fut.done():
                 fut.set_exception(reason(self.name))
+
+    def refuse(self, exc: HoldError) -> int:
+        """Fail the requests held now with ``exc``'s kind and message; how many.
+
+        Unlike :meth:`close` the gate stays open: a later request is held and
+        asks for a wake again (Tidal refused to wake the target, for now).
+        """
+        failed = 0
+        while self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_exception(type(exc)(*exc.args))
+                failed += 1
+        return failed
 
     def pods(self) -> dict[str, int]:
         """In-flight requests per replica, for the report."""

@@ -197,7 +197,8 @@ class Metrics:
         )
         self.activations = Counter(
             PREFIX + "activations",
-            "POST /v1/activate calls sent to the scaler",
+            "POST /v1/activate calls sent to the scaler, by result (ok, error, refused: "
+            "Tidal will not wake the target)",
             ["target", "result"],
             registry=registry,
         )

@@ -15,7 +15,10 @@ no ready replica: the gate puts the target on the
 that queue in its own task, calls :meth:`Reporter.activate`. One task per
 target repeats the post with exponential backoff (0.5 s doubling to 8 s)
 until a replica is ready, waking early when one is; a second held request
-while that task runs costs nothing.
+while that task runs costs nothing. A replica that refuses to wake the
+target (its annotations are invalid: :mod:`activator.wake_refusal`) ends
+the task, and the requests held for the target are answered with its
+reason.
 
 Every scaler replica gets every report and every activation
 (:mod:`activator.scaler_peers` finds them): each replica keeps its windows
@@ -54,6 +57,7 @@ from activator.metrics import Metrics
 from activator.registry import Registry
 from activator.scaler_peers import Peer, ScalerPeers
 from activator.wake_queue import WakeQueue
+from activator.wake_refusal import NotWoken, refusal
 
 __all__ = ["ACTIVATE_BACKOFF_S", "STATS_BACKOFF_PERIODS", "Reporter", "build_report"]
 
@@ -245,19 +249,32 @@ class Reporter:
 
     async def _activate_until_ready(self, gate: Gate) -> None:
         peers = await self.peers.current()
-        await asyncio.gather(*(self._activate_peer(gate, peer) for peer in peers))
+        try:
+            async with asyncio.TaskGroup() as group:
+                for peer in peers:
+                    group.create_task(self._activate_peer(gate, peer))
+        except* NotWoken as refused:
+            # Tidal will not wake it: the held requests get the scaler's reason now.
+            reason = refused.exceptions[0]
+            assert isinstance(reason, NotWoken)  # a TaskGroup's group holds no group
+            failed = gate.refuse(reason)
+            log.warning("answered %d held request(s) for %s: %s", failed, gate.name, reason)
 
     async def _activate_peer(self, gate: Gate, peer: Peer) -> None:
-        """Repeat /v1/activate to one replica, with its own backoff, until a replica is ready."""
+        """Repeat /v1/activate to one replica, with its own backoff, until a replica is
+        ready; raises :class:`NotWoken` when the replica refuses to wake the target."""
         attempt = 0
         while not gate.endpoints.ready and not gate.closed:
-            await self._post_activate(peer, gate.name)
+            refused = await self._post_activate(peer, gate.name)
+            if refused is not None:
+                raise NotWoken(refused)
             delay = self.backoff_s[min(attempt, len(self.backoff_s) - 1)]
             attempt += 1
             if await gate.endpoints.wait_ready(delay):
                 return
 
-    async def _post_activate(self, peer: Peer, target: str) -> None:
+    async def _post_activate(self, peer: Peer, target: str) -> str | None:
+        """One activation to one replica; the replica's reason when it refuses to wake."""
         body = json.dumps({"activator": self.activator, "target": target}).encode()
         try:
             async with self.session.post(
@@ -268,7 +285,11 @@ class Reporter:
             if ok:
                 with contextlib.suppress(ValueError):
                     self._take_sleeping(json.loads(raw))
-            self.metrics.activations.labels(target, "ok" if ok else "error").inc()
+            refused = None if ok else refusal(resp.status, raw)
+            result = "ok" if ok else "refused" if refused is not None else "error"
+            self.metrics.activations.labels(target, result).inc()
+            if refused is not None:
+                return refused
             if not ok:
                 log.warning(
                     "scaler %s answered %s to /v1/activate for %s", peer.label, resp.status, target
@@ -282,6 +303,7 @@ class Reporter:
                 log.warning(
                     "cannot send /v1/activate for %s to scaler %s: %r", target, peer.label, exc
                 )
+        return None
 
     async def close(self) -> None:
         tasks = [t for t in self._activating.values() if not t.done()]

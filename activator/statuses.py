@@ -18,6 +18,10 @@ HeldBodiesFull          503    held request bodies reached the activator's cap
 Draining, DrainEnded    503    shutting down (DrainEnded: still held when
                                the drain timeout ended)
 ColdStartTimeout        504    no replica ready within the cold-start timeout
+NotWoken                503    Tidal will not wake the model: its
+                               ``autoscaling.tidal.dev/`` annotations are
+                               invalid (the message names the Deployment and
+                               each bad annotation); no ``Retry-After``
 AllRefused              502    timed out after every replica tried refused
 UpstreamFailed          502    bytes reached a replica that then failed
 RefusedRequest          400    absolute-form target (not a forward proxy)
@@ -25,7 +29,14 @@ ConnectRefused          405    CONNECT (not a tunnel)
 DeniedEndpoint          403    a replica's development endpoint (``denylist``)
 =====================  ======  ============================================
 
-503s carry ``Retry-After``.
+503s carry ``Retry-After``, except ``not_woken``: nobody knows when an
+operator will fix the annotation. Why 503 for it: the client's request is
+fine (a 4xx would tell it to change the request); nothing timed out and
+waiting does not help (not a 504); no replica answered badly (not a 502);
+the model is unavailable on the server's side until its configuration is
+fixed, and the first request after the fix wakes it, which is what 503
+says. The body names the Deployment and the annotation, so whoever sees
+the error knows what to fix.
 
 Nothing here knows the HTTP library. The proxy classifies a failed exchange
 with a replica as :class:`Failure` ``NOT_SENT`` (refused, unreachable,
@@ -57,6 +68,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from activator.buffering import BufferFull, ColdStartTimeout, DrainEnded, GateClosed
+from activator.wake_refusal import NotWoken
 
 __all__ = [
     "ERROR_STATUS",
@@ -179,6 +191,12 @@ ERROR_STATUS: dict[type[Exception], ErrorStatus] = {
     ColdStartTimeout: ErrorStatus(
         504, "timeout_error", "cold_start_timeout", "no replica became ready in time"
     ),
+    NotWoken: ErrorStatus(
+        503,
+        "unavailable_error",
+        "not_woken",
+        "Tidal will not wake this model until its annotations are fixed",
+    ),
     AllRefused: ErrorStatus(
         502, "upstream_error", "all_refused", "every ready replica refused the connection"
     ),
@@ -209,8 +227,10 @@ def status_of(exc: Exception) -> ErrorStatus:
 
 
 def error_document(exc: Exception, detail: str = "") -> dict[str, Any]:
-    """The JSON body for ``exc``, in the OpenAI error shape."""
+    """The JSON body for ``exc``, in the OpenAI error shape (an exception that carries
+    its own ``detail``, as :class:`NotWoken` does, adds it when no other is given)."""
     spec = status_of(exc)
+    detail = detail or str(getattr(exc, "detail", ""))
     message = spec.message + (f": {detail}" if detail else "")
     return {"error": {"message": message, "type": spec.type, "code": spec.code}}
 

@@ -30,17 +30,26 @@ Main decisions (DESIGN §4 "only the lease holder writes", issue 13):
 
 - **Fenced.** The Lease is checked before *each* write, not once per
   decision: a replica that lost it stops the sequence where it is
-  (:attr:`WriteOutcome.fenced`). The scale and status writes carry the
+  (:attr:`WriteOutcome.fenced`). The scale write carries the
   ``resourceVersion`` the decision was based on; a 409 means the Deployment
   changed since, so the old value is never re-applied: the actuator re-reads
   ``/scale`` and hands the fresh state back (:attr:`WriteOutcome.fresh`) for
-  the controller to re-check the Lease and decide again.
+  the controller to re-check the Lease and decide again. The status write
+  tests ``spec.replicas`` instead (the scale it records): the Deployment
+  controller moves the ``resourceVersion`` on right after every scale, so a
+  version precondition there would conflict with Tidal's own scale every
+  time (:mod:`scaler.kube.writer`).
 - **All or nothing in effect.** Deletion costs set for a scale-down that then
   fails (conflict, refusal, outage) are put back as they were, so they
   cannot steer a later, unrelated scale-down; if that undo fails too it is
   retried before the target's next write. A status write that fails after a
   successful scale is kept as *intended* (:attr:`WriteOutcome.intended`):
   the next write records that change's reason and time, not the old ones.
+- **A conflict resolved is no failure.** A 409 is logged at INFO and the
+  controller decides again on the re-read Deployment; only when that does
+  not get the writes through either (:meth:`Actuator.conflicted`) is it
+  logged as a WARNING and counted in ``tidal_scaler_write_failures_total``,
+  whose alert must not page for a retry that worked.
 - **Backoff, then a Warning.** A failure other than a conflict (4xx such as
   422 or 403, 5xx, an unreachable API server) puts the target in backoff
   (doubling from ``backoff_base_s`` to ``backoff_max_s``) instead of being
@@ -79,7 +88,12 @@ from scaler.metrics import Metrics
 from scaler.placement_actuation import PlacementActuation
 from scaler.policy.api import Decision, Reason, SignalKind, SignalReading
 from scaler.policy.deletion import deletion_costs
-from scaler.policy.events import INVALID_ANNOTATION, change_message, change_reason
+from scaler.policy.events import (
+    INVALID_ANNOTATION,
+    WRITES_FAILING,
+    change_message,
+    change_reason,
+)
 from scaler.policy.placement_plan import PlacementPlan
 from scaler.policy.providers import ProviderPreset
 from scaler.policy.status_doc import (
@@ -101,8 +115,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-WRITES_FAILING = "WritesFailing"
 
 
 def wall_time() -> str:
@@ -160,7 +172,8 @@ class WriteOutcome:
     ``intended``: a status still to be written (its write failed); ``fresh``:
     after a conflict, the Deployment's scale as re-read (decide again on it);
     ``fenced``: the Lease was lost, the sequence stopped; ``deferred``: not
-    attempted (backoff, or an undo just ran and the plan's ranking is stale).
+    attempted (backoff, or an undo just ran and the plan's ranking is stale);
+    ``conflict``: the 409 behind ``fresh``, not counted as a failure yet.
     """
 
     ok: bool
@@ -171,6 +184,7 @@ class WriteOutcome:
     fresh: ScaleState | None = None
     fenced: bool = False
     deferred: bool = False
+    conflict: Conflict | None = None
 
 
 def plan_writes(
@@ -403,7 +417,7 @@ class Actuator:
                 self._undo[d.key] = dict(plan.previous_costs)
                 await self._scale.set_deletion_costs(d.namespace, plan.deletion_costs)
             self._fence()
-            progress.resource_version = await self._scale.scale(
+            await self._scale.scale(
                 d.namespace, d.name, scale_to, resource_version=d.resource_version
             )
             self._undo.pop(d.key, None)  # the scale took: the ranking did its job
@@ -414,9 +428,7 @@ class Actuator:
                 # Before the status: a conflict on the status write (the Deployment
                 # moves on as it rolls) must not hold back the companion, the pin,
                 # the spot scale or the Events. Cover came first, with the scale.
-                version = await self._placement.carry_out(d, plan.placement, fence=self._fence)
-                if version is not None:  # the pin moved the Deployment on
-                    progress.resource_version = version
+                await self._placement.carry_out(d, plan.placement, fence=self._fence)
             before = plan.total_before if plan.total_before is not None else before
             changed = decision.desired != before
         if changed:
@@ -452,7 +464,8 @@ class Actuator:
                 d.namespace,
                 d.name,
                 encode_status(document),
-                resource_version=progress.resource_version,
+                replicas=scale_to,
+                has_annotations=bool(d.annotations),
             )
             progress.status = document
         progress.intended = None
@@ -486,20 +499,37 @@ class Actuator:
         self, plan: WritePlan, progress: _Progress, exc: KubeError, now: float
     ) -> WriteOutcome:
         d = plan.deployment
-        log.warning("%s: write failed: %s", d.key, exc)
-        self._metrics.write_failed(d.key)
         try:
             await self._undo_costs(d)
         except (KubeError, _LeaseLost) as undo_exc:
             log.warning("%s: deletion costs not put back yet: %s", d.key, undo_exc)
-        fresh: ScaleState | None = None
         if isinstance(exc, Conflict):
             # The Deployment changed since the decision: never re-apply it; re-read
-            # so that the controller decides again on what is there now.
+            # so that the controller decides again on what is there now. Not a
+            # failure yet: the decision made again usually writes (conflicted()
+            # counts one that does not).
             try:
                 fresh = await self._scale.read_scale(d.namespace, d.name)
             except KubeError as read_exc:
-                log.warning("%s: re-read after a conflict failed: %s", d.key, read_exc)
+                log.warning("%s: write conflicted, and the re-read failed: %s", d.key, read_exc)
+                await self._count_failure(d, exc, now)
+                return progress.outcome(ok=False)
+            log.info("%s: %s; deciding again on the Deployment as it is now", d.key, exc)
+            return progress.outcome(ok=False, fresh=fresh, conflict=exc)
+        log.warning("%s: write failed: %s", d.key, exc)
+        await self._count_failure(d, exc, now)
+        return progress.outcome(ok=False)
+
+    async def conflicted(self, deployment: DeploymentInfo, exc: Conflict, now: float) -> None:
+        """Deciding again after conflicts did not get the writes through: a failure."""
+        log.warning(
+            "%s: write failed: still conflicting after deciding again: %s", deployment.key, exc
+        )
+        await self._count_failure(deployment, exc, now)
+
+    async def _count_failure(self, d: DeploymentInfo, exc: KubeError, now: float) -> None:
+        """Count a failed write, back off (not after a conflict), warn after a streak."""
+        self._metrics.write_failed(d.key)
         streak = self._streaks.setdefault(d.key, _Streak())
         streak.failures += 1
         if not isinstance(exc, Conflict):
@@ -511,7 +541,6 @@ class Actuator:
         if streak.failures >= self._settings.warn_after_failures and not streak.warned:
             streak.warned = True
             await self._warn(d, streak, exc)
-        return progress.outcome(ok=False, fresh=fresh)
 
     async def _warn(self, d: DeploymentInfo, streak: _Streak, exc: KubeError) -> None:
         message = (
@@ -571,14 +600,12 @@ class _Progress:
     status: StatusDocument | None = None
     intended: StatusDocument | None = None
     last_change_wall: str | None = None
-    resource_version: str | None = None
     problem_reported: bool = False
 
     def __post_init__(self) -> None:
         self.status = self.plan.previous_status
         self.intended = self.plan.intended
         self.last_change_wall = self.plan.last_change_wall
-        self.resource_version = self.plan.deployment.resource_version or None
 
     def outcome(
         self,
@@ -587,6 +614,7 @@ class _Progress:
         fresh: ScaleState | None = None,
         fenced: bool = False,
         deferred: bool = False,
+        conflict: Conflict | None = None,
     ) -> WriteOutcome:
         return WriteOutcome(
             ok=ok,
@@ -597,6 +625,7 @@ class _Progress:
             fresh=fresh,
             fenced=fenced,
             deferred=deferred,
+            conflict=conflict,
         )
 
 

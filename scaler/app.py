@@ -4,7 +4,8 @@
 endpoint              auth   does
 ====================  =====  =====================================================
 POST /v1/stats        token  record an activator's report -> 200 {"activators": n}
-POST /v1/activate     token  decide for the target now -> 202 (404: unknown target)
+POST /v1/activate     token  decide for the target now -> 202 (404: unknown target;
+                             422 not_woken: its annotations are invalid)
 GET  /v1/targets      none   live signals, stable/panic averages, mode, desired
 GET  /healthz         none   the process is alive
 GET  /readyz          none   the server is serving (503 once shutting down)
@@ -19,6 +20,17 @@ means "serving": it depends on neither the API server nor the Lease, so every
 replica takes reports and keeps its windows warm.
 
 Errors are JSON ``{"error": {"message", "type", "code"}}`` as the activator's.
+
+An activation of a target whose annotations are invalid is answered at once
+with 422 and type ``not_woken``, the message naming the Deployment and each
+bad annotation (with ``target`` and ``problem`` beside ``error``): Tidal
+leaves such a Deployment's scale alone, so the activator would otherwise
+hold its requests until their cold-start timeout and answer a 504 that says
+nothing of why. The activator answers the requests it holds for that
+target with this message (``activator.wake_refusal``). Every replica
+answers it (each keeps the configs), and every activation asks again, so
+requests that arrive later, at any activator, get it too, and a fix takes
+effect at the next request.
 """
 
 from __future__ import annotations
@@ -35,6 +47,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from scaler.controller import Controller
 from scaler.metrics import Metrics
 from scaler.policy.api import Demand
+from scaler.policy.events import INVALID_ANNOTATION
 from scaler.signals.activator_reports import ReportError, parse_report
 from scaler.signals.hub import SignalHub
 from scaler.target_state import TargetState
@@ -61,9 +74,22 @@ def _error(status: int, message: str, kind: str) -> web.Response:
     return web.json_response(body, status=status)
 
 
+NOT_WOKEN = "not_woken"
+
+
+def _not_woken(target: str, problem: str) -> web.Response:
+    body = {
+        "error": {"message": f"Deployment {target}: {problem}", "type": NOT_WOKEN, "code": 422},
+        "target": target,
+        "problem": problem,
+    }
+    return web.json_response(body, status=422)
+
+
 def target_view(state: TargetState) -> dict[str, Any]:
-    """One target in ``GET /v1/targets``: live signals and the last decision."""
-    decision = state.decision
+    """One target in ``GET /v1/targets``: live signals and the last decision (none while
+    its annotations are invalid: an earlier one would not be what the scaler does now)."""
+    decision = state.decision if state.problem is None else None
     combined = state.combined
     demand = combined.demand if combined is not None else Demand(False, False)
     return {
@@ -74,8 +100,15 @@ def target_view(state: TargetState) -> dict[str, Any]:
         "ready_replicas": state.ready_replicas,
         "desired": decision.desired if decision else None,
         "mode": decision.mode.value if decision else None,
-        "reason": decision.reason.value if decision else None,
-        "message": decision.message if decision else "",
+        # An invalid config is decided on by nobody: say so rather than nothing.
+        "reason": (
+            INVALID_ANNOTATION
+            if state.problem is not None
+            else decision.reason.value
+            if decision
+            else None
+        ),
+        "message": state.problem or (decision.message if decision else ""),
         "per_signal_desired": (
             {k.value: v for k, v in decision.per_signal.items()} if decision else {}
         ),
@@ -176,6 +209,10 @@ def build_app(
             return _error(
                 400, f"target: expected 'namespace/name', got {target!r}", "invalid_request"
             )
+        problem = controller.not_woken(target)
+        if problem is not None:
+            metrics.activation("not_woken")
+            return _not_woken(target, problem)
         if not await controller.activate(target, now=clock()):
             metrics.activation("unknown_target")
             return _error(404, f"no opted-in Deployment {target}", "not_found")

@@ -20,6 +20,9 @@ it rewrites nothing that did not change.
 
 Main decisions:
 
+- **A routing problem is reported, not acted on**: bad ``routing.tidal.dev/*``
+  annotations raise one ``InvalidRouting`` Warning per set of annotations,
+  and the target is scaled as usual (the activator routes with defaults).
 - **No data is not zero load.** Until the Deployment list has synced, nothing
   is decided. When the API server is unreachable the last known Deployments
   and pods are kept; writes fail and back off (the actuator). Nothing in
@@ -30,7 +33,8 @@ Main decisions:
   writes are still in flight.
 - **A conflict means the Deployment changed since the decision**: decide
   again on the re-read state (at most :data:`MAX_REDECISIONS` times), never
-  re-apply the old decision.
+  re-apply the old decision; only conflicts that outlast those decisions
+  count as a failed write.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from scaler.kube.types import LeaderElector, TargetSnapshot
 from scaler.metrics import Metrics
 from scaler.placing import Placer
 from scaler.policy.api import Decision
+from scaler.policy.events import INVALID_ROUTING
 from scaler.policy.protocol import Policy
 from scaler.signals.hub import SignalHub
 from scaler.target_state import TargetLoop, TargetState, sync_loops
@@ -191,7 +196,11 @@ class Controller:
             loop.intended = outcome.intended
             loop.last_change_wall = outcome.last_change_wall
             loop.problem_reported = loop.problem_reported or outcome.problem_reported
-            if outcome.fresh is None or attempt == MAX_REDECISIONS:
+            if outcome.fresh is None:
+                return
+            if attempt == MAX_REDECISIONS:
+                assert outcome.conflict is not None  # a fresh read follows only a conflict
+                await self._actuator.conflicted(snap.deployment, outcome.conflict, step.now)
                 return
             fresh = outcome.fresh
             d = replace(
@@ -255,6 +264,10 @@ class Controller:
             if plan is not None:
                 await loop.lock.acquire()  # free: returns without yielding
                 writes.append(self._locked_act(loop, step, plan))
+            routing = entries[key].routing_problem
+            if routing is not None and not loop.routing_reported and self._leader.is_leader:
+                loop.routing_reported = True  # once per set of annotations, even if lost
+                writes.append(self._report_routing(snapshots[key], routing))
             if self._warm is not None:
                 self._warm.tick(key, entries[key], snapshots[key], now)
         if self._warm is not None:
@@ -262,6 +275,12 @@ class Controller:
         if writes:
             await asyncio.gather(*writes)
         self._metrics.tick_duration.observe(max(0.0, self._clock() - started))
+
+    async def _report_routing(self, snap: TargetSnapshot, problem: str) -> None:
+        message = f"the activator routes with the defaults of these annotations: {problem}"
+        await self._actuator.note(
+            snap.deployment, reason=INVALID_ROUTING, message=message, warning=True
+        )
 
     async def activate(self, key: str, *, now: float | None = None) -> bool:
         """An activator asks to wake ``key``: decide for it now. False if the target is unknown.
@@ -272,6 +291,14 @@ class Controller:
         if known and self._warm is not None:
             await self._warm.activated(key)
         return known
+
+    def not_woken(self, key: str) -> str | None:
+        """Why an activation will not wake ``key``: its annotations are invalid (the
+        problem names each key, value and what is allowed); None when it would."""
+        if not self._book.synced:
+            return None
+        entry = self._book.sync().get(key)
+        return entry.problem if entry is not None else None
 
     async def decide_now(
         self, key: str, *, now: float | None = None, activation: bool = False

@@ -84,6 +84,11 @@ class Decider:
         loop.view = view
         config = entry.config
         if config is None:
+            # Nothing is decided while the annotations are invalid: an earlier
+            # decision must not show as the current one (GET /v1/targets).
+            loop.decision = None
+            loop.placement = None
+            loop.decided_at = now
             return None
         ready, current = self._pair_counts(loop, snap)
         observation = view.observation(ready=ready, spec=current, activation=activation)
@@ -142,7 +147,10 @@ class Decider:
         return self._placer.companion(key) if self._placer is not None else None
 
     def _pair_counts(self, loop: TargetLoop, snap: TargetSnapshot) -> tuple[int, int]:
-        last = (loop.status or {}).get("desired")
+        # A pair's current scale is the last target decided: the one a failed status
+        # write still intends, if any, else the one the annotation holds. With the
+        # annotation's, a change whose status write failed would be announced again.
+        last = (loop.intended or loop.status or {}).get("desired")
         return pair_counts(snap.deployment, self._companion(snap.deployment.key), last)
 
     def _publish(

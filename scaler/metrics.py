@@ -36,7 +36,7 @@ OBSERVED_SIGNALS = (
 )
 DIRECTIONS = ("up", "down")
 REPORT_RESULTS = ("accepted", "rejected", "unauthorized")
-ACTIVATION_RESULTS = ("accepted", "unknown_target", "rejected", "unauthorized")
+ACTIVATION_RESULTS = ("accepted", "unknown_target", "not_woken", "rejected", "unauthorized")
 
 
 class Metrics:

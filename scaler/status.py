@@ -21,6 +21,13 @@ A model with a spot placement policy is a pair of Deployments: the user's
 pair's, and a line under the table names both halves with their ready
 replicas (and, live, the cost), so the pair is obvious.
 
+Under the table, lines name what Tidal does not act on or cannot do:
+Deployments left alone for an invalid annotation, routing annotations the
+activator cannot use (it routes with the defaults), a warm tier whose server
+has no sleep mode, and Deployments whose opt-in label has a value other than
+``true`` (``enabled: "yes"`` opts nothing in; it would otherwise be silent).
+Output cut short by its reader (``tidal status | head``) ends quietly.
+
 An unreachable scaler costs only the live columns: the table from the API
 is still printed (with the error on stderr and exit status 1). A
 ``--scaler-url`` without a scheme is refused with the form to use.
@@ -31,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -40,10 +48,11 @@ import aiohttp
 
 from scaler.kube.client import KubeConfigError, connect
 from scaler.kube.errors import KubeError
-from scaler.kube.listing import list_companions, list_opted_in
-from scaler.kube.types import STATUS_ANNOTATION, CompanionInfo, DeploymentInfo
+from scaler.kube.listing import list_companions, list_not_opted_in, list_opted_in
+from scaler.kube.types import ENABLED_LABEL, STATUS_ANNOTATION, CompanionInfo, DeploymentInfo
 from scaler.policy.annotations import InvalidAnnotation, parse_scaling_config
 from scaler.policy.companion import companion_name
+from scaler.policy.routing_check import routing_problems
 
 __all__ = ["configure", "render_table", "rows", "run"]
 
@@ -132,6 +141,9 @@ def rows(
             row["reason"] = "InvalidAnnotation"
             row["problem"] = str(exc)
             policy = "on-demand"
+        routing = routing_problems(d.annotations)
+        if routing:
+            row["routing_problem"] = "; ".join(str(p) for p in routing)
         companion = (companions or {}).get(d.key)
         if policy != "on-demand" or companion is not None:
             spot_ready = companion.ready_replicas if companion is not None else 0
@@ -169,6 +181,7 @@ def rows(
                     "sleeps": warm.get("sleeps"),
                     "failed_wakes": warm.get("failedWakes"),
                     "last_wake_s": warm.get("lastWakeSeconds"),
+                    "sleep_mode_unavailable": warm.get("sleepModeUnavailable"),
                 }
         out.append(row)
     return out
@@ -252,7 +265,34 @@ def render_table(table: Sequence[Mapping[str, Any]]) -> str:
     problems = [f"{r['namespace']}/{r['name']}: {r['problem']}" for r in table if r.get("problem")]
     if problems:
         text += ["", "Left alone until fixed:", *problems]
+    routing = [
+        f"{r['namespace']}/{r['name']}: {r['routing_problem']}"
+        for r in table
+        if r.get("routing_problem")
+    ]
+    if routing:
+        text += ["", "Routing annotations the activator cannot use (it uses the defaults):"]
+        text += routing
+    asleep = [
+        f"{r['namespace']}/{r['name']}: {w['sleep_mode_unavailable']}"
+        for r in table
+        for w in [(r.get("live") or {}).get("warm") or {}]
+        if w.get("sleep_mode_unavailable")
+    ]
+    if asleep:
+        text += ["", "Sleep mode unavailable (replicas stay awake):", *asleep]
     return "\n".join(text)
+
+
+def not_opted_in_lines(labelled: Sequence[tuple[str, str]]) -> list[str]:
+    """Lines for Deployments whose opt-in label has a value that opts nothing in."""
+    if not labelled:
+        return []
+    return [
+        "",
+        f'Not opted in: the label {ENABLED_LABEL} must be "true"; Tidal leaves these alone:',
+        *(f'{key}: {ENABLED_LABEL}="{value}"' for key, value in labelled),
+    ]
 
 
 def _pair_line(row: Mapping[str, Any]) -> str:
@@ -293,6 +333,9 @@ async def _main(args: argparse.Namespace) -> int:
         deployments = await list_opted_in(
             access.api, namespace=namespace, request_timeout_s=args.timeout_s
         )
+        labelled = await list_not_opted_in(
+            access.api, namespace=namespace, request_timeout_s=args.timeout_s
+        )
         if any(_spot_policy(d) for d in deployments):
             companions = await list_companions(
                 access.api, namespace=namespace, request_timeout_s=args.timeout_s
@@ -315,12 +358,34 @@ async def _main(args: argparse.Namespace) -> int:
             failed = True
     table = rows(deployments, live, companions)
     if args.output == "json":
-        print(json.dumps(table, indent=2))
+        table += [
+            {"namespace": key.split("/")[0], "name": key.split("/")[1], "opted_in": False,
+             "problem": f'label {ENABLED_LABEL}="{value}": only "true" opts in'}
+            for key, value in labelled
+        ]  # fmt: skip
+        text = json.dumps(table, indent=2)
     elif table:
-        print(render_table(table))
+        text = render_table(table)
     else:
-        print("no opted-in Deployments (label autoscaling.tidal.dev/enabled=true)")
+        text = "no opted-in Deployments (label autoscaling.tidal.dev/enabled=true)"
+    if args.output != "json":
+        text = "\n".join([text, *not_opted_in_lines(labelled)])
+    write_out(text)
     return 1 if failed else 0
+
+
+def write_out(text: str) -> None:
+    """Print ``text``; a reader that stopped reading (``tidal status | head``) is not an
+    error: the rest is dropped without a traceback."""
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at /dev/null so that
+        # flush has nowhere to fail.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -59,6 +59,7 @@ class TargetLoop:
     intended: StatusDocument | None = None  # a status whose write failed, still to write
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     problem_reported: bool = False
+    routing_reported: bool = False  # the InvalidRouting Event of this revision was raised
     activation_pending: bool = False
     decision: Decision | None = None
     view: SignalView | None = None
@@ -115,6 +116,7 @@ def sync_loops(
         if loop.revision != entry.revision:
             loop.revision = entry.revision
             loop.problem_reported = False
+            loop.routing_reported = False
         if not leading:
             loop.status = entry.seen_status
     return gone

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from scaler.kube.types import STATUS_ANNOTATION, ClusterView, DeploymentInfo, TargetSnapshot
 from scaler.policy.api import ScalingConfig
 from scaler.policy.protocol import InvalidTargetConfig, Policy, parse_for_setup
+from scaler.policy.routing_check import routing_problems
 from scaler.policy.status_doc import StatusDocument, parse_status
 from scaler.signals.base import PodEndpoint, TargetPods
 
@@ -49,6 +50,9 @@ class TargetConfig:
     problem: str | None
     seen_status: StatusDocument | None  # the status annotation on the Deployment
     revision: int = 0
+    # Bad routing.tidal.dev/* annotations: the activator routes with their defaults,
+    # so scaling goes on; the controller raises an InvalidRouting Warning.
+    routing_problem: str | None = None
 
 
 class TargetBook:
@@ -103,6 +107,9 @@ class TargetBook:
         except InvalidTargetConfig as exc:
             config, problem = None, str(exc)
             log.warning("%s: invalid annotations, leaving it alone: %s", key, problem)
+        routing = "; ".join(str(p) for p in routing_problems(annotations)) or None
+        if routing is not None:
+            log.warning("%s: routing annotations the activator cannot use: %s", key, routing)
         self._entries[key] = TargetConfig(
             key=key,
             annotations=annotations,
@@ -110,6 +117,7 @@ class TargetBook:
             problem=problem,
             seen_status=seen_status,
             revision=0 if entry is None else entry.revision + 1,
+            routing_problem=routing,
         )
 
     def poll_targets(self) -> list[TargetPods]:

@@ -38,6 +38,12 @@ recently used idle model on the same node to sleep and tries again (at most
 ``max_evictions`` times). Any other failure, or no room, returns no woken
 pod and the controller falls back to the path from zero (one more replica).
 
+A server without sleep mode (vLLM started without ``VLLM_SERVER_DEV_MODE=1``
+and ``--enable-sleep-mode``) answers ``/sleep`` with 404: that pod is not
+asked again while it runs, and the target gets one ``SleepModeUnavailable``
+Warning Event (and a line in ``tidal status``) instead of a log line every
+few seconds.
+
 Main decision: the scaler never guesses a replica's state. A call that
 fails leaves the pod in the state the replica reports next (``/is_sleeping``),
 and a pod it cannot reach is not routed by the warm tier's answer at all
@@ -53,6 +59,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any, Protocol
 
 import aiohttp
@@ -60,6 +67,7 @@ import aiohttp
 from scaler.gpu_memory import GpuMemory
 from scaler.kube.types import PodInfo
 from scaler.policy.api import ScalingConfig
+from scaler.policy.events import SLEEP_MODE_UNAVAILABLE, SLEPT, WAKE_FAILED, WOKE
 from scaler.policy.warm import MemoryBook, Replica, Resident, choose_wake, make_room
 
 __all__ = [
@@ -78,9 +86,12 @@ log = logging.getLogger(__name__)
 class ReplicaCallFailed(Exception):
     """A call to a replica's development endpoint failed; ``out_of_memory`` when CUDA said so."""
 
-    def __init__(self, message: str, *, out_of_memory: bool = False) -> None:
+    def __init__(
+        self, message: str, *, out_of_memory: bool = False, status: int | None = None
+    ) -> None:
         super().__init__(message)
         self.out_of_memory = out_of_memory
+        self.status = status  # the replica's HTTP status, when it answered
 
 
 class ReplicaCalls(Protocol):
@@ -115,7 +126,9 @@ class HttpReplicaCalls:
                 if resp.status >= 300:
                     oom = "out of memory" in text.lower()
                     raise ReplicaCallFailed(
-                        f"{method} {url} answered {resp.status}: {text[:200]}", out_of_memory=oom
+                        f"{method} {url} answered {resp.status}: {text[:200]}",
+                        out_of_memory=oom,
+                        status=resp.status,
                     )
                 return text
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -239,6 +252,10 @@ class WarmTier:
         self._known_addresses: dict[str, tuple[str, str]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.counters: dict[str, _Counters] = {}
+        # Servers without sleep mode: target -> what the first such pod answered,
+        # and the pods that answered so (not asked again while they run).
+        self._no_sleep_mode: dict[str, str] = {}
+        self._no_sleep_pods: set[str] = set()
 
     # -- views --------------------------------------------------------------------
 
@@ -273,6 +290,7 @@ class WarmTier:
             "failedWakes": c.failed_wakes,
             "outOfMemoryRetries": c.oom_retries,
             "lastWakeSeconds": c.last_wake_s,
+            "sleepModeUnavailable": self._no_sleep_mode.get(target),
         }
 
     def _counter(self, target: str) -> _Counters:
@@ -295,6 +313,9 @@ class WarmTier:
             entry = self._pods.pop(name)
             if entry.task is not None:
                 entry.task.cancel()
+        self._no_sleep_pods -= {
+            n for n in self._no_sleep_pods if self._target_of.get(n) == target and n not in alive
+        }
         gone = {n for n in self._checked if self._target_of.get(n) == target and n not in alive}
         self._checked -= gone
         for name in gone:
@@ -371,6 +392,7 @@ class WarmTier:
             for p in pods
         ]
         chosen = replicas_to_sleep(config, replicas, self._idle_since(target), now)
+        chosen = tuple(name for name in chosen if name not in self._no_sleep_pods)
         started = []
         by_name = {f"{p.namespace}/{p.name}": p for p in pods}
         for name in chosen:
@@ -402,16 +424,20 @@ class WarmTier:
                 try:
                     await self._calls.sleep(entry.base, entry.level)
                 except ReplicaCallFailed as exc:
-                    log.warning("%s: could not put %s to sleep: %s", entry.target, entry.name, exc)
+                    if not self._no_sleep_mode_on(entry.target, entry.name, exc):
+                        log.warning(
+                            "%s: could not put %s to sleep: %s", entry.target, entry.name, exc
+                        )
                     del self._pods[entry.name]
                     return
+                self._no_sleep_mode.pop(entry.target, None)
                 entry.phase = Phase.SLEEPING
                 entry.since = self._clock()
                 self._counter(entry.target).sleeps += 1
                 log.info("%s: %s sleeps (level %d)", entry.target, entry.name, entry.level)
                 self._notify(
                     entry.target,
-                    "Slept",
+                    SLEPT,
                     f"{entry.name} sleeps (level {entry.level}): idle past sleep-after",
                     False,
                 )
@@ -419,6 +445,25 @@ class WarmTier:
             raise
         finally:
             entry.task = None
+
+    def _no_sleep_mode_on(self, target: str, pod: str, exc: ReplicaCallFailed) -> bool:
+        """True when ``exc`` says ``pod``'s server has no sleep mode (``/sleep`` is not
+        served: 404). The pod is not asked again while it runs; the first such pod of
+        a target raises one Warning Event, until a replica of it sleeps."""
+        if exc.status != HTTPStatus.NOT_FOUND:
+            return False
+        self._no_sleep_pods.add(pod)
+        self._target_of.setdefault(pod, target)
+        if target not in self._no_sleep_mode:
+            message = (
+                f"{pod} has no sleep mode ({exc}); its replicas stay awake. Start vLLM with"
+                " VLLM_SERVER_DEV_MODE=1 and --enable-sleep-mode, or remove"
+                " autoscaling.tidal.dev/sleep-after"
+            )
+            self._no_sleep_mode[target] = message
+            log.warning("%s: %s", target, message)
+            self._notify(target, SLEEP_MODE_UNAVAILABLE, message, True)
+        return True
 
     def cancel_sleeps(self, target: str) -> int:
         """An activation: pods still draining go back into rotation (no wake needed)."""
@@ -498,7 +543,7 @@ class WarmTier:
                 self._counter(target).failed_wakes += 1
                 self._observe_wake(target, took, False)
                 log.warning("%s: waking %s failed: %s", target, entry.name, exc)
-                self._notify(target, "WakeFailed", f"waking {entry.name} failed: {exc}", True)
+                self._notify(target, WAKE_FAILED, f"waking {entry.name} failed: {exc}", True)
                 return WakeOutcome(None, took, reason=str(exc), evicted=tuple(evicted))
             del self._pods[entry.name]
         took = time.monotonic() - started
@@ -509,7 +554,7 @@ class WarmTier:
         log.info("%s: woke %s in %.2fs (level %d)", target, entry.name, took, entry.level)
         self._notify(
             target,
-            "Woke",
+            WOKE,
             f"woke {entry.name} from level-{entry.level} sleep in {took:.2f}s"
             + (f" after putting {', '.join(evicted)} to sleep" if evicted else ""),
             False,
@@ -564,7 +609,11 @@ class WarmTier:
                     raise ReplicaCallFailed(f"{pod} got work meanwhile")
                 if not self._leading():
                     raise ReplicaCallFailed("this scaler no longer leads")
-                await self._calls.sleep(entry.base, entry.level)
+                try:
+                    await self._calls.sleep(entry.base, entry.level)
+                except ReplicaCallFailed as exc:
+                    self._no_sleep_mode_on(target, pod, exc)
+                    raise
         except BaseException:
             if self._pods.get(pod) is entry:
                 del self._pods[pod]
@@ -573,9 +622,7 @@ class WarmTier:
         entry.since = self._clock()
         self._counter(target).sleeps += 1
         log.info("%s: %s sleeps (level %d) to make room on its GPU", target, pod, level)
-        self._notify(
-            target, "Slept", f"{pod} sleeps (level {level}) to make room on its GPU", False
-        )
+        self._notify(target, SLEPT, f"{pod} sleeps (level {level}) to make room on its GPU", False)
 
     def remember_addresses(
         self, target: str, config: ScalingConfig, pods: Sequence[PodInfo]

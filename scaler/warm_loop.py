@@ -37,6 +37,7 @@ from scaler.actuator import Actuator
 from scaler.kube.types import LeaderElector, PodInfo, TargetSnapshot
 from scaler.metrics import Metrics
 from scaler.policy.api import Decision, Mode, Reason
+from scaler.policy.events import SLEPT
 from scaler.target_state import TargetLoop
 from scaler.targets import TargetBook, TargetConfig
 from scaler.warm import WarmTier
@@ -106,7 +107,7 @@ class WarmLoop:
         snap = self._book.snapshots().get(key)
         if snap is None:
             return
-        if reason == "Slept":
+        if reason == SLEPT:
             self._metrics.slept(key)
         self._spawn(
             self._actuator.note(snap.deployment, reason=reason, message=message, warning=warning),

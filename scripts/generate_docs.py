@@ -30,6 +30,7 @@ from activator.statuses import ERROR_STATUS
 from scaler.metrics import Metrics as ScalerMetrics
 from scaler.placement_metrics import PlacementMetrics
 from scaler.policy.annotations import SPECS, STATUS_ANNOTATION
+from scaler.policy.events import EVENT_REASONS
 
 __all__ = ["PAGES", "annotations_page", "main", "metrics_page", "statuses_page"]
 
@@ -49,8 +50,9 @@ def annotations_page() -> str:
         "# Annotations",
         "",
         _GENERATED.format(
-            source="`scaler/policy/annotations.py` (SPECS) and "
-            "`activator/kube/translate.py` (ROUTING_ANNOTATIONS)"
+            source="`scaler/policy/annotations.py` (SPECS), "
+            "`activator/kube/translate.py` (ROUTING_ANNOTATIONS) and "
+            "`scaler/policy/events.py` (EVENT_REASONS)"
         ),
         "",
         'Opt a Deployment in with the **label** `autoscaling.tidal.dev/enabled: "true"`;',
@@ -61,9 +63,14 @@ def annotations_page() -> str:
         "`autoscaling.tidal.dev/` or `placement.tidal.dev/`) produces a Kubernetes",
         "Event of reason `InvalidAnnotation` naming each bad key, its value and what",
         "is allowed, and Tidal leaves that Deployment's scale alone until it is",
-        "fixed (`tidal status` and `GET /v1/targets` show the problem too). A bad",
-        "`routing.tidal.dev/*` value falls back to its default, so one typo does",
-        "not take a model off the data path; the activator logs it.",
+        "fixed (`tidal status` and `GET /v1/targets` show the problem too);",
+        "requests held for it meanwhile are answered at once with a 503",
+        "`not_woken` naming the Deployment and the annotation",
+        "([statuses.md](statuses.md)). A bad `routing.tidal.dev/*` value (or an",
+        "unknown key) falls back to its default, so one typo does not take a",
+        "model off the data path; it raises an `InvalidRouting` Warning and a",
+        "line in `tidal status`. The label with another value than `true`",
+        '(`enabled: "yes"`) opts nothing in; `tidal status` lists such Deployments.',
         "",
         "## Scaling and placement (read by the scaler)",
         "",
@@ -94,10 +101,15 @@ def annotations_page() -> str:
         "served live by the scaler at `GET /v1/targets` and as metrics",
         "([metrics.md](metrics.md)).",
         "",
-        "Events (core/v1, on the Deployment): `ScaledUp`, `ScaledDown`,",
-        "`ScaledToZero`, `Activated`, `InvalidAnnotation`.",
+        "Events (core/v1, on the Deployment, from component `tidal-scaler`):",
         "",
+        _row("reason", "type", "when"),
+        _row("---", "---", "---"),
     ]
+    for event in EVENT_REASONS:
+        kind = "Warning" if event.warning else "Normal"
+        lines.append(_row(f"`{event.reason}`", kind, event.when))
+    lines.append("")
     return "\n".join(lines)
 
 
@@ -224,6 +236,11 @@ def statuses_page() -> str:
         "  `Retry-After` seconds; another activator replica may take it at once. Many",
         "  `buffer_full` mean the model cannot scale out fast enough (see the",
         "  `TidalActivatorBufferNearFull` alert in [operating.md](operating.md)).",
+        "- **503** `not_woken`: Tidal will not wake the model until an operator",
+        "  fixes the annotation the message names (`InvalidAnnotation` Event on",
+        "  the Deployment); there is no `Retry-After`, since nobody knows when.",
+        "  Retrying is safe and cheap (each answer comes at once), and the first",
+        "  request after the fix wakes the model.",
         "- **504** (`cold_start_timeout`): no replica became ready within the",
         "  model's `routing.tidal.dev/cold-start-timeout`",
         "  ([annotations.md](annotations.md)). Retrying is safe: the request",

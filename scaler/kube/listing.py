@@ -1,4 +1,5 @@
-"""One-shot reads for ``tidal status``: the opted-in Deployments and their spot companions."""
+"""One-shot reads for ``tidal status``: the opted-in Deployments, their spot companions,
+and those whose opt-in label has a value that opts nothing in."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from scaler.kube.types import ENABLED_LABEL, CompanionInfo, DeploymentInfo
 from scaler.kube.watch import check_response
 from scaler.policy.companion import CAPACITY_TYPE_LABEL
 
-__all__ = ["list_companions", "list_opted_in"]
+__all__ = ["list_companions", "list_not_opted_in", "list_opted_in"]
 
 
 async def list_opted_in(
@@ -30,6 +31,26 @@ async def list_opted_in(
     )
     found = [deployment_from_raw(obj) for obj in items]
     return sorted(found, key=lambda d: d.key)
+
+
+async def list_not_opted_in(
+    api: client.ApiClient, *, namespace: str | None = None, request_timeout_s: float = 10.0
+) -> list[tuple[str, str]]:
+    """``(namespace/name, value)`` of Deployments that carry the opt-in label with a value
+    other than ``true`` (``"yes"``, ``"True"``...), which opts nothing in; sorted."""
+    items = await _list(
+        api,
+        selector=f"{ENABLED_LABEL},{ENABLED_LABEL}!=true",
+        namespace=namespace,
+        what="deployments labelled but not opted in",
+        request_timeout_s=request_timeout_s,
+    )
+    found = []
+    for obj in items:
+        meta = obj.get("metadata") or {}
+        value = str((meta.get("labels") or {}).get(ENABLED_LABEL, ""))
+        found.append((f"{meta.get('namespace', '')}/{meta.get('name', '')}", value))
+    return sorted(found)
 
 
 async def list_companions(

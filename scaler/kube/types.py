@@ -195,10 +195,18 @@ class ScaleTarget(Protocol):
         ...
 
     async def write_status(
-        self, namespace: str, name: str, status_json: str, *, resource_version: str | None = None
+        self,
+        namespace: str,
+        name: str,
+        status_json: str,
+        *,
+        replicas: int,
+        has_annotations: bool = True,
     ) -> str:
-        """Set the ``autoscaling.tidal.dev/status`` annotation, if the Deployment is
-        still at ``resource_version`` when one is given; the new ``resourceVersion``."""
+        """Set the ``autoscaling.tidal.dev/status`` annotation if the Deployment's
+        ``spec.replicas`` is still ``replicas`` (the scale the status records;
+        :class:`~scaler.kube.errors.Conflict` otherwise); the new ``resourceVersion``.
+        ``has_annotations``: the Deployment had annotations when last seen."""
         ...
 
 

@@ -10,9 +10,16 @@
   ``resourceVersion`` is returned, for the next write's precondition.
 - **Pod-deletion-cost**: a merge patch of one annotation per pod (``None``
   removes it, to undo a ranking); a pod that is already gone (404) is skipped.
-- **Status annotation**: a merge patch of one annotation on the Deployment
-  (metadata only, so no new rollout and no generation bump), with the
-  ``resourceVersion`` precondition when one is given.
+- **Status annotation**: a JSON patch (RFC 6902) that adds one annotation
+  (metadata only, so no new rollout and no generation bump) after testing
+  that ``spec.replicas`` is still the scale the status describes. Not the
+  ``resourceVersion``: the Deployment controller writes the Deployment's
+  status right after every scale (observed generation, replica counts), so
+  the version a scale returns is stale within milliseconds and a status
+  written on it conflicts with the very scale it records. What the status
+  must not outlive is the scale, so that is what it tests; a failed test
+  (HTTP 422) comes out as a :class:`~scaler.kube.errors.Conflict`, as a
+  stale version would.
 - **Events**: core/v1 Events involving the Deployment, from component
   ``tidal-scaler``.
 
@@ -24,6 +31,7 @@ pyproject.toml): every write the scaler makes goes through it.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import uuid
 from collections.abc import Mapping
@@ -35,6 +43,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from scaler.kube.errors import Conflict, KubeError, NotFound, translate
 from scaler.kube.types import POD_DELETION_COST, STATUS_ANNOTATION, DeploymentInfo, ScaleState
+from scaler.kube.watch import check_response
 
 __all__ = ["COMPONENT", "KubeEvents", "KubeScaleTarget"]
 
@@ -42,6 +51,7 @@ log = logging.getLogger(__name__)
 
 COMPONENT = "tidal-scaler"
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 # What a kubernetes_asyncio call raises when it fails: HTTP errors, and
 # connection errors (aiohttp.ClientError is not always an OSError).
 _CALL_ERRORS = (ApiException, aiohttp.ClientError, OSError, TimeoutError)
@@ -108,22 +118,66 @@ class KubeScaleTarget:
                 raise err from exc
 
     async def write_status(
-        self, namespace: str, name: str, status_json: str, *, resource_version: str | None = None
+        self,
+        namespace: str,
+        name: str,
+        status_json: str,
+        *,
+        replicas: int,
+        has_annotations: bool = True,
     ) -> str:
-        metadata: dict[str, Any] = {"annotations": {STATUS_ANNOTATION: status_json}}
-        if resource_version:
-            metadata["resourceVersion"] = resource_version
+        doing = f"write status of {namespace}/{name}"
+        key_path = "/metadata/annotations/" + _pointer_token(STATUS_ANNOTATION)
+        test = {"op": "test", "path": "/spec/replicas", "value": replicas}
+        ops: list[dict[str, Any]] = [test, {"op": "add", "path": key_path, "value": status_json}]
+        if not has_annotations:
+            # No annotation map to add a key to: add the map, but only onto the
+            # object read now (a map that appeared meanwhile must not be replaced).
+            current = await self._read(namespace, name, doing)
+            meta = current.get("metadata") or {}
+            if meta.get("annotations"):
+                ops = [test, {"op": "add", "path": key_path, "value": status_json}]
+            else:
+                ops = [
+                    test,
+                    {"op": "test", "path": "/metadata/resourceVersion",
+                     "value": meta.get("resourceVersion")},
+                    {"op": "add", "path": "/metadata/annotations",
+                     "value": {STATUS_ANNOTATION: status_json}},
+                ]  # fmt: skip
         try:
             got: Any = await self._apps.patch_namespaced_deployment(
-                name,
-                namespace,
-                {"metadata": metadata},
-                _content_type=MERGE_PATCH,
-                _request_timeout=self._timeout_s,
+                name, namespace, ops, _content_type=JSON_PATCH, _request_timeout=self._timeout_s
             )
         except _CALL_ERRORS as exc:
-            raise self._error(exc, f"write status of {namespace}/{name}") from exc
+            err = self._error(exc, doing)
+            if err.status == 422 and "test failed" in str(err):
+                # A failed test: the scale is no longer the one this status describes.
+                err = Conflict(f"{doing}: spec.replicas is no longer {replicas}: {err}", status=409)
+                self.conflicts += 1
+            raise err from exc
         return str(got.metadata.resource_version)
+
+    async def _read(self, namespace: str, name: str, doing: str) -> dict[str, Any]:
+        try:
+            resp = await self._apps.read_namespaced_deployment(
+                name, namespace, _preload_content=False, _request_timeout=self._timeout_s
+            )
+            try:
+                await check_response(resp, doing)
+                data: dict[str, Any] = json.loads(await resp.read())
+            finally:
+                resp.release()
+        except KubeError:
+            raise
+        except _CALL_ERRORS as exc:
+            raise self._error(exc, doing) from exc
+        return data
+
+
+def _pointer_token(key: str) -> str:
+    """``key`` as one JSON pointer token (RFC 6901: ``~`` and ``/`` escaped)."""
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 def _now_rfc3339() -> str:

@@ -1,9 +1,12 @@
-"""What the scaler says about a change: the Event reason and message (DESIGN §4).
+"""What the scaler says on a Deployment: every Event reason, and a change's reason and message.
 
 Every change of a target's scale is recorded as a Kubernetes Event on its
 Deployment whose reason is one of ``Activated``, ``ScaledUp``,
-``ScaledDown``, ``ScaledToZero``; a rejected configuration as an
-``InvalidAnnotation`` Warning.
+``ScaledDown``, ``ScaledToZero``; :data:`EVENT_REASONS` lists these and every
+other reason the scaler raises (problems, placement, the warm tier), with
+its type and when it comes. Code that raises an Event names its reason with
+a constant from here, and ``docs/annotations.md`` lists the table, so the
+reference cannot miss one.
 
 Main decision: the reason names what actually happened, not what the policy
 hoped for. A decision whose own reason is a change (``ScaledUp``...) keeps
@@ -14,14 +17,95 @@ the move, and a move to zero is always ``ScaledToZero``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from scaler.policy.api import Decision, Reason
 
-__all__ = ["CHANGE_REASONS", "INVALID_ANNOTATION", "change_message", "change_reason"]
+__all__ = [
+    "CHANGE_REASONS",
+    "EVENT_REASONS",
+    "INVALID_ANNOTATION",
+    "INVALID_ROUTING",
+    "ON_DEMAND_PINNED",
+    "SLEEP_MODE_UNAVAILABLE",
+    "SLEPT",
+    "SPOT_FALLBACK",
+    "SPOT_RECOVERED",
+    "WAKE_FAILED",
+    "WOKE",
+    "WRITES_FAILING",
+    "EventReason",
+    "change_message",
+    "change_reason",
+]
 
 CHANGE_REASONS = frozenset(
     {Reason.ACTIVATED, Reason.SCALED_UP, Reason.SCALED_DOWN, Reason.SCALED_TO_ZERO}
 )
 INVALID_ANNOTATION = "InvalidAnnotation"
+INVALID_ROUTING = "InvalidRouting"
+WRITES_FAILING = "WritesFailing"
+SPOT_FALLBACK = "SpotFallback"
+SPOT_RECOVERED = "SpotRecovered"
+ON_DEMAND_PINNED = "OnDemandPinned"
+SLEPT = "Slept"
+WOKE = "Woke"
+WAKE_FAILED = "WakeFailed"
+SLEEP_MODE_UNAVAILABLE = "SleepModeUnavailable"
+
+
+@dataclass(frozen=True, slots=True)
+class EventReason:
+    """One Event reason as the reference lists it."""
+
+    reason: str
+    warning: bool
+    when: str
+
+
+#: Every Event reason the scaler raises on a Deployment, in the reference's order.
+EVENT_REASONS: tuple[EventReason, ...] = (
+    EventReason(Reason.ACTIVATED.value, False, "woken from zero by a request"),
+    EventReason(Reason.SCALED_UP.value, False, "more replicas"),
+    EventReason(Reason.SCALED_DOWN.value, False, "fewer replicas, not zero"),
+    EventReason(Reason.SCALED_TO_ZERO.value, False, "idle past the grace period: zero replicas"),
+    EventReason(
+        INVALID_ANNOTATION,
+        True,
+        "an `autoscaling.tidal.dev/` or `placement.tidal.dev/` annotation is invalid (each key,"
+        " value and what is allowed); the scale is left alone and requests held for the model"
+        " are answered 503 `not_woken` until it is fixed",
+    ),
+    EventReason(
+        INVALID_ROUTING,
+        True,
+        "a `routing.tidal.dev/` annotation is unknown or invalid; the activator uses the"
+        " default meanwhile, scaling goes on",
+    ),
+    EventReason(
+        WRITES_FAILING,
+        True,
+        "three writes in a row failed (other than a conflict); retried with backoff",
+    ),
+    EventReason(
+        ON_DEMAND_PINNED,
+        False,
+        "spot placement: the Deployment is pinned to on-demand capacity (a one-time rollout)",
+    ),
+    EventReason(
+        SPOT_FALLBACK, True, "on-demand replicas cover spot ones that do not serve, and why"
+    ),
+    EventReason(SPOT_RECOVERED, False, "spot serves again: the on-demand cover is released"),
+    EventReason(SLEPT, False, "warm tier: an idle replica sleeps"),
+    EventReason(WOKE, False, "warm tier: a sleeping replica woke, and how long it took"),
+    EventReason(WAKE_FAILED, True, "warm tier: waking a replica failed; a new one starts"),
+    EventReason(
+        SLEEP_MODE_UNAVAILABLE,
+        True,
+        "warm tier: `sleep-after` is set but the model server has no sleep mode (vLLM needs"
+        " `VLLM_SERVER_DEV_MODE=1` and `--enable-sleep-mode`); its replicas stay awake",
+    ),
+)
 
 
 def change_reason(decision: Decision, before: int) -> Reason:

@@ -27,7 +27,8 @@ replacement is Ready.
 
 Events: ``SpotFallback`` when on-demand starts covering spot (or covers
 more), naming why the spot replicas do not serve; ``SpotRecovered`` when the
-cover is released, back to the baseline.
+cover is released because spot serves again, back to the baseline (not when
+the cover ends because no spot is asked for any more, as at scale to zero).
 """
 
 from __future__ import annotations
@@ -38,14 +39,11 @@ from dataclasses import dataclass, replace
 
 from scaler.policy.api import PlacementConfig
 from scaler.policy.availability import CapacityType, PodFacts, SpotCounts, count_spot
+from scaler.policy.events import ON_DEMAND_PINNED, SPOT_FALLBACK, SPOT_RECOVERED
 from scaler.policy.fallback import DEFAULT_RELEASE_HOLD_S, FallbackState, plan_split
 from scaler.policy.placement import Split, split
 
 __all__ = ["ON_DEMAND_PINNED", "SPOT_FALLBACK", "SPOT_RECOVERED", "PlacementPlan", "plan_placement"]
-
-SPOT_FALLBACK = "SpotFallback"
-SPOT_RECOVERED = "SpotRecovered"
-ON_DEMAND_PINNED = "OnDemandPinned"
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +144,10 @@ def plan_placement(
                 f"({_why(counts)}); on-demand {result.on_demand}, spot {result.spot}",
             )
         )
-    elif state.covered > 0 and new_state.covered == 0:
+    elif state.covered > 0 and new_state.covered == 0 and result.spot > 0:
+        # Only spot that serves again is a recovery: a cover that ends because no
+        # spot is asked for any more (the model went to zero or to its baseline)
+        # is the scale's own Event, not spot's.
         events.append(
             (
                 SPOT_RECOVERED,

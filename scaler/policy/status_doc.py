@@ -9,7 +9,10 @@ split, reason) is compared, never the time, so a decision that changes
 nothing rewrites nothing, and a scaler that restarts and decides as its
 predecessor did leaves the annotation alone. The reason and the change time
 move only with an actual change of the scale; a decision that keeps the scale
-carries the previous reason and time forward.
+carries the previous reason and time forward, and before Tidal ever changed
+the scale (a new model, or one whose annotations were invalid from the
+start) the reason and time are ``null``, not the policy's ``Steady``: the
+reason says why the scale last *changed*.
 """
 
 from __future__ import annotations
@@ -60,14 +63,20 @@ def status_document(
 ) -> StatusDocument:
     """The document for ``decision``. ``changed``: this decision changed the scale, so
     its reason and ``now_wall`` are recorded; otherwise the previous reason and time
-    stay (``last_change_wall``, else ``now_wall``, when there was none). ``split``:
+    stay (``last_change_wall``, else ``now_wall``, when there was no time), and with
+    no previous reason both are ``null``: Tidal has not changed the scale. ``split``:
     ``(on_demand, spot)`` replicas asked of each capacity type (``None``: all on demand)."""
     before = previous or {}
+    reason: str | None
+    when: str | None
     if changed:
         reason, when = decision.reason.value, now_wall
-    else:
-        reason = before.get("reason", decision.reason.value)
+    elif before.get("reason") is not None:
+        reason = before["reason"]
         when = before.get("lastChangeTime") or last_change_wall or now_wall
+    else:
+        # Tidal has not changed this scale (yet): no reason for a change to show.
+        reason, when = None, last_change_wall
     return {
         "desired": decision.desired,
         "mode": decision.mode.value,

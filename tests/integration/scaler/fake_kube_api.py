@@ -212,6 +212,23 @@ class FakeKubeApi:
                 return status(409, "Conflict", "the object has been modified")
             d["spec"]["replicas"] = body["spec"]["replicas"]
             d["metadata"]["resourceVersion"] = self.next_rv()
+            answered = d["metadata"]["resourceVersion"]
+            # The Deployment controller records the new generation at once: the
+            # version this answer carries is stale by the time the caller reads it.
+            d["metadata"]["resourceVersion"] = self.next_rv()
+            return web.json_response(
+                {
+                    "apiVersion": "autoscaling/v1",
+                    "kind": "Scale",
+                    "metadata": {
+                        "namespace": d["metadata"]["namespace"],
+                        "name": d["metadata"]["name"],
+                        "resourceVersion": answered,
+                    },
+                    "spec": {"replicas": d["spec"]["replicas"]},
+                    "status": {"replicas": d["status"]["readyReplicas"], "selector": "app=x"},
+                }
+            )
         return web.json_response(
             {
                 "apiVersion": "autoscaling/v1",
@@ -234,11 +251,42 @@ class FakeKubeApi:
         failed = self.injected("status")
         if failed is not None:
             return failed
+        if request.content_type == "application/json-patch+json":
+            return self._json_patch(request, d, body)
         sent_rv = body["metadata"].get("resourceVersion")
         if sent_rv is not None and sent_rv != d["metadata"]["resourceVersion"]:
             return status(409, "Conflict", "the object has been modified")
         self.patches.append((request.path, request.content_type, body))
         d["metadata"]["annotations"].update(body["metadata"]["annotations"])
+        d["metadata"]["resourceVersion"] = self.next_rv()
+        return web.json_response(d)
+
+    async def read_deployment(self, request: web.Request) -> web.Response:
+        d = self._deployment(request)
+        if d is None:
+            return status(404, "NotFound", "not found")
+        return web.json_response(d)
+
+    def _json_patch(self, request: web.Request, d: dict[str, Any], ops: Any) -> web.Response:
+        """RFC 6902, as much as the status write uses: ``test`` and ``add`` under metadata."""
+        self.patches.append((request.path, request.content_type, ops))
+        doc = copy.deepcopy(d)
+        for op in ops:
+            tokens = [t.replace("~1", "/").replace("~0", "~") for t in op["path"][1:].split("/")]
+            parent = doc
+            for token in tokens[:-1]:
+                if not isinstance(parent, dict) or token not in parent:
+                    return status(422, "Invalid", f'doc is missing path: "{op["path"]}"')
+                parent = parent[token]
+            if op["op"] == "test":
+                if parent.get(tokens[-1]) != op["value"]:
+                    return status(422, "Invalid", f"testing value {op['path']} failed: test failed")
+            elif op["op"] == "add":
+                parent[tokens[-1]] = copy.deepcopy(op["value"])
+            else:
+                return status(422, "Invalid", f"op {op['op']} is not in this fake")
+        d.clear()
+        d.update(doc)
         d["metadata"]["resourceVersion"] = self.next_rv()
         return web.json_response(d)
 
@@ -301,6 +349,7 @@ class FakeKubeApi:
         r.add_get("/api/v1/namespaces/{ns}/pods", self.pods_ns)
         r.add_route("*", "/apis/apps/v1/namespaces/{ns}/deployments/{name}/scale", self.scale)
         r.add_patch("/apis/apps/v1/namespaces/{ns}/deployments/{name}", self.patch_deployment)
+        r.add_get("/apis/apps/v1/namespaces/{ns}/deployments/{name}", self.read_deployment)
         r.add_patch("/api/v1/namespaces/{ns}/pods/{name}", self.patch_pod)
         r.add_post("/api/v1/namespaces/{ns}/events", self.create_event)
         r.add_post("/apis/coordination.k8s.io/v1/namespaces/{ns}/leases", self.lease)

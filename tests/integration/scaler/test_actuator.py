@@ -3,7 +3,10 @@
 Covers:
 - a scale-down plan: deletion costs on the pods first, then ``/scale`` with
   the decision's resourceVersion, then a ``ScaledDown`` Event and the status
-  annotation, in that order; the outcome carries the status written;
+  annotation, in that order, the status written although the Deployment
+  controller moved the resourceVersion on right after the scale (as the real
+  one does; the status tests ``spec.replicas`` instead); the outcome carries
+  the status written;
 - a plan for a rejected config writes one Warning Event and nothing else;
 - a decision that keeps the scale writes only the status, keeping the
   previous reason and time; :func:`plan_writes` plans nothing when neither

@@ -6,7 +6,11 @@ Covers:
 - the answer to /v1/stats counts the activators reporting, and an activator
   silent for three of its periods is dropped from that count;
 - /v1/activate wakes a target at zero within the request (the scale write has
-  happened when 202 comes back); an unknown target is a 404;
+  happened when 202 comes back); an unknown target is a 404; a target whose
+  annotations are invalid is refused at once (422 ``not_woken``, naming the
+  Deployment and the annotation) until they are fixed, and ``/v1/targets``
+  shows it as InvalidAnnotation with no desired scale (not the decision made
+  before the annotation broke);
 - GET /v1/targets, /healthz, /readyz (serving; 503 once shutting down), /metrics.
 """
 
@@ -157,6 +161,37 @@ async def test_activate_wakes_within_the_request(scaler: Scaler) -> None:
     assert resp.status == 404
     resp = await scaler.client.post("/v1/activate", json={"target": "nope"}, headers=AUTH)
     assert resp.status == 400
+
+
+async def test_activate_refuses_a_target_with_an_invalid_annotation(scaler: Scaler) -> None:
+    await scaler.client.post("/v1/stats", json=stats("a", buffered=1), headers=AUTH)
+    await scaler.client.post(
+        "/v1/activate", json={"activator": "a", "target": "default/llama"}, headers=AUTH
+    )  # decided: signals want 1
+    bad = {"autoscaling.tidal.dev/window": "5x"}
+    scaler.cluster.put(deployment("llama", replicas=0, annotations=bad))
+    scaler.scale.scales.clear()
+    resp = await scaler.client.post(
+        "/v1/activate", json={"activator": "a", "target": "default/llama"}, headers=AUTH
+    )
+    assert resp.status == 422
+    body = await resp.json()
+    assert body["error"]["type"] == "not_woken"
+    assert body["target"] == "default/llama"
+    message = body["error"]["message"]
+    assert "default/llama" in message and 'autoscaling.tidal.dev/window: "5x"' in message
+    assert scaler.scale.scales == []  # left alone, as the InvalidAnnotation Event says
+    # The live view says so too, not the decision made before the annotation broke.
+    [view] = (await (await scaler.client.get("/v1/targets")).json())["targets"]
+    assert (view["valid"], view["desired"], view["reason"]) == (False, None, "InvalidAnnotation")
+    assert 'autoscaling.tidal.dev/window: "5x"' in view["message"]
+    # Fixed: the next activation wakes it.
+    scaler.cluster.put(deployment("llama", replicas=0))
+    resp = await scaler.client.post(
+        "/v1/activate", json={"activator": "a", "target": "default/llama"}, headers=AUTH
+    )
+    assert resp.status == 202
+    assert scaler.scale.scales == [("default/llama", 1)]
 
 
 async def test_read_endpoints(scaler: Scaler) -> None:

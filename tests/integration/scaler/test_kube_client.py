@@ -8,7 +8,9 @@ Covers:
   precondition; a 409 conflict is raised, never retried with the old value
   (the caller re-reads and decides again); 503 and 404 become ApiUnavailable
   and NotFound;
-- pod-deletion-cost and status annotations as merge patches; a vanished pod is skipped;
+- pod-deletion-cost as merge patches (a vanished pod is skipped); the status
+  annotation as a JSON patch that tests ``spec.replicas`` (a conflict when the
+  scale moved on), adding the annotation map when there is none;
 - core/v1 Events naming the Deployment;
 - the Lease: first candidate creates it, a second cannot take it while it is
   renewed, takes it once it has looked unchanged for the lease duration; a
@@ -62,9 +64,7 @@ async def test_scale_with_precondition_and_no_blind_retry(
     assert read.replicas == 1
     rv = await target.scale("ml", "llama", 3, resource_version=read.resource_version)
     assert fake.deployments["ml/llama"]["spec"]["replicas"] == 3
-    assert (
-        rv == fake.deployments["ml/llama"]["metadata"]["resourceVersion"] != read.resource_version
-    )
+    assert rv != read.resource_version  # the version the scale answered
     path, content_type, body = fake.patches[-1]
     assert path == "/apis/apps/v1/namespaces/ml/deployments/llama/scale"
     assert content_type == "application/merge-patch+json"
@@ -93,11 +93,29 @@ async def test_annotations_and_events(api: tuple[FakeKubeApi, client.ApiClient])
     assert fake.pods["ml/llama-a"]["metadata"]["annotations"] == {
         "controller.kubernetes.io/pod-deletion-cost": "-3"
     }
-    await target.write_status("ml", "llama", '{"desired":2}')
-    assert (
-        fake.deployments["ml/llama"]["metadata"]["annotations"]["autoscaling.tidal.dev/status"]
-        == '{"desired":2}'
-    )
+    # No annotations yet: the map is added, onto the version just read.
+    await target.write_status("ml", "llama", '{"desired":2}', replicas=2, has_annotations=False)
+    assert fake.deployments["ml/llama"]["metadata"]["annotations"] == {
+        "autoscaling.tidal.dev/status": '{"desired":2}'
+    }
+    # One key added beside the others, after testing the scale it records.
+    await target.write_status("ml", "llama", '{"desired":2,"mode":"panic"}', replicas=2)
+    _, content_type, ops = fake.patches[-1]
+    assert content_type == "application/json-patch+json"
+    assert ops == [
+        {"op": "test", "path": "/spec/replicas", "value": 2},
+        {
+            "op": "add",
+            "path": "/metadata/annotations/autoscaling.tidal.dev~1status",
+            "value": '{"desired":2,"mode":"panic"}',
+        },
+    ]
+    # The scale moved on since: a conflict, and nothing written.
+    with pytest.raises(Conflict):
+        await target.write_status("ml", "llama", '{"desired":5}', replicas=5)
+    assert fake.deployments["ml/llama"]["metadata"]["annotations"] == {
+        "autoscaling.tidal.dev/status": '{"desired":2,"mode":"panic"}'
+    }
     info = DeploymentInfo(
         namespace="ml",
         name="llama",

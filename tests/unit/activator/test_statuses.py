@@ -3,7 +3,8 @@
 Covers: after a failed exchange with a replica, a client body failure is
 the answer whether or not bytes went out; a failure before any byte goes
 back to waiting; one after bytes is a 502 naming the replica; every row of
-the table is a JSON error in the OpenAI shape, 503s with Retry-After; the
+the table is a JSON error in the OpenAI shape, 503s with Retry-After (but
+``not_woken``); a refusal to wake carries the scaler's reason; the
 metrics' reasons are the table's codes; the held-body cap counts, refuses
 past the cap (0: no cap) and rejects a negative cap.
 """
@@ -24,6 +25,7 @@ from activator.statuses import (
     error_document,
     status_of,
 )
+from activator.wake_refusal import NotWoken
 
 
 @pytest.mark.parametrize("failure", list(Failure))
@@ -50,10 +52,20 @@ def test_every_row_is_a_json_error_and_a_metrics_reason() -> None:
         assert document == {
             "error": {"message": f"{spec.message}: detail", "type": spec.type, "code": spec.code}
         }
-        assert spec.retry_after == (spec.status == 503), exc_type
+        # A 503 says when to retry, except not_woken: nobody knows when the fix comes.
+        assert spec.retry_after == (spec.status == 503 and spec.code != "not_woken"), exc_type
         assert spec.code in REASONS
     assert status_of(BodyTimeout()).status == 408
     assert status_of(ValueError()).status == 502  # unlisted: an upstream failure
+
+
+def test_not_woken_names_what_the_scaler_said() -> None:
+    exc = NotWoken('Deployment ml/llama: autoscaling.tidal.dev/window: "5x" is not allowed')
+    error = error_document(exc)["error"]
+    assert (status_of(exc).status, error["code"]) == (503, "not_woken")
+    assert error["message"].endswith(
+        ': Deployment ml/llama: autoscaling.tidal.dev/window: "5x" is not allowed'
+    )
 
 
 def test_held_bodies_cap() -> None:

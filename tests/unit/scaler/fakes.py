@@ -101,11 +101,14 @@ class FakeCluster:
 class FakeScaleTarget:
     """Applies writes to a :class:`FakeCluster` as the API server would: a stale
     ``resourceVersion`` is a 409, every write bumps it (readiness follows a scale at
-    once unless told). ``fail_with`` fails every call; ``fail_next[call]`` fails the
+    once unless told), and so does the Deployment controller's status update right
+    after a scale (``controller_follows``); a status whose ``replicas`` are no longer
+    the Deployment's is a 409 too. ``fail_with`` fails every call; ``fail_next[call]`` fails the
     next calls of one kind (``scale``, ``costs``, ``status``) in order."""
 
     cluster: FakeCluster
     ready_follows: bool = True
+    controller_follows: bool = True
     fail_with: KubeError | None = None
     fail_next: dict[str, list[KubeError]] = field(default_factory=dict)
     scales: list[tuple[str, int]] = field(default_factory=list)
@@ -145,18 +148,28 @@ class FakeScaleTarget:
         self.scales.append((key, replicas))
         ready = None if self.ready_follows else d.ready_replicas
         self.cluster.set_replicas(key, replicas, ready=ready)
-        return self.cluster.snapshots[key].deployment.resource_version
+        version = self.cluster.snapshots[key].deployment.resource_version
+        if self.controller_follows:
+            self.cluster.touch(key)  # the Deployment controller records the new generation
+        return version
 
     async def set_deletion_costs(self, namespace: str, costs: Mapping[str, int | None]) -> None:
         self._call("costs")
         self.costs.append((namespace, dict(costs)))
 
     async def write_status(
-        self, namespace: str, name: str, status_json: str, *, resource_version: str | None = None
+        self,
+        namespace: str,
+        name: str,
+        status_json: str,
+        *,
+        replicas: int,
+        has_annotations: bool = True,
     ) -> str:
         self._call("status")
         key = f"{namespace}/{name}"
-        self._check(key, resource_version)
+        if self.cluster.snapshots[key].deployment.spec_replicas != replicas:
+            raise Conflict(f"{key}: testing value /spec/replicas failed", status=409)
         self.statuses.append((key, status_json))
         self.cluster.touch(key)
         return self.cluster.snapshots[key].deployment.resource_version

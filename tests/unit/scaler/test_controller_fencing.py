@@ -8,7 +8,9 @@ Covers, with the fakes of the scaler's seams:
   controller re-reads, decides again on what is there and does not re-apply
   the old value; when it changed only in its status, the re-decision writes
   the same scale against the fresh version within the same call;
-- a conflict on every attempt gives up after a bounded number of decisions.
+- a conflict that deciding again resolves counts no failed write; a conflict
+  on every attempt gives up after a bounded number of decisions and counts
+  one.
 """
 
 from __future__ import annotations
@@ -17,6 +19,11 @@ from scaler.kube.errors import Conflict
 from scaler.policy.api import Observation
 from tests.unit.scaler.fakes import deployment, pod
 from tests.unit.scaler.test_controller import KEY, ScriptedPolicy, World, idle
+
+
+def failures(w: World) -> float:
+    got = w.metrics.registry.get_sample_value("tidal_scaler_write_failures_total", {"target": KEY})
+    return got or 0.0
 
 
 async def test_lease_lost_between_costs_and_scale_stops_the_writes() -> None:
@@ -109,6 +116,7 @@ async def test_status_only_change_is_retried_on_the_fresh_version() -> None:
     assert policy.specs == [1, 1]
     assert w.scale.scales == [(KEY, 4)]  # once, on the fresh resourceVersion
     assert w.events.reasons() == ["ScaledUp"]
+    assert failures(w) == 0  # a conflict that deciding again resolved is no failure
 
 
 async def test_conflicts_on_every_attempt_give_up_until_the_next_tick() -> None:
@@ -120,3 +128,4 @@ async def test_conflicts_on_every_attempt_give_up_until_the_next_tick() -> None:
     assert len(policy.specs) == 3  # the decision and two more on re-read state
     assert w.scale.calls.count("scale") == 3
     assert w.replicas() == 1
+    assert failures(w) == 1  # one decision that could not be written

@@ -9,6 +9,7 @@ the cost, and the desired/ready gauges are by capacity type; a notice on
 the spot node covers in the next decision (on-demand 2, SpotFallback as a
 Warning), and once the node is gone and the
 replacement Ready, after the hold, SpotRecovered and back to the baseline;
+a change whose status write conflicts is announced once;
 a follower plans the same but writes nothing; a companion whose
 Deployment is no longer opted in is unpinned and deleted.
 """
@@ -26,6 +27,7 @@ from scaler.actuator import Actuator
 from scaler.app import target_view
 from scaler.controller import Controller, ControllerSettings
 from scaler.kube.cluster import deployment_from_raw
+from scaler.kube.errors import Conflict, KubeError
 from scaler.kube.types import CompanionInfo, NodeInfo, PodInfo, ScaleState
 from scaler.metrics import Metrics
 from scaler.placement_actuation import PlacementActuation
@@ -81,6 +83,7 @@ class World:
         }
         self.companion_map: dict[str, CompanionInfo] = {}
         self.log: list[tuple[Any, ...]] = []
+        self.fail_status: list[KubeError] = []  # the next status writes fail so, in order
         self.events = FakeEvents()
         self.now = 1000.0
         self.wall = WALL
@@ -208,9 +211,17 @@ class World:
         self.log.append(("costs",))
 
     async def write_status(
-        self, namespace: str, name: str, status_json: str, *, resource_version: str | None = None
+        self,
+        namespace: str,
+        name: str,
+        status_json: str,
+        *,
+        replicas: int,
+        has_annotations: bool = True,
     ) -> str:
-        assert resource_version in (None, str(self.version)), "a stale resourceVersion"
+        assert replicas == self.raw["spec"]["replicas"], "a status for another scale"
+        if self.fail_status:
+            raise self.fail_status.pop(0)
         self.raw["metadata"]["annotations"]["autoscaling.tidal.dev/status"] = status_json
         self.log.append(("status", json.loads(status_json)))
         return self.bump()
@@ -299,6 +310,23 @@ async def test_spot_pair_cover_and_recovery() -> None:
         await w.tick()
     assert w.raw["spec"]["replicas"] == 1
     assert "SpotRecovered" in w.events.reasons()
+
+
+async def test_a_change_is_announced_once_when_its_status_write_conflicts() -> None:
+    w = World()
+    for _ in range(3):
+        await w.tick()
+    assert w.statuses()[-1]["desired"] == 4
+    # More load; the status write after the pair's scale conflicts once (someone
+    # wrote the Deployment): the decision made again on the re-read Deployment
+    # must not announce the same change a second time.
+    w.activator.concurrency = 60.0
+    w.fail_status.append(Conflict("the object has been modified", status=409))
+    await w.tick()
+    await w.tick()
+    scaled = [e[2] for e in w.events.events if e[1] == "ScaledUp"]
+    assert len(scaled) == len(set(scaled)), scaled
+    assert w.statuses()[-1]["desired"] == 6
 
 
 async def test_follower_plans_but_writes_nothing() -> None:

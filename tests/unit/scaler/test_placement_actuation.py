@@ -83,7 +83,13 @@ class Recorder:
         raise AssertionError("placement sets no deletion costs")
 
     async def write_status(
-        self, namespace: str, name: str, status_json: str, *, resource_version: str | None = None
+        self,
+        namespace: str,
+        name: str,
+        status_json: str,
+        *,
+        replicas: int,
+        has_annotations: bool = True,
     ) -> str:
         raise AssertionError("placement writes no status")
 

@@ -5,15 +5,20 @@ the parser's message (the scaler leaves it alone, so its status annotation
 would otherwise look current), in the table and in JSON rows; a valid one
 keeps the reason from its status annotation. A spot pair: READY counts both
 halves, a line under the table names them (a companion not created yet
-too), and live cost columns and the saving show.
+too), and live cost columns and the saving show. Under the table: routing
+annotations the activator cannot use, a warm tier without sleep mode, and
+Deployments whose opt-in label is not "true". Output cut short by its reader
+ends without a traceback.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 from scaler.kube.types import CompanionInfo
-from scaler.status import render_table, rows
+from scaler.status import not_opted_in_lines, render_table, rows
 from tests.unit.scaler.fakes import deployment
 
 
@@ -54,6 +59,7 @@ def test_warm_tier_columns_show_sleeping_replicas_and_wakes() -> None:
     table = rows([warm, cold], live)
     assert table[0]["live"]["warm"] == {
         "asleep": 1, "wakes": 1, "sleeps": 2, "failed_wakes": 0, "last_wake_s": 0.96,
+        "sleep_mode_unavailable": None,
     }  # fmt: skip
     assert "warm" not in table[1]["live"]
     header, first, second = render_table(table).splitlines()[:3]
@@ -93,3 +99,42 @@ def test_spot_pair_and_cost() -> None:
         "($1.50 saved so far)"
     ) in text
     assert "default/fresh: spot: on-demand fresh 0 ready, spot fresh-spot (not created yet)" in text
+
+
+def test_what_tidal_does_not_act_on_is_said_under_the_table() -> None:
+    typo = deployment("typo", annotations={"routing.tidal.dev/model": "llama"})
+    nosleep = deployment("nosleep")
+    live = {
+        "default/typo": {"desired": 1, "signals": {}},
+        "default/nosleep": {
+            "desired": 1,
+            "signals": {},
+            "warm": {"pods": {}, "sleepModeUnavailable": "default/nosleep-1 has no sleep mode"},
+        },
+    }
+    table = rows([typo, nosleep], live)
+    assert 'routing.tidal.dev/model: "llama"' in table[0]["routing_problem"]
+    text = render_table(table)
+    assert "Routing annotations the activator cannot use (it uses the defaults):" in text
+    assert 'default/typo: routing.tidal.dev/model: "llama"' in text
+    assert "Sleep mode unavailable (replicas stay awake):" in text
+    assert "default/nosleep: default/nosleep-1 has no sleep mode" in text
+    lines = not_opted_in_lines([("default/yes", "yes")])
+    assert 'default/yes: autoscaling.tidal.dev/enabled="yes"' in lines
+    assert any('must be "true"' in line for line in lines)
+    assert not_opted_in_lines([]) == []
+
+
+def test_a_reader_that_stops_reading_ends_it_quietly() -> None:
+    # A real pipe whose reader goes away after one line, as with ``tidal status | head -1``.
+    program = "from scaler.status import write_out; write_out(chr(10).join(['row'] * 200000))"
+    proc = subprocess.run(
+        f'{sys.executable} -c "{program}" | head -1',
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.stdout == "row\n"
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr

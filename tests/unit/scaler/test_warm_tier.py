@@ -22,9 +22,12 @@ class FakeReplicas:
         self.calls: list[tuple[str, str]] = []
         self.room = room
         self.fail_wake = False
+        self.sleep_mode = True  # False: /sleep is not served (404), as without dev mode
 
     async def sleep(self, base: str, level: int) -> None:
         self.calls.append(("sleep", base))
+        if not self.sleep_mode:
+            raise ReplicaCallFailed(f"POST {base}/sleep answered 404: Not Found", status=404)
         self.asleep.add(base)
 
     async def wake_up(self, base: str, tags: tuple[str, ...] = ()) -> None:
@@ -83,6 +86,29 @@ async def test_idle_replicas_sleep_after_the_handoff_and_busy_ones_do_not() -> N
     assert replicas.calls == [("sleep", "http://10.0.0.1:8000")]
     assert w.tier.phase_of("ml/a-1") is Phase.SLEEPING
     assert w.events == [("ml/a", "Slept")]
+
+
+async def test_a_server_without_sleep_mode_is_reported_once_and_not_asked_again() -> None:
+    replicas = FakeReplicas()
+    replicas.sleep_mode = False
+    w = World(replicas)
+    w.idle["ml/a"] = 0.0
+    pods = [pod("a-1", "10.0.0.1")]
+    for now in (30.0, 32.0, 34.0):  # ticks
+        w.tier.consider_sleep("ml/a", CONFIG, pods, now=now)
+        await asyncio.sleep(0.05)
+    assert replicas.calls == [("sleep", "http://10.0.0.1:8000")]
+    assert w.events == [("ml/a", "SleepModeUnavailable")]
+    assert w.tier.not_routable() == {}  # back in rotation, awake
+    said = w.tier.describe("ml/a")["sleepModeUnavailable"]
+    assert "ml/a-1" in said and "--enable-sleep-mode" in said
+    # A new replica (say, after a rollout that enabled sleep mode) is asked.
+    replicas.sleep_mode = True
+    w.tier.consider_sleep("ml/a", CONFIG, [*pods, pod("a-2", "10.0.0.2")], now=36.0)
+    await asyncio.sleep(0.05)
+    assert replicas.calls[-1] == ("sleep", "http://10.0.0.2:8000")
+    assert w.tier.describe("ml/a")["sleepModeUnavailable"] is None
+    assert w.events[-1] == ("ml/a", "Slept")
 
 
 async def test_work_arriving_during_the_handoff_cancels_the_sleep() -> None:

@@ -85,6 +85,16 @@ def test_notice_then_recovery() -> None:
     assert reason == SPOT_RECOVERED and "back to 1" in message
 
 
+def test_cover_ending_at_zero_is_no_recovery() -> None:
+    pending = [spot(f"s{i}", phase="Pending", ready=False) for i in range(3)]
+    plan = step(pods=pending, now_wall=T0 + 180)
+    assert plan.split.covering == 3
+    for target in (0, 1):  # to zero, or to the baseline alone: no spot asked for
+        after = step(pods=pending, target=target, state=plan.state, now_wall=T0 + 200)
+        assert after.split.spot == 0 and after.state.covered == 0
+        assert after.events == ()
+
+
 def test_full_spot_pool_is_covered_after_the_pending_timeout() -> None:
     pending = [spot(f"s{i}", phase="Pending", ready=False) for i in range(3)]
     plan = step(pods=pending, now_wall=T0 + 60)

@@ -50,11 +50,14 @@ def test_status_keeps_reason_and_time_unless_changed() -> None:
     assert parse_status(None) is None
 
 
-def test_status_without_previous_uses_last_change_then_now() -> None:
+def test_status_before_any_change_has_no_reason() -> None:
     d = Decision(desired=1, reason=Reason.STEADY, mode=Mode.STABLE)
-    assert status_document(d, None, changed=False, now_wall="now")["lastChangeTime"] == "now"
-    got = status_document(d, None, changed=False, now_wall="now", last_change_wall="then")
-    assert got["lastChangeTime"] == "then"
+    first = status_document(d, None, changed=False, now_wall="now")
+    assert (first["reason"], first["lastChangeTime"]) == (None, None)
+    timeless = {"desired": 1, "reason": "ScaledUp"}  # written by an older version
+    got = status_document(d, timeless, changed=False, now_wall="now", last_change_wall="then")
+    assert (got["reason"], got["lastChangeTime"]) == ("ScaledUp", "then")
+    assert status_document(d, timeless, changed=False, now_wall="now")["lastChangeTime"] == "now"
 
 
 @dataclass(frozen=True)

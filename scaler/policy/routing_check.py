@@ -1,0 +1,89 @@
+"""The scaler's check of a Deployment's ``routing.tidal.dev/*`` annotations (DESIGN §2).
+
+Routing belongs to the activator, which reads these annotations, uses the
+default for a bad value (one typo must not take a model off the data path)
+and ignores a key it does not know. Left there, a typo shows only in an
+activator's log. The scaler, which watches the same Deployments and already
+raises Events on them, checks them too, so that each problem becomes an
+``InvalidRouting`` Warning Event and a line in ``tidal status``.
+
+Main decisions:
+
+- **A warning, not a refusal.** Unlike an ``autoscaling.tidal.dev/``
+  problem, a routing problem does not stop scaling: the activator routes
+  with the defaults meanwhile, so the model is served.
+- **Unknown keys are typos** (``routing.tidal.dev/model`` for ``models``),
+  named with the known keys, as :mod:`scaler.policy.annotations` does.
+- **The same rules as the activator.** The scaler cannot import the
+  activator (they talk over HTTP), so the keys and ranges are stated here
+  again; a unit test runs both checks over the same annotations and fails
+  when they disagree.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+
+from scaler.policy.annotations import AnnotationProblem, parse_duration_s
+
+__all__ = ["ROUTING_KEYS", "ROUTING_PREFIX", "routing_problems"]
+
+ROUTING_PREFIX = "routing.tidal.dev/"
+
+
+def _duration_1s_1h(value: str) -> bool:
+    try:
+        return 1.0 <= parse_duration_s(value) <= 3600.0
+    except ValueError:
+        return False
+
+
+def _whole(lo: int, hi: int) -> Callable[[str], bool]:
+    def check(value: str) -> bool:
+        text = value.strip()
+        return bool(re.fullmatch(r"[+-]?\d+", text)) and lo <= int(text) <= hi
+
+    return check
+
+
+def _port(value: str) -> bool:
+    text = value.strip()
+    if text.isdigit():
+        return 0 < int(text) < 65536
+    return bool(text)
+
+
+def _anything(value: str) -> bool:
+    return True
+
+
+# key (after the prefix) -> (check, what is allowed), in DESIGN §2 order.
+_RULES: dict[str, tuple[Callable[[str], bool], str]] = {
+    "service": (_anything, "a Service name"),
+    "port": (_port, "a port number 1..65535 or a port name"),
+    "hosts": (_anything, "comma-separated host names"),
+    "path-prefix": (lambda v: v.startswith("/"), "a path starting with '/'"),
+    "models": (_anything, "comma-separated model names"),
+    "cold-start-timeout": (_duration_1s_1h, "a duration from 1s to 1h, such as 10m"),
+    "max-buffered": (_whole(0, 100_000), "a whole number 0..100000"),
+    "container-concurrency": (_whole(0, 10_000), "a whole number 0..10000 (0: no limit)"),
+}
+
+#: Every routing annotation the activator reads.
+ROUTING_KEYS: tuple[str, ...] = tuple(ROUTING_PREFIX + key for key in _RULES)
+
+
+def routing_problems(annotations: Mapping[str, str]) -> tuple[AnnotationProblem, ...]:
+    """Every bad ``routing.tidal.dev/*`` annotation (unknown key or value out of range)."""
+    problems = []
+    for key, value in annotations.items():
+        if not key.startswith(ROUTING_PREFIX):
+            continue
+        rule = _RULES.get(key[len(ROUTING_PREFIX) :])
+        if rule is None:
+            allowed = "unknown key; known keys are " + ", ".join(ROUTING_KEYS)
+            problems.append(AnnotationProblem(key, value, allowed))
+        elif not rule[0](value):
+            problems.append(AnnotationProblem(key, value, rule[1]))
+    return tuple(problems)
