@@ -31,11 +31,11 @@ import uvloop
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from groundwork.kube.connection import KubeConfigError, connect
 from scaler.actuator import ActuatorSettings, kube_actuator
 from scaler.app import ServerState, build_app
 from scaler.controller import Controller, ControllerSettings
 from scaler.gpu_memory import PrometheusGpuMemory
-from scaler.kube.client import KubeConfigError, connect
 from scaler.kube.cluster import KubeCluster
 from scaler.kube.leader import LeaseElector
 from scaler.kube.placement_watch import PlacementWatch

@@ -18,7 +18,7 @@ Only the actuator uses this module (as it does :mod:`scaler.kube.writer`).
 - :meth:`KubeCompanions.patch_deployment`: a JSON merge patch on the user's
   Deployment (the pin and its removal, :mod:`scaler.policy.companion`).
 
-All failures come out as :mod:`scaler.kube.errors` types.
+All failures come out as :mod:`groundwork.kube.errors` types.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from scaler.kube.errors import Conflict, NotFound, translate
-from scaler.kube.watch import check_response
+from groundwork.kube.errors import Conflict, NotFound, translate
+from groundwork.kube.reflector import check_response
 from scaler.policy.companion import TEMPLATE_HASH
 
 __all__ = ["KubeCompanions"]

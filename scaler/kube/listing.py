@@ -7,11 +7,11 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from groundwork.kube.errors import KubeError, translate
+from groundwork.kube.reflector import check_response
 from scaler.kube.cluster import deployment_from_raw
-from scaler.kube.errors import KubeError, translate
 from scaler.kube.placement_watch import companion_from_raw
 from scaler.kube.types import ENABLED_LABEL, CompanionInfo, DeploymentInfo
-from scaler.kube.watch import check_response
 from scaler.policy.companion import CAPACITY_TYPE_LABEL
 
 __all__ = ["list_companions", "list_opted_in"]

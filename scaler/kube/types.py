@@ -185,7 +185,7 @@ class ScaleTarget(Protocol):
         self, namespace: str, name: str, replicas: int, *, resource_version: str
     ) -> str:
         """Set ``spec.replicas`` through ``/scale`` if the Deployment is still at
-        ``resource_version`` (:class:`~scaler.kube.errors.Conflict` otherwise); the new
+        ``resource_version`` (:class:`~groundwork.kube.errors.Conflict` otherwise); the new
         ``resourceVersion``."""
         ...
 

@@ -16,7 +16,7 @@
 - **Events**: core/v1 Events involving the Deployment, from component
   ``tidal-scaler``.
 
-All failures come out as :mod:`scaler.kube.errors` types. Only
+All failures come out as :mod:`groundwork.kube.errors` types. Only
 :mod:`scaler.actuator` imports this module (an import contract in
 pyproject.toml): every write the scaler makes goes through it.
 """
@@ -33,7 +33,7 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from scaler.kube.errors import Conflict, KubeError, NotFound, translate
+from groundwork.kube.errors import Conflict, KubeError, NotFound, translate
 from scaler.kube.types import POD_DELETION_COST, STATUS_ANNOTATION, DeploymentInfo, ScaleState
 
 __all__ = ["COMPONENT", "KubeEvents", "KubeScaleTarget"]

@@ -34,7 +34,7 @@ def _lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def tree_copy(tmp_path: Path) -> Path:
-    for package in ("scaler", "activator", "loadtests"):
+    for package in ("groundwork", "scaler", "activator", "loadtests"):
         shutil.copytree(
             ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
         )
@@ -71,7 +71,7 @@ def test_tree_as_is_keeps_contracts(tree_copy: Path) -> None:
         pytest.param(
             "scaler/signals/_violation.py",
             "import kubernetes_asyncio\n",
-            "only scaler.kube and activator.kube import kubernetes_asyncio",
+            "only groundwork.kube, scaler.kube and activator.kube import kubernetes_asyncio",
             id="kubernetes-outside-kube",
         ),
         pytest.param(

@@ -7,7 +7,6 @@ scaler token from the environment or a file, a flag still accepted with a
 warning; the error -> status table (one mapping, tested as a table); Deployment
 annotations and EndpointSlices translated into targets (ready, terminating,
 port by name or number, invalid annotations reported and defaulted); the
-reflector re-lists after 410 Gone and re-watches after a disconnect; the
 metrics merge for ``--workers`` sums samples.
 """
 
@@ -15,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,6 @@ import pytest
 from activator.buffering import BufferFull, ColdStartTimeout, GateClosed
 from activator.cli import configure, secret_flag_warnings, settings_from_args
 from activator.kube.translate import build_targets, endpoints_from_slices, target_from_deployment
-from activator.kube.watch import Gone, Reflector
 from activator.metrics import merge_expositions
 from activator.proxy import error_response
 from activator.routes_file import parse_routes
@@ -286,53 +283,6 @@ def test_build_targets_joins_kinds() -> None:
     assert list(targets) == ["ml/llama"]
     assert problems == []
     assert targets["ml/llama"].endpoints == (Endpoint("10.0.0.1", 8000, name="p1", ready=True),)
-
-
-def obj(name: str, rv: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}}
-
-
-async def test_reflector_relists_on_gone_and_rewatches_on_disconnect() -> None:
-    lists = [([obj("a", "1")], "1"), ([obj("a", "5"), obj("c", "5")], "5")]
-    watched_from: list[str] = []
-    changes: list[set[str]] = []
-    done: Any = None
-
-    async def lister() -> tuple[list[Any], str]:
-        return lists.pop(0)
-
-    async def watcher(version: str) -> AsyncIterator[dict[str, Any]]:
-        watched_from.append(version)
-        step = len(watched_from)
-        if step == 1:
-            yield {"type": "ADDED", "object": obj("b", "2")}
-            raise ConnectionResetError("cut")  # disconnect: re-watch from 2
-        if step == 2:
-            yield {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "3"}}}
-            yield {"type": "DELETED", "object": obj("b", "4")}
-            raise Gone()  # too old: list again
-        if step == 3:
-            done.set_result(None)
-            await asyncio.Event().wait()
-
-    import asyncio
-
-    done = asyncio.get_running_loop().create_future()
-    reflector = Reflector(
-        "Thing",
-        lister=lister,
-        watcher=watcher,
-        on_change=lambda: changes.append(set(reflector.store)),
-        backoff_s=(0.0,),
-    )
-    task = asyncio.create_task(reflector.run())
-    await asyncio.wait_for(done, 5)
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-    assert watched_from == ["1", "2", "5"]
-    assert reflector.lists == 2
-    assert set(reflector.store) == {"ns/a", "ns/c"}
-    assert changes == [{"ns/a"}, {"ns/a", "ns/b"}, {"ns/a"}, {"ns/a", "ns/c"}]
 
 
 def test_metrics_merge_sums_workers() -> None:

@@ -1,19 +1,28 @@
 """List-then-watch one resource, forever, through disconnects and 410 Gone.
 
-This is client-go's reflector in miniature. It lists (replacing the cache
-whole), then watches from the list's ``resourceVersion`` with bookmarks and a
-server-side ``timeoutSeconds`` so that a quiet stream still ends and restarts
-every few minutes. When a stream ends or breaks it resumes from the last
-resourceVersion it saw; when the server answers 410 Gone (that version was
-compacted away) it re-lists. Any other failure (API server down, slow, 5xx)
-waits with capped, jittered exponential backoff and tries again: the cache
-keeps its last contents meanwhile, and callers see ``synced`` stay true.
+This is client-go's reflector in miniature, and the one both services use
+(the scaler for Deployments, pods, Nodes and spot companions; the activator
+for Deployments, Services, EndpointSlices and Nodes). It lists (replacing
+the cache whole), then watches from the list's ``resourceVersion`` with
+bookmarks and a server-side ``timeoutSeconds`` so that a quiet stream still
+ends and restarts every few minutes. When a stream ends or breaks it resumes
+from the last resourceVersion it saw; when the server answers 410 Gone (that
+version was compacted away) it re-lists. Any other failure (API server down,
+slow, 5xx) waits with capped, jittered exponential backoff and tries again:
+the cache keeps its last contents meanwhile, and callers see ``synced`` stay
+true. A rejected list or watch (4xx other than 410) re-lists after the
+backoff, since a bad version may be the cause.
+
+The caller gets two callbacks, ``on_reset(items)`` after each list and
+``on_event(kind, obj)`` for each ADDED, MODIFIED or DELETED, and builds
+whatever index it needs; :class:`ObjectCache` is the plain one, a dict by
+``namespace/name`` with a change callback.
 
 It reads raw JSON (``_preload_content=False``) rather than kubernetes_asyncio
 models: the cache needs a handful of fields, and deserializing thousands of
 full objects into models per re-list costs more than the whole decision loop.
 Note that kubernetes_asyncio does not check the HTTP status of an
-unpreloaded response, so this module does.
+unpreloaded response, so this module does (:func:`check_response`).
 """
 
 from __future__ import annotations
@@ -27,9 +36,9 @@ from typing import Any
 
 import aiohttp
 
-from scaler.kube.errors import ApiUnavailable, Gone, KubeError, error_for_status, translate
+from groundwork.kube.errors import ApiUnavailable, Gone, KubeError, error_for_status, translate
 
-__all__ = ["RawObject", "Reflector", "check_response"]
+__all__ = ["ObjectCache", "RawObject", "Reflector", "check_response", "object_key"]
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +79,7 @@ class Reflector:
         backoff_max_s: float = 5.0,
     ) -> None:
         self._list_call = list_call
-        self._what = what
+        self.what = what
         self._on_reset = on_reset
         self._on_event = on_event
         self._kwargs = dict(list_kwargs or {})
@@ -79,10 +88,11 @@ class Reflector:
         self._backoff_initial_s = backoff_initial_s
         self._backoff_max_s = backoff_max_s
         self.synced = False
-        self.relists = 0  # how many times the cache was replaced whole (tests, metrics)
+        self.lists = 0  # how many times the cache was replaced whole (tests, metrics)
+        self._rv: str | None = None  # where the next watch starts; None: list first
 
     async def _list(self) -> str:
-        doing = f"list {self._what}"
+        doing = f"list {self.what}"
         try:
             resp = await self._list_call(
                 **self._kwargs, _preload_content=False, _request_timeout=self._request_timeout_s
@@ -100,11 +110,13 @@ class Reflector:
         rv = str((data.get("metadata") or {}).get("resourceVersion", ""))
         self._on_reset(list(items))
         self.synced = True
-        self.relists += 1
+        self.lists += 1
         return rv
 
-    async def _watch(self, rv: str) -> str:
-        doing = f"watch {self._what}"
+    async def _watch(self, rv: str) -> None:
+        """Watch from ``rv``; :attr:`_rv` follows every event, so a cut stream
+        resumes from the last version seen rather than replaying the stream."""
+        doing = f"watch {self.what}"
         timeout = aiohttp.ClientTimeout(
             sock_connect=self._request_timeout_s, sock_read=self._watch_timeout_s + 30
         )
@@ -121,39 +133,39 @@ class Reflector:
             await check_response(resp, doing)
             try:
                 while line := await resp.content.readline():
-                    rv = self._handle(line, rv)
+                    self._handle(line)
             finally:
                 resp.release()
         except KubeError:
             raise
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
             raise translate(exc, doing=doing) from exc
-        return rv
 
-    def _handle(self, line: bytes, rv: str) -> str:
+    def _handle(self, line: bytes) -> None:
         if not line.strip():
-            return rv
+            return
         event = json.loads(line)
         kind = event.get("type")
         obj = event.get("object") or {}
         if kind == "ERROR":
             code = int(obj.get("code") or 0)
-            raise error_for_status(code, f"watch {self._what}: {obj.get('message', obj)}")
-        new_rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+            raise error_for_status(code, f"watch {self.what}: {obj.get('message', obj)}")
         if kind in ("ADDED", "MODIFIED", "DELETED"):
             self._on_event(kind, obj)
-        return new_rv
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if rv:
+            self._rv = str(rv)
 
     async def run(self) -> None:
         """Run until cancelled."""
-        rv: str | None = None
+        self._rv = None
         backoff_s = self._backoff_initial_s
         while True:
             try:
-                if rv is None:
-                    rv = await self._list()
+                if self._rv is None:
+                    self._rv = await self._list()
                 started = asyncio.get_running_loop().time()
-                rv = await self._watch(rv)
+                await self._watch(self._rv)
                 backoff_s = self._backoff_initial_s
                 # A clean end resumes at once, unless streams end as soon as they
                 # start (a misbehaving proxy): then do not spin.
@@ -161,16 +173,48 @@ class Reflector:
                     continue
             except Gone:
                 log.info(
-                    "watch %s: resourceVersion %s too old (410 Gone), re-listing", self._what, rv
+                    "watch %s: resourceVersion %s too old (410 Gone), re-listing",
+                    self.what,
+                    self._rv,
                 )
-                rv = None
+                self._rv = None
                 continue
             except ApiUnavailable as exc:
                 log.warning(
-                    "watch %s: API unavailable, retrying in %.1fs: %s", self._what, backoff_s, exc
+                    "watch %s: API unavailable, retrying in %.1fs: %s", self.what, backoff_s, exc
                 )
             except KubeError as exc:
-                log.error("watch %s failed, retrying in %.1fs: %s", self._what, backoff_s, exc)
-                rv = None  # a rejected watch may mean a bad version: re-list
+                log.error("watch %s failed, retrying in %.1fs: %s", self.what, backoff_s, exc)
+                self._rv = None  # a rejected watch may mean a bad version: re-list
             await asyncio.sleep(backoff_s * random.uniform(0.8, 1.2))
             backoff_s = min(self._backoff_max_s, backoff_s * 2)
+
+
+def object_key(obj: RawObject) -> str:
+    """``namespace/name`` of a raw object (``/name`` for cluster-scoped ones)."""
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+class ObjectCache:
+    """The raw objects a :class:`Reflector` keeps, by ``namespace/name``.
+
+    Pass :meth:`reset` and :meth:`event` as the reflector's ``on_reset`` and
+    ``on_event``; ``on_change`` runs after every change (a whole list, or one
+    event).
+    """
+
+    def __init__(self, on_change: Callable[[], None]) -> None:
+        self.store: dict[str, RawObject] = {}
+        self._on_change = on_change
+
+    def reset(self, items: list[RawObject]) -> None:
+        self.store = {object_key(o): o for o in items}
+        self._on_change()
+
+    def event(self, kind: str, obj: RawObject) -> None:
+        if kind == "DELETED":
+            self.store.pop(object_key(obj), None)
+        else:
+            self.store[object_key(obj)] = obj
+        self._on_change()
