@@ -23,11 +23,11 @@ from typing import Any
 
 import prometheus_client
 import uvloop
-from pydantic import ValidationError
 
 from activator.app import serve
-from activator.settings import ActivatorSettings, flag_specs, load_settings
+from activator.settings import ActivatorSettings
 from activator.workers import run_workers
+from groundwork.settings_loading import SettingsError, flag_specs, load_settings
 
 __all__ = ["configure", "run", "secret_flag_warnings", "settings_from_args"]
 
@@ -41,8 +41,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", type=Path, metavar="FILE", help="YAML settings file (under flags and env)"
     )
-    for spec in flag_specs():
-        dest = "setting__" + "__".join(spec.path)
+    for spec in flag_specs(ActivatorSettings):
+        dest = "setting__" + spec.dotted.replace(".", "__")
         if spec.is_bool:
             parser.add_argument(
                 spec.flag, dest=dest, action="store_const", const=True, help=spec.help
@@ -56,16 +56,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> ActivatorSettings:
-    flags: dict[str, Any] = {}
-    for key, value in vars(args).items():
-        if not key.startswith("setting__") or value is None:
-            continue
-        path = key.removeprefix("setting__").split("__")
-        node = flags
-        for part in path[:-1]:
-            node = node.setdefault(part, {})
-        node[path[-1]] = value
-    return load_settings(flags, getattr(args, "config", None))
+    flags: dict[str, Any] = {
+        key.removeprefix("setting__").replace("__", "."): value
+        for key, value in vars(args).items()
+        if key.startswith("setting__")
+    }
+    return load_settings(ActivatorSettings, flags=flags, config_file=getattr(args, "config", None))
 
 
 def secret_flag_warnings(args: argparse.Namespace) -> list[str]:
@@ -83,8 +79,9 @@ def secret_flag_warnings(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     try:
         settings = settings_from_args(args)
-    except (ValidationError, ValueError) as exc:
-        print(f"tidal activator: invalid settings:\n{exc}", file=sys.stderr)
+    except SettingsError as exc:
+        for line in str(exc).splitlines():
+            print(f"tidal activator: {line}", file=sys.stderr)
         return 2
     logging.basicConfig(
         level=settings.log_level.upper(),

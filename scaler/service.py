@@ -45,6 +45,7 @@ from scaler.placing import Placer
 from scaler.policy.api import SignalKind
 from scaler.policy.protocol import PurePolicy
 from scaler.settings import (
+    FLAGS,
     ScalerSettings,
     SettingsError,
     describe_settings,
@@ -64,20 +65,6 @@ __all__ = ["configure", "run", "serve"]
 
 log = logging.getLogger("tidal.scaler")
 
-# flag -> dotted setting name
-_FLAGS = {
-    "port": "port",
-    "host": "host",
-    "token": "token",
-    "token_file": "token_file",
-    "identity": "identity",
-    "tick_interval_s": "tick_interval_s",
-    "kubeconfig": "kube.kubeconfig",
-    "context": "kube.context",
-    "prometheus_url": "prometheus.url",
-    "log_level": "log_level",
-}
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -85,7 +72,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", metavar="FILE", help="YAML file of settings (lowest precedence)"
     )
-    parser.add_argument("--port", type=int, help="HTTP port (default 8090)")
+    # No type= on the flags: the settings loader checks every value and names
+    # the flag, the value and what is allowed in one line.
+    parser.add_argument("--port", help="HTTP port (default 8090)")
     parser.add_argument("--host", help="address to listen on (default 0.0.0.0)")
     parser.add_argument(
         "--token",
@@ -98,9 +87,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--token-file", metavar="FILE", help="file holding the bearer token (a mounted Secret)"
     )
     parser.add_argument("--identity", help="name in the Lease (default $POD_NAME, else host:pid)")
-    parser.add_argument(
-        "--tick-interval-s", type=float, help="seconds between decisions (default 2)"
-    )
+    parser.add_argument("--tick-interval-s", help="seconds between decisions (default 2)")
     parser.add_argument("--kubeconfig", help="kubeconfig path (default $KUBECONFIG, in-cluster)")
     parser.add_argument("--context", help="kubeconfig context (default: current)")
     parser.add_argument(
@@ -385,11 +372,15 @@ async def serve(
 
 
 def run(args: argparse.Namespace) -> int:
-    flags = {dotted: getattr(args, name, None) for name, dotted in _FLAGS.items()}
+    flags = {
+        dotted: getattr(args, flag.removeprefix("--").replace("-", "_"), None)
+        for dotted, flag in FLAGS.items()
+    }
     try:
         settings = load_settings(flags=flags, config_file=args.config)
     except SettingsError as exc:
-        print(f"tidal scaler: bad settings: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines():
+            print(f"tidal scaler: {line}", file=sys.stderr)
         return 2
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"

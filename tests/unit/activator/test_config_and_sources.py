@@ -25,7 +25,7 @@ from activator.kube.translate import build_targets, endpoints_from_slices, targe
 from activator.metrics import merge_expositions
 from activator.proxy import error_response
 from activator.routes_file import parse_routes
-from activator.settings import load_settings
+from activator.settings import ActivatorSettings
 from activator.statuses import (
     AllRefused,
     BadBody,
@@ -38,6 +38,7 @@ from activator.statuses import (
     UpstreamFailed,
 )
 from activator.targets import Endpoint, parse_duration_s
+from groundwork.settings_loading import load_settings
 
 DESIGN_EXAMPLE = """
 targets:
@@ -103,35 +104,37 @@ def test_settings_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     config.write_text("port: 1000\nadmin_port: 1001\ntimeouts: {connect_s: 9, drain_s: 7}\n")
     monkeypatch.setenv("TIDAL_ACTIVATOR_PORT", "2000")
     monkeypatch.setenv("TIDAL_ACTIVATOR_TIMEOUTS__CONNECT_S", "3")
-    s = load_settings({"timeouts": {"drain_s": 1}}, config)
+    s = load_settings(ActivatorSettings, flags={"timeouts.drain_s": 1}, config_file=config)
     assert s.port == 2000
     assert s.admin_port == 1001
     assert s.timeouts.connect_s == 3
     assert s.timeouts.drain_s == 1
     with pytest.raises(ValueError, match="port and admin_port must differ"):
-        load_settings({"port": 5, "admin_port": 5})
+        load_settings(ActivatorSettings, flags={"port": 5, "admin_port": 5})
     with pytest.raises(ValueError, match="not a readable file"):
-        load_settings({}, tmp_path / "missing.yaml")
+        load_settings(ActivatorSettings, config_file=tmp_path / "missing.yaml")
 
 
 def test_scaler_token_from_env_or_file_and_a_flag_warns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TIDAL_ACTIVATOR_SCALER_TOKEN", "from-env")
-    token = load_settings({}).scaler_token
+    token = load_settings(ActivatorSettings).scaler_token
     assert token is not None and token.get_secret_value() == "from-env"
     monkeypatch.delenv("TIDAL_ACTIVATOR_SCALER_TOKEN")
     path = tmp_path / "token"
     path.write_text("from-file\n")
-    token = load_settings({"scaler_token_file": str(path)}).scaler_token
+    token = load_settings(ActivatorSettings, flags={"scaler_token_file": str(path)}).scaler_token
     assert token is not None and token.get_secret_value() == "from-file"
     with pytest.raises(ValueError, match="not both"):
-        load_settings({"scaler_token_file": str(path), "scaler_token": "x"})
+        load_settings(
+            ActivatorSettings, flags={"scaler_token_file": str(path), "scaler_token": "x"}
+        )
     path.write_text("\n")
     with pytest.raises(ValueError, match="is empty"):
-        load_settings({"scaler_token_file": str(path)})
+        load_settings(ActivatorSettings, flags={"scaler_token_file": str(path)})
     with pytest.raises(ValueError, match="cannot read"):
-        load_settings({"scaler_token_file": str(tmp_path / "absent")})
+        load_settings(ActivatorSettings, flags={"scaler_token_file": str(tmp_path / "absent")})
     parser = argparse.ArgumentParser()
     configure(parser)
     args = parser.parse_args(["--scaler-token", "visible"])

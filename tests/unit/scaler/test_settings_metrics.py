@@ -149,7 +149,7 @@ def test_token_from_file_or_environment(tmp_path: Path, monkeypatch: pytest.Monk
     ("content", "fragment"),
     [
         pytest.param(None, "cannot read", id="missing"),
-        pytest.param("\n", "holds no usable token", id="empty"),
+        pytest.param("\n", "is empty", id="empty"),
         pytest.param("two words\n", "holds no usable token", id="space-inside"),
     ],
 )
