@@ -35,12 +35,12 @@ from groundwork.kube.connection import KubeConfigError, connect
 from scaler.actuator import ActuatorSettings, kube_actuator
 from scaler.app import ServerState, build_app
 from scaler.controller import Controller, ControllerSettings
+from scaler.gpu_ledger import GpuLedger
 from scaler.gpu_memory import PrometheusGpuMemory
 from scaler.kube.cluster import KubeCluster
 from scaler.kube.leader import LeaseElector
 from scaler.kube.placement_watch import PlacementWatch
 from scaler.metrics import Metrics
-from scaler.placement_metrics import PlacementMetrics
 from scaler.placing import Placer
 from scaler.policy.api import SignalKind
 from scaler.policy.protocol import PurePolicy
@@ -123,6 +123,24 @@ async def _poll(
         await asyncio.sleep(max(0.0, interval_s - (loop.time() - started)))
 
 
+async def _account(
+    ledger: GpuLedger,
+    book: TargetBook,
+    warm: WarmTier | None,
+    every_s: float,
+    clock: Callable[[], float],
+) -> None:
+    """Charge GPU-seconds and cost every ``every_s``, beside the decisions (none waits
+    for it); nothing is charged until the Deployment list has synced."""
+    while True:
+        try:
+            if book.synced:
+                ledger.account(clock(), book.snapshots(), warm.asleep_count if warm else None)
+        except Exception:  # a bug in accounting must not stop it for good
+            log.exception("GPU accounting failed")
+        await asyncio.sleep(every_s)
+
+
 async def _refresh_memory(
     memory: PrometheusGpuMemory, every_s: float, clock: Callable[[], float]
 ) -> None:
@@ -167,13 +185,7 @@ async def serve(
             loop.add_signal_handler(sig, stop.set)
     identity = _identity(settings)
     access = await connect(kubeconfig=settings.kube.kubeconfig, context=settings.kube.context)
-    metrics = Metrics(
-        CollectorRegistry(),
-        gpu_hour_prices={
-            "on-demand": settings.prices.on_demand_per_gpu_hour,
-            "spot": settings.prices.spot_per_gpu_hour,
-        },
-    )
+    metrics = Metrics(CollectorRegistry())
     session = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=settings.scrape.max_concurrent + 8)
     )
@@ -251,16 +263,17 @@ async def serve(
             request_timeout_s=settings.kube.request_timeout_s,
         )
         placer = Placer(
-            view=placement_watch,
-            preset=preset,
+            view=placement_watch, preset=preset, hold_s=settings.placement.release_hold_s
+        )
+        ledger = GpuLedger(
             prices=settings.placement.price_table(
                 flat={
                     "on-demand": settings.prices.on_demand_per_gpu_hour,
                     "spot": settings.prices.spot_per_gpu_hour,
                 }
             ),
-            metrics=PlacementMetrics(metrics.registry),
-            hold_s=settings.placement.release_hold_s,
+            metrics=metrics,
+            facts=placer.facts,
         )
 
         leader = LeaseElector(
@@ -296,6 +309,7 @@ async def serve(
                 preset=preset,
             ),
             placer=placer,
+            ledger=ledger,
             policy=policy,
             leader=leader,
             metrics=metrics,
@@ -345,6 +359,10 @@ async def serve(
             ("placement-watch", placement_watch.run()),
             ("leader", leader.run()),
             ("controller", controller.run(IntervalTicker(settings.tick_interval_s))),
+            (
+                "gpu-ledger",
+                _account(ledger, book, controller.warm, settings.tick_interval_s, loop.time),
+            ),
         ]
         jobs += [
             (f"poll-{s.name}", _poll(s, every, book.poll_targets, signals)) for s, every in polled
