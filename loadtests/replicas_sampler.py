@@ -17,7 +17,7 @@ test should leave a gap in the chart, not stop the recording.
 
 :class:`KubeDeploymentReader` reads ``spec.replicas`` (desired) and
 ``status.readyReplicas`` (ready; absent means 0) with one read of the
-Deployment (:func:`groundwork.kube.objects.read_deployment`), connected as
+Deployment (:func:`groundwork.kube.raw.read_deployment`), connected as
 the activator and the scaler connect (:func:`groundwork.kube.connection.connect`:
 ``--kubeconfig``, ``$KUBECONFIG``, in-cluster, ``~/.kube/config``).
 
@@ -45,7 +45,7 @@ from typing import Any, Protocol, TextIO
 
 from groundwork.kube.connection import KubeConfigError, connect
 from groundwork.kube.errors import KubeError
-from groundwork.kube.objects import read_deployment
+from groundwork.kube.raw import read_deployment
 
 __all__ = [
     "CSV_COLUMNS",

@@ -21,8 +21,7 @@ whatever index it needs; :class:`ObjectCache` is the plain one, a dict by
 It reads raw JSON (``_preload_content=False``) rather than kubernetes_asyncio
 models: the cache needs a handful of fields, and deserializing thousands of
 full objects into models per re-list costs more than the whole decision loop.
-Note that kubernetes_asyncio does not check the HTTP status of an
-unpreloaded response, so this module does (:func:`check_response`).
+:mod:`groundwork.kube.raw` makes the calls and checks their HTTP status.
 """
 
 from __future__ import annotations
@@ -37,26 +36,11 @@ from typing import Any
 import aiohttp
 
 from groundwork.kube.errors import ApiUnavailable, Gone, KubeError, error_for_status, translate
+from groundwork.kube.raw import RawObject, call_json, check_response
 
-__all__ = ["ObjectCache", "RawObject", "Reflector", "check_response", "object_key"]
+__all__ = ["ObjectCache", "RawObject", "Reflector", "object_key"]
 
 log = logging.getLogger(__name__)
-
-RawObject = dict[str, Any]
-
-
-async def check_response(resp: Any, doing: str) -> None:
-    """Raise our error for a non-2xx unpreloaded response (kubernetes_asyncio does not)."""
-    status = int(resp.status)
-    if 200 <= status < 300:
-        return
-    body = await resp.read()
-    resp.release()
-    try:
-        message = json.loads(body).get("message", "")
-    except (ValueError, AttributeError):
-        message = body[:300].decode("utf-8", "replace")
-    raise error_for_status(status, f"{doing}: HTTP {status}: {message}")
 
 
 class Reflector:
@@ -92,20 +76,12 @@ class Reflector:
         self._rv: str | None = None  # where the next watch starts; None: list first
 
     async def _list(self) -> str:
-        doing = f"list {self.what}"
-        try:
-            resp = await self._list_call(
-                **self._kwargs, _preload_content=False, _request_timeout=self._request_timeout_s
-            )
-            await check_response(resp, doing)
-            try:
-                data = json.loads(await resp.read())
-            finally:
-                resp.release()
-        except KubeError:
-            raise
-        except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
-            raise translate(exc, doing=doing) from exc
+        data = await call_json(
+            self._list_call,
+            doing=f"list {self.what}",
+            request_timeout_s=self._request_timeout_s,
+            **self._kwargs,
+        )
         items = data.get("items") or []
         rv = str((data.get("metadata") or {}).get("resourceVersion", ""))
         self._on_reset(list(items))

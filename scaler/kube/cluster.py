@@ -26,7 +26,8 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from groundwork.kube.reflector import RawObject, Reflector
+from groundwork.kube.raw import RawObject
+from groundwork.kube.reflector import Reflector
 from scaler.kube.index import TargetIndex
 from scaler.kube.types import (
     ENABLED_LABEL,

@@ -27,7 +27,8 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from groundwork.kube.reflector import RawObject, Reflector
+from groundwork.kube.raw import RawObject
+from groundwork.kube.reflector import Reflector
 from scaler.kube.types import CompanionInfo, NodeInfo, PodInfo
 from scaler.policy.availability import CapacityType, PodFacts
 from scaler.policy.companion import CAPACITY_TYPE_LABEL, COMPANION_OF, TEMPLATE_HASH
