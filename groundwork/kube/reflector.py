@@ -136,16 +136,20 @@ class Reflector:
         """Run until cancelled."""
         self._rv = None
         backoff_s = self._backoff_initial_s
+        quick_ends = 0  # clean ends in a row, each within a second of its start
+        loop = asyncio.get_running_loop()
         while True:
             try:
                 if self._rv is None:
                     self._rv = await self._list()
-                started = asyncio.get_running_loop().time()
+                started = loop.time()
                 await self._watch(self._rv)
                 backoff_s = self._backoff_initial_s
-                # A clean end resumes at once, unless streams end as soon as they
-                # start (a misbehaving proxy): then do not spin.
-                if asyncio.get_running_loop().time() - started >= 1.0:
+                quick_ends = quick_ends + 1 if loop.time() - started < 1.0 else 0
+                # A clean end resumes at once, even a short one (a stream cut right
+                # after it started); streams that keep ending as soon as they start
+                # (a misbehaving proxy) wait between tries, so as not to spin.
+                if quick_ends < 2:
                     continue
             except Gone:
                 log.info(

@@ -5,7 +5,8 @@ it; a cut stream resumes from the last resourceVersion seen (bookmarks
 included) without re-listing; a 410 Gone in the stream re-lists; a non-2xx
 answer to the list is raised as our error and retried; every call asks for
 raw JSON with a request timeout; the ObjectCache keys objects by
-``namespace/name``.
+``namespace/name``; a stream that ends cleanly right after it started is
+resumed at once, but a second in a row waits (in the loop's simulated time).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 from groundwork.kube.reflector import ObjectCache, Reflector
 
@@ -122,3 +125,39 @@ async def test_lists_watches_resumes_after_a_cut_and_relists_after_gone() -> Non
     assert changes == [{"ns/a"}, {"ns/a", "ns/b"}, {"ns/a"}, {"ns/a", "ns/c"}]
     assert all(c["namespace"] == "ns" and c["_preload_content"] is False for c in calls)
     assert all(c.get("allow_watch_bookmarks") for c in calls if c.get("watch"))
+
+
+@pytest.mark.looptime
+async def test_one_short_clean_stream_resumes_at_once_two_in_a_row_wait() -> None:
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    watched_at: list[float] = []
+
+    async def park() -> None:
+        done.set_result(None)
+        await asyncio.Event().wait()
+
+    answers = [
+        listing([obj("a", "1")], "1"),
+        FakeResponse(200),  # ends at once: a cut right after connecting
+        FakeResponse(200),  # ends at once again: a proxy that closes every stream
+        FakeResponse(200, then=park),
+    ]
+
+    async def list_call(**kwargs: Any) -> FakeResponse:
+        if kwargs.get("watch"):
+            watched_at.append(loop.time())
+        return answers.pop(0)
+
+    cache = ObjectCache(lambda: None)
+    reflector = Reflector(
+        list_call=list_call, what="things", on_reset=cache.reset, on_event=cache.event
+    )
+    task = asyncio.create_task(reflector.run())
+    await asyncio.wait_for(done, 60)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    first, second, third = watched_at
+    assert second == first
+    assert 0.4 <= third - second <= 0.6  # the initial backoff, 0.5 s +- 20 %
+    assert reflector.lists == 1
