@@ -27,12 +27,14 @@ import uvloop
 from activator.app import serve
 from activator.settings import ActivatorSettings
 from activator.workers import run_workers
-from groundwork.settings_loading import SettingsError, flag_specs, load_settings
+from groundwork.settings_loading import (
+    SettingsError,
+    flag_specs,
+    load_settings,
+    visible_secret_warnings,
+)
 
-__all__ = ["configure", "run", "secret_flag_warnings", "settings_from_args"]
-
-# Settings whose value is a secret: a flag puts it in every user's ps.
-_SECRET_FLAGS = {"setting__scaler_token": ("--scaler-token", "TIDAL_ACTIVATOR_SCALER_TOKEN")}
+__all__ = ["configure", "flags_from_args", "run", "settings_from_args"]
 
 log = logging.getLogger("activator")
 
@@ -55,25 +57,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def settings_from_args(args: argparse.Namespace) -> ActivatorSettings:
-    flags: dict[str, Any] = {
+def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings given as flags, by dotted name (``None``: not given)."""
+    return {
         key.removeprefix("setting__").replace("__", "."): value
         for key, value in vars(args).items()
         if key.startswith("setting__")
     }
-    return load_settings(ActivatorSettings, flags=flags, config_file=getattr(args, "config", None))
 
 
-def secret_flag_warnings(args: argparse.Namespace) -> list[str]:
-    """A warning for each secret given as a flag (still accepted, for old manifests)."""
-    warnings = []
-    for dest, (flag, env) in _SECRET_FLAGS.items():
-        if getattr(args, dest, None) is not None:
-            warnings.append(
-                f"{flag} is visible to every user of this machine (ps, /proc); "
-                f"set {env} or {flag}-file instead"
-            )
-    return warnings
+def settings_from_args(args: argparse.Namespace) -> ActivatorSettings:
+    return load_settings(
+        ActivatorSettings, flags=flags_from_args(args), config_file=getattr(args, "config", None)
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -91,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     # dashboard uses; the services are the only place that may say so
     # process-wide.
     prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
-    for warning in secret_flag_warnings(args):
+    for warning in visible_secret_warnings(ActivatorSettings, flags_from_args(args)):
         log.warning("%s", warning)
     if settings.workers > 1:
         return run_workers(settings)

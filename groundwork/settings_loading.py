@@ -52,6 +52,7 @@ __all__ = [
     "flag_specs",
     "load_settings",
     "setting_fields",
+    "visible_secret_warnings",
 ]
 
 S = TypeVar("S", bound="ServiceSettings")
@@ -201,9 +202,7 @@ class _Given:
 
     def where(self, dotted: str) -> str:
         if dotted in self.flags:
-            if not self.flag_names:
-                return "--" + dotted.replace(".", "-").replace("_", "-")
-            return self.flag_names.get(dotted) or f"setting {dotted}"
+            return _flag(dotted, self.flag_names)
         env = env_name(self.cls, dotted)
         if env.lower() in (k.lower() for k in os.environ):
             return env
@@ -244,6 +243,46 @@ def _reword(message: str) -> str:
             message = new + message.removeprefix(old)
             break
     return message.split(", unable to")[0]
+
+
+def _flag(dotted: str, flag_names: Mapping[str, str] | None) -> str:
+    """The flag that sets ``dotted``: ``--`` and the name with dashes, unless named."""
+    if not flag_names:
+        return "--" + dotted.replace(".", "-").replace("_", "-")
+    return flag_names.get(dotted) or f"setting {dotted}"
+
+
+def visible_secret_warnings(
+    cls: type[ServiceSettings],
+    flags: Mapping[str, Any],
+    *,
+    flag_names: Mapping[str, str] | None = None,
+) -> list[str]:
+    """A warning for each secret given as a flag (still accepted, for old manifests).
+
+    Every user of the machine reads a process's flags (``ps``, ``/proc``). A
+    secret is a ``SecretStr`` setting, or any value holding a URL with
+    credentials in it (``http://user:pw@host``).
+    """
+    fields = dict(setting_fields(cls))
+    warnings = []
+    for dotted, value in flags.items():
+        if value is None or dotted not in fields:
+            continue
+        flag, env = _flag(dotted, flag_names), env_name(cls, dotted)
+        if _is_secret(fields[dotted]):
+            also = f"{dotted}_file"
+            instead = f"{env} or {_flag(also, flag_names)} FILE" if also in fields else env
+            warnings.append(
+                f"{flag} is visible to every user of this machine (ps, /proc); "
+                f"set {instead} instead"
+            )
+        elif isinstance(value, str) and "@" in value.partition("://")[2].partition("/")[0]:
+            warnings.append(
+                f"{flag} holds credentials that every user of this machine sees in ps; "
+                f"set {env} instead"
+            )
+    return warnings
 
 
 def _is_secret(info: FieldInfo) -> bool:

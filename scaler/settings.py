@@ -31,6 +31,7 @@ from pydantic_settings import SettingsConfigDict
 
 from groundwork.settings_loading import ServiceSettings, SettingsError, env_name, setting_fields
 from groundwork.settings_loading import load_settings as load_service_settings
+from groundwork.settings_loading import visible_secret_warnings as warn_visible_secrets
 from groundwork.token_file import read_token
 from scaler.placement_settings import PlacementSettings
 from scaler.signals.prometheus import GpuMetric
@@ -243,16 +244,4 @@ def describe_settings() -> str:
 def visible_secret_warnings(flags: Mapping[str, Any]) -> list[str]:
     """Warnings for secrets given as command-line flags (dotted names, as to
     :func:`load_settings`): every user of the machine can read them in ``ps``."""
-    out = []
-    if flags.get("token") is not None:
-        out.append(
-            "--token is visible to every user in ps; set TIDAL_SCALER_TOKEN or "
-            "--token-file FILE instead"
-        )
-    url = flags.get("prometheus.url")
-    if isinstance(url, str) and "@" in url.partition("://")[2].partition("/")[0]:
-        out.append(
-            "--prometheus-url holds credentials that every user sees in ps; set "
-            "TIDAL_SCALER_PROMETHEUS__URL instead"
-        )
-    return out
+    return warn_visible_secrets(ScalerSettings, flags, flag_names=FLAGS)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from activator.buffering import BufferFull, ColdStartTimeout, GateClosed
-from activator.cli import configure, secret_flag_warnings, settings_from_args
+from activator.cli import configure, flags_from_args, settings_from_args
 from activator.kube.translate import build_targets, endpoints_from_slices, target_from_deployment
 from activator.metrics import merge_expositions
 from activator.proxy import error_response
@@ -38,7 +38,7 @@ from activator.statuses import (
     UpstreamFailed,
 )
 from activator.targets import Endpoint, parse_duration_s
-from groundwork.settings_loading import load_settings
+from groundwork.settings_loading import load_settings, visible_secret_warnings
 
 DESIGN_EXAMPLE = """
 targets:
@@ -139,11 +139,12 @@ def test_scaler_token_from_env_or_file_and_a_flag_warns(
     configure(parser)
     args = parser.parse_args(["--scaler-token", "visible"])
     assert settings_from_args(args).scaler_token is not None
-    [warning] = secret_flag_warnings(args)
+    [warning] = visible_secret_warnings(ActivatorSettings, flags_from_args(args))
     assert "--scaler-token is visible" in warning
     assert "TIDAL_ACTIVATOR_SCALER_TOKEN" in warning
     assert "--scaler-token-file" in warning
-    assert secret_flag_warnings(parser.parse_args(["--scaler-token-file", str(path)])) == []
+    given = flags_from_args(parser.parse_args(["--scaler-token-file", str(path)]))
+    assert visible_secret_warnings(ActivatorSettings, given) == []
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,10 @@ Covers: a bad value is named where it was given (the flag, the environment
 variable, the file's key) with the value and what the field allows (type and
 bounds); an unknown key in the file is named; a secret's value is never
 echoed; ``tidal activator --port abc`` and ``tidal scaler --port abc`` each
-print one line naming the flag, the value and the allowed range, and exit 2.
-(Precedence, flag over environment over file, is tested per service.)
+print one line naming the flag, the value and the allowed range, and exit 2;
+a secret or a URL with credentials given as a flag is warned about, naming
+the variable (and the file setting) to use instead. (Precedence, flag over
+environment over file, is tested per service.)
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from activator.settings import ActivatorSettings
-from groundwork.settings_loading import SettingsError, load_settings
+from groundwork.settings_loading import SettingsError, load_settings, visible_secret_warnings
 from scaler.cli import main
 from scaler.settings import FLAGS, ScalerSettings
 
@@ -71,3 +73,15 @@ def test_cli_prints_one_line_for_a_bad_port(
     assert capsys.readouterr().err.splitlines() == [
         f"tidal {service}: --port 'abc': not a valid integer; allowed: an integer from 0 to 65535"
     ]
+
+
+def test_secrets_given_as_flags_are_warned_about() -> None:
+    flags = {"scaler_token": "t0k", "scaler_url": "http://user:pw@scaler:8090", "port": "1"}
+    token, url = visible_secret_warnings(ActivatorSettings, flags)
+    assert token == (
+        "--scaler-token is visible to every user of this machine (ps, /proc); "
+        "set TIDAL_ACTIVATOR_SCALER_TOKEN or --scaler-token-file FILE instead"
+    )
+    assert url.startswith("--scaler-url holds credentials")
+    assert "TIDAL_ACTIVATOR_SCALER_URL" in url
+    assert visible_secret_warnings(ActivatorSettings, {"scaler_url": "http://scaler"}) == []
