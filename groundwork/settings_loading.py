@@ -57,6 +57,10 @@ __all__ = [
 
 S = TypeVar("S", bound="ServiceSettings")
 
+# pydantic-settings builds its sources from the class, not from the call, so
+# the file one load read reaches its source through a context variable: two
+# loads at once (tests, one process running both services) never see each
+# other's file.
 _FILE_DATA: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
     "tidal_settings_file", default=None
 )
