@@ -18,8 +18,6 @@ import argparse
 import asyncio
 import logging
 import sys
-from pathlib import Path
-from typing import Any
 
 import prometheus_client
 import uvloop
@@ -29,41 +27,23 @@ from activator.settings import ActivatorSettings
 from activator.workers import run_workers
 from groundwork.settings_loading import (
     SettingsError,
-    flag_specs,
+    add_setting_flags,
+    flags_from_args,
     load_settings,
     visible_secret_warnings,
 )
 
-__all__ = ["configure", "flags_from_args", "run", "settings_from_args"]
+__all__ = ["configure", "run", "settings_from_args"]
 
 log = logging.getLogger("activator")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config", type=Path, metavar="FILE", help="YAML settings file (under flags and env)"
-    )
-    for spec in flag_specs(ActivatorSettings):
-        dest = "setting__" + spec.dotted.replace(".", "__")
-        if spec.is_bool:
-            parser.add_argument(
-                spec.flag, dest=dest, action="store_const", const=True, help=spec.help
-            )
-        else:
-            parser.add_argument(spec.flag, dest=dest, metavar="VALUE", help=spec.help)
+    add_setting_flags(parser, ActivatorSettings)
     parser.epilog = (
         "Without --routes the activator discovers targets from Kubernetes "
         "(KUBECONFIG or in-cluster)."
     )
-
-
-def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The settings given as flags, by dotted name (``None``: not given)."""
-    return {
-        key.removeprefix("setting__").replace("__", "."): value
-        for key, value in vars(args).items()
-        if key.startswith("setting__")
-    }
 
 
 def settings_from_args(args: argparse.Namespace) -> ActivatorSettings:

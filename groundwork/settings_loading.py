@@ -27,6 +27,7 @@ their message is kept as written.
 
 from __future__ import annotations
 
+import argparse
 import contextvars
 import enum
 import os
@@ -47,9 +48,11 @@ __all__ = [
     "FlagSpec",
     "ServiceSettings",
     "SettingsError",
+    "add_setting_flags",
     "allowed_values",
     "env_name",
     "flag_specs",
+    "flags_from_args",
     "load_settings",
     "setting_fields",
     "visible_secret_warnings",
@@ -352,20 +355,61 @@ class FlagSpec:
     help: str
 
 
-def flag_specs(cls: type[ServiceSettings]) -> list[FlagSpec]:
-    """A flag for every setting of ``cls``, whose help names its default and variable."""
+def flag_specs(
+    cls: type[ServiceSettings], *, flag_names: Mapping[str, str] | None = None
+) -> list[FlagSpec]:
+    """A flag for every setting of ``cls`` (only those ``flag_names`` names, when
+    given), whose help names its default and environment variable."""
     specs: list[FlagSpec] = []
     for dotted, info in setting_fields(cls):
+        if flag_names is not None and dotted not in flag_names:
+            continue
         default = info.get_default(call_default_factory=True)
         shown = "unset" if default is None or default == "" else repr(default)
         if isinstance(default, bool):
             shown = str(default).lower()
         specs.append(
             FlagSpec(
-                flag="--" + dotted.replace(".", "-").replace("_", "-"),
+                flag=_flag(dotted, flag_names),
                 dotted=dotted,
                 is_bool=info.annotation is bool,
                 help=f"{info.description} (default: {shown}; env {env_name(cls, dotted)})",
             )
         )
     return specs
+
+
+_DEST = "setting__"
+
+
+def add_setting_flags(
+    parser: argparse.ArgumentParser,
+    cls: type[ServiceSettings],
+    *,
+    flag_names: Mapping[str, str] | None = None,
+) -> None:
+    """Add ``--config FILE`` and the settings' flags (:func:`flag_specs`) to ``parser``.
+
+    No ``type=`` on the flags: :func:`load_settings` checks every value and
+    names the flag, the value and what is allowed in one line.
+    """
+    parser.add_argument(
+        "--config", type=Path, metavar="FILE", help="YAML settings file (under flags and env)"
+    )
+    for spec in flag_specs(cls, flag_names=flag_names):
+        dest = _DEST + spec.dotted.replace(".", "__")
+        if spec.is_bool:
+            parser.add_argument(
+                spec.flag, dest=dest, action="store_const", const=True, help=spec.help
+            )
+        else:
+            parser.add_argument(spec.flag, dest=dest, metavar="VALUE", help=spec.help)
+
+
+def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings :func:`add_setting_flags` flags gave, by dotted name (``None``: not given)."""
+    return {
+        key.removeprefix(_DEST).replace("__", "."): value
+        for key, value in vars(args).items()
+        if key.startswith(_DEST)
+    }

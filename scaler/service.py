@@ -32,6 +32,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from groundwork.kube.connection import KubeConfigError, connect
+from groundwork.settings_loading import add_setting_flags, flags_from_args
 from scaler.actuator import ActuatorSettings, kube_actuator
 from scaler.app import ServerState, build_app
 from scaler.controller import Controller, ControllerSettings
@@ -69,31 +70,7 @@ log = logging.getLogger("tidal.scaler")
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = describe_settings()
-    parser.add_argument(
-        "--config", metavar="FILE", help="YAML file of settings (lowest precedence)"
-    )
-    # No type= on the flags: the settings loader checks every value and names
-    # the flag, the value and what is allowed in one line.
-    parser.add_argument("--port", help="HTTP port (default 8090)")
-    parser.add_argument("--host", help="address to listen on (default 0.0.0.0)")
-    parser.add_argument(
-        "--token",
-        help=(
-            "bearer token for POST /v1/stats and /v1/activate; visible in ps, so prefer "
-            "TIDAL_SCALER_TOKEN or --token-file"
-        ),
-    )
-    parser.add_argument(
-        "--token-file", metavar="FILE", help="file holding the bearer token (a mounted Secret)"
-    )
-    parser.add_argument("--identity", help="name in the Lease (default $POD_NAME, else host:pid)")
-    parser.add_argument("--tick-interval-s", help="seconds between decisions (default 2)")
-    parser.add_argument("--kubeconfig", help="kubeconfig path (default $KUBECONFIG, in-cluster)")
-    parser.add_argument("--context", help="kubeconfig context (default: current)")
-    parser.add_argument(
-        "--prometheus-url", help="Prometheus base URL for DCGM GPU utilization (default: none)"
-    )
-    parser.add_argument("--log-level", help="debug, info, warning or error (default info)")
+    add_setting_flags(parser, ScalerSettings, flag_names=FLAGS)
 
 
 def _identity(settings: ScalerSettings) -> str:
@@ -390,10 +367,7 @@ async def serve(
 
 
 def run(args: argparse.Namespace) -> int:
-    flags = {
-        dotted: getattr(args, flag.removeprefix("--").replace("-", "_"), None)
-        for dotted, flag in FLAGS.items()
-    }
+    flags = flags_from_args(args)
     try:
         settings = load_settings(flags=flags, config_file=args.config)
     except SettingsError as exc:

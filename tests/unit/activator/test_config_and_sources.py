@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from activator.buffering import BufferFull, ColdStartTimeout, GateClosed
-from activator.cli import configure, flags_from_args, settings_from_args
+from activator.cli import configure, settings_from_args
 from activator.kube.translate import build_targets, endpoints_from_slices, target_from_deployment
 from activator.metrics import merge_expositions
 from activator.proxy import error_response
@@ -38,7 +38,7 @@ from activator.statuses import (
     UpstreamFailed,
 )
 from activator.targets import Endpoint, parse_duration_s
-from groundwork.settings_loading import load_settings, visible_secret_warnings
+from groundwork.settings_loading import flags_from_args, load_settings, visible_secret_warnings
 
 DESIGN_EXAMPLE = """
 targets:
