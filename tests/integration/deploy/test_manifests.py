@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import shutil
 import subprocess
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from scaler.metrics import Metrics as ScalerMetrics
 from tests.integration.deploy.manifests import (
     DEPLOY,
     MONITORING,
+    ROOT,
     alerts,
     dashboard,
     referenced_metrics,
@@ -439,6 +441,16 @@ def test_dockerfile_builds_the_runtime_only() -> None:
     assert "[" not in "".join(line for line in text.splitlines() if "pip" in line), "no extras"
     for compiler in ("gcc", "build-essential", "g++", "clang"):
         assert compiler not in final
+
+
+def test_dockerfile_copies_every_package_the_services_import() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    included = config["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = {pattern.rstrip("*") for pattern in included} - {"loadtests"}
+    text = (DEPLOY / "Dockerfile").read_text()
+    assert packages == {"groundwork", "scaler", "activator"}
+    for package in packages:
+        assert f"COPY {package} {package}\n" in text, package
 
 
 # --- the example a user copies ------------------------------------------------------

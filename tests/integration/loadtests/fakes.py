@@ -23,6 +23,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -202,3 +203,14 @@ def kube_app(*, token: str, replicas: Callable[[], tuple[int, int | None]]) -> w
 
     app.router.add_get("/apis/apps/v1/namespaces/{ns}/deployments/{name}", deployment)
     return app
+
+
+def write_kubeconfig(path: Path, server: str, token: str, namespace: str = "default") -> Path:
+    """A kubeconfig at ``path`` whose one context reaches ``server`` with ``token``."""
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"contexts: [{{name: c, context: {{cluster: k, user: u, namespace: {namespace}}}}}]\n"
+        f'clusters: [{{name: k, cluster: {{server: "{server}"}}}}]\n'
+        f"users: [{{name: u, user: {{token: {token}}}}}]\n"
+    )
+    return path

@@ -22,15 +22,15 @@ import contextlib
 import csv
 from pathlib import Path
 
-import aiohttp
 import pytest
 
+from groundwork.kube.connection import connect
 from loadtests import report, traces
-from loadtests.replicas_sampler import KubeAccess, KubeDeploymentReader, sample
+from loadtests.replicas_sampler import KubeDeploymentReader, sample
 from loadtests.schedules import diurnal_arrivals
 
 from .conftest import ServeApp, run_locust
-from .fakes import COUNTS, FakeReplicas, kube_app, openai_app
+from .fakes import COUNTS, FakeReplicas, kube_app, openai_app, write_kubeconfig
 
 pytestmark = pytest.mark.slow
 
@@ -53,12 +53,13 @@ async def test_spike_from_zero_then_the_report(serve: ServeApp, tmp_path: Path) 
     model_app = openai_app(replicas=replicas, token_delay_s=0.005)
     model_url = await serve(model_app)
     kube_url = await serve(kube_app(token="t0ken", replicas=replicas.counts))
-    access = KubeAccess(server=kube_url, ssl_context=None, token="t0ken", namespace="default")
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", kube_url, "t0ken")
+    access = await connect(kubeconfig=str(kubeconfig))
     prefix = tmp_path / "spike"
     replicas_csv = tmp_path / "replicas.csv"
     stop = asyncio.Event()
-    async with aiohttp.ClientSession() as session:
-        reader = KubeDeploymentReader(session, access=access, namespace="default", name="llama")
+    try:
+        reader = KubeDeploymentReader(access.api, namespace="default", name="llama")
         with replicas_csv.open("w", newline="") as out:
             sampler = asyncio.create_task(sample(reader, out, interval_s=0.25, stop=stop))
             try:
@@ -73,6 +74,8 @@ async def test_spike_from_zero_then_the_report(serve: ServeApp, tmp_path: Path) 
                 stop.set()
                 with contextlib.suppress(asyncio.CancelledError):
                     await sampler
+    finally:
+        await access.close()
     assert run.returncode == 0, run.output[-3000:]
 
     name = "/v1/chat/completions stream"
