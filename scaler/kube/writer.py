@@ -42,8 +42,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from groundwork.kube.errors import Conflict, KubeError, NotFound, translate
+from groundwork.kube.raw import check_response
 from scaler.kube.types import POD_DELETION_COST, STATUS_ANNOTATION, DeploymentInfo, ScaleState
-from scaler.kube.watch import check_response
 
 __all__ = ["COMPONENT", "KubeEvents", "KubeScaleTarget"]
 
