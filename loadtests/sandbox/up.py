@@ -35,6 +35,7 @@ from pathlib import Path
 import uvloop
 
 import loadtests
+from loadtests.sandbox.cluster.cluster import DirectoryInUse
 from loadtests.sandbox.example import ExampleModel
 from loadtests.sandbox.example_flags import add_model_flags, model_from_args
 from loadtests.sandbox.stack import SandboxStack, StackSettings
@@ -212,6 +213,9 @@ async def _serve(args: argparse.Namespace) -> int:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=1.0)
         print("Stopping: the activator (draining), the scaler, the cluster ...", flush=True)
+    except DirectoryInUse as exc:
+        print(f"tidal sandbox up: {exc}", file=sys.stderr, flush=True)
+        return 1
     except (OSError, RuntimeError, TimeoutError) as exc:
         print(f"tidal sandbox up: {exc}", file=sys.stderr, flush=True)
         print(f"logs are in {directory / 'logs'}", file=sys.stderr, flush=True)
