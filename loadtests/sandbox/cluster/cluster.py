@@ -123,6 +123,7 @@ class SandboxCluster:
                 port=0,
                 rbac=self.rbac,
                 certs_dir=self.directory / "pki",
+                log_dir=self.kubelet_settings.log_dir,
             )
             await self.api.start()
             self.plane.start()

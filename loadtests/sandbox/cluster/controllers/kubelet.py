@@ -70,6 +70,7 @@ from loadtests.sandbox.cluster.controllers.base import (
 )
 from loadtests.sandbox.cluster.errors import NotFound
 from loadtests.sandbox.cluster.gpu_slices import SliceBook, requested_gpus
+from loadtests.sandbox.cluster.pod_logs import container_log_path
 from loadtests.sandbox.cluster.quantity import parse_duration
 from loadtests.sandbox.cluster.store import Store, rfc3339
 from loadtests.sandbox.servers.spec import Engine, Launcher, ServerProcess, ServerSpec
@@ -161,8 +162,14 @@ def server_spec_for(
     )
     log_path = None
     if log_dir is not None:
-        name = container.get("name", "main")
-        log_path = str(log_dir / f"{meta.get('namespace', 'default')}_{meta['name']}_{name}.log")
+        log_path = str(
+            container_log_path(
+                log_dir,
+                meta.get("namespace", "default"),
+                meta["name"],
+                container.get("name", "main"),
+            )
+        )
     return ServerSpec(
         engine=cast(Engine, engine),
         model=annotations.get(ANNOTATION_MODEL, DEFAULT_MODEL),
