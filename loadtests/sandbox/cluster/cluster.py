@@ -126,6 +126,7 @@ class SandboxCluster:
                 log_dir=self.kubelet_settings.log_dir,
             )
             await self.api.start()
+            self.plane.kubelet.credentials = self._pod_kubeconfig
             self.plane.start()
             self.api.write_kubeconfig(self.kubeconfig)
             self.admin = AdminEndpoint(
@@ -138,6 +139,12 @@ class SandboxCluster:
         except BaseException:
             await self.stop()
             raise
+
+    def _pod_kubeconfig(self, namespace: str, service_account: str, path: Path) -> Path:
+        """A kubeconfig with a token of ``namespace/service_account`` (for Tidal's pods)."""
+        assert self.api is not None
+        token = self.api.mint_token(namespace, service_account)
+        return self.api.write_kubeconfig(path, token=token, namespace=namespace)
 
     async def stop(self) -> None:
         if self.gpu_exporter is not None:

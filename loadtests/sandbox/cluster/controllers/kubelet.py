@@ -39,7 +39,9 @@ runs a :class:`PodWorker`:
   (force delete, its node gone) is stopped the same way with
   ``force_stop_grace_s``;
 - a pod annotated ``sandbox.tidal.dev/process: none`` runs no process: it
-  is Running at once and Ready after its startup delay (for scale tests).
+  is Running at once and Ready after its startup delay (for scale tests);
+- a pod of the Tidal image runs the real ``tidal`` command its spec names
+  (:mod:`tidal_pods`), so ``deploy/`` can be applied and rolled out here.
 
 Processes never outlive the sandbox: the launcher starts each in its own
 process group with a parent-death signal, and ``close()`` kills them all.
@@ -50,6 +52,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import shlex
 import tempfile
 import uuid
@@ -68,10 +71,19 @@ from loadtests.sandbox.cluster.controllers.base import (
     WorkQueue,
     set_condition,
 )
+from loadtests.sandbox.cluster.controllers.tidal_pods import (
+    PodConfigError,
+    PodCredentials,
+    TidalPod,
+    is_tidal_image,
+    tidal_command,
+    tidal_spec_for,
+)
 from loadtests.sandbox.cluster.errors import NotFound
 from loadtests.sandbox.cluster.gpu_slices import SliceBook, requested_gpus
 from loadtests.sandbox.cluster.pod_logs import container_log_path
 from loadtests.sandbox.cluster.quantity import parse_duration
+from loadtests.sandbox.cluster.simple_launcher import SimpleLauncher
 from loadtests.sandbox.cluster.store import Store, rfc3339
 from loadtests.sandbox.servers.spec import Engine, Launcher, ServerProcess, ServerSpec
 
@@ -95,6 +107,18 @@ DEFAULT_MODEL = "sandbox-model"
 
 log = logging.getLogger("tidal.sandbox.kubelet")
 
+# How often a pod whose configuration failed (a Secret not there yet) is tried again.
+CONFIG_RETRY_S = 2.0
+
+
+def _tidal_environment() -> dict[str, str]:
+    """The sandbox's environment less what would point a Tidal pod elsewhere."""
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if key != "KUBECONFIG" and not key.startswith(("TIDAL_SCALER_", "TIDAL_ACTIVATOR_"))
+    }
+
 
 @dataclass(frozen=True, slots=True)
 class KubeletSettings:
@@ -112,10 +136,6 @@ class KubeletSettings:
     gpu_dir: Path | None = None
 
 
-class PodConfigError(ValueError):
-    """A pod the kubelet cannot run as asked (bad annotation)."""
-
-
 def _annotations(pod: Obj) -> dict[str, str]:
     return cast(dict[str, str], pod["metadata"].get("annotations") or {})
 
@@ -125,6 +145,17 @@ def _container_port(container: Obj, default: int) -> int:
         if port.get("containerPort"):
             return int(port["containerPort"])
     return default
+
+
+def _log_path(pod: Obj, container: Obj, log_dir: Path | None) -> str | None:
+    if log_dir is None:
+        return None
+    meta = pod["metadata"]
+    return str(
+        container_log_path(
+            log_dir, meta.get("namespace", "default"), meta["name"], container.get("name", "main")
+        )
+    )
 
 
 def server_spec_for(
@@ -160,16 +191,7 @@ def server_spec_for(
             "NODE_NAME": node_name,
         }
     )
-    log_path = None
-    if log_dir is not None:
-        log_path = str(
-            container_log_path(
-                log_dir,
-                meta.get("namespace", "default"),
-                meta["name"],
-                container.get("name", "main"),
-            )
-        )
+    log_path = _log_path(pod, container, log_dir)
     return ServerSpec(
         engine=cast(Engine, engine),
         model=annotations.get(ANNOTATION_MODEL, DEFAULT_MODEL),
@@ -501,27 +523,52 @@ class PodWorker:
         if _annotations(pod).get(ANNOTATION_PROCESS) == "none":
             await self._run_without_process(pod)
             return
-        try:
-            spec = server_spec_for(
+        tidal = is_tidal_image(str(container.get("image", "")))
+        launcher = self.kubelet.tidal_launcher if tidal else self.kubelet.launcher
+        while True:
+            try:
+                spec = self._spec(pod, container, tidal=tidal)
+                break
+            except PodConfigError as exc:
+                state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
+                self._publish(
+                    phase="Pending",
+                    main=self._main_status(pod, state=state, ready=False, started=False),
+                    ready=False,
+                )
+                self._event("Warning", "Failed", f"Error: {exc}")
+            # The real kubelet tries again (a Secret created late is picked up).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.terminating.wait(), CONFIG_RETRY_S)
+            if self.terminating.is_set():
+                self._finalize(exit_code=0)
+                return
+            pod = self._pod() or pod
+        await self._run_process(pod, container, spec, launcher)
+
+    def _spec(self, pod: Obj, container: Obj, *, tidal: bool) -> ServerSpec:
+        assert self.ip is not None
+        settings = self.kubelet.settings
+        if tidal:
+            return tidal_spec_for(
+                self.kubelet.store,
                 pod,
                 host=self.ip,
-                default_port=self.kubelet.settings.default_port,
-                node_name=self.node,
-                log_dir=self.kubelet.settings.log_dir,
+                port=_container_port(container, settings.default_port),
+                credentials=self.kubelet.credentials,
+                files=TidalPod(
+                    kubeconfig_dir=self.kubelet.pod_files_dir,
+                    log_path=_log_path(pod, container, settings.log_dir),
+                ),
             )
-            spec = self.kubelet.with_gpu_slice(spec, pod, uid=self.uid, node_name=self.node)
-        except PodConfigError as exc:
-            state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
-            self._publish(
-                phase="Pending",
-                main=self._main_status(pod, state=state, ready=False, started=False),
-                ready=False,
-            )
-            self._event("Warning", "Failed", f"Error: {exc}")
-            await self.terminating.wait()
-            self._finalize(exit_code=0)
-            return
-        await self._run_process(pod, container, spec)
+        spec = server_spec_for(
+            pod,
+            host=self.ip,
+            default_port=settings.default_port,
+            node_name=self.node,
+            log_dir=settings.log_dir,
+        )
+        return self.kubelet.with_gpu_slice(spec, pod, uid=self.uid, node_name=self.node)
 
     async def _run_without_process(self, pod: Obj) -> None:
         try:
@@ -549,7 +596,9 @@ class PodWorker:
             await self.terminating.wait()
         self._finalize(exit_code=0, started_at=started["running"]["startedAt"], container_id=cid)
 
-    async def _run_process(self, pod: Obj, container: Obj, spec: ServerSpec) -> None:
+    async def _run_process(
+        self, pod: Obj, container: Obj, spec: ServerSpec, launcher: Launcher
+    ) -> None:
         settings = self.kubelet.settings
         name = container.get("name", "main")
         meta = pod["metadata"]
@@ -560,7 +609,7 @@ class PodWorker:
         loop = asyncio.get_running_loop()
         while not self.terminating.is_set():
             try:
-                self.proc = await self.kubelet.launcher.start(spec)
+                self.proc = await launcher.start(spec)
             except Exception as exc:  # the launcher could not start it: a start error
                 log.warning("pod %s/%s: start failed: %s", *self.key, exc)
                 code, reason, started_at = 128, "StartError", rfc3339(self.kubelet.store.now())
@@ -755,6 +804,10 @@ class Kubelet:
         self.store = store
         self.cache = cache
         self.launcher = launcher
+        # Tidal's own pods run the real tidal command, not a fake model server.
+        self.tidal_launcher = SimpleLauncher(tidal_command, env=_tidal_environment())
+        # Set once the API server is up: kubeconfigs for Tidal pods' service accounts.
+        self.credentials: PodCredentials | None = None
         self.addresses = addresses
         self.recorder = recorder
         self.settings = settings or KubeletSettings()
@@ -771,6 +824,14 @@ class Kubelet:
         for pod in store.list(PODS, copy=False)[0]:
             if pod.get("spec", {}).get("nodeName"):
                 self.queue.add((pod["metadata"]["namespace"], pod["metadata"]["name"]))
+
+    @property
+    def pod_files_dir(self) -> Path:
+        """Where Tidal pods' kubeconfigs go: beside the logs, else a temporary directory."""
+        base = self.settings.log_dir.parent if self.settings.log_dir else self.slices.directory
+        path = base / "pods"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     @staticmethod
     def node_address(node: Obj) -> str | None:
@@ -866,5 +927,6 @@ class Kubelet:
         tasks = [w.task for w in workers if w.task is not None]
         await asyncio.gather(*tasks, return_exceptions=True)
         self._workers.clear()
+        await self.tidal_launcher.close()
         if self._gpu_tmp is not None:
             self._gpu_tmp.cleanup()
