@@ -1,0 +1,104 @@
+"""The install steps of README.md and docs/operating.md, run as written in the sandbox.
+
+Covers: both pages show the same command block (create the namespace, the
+token Secret, ``kubectl apply -k deploy/``, ``rollout status`` of both Tidal
+Deployments); run by bash as it stands against ``tidal sandbox cluster``, it
+exits 0: kubectl's protobuf ``create`` bodies are read, and the sandbox runs
+the Tidal image as the real ``tidal scaler`` and ``tidal activator``, which
+become ready. The scaler reaches the API as its service account (it holds
+the Lease), and ``kubectl logs`` shows each service's output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[3]
+_SH_BLOCK = re.compile(r"^([ \t]*)```sh\n(.*?)^\1```", re.MULTILINE | re.DOTALL)
+
+
+def install_block(page: Path) -> str:
+    """The ``sh`` block of ``page`` that creates the namespace and applies deploy/."""
+    blocks = [textwrap.dedent(m.group(2)) for m in _SH_BLOCK.finditer(page.read_text())]
+    found = [b for b in blocks if "kubectl apply -k deploy/" in b and "create namespace" in b]
+    assert len(found) == 1, f"{page.name}: expected one install block, found {len(found)}"
+    return found[0]
+
+
+@pytest.fixture
+def cluster_dir(tmp_path: Path) -> Iterator[Path]:
+    directory = tmp_path / "sandbox"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scaler", "sandbox", "cluster", "--dir", str(directory)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (directory / "admin.json").exists():
+            assert proc.poll() is None, "the sandbox exited early"
+            assert time.monotonic() < deadline, "the sandbox did not start in 60 s"
+            time.sleep(0.1)
+        yield directory
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def test_install_block_runs_as_written(
+    cluster_dir: Path, tmp_path: Path, tool_path: Callable[[str], str]
+) -> None:
+    tool_path("kubectl")
+    block = install_block(ROOT / "README.md")
+    assert install_block(ROOT / "docs" / "operating.md") == block
+    env = {**os.environ, "KUBECONFIG": str(cluster_dir / "kubeconfig"), "HOME": str(tmp_path)}
+    ran = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    for name in ("tidal-scaler", "tidal-activator"):
+        assert f'deployment "{name}" successfully rolled out' in ran.stdout, ran.stdout
+
+    def kubectl(*args: str) -> str:
+        done = subprocess.run(
+            ["kubectl", "-n", "tidal-system", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    deadline = time.monotonic() + 30
+    while True:
+        lease = json.loads(kubectl("get", "lease", "tidal-scaler", "-o", "json"))
+        if lease["spec"].get("holderIdentity", "").startswith("tidal-scaler-"):
+            break
+        assert time.monotonic() < deadline, f"no scaler pod took the Lease: {lease}"
+        time.sleep(0.5)
+    assert "listening on" in kubectl("logs", "deploy/tidal-scaler")
+    assert "serving on" in kubectl("logs", "deploy/tidal-activator")
