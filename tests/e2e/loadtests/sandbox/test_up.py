@@ -4,7 +4,8 @@ Covers: the printed kubeconfig works with kubectl, which sees the example
 Deployment opted in at zero replicas; the printed curl command, run as
 printed, streams a chat completion through the activator, held through the
 cold start; the Deployment then reports a ready replica, and the printed
-``tidal status`` command shows it; a second ``tidal sandbox up`` in the same
+``tidal status`` command shows it, and the README's ``kubectl logs`` line
+shows the model server's output; a second ``tidal sandbox up`` in the same
 directory is refused and leaves the first's kubeconfig alone; Ctrl-C
 (SIGINT) stops everything and exits 0, leaving no process and no lock file
 behind (checked here and by the suite's leak check).
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +29,8 @@ from tests.conftest import descendants
 from tests.e2e.loadtests.conftest import SandboxUp
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+README = Path(__file__).resolve().parents[4] / "README.md"
 
 
 def printed_command(up: SandboxUp, containing: str) -> str:
@@ -97,6 +101,12 @@ def test_kubectl_curl_status_and_ctrl_c(
     while deployment(sandbox_up, kubectl).get("status", {}).get("readyReplicas", 0) < 1:
         assert time.monotonic() < deadline, "the Deployment never reported a ready replica"
         time.sleep(0.25)
+    (logs_line,) = [
+        line for line in README.read_text().splitlines() if line.startswith("kubectl logs ")
+    ]
+    logs = shell(f"KUBECONFIG={sandbox_up.kubeconfig} {logs_line}", timeout_s=30)
+    assert logs.returncode == 0, logs.stderr
+    assert "fake vllm 'llama-3-8b' ready on" in logs.stdout, logs.stdout
     status = shell(printed_command(sandbox_up, " status --scaler-url "), timeout_s=30)
     assert status.returncode == 0, status.stderr
     (row,) = [line.split() for line in status.stdout.splitlines() if line.startswith("default")]
