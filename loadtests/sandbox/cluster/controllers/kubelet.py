@@ -10,7 +10,11 @@ runs a :class:`PodWorker`:
   startup delay from the pod annotations ``sandbox.tidal.dev/engine``
   (``vllm``/``triton``), ``sandbox.tidal.dev/model`` and
   ``sandbox.tidal.dev/startup-delay`` (``30s``), extra server flags from
-  ``sandbox.tidal.dev/args``; the port is the container's first
+  ``sandbox.tidal.dev/args``. Without a model annotation the server serves
+  the names its Deployment routes by (``routing.tidal.dev/models``, found up
+  the owner chain: ReplicaSet, Deployment, and the user's Deployment above a
+  spot companion), so a user's own manifest answers the names the activator
+  sends it; ``sandbox-model`` when there are none; the port is the container's first
   ``containerPort`` (default 8000). Other containers (sidecars) run nothing
   and count as ready once started;
 - status moves as the real kubelet moves it: phase Pending with the
@@ -62,8 +66,10 @@ from typing import Any, cast
 
 from loadtests.sandbox.cluster.addresses import AddressBlock, AddressesExhausted
 from loadtests.sandbox.cluster.controllers.base import (
+    DEPLOYMENTS,
     NODES,
     PODS,
+    REPLICASETS,
     Cache,
     EventRecorder,
     Key,
@@ -104,6 +110,7 @@ ANNOTATION_STARTUP_DELAY = "sandbox.tidal.dev/startup-delay"
 ANNOTATION_PROCESS = "sandbox.tidal.dev/process"
 ANNOTATION_ARGS = "sandbox.tidal.dev/args"
 DEFAULT_MODEL = "sandbox-model"
+ROUTED_MODELS = "routing.tidal.dev/models"
 
 log = logging.getLogger("tidal.sandbox.kubelet")
 
@@ -158,10 +165,48 @@ def _log_path(pod: Obj, container: Obj, log_dir: Path | None) -> str | None:
     )
 
 
+def routed_models(store: Store, pod: Obj) -> str | None:
+    """``routing.tidal.dev/models`` of the nearest owner that has it (pod -> ReplicaSet ->
+    Deployment -> the user's Deployment of a spot companion)."""
+    kinds = {"ReplicaSet": REPLICASETS, "Deployment": DEPLOYMENTS}
+    namespace = pod["metadata"].get("namespace", "default")
+    obj: Obj | None = pod
+    for _ in range(4):
+        assert obj is not None
+        owners = [r for r in obj["metadata"].get("ownerReferences") or () if r.get("controller")]
+        rtype = kinds.get(owners[0].get("kind", "")) if owners else None
+        if rtype is None:
+            return None
+        obj = store.peek(rtype, namespace, str(owners[0].get("name", "")))
+        if obj is None:
+            return None
+        models = (obj["metadata"].get("annotations") or {}).get(ROUTED_MODELS)
+        if models:
+            return str(models)
+    return None
+
+
+def _served(routed: str | None, engine: str) -> str | None:
+    """The fake vLLM serves every routed name; the fake Triton serves one model."""
+    names = [n.strip() for n in (routed or "").split(",") if n.strip()]
+    if not names:
+        return None
+    return ",".join(names) if engine == "vllm" else names[0]
+
+
 def server_spec_for(
-    pod: Obj, *, host: str, default_port: int, node_name: str, log_dir: Path | None = None
+    pod: Obj,
+    *,
+    host: str,
+    default_port: int,
+    node_name: str,
+    log_dir: Path | None = None,
+    routed: str | None = None,
 ) -> ServerSpec:
-    """What fake server the pod's first container is, from its annotations."""
+    """What fake server the pod's first container is, from its annotations.
+
+    ``routed``: the names the pod's Deployment routes by, served when the pod
+    names no model of its own."""
     annotations = _annotations(pod)
     engine = annotations.get(ANNOTATION_ENGINE, "vllm")
     if engine not in ("vllm", "triton"):
@@ -194,7 +239,7 @@ def server_spec_for(
     log_path = _log_path(pod, container, log_dir)
     return ServerSpec(
         engine=cast(Engine, engine),
-        model=annotations.get(ANNOTATION_MODEL, DEFAULT_MODEL),
+        model=annotations.get(ANNOTATION_MODEL) or _served(routed, engine) or DEFAULT_MODEL,
         host=host,
         port=_container_port(container, default_port),
         startup_delay_s=delay_s,
@@ -567,6 +612,7 @@ class PodWorker:
             default_port=settings.default_port,
             node_name=self.node,
             log_dir=settings.log_dir,
+            routed=routed_models(self.kubelet.store, pod),
         )
         return self.kubelet.with_gpu_slice(spec, pod, uid=self.uid, node_name=self.node)
 
