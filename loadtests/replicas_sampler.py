@@ -71,6 +71,10 @@ CSV_COLUMNS = ("timestamp", "desired", "ready", "error")
 class ReplicaReadError(RuntimeError):
     """One poll failed; the message says what was asked and what came back."""
 
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status  # the HTTP status, when the server answered
+
 
 @dataclass(frozen=True, slots=True)
 class ReplicaReading:
@@ -198,7 +202,10 @@ class KubeDeploymentReader:
             async with self._session.get(self.url, headers=self._headers, ssl=ssl_arg) as response:
                 text = await response.text()
                 if response.status != 200:
-                    raise ReplicaReadError(f"HTTP {response.status} from {self.url}: {text[:300]}")
+                    raise ReplicaReadError(
+                        f"HTTP {response.status} from {self.url}: {text[:300]}",
+                        status=response.status,
+                    )
         except aiohttp.ClientError as error:
             raise ReplicaReadError(f"cannot reach {self.url}: {error!r}") from error
         try:
@@ -318,6 +325,18 @@ async def _run(args: argparse.Namespace) -> int:
         reader = KubeDeploymentReader(
             session, access=access, namespace=namespace, name=args.deployment
         )
+        try:
+            await reader.read()
+        except ReplicaReadError as error:
+            # These do not mend themselves: sampling would record only errors.
+            if error.status in (401, 403, 404):
+                what = "not found" if error.status == 404 else "not readable with these credentials"
+                print(
+                    f"replicas_sampler: Deployment {namespace}/{args.deployment} is {what} "
+                    f"({error}); check --deployment, --namespace and --kubeconfig",
+                    file=sys.stderr,
+                )
+                return 2
         with args.out.open("w", newline="") as out:
             sampler = asyncio.create_task(
                 sample(reader, out, interval_s=args.interval_s, stop=stop)
