@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 __all__ = ["RESOURCES", "ResourceType", "by_group_version_plural", "by_kind"]
 
+# What a pod streams from what runs it: its output, and connections to its ports.
+STREAMS = ("log", "portforward")
+
 READ_WRITE = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
@@ -51,7 +54,7 @@ class ResourceType:
 RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "Namespace", "namespaces", False, ("ns",), ("status",)),
     ResourceType("", "v1", "Node", "nodes", False, ("no",), ("status",)),
-    ResourceType("", "v1", "Pod", "pods", True, ("po",), ("status",), ("all",), streams=("log",)),
+    ResourceType("", "v1", "Pod", "pods", True, ("po",), ("status",), ("all",), streams=STREAMS),
     ResourceType("", "v1", "Service", "services", True, ("svc",), ("status",), ("all",)),
     ResourceType("", "v1", "ServiceAccount", "serviceaccounts", True, ("sa",)),
     ResourceType("", "v1", "Event", "events", True, ("ev",)),

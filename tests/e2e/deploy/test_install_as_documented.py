@@ -6,7 +6,10 @@ Deployments); run by bash as it stands against ``tidal sandbox cluster``, it
 exits 0: kubectl's protobuf ``create`` bodies are read, and the sandbox runs
 the Tidal image as the real ``tidal scaler`` and ``tidal activator``, which
 become ready. The scaler reaches the API as its service account (it holds
-the Lease), and ``kubectl logs`` shows each service's output.
+the Lease), ``kubectl logs`` shows each service's output, and the docs'
+``kubectl -n tidal-system port-forward svc/tidal-activator 8080:80`` reaches
+the activator (run on a free local port: 8080 may be taken on a shared
+machine).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -102,3 +106,24 @@ def test_install_block_runs_as_written(
         time.sleep(0.5)
     assert "listening on" in kubectl("logs", "deploy/tidal-scaler")
     assert "serving on" in kubectl("logs", "deploy/tidal-activator")
+
+    shown = "kubectl -n tidal-system port-forward svc/tidal-activator 8080:80"
+    assert shown in (ROOT / "docs" / "operating.md").read_text()
+    forward = subprocess.Popen(
+        shown.replace("8080:80", ":80").split(),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert forward.stdout is not None
+        line = forward.stdout.readline()
+        match = re.match(r"Forwarding from 127\.0\.0\.1:(\d+) -> 8080", line)
+        assert match, line
+        url = f"http://127.0.0.1:{match.group(1)}/v1/models"
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            assert json.load(answer)["object"] == "list"
+    finally:
+        forward.terminate()
+        forward.communicate(timeout=10)

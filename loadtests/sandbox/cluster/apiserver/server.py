@@ -31,6 +31,7 @@ from loadtests.sandbox.cluster.apiserver.delete import delete_collection, delete
 from loadtests.sandbox.cluster.apiserver.endpoints import PUBLIC_PATHS, non_resource
 from loadtests.sandbox.cluster.apiserver.patch import patch_object
 from loadtests.sandbox.cluster.apiserver.pod_log import serve_pod_log
+from loadtests.sandbox.cluster.apiserver.port_forward import serve_port_forward
 from loadtests.sandbox.cluster.apiserver.reads import get_object, list_objects
 from loadtests.sandbox.cluster.apiserver.routing import (
     ResourceRequest,
@@ -461,6 +462,8 @@ class ApiServer:
                     name=name,
                 )
             )
+        if req.subresource == "portforward":
+            return await serve_port_forward(self._ctx, request, req, closing=self._closing)
         if req.subresource in req.rtype.streams:
             if verb != "get":
                 raise MethodNotAllowed(
