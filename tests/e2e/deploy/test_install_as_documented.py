@@ -6,7 +6,8 @@ Deployments); run by bash as it stands against ``tidal sandbox cluster``, it
 exits 0: kubectl's protobuf ``create`` bodies are read, and the sandbox runs
 the Tidal image as the real ``tidal scaler`` and ``tidal activator``, which
 become ready. The scaler reaches the API as its service account (it holds
-the Lease), ``kubectl logs`` shows each service's output, and the docs'
+the Lease), the activators' reports reach the scalers by the Service name
+``tidal-scaler.tidal-system``, ``kubectl logs`` shows each service's output, and the docs'
 ``kubectl -n tidal-system port-forward svc/tidal-activator 8080:80`` reaches
 the activator (run on a free local port: 8080 may be taken on a shared
 machine).
@@ -40,6 +41,14 @@ def install_block(page: Path) -> str:
     found = [b for b in blocks if "kubectl apply -k deploy/" in b and "create namespace" in b]
     assert len(found) == 1, f"{page.name}: expected one install block, found {len(found)}"
     return found[0]
+
+
+def _reports_accepted(ip: str) -> float:
+    with urllib.request.urlopen(f"http://{ip}:8090/metrics", timeout=10) as answer:
+        for line in answer.read().decode().splitlines():
+            if line.startswith('tidal_scaler_reports_total{result="accepted"}'):
+                return float(line.split()[-1])
+    return 0.0
 
 
 @pytest.fixture
@@ -104,6 +113,14 @@ def test_install_block_runs_as_written(
             break
         assert time.monotonic() < deadline, f"no scaler pod took the Lease: {lease}"
         time.sleep(0.5)
+    pods = json.loads(
+        kubectl("get", "pods", "-l", "app.kubernetes.io/name=tidal-scaler", "-o", "json")
+    )
+    scalers = [p["status"]["podIP"] for p in pods["items"]]
+    deadline = time.monotonic() + 30  # the activators resolve the name again every 10 s
+    while not any(_reports_accepted(ip) for ip in scalers):
+        assert time.monotonic() < deadline, "no scaler accepted an activator's report"
+        time.sleep(1)
     assert "listening on" in kubectl("logs", "deploy/tidal-scaler")
     assert "serving on" in kubectl("logs", "deploy/tidal-activator")
 

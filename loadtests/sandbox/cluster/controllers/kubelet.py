@@ -604,6 +604,7 @@ class PodWorker:
                 files=TidalPod(
                     kubeconfig_dir=self.kubelet.pod_files_dir,
                     log_path=_log_path(pod, container, settings.log_dir),
+                    dns_table=self.kubelet.dns_table,
                 ),
             )
         spec = server_spec_for(
@@ -854,6 +855,8 @@ class Kubelet:
         self.tidal_launcher = SimpleLauncher(tidal_command, env=_tidal_environment())
         # Set once the API server is up: kubeconfigs for Tidal pods' service accounts.
         self.credentials: PodCredentials | None = None
+        # The cluster DNS table Tidal pods resolve Service names from (None: none).
+        self.dns_table: Path | None = None
         self.addresses = addresses
         self.recorder = recorder
         self.settings = settings or KubeletSettings()

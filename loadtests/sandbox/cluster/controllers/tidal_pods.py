@@ -20,12 +20,12 @@ image's entrypoint is ``tidal``), as the pod spec asks:
 - **the network**: each pod has its own loopback address, so the services
   are told to listen on it (``TIDAL_SCALER_HOST``, ``TIDAL_ACTIVATOR_HOST``
   and ``_ADMIN_HOST``; flags in ``args`` still win, as flags do), where the
-  image listens on every address of its own network namespace.
-
-What the sandbox cannot give: cluster DNS. A Service name such as
-``tidal-scaler.tidal-system`` does not resolve on this machine, so the
-activator's reports to the scaler fail (it logs them); its readiness does
-not depend on them, so the rollout completes.
+  image listens on every address of its own network namespace;
+- **cluster DNS**: the process starts through
+  :mod:`loadtests.sandbox.cluster.pod_dns`, which resolves Service names
+  (``tidal-scaler.tidal-system``) from the table the sandbox keeps
+  (:mod:`cluster_dns`, ``$TIDAL_SANDBOX_DNS``), so the activator's reports
+  reach every scaler pod as on a cluster.
 """
 
 from __future__ import annotations
@@ -141,6 +141,7 @@ class TidalPod:
 
     kubeconfig_dir: Path
     log_path: str | None
+    dns_table: Path | None = None
 
 
 def tidal_spec_for(
@@ -173,6 +174,8 @@ def tidal_spec_for(
     env.setdefault("POD_NAMESPACE", namespace)
     for setting in _HOST_SETTINGS.get(argv[0] if argv else "", ()):
         env.setdefault(setting, host)
+    if files.dns_table is not None:
+        env["TIDAL_SANDBOX_DNS"] = str(files.dns_table)
     if credentials is not None:
         account = pod.get("spec", {}).get("serviceAccountName") or "default"
         path = files.kubeconfig_dir / f"{namespace}_{meta['name']}.kubeconfig"
@@ -189,5 +192,6 @@ def tidal_spec_for(
 
 
 def tidal_command(spec: ServerSpec) -> list[str]:
-    """The process for a spec from :func:`tidal_spec_for`: ``tidal`` as this interpreter runs it."""
-    return [sys.executable, "-m", "scaler", *spec.extra_args]
+    """The process for a spec from :func:`tidal_spec_for`: ``tidal`` as this interpreter runs
+    it, with cluster names resolvable."""
+    return [sys.executable, "-m", "loadtests.sandbox.cluster.pod_dns", *spec.extra_args]
