@@ -7,9 +7,9 @@ exits 0: kubectl's protobuf ``create`` bodies are read, and the sandbox runs
 the Tidal image as the real ``tidal scaler`` and ``tidal activator``, which
 become ready. The scaler reaches the API as its service account (it holds
 the Lease), the activators' reports reach the scalers by the Service name
-``tidal-scaler.tidal-system``, ``kubectl logs`` shows each service's output, and the docs'
-``kubectl -n tidal-system port-forward svc/tidal-activator 8080:80`` reaches
-the activator (run on a free local port: 8080 may be taken on a shared
+``tidal-scaler.tidal-system``, ``kubectl logs`` shows each service's output,
+and each ``kubectl -n tidal-system port-forward`` the pages show reaches
+its service (run on a free local port: 8080 may be taken on a shared
 machine).
 """
 
@@ -32,6 +32,7 @@ import pytest
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[3]
+_PORT_FORWARD = re.compile(r"kubectl -n tidal-system port-forward (\S+) ([\d:]+)")
 _SH_BLOCK = re.compile(r"^([ \t]*)```sh\n(.*?)^\1```", re.MULTILINE | re.DOTALL)
 
 
@@ -124,10 +125,18 @@ def test_install_block_runs_as_written(
     assert "listening on" in kubectl("logs", "deploy/tidal-scaler")
     assert "serving on" in kubectl("logs", "deploy/tidal-activator")
 
-    shown = "kubectl -n tidal-system port-forward svc/tidal-activator 8080:80"
-    assert shown in (ROOT / "docs" / "operating.md").read_text()
+    pages = (ROOT / "README.md").read_text() + (ROOT / "docs" / "operating.md").read_text()
+    shown = sorted(set(_PORT_FORWARD.findall(pages)))
+    assert len(shown) >= 3, shown  # svc/tidal-activator, deploy/ and svc/tidal-scaler
+    for target, ports in shown:
+        _forward_and_ask(env, target, ports)
+
+
+def _forward_and_ask(env: dict[str, str], target: str, ports: str) -> None:
+    """Run the shown port-forward on a free local port; ask the service behind it."""
+    remote = ports.split(":")[-1]
     forward = subprocess.Popen(
-        shown.replace("8080:80", ":80").split(),
+        ["kubectl", "-n", "tidal-system", "port-forward", target, f":{remote}"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -136,11 +145,11 @@ def test_install_block_runs_as_written(
     try:
         assert forward.stdout is not None
         line = forward.stdout.readline()
-        match = re.match(r"Forwarding from 127\.0\.0\.1:(\d+) -> 8080", line)
-        assert match, line
-        url = f"http://127.0.0.1:{match.group(1)}/v1/models"
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            assert json.load(answer)["object"] == "list"
+        match = re.match(r"Forwarding from 127\.0\.0\.1:(\d+) -> \d+", line)
+        assert match, f"{target}: {line}"
+        path = "/readyz" if "scaler" in target else "/v1/models"
+        with urllib.request.urlopen(f"http://127.0.0.1:{match.group(1)}{path}", timeout=10) as r:
+            assert r.status == 200, f"{target}{path}: {r.status}"
     finally:
         forward.terminate()
         forward.communicate(timeout=10)
