@@ -2,15 +2,16 @@
 
 Covers: both pages show the same command block (create the namespace, the
 token Secret, ``kubectl apply -k deploy/``, ``rollout status`` of both Tidal
-Deployments); run by bash as it stands against ``tidal sandbox cluster``, it
-exits 0: kubectl's protobuf ``create`` bodies are read, and the sandbox runs
-the Tidal image as the real ``tidal scaler`` and ``tidal activator``, which
-become ready. The scaler reaches the API as its service account (it holds
-the Lease), the activators' reports reach the scalers by the Service name
-``tidal-scaler.tidal-system``, ``kubectl logs`` shows each service's output,
-and each ``kubectl -n tidal-system port-forward`` the pages show reaches
-its service (run on a free local port: 8080 may be taken on a shared
-machine).
+Deployments); run by bash as it stands against ``tidal sandbox cluster
+--rbac``, it exits 0: kubectl's protobuf ``create`` bodies are read, and the
+sandbox runs the Tidal image as the real ``tidal scaler`` and ``tidal
+activator``, which become ready. Each reaches the API as its service
+account with only what deploy/'s RBAC grants it (the scaler holds the
+Lease); the activators' reports reach the scalers by the Service name
+``tidal-scaler.tidal-system``; ``kubectl logs`` shows each service's
+output; and each ``kubectl -n tidal-system port-forward`` the pages show
+reaches its service (run on a free local port: 8080 may be taken on a
+shared machine).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def _reports_accepted(ip: str) -> float:
 def cluster_dir(tmp_path: Path) -> Iterator[Path]:
     directory = tmp_path / "sandbox"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "scaler", "sandbox", "cluster", "--dir", str(directory)],
+        [sys.executable, "-m", "scaler", "sandbox", "cluster", "--rbac", "--dir", str(directory)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
