@@ -9,9 +9,10 @@ activator``, which become ready. Each reaches the API as its service
 account with only what deploy/'s RBAC grants it (the scaler holds the
 Lease); the activators' reports reach the scalers by the Service name
 ``tidal-scaler.tidal-system``; ``kubectl logs`` shows each service's
-output; and each ``kubectl -n tidal-system port-forward`` the pages show
-reaches its service (run on a free local port: 8080 may be taken on a
-shared machine).
+output; with the example model applied (deploy/examples/vllm-llama.yaml),
+each ``kubectl -n tidal-system port-forward`` the pages show reaches its
+service (run on a free local port: 8080 may be taken on a shared machine),
+and a completion sent to the forwarded activator is answered by the model.
 """
 
 from __future__ import annotations
@@ -126,6 +127,15 @@ def test_install_block_runs_as_written(
     assert "listening on" in kubectl("logs", "deploy/tidal-scaler")
     assert "serving on" in kubectl("logs", "deploy/tidal-activator")
 
+    # Step 3: the example model, opted in; its fake vLLM serves the routed name.
+    for args in (
+        ("apply", "-f", str(ROOT / "deploy" / "examples" / "vllm-llama.yaml")),
+        ("rollout", "status", "deploy/llama", "--timeout=60s"),
+    ):
+        done = subprocess.run(
+            ["kubectl", *args], env=env, capture_output=True, text=True, timeout=90
+        )
+        assert done.returncode == 0, done.stderr
     pages = (ROOT / "README.md").read_text() + (ROOT / "docs" / "operating.md").read_text()
     shown = sorted(set(_PORT_FORWARD.findall(pages)))
     assert len(shown) >= 3, shown  # svc/tidal-activator, deploy/ and svc/tidal-scaler
@@ -148,9 +158,19 @@ def _forward_and_ask(env: dict[str, str], target: str, ports: str) -> None:
         line = forward.stdout.readline()
         match = re.match(r"Forwarding from 127\.0\.0\.1:(\d+) -> \d+", line)
         assert match, f"{target}: {line}"
-        path = "/readyz" if "scaler" in target else "/v1/models"
-        with urllib.request.urlopen(f"http://127.0.0.1:{match.group(1)}{path}", timeout=10) as r:
-            assert r.status == 200, f"{target}{path}: {r.status}"
+        base = f"http://127.0.0.1:{match.group(1)}"
+        if "scaler" in target:
+            with urllib.request.urlopen(f"{base}/readyz", timeout=10) as answer:
+                assert answer.status == 200
+            return
+        # Through the activator's pod to the model's pod, routed by the model name.
+        request = urllib.request.Request(
+            f"{base}/v1/completions",
+            data=json.dumps({"model": "llama-3-8b", "prompt": "hi", "max_tokens": 4}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            assert json.load(answer)["model"] == "llama-3-8b"
     finally:
         forward.terminate()
         forward.communicate(timeout=10)
