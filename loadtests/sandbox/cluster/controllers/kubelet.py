@@ -14,8 +14,8 @@ runs a :class:`PodWorker`:
   the names its Deployment routes by (``routing.tidal.dev/models``, found up
   the owner chain: ReplicaSet, Deployment, and the user's Deployment above a
   spot companion), so a user's own manifest answers the names the activator
-  sends it; ``sandbox-model`` when there are none; the port is the container's first
-  ``containerPort`` (default 8000). Other containers (sidecars) run nothing
+  sends it; ``sandbox-model`` when there are none. The port is the
+  container's first ``containerPort`` (default 8000). Other containers (sidecars) run nothing
   and count as ready once started;
 - status moves as the real kubelet moves it: phase Pending with the
   container waiting in ``ContainerCreating``, then Running; conditions
@@ -80,7 +80,7 @@ from loadtests.sandbox.cluster.controllers.base import (
 from loadtests.sandbox.cluster.controllers.tidal_pods import (
     PodConfigError,
     PodCredentials,
-    TidalPod,
+    TidalPodFiles,
     is_tidal_image,
     tidal_command,
     tidal_spec_for,
@@ -170,16 +170,14 @@ def routed_models(store: Store, pod: Obj) -> str | None:
     Deployment -> the user's Deployment of a spot companion)."""
     kinds = {"ReplicaSet": REPLICASETS, "Deployment": DEPLOYMENTS}
     namespace = pod["metadata"].get("namespace", "default")
-    obj: Obj | None = pod
-    for _ in range(4):
-        assert obj is not None
+    obj = pod
+    for _ in range(4):  # at most pod, ReplicaSet, companion, the user's Deployment
         owners = [r for r in obj["metadata"].get("ownerReferences") or () if r.get("controller")]
         rtype = kinds.get(owners[0].get("kind", "")) if owners else None
-        if rtype is None:
+        owner = store.peek(rtype, namespace, str(owners[0].get("name", ""))) if rtype else None
+        if owner is None:
             return None
-        obj = store.peek(rtype, namespace, str(owners[0].get("name", "")))
-        if obj is None:
-            return None
+        obj = owner
         models = (obj["metadata"].get("annotations") or {}).get(ROUTED_MODELS)
         if models:
             return str(models)
@@ -601,7 +599,7 @@ class PodWorker:
                 host=self.ip,
                 port=_container_port(container, settings.default_port),
                 credentials=self.kubelet.credentials,
-                files=TidalPod(
+                files=TidalPodFiles(
                     kubeconfig_dir=self.kubelet.pod_files_dir,
                     log_path=_log_path(pod, container, settings.log_dir),
                     dns_table=self.kubelet.dns_table,

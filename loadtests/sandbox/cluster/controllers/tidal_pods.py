@@ -44,6 +44,8 @@ from loadtests.sandbox.servers.spec import ServerSpec
 __all__ = [
     "PodConfigError",
     "PodCredentials",
+    "TidalPodFiles",
+    "container_env",
     "is_tidal_image",
     "tidal_command",
     "tidal_spec_for",
@@ -57,7 +59,7 @@ CONFIG_MAPS = by_group_version_plural("", "v1", "configmaps")
 # Writes a kubeconfig for (namespace, service account) at a path; returns the path.
 PodCredentials = Callable[[str, str, Path], Path]
 
-# Which subcommand listens where: (setting for the data address, further address settings).
+# The address settings of each subcommand, all set to the pod's own address.
 _HOST_SETTINGS = {
     "scaler": ("TIDAL_SCALER_HOST",),
     "activator": ("TIDAL_ACTIVATOR_HOST", "TIDAL_ACTIVATOR_ADMIN_HOST"),
@@ -136,7 +138,7 @@ def container_env(store: Store, pod: Obj, container: Obj, *, host: str) -> dict[
 
 
 @dataclass(frozen=True, slots=True)
-class TidalPod:
+class TidalPodFiles:
     """Where a Tidal pod's files go: its kubeconfig, its log."""
 
     kubeconfig_dir: Path
@@ -151,7 +153,7 @@ def tidal_spec_for(
     host: str,
     port: int,
     credentials: PodCredentials | None,
-    files: TidalPod,
+    files: TidalPodFiles,
 ) -> ServerSpec:
     """What to run for a Tidal pod, as a :class:`ServerSpec` for :func:`tidal_command`.
 
