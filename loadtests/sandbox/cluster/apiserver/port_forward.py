@@ -61,11 +61,16 @@ class _Tunnel:
         elif frame.kind == 0:
             writer = self.writers.get(frame.stream_id)
             if writer is not None:
-                if frame.payload:
-                    writer.write(frame.payload)
-                    await writer.drain()
-                if frame.fin and writer.can_write_eof():
-                    writer.write_eof()
+                try:
+                    if frame.payload:
+                        writer.write(frame.payload)
+                        await writer.drain()
+                    if frame.fin and writer.can_write_eof():
+                        writer.write_eof()
+                except OSError:  # the pod closed it: end this stream, not the tunnel
+                    self.writers.pop(frame.stream_id, None)
+                    writer.close()
+                    await self.send(spdy.rst_stream_frame(frame.stream_id))
         elif frame.kind == spdy.RST_STREAM:
             writer = self.writers.pop(frame.stream_id, None)
             if writer is not None:
