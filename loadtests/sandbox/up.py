@@ -163,6 +163,13 @@ def _describe(stack: SandboxStack, model: ExampleModel | None) -> str:
         )
     lines = [f"Tidal sandbox is up in {stack.directory}"]
     lines += [f"  {name + ':':<17}{value}" for name, value in rows]
+    if model is None:
+        lines += [
+            "",
+            "No example model: apply your own Deployment and Service with kubectl. Each pod",
+            "runs a fake vLLM serving the names in its Deployment's routing.tidal.dev/models",
+            "(docs/sandbox.md: the sandbox.tidal.dev/* pod annotations that shape it).",
+        ]
     lines += ["", "Try (in another terminal):"]
     for what, command in try_commands(stack, model):
         lines += [f"  # {what}", f"  {command}"]
