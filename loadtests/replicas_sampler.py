@@ -61,7 +61,12 @@ CSV_COLUMNS = ("timestamp", "desired", "ready", "error")
 
 
 class ReplicaReadError(RuntimeError):
-    """One poll failed; the message says what was asked and what came back."""
+    """One poll failed; the message says what was asked and what came back.
+    ``status``: the API server's HTTP status, when it answered."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +101,7 @@ class KubeDeploymentReader:
                 request_timeout_s=self._request_timeout_s,
             )
         except KubeError as error:
-            raise ReplicaReadError(str(error)) from error
+            raise ReplicaReadError(str(error), status=error.status) from error
         try:
             desired = int(body["spec"].get("replicas", 1))  # the API's default is 1
             ready = int((body.get("status") or {}).get("readyReplicas", 0))
@@ -213,6 +218,18 @@ async def _sample_while(args: argparse.Namespace, api: Any, namespace: str) -> i
         name=args.deployment,
         request_timeout_s=max(args.interval_s * 5, 5.0),
     )
+    try:
+        await reader.read()
+    except ReplicaReadError as error:
+        # These do not mend themselves: sampling would record only errors.
+        if error.status in (401, 403, 404):
+            what = "not found" if error.status == 404 else "not readable with these credentials"
+            print(
+                f"replicas_sampler: Deployment {namespace}/{args.deployment} is {what} "
+                f"({error}); check --deployment, --namespace and --kubeconfig",
+                file=sys.stderr,
+            )
+            return 2
     with args.out.open("w", newline="") as out:
         sampler = asyncio.create_task(sample(reader, out, interval_s=args.interval_s, stop=stop))
         status = 0

@@ -17,7 +17,7 @@ Covers:
 - the rules and the dashboard read only metrics the code registers;
 - the Dockerfile builds the runtime only: non-root, no compilers, no extras,
   no sandbox;
-- the example Deployment validates and carries no ``replicas`` (Tidal owns it).
+- the example Deployments validate and carry no ``replicas`` (Tidal owns it).
 """
 
 from __future__ import annotations
@@ -456,10 +456,9 @@ def test_dockerfile_copies_every_package_the_services_import() -> None:
 # --- the example a user copies ------------------------------------------------------
 
 
-def test_example_validates_and_leaves_replicas_to_tidal() -> None:
-    objects = [
-        o for o in yaml.safe_load_all((DEPLOY / "examples" / "vllm-llama.yaml").read_text()) if o
-    ]
+@pytest.mark.parametrize("example", ["vllm-llama.yaml", "vllm-llama-spot.yaml"])
+def test_example_validates_and_leaves_replicas_to_tidal(example: str) -> None:
+    objects = [o for o in yaml.safe_load_all((DEPLOY / "examples" / example).read_text()) if o]
     for obj in objects:
         kubernetes_validate.validate(obj, SCHEMA_VERSIONS[0], strict=True)
     (deployment,) = [o for o in objects if o["kind"] == "Deployment"]

@@ -174,8 +174,11 @@ def openai_app(
     return app
 
 
-def kube_app(*, token: str, replicas: Callable[[], tuple[int, int | None]]) -> web.Application:
-    """``replicas()`` -> (spec.replicas, status.readyReplicas or None when absent)."""
+def kube_app(
+    *, token: str, replicas: Callable[[], tuple[int, int | None]], names: tuple[str, ...] = ()
+) -> web.Application:
+    """``replicas()`` -> (spec.replicas, status.readyReplicas or None when absent);
+    ``names``: the Deployments that exist (empty: any name)."""
     app = web.Application()
 
     async def deployment(request: web.Request) -> web.Response:
@@ -183,6 +186,11 @@ def kube_app(*, token: str, replicas: Callable[[], tuple[int, int | None]]) -> w
             return web.json_response(
                 {"kind": "Status", "status": "Failure", "reason": "Unauthorized", "code": 401},
                 status=401,
+            )
+        if names and request.match_info["name"] not in names:
+            return web.json_response(
+                {"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404},
+                status=404,
             )
         desired, ready = replicas()
         status: dict[str, Any] = {"replicas": desired}

@@ -12,7 +12,9 @@ Covers:
 - open-loop replay of a small trace: every request sent, at the times the
   trace says (compressed), measured from those times; the same for a window
   of the real code trace (shipped with the package) and for the seeded
-  diurnal arrivals.
+  diurnal arrivals;
+- an open-loop shape given a closed-loop user class stops before the test
+  with exit status 2 and one line naming OpenLoopUser, not a traceback.
 """
 
 from __future__ import annotations
@@ -208,3 +210,17 @@ async def test_open_loop_replay_sends_every_request_on_schedule(
     # And the prompt and output lengths came from the trace.
     asked = sorted(b["max_tokens"] for b in app[COUNTS].bodies)
     assert asked == sorted(max(r.output_tokens, 1) for r in records)
+
+
+async def test_an_open_loop_shape_with_the_wrong_user_class(tmp_path: Path) -> None:
+    run = await run_locust(
+        "http://127.0.0.1:9",
+        ["--shape", "diurnal", "--model", "m", "OpenAIStreamingUser"],
+        csv_prefix=tmp_path / "wrong",
+        timeout_s=60,
+    )
+    assert run.returncode == 2, run.output[-2000:]
+    assert "runs the user class OpenLoopUser; name it on the command line instead of " in (
+        run.output
+    )
+    assert "Traceback" not in run.output

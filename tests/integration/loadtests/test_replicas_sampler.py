@@ -6,7 +6,9 @@ Covers:
   zero) reads as 0;
 - a refused token and an unreachable server become ReplicaReadError naming
   the Deployment and what came back;
-- the command line samples for --duration-s from a kubeconfig into a CSV.
+- the command line samples for --duration-s from a kubeconfig into a CSV;
+  a Deployment that does not exist ends it at once with status 2 and a
+  message naming it, without running the command it was given.
 """
 
 from __future__ import annotations
@@ -64,13 +66,9 @@ async def test_refused_token_and_unreachable_server(serve: ServeApp, tmp_path: P
         await gone.close()
 
 
-async def test_command_line_samples_for_a_duration(serve: ServeApp, tmp_path: Path) -> None:
-    url = await serve(kube_app(token="tok", replicas=lambda: (2, 1)))
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", url, "tok", namespace="models")
-    out = tmp_path / "replicas.csv"
+async def _sampler(*args: str) -> tuple[int, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "loadtests.replicas_sampler", "--kubeconfig", str(kubeconfig),
-        "--deployment", "llama", "--out", str(out), "--interval-s", "0.2", "--duration-s", "1",
+        sys.executable, "-m", "loadtests.replicas_sampler", *args,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     try:
@@ -79,8 +77,29 @@ async def test_command_line_samples_for_a_duration(serve: ServeApp, tmp_path: Pa
         if process.returncode is None:
             process.kill()
             await process.wait()
-    assert process.returncode == 0, output.decode()
+    assert process.returncode is not None
+    return process.returncode, output.decode()
+
+
+async def test_command_line_samples_for_a_duration(serve: ServeApp, tmp_path: Path) -> None:
+    url = await serve(kube_app(token="tok", replicas=lambda: (2, 1), names=("llama",)))
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", url, "tok", namespace="models")
+    out = tmp_path / "replicas.csv"
+    code, output = await _sampler(
+        "--kubeconfig", str(kubeconfig), "--deployment", "llama", "--out", str(out),
+        "--interval-s", "0.2", "--duration-s", "1",
+    )  # fmt: skip
+    assert code == 0, output
     rows = list(csv.DictReader(out.read_text().splitlines()))
     assert len(rows) >= 3
     assert {(r["desired"], r["ready"], r["error"]) for r in rows} == {("2", "1", "")}
-    assert "models/llama" in output.decode()
+    assert "models/llama" in output
+
+    ran = tmp_path / "ran"
+    code, output = await _sampler(
+        "--kubeconfig", str(kubeconfig), "--deployment", "nosuch", "--out", str(out),
+        "--", "touch", str(ran),
+    )  # fmt: skip
+    assert code == 2
+    assert "Deployment models/nosuch is not found" in output
+    assert not ran.exists()
