@@ -9,7 +9,7 @@ becomes a :class:`WritePlan` (:func:`plan_writes`, pure), and
    ReplicaSet removes the idlest first (:mod:`scaler.policy.deletion`);
 3. ``spec.replicas`` through ``/scale``; with a spot placement policy the
    user's Deployment gets the on-demand share, then the placement writes
-   follow (:mod:`scaler.placement_actuation`: the companion ``<name>-spot``,
+   follow (:mod:`scaler.placement.actuation`: the companion ``<name>-spot``,
    the on-demand pin, the spot scale, ``SpotFallback``/``SpotRecovered``),
    each fenced like the rest (a decision made again after a conflict, on
    the same Deployment object, does not pin or announce the rollout twice);
@@ -85,7 +85,7 @@ from scaler.kube.types import (
 )
 from scaler.kube.writer import KubeEvents, KubeScaleTarget
 from scaler.metrics import Metrics
-from scaler.placement_actuation import PlacementActuation
+from scaler.placement.actuation import PlacementActuation
 from scaler.policy.api import Decision, Reason, SignalKind, SignalReading
 from scaler.policy.deletion import deletion_costs
 from scaler.policy.events import (
@@ -143,7 +143,7 @@ class WritePlan:
     intended: StatusDocument | None = None
     last_change_wall: str | None = None
     readings: Mapping[SignalKind, SignalReading] = field(default_factory=dict)
-    # Spot placement (scaler.placing): the user's Deployment is scaled to the
+    # Spot placement (scaler.placement.placer): the user's Deployment is scaled to the
     # plan's on-demand share and the placement writes follow; ``total_before``
     # is the pair's previous target, for the Event and the change time.
     placement: PlacementPlan | None = None

@@ -5,12 +5,12 @@ injectable :class:`~scaler.ticking.Ticker`), at once on an activation, at the
 ``recheck_after_s`` a decision asked for when that comes before the next
 tick, and for every target when this replica wins the Lease
 (:meth:`Controller.poke`). Each time the controller syncs the targets and
-their configs (:class:`~scaler.targets.TargetBook`), has the
-:class:`~scaler.deciding.Decider` decide from the signal hub's observation
+their configs (:class:`~scaler.targets.book.TargetBook`), has the
+:class:`~scaler.targets.deciding.Decider` decide from the signal hub's observation
 and plan the writes, and, only when this replica holds the Lease, has the
 :class:`~scaler.actuator.Actuator` carry the plan out (every write is there,
 fenced by the Lease before each one). Beside the decisions it removes
-orphaned spot companions and drives the warm tier (:mod:`scaler.warm_loop`);
+orphaned spot companions and drives the warm tier (:mod:`scaler.warm.driving`);
 GPU-seconds and cost are the GPU ledger's (:mod:`scaler.gpu_ledger`), which
 runs on its own schedule, and which the live view reads.
 
@@ -48,20 +48,20 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from scaler.actuator import Actuator, WritePlan
-from scaler.deciding import Decider
 from scaler.gpu_ledger import GpuLedger
 from scaler.kube.types import LeaderElector, TargetSnapshot
 from scaler.metrics import Metrics
-from scaler.placing import Placer
+from scaler.placement.placer import Placer
 from scaler.policy.api import Decision
 from scaler.policy.events import INVALID_ROUTING
 from scaler.policy.protocol import Policy
 from scaler.signals.hub import SignalHub
-from scaler.target_state import TargetLoop, TargetState, sync_loops
-from scaler.targets import TargetBook, TargetConfig
+from scaler.targets.book import TargetBook, TargetConfig
+from scaler.targets.deciding import Decider
+from scaler.targets.state import TargetLoop, TargetState, sync_loops
 from scaler.ticking import CallLater, RecheckTimers, SideTasks, Ticker
-from scaler.warm import WarmTier
-from scaler.warm_loop import WarmLoop
+from scaler.warm.driving import WarmLoop
+from scaler.warm.tier import WarmTier
 
 __all__ = ["Controller", "ControllerSettings"]
 

@@ -37,12 +37,11 @@ from scaler.actuator import ActuatorSettings, kube_actuator
 from scaler.app import ServerState, build_app
 from scaler.controller import Controller, ControllerSettings
 from scaler.gpu_ledger import GpuLedger
-from scaler.gpu_memory import PrometheusGpuMemory
 from scaler.kube.cluster import KubeCluster
 from scaler.kube.leader import LeaseElector
 from scaler.kube.placement_watch import PlacementWatch
 from scaler.metrics import Metrics
-from scaler.placing import Placer
+from scaler.placement.placer import Placer
 from scaler.policy.api import SignalKind
 from scaler.policy.protocol import PurePolicy
 from scaler.settings import (
@@ -58,9 +57,10 @@ from scaler.signals.base import DemandSource, PolledSource, TargetPods
 from scaler.signals.hub import HubSettings, SignalHub
 from scaler.signals.prometheus import PrometheusGpu
 from scaler.signals.scrape import PodScraper
-from scaler.targets import TargetBook
+from scaler.targets.book import TargetBook
 from scaler.ticking import IntervalTicker
-from scaler.warm import HttpReplicaCalls, WarmSettings, WarmTier
+from scaler.warm.gpu_memory import PrometheusGpuMemory
+from scaler.warm.tier import HttpReplicaCalls, WarmSettings, WarmTier
 
 __all__ = ["configure", "run", "serve"]
 

@@ -28,9 +28,9 @@ from scaler.metrics import Metrics
 from scaler.policy.protocol import Policy, PurePolicy
 from scaler.signals.base import DemandSource, SourceReading
 from scaler.signals.hub import SignalHub
-from scaler.targets import TargetBook
+from scaler.targets.book import TargetBook
 from scaler.ticking import CallLater
-from scaler.warm import WarmTier
+from scaler.warm.tier import WarmTier
 
 
 def deployment(

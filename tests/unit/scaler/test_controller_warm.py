@@ -15,7 +15,7 @@ import asyncio
 from prometheus_client import CollectorRegistry
 
 from scaler.metrics import Metrics
-from scaler.warm import WarmSettings, WarmTier
+from scaler.warm.tier import WarmSettings, WarmTier
 from tests.unit.scaler.fakes import (
     FakeCluster,
     FakeEvents,
@@ -27,7 +27,7 @@ from tests.unit.scaler.fakes import (
     wire,
 )
 from tests.unit.scaler.test_controller import KEY, idle, loaded
-from tests.unit.scaler.test_warm_tier import FakeReplicas
+from tests.unit.scaler.warm.test_tier import FakeReplicas
 
 ANNOTATIONS = {
     "autoscaling.tidal.dev/sleep-after": "10s",

@@ -7,9 +7,9 @@ import dataclasses
 
 import pytest
 
-from scaler.gpu_memory import GpuMemory, GpuMemorySnapshot, parse_memory
 from scaler.policy.api import ScalingConfig
-from tests.unit.scaler.test_warm_tier import CONFIG, FakeReplicas, World, pod
+from scaler.warm.gpu_memory import GpuMemory, GpuMemorySnapshot, parse_memory
+from tests.unit.scaler.warm.test_tier import CONFIG, FakeReplicas, World, pod
 
 
 def _vector(*samples: tuple[dict[str, str], float]) -> dict[str, object]:

@@ -1,4 +1,4 @@
-"""The warm tier's owner (scaler.warm) against fake replicas: sleeps, wakes, room, fallback."""
+"""The warm tier's owner (scaler.warm.tier) against fake replicas: sleeps, wakes, room, fallback."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from scaler.kube.types import PodInfo
 from scaler.policy.api import ScalingConfig
-from scaler.warm import Phase, ReplicaCallFailed, WarmSettings, WarmTier
+from scaler.warm.tier import Phase, ReplicaCallFailed, WarmSettings, WarmTier
 
 CONFIG = dataclasses.replace(ScalingConfig(), sleep_after_s=30.0)
 

@@ -1,6 +1,6 @@
 """The warm tier inside the control loop: what to sleep at a tick, what to wake, and the fallback.
 
-:class:`~scaler.warm.WarmTier` makes the replicas' sleep and wake calls and
+:class:`~scaler.warm.tier.WarmTier` makes the replicas' sleep and wake calls and
 keeps which replicas sleep; this module connects it to the controller. The
 controller calls :meth:`WarmLoop.tick` after each target's decision, and
 :meth:`WarmLoop.activated` after deciding for an activation; the warm tier
@@ -11,7 +11,7 @@ reads the targets' idle stretches and per-pod load through the views here
 Main decisions:
 
 - **Only the leader sleeps and wakes.** A follower keeps nothing asleep in its
-  books (:meth:`~scaler.warm.WarmTier.step_down`); the replicas themselves
+  books (:meth:`~scaler.warm.tier.WarmTier.step_down`); the replicas themselves
   are the truth a new leader reads back.
 - **An activation wakes one replica; demand wakes the rest.** The policy
   counts sleeping replicas as ready, so when a decision wants more replicas
@@ -38,9 +38,9 @@ from scaler.kube.types import LeaderElector, PodInfo, TargetSnapshot
 from scaler.metrics import Metrics
 from scaler.policy.api import Decision, Mode, Reason
 from scaler.policy.events import SLEPT
-from scaler.target_state import TargetLoop
-from scaler.targets import TargetBook, TargetConfig
-from scaler.warm import WarmTier
+from scaler.targets.book import TargetBook, TargetConfig
+from scaler.targets.state import TargetLoop
+from scaler.warm.tier import WarmTier
 
 __all__ = ["ACTIVATE_WAIT_S", "WarmLoop"]
 
@@ -57,7 +57,7 @@ class WarmLoop:
     ``loops`` is the controller's per-target state (read only here);
     ``add_replica(key, decision)`` carries out a decision for ``key`` under its
     lock, as the controller does its own; ``tier`` builds the
-    :class:`~scaler.warm.WarmTier` over this object's views.
+    :class:`~scaler.warm.tier.WarmTier` over this object's views.
     """
 
     def __init__(

@@ -17,7 +17,7 @@ from typing import Any
 
 from scaler.kube.cluster import deployment_from_raw
 from scaler.kube.types import CompanionInfo, NodeInfo, PodInfo
-from scaler.placing import Placer, pair_counts
+from scaler.placement.placer import Placer, pair_counts
 from scaler.policy import PlacementConfig
 from scaler.policy.companion import pin_patch, template_hash
 from scaler.policy.providers import PRESETS

@@ -29,7 +29,7 @@ follows vLLM's sequence ``/wake_up?tags=weights``, ``/collective_rpc``
 the pod is routable again.
 
 **Making room on a shared GPU**: with GPU memory from DCGM (through
-Prometheus, :mod:`scaler.gpu_memory`), each model's awake and asleep
+Prometheus, :mod:`scaler.warm.gpu_memory`), each model's awake and asleep
 footprint is learned (:class:`~scaler.policy.warm.MemoryBook`) and, before a
 wake, :func:`~scaler.policy.warm.make_room` picks the least recently used
 idle models on the same physical GPU to put to sleep first. Without it, or
@@ -64,11 +64,11 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from scaler.gpu_memory import GpuMemory
 from scaler.kube.types import PodInfo
 from scaler.policy.api import ScalingConfig
 from scaler.policy.events import SLEEP_MODE_UNAVAILABLE, SLEPT, WAKE_FAILED, WOKE
 from scaler.policy.warm import MemoryBook, Replica, Resident, choose_wake, make_room
+from scaler.warm.gpu_memory import GpuMemory
 
 __all__ = [
     "HttpReplicaCalls",

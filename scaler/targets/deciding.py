@@ -7,10 +7,10 @@ each target's lock; :class:`Decider` does one step for one target:
    and the windows read into signals; a signal is not fresh when any source
    behind it is stale);
 2. counts ready and current replicas: with a spot companion, the whole pair
-   (:func:`~scaler.placing.pair_counts`);
+   (:func:`~scaler.placement.placer.pair_counts`);
 3. calls the pure policy with the target's state and keeps the state it
-   returns in the :class:`~scaler.target_state.TargetLoop`;
-4. with a :class:`~scaler.placing.Placer`, splits the decided replicas
+   returns in the :class:`~scaler.targets.state.TargetLoop`;
+4. with a :class:`~scaler.placement.placer.Placer`, splits the decided replicas
    between on-demand and spot (every replica plans, so a follower that takes
    over knows what is covered);
 5. publishes the decision's gauges, and, on the leader only, turns it into a
@@ -34,12 +34,12 @@ from collections.abc import Callable
 from scaler.actuator import Actuator, WritePlan, plan_writes
 from scaler.kube.types import CompanionInfo, LeaderElector, TargetSnapshot
 from scaler.metrics import Metrics
-from scaler.placing import Placer, pair_counts
+from scaler.placement.placer import Placer, pair_counts
 from scaler.policy.api import Decision, Mode, Reason
 from scaler.policy.protocol import Policy
 from scaler.signals.hub import SignalHub, SignalView
-from scaler.target_state import TargetLoop
-from scaler.targets import TargetConfig
+from scaler.targets.book import TargetConfig
+from scaler.targets.state import TargetLoop
 
 __all__ = ["Decider"]
 

@@ -26,7 +26,7 @@ from scaler.policy.placement_plan import PlacementPlan
 from scaler.policy.status_doc import StatusDocument
 from scaler.signals.combine import CombinedSignals
 from scaler.signals.hub import SignalView
-from scaler.targets import TargetConfig
+from scaler.targets.book import TargetConfig
 
 __all__ = ["TargetLoop", "TargetState", "sync_loops"]
 
