@@ -39,7 +39,7 @@ from scaler.metrics import Metrics
 from scaler.policy.api import Decision, Mode, Reason
 from scaler.policy.events import SLEPT
 from scaler.targets.book import TargetBook, TargetConfig
-from scaler.targets.state import TargetLoop
+from scaler.targets.reconciler import Reconciler
 from scaler.warm.tier import WarmTier
 
 __all__ = ["ACTIVATE_WAIT_S", "WarmLoop"]
@@ -54,7 +54,7 @@ ACTIVATE_WAIT_S = 1.5
 class WarmLoop:
     """Sleeps idle replicas and wakes them on demand, for the controller's targets.
 
-    ``loops`` is the controller's per-target state (read only here);
+    ``targets`` are the controller's reconcilers (read only here);
     ``add_replica(key, decision)`` carries out a decision for ``key`` under its
     lock, as the controller does its own; ``tier`` builds the
     :class:`~scaler.warm.tier.WarmTier` over this object's views.
@@ -64,7 +64,7 @@ class WarmLoop:
         self,
         *,
         book: TargetBook,
-        loops: Mapping[str, TargetLoop],
+        targets: Mapping[str, Reconciler],
         leader: LeaderElector,
         metrics: Metrics,
         actuator: Actuator,
@@ -72,7 +72,7 @@ class WarmLoop:
         tier: Callable[[WarmLoop], WarmTier],
     ) -> None:
         self._book = book
-        self._loops = loops
+        self._targets = targets
         self._leader = leader
         self._metrics = metrics
         self._actuator = actuator
@@ -87,17 +87,17 @@ class WarmLoop:
 
     def idle_since(self, key: str) -> float | None:
         """Start of the target's current idle stretch (None: busy, or unknown)."""
-        loop = self._loops.get(key)
+        loop = self._targets.get(key)
         return loop.state.idle_since_s if loop is not None else None
 
     def last_used(self, key: str) -> float | None:
         """When the target last had work (None: not since this replica started)."""
-        loop = self._loops.get(key)
+        loop = self._targets.get(key)
         return loop.last_busy_s if loop is not None else None
 
     def pod_load(self, key: str, pod: str) -> float:
         """Requests running or waiting on one pod, as the last decision saw them."""
-        loop = self._loops.get(key)
+        loop = self._targets.get(key)
         if loop is None or loop.view is None:
             return 0.0
         return loop.view.combined.pod_load.get(pod, 0.0)
@@ -133,7 +133,7 @@ class WarmLoop:
         warm.reconcile(key, config, snap.pods)
         warm.consider_sleep(key, config, snap.pods, now)
         self._metrics.set_sleeping(key, warm.asleep_count(key))
-        loop = self._loops.get(key)
+        loop = self._targets.get(key)
         decision = loop.decision if loop is not None else None
         if decision is None or self.idle_since(key) is not None or warm.asleep_count(key) == 0:
             return
