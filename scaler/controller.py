@@ -4,16 +4,20 @@ A target is reconciled at every tick (default 2 s, from an injectable
 :class:`~scaler.ticking.Ticker`), at once on an activation, at the
 ``recheck_after_s`` a decision asked for when that comes before the next
 tick, and for every target when this replica wins the Lease or a node gets
-an interruption notice (:meth:`Controller.poke`). The controller keeps the
+an interruption notice (the service pokes the ticker:
+:meth:`~scaler.ticking.IntervalTicker.poke`). The controller keeps the
 targets in step with the opted-in Deployments
 (:class:`~scaler.targets.book.TargetBook`), one
 :class:`~scaler.targets.reconciler.Reconciler` each, and schedules: what a
 target decides, its lock, its write bookkeeping and its writes (through the
 fenced :class:`~scaler.actuator.Actuator`, leader only) are its
-reconciler's. Beside the reconciles it removes orphaned spot companions and
-drives the warm tier (:mod:`scaler.warm.driving`); GPU-seconds and cost are
-the GPU ledger's (:mod:`scaler.gpu_ledger`), which runs on its own schedule,
-and which the live view reads.
+reconciler's, and so are its warm-tier intents (sleeps due, wakes, the
+fallback to a cold start) against the shared :class:`~scaler.warm.tier.WarmTier`,
+which reads the models' views and holds nothing of the controller. Beside the
+reconciles it removes orphaned spot companions and has the warm tier learn
+GPU memory footprints; GPU-seconds and cost are the GPU ledger's
+(:mod:`scaler.gpu_ledger`), which runs on its own schedule, and which the
+live view reads.
 
 Every replica decides, so a follower that takes over has warm windows and a
 policy state that has long left its warm-up; a follower keeps its copy of
@@ -54,8 +58,8 @@ from scaler.targets.book import TargetBook, TargetConfig
 from scaler.targets.reconciler import Outcome, Reconciler, Shared, Trigger
 from scaler.targets.state import TargetState
 from scaler.ticking import CallLater, RecheckTimers, SideTasks, Ticker
-from scaler.warm.driving import WarmLoop
 from scaler.warm.tier import WarmTier
+from scaler.warm.views import ModelBoard
 
 __all__ = ["Controller", "ControllerSettings"]
 
@@ -85,9 +89,12 @@ class Controller:
         call_later: CallLater | None = None,
         placer: Placer | None = None,
         wall_clock: Callable[[], float] = time.time,
-        warm: Callable[[WarmLoop], WarmTier] | None = None,
+        warm: WarmTier | None = None,
+        board: ModelBoard | None = None,
         ledger: GpuLedger | None = None,
     ) -> None:
+        if warm is not None and board is None:
+            raise ValueError("the warm tier reads the models' views: pass its ModelBoard too")
         self._book = targets
         self._shared = Shared(
             book=targets,
@@ -97,7 +104,10 @@ class Controller:
             leader=leader,
             metrics=metrics,
             placer=placer,
+            clock=clock,
             wall_clock=wall_clock,
+            warm=warm,
+            board=board,
         )
         self._placer = placer  # forgets targets, removes orphans
         self._actuator = actuator
@@ -108,37 +118,26 @@ class Controller:
         self._ledger = ledger  # the cost in the live view
         self._targets: dict[str, Reconciler] = {}
         self._last_tick: float | None = None
-        # Extra decisions (rechecks, pokes) run only while run() is active.
+        # Extra decisions (rechecks) run only while run() is active.
         self._side = SideTasks()
         self._rechecks = RecheckTimers(self._recheck_due, call_later)
         self.ticks = 0
         self.rechecks_run = 0
-        # The warm tier (sleeping replicas), driven from this loop.
-        self._warm = (
-            WarmLoop(
-                book=targets,
-                targets=self._targets,
-                leader=leader,
-                metrics=metrics,
-                actuator=actuator,
-                add_replica=self._add_replica,
-                tier=warm,
-            )
-            if warm is not None
-            else None
-        )
 
     @property
     def warm(self) -> WarmTier | None:
         """The warm tier, when sleeping replicas are enabled."""
-        return self._warm.tier if self._warm is not None else None
+        return self._shared.warm
 
     # -- targets ------------------------------------------------------------
 
     def _sync(self, now: float) -> Mapping[str, TargetConfig]:
         entries = self._book.sync()
         for key in [key for key in self._targets if key not in entries]:
-            del self._targets[key]
+            gone = self._targets.pop(key)
+            gone.cancel()
+            if self._shared.board is not None:
+                self._shared.board.forget(key)
             self._metrics.forget_target(key)
             self._actuator.forget(key)
             if self._placer is not None:
@@ -151,12 +150,6 @@ class Controller:
             else:
                 reconciler.sync(entry, leading=leading)
         return entries
-
-    async def _add_replica(self, key: str, decision: Decision) -> None:
-        """Carry out a decision made outside the policy (the warm tier's path from zero)."""
-        reconciler = self._targets.get(key)
-        if reconciler is not None:
-            await reconciler.add_replica(decision, self._clock())
 
     async def _reconcile(self, reconciler: Reconciler, now: float, trigger: Trigger) -> Outcome:
         """One reconcile, with its recheck scheduled."""
@@ -176,25 +169,25 @@ class Controller:
             return
         snapshots = self._book.snapshots()
         self._last_tick = now
-        entries = self._sync(now)
+        self._sync(now)
+        orphans = []
         if self._placer is not None and self._leader.is_leader:
-            # Companions of Deployments no longer opted in go; their owners are unpinned.
-            for orphan in self._placer.orphans(snapshots):
-                await self._actuator.remove_orphan(orphan)
+            # Companions of Deployments no longer opted in go, beside the decisions;
+            # their owners are unpinned.
+            orphans = [self._actuator.remove_orphan(o) for o in self._placer.orphans(snapshots)]
         targets = list(self._targets.values())
         outcomes = await asyncio.gather(
             *(self._reconcile(r, now, Trigger.TICK) for r in targets), return_exceptions=True
         )
+        await asyncio.gather(*orphans)
         for reconciler, outcome in zip(targets, outcomes, strict=True):
             if isinstance(outcome, ValueError):
                 log.error("%s: the policy refused to decide", reconciler.key, exc_info=outcome)
             elif isinstance(outcome, BaseException):
                 log.error("%s: reconcile failed", reconciler.key, exc_info=outcome)
-            elif self._warm is not None:
-                key = reconciler.key
-                self._warm.tick(key, entries[key], snapshots[key], now)
-        if self._warm is not None:
-            self._warm.learn(now)
+        warm = self._shared.warm
+        if warm is not None and self._leader.is_leader:
+            warm.learn(now)  # the models' GPU memory footprints
         self._metrics.tick_duration.observe(max(0.0, self._clock() - started))
 
     async def activate(self, key: str, *, now: float | None = None) -> bool:
@@ -203,8 +196,9 @@ class Controller:
         With the warm tier, a target whose replicas all sleep gets one woken
         first (the leader does it; the answer goes back once it is awake)."""
         known = await self.decide_now(key, now=now, activation=True)
-        if known and self._warm is not None:
-            await self._warm.activated(key)
+        reconciler = self._targets.get(key)
+        if known and reconciler is not None:
+            await reconciler.wake_for_activation()
         return known
 
     def not_woken(self, key: str) -> str | None:
@@ -229,7 +223,7 @@ class Controller:
         return outcome.known
 
     async def run(self, ticker: Ticker) -> None:
-        """Tick until cancelled (rechecks and pokes run only meanwhile)."""
+        """Tick until cancelled (rechecks run only meanwhile)."""
         self._side.running = True
         try:
             async for now in ticker:
@@ -240,8 +234,7 @@ class Controller:
         finally:
             self._rechecks.cancel_all()
             await self._side.stop()
-            if self._warm is not None:
-                await self._warm.stop()
+            await asyncio.gather(*(r.stop() for r in self._targets.values()))
 
     # -- extra decisions --------------------------------------------------------------
 
@@ -262,12 +255,6 @@ class Controller:
     async def _recheck(self, key: str) -> bool:
         self.rechecks_run += 1
         return await self.decide_now(key)
-
-    def poke(self) -> None:
-        """Decide for every target now, not at the next tick (this replica just became
-        leader: its windows are warm, so it acts on them at once)."""
-        failure = "decision after becoming leader failed"
-        self._side.spawn(lambda: self.tick(self._clock()), "tidal-scaler-poke", failure=failure)
 
     # -- live view ----------------------------------------------------------------
 

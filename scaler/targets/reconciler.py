@@ -20,7 +20,24 @@ problem already reported). :meth:`Reconciler.reconcile` does one step:
 5. publishes the decision's gauges and, on the leader only, plans the writes
    (:func:`~scaler.actuator.plan_writes`) and has the actuator carry them out
    under the target's lock, keeping the record the actuator hands back;
-6. raises the ``InvalidRouting`` Warning once per set of annotations.
+6. raises the ``InvalidRouting`` Warning once per set of annotations;
+7. with the warm tier, publishes the model's view for it
+   (:class:`~scaler.warm.views.ModelView`) and, at a tick, tends its replicas
+   (below).
+
+**Warm-tier intents** (leader only; a follower keeps nothing asleep in its
+books, the replicas themselves are the truth a new leader reads back):
+
+- at a tick, the tier starts the sleeps due, and when the decision wants
+  more replicas than are awake another sleeping one is woken in the
+  background (the policy counts sleeping replicas as ready);
+- an activation wakes one sleeping replica; its answer waits at most
+  :data:`ACTIVATE_WAIT_S` (short of the activator's 2 s timeout) and the
+  wake goes on in the background, the activator learning its outcome from
+  the next answer;
+- a failed wake falls back to the path from zero: one more replica,
+  cold-started beside the sleeping ones, within max-scale, decided here
+  (``Activated``) and carried out under the lock like any other decision.
 
 Main decisions:
 
@@ -46,8 +63,9 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from scaler.actuator import Actuator, Decided, StatusRecord, WritePlan, plan_writes
 from scaler.gpu_ledger import CostView
@@ -62,14 +80,20 @@ from scaler.policy.protocol import Policy
 from scaler.signals.hub import SignalHub, SignalView
 from scaler.targets.book import TargetBook, TargetConfig
 from scaler.targets.state import TargetState
+from scaler.warm.tier import WarmTier
+from scaler.warm.views import ModelBoard, ModelView
 
-__all__ = ["MAX_REDECISIONS", "Outcome", "Reconciler", "Shared", "Trigger"]
+__all__ = ["ACTIVATE_WAIT_S", "MAX_REDECISIONS", "Outcome", "Reconciler", "Shared", "Trigger"]
 
 log = logging.getLogger(__name__)
 
 # After a conflict, how many times one decision is made again on the re-read
 # Deployment before waiting for the next tick.
 MAX_REDECISIONS = 2
+
+# How long an activation's answer waits for a wake from sleep: long enough for a
+# plain level-1 wake, short of the activator's 2 s timeout.
+ACTIVATE_WAIT_S = 1.5
 
 
 class Trigger(enum.Enum):
@@ -102,9 +126,13 @@ class Shared:
     leader: LeaderElector
     metrics: Metrics
     placer: Placer | None
+    clock: Callable[[], float]
     # The wall clock measures placement's pending-timeout against the pods'
     # creationTimestamp, which the API server writes in wall time.
     wall_clock: Callable[[], float]
+    # The warm tier and the board of model views it reads, when sleeping is enabled.
+    warm: WarmTier | None = None
+    board: ModelBoard | None = None
 
 
 @dataclass(slots=True)
@@ -135,6 +163,9 @@ class Reconciler:
     decided_at: float | None = None
     last_busy_s: float | None = None  # the last decision that saw work (warm tier's LRU)
     placement: PlacementPlan | None = None  # this decision's, when a placer is set
+    waking: bool = False  # a background wake for more replicas is under way
+    # Background wakes (and their fallback): stop() cancels what is left.
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     @classmethod
     def start(cls, entry: TargetConfig, shared: Shared, now: float) -> Reconciler:
@@ -173,6 +204,7 @@ class Reconciler:
             if snap is None or entry is None:
                 return Outcome(known=False)
             step, plan = self._start(snap, entry, now)
+            self._tend_warm(snap, entry, now)
             if plan is not None:
                 await self.lock.acquire()  # free: returns without yielding
                 try:
@@ -192,7 +224,7 @@ class Reconciler:
                 await self._act(step, plan)
         return Outcome(decision=self.decision)
 
-    async def add_replica(self, decision: Decision, now: float) -> None:
+    async def _add_replica(self, decision: Decision, now: float) -> None:
         """Carry out a decision made outside the policy (the warm tier's path from
         zero when a wake failed), under the lock like every other."""
         book = self.shared.book
@@ -245,6 +277,7 @@ class Reconciler:
             )
         self.decision = decision
         self._publish(snap, companion, decision, ready)
+        self._publish_view(snap, entry)
         step = self._step(snap, entry, now, activation, decision, companion, current)
         return step, self._plan(step)
 
@@ -329,6 +362,114 @@ class Reconciler:
         await self.shared.actuator.note(
             snap.deployment, reason=INVALID_ROUTING, message=message, warning=True
         )
+
+    # -- the warm tier ----------------------------------------------------------------
+
+    def _publish_view(self, snap: TargetSnapshot, entry: TargetConfig) -> None:
+        board, config, view = self.shared.board, entry.config, self.view
+        if board is None or config is None or view is None:
+            return
+        warm = config.sleep_after_s is not None
+        board.publish(
+            self.key,
+            ModelView(
+                idle_since=self.state.idle_since_s,
+                last_used=self.last_busy_s,
+                pod_load=view.combined.pod_load,
+                pods=snap.pods,
+                sleep_level=config.sleep_level if warm else None,
+            ),
+        )
+
+    def _tend_warm(self, snap: TargetSnapshot, entry: TargetConfig, now: float) -> None:
+        """After a tick's decision: keep the tier's view of the pods, start due sleeps,
+        and wake another replica when the decision wants more awake (leader only)."""
+        warm, config = self.shared.warm, entry.config
+        if warm is None or config is None or config.sleep_after_s is None:
+            return
+        if not self.shared.leader.is_leader:
+            warm.step_down()
+            return
+        key = self.key
+        warm.remember_addresses(key, config, snap.pods)
+        warm.forget_missing(key, snap.pods)
+        warm.reconcile(key, config, snap.pods)
+        warm.consider_sleep(key, config, snap.pods, now)
+        self.shared.metrics.set_sleeping(key, warm.asleep_count(key))
+        decision = self.decision
+        if decision is None or self.state.idle_since_s is not None or warm.asleep_count(key) == 0:
+            return
+        if decision.desired > len(warm.awake_ready(snap.pods)) and not self.waking:
+            self.waking = True
+            self._spawn(self._wake_more(warm), f"tidal-scaler-wake:{key}")
+
+    async def wake_for_activation(self) -> None:
+        """An activation was decided: wake a sleeping replica, waiting at most
+        :data:`ACTIVATE_WAIT_S` for it.
+
+        The wake runs on its own: an activator that stops waiting for the answer
+        (its timeout is shorter than a wake that first makes room) cannot cancel
+        it; it learns the outcome from the next answer."""
+        warm = self.shared.warm
+        if warm is None:
+            return
+        task = self._spawn(self._wake(warm), f"tidal-scaler-wake:{self.key}")
+        await asyncio.wait({task}, timeout=ACTIVATE_WAIT_S)
+
+    def cancel(self) -> list[asyncio.Task[None]]:
+        """Cancel the background wakes still running (the target is gone); the tasks."""
+        tasks = list(self.tasks)
+        for task in tasks:
+            task.cancel()
+        return tasks
+
+    async def stop(self) -> None:
+        """Cancel the background wakes still running and wait for them to end."""
+        await asyncio.gather(*self.cancel(), return_exceptions=True)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        task = asyncio.ensure_future(coro)
+        task.set_name(name)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    async def _wake_more(self, warm: WarmTier) -> None:
+        try:
+            await warm.wake(self.key)
+        except Exception:
+            log.exception("%s: waking another replica failed", self.key)
+        finally:
+            self.waking = False
+
+    async def _wake(self, warm: WarmTier) -> None:
+        """Wake one sleeping replica unless one is awake; else add one from zero."""
+        key, book = self.key, self.shared.book
+        entry, snap = book.get(key), book.snapshots().get(key)
+        if entry is None or entry.config is None or snap is None:
+            return
+        if not self.shared.leader.is_leader or warm.asleep_count(key) == 0:
+            return
+        if warm.awake_ready(snap.pods):
+            return
+        outcome = await warm.wake(key)
+        if outcome.woke is not None or outcome.reason in ("waking already", "nothing sleeps"):
+            return
+        # The path from zero: one more replica beside the sleeping ones, within
+        # max-scale (at max-scale the activator's retry tries again).
+        entry, snap = book.get(key), book.snapshots().get(key)
+        if entry is None or entry.config is None or snap is None:
+            return
+        spec = snap.deployment.spec_replicas
+        if spec >= entry.config.max_scale:
+            return
+        decision = Decision(
+            desired=spec + 1,
+            reason=Reason.ACTIVATED,
+            mode=Mode.STABLE,
+            message=f"waking from sleep failed ({outcome.reason}); adding a replica from zero",
+        )
+        await self._add_replica(decision, self.shared.clock())
 
     # -- counting ---------------------------------------------------------------------
 
