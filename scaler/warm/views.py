@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from scaler.actuator import Actuator
-from scaler.kube.types import PodInfo
+from scaler.kube.types import PodInfo, TargetSnapshot
 from scaler.metrics import Metrics
 from scaler.policy.events import SLEPT
-from scaler.targets.book import TargetBook
 
 __all__ = ["ActuatorEvents", "ModelBoard", "ModelView", "WarmEvents"]
 
@@ -76,11 +75,17 @@ class WarmEvents(Protocol):
     def note(self, target: str, reason: str, message: str, warning: bool) -> None: ...
 
 
+class Snapshots(Protocol):
+    """The opted-in Deployments as last seen (the target book has them)."""
+
+    def snapshots(self) -> Mapping[str, TargetSnapshot]: ...
+
+
 class ActuatorEvents:
     """:class:`WarmEvents` through the actuator: fenced, best effort, in the
     background; a sleep is counted at once."""
 
-    def __init__(self, actuator: Actuator, book: TargetBook, metrics: Metrics) -> None:
+    def __init__(self, actuator: Actuator, book: Snapshots, metrics: Metrics) -> None:
         self._actuator = actuator
         self._book = book
         self._metrics = metrics
