@@ -299,8 +299,8 @@ class Reconciler:
         decided = Decided(
             decision=decision,
             problem=entry.problem,
-            readings=dict(view.readings) if view is not None else {},
-            pod_load=dict(view.combined.pod_load) if view is not None else {},
+            readings=view.readings if view is not None else {},
+            pod_load=view.combined.pod_load if view is not None else {},
             placement=placement,
             companion_replicas=companion.spec_replicas if companion is not None else None,
             total_before=current if placement is not None else None,
