@@ -369,7 +369,10 @@ class Reconciler:
         board, config, view = self.shared.board, entry.config, self.view
         if board is None or config is None or view is None:
             return
-        warm = config.sleep_after_s is not None
+        if config.sleep_after_s is None:
+            # The tier reads only the models it may put to sleep (or wake).
+            board.forget(self.key)
+            return
         board.publish(
             self.key,
             ModelView(
@@ -377,7 +380,7 @@ class Reconciler:
                 last_used=self.last_busy_s,
                 pod_load=view.combined.pod_load,
                 pods=snap.pods,
-                sleep_level=config.sleep_level if warm else None,
+                sleep_level=config.sleep_level,
             ),
         )
 
