@@ -30,9 +30,10 @@ Main decisions:
   is decided. When the API server is unreachable the last known Deployments
   and pods are kept; writes fail and back off (the actuator). Nothing in
   this module turns a missing answer into a zero.
-- **One target's failure stays its own**: a tick reconciles the targets side
-  by side, and a target whose policy refuses its inputs, or whose reconcile
-  fails, is logged without holding back the others.
+- **Decide for all, then write side by side**: a tick decides for every
+  target at its ``now`` before any write can hold it up; the targets' writes
+  then run side by side (a target whose policy refuses its inputs, or whose
+  writes fail, is logged without holding back the others).
 - **A routing problem is reported, not acted on** (the reconciler raises one
   ``InvalidRouting`` Warning per set of annotations; the activator routes with
   defaults).
@@ -175,16 +176,26 @@ class Controller:
             # Companions of Deployments no longer opted in go, beside the decisions;
             # their owners are unpinned.
             orphans = [self._actuator.remove_orphan(o) for o in self._placer.orphans(snapshots)]
-        targets = list(self._targets.values())
-        outcomes = await asyncio.gather(
-            *(self._reconcile(r, now, Trigger.TICK) for r in targets), return_exceptions=True
+        # Every target is decided at ``now`` before any write holds the tick up;
+        # the writes run side by side.
+        writing: list[tuple[Reconciler, asyncio.Task[Outcome]]] = []
+        for reconciler in list(self._targets.values()):
+            try:
+                outcome = await self._reconcile(reconciler, now, Trigger.TICK)
+            except ValueError:
+                log.exception("%s: the policy refused to decide", reconciler.key)
+                continue
+            if outcome.writing is not None:
+                writing.append((reconciler, outcome.writing))
+        results, _ = await asyncio.gather(
+            asyncio.gather(*(w for _, w in writing), return_exceptions=True),
+            asyncio.gather(*orphans),
         )
-        await asyncio.gather(*orphans)
-        for reconciler, outcome in zip(targets, outcomes, strict=True):
-            if isinstance(outcome, ValueError):
-                log.error("%s: the policy refused to decide", reconciler.key, exc_info=outcome)
-            elif isinstance(outcome, BaseException):
-                log.error("%s: reconcile failed", reconciler.key, exc_info=outcome)
+        for (reconciler, _), result in zip(writing, results, strict=True):
+            if isinstance(result, BaseException):
+                log.error("%s: writes failed", reconciler.key, exc_info=result)
+            elif result.decision is not None:  # decided again after a conflict
+                self._schedule_recheck(reconciler.key, result.decision, now)
         warm = self._shared.warm
         if warm is not None and self._leader.is_leader:
             warm.learn(now)  # the models' GPU memory footprints

@@ -108,11 +108,17 @@ class Trigger(enum.Enum):
 class Outcome:
     """What one reconcile did: the last decision made (``None``: none, the
     annotations are invalid or the target is unknown), and whether it ran at
-    all (``skipped``: a tick found the target busy)."""
+    all (``skipped``: a tick found the target busy).
+
+    At a tick the writes (and the ``InvalidRouting`` Event) go on in
+    ``writing``, a task that ends with the outcome of the decisions made
+    while writing (after a conflict), so that a tick decides for every target
+    before any write holds it up and the targets' writes run side by side."""
 
     decision: Decision | None = None
     skipped: bool = False
     known: bool = True
+    writing: asyncio.Task[Outcome] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,14 +211,14 @@ class Reconciler:
                 return Outcome(known=False)
             step, plan = self._start(snap, entry, now)
             self._tend_warm(snap, entry, now)
+            report = self._routing_due(entry)
+            if plan is None and report is None:
+                return Outcome(decision=self.decision)
             if plan is not None:
                 await self.lock.acquire()  # free: returns without yielding
-                try:
-                    await self._act(step, plan)
-                finally:
-                    self.lock.release()
-            await self._report_routing(snap, entry)
-            return Outcome(decision=self.decision)
+            writing = asyncio.ensure_future(self._write(step, plan, report))
+            writing.set_name(f"tidal-scaler-write:{self.key}")
+            return Outcome(decision=self.decision, writing=writing)
         if trigger is Trigger.ACTIVATION:
             self.activation_pending = True
         async with self.lock:
@@ -353,15 +359,33 @@ class Reconciler:
                 return
             plan = next_plan
 
-    async def _report_routing(self, snap: TargetSnapshot, entry: TargetConfig) -> None:
+    async def _write(self, step: _Step, plan: WritePlan | None, report: str | None) -> Outcome:
+        """A tick's writes, under the lock the tick took for them, and its Event."""
+        writes = []
+        if plan is not None:
+            writes.append(self._locked_act(step, plan))
+        if report is not None:
+            writes.append(
+                self.shared.actuator.note(
+                    step.snap.deployment, reason=INVALID_ROUTING, message=report, warning=True
+                )
+            )
+        await asyncio.gather(*writes)
+        return Outcome(decision=self.decision)
+
+    async def _locked_act(self, step: _Step, plan: WritePlan) -> None:
+        try:
+            await self._act(step, plan)
+        finally:
+            self.lock.release()
+
+    def _routing_due(self, entry: TargetConfig) -> str | None:
+        """The InvalidRouting message to raise now, once per set of annotations."""
         problem = entry.routing_problem
         if problem is None or self.routing_reported or not self.shared.leader.is_leader:
-            return
+            return None
         self.routing_reported = True  # once per set of annotations, even if lost
-        message = f"the activator routes with the defaults of these annotations: {problem}"
-        await self.shared.actuator.note(
-            snap.deployment, reason=INVALID_ROUTING, message=message, warning=True
-        )
+        return f"the activator routes with the defaults of these annotations: {problem}"
 
     # -- the warm tier ----------------------------------------------------------------
 
