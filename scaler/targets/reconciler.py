@@ -238,7 +238,7 @@ class Reconciler:
             snap, entry = book.snapshots().get(self.key), book.get(self.key)
             if snap is None or entry is None:
                 return
-            step = self._step(snap, entry, now, True, decision)
+            step = _Step(snap, entry, now, True, self._decided(snap, entry, decision))
             plan = self._plan(step)
             if plan is not None:
                 await self._act(step, plan)
@@ -263,7 +263,7 @@ class Reconciler:
             # decision must not show as the current one (GET /v1/targets).
             self.decision = None
             self.placement = None
-            step = self._step(snap, entry, now, activation, None)
+            step = _Step(snap, entry, now, activation, self._decided(snap, entry, None))
             return step, self._plan(step)
         companion = self._companion(snap)
         ready, current = self._pair_counts(snap, companion)
@@ -284,25 +284,27 @@ class Reconciler:
         self.decision = decision
         self._publish(snap, companion, decision, ready)
         self._publish_view(snap, entry)
-        step = self._step(snap, entry, now, activation, decision, companion, current)
+        decided = self._decided(snap, entry, decision, (companion, current))
+        step = _Step(snap, entry, now, activation, decided)
         return step, self._plan(step)
 
-    def _step(
+    def _decided(
         self,
         snap: TargetSnapshot,
         entry: TargetConfig,
-        now: float,
-        activation: bool,
         decision: Decision | None,
-        companion: CompanionInfo | None = None,
-        current: int | None = None,
-    ) -> _Step:
+        pair: tuple[CompanionInfo | None, int] | None = None,
+    ) -> Decided:
+        """``decision`` with what it saw, for the plan; ``pair``: the companion and the
+        pair's current scale as the decision counted them (looked up here only for a
+        decision made outside the policy)."""
         view = self.view
         placement = self.placement if decision is not None else None
-        if placement is not None and current is None:
+        companion, current = pair if pair is not None else (None, None)
+        if placement is not None and pair is None:
             companion = self._companion(snap)
             current = self._pair_counts(snap, companion)[1]
-        decided = Decided(
+        return Decided(
             decision=decision,
             problem=entry.problem,
             readings=view.readings if view is not None else {},
@@ -311,7 +313,6 @@ class Reconciler:
             companion_replicas=companion.spec_replicas if companion is not None else None,
             total_before=current if placement is not None else None,
         )
-        return _Step(snap, entry, now, activation, decided)
 
     def _plan(self, step: _Step) -> WritePlan | None:
         """The writes the step's decision needs, or None: not the leader, or backing off."""
