@@ -7,8 +7,9 @@ endpoint:
   awaiting: when nobody is waiting and a ready endpoint has a free slot, the
   request takes it at once;
 - otherwise the request is *held* (:meth:`Gate.acquire`): it gets a future at
-  the back of a FIFO queue. Whenever capacity appears (an endpoint turns ready,
-  a request finishes) the gate hands endpoints to the queue's
+  the back of the :class:`~groundwork.hold_queue.HoldQueue`, the FIFO the
+  policy simulator holds with too. Whenever capacity appears (an endpoint
+  turns ready, a request finishes) the gate hands endpoints to the queue's
   head, already counted in flight, so a burst of 2,000 held requests is
   released in arrival order without waking all of them for every slot;
 - beyond ``max_buffered`` waiting requests it fails at once with
@@ -46,13 +47,13 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections import deque
 
 from activator.balancing import pick
 from activator.clock import Clock, loop_time
 from activator.readiness import EndpointTracker, TargetEndpoints
 from activator.targets import DEFAULT_COLD_START_TIMEOUT_S
 from activator.wake_queue import WakeQueue
+from groundwork.hold_queue import HoldQueue
 
 __all__ = ["BufferFull", "ColdStartTimeout", "DrainEnded", "Gate", "GateClosed", "HoldError"]
 
@@ -75,6 +76,10 @@ class GateClosed(HoldError):
 
 class DrainEnded(HoldError):
     """The activator's drain timeout ended while the request waited."""
+
+
+def _waiting(fut: asyncio.Future[EndpointTracker]) -> bool:
+    return not fut.done()
 
 
 def _expire(fut: asyncio.Future[EndpointTracker], name: str) -> None:
@@ -101,7 +106,9 @@ class Gate:
         self._rng = rng or random.Random()
         self._clock = clock
         self._wake = wake
-        self._waiters: deque[asyncio.Future[EndpointTracker]] = deque()
+        # Held requests' futures; one that is done (its caller went away, its time ran
+        # out) has left and is skipped.
+        self._waiters: HoldQueue[asyncio.Future[EndpointTracker]] = HoldQueue(_waiting)
         self.endpoints = TargetEndpoints(name, on_change=self._dispatch)
         self.buffered = 0
         self.in_flight = 0
@@ -197,7 +204,7 @@ class Gate:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[EndpointTracker] = loop.create_future()
         self._touch()
-        self._waiters.append(fut)
+        self._waiters.hold(fut, self._last_t)
         self.buffered += 1
         if not self.endpoints.ready and self._wake is not None:
             self._wake.put(self.name)
@@ -221,7 +228,7 @@ class Gate:
                 # timed out: give it back to the next in line.
                 self.release(fut.result())
             if len(self._waiters) > 2 * self.buffered + 64:
-                self._waiters = deque(f for f in self._waiters if not f.done())
+                self._waiters.compact()
 
     def release(self, tracker: EndpointTracker) -> None:
         self._touch()
@@ -236,23 +243,15 @@ class Gate:
 
     def _dispatch(self) -> None:
         """Hand free endpoints to the waiters at the head of the queue."""
-        waiters = self._waiters
         ready = self.endpoints.ready
         if not ready:
             return
         touched = False
-        while waiters:
-            head = waiters[0]
-            if head.done():  # cancelled: its caller went away
-                waiters.popleft()
-                continue
-            tracker = pick(ready, self.limit, self._rng)
-            if tracker is None:
-                break
+        limit, rng = self.limit, self._rng
+        for head, _, tracker in self._waiters.hand_out(lambda: pick(ready, limit, rng)):
             if not touched:
                 self._touch()
                 touched = True
-            waiters.popleft()
             tracker.in_flight += 1
             self.in_flight += 1
             head.set_result(tracker)
@@ -270,10 +269,8 @@ class Gate:
         """
         self.closed = True
         self._closed_reason = reason
-        while self._waiters:
-            fut = self._waiters.popleft()
-            if not fut.done():
-                fut.set_exception(reason(self.name))
+        for fut in self._waiters.drain():
+            fut.set_exception(reason(self.name))
 
     def refuse(self, exc: HoldError) -> int:
         """Fail the requests held now with ``exc``'s kind and message; how many.
@@ -281,13 +278,10 @@ class Gate:
         Unlike :meth:`close` the gate stays open: a later request is held and
         asks for a wake again (Tidal refused to wake the target, for now).
         """
-        failed = 0
-        while self._waiters:
-            fut = self._waiters.popleft()
-            if not fut.done():
-                fut.set_exception(type(exc)(*exc.args))
-                failed += 1
-        return failed
+        held = self._waiters.drain()
+        for fut in held:
+            fut.set_exception(type(exc)(*exc.args))
+        return len(held)
 
     def pods(self) -> dict[str, int]:
         """In-flight requests per replica, for the report."""

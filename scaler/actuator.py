@@ -1,7 +1,8 @@
 """Every write the scaler makes, in one place (DESIGN §4 "Acting").
 
-The controller decides; this module acts. A decision that needs writes
-becomes a :class:`WritePlan` (:func:`plan_writes`, pure), and
+A target's reconciler decides; this module acts. A decision that needs
+writes becomes a :class:`WritePlan` (:func:`plan_writes`, pure, from the
+:class:`Decided` values and the target's :class:`StatusRecord`), and
 :meth:`Actuator.carry_out` performs it against the Kubernetes API:
 
 1. for a rejected config, one ``InvalidAnnotation`` Warning Event, nothing else;
@@ -9,7 +10,7 @@ becomes a :class:`WritePlan` (:func:`plan_writes`, pure), and
    ReplicaSet removes the idlest first (:mod:`scaler.policy.deletion`);
 3. ``spec.replicas`` through ``/scale``; with a spot placement policy the
    user's Deployment gets the on-demand share, then the placement writes
-   follow (:mod:`scaler.placement_actuation`: the companion ``<name>-spot``,
+   follow (:mod:`scaler.placement.actuation`: the companion ``<name>-spot``,
    the on-demand pin, the spot scale, ``SpotFallback``/``SpotRecovered``),
    each fenced like the rest (a decision made again after a conflict, on
    the same Deployment object, does not pin or announce the rollout twice);
@@ -26,7 +27,13 @@ out of every other scaler module: :func:`kube_actuator` builds the actuator
 over them for the service. Companions whose Deployment is no longer opted in
 are removed through :meth:`Actuator.remove_orphan`.
 
-Main decisions (DESIGN §4 "only the lease holder writes", issue 13):
+The actuator keeps no state of a target but its write backoff (and the
+deletion costs to put back after a half-done plan): what the status
+annotation holds and what is still to be written is the target's
+:class:`StatusRecord`, owned by its reconciler, handed in with the plan and
+handed back, as a new value, in the :class:`WriteOutcome`.
+
+Main decisions (DESIGN §4 "only the lease holder writes"):
 
 - **Fenced.** The Lease is checked before *each* write, not once per
   decision: a replica that lost it stops the sequence where it is
@@ -43,7 +50,7 @@ Main decisions (DESIGN §4 "only the lease holder writes", issue 13):
   fails (conflict, refusal, outage) are put back as they were, so they
   cannot steer a later, unrelated scale-down; if that undo fails too it is
   retried before the target's next write. A status write that fails after a
-  successful scale is kept as *intended* (:attr:`WriteOutcome.intended`):
+  successful scale is kept as *intended* (:attr:`StatusRecord.intended`):
   the next write records that change's reason and time, not the old ones.
 - **A conflict resolved is no failure.** A 409 is logged at INFO and the
   controller decides again on the re-read Deployment; only when that does
@@ -85,7 +92,7 @@ from scaler.kube.types import (
 )
 from scaler.kube.writer import KubeEvents, KubeScaleTarget
 from scaler.metrics import Metrics
-from scaler.placement_actuation import PlacementActuation
+from scaler.placement.actuation import PlacementActuation
 from scaler.policy.api import Decision, Reason, SignalKind, SignalReading
 from scaler.policy.deletion import deletion_costs
 from scaler.policy.events import (
@@ -107,6 +114,8 @@ __all__ = [
     "WRITES_FAILING",
     "Actuator",
     "ActuatorSettings",
+    "Decided",
+    "StatusRecord",
     "WriteOutcome",
     "WritePlan",
     "kube_actuator",
@@ -123,31 +132,66 @@ def wall_time() -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class StatusRecord:
+    """What a target's status annotation holds and what is still to be written.
+
+    ``status``: the annotation as far as this replica knows; ``intended``: a
+    status whose write failed after its change took (its reason and time win
+    over the previous ones at the next write); ``last_change_wall``: when the
+    scale last changed (``lastChangeTime``); ``problem_reported``: the
+    ``InvalidAnnotation`` Warning of these annotations was raised.
+    """
+
+    status: StatusDocument | None = None
+    intended: StatusDocument | None = None
+    last_change_wall: str | None = None
+    problem_reported: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """One decision and what it was based on, as :func:`plan_writes` needs it.
+
+    ``decision`` ``None`` with a ``problem``: the annotations are invalid.
+    ``pod_load`` ranks pods for a scale-down; ``readings`` go into the log
+    line of a change. With a spot placement policy, ``placement`` is this
+    decision's plan, ``companion_replicas`` the companion's scale now
+    (``None``: no companion) and ``total_before`` the pair's previous target.
+    """
+
+    decision: Decision | None
+    problem: str | None = None
+    readings: Mapping[SignalKind, SignalReading] = field(default_factory=dict)
+    pod_load: Mapping[str, float] = field(default_factory=dict)
+    placement: PlacementPlan | None = None
+    companion_replicas: int | None = None
+    total_before: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class WritePlan:
     """What one decision asks to be written for one target.
 
     ``decision`` ``None`` with a ``problem``: report the problem only. Otherwise
     ``deletion_costs`` go first (a scale-down; ``previous_costs`` are the pods'
-    costs before, for the undo), then the scale when ``decision.desired``
-    differs from the Deployment's, then the status. ``previous_status`` is what
-    the annotation holds, ``intended`` a status an earlier write meant but could
-    not write (its reason and time win over the previous ones).
+    costs before, for the undo), then the scale when the decided replicas
+    differ from the Deployment's, then the status. ``record`` is the target's
+    status record the plan was made from.
     """
 
     deployment: DeploymentInfo
-    decision: Decision | None = None
-    problem: str | None = None
+    decided: Decided
+    record: StatusRecord = field(default_factory=StatusRecord)
     deletion_costs: Mapping[str, int] = field(default_factory=dict)
     previous_costs: Mapping[str, int | None] = field(default_factory=dict)
-    previous_status: StatusDocument | None = None
-    intended: StatusDocument | None = None
-    last_change_wall: str | None = None
-    readings: Mapping[SignalKind, SignalReading] = field(default_factory=dict)
-    # Spot placement (scaler.placing): the user's Deployment is scaled to the
-    # plan's on-demand share and the placement writes follow; ``total_before``
-    # is the pair's previous target, for the Event and the change time.
-    placement: PlacementPlan | None = None
-    total_before: int | None = None
+
+    @property
+    def decision(self) -> Decision | None:
+        return self.decided.decision
+
+    @property
+    def placement(self) -> PlacementPlan | None:
+        return self.decided.placement
 
     @property
     def scale_to(self) -> int | None:
@@ -168,19 +212,16 @@ class WritePlan:
 class WriteOutcome:
     """How far a plan got.
 
-    ``status``: what the annotation holds now, as far as this replica knows;
-    ``intended``: a status still to be written (its write failed); ``fresh``:
-    after a conflict, the Deployment's scale as re-read (decide again on it);
-    ``fenced``: the Lease was lost, the sequence stopped; ``deferred``: not
-    attempted (backoff, or an undo just ran and the plan's ranking is stale);
-    ``conflict``: the 409 behind ``fresh``, not counted as a failure yet.
+    ``record``: the target's status record after the plan (the reconciler
+    keeps it); ``fresh``: after a conflict, the Deployment's scale as re-read
+    (decide again on it); ``fenced``: the Lease was lost, the sequence
+    stopped; ``deferred``: not attempted (backoff, or an undo just ran and the
+    plan's ranking is stale); ``conflict``: the 409 behind ``fresh``, not
+    counted as a failure yet.
     """
 
     ok: bool
-    status: StatusDocument | None = None
-    intended: StatusDocument | None = None
-    last_change_wall: str | None = None
-    problem_reported: bool = False
+    record: StatusRecord = field(default_factory=StatusRecord)
     fresh: ScaleState | None = None
     fenced: bool = False
     deferred: bool = False
@@ -188,60 +229,44 @@ class WriteOutcome:
 
 
 def plan_writes(
-    *,
     deployment: DeploymentInfo,
     pods: Sequence[PodInfo],
-    decision: Decision | None,
-    problem: str | None = None,
-    problem_reported: bool = False,
-    status: StatusDocument | None = None,
-    intended: StatusDocument | None = None,
-    last_change_wall: str | None = None,
-    pod_load: Mapping[str, float] | None = None,
-    readings: Mapping[SignalKind, SignalReading] | None = None,
-    placement: PlacementPlan | None = None,
-    companion_replicas: int | None = None,
-    total_before: int | None = None,
+    decided: Decided,
+    record: StatusRecord = StatusRecord(),
 ) -> WritePlan | None:
-    """The writes ``decision`` needs, or ``None`` when it needs none (pure).
+    """The writes ``decided`` needs, or ``None`` when it needs none (pure).
 
     Without a decision (a rejected config) only an unreported problem needs a
     write. With one: a scale that differs, a status whose content would
-    change, or an intended status not yet written. With a ``placement`` plan
-    the user's Deployment is compared with the on-demand share, and any
-    companion, pin or spot-scale write (``companion_replicas``: the
-    companion's scale now, ``None`` when it does not exist) or placement
-    Event needs writes too.
+    change, or an intended status not yet written. With a placement plan the
+    user's Deployment is compared with the on-demand share, and any
+    companion, pin or spot-scale write or placement Event needs writes too.
     """
+    decision, placement = decided.decision, decided.placement
     if decision is None:
-        if problem is None or problem_reported:
+        if decided.problem is None or record.problem_reported:
             return None
-        return WritePlan(deployment=deployment, problem=problem)
+        return WritePlan(deployment=deployment, decided=decided, record=record)
     scale_to = placement.on_demand_replicas if placement is not None else decision.desired
     split = (placement.split.on_demand, placement.split.spot) if placement is not None else None
     scaling = scale_to != deployment.spec_replicas
     if (
         not scaling
-        and not _status_due(decision, status, intended, last_change_wall, split=split)
-        and not _placement_writes(placement, companion_replicas)
+        and not _status_due(decision, record, split=split)
+        and not _placement_writes(placement, decided.companion_replicas)
     ):
         return None
     costs: Mapping[str, int] = {}
     previous: dict[str, int | None] = {}
     if 0 < scale_to < deployment.spec_replicas:
-        costs = deletion_costs(pods, pod_load or {})
+        costs = deletion_costs(pods, decided.pod_load)
         previous = {p.name: p.deletion_cost for p in pods if p.name in costs}
     return WritePlan(
         deployment=deployment,
-        decision=decision,
+        decided=decided,
+        record=record,
         deletion_costs=costs,
         previous_costs=previous,
-        previous_status=status,
-        intended=intended,
-        last_change_wall=last_change_wall,
-        readings=dict(readings or {}),
-        placement=placement,
-        total_before=total_before,
     )
 
 
@@ -256,15 +281,14 @@ def _placement_writes(placement: PlacementPlan | None, companion_replicas: int |
 
 def _document(
     decision: Decision,
-    status: StatusDocument | None,
-    intended: StatusDocument | None,
+    record: StatusRecord,
     *,
     changed: bool,
     now_wall: str,
-    last_change_wall: str | None,
     split: tuple[int, int] | None = None,
 ) -> StatusDocument:
-    base = intended if intended is not None else status
+    base = record.intended if record.intended is not None else record.status
+    last_change_wall = now_wall if changed else record.last_change_wall
     return status_document(
         decision,
         base,
@@ -276,25 +300,12 @@ def _document(
 
 
 def _status_due(
-    decision: Decision,
-    status: StatusDocument | None,
-    intended: StatusDocument | None,
-    last_change_wall: str | None,
-    *,
-    split: tuple[int, int] | None = None,
+    decision: Decision, record: StatusRecord, *, split: tuple[int, int] | None = None
 ) -> bool:
-    document = _document(
-        decision,
-        status,
-        intended,
-        changed=False,
-        now_wall="",
-        last_change_wall=last_change_wall,
-        split=split,
-    )
-    if intended is not None:
-        return document != status
-    return not same_status(document, status)
+    document = _document(decision, record, changed=False, now_wall="", split=split)
+    if record.intended is not None:
+        return document != record.status
+    return not same_status(document, record.status)
 
 
 def _fmt(value: float | None) -> str:
@@ -399,10 +410,10 @@ class Actuator:
         d = plan.deployment
         decision = plan.decision
         if decision is None:
-            if plan.problem is not None:
+            if plan.decided.problem is not None:
                 self._fence()
                 await self._events.emit(
-                    d, reason=INVALID_ANNOTATION, message=plan.problem, warning=True
+                    d, reason=INVALID_ANNOTATION, message=plan.decided.problem, warning=True
                 )
                 progress.problem_reported = True
             return
@@ -429,32 +440,19 @@ class Actuator:
                 # moves on as it rolls) must not hold back the companion, the pin,
                 # the spot scale or the Events. Cover came first, with the scale.
                 await self._placement.carry_out(d, plan.placement, fence=self._fence)
-            before = plan.total_before if plan.total_before is not None else before
+            total_before = plan.decided.total_before
+            before = total_before if total_before is not None else before
             changed = decision.desired != before
+        now_wall = self._wall_time()
         if changed:
-            progress.last_change_wall = self._wall_time()
-            progress.intended = _document(
-                decision,
-                plan.previous_status,
-                plan.intended,
-                changed=True,
-                now_wall=progress.last_change_wall,
-                last_change_wall=progress.last_change_wall,
-                split=plan.split,
-            )
+            progress.last_change_wall = now_wall
+        document = _document(
+            decision, plan.record, changed=changed, now_wall=now_wall, split=plan.split
+        )
+        progress.intended = document
+        if changed:
             await self._announce(plan, decision, before)
-        else:
-            progress.intended = _document(
-                decision,
-                plan.previous_status,
-                plan.intended,
-                changed=False,
-                now_wall=self._wall_time(),
-                last_change_wall=plan.last_change_wall,
-                split=plan.split,
-            )
-        document = progress.intended
-        if changed or plan.intended is not None:
+        if changed or plan.record.intended is not None:
             due = document != progress.status  # a new reason or time to record
         else:
             due = not same_status(document, progress.status)
@@ -573,7 +571,7 @@ class Actuator:
         signals = ", ".join(
             f"{kind.value} stable={_fmt(r.stable)} panic={_fmt(r.panic)}"
             + ("" if r.fresh else " (stale)")
-            for kind, r in plan.readings.items()
+            for kind, r in plan.decided.readings.items()
         )
         log.info(
             "%s: scaled %d -> %d, reason %s, mode %s; signals: %s; %s",
@@ -594,7 +592,7 @@ class Actuator:
 
 @dataclass(slots=True)
 class _Progress:
-    """How far one plan got, as it goes."""
+    """How far one plan got, as it goes: the target's status record, field by field."""
 
     plan: WritePlan
     status: StatusDocument | None = None
@@ -603,9 +601,11 @@ class _Progress:
     problem_reported: bool = False
 
     def __post_init__(self) -> None:
-        self.status = self.plan.previous_status
-        self.intended = self.plan.intended
-        self.last_change_wall = self.plan.last_change_wall
+        record = self.plan.record
+        self.status = record.status
+        self.intended = record.intended
+        self.last_change_wall = record.last_change_wall
+        self.problem_reported = record.problem_reported
 
     def outcome(
         self,
@@ -616,16 +616,14 @@ class _Progress:
         deferred: bool = False,
         conflict: Conflict | None = None,
     ) -> WriteOutcome:
-        return WriteOutcome(
-            ok=ok,
+        record = StatusRecord(
             status=self.status,
             intended=self.intended,
             last_change_wall=self.last_change_wall,
             problem_reported=self.problem_reported,
-            fresh=fresh,
-            fenced=fenced,
-            deferred=deferred,
-            conflict=conflict,
+        )
+        return WriteOutcome(
+            ok=ok, record=record, fresh=fresh, fenced=fenced, deferred=deferred, conflict=conflict
         )
 
 

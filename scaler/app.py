@@ -50,7 +50,7 @@ from scaler.policy.api import Demand
 from scaler.policy.events import INVALID_ANNOTATION
 from scaler.signals.activator_reports import ReportError, parse_report
 from scaler.signals.hub import SignalHub
-from scaler.target_state import TargetState
+from scaler.targets.state import TargetState
 
 __all__ = ["ServerState", "build_app", "target_view"]
 

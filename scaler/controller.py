@@ -1,18 +1,23 @@
-"""The control loop: when each target is decided, one decision at a time, and acting on it.
+"""The control loop: when each target is reconciled; nothing else.
 
-A decision for a target is made at every tick (default 2 s, from an
-injectable :class:`~scaler.ticking.Ticker`), at once on an activation, at the
+A target is reconciled at every tick (default 2 s, from an injectable
+:class:`~scaler.ticking.Ticker`), at once on an activation, at the
 ``recheck_after_s`` a decision asked for when that comes before the next
-tick, and for every target when this replica wins the Lease
-(:meth:`Controller.poke`). Each time the controller syncs the targets and
-their configs (:class:`~scaler.targets.TargetBook`), has the
-:class:`~scaler.deciding.Decider` decide from the signal hub's observation
-and plan the writes, and, only when this replica holds the Lease, has the
-:class:`~scaler.actuator.Actuator` carry the plan out (every write is there,
-fenced by the Lease before each one). Beside the decisions it removes
-orphaned spot companions and drives the warm tier (:mod:`scaler.warm_loop`);
-GPU-seconds and cost are the GPU ledger's (:mod:`scaler.gpu_ledger`), which
-runs on its own schedule, and which the live view reads.
+tick, and for every target when this replica wins the Lease or a node gets
+an interruption notice (the service pokes the ticker:
+:meth:`~scaler.ticking.IntervalTicker.poke`). The controller keeps the
+targets in step with the opted-in Deployments
+(:class:`~scaler.targets.book.TargetBook`), one
+:class:`~scaler.targets.reconciler.Reconciler` each, and schedules: what a
+target decides, its lock, its write bookkeeping and its writes (through the
+fenced :class:`~scaler.actuator.Actuator`, leader only) are its
+reconciler's, and so are its warm-tier intents (sleeps due, wakes, the
+fallback to a cold start) against the shared :class:`~scaler.warm.tier.WarmTier`,
+which reads the models' views and holds nothing of the controller. Beside the
+reconciles it removes orphaned spot companions and has the warm tier learn
+GPU memory footprints; GPU-seconds and cost are the GPU ledger's
+(:mod:`scaler.gpu_ledger`), which runs on its own schedule, and which the
+live view reads.
 
 Every replica decides, so a follower that takes over has warm windows and a
 policy state that has long left its warm-up; a follower keeps its copy of
@@ -21,21 +26,17 @@ it rewrites nothing that did not change.
 
 Main decisions:
 
-- **A routing problem is reported, not acted on**: bad ``routing.tidal.dev/*``
-  annotations raise one ``InvalidRouting`` Warning per set of annotations,
-  and the target is scaled as usual (the activator routes with defaults).
 - **No data is not zero load.** Until the Deployment list has synced, nothing
   is decided. When the API server is unreachable the last known Deployments
   and pods are kept; writes fail and back off (the actuator). Nothing in
   this module turns a missing answer into a zero.
-- **One decision at a time per target.** An activation and a tick can race;
-  a per-target lock is taken (without yielding) right after a decision that
-  needs writes and held until they are done, and a tick skips a target whose
-  writes are still in flight.
-- **A conflict means the Deployment changed since the decision**: decide
-  again on the re-read state (at most :data:`MAX_REDECISIONS` times), never
-  re-apply the old decision; only conflicts that outlast those decisions
-  count as a failed write.
+- **Decide for all, then write side by side**: a tick decides for every
+  target at its ``now`` before any write can hold it up; the targets' writes
+  then run side by side (a target whose policy refuses its inputs, or whose
+  writes fail, is logged without holding back the others).
+- **A routing problem is reported, not acted on** (the reconciler raises one
+  ``InvalidRouting`` Warning per set of annotations; the activator routes with
+  defaults).
 """
 
 from __future__ import annotations
@@ -44,48 +45,32 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
-from functools import partial
+from dataclasses import dataclass
 
-from scaler.actuator import Actuator, WritePlan
-from scaler.deciding import Decider
+from scaler.actuator import Actuator
 from scaler.gpu_ledger import GpuLedger
-from scaler.kube.types import LeaderElector, TargetSnapshot
+from scaler.kube.types import LeaderElector
 from scaler.metrics import Metrics
-from scaler.placing import Placer
+from scaler.placement.placer import Placer
 from scaler.policy.api import Decision
-from scaler.policy.events import INVALID_ROUTING
 from scaler.policy.protocol import Policy
 from scaler.signals.hub import SignalHub
-from scaler.target_state import TargetLoop, TargetState, sync_loops
-from scaler.targets import TargetBook, TargetConfig
+from scaler.targets.book import TargetBook, TargetConfig
+from scaler.targets.reconciler import Outcome, Reconciler, Shared, Trigger
+from scaler.targets.state import TargetState
 from scaler.ticking import CallLater, RecheckTimers, SideTasks, Ticker
-from scaler.warm import WarmTier
-from scaler.warm_loop import WarmLoop
+from scaler.warm.tier import WarmTier
+from scaler.warm.views import ModelBoard
 
 __all__ = ["Controller", "ControllerSettings"]
 
 log = logging.getLogger(__name__)
-
-# After a conflict, how many times one decision is made again on the re-read
-# Deployment before waiting for the next tick.
-MAX_REDECISIONS = 2
 
 
 @dataclass(frozen=True, slots=True)
 class ControllerSettings:
     # The tick interval: a recheck due before the next tick gets a decision of its own.
     tick_interval_s: float = 2.0
-
-
-@dataclass(frozen=True, slots=True)
-class _Step:
-    """What one decision was based on, kept to decide again after a conflict."""
-
-    snap: TargetSnapshot
-    entry: TargetConfig
-    now: float
-    activation: bool
 
 
 class Controller:
@@ -105,142 +90,79 @@ class Controller:
         call_later: CallLater | None = None,
         placer: Placer | None = None,
         wall_clock: Callable[[], float] = time.time,
-        warm: Callable[[WarmLoop], WarmTier] | None = None,
+        warm: WarmTier | None = None,
+        board: ModelBoard | None = None,
         ledger: GpuLedger | None = None,
     ) -> None:
+        if warm is not None and board is None:
+            raise ValueError("the warm tier reads the models' views: pass its ModelBoard too")
         self._book = targets
-        self._decider = Decider(
+        self._shared = Shared(
+            book=targets,
             signals=signals,
             policy=policy,
             actuator=actuator,
             leader=leader,
             metrics=metrics,
             placer=placer,
+            clock=clock,
             wall_clock=wall_clock,
+            warm=warm,
+            board=board,
         )
         self._placer = placer  # forgets targets, removes orphans
         self._actuator = actuator
-        self._policy = policy
         self._leader = leader
         self._metrics = metrics
         self._clock = clock
         self._settings = settings or ControllerSettings()
         self._ledger = ledger  # the cost in the live view
-        self._loops: dict[str, TargetLoop] = {}
+        self._targets: dict[str, Reconciler] = {}
         self._last_tick: float | None = None
-        # Extra decisions (rechecks, pokes) run only while run() is active.
+        # Extra decisions (rechecks) run only while run() is active.
         self._side = SideTasks()
         self._rechecks = RecheckTimers(self._recheck_due, call_later)
         self.ticks = 0
         self.rechecks_run = 0
-        # The warm tier (sleeping replicas), driven from this loop.
-        self._warm = (
-            WarmLoop(
-                book=targets,
-                loops=self._loops,
-                leader=leader,
-                metrics=metrics,
-                actuator=actuator,
-                add_replica=self._add_replica,
-                tier=warm,
-            )
-            if warm is not None
-            else None
-        )
 
     @property
     def warm(self) -> WarmTier | None:
         """The warm tier, when sleeping replicas are enabled."""
-        return self._warm.tier if self._warm is not None else None
+        return self._shared.warm
 
     # -- targets ------------------------------------------------------------
 
     def _sync(self, now: float) -> Mapping[str, TargetConfig]:
         entries = self._book.sync()
-        initial = partial(self._policy.initial_state, now)
-        leading = self._leader.is_leader
-        for key in sync_loops(self._loops, entries, leading=leading, initial_state=initial):
+        for key in [key for key in self._targets if key not in entries]:
+            gone = self._targets.pop(key)
+            gone.cancel()
+            if self._shared.board is not None:
+                self._shared.board.forget(key)
             self._metrics.forget_target(key)
             self._actuator.forget(key)
             if self._placer is not None:
                 self._placer.forget(key)
+        leading = self._leader.is_leader
+        for key, entry in entries.items():
+            reconciler = self._targets.get(key)
+            if reconciler is None:
+                self._targets[key] = Reconciler.start(entry, self._shared, now)
+            else:
+                reconciler.sync(entry, leading=leading)
         return entries
 
-    # -- deciding -------------------------------------------------------------
-
-    def _decide(self, loop: TargetLoop, step: _Step, snap: TargetSnapshot) -> WritePlan | None:
-        """Decide for ``loop`` on ``snap``; the writes the decision needs (leader only)."""
-        entry, now = step.entry, step.now
-        decision = self._decider.decide(loop, entry, snap, now, activation=step.activation)
-        if decision is not None:
-            self._schedule_recheck(loop.key, decision, now)
-        return self._decider.plan(loop, entry, snap, decision, now)
-
-    def _start(
-        self, loop: TargetLoop, snap: TargetSnapshot, entry: TargetConfig, now: float
-    ) -> tuple[_Step, WritePlan | None]:
-        """Decide for one target, consuming a pending activation; the writes it needs."""
-        step = _Step(snap, entry, now, loop.activation_pending)
-        loop.activation_pending = False
-        return step, self._decide(loop, step, snap)
-
-    async def _act(self, loop: TargetLoop, step: _Step, plan: WritePlan) -> None:
-        """Carry out ``plan``; the target's lock is held by the caller.
-
-        On a conflict the Deployment changed since the decision: decide again on
-        what the API server has now (re-checking the Lease in the plan), a
-        bounded number of times, rather than re-apply the old decision.
-        """
-        snap = step.snap
-        for attempt in range(MAX_REDECISIONS + 1):
-            outcome = await self._actuator.carry_out(plan, now=step.now)
-            loop.status = outcome.status
-            loop.intended = outcome.intended
-            loop.last_change_wall = outcome.last_change_wall
-            loop.problem_reported = loop.problem_reported or outcome.problem_reported
-            if outcome.fresh is None:
-                return
-            if attempt == MAX_REDECISIONS:
-                assert outcome.conflict is not None  # a fresh read follows only a conflict
-                await self._actuator.conflicted(snap.deployment, outcome.conflict, step.now)
-                return
-            fresh = outcome.fresh
-            d = replace(
-                snap.deployment,
-                spec_replicas=fresh.replicas,
-                resource_version=fresh.resource_version,
-            )
-            snap = replace(snap, deployment=d)
-            next_plan = self._decide(loop, step, snap)
-            if next_plan is None:
-                return
-            plan = next_plan
-
-    async def _locked_act(self, loop: TargetLoop, step: _Step, plan: WritePlan) -> None:
-        try:
-            await self._act(loop, step, plan)
-        finally:
-            loop.lock.release()
-
-    async def _add_replica(self, key: str, decision: Decision) -> None:
-        """Carry out a decision made outside the policy (the warm tier's path from zero)."""
-        loop, entry, snap = (
-            self._loops.get(key),
-            self._book.get(key),
-            self._book.snapshots().get(key),
-        )
-        if loop is None or entry is None or snap is None:
-            return
-        async with loop.lock:
-            now = self._clock()
-            plan = self._decider.plan(loop, entry, snap, decision, now)
-            if plan is not None:
-                await self._act(loop, _Step(snap, entry, now, True), plan)
+    async def _reconcile(self, reconciler: Reconciler, now: float, trigger: Trigger) -> Outcome:
+        """One reconcile, with its recheck scheduled."""
+        outcome = await reconciler.reconcile(now, trigger)
+        if outcome.decision is not None:
+            self._schedule_recheck(reconciler.key, outcome.decision, now)
+        return outcome
 
     # -- entry points -----------------------------------------------------------
 
     async def tick(self, now: float) -> None:
-        """One decision for every target at ``now``; writes when leader."""
+        """Reconcile every target at ``now``; writes when leader."""
         self.ticks += 1
         started = self._clock()
         self._metrics.set_leader(self._leader.is_leader)
@@ -248,40 +170,36 @@ class Controller:
             return
         snapshots = self._book.snapshots()
         self._last_tick = now
-        entries = self._sync(now)
+        self._sync(now)
+        orphans = []
         if self._placer is not None and self._leader.is_leader:
-            # Companions of Deployments no longer opted in go; their owners are unpinned.
-            for orphan in self._placer.orphans(snapshots):
-                await self._actuator.remove_orphan(orphan)
-        writes = []
-        for key, loop in self._loops.items():
-            if loop.lock.locked():
-                continue  # an activation is deciding or writing for it right now
+            # Companions of Deployments no longer opted in go, beside the decisions;
+            # their owners are unpinned.
+            orphans = [self._actuator.remove_orphan(o) for o in self._placer.orphans(snapshots)]
+        # Every target is decided at ``now`` before any write holds the tick up;
+        # the writes run side by side.
+        writing: list[tuple[Reconciler, asyncio.Task[Outcome]]] = []
+        for reconciler in list(self._targets.values()):
             try:
-                step, plan = self._start(loop, snapshots[key], entries[key], now)
+                outcome = await self._reconcile(reconciler, now, Trigger.TICK)
             except ValueError:
-                log.exception("%s: the policy refused to decide", key)
+                log.exception("%s: the policy refused to decide", reconciler.key)
                 continue
-            if plan is not None:
-                await loop.lock.acquire()  # free: returns without yielding
-                writes.append(self._locked_act(loop, step, plan))
-            routing = entries[key].routing_problem
-            if routing is not None and not loop.routing_reported and self._leader.is_leader:
-                loop.routing_reported = True  # once per set of annotations, even if lost
-                writes.append(self._report_routing(snapshots[key], routing))
-            if self._warm is not None:
-                self._warm.tick(key, entries[key], snapshots[key], now)
-        if self._warm is not None:
-            self._warm.learn(now)
-        if writes:
-            await asyncio.gather(*writes)
-        self._metrics.tick_duration.observe(max(0.0, self._clock() - started))
-
-    async def _report_routing(self, snap: TargetSnapshot, problem: str) -> None:
-        message = f"the activator routes with the defaults of these annotations: {problem}"
-        await self._actuator.note(
-            snap.deployment, reason=INVALID_ROUTING, message=message, warning=True
+            if outcome.writing is not None:
+                writing.append((reconciler, outcome.writing))
+        results, _ = await asyncio.gather(
+            asyncio.gather(*(w for _, w in writing), return_exceptions=True),
+            asyncio.gather(*orphans),
         )
+        for (reconciler, _), result in zip(writing, results, strict=True):
+            if isinstance(result, BaseException):
+                log.error("%s: writes failed", reconciler.key, exc_info=result)
+            elif result.decision is not None:  # decided again after a conflict
+                self._schedule_recheck(reconciler.key, result.decision, now)
+        warm = self._shared.warm
+        if warm is not None and self._leader.is_leader:
+            warm.learn(now)  # the models' GPU memory footprints
+        self._metrics.tick_duration.observe(max(0.0, self._clock() - started))
 
     async def activate(self, key: str, *, now: float | None = None) -> bool:
         """An activator asks to wake ``key``: decide for it now. False if the target is unknown.
@@ -289,8 +207,9 @@ class Controller:
         With the warm tier, a target whose replicas all sleep gets one woken
         first (the leader does it; the answer goes back once it is awake)."""
         known = await self.decide_now(key, now=now, activation=True)
-        if known and self._warm is not None:
-            await self._warm.activated(key)
+        reconciler = self._targets.get(key)
+        if known and reconciler is not None:
+            await reconciler.wake_for_activation()
         return known
 
     def not_woken(self, key: str) -> str | None:
@@ -304,30 +223,18 @@ class Controller:
     async def decide_now(
         self, key: str, *, now: float | None = None, activation: bool = False
     ) -> bool:
-        """One decision for ``key`` outside the tick (activation, recheck); writes when
+        """Reconcile ``key`` outside the tick (activation, recheck); writes when
         leader. False if the target is unknown."""
         at = self._clock() if now is None else now
         if not self._book.synced or key not in self._book.snapshots():
             return False
         self._sync(at)
-        loop = self._loops[key]
-        if activation:
-            loop.activation_pending = True
-        await loop.lock.acquire()
-        try:
-            snap = self._book.snapshots().get(key)
-            entry = self._book.get(key)
-            if snap is None or entry is None:
-                return False
-            step, plan = self._start(loop, snap, entry, at)
-            if plan is not None:
-                await self._act(loop, step, plan)
-        finally:
-            loop.lock.release()
-        return True
+        trigger = Trigger.ACTIVATION if activation else Trigger.RECHECK
+        outcome = await self._reconcile(self._targets[key], at, trigger)
+        return outcome.known
 
     async def run(self, ticker: Ticker) -> None:
-        """Tick until cancelled (rechecks and pokes run only meanwhile)."""
+        """Tick until cancelled (rechecks run only meanwhile)."""
         self._side.running = True
         try:
             async for now in ticker:
@@ -338,8 +245,7 @@ class Controller:
         finally:
             self._rechecks.cancel_all()
             await self._side.stop()
-            if self._warm is not None:
-                await self._warm.stop()
+            await asyncio.gather(*(r.stop() for r in self._targets.values()))
 
     # -- extra decisions --------------------------------------------------------------
 
@@ -361,12 +267,6 @@ class Controller:
         self.rechecks_run += 1
         return await self.decide_now(key)
 
-    def poke(self) -> None:
-        """Decide for every target now, not at the next tick (this replica just became
-        leader: its windows are warm, so it acts on them at once)."""
-        failure = "decision after becoming leader failed"
-        self._side.spawn(lambda: self.tick(self._clock()), "tidal-scaler-poke", failure=failure)
-
     # -- live view ----------------------------------------------------------------
 
     def target_states(self) -> list[TargetState]:
@@ -374,10 +274,6 @@ class Controller:
         snapshots = self._book.snapshots()
         ledger = self._ledger
         return [
-            loop.snapshot(
-                snapshots.get(key),
-                self._book.get(key),
-                ledger.cost(key) if ledger is not None else None,
-            )
-            for key, loop in sorted(self._loops.items())
+            reconciler.picture(snapshots.get(key), ledger.cost(key) if ledger else None)
+            for key, reconciler in sorted(self._targets.items())
         ]

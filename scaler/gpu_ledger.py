@@ -75,7 +75,7 @@ class GpuLedger:
 
     ``facts`` turns a target's pods into the policy's
     :class:`~scaler.policy.availability.PodFacts` (capacity type and GPU
-    model from their nodes: :meth:`scaler.placing.Placer.facts`).
+    model from their nodes: :meth:`scaler.placement.placer.Placer.facts`).
     """
 
     def __init__(

@@ -163,7 +163,7 @@ class Metrics:
         self.activators = Gauge(
             p + "activators_reporting", "Activators whose reports count", registry=registry
         )
-        # The warm tier (scaler.warm).
+        # The warm tier (scaler.warm.tier).
         self.gpu_seconds_by_state = Counter(
             p + "gpu_seconds_by_state",
             "GPU-seconds of replicas bound to nodes, awake or asleep (asleep: ready replicas the "

@@ -37,12 +37,11 @@ from scaler.actuator import ActuatorSettings, kube_actuator
 from scaler.app import ServerState, build_app
 from scaler.controller import Controller, ControllerSettings
 from scaler.gpu_ledger import GpuLedger
-from scaler.gpu_memory import PrometheusGpuMemory
 from scaler.kube.cluster import KubeCluster
 from scaler.kube.leader import LeaseElector
 from scaler.kube.placement_watch import PlacementWatch
 from scaler.metrics import Metrics
-from scaler.placing import Placer
+from scaler.placement.placer import Placer
 from scaler.policy.api import SignalKind
 from scaler.policy.protocol import PurePolicy
 from scaler.settings import (
@@ -58,9 +57,11 @@ from scaler.signals.base import DemandSource, PolledSource, TargetPods
 from scaler.signals.hub import HubSettings, SignalHub
 from scaler.signals.prometheus import PrometheusGpu
 from scaler.signals.scrape import PodScraper
-from scaler.targets import TargetBook
+from scaler.targets.book import TargetBook
 from scaler.ticking import IntervalTicker
-from scaler.warm import HttpReplicaCalls, WarmSettings, WarmTier
+from scaler.warm.gpu_memory import PrometheusGpuMemory
+from scaler.warm.tier import HttpReplicaCalls, WarmSettings, WarmTier
+from scaler.warm.views import ActuatorEvents, ModelBoard
 
 __all__ = ["configure", "run", "serve"]
 
@@ -170,6 +171,7 @@ async def serve(
     memory: PrometheusGpuMemory | None = None
     runner: web.AppRunner | None = None
     controller: Controller | None = None
+    warm_events: ActuatorEvents | None = None
     state = ServerState()
     try:
         reports = ActivatorReports(
@@ -215,22 +217,20 @@ async def serve(
             watch_timeout_s=settings.kube.watch_timeout_s,
             request_timeout_s=settings.kube.request_timeout_s,
         )
-        # The controller is built after the elector; on winning the Lease it decides
-        # for every target at once, on its warm windows.
-        pokes: list[Callable[[], None]] = []
+        # On winning the Lease the controller decides for every target at once, on
+        # its warm windows: the elector pokes the ticker, which ticks now.
+        ticker = IntervalTicker(settings.tick_interval_s)
 
         def elected() -> None:
             log.info("%s is now the leader", identity)
-            for poke in pokes:
-                poke()
+            ticker.poke()
 
         preset = settings.placement.preset()
 
         def noticed(node: str) -> None:
             # DESIGN §5: a notice is an event, not a tick; cover it in a decision now.
             log.info("node %s has an interruption notice: deciding now", node)
-            for poke in pokes:
-                poke()
+            ticker.poke()
 
         placement_watch = PlacementWatch(
             access.api,
@@ -273,18 +273,33 @@ async def serve(
                 fresh_within_s_by_kind=_fresh_by_kind(settings),
             ),
         )
+        actuator = kube_actuator(
+            access,
+            identity=identity,
+            leader=leader,
+            metrics=metrics,
+            request_timeout_s=settings.kube.request_timeout_s,
+            settings=ActuatorSettings(max_concurrent_writes=settings.max_concurrent_writes),
+            preset=preset,
+        )
+        # The warm tier reads the models' views off the board the reconcilers
+        # publish on; its Events go through the actuator, fenced like every write.
+        board = ModelBoard()
+        warm_events = ActuatorEvents(actuator, book, metrics)
+        warm = WarmTier(
+            HttpReplicaCalls(session),
+            clock=loop.time,
+            views=board,
+            events=warm_events,
+            observe_wake=metrics.woke,
+            memory=memory,
+            leading=lambda: leader.is_leader,
+            settings=WarmSettings(handoff_s=settings.sleep_handoff_s),
+        )
         controller = Controller(
             targets=book,
             signals=signals,
-            actuator=kube_actuator(
-                access,
-                identity=identity,
-                leader=leader,
-                metrics=metrics,
-                request_timeout_s=settings.kube.request_timeout_s,
-                settings=ActuatorSettings(max_concurrent_writes=settings.max_concurrent_writes),
-                preset=preset,
-            ),
+            actuator=actuator,
             placer=placer,
             ledger=ledger,
             policy=policy,
@@ -292,20 +307,9 @@ async def serve(
             metrics=metrics,
             clock=loop.time,
             settings=ControllerSettings(tick_interval_s=settings.tick_interval_s),
-            warm=lambda c: WarmTier(
-                HttpReplicaCalls(session),
-                clock=loop.time,
-                idle_since=c.idle_since,
-                pod_load=c.pod_load,
-                notify=c.note,
-                observe_wake=metrics.woke,
-                last_used=c.last_used,
-                memory=memory,
-                leading=lambda: leader.is_leader,
-                settings=WarmSettings(handoff_s=settings.sleep_handoff_s),
-            ),
+            warm=warm,
+            board=board,
         )
-        pokes.append(controller.poke)
         app = build_app(
             controller=controller,
             signals=signals,
@@ -335,7 +339,7 @@ async def serve(
             ("watch", cluster.run()),
             ("placement-watch", placement_watch.run()),
             ("leader", leader.run()),
-            ("controller", controller.run(IntervalTicker(settings.tick_interval_s))),
+            ("controller", controller.run(ticker)),
             (
                 "gpu-ledger",
                 _account(ledger, book, controller.warm, settings.tick_interval_s, loop.time),
@@ -362,6 +366,8 @@ async def serve(
             await runner.cleanup()
         if controller is not None and controller.warm is not None:
             await controller.warm.close()
+        if warm_events is not None:
+            await warm_events.close()
         await session.close()
         await access.close()
 

@@ -33,7 +33,7 @@ from groundwork.settings_loading import ServiceSettings, SettingsError, env_name
 from groundwork.settings_loading import load_settings as load_service_settings
 from groundwork.settings_loading import visible_secret_warnings as warn_visible_secrets
 from groundwork.token_file import read_token
-from scaler.placement_settings import PlacementSettings
+from scaler.placement.settings import PlacementSettings
 from scaler.signals.prometheus import GpuMetric
 
 __all__ = [

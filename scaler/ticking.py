@@ -6,8 +6,10 @@ asks to be rechecked before the next tick. Both are seams: the service uses
 :class:`IntervalTicker` and ``loop.call_later``; tests push ticks and fire
 timers themselves, so no test waits for real time.
 
-Main decision: a slow tick does not cause a burst of catch-up ticks; the next
-one is due one interval after the later of its schedule and now.
+Main decisions: a slow tick does not cause a burst of catch-up ticks; the next
+one is due one interval after the later of its schedule and now. A poke
+(winning the Lease, an interruption notice) is a tick now, through the same
+loop, so two ticks never run at once.
 """
 
 from __future__ import annotations
@@ -39,21 +41,35 @@ class Ticker(Protocol):
 
 
 class IntervalTicker:
-    """A tick every ``interval_s`` on the event loop's monotonic clock."""
+    """A tick every ``interval_s`` on the event loop's monotonic clock, and one at
+    once when poked (:meth:`poke`)."""
 
     def __init__(self, interval_s: float) -> None:
         if interval_s <= 0:
             raise ValueError(f"tick interval must be > 0 seconds, got {interval_s}")
         self._interval_s = interval_s
+        self._poked = asyncio.Event()
+
+    def poke(self) -> None:
+        """Tick now, not at the next interval (this replica just won the Lease, or a
+        node got an interruption notice); the interval starts again from that tick.
+        A poke during a tick brings another tick right after it."""
+        self._poked.set()
 
     async def __aiter__(self) -> AsyncIterator[float]:
         loop = asyncio.get_running_loop()
         next_at = loop.time()
         while True:
+            self._poked.clear()
             yield loop.time()
             next_at += self._interval_s
             next_at = max(next_at, loop.time())
-            await asyncio.sleep(next_at - loop.time())
+            try:
+                async with asyncio.timeout(next_at - loop.time()):
+                    await self._poked.wait()
+            except TimeoutError:
+                continue
+            next_at = loop.time()
 
 
 class RecheckTimers:

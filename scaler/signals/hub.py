@@ -20,7 +20,7 @@ Main decisions:
   its activator knows, idle ones at zero, and one that it does not list is at
   zero there; so a report records for every target the hub tracks.
 - **Which targets** comes from a :class:`TargetCatalog` (the controller's
-  :class:`~scaler.targets.TargetBook`): a target that appeared since the last
+  :class:`~scaler.targets.book.TargetBook`): a target that appeared since the last
   decision is recorded at its first arrival.
 - **Demand is remembered between decisions**: the latest arrival at which
   the combined sources showed a target busy is kept

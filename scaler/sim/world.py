@@ -11,9 +11,10 @@ What runs here is the product's own code, not a copy:
 - **balancing**: ``activator.balancing.pick`` (least in flight by power of two
   choices) over the ready replicas, with the activator's defaults for the
   hold (``activator.targets``: at most ``max-buffered`` requests held, each for
-  at most ``cold-start-timeout``). As in the activator's Gate, a request takes
-  a ready replica at once when nobody is waiting and one has room; otherwise
-  it joins a FIFO that ready replicas drain in arrival order;
+  at most ``cold-start-timeout``), held in the Gate's own queue
+  (``groundwork.hold_queue``): a request takes a ready replica at once when
+  nobody is waiting and one has room; otherwise it joins the FIFO that ready
+  replicas drain in arrival order;
 - **engine**: each replica is a :class:`~scaler.sim.engine.LlmEngine`, the
   continuous-batching model that the sandbox's fake vLLM serves from;
 - **placement**: ``scaler.policy.split`` turns the autoscaler's total into spot
@@ -57,6 +58,7 @@ from typing import Protocol
 
 from activator.balancing import pick
 from activator.targets import DEFAULT_COLD_START_TIMEOUT_S, DEFAULT_MAX_BUFFERED
+from groundwork.hold_queue import HoldQueue
 from scaler.policy import PlacementConfig, split
 from scaler.sim.engine import LlmEngine, LlmParams
 from scaler.sim.traces import TraceRequest
@@ -301,7 +303,6 @@ class _World:
         self.first_token: list[float | None] = [None] * n
         self.finished: list[float | None] = [None] * n
         self.failed: list[str | None] = [None] * n
-        self.held_since: dict[int, float] = {}
         self.held_cold: set[int] = set()  # held while no replica was ready
         self.cold_waits: list[float] = []
         self.where: dict[int, _Replica] = {}
@@ -313,7 +314,7 @@ class _World:
         self.replicas: list[_Replica] = []  # alive (not ended)
         self.lives: list[ReplicaLife] = []
         self.next_rid = 0
-        self.held: deque[int] = deque()
+        self.held: HoldQueue[int] = HoldQueue()
         self.target = 0
         self.cold_starts = 0
         self.preemptions = 0
@@ -421,8 +422,7 @@ class _World:
         if len(self.held) >= self.config.max_buffered:
             self._fail(i, "buffer-full")
             return
-        self.held.append(i)
-        self.held_since[i] = self.now
+        self.held.hold(i, self.now)
         if self.ready_count == 0:
             self.held_cold.add(i)
         if self.target == 0:
@@ -464,22 +464,14 @@ class _World:
             self._begin_step(replica)
 
     def _dispatch(self) -> None:
-        while self.held:
-            replica = self._pick()
-            if replica is None:
-                return
-            i = self.held.popleft()
-            since = self.held_since.pop(i)
+        for i, since, replica in self.held.hand_out(self._pick):
             if i in self.held_cold:
                 self.held_cold.discard(i)
                 self.cold_waits.append(self.now - since)
             self._assign(i, replica)
 
     def _expire_held(self) -> None:
-        limit = self.config.cold_start_timeout_s
-        while self.held and self.held_since[self.held[0]] + limit <= self.now:
-            i = self.held.popleft()
-            del self.held_since[i]
+        for i in self.held.expire(self.config.cold_start_timeout_s, self.now):
             self.held_cold.discard(i)
             self._fail(i, "cold-start-timeout")
 

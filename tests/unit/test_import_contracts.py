@@ -126,6 +126,18 @@ def test_tree_as_is_keeps_contracts(tree_copy: Path) -> None:
             id="targets-imports-the-proxy",
         ),
         pytest.param(
+            "groundwork/hold_queue.py",
+            "import asyncio\n",
+            "the hold queue is pure",
+            id="hold-queue-imports-asyncio",
+        ),
+        pytest.param(
+            "groundwork/hold_queue.py",
+            "import time\n",
+            "the hold queue is pure",
+            id="hold-queue-reads-a-clock",
+        ),
+        pytest.param(
             "groundwork/_violation.py",
             "import scaler\n",
             "groundwork imports neither service",

@@ -38,7 +38,7 @@ from kubernetes_asyncio import client
 from prometheus_client import CollectorRegistry
 
 from groundwork.kube.connection import KubeAccess
-from scaler.actuator import Actuator, kube_actuator, plan_writes
+from scaler.actuator import Actuator, Decided, StatusRecord, kube_actuator, plan_writes
 from scaler.kube.types import DeploymentInfo, PodInfo
 from scaler.metrics import Metrics
 from scaler.policy.api import Decision, Mode, Reason
@@ -126,10 +126,7 @@ LOAD = {"p1": 3.0, "p2": 0.0, "p3": 1.0}
 
 def _scale_down(k: Kube, pods: tuple[PodInfo, ...] = PODS) -> object:
     plan = plan_writes(
-        deployment=k.deployment(),
-        pods=pods,
-        decision=_decision(2, Reason.SCALED_DOWN),
-        pod_load=LOAD,
+        k.deployment(), pods, Decided(_decision(2, Reason.SCALED_DOWN), pod_load=LOAD)
     )
     assert plan is not None
     return plan
@@ -137,10 +134,7 @@ def _scale_down(k: Kube, pods: tuple[PodInfo, ...] = PODS) -> object:
 
 async def test_scale_down_plan_in_order(kube: Kube) -> None:
     plan = plan_writes(
-        deployment=kube.deployment(),
-        pods=PODS,
-        decision=_decision(2, Reason.SCALED_DOWN),
-        pod_load=LOAD,
+        kube.deployment(), PODS, Decided(_decision(2, Reason.SCALED_DOWN), pod_load=LOAD)
     )
     assert plan is not None
     assert plan.deletion_costs == {"p1": 3, "p2": 0, "p3": 1}
@@ -158,32 +152,32 @@ async def test_scale_down_plan_in_order(kube: Kube) -> None:
     [event] = kube.fake.events
     assert (event["reason"], event["type"]) == ("ScaledDown", "Normal")
     assert event["message"] == "scaled from 3 to 2: signals want it"
-    assert kube.status() == outcome.status
-    assert outcome.status is not None
-    assert outcome.status["reason"] == "ScaledDown"
-    assert outcome.last_change_wall == outcome.status["lastChangeTime"]
-    assert outcome.intended is None
+    assert kube.status() == outcome.record.status
+    assert outcome.record.status is not None
+    assert outcome.record.status["reason"] == "ScaledDown"
+    assert outcome.record.last_change_wall == outcome.record.status["lastChangeTime"]
+    assert outcome.record.intended is None
 
 
 async def test_problem_plan_writes_one_warning(kube: Kube) -> None:
     plan = plan_writes(
-        deployment=kube.deployment(),
-        pods=(),
-        decision=None,
-        problem='autoscaling.tidal.dev/max-scale: "0" is not allowed; allowed: 1..1000',
+        kube.deployment(),
+        (),
+        Decided(
+            None, problem='autoscaling.tidal.dev/max-scale: "0" is not allowed; allowed: 1..1000'
+        ),
     )
     assert plan is not None
     outcome = await kube.actuator.carry_out(plan, now=0.0)
-    assert outcome.problem_reported
+    assert outcome.record.problem_reported
     [event] = kube.fake.events
     assert (event["reason"], event["type"]) == ("InvalidAnnotation", "Warning")
     assert kube.fake.patches == []
     again = plan_writes(
-        deployment=kube.deployment(),
-        pods=(),
-        decision=None,
-        problem="same problem",
-        problem_reported=True,
+        kube.deployment(),
+        (),
+        Decided(None, problem="same problem"),
+        StatusRecord(problem_reported=True),
     )
     assert again is None
 
@@ -200,21 +194,18 @@ PREVIOUS = {
 
 async def test_unchanged_scale_writes_status_only(kube: Kube) -> None:
     same = plan_writes(
-        deployment=kube.deployment(),
-        pods=(),
-        decision=_decision(3, Reason.STEADY),
-        status=PREVIOUS,
+        kube.deployment(), (), Decided(_decision(3, Reason.STEADY)), StatusRecord(status=PREVIOUS)
     )
     assert same is None
     plan = plan_writes(
-        deployment=kube.deployment(),
-        pods=(),
-        decision=_decision(3, Reason.STEADY, Mode.PANIC),
-        status=PREVIOUS,
+        kube.deployment(),
+        (),
+        Decided(_decision(3, Reason.STEADY, Mode.PANIC)),
+        StatusRecord(status=PREVIOUS),
     )
     assert plan is not None
     outcome = await kube.actuator.carry_out(plan, now=0.0)
-    assert outcome.status == dict(PREVIOUS, mode="panic")
+    assert outcome.record.status == dict(PREVIOUS, mode="panic")
     assert [p for p, _, _ in kube.fake.patches] == [
         "/apis/apps/v1/namespaces/default/deployments/llama"
     ]
@@ -265,43 +256,34 @@ async def test_stale_resource_version_is_a_conflict_not_a_blind_retry(kube: Kube
 async def test_unwritten_status_after_a_scale_is_written_next(kube: Kube) -> None:
     kube.fake.fail_next["status"] = [500]
     up = plan_writes(
-        deployment=kube.deployment(),
-        pods=(),
-        decision=_decision(5, Reason.SCALED_UP),
-        status=PREVIOUS,
+        kube.deployment(),
+        (),
+        Decided(_decision(5, Reason.SCALED_UP)),
+        StatusRecord(status=PREVIOUS),
     )
     assert up is not None
     first = await kube.actuator.carry_out(up, now=0.0)
     assert not first.ok
     assert kube.fake.deployments[KEY]["spec"]["replicas"] == 5
-    assert first.status == PREVIOUS  # what the annotation still holds
-    assert first.intended is not None
-    assert first.intended["reason"] == "ScaledUp"
-    assert first.intended["lastChangeTime"] == first.last_change_wall != "then"
+    assert first.record.status == PREVIOUS  # what the annotation still holds
+    assert first.record.intended is not None
+    assert first.record.intended["reason"] == "ScaledUp"
+    assert first.record.intended["lastChangeTime"] == first.record.last_change_wall != "then"
     # The next decision keeps the scale: it must record the change, not the old status.
-    steady = plan_writes(
-        deployment=kube.deployment(),
-        pods=(),
-        decision=_decision(5, Reason.STEADY),
-        status=first.status,
-        intended=first.intended,
-        last_change_wall=first.last_change_wall,
-    )
+    steady = plan_writes(kube.deployment(), (), Decided(_decision(5, Reason.STEADY)), first.record)
     assert steady is not None
     second = await kube.actuator.carry_out(steady, now=10.0)
     assert second.ok
     written = kube.status()
-    assert written == first.intended
+    assert written == first.record.intended
     assert written is not None
     assert written["desired"] == 5
-    assert second.intended is None
+    assert second.record.intended is None
 
 
 async def test_failures_back_off_and_warn_once(kube: Kube) -> None:
     kube.fake.unavailable = True
-    plan = plan_writes(
-        deployment=kube.deployment(), pods=(), decision=_decision(5, Reason.SCALED_UP)
-    )
+    plan = plan_writes(kube.deployment(), (), Decided(_decision(5, Reason.SCALED_UP)))
     assert plan is not None
     now = 0.0
     delays = []
@@ -318,9 +300,7 @@ async def test_failures_back_off_and_warn_once(kube: Kube) -> None:
     assert delays == [2.0, 4.0, 8.0, 16.0]
     # An activation is not held back by a backoff.
     wake = plan_writes(
-        deployment=replace(kube.deployment(), spec_replicas=0),
-        pods=(),
-        decision=_decision(1, Reason.ACTIVATED),
+        replace(kube.deployment(), spec_replicas=0), (), Decided(_decision(1, Reason.ACTIVATED))
     )
     assert wake is not None
     assert not (await kube.actuator.carry_out(wake, now=now - 1)).deferred
@@ -328,9 +308,7 @@ async def test_failures_back_off_and_warn_once(kube: Kube) -> None:
     kube.fake.unavailable = False
     assert (await kube.actuator.carry_out(plan, now=now + 100)).ok
     kube.fake.fail_next["scale"] = [422, 422, 422, 422]
-    plan = plan_writes(
-        deployment=kube.deployment(), pods=(), decision=_decision(7, Reason.SCALED_UP)
-    )
+    plan = plan_writes(kube.deployment(), (), Decided(_decision(7, Reason.SCALED_UP)))
     assert plan is not None
     for n in range(4):
         await kube.actuator.carry_out(plan, now=1000.0 + 100 * n)
@@ -343,13 +321,11 @@ async def test_failures_back_off_and_warn_once(kube: Kube) -> None:
 
 async def test_outage_keeps_previous_status_and_counts(kube: Kube) -> None:
     kube.fake.unavailable = True
-    plan = plan_writes(
-        deployment=kube.deployment(), pods=(), decision=_decision(5, Reason.SCALED_UP)
-    )
+    plan = plan_writes(kube.deployment(), (), Decided(_decision(5, Reason.SCALED_UP)))
     assert plan is not None
     outcome = await kube.actuator.carry_out(plan, now=0.0)
     assert not outcome.ok
-    assert outcome.status is None
+    assert outcome.record.status is None
     failures = kube.metrics.registry.get_sample_value(
         "tidal_scaler_write_failures_total", {"target": KEY}
     )

@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from scaler.warm import HttpReplicaCalls, ReplicaCallFailed
+from scaler.warm.tier import HttpReplicaCalls, ReplicaCallFailed
 
 
 async def test_failures_carry_the_status_and_out_of_memory() -> None:

@@ -20,7 +20,7 @@ from activator.notice_taints import DEFAULT_NOTICE_TAINTS, nodes_under_notice, p
 from activator.settings import ActivatorSettings
 from activator.targets import Endpoint
 from groundwork.settings_loading import load_settings
-from scaler.placement_settings import PlacementSettings
+from scaler.placement.settings import PlacementSettings
 from scaler.policy.providers import PRESETS
 
 

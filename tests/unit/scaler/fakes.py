@@ -28,9 +28,10 @@ from scaler.metrics import Metrics
 from scaler.policy.protocol import Policy, PurePolicy
 from scaler.signals.base import DemandSource, SourceReading
 from scaler.signals.hub import SignalHub
-from scaler.targets import TargetBook
+from scaler.targets.book import TargetBook
 from scaler.ticking import CallLater
-from scaler.warm import WarmTier
+from scaler.warm.tier import ReplicaCalls, WarmSettings, WarmTier
+from scaler.warm.views import ActuatorEvents, ModelBoard
 
 
 def deployment(
@@ -279,7 +280,8 @@ def wire(
     tick_interval_s: float = 2.0,
     wall_time: Callable[[], str] | None = None,
     call_later: CallLater | None = None,
-    warm: Callable[[Controller], WarmTier] | None = None,
+    warm_calls: ReplicaCalls | None = None,
+    warm_settings: WarmSettings | None = None,
 ) -> Wired:
     policy = policy or PurePolicy()
     book = TargetBook(cluster, policy, gpu_metrics=gpu_metrics)
@@ -291,6 +293,18 @@ def wire(
         metrics=metrics,
         **({"wall_time": wall_time} if wall_time is not None else {}),
     )
+    board = ModelBoard()
+    warm = None
+    if warm_calls is not None:
+        # As the service builds it: the board of views to read, Events through the actuator.
+        warm = WarmTier(
+            warm_calls,
+            clock=clock,
+            views=board,
+            events=ActuatorEvents(actuator, book, metrics),
+            leading=lambda: leader.is_leader,
+            settings=warm_settings,
+        )
     controller = Controller(
         targets=book,
         signals=signals,
@@ -302,5 +316,6 @@ def wire(
         settings=ControllerSettings(tick_interval_s=tick_interval_s),
         call_later=call_later,
         warm=warm,
+        board=board,
     )
     return Wired(controller=controller, signals=signals, book=book, actuator=actuator)

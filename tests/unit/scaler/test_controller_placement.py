@@ -31,15 +31,15 @@ from scaler.gpu_ledger import GpuLedger
 from scaler.kube.cluster import deployment_from_raw
 from scaler.kube.types import CompanionInfo, NodeInfo, PodInfo, ScaleState
 from scaler.metrics import Metrics
-from scaler.placement_actuation import PlacementActuation
-from scaler.placing import Placer
+from scaler.placement.actuation import PlacementActuation
+from scaler.placement.placer import Placer
 from scaler.policy.companion import ON_DEMAND_PIN, template_hash
 from scaler.policy.cost import DEFAULT_PRICES
 from scaler.policy.protocol import PurePolicy
 from scaler.policy.providers import PRESETS
 from scaler.signals.base import SourceReading
 from scaler.signals.hub import SignalHub
-from scaler.targets import TargetBook
+from scaler.targets.book import TargetBook
 from tests.unit.scaler.fakes import FakeCluster, FakeEvents, FakeLeader
 
 KEY = "default/llama"

@@ -10,7 +10,8 @@ Covers:
 - ``recheck_after_s`` shorter than the tick interval gets a decision of its
   own, while the controller runs (and none after it stops);
 - a follower keeps its copy of the status annotation in step with the
-  leader's, and :meth:`Controller.poke` (on winning the Lease) writes at once;
+  leader's, and the tick a poke brings on winning the Lease writes at once
+  (that a poke brings a tick at once: tests/unit/scaler/test_ticking.py);
 - every scaling action is logged at INFO with target, from -> to, reason,
   mode and signals; an invalid annotation at WARNING.
 """
@@ -174,14 +175,13 @@ async def test_follower_tracks_status_and_poke_acts_at_once() -> None:
         deployment(replicas=3, annotations={"autoscaling.tidal.dev/status": json.dumps(status)})
     )
     await w.run_for(2)
-    # Now it leads and the load wants 4: a poke writes without waiting for a tick.
+    # Now it leads and the load wants 4: the tick its poke brings writes at once.
     policy.desired = 4
     w.leader.is_leader = True
     ticker = ManualTicker()
     task = asyncio.create_task(w.controller.run(ticker))
     try:
-        await asyncio.sleep(0)  # let run() start: pokes act only while it runs
-        w.controller.poke()
+        ticker.push(w.now)  # what IntervalTicker.poke does on winning the Lease
         await _settle(lambda: bool(w.scale.scales))
         assert w.controller.ticks == 4  # three from run_for, one from the poke
         assert w.scale.scales == [(KEY, 4)]

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from scaler.metrics import Metrics
-from scaler.warm import WarmSettings, WarmTier
+from scaler.warm.tier import WarmSettings
 from tests.unit.scaler.fakes import (
     FakeCluster,
     FakeEvents,
@@ -27,7 +28,11 @@ from tests.unit.scaler.fakes import (
     wire,
 )
 from tests.unit.scaler.test_controller import KEY, idle, loaded
-from tests.unit.scaler.test_warm_tier import FakeReplicas
+from tests.unit.scaler.warm.test_tier import FakeReplicas
+
+# The background sleeps, wakes and Events get their turns in looptime's
+# simulated time: a step's short wait lets them run without real waiting.
+pytestmark = pytest.mark.looptime
 
 ANNOTATIONS = {
     "autoscaling.tidal.dev/sleep-after": "10s",
@@ -56,16 +61,8 @@ class WarmWorld:
             leader=self.leader,
             metrics=Metrics(CollectorRegistry()),
             clock=lambda: self.now,
-            warm=lambda c: WarmTier(
-                self.replicas,
-                clock=lambda: self.now,
-                idle_since=c.idle_since,
-                pod_load=c.pod_load,
-                notify=c.note,
-                last_used=c.last_used,
-                leading=lambda: self.leader.is_leader,
-                settings=WarmSettings(handoff_s=0.0),
-            ),
+            warm_calls=self.replicas,
+            warm_settings=WarmSettings(handoff_s=0.0),
         )
         self.controller = self.wired.controller
         assert self.controller.warm is not None

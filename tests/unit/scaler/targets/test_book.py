@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from scaler.policy.api import ScalingConfig
 from scaler.policy.protocol import PurePolicy
-from scaler.targets import TargetBook
+from scaler.targets.book import TargetBook
 from tests.unit.scaler.fakes import FakeCluster, deployment, pod
 
 KEY = "default/llama"

@@ -1,17 +1,30 @@
-"""The warm tier's owner (scaler.warm) against fake replicas: sleeps, wakes, room, fallback."""
+"""The warm tier's owner (scaler.warm.tier) against fake replicas: sleeps, wakes, room, fallback.
+
+The tier reads the models' views from a fake board (:class:`Views`) and
+sends its Events to a list; time is the loop's, simulated by looptime, so
+the handoff before a sleep passes exactly, with no real waiting.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Iterator, Mapping
 
 import pytest
 
 from scaler.kube.types import PodInfo
 from scaler.policy.api import ScalingConfig
-from scaler.warm import Phase, ReplicaCallFailed, WarmSettings, WarmTier
+from scaler.warm.tier import Phase, ReplicaCallFailed, WarmSettings, WarmTier
+from scaler.warm.views import ModelBoard, ModelView
 
 CONFIG = dataclasses.replace(ScalingConfig(), sleep_after_s=30.0)
+
+# The loop's clock is looptime's (simulated): a sleep's handoff takes its real
+# default length, and a test waits past it instead of racing it.
+pytestmark = pytest.mark.looptime
+HANDOFF_S = 2.0
+PAST_HANDOFF_S = HANDOFF_S + 0.5
 
 
 class FakeReplicas:
@@ -56,18 +69,48 @@ def pod(name: str, ip: str, node: str = "n1") -> PodInfo:
     )
 
 
+class Views(Mapping[str, ModelView]):
+    """The models' views as the tier reads them, from what a test sets: each
+    target's idle start (also its last use) and each pod's load."""
+
+    def __init__(self) -> None:
+        self.idle: dict[str, float | None] = {}
+        self.used: dict[str, float | None] = {}
+        self.load: dict[str, float] = {}
+
+    def __getitem__(self, key: str) -> ModelView:
+        idle = self.idle.get(key)
+        used = self.used.get(key, idle)
+        return ModelView(idle_since=idle, last_used=used, pod_load=self.load)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.idle)
+
+    def __len__(self) -> int:
+        return len(self.idle)
+
+
+class Events:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    def note(self, target: str, reason: str, message: str, warning: bool) -> None:
+        self.seen.append((target, reason))
+
+
 class World:
     def __init__(self, replicas: FakeReplicas) -> None:
-        self.idle: dict[str, float | None] = {}
-        self.load: dict[str, float] = {}
-        self.events: list[tuple[str, str]] = []
+        self.views = Views()
+        self.idle = self.views.idle
+        self.load = self.views.load
+        self._events = Events()
+        self.events = self._events.seen
         self.tier = WarmTier(
             replicas,
             clock=lambda: 0.0,
-            idle_since=lambda t: self.idle.get(t),
-            pod_load=lambda t, p: self.load.get(p, 0.0),
-            notify=lambda t, reason, msg, warn: self.events.append((t, reason)),
-            settings=WarmSettings(handoff_s=0.01),
+            views=self.views,
+            events=self._events,
+            settings=WarmSettings(handoff_s=HANDOFF_S),
         )
 
 
@@ -82,7 +125,7 @@ async def test_idle_replicas_sleep_after_the_handoff_and_busy_ones_do_not() -> N
     # Announced at once, asleep only after the handoff.
     assert w.tier.not_routable() == {"ml/a": ["10.0.0.1:8000"]}
     assert replicas.calls == []
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(PAST_HANDOFF_S)
     assert replicas.calls == [("sleep", "http://10.0.0.1:8000")]
     assert w.tier.phase_of("ml/a-1") is Phase.SLEEPING
     assert w.events == [("ml/a", "Slept")]
@@ -96,7 +139,7 @@ async def test_a_server_without_sleep_mode_is_reported_once_and_not_asked_again(
     pods = [pod("a-1", "10.0.0.1")]
     for now in (30.0, 32.0, 34.0):  # ticks
         w.tier.consider_sleep("ml/a", CONFIG, pods, now=now)
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(PAST_HANDOFF_S)
     assert replicas.calls == [("sleep", "http://10.0.0.1:8000")]
     assert w.events == [("ml/a", "SleepModeUnavailable")]
     assert w.tier.not_routable() == {}  # back in rotation, awake
@@ -105,7 +148,7 @@ async def test_a_server_without_sleep_mode_is_reported_once_and_not_asked_again(
     # A new replica (say, after a rollout that enabled sleep mode) is asked.
     replicas.sleep_mode = True
     w.tier.consider_sleep("ml/a", CONFIG, [*pods, pod("a-2", "10.0.0.2")], now=36.0)
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(PAST_HANDOFF_S)
     assert replicas.calls[-1] == ("sleep", "http://10.0.0.2:8000")
     assert w.tier.describe("ml/a")["sleepModeUnavailable"] is None
     assert w.events[-1] == ("ml/a", "Slept")
@@ -117,7 +160,7 @@ async def test_work_arriving_during_the_handoff_cancels_the_sleep() -> None:
     w.idle["ml/a"] = 0.0
     w.tier.consider_sleep("ml/a", CONFIG, [pod("a-1", "10.0.0.1")], now=30.0)
     w.idle["ml/a"] = None  # a request: the idle clock stopped
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(PAST_HANDOFF_S)
     assert replicas.calls == []
     assert w.tier.not_routable() == {}
 
@@ -127,7 +170,7 @@ async def test_level_one_wake_then_warm_up() -> None:
     w = World(replicas)
     w.idle["ml/a"] = 0.0
     w.tier.consider_sleep("ml/a", CONFIG, [pod("a-1", "10.0.0.1")], now=30.0)
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(PAST_HANDOFF_S)
     outcome = await w.tier.wake("ml/a")
     assert outcome.woke == "ml/a-1"
     assert replicas.calls[1:] == [
@@ -146,7 +189,7 @@ async def test_level_two_wake_follows_vllms_sequence() -> None:
     w.idle["ml/a"] = 0.0
     config = dataclasses.replace(CONFIG, sleep_level=2)
     w.tier.consider_sleep("ml/a", config, [pod("a-1", "10.0.0.1")], now=30.0)
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(PAST_HANDOFF_S)
     await w.tier.wake("ml/a")
     assert [c for c, _ in replicas.calls] == [
         "sleep", "wake_up:weights", "reload_weights", "wake_up:kv_cache", "warm_up",
@@ -158,7 +201,7 @@ async def test_a_wake_without_room_sleeps_the_lru_model_first() -> None:
     w = World(replicas)
     w.idle["ml/a"] = 0.0
     w.tier.consider_sleep("ml/a", CONFIG, [pod("a-1", "10.0.0.1")], now=30.0)
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(PAST_HANDOFF_S)
     b = pod("b-1", "10.0.0.2")
     w.tier.remember_addresses("ml/b", CONFIG, [b])
     replicas.calls.append(("serve", "http://10.0.0.2:8000"))  # b is awake on the GPU
@@ -174,7 +217,7 @@ async def test_a_failed_wake_leaves_it_asleep_and_says_why() -> None:
     w = World(replicas)
     w.idle["ml/a"] = 0.0
     w.tier.consider_sleep("ml/a", CONFIG, [pod("a-1", "10.0.0.1")], now=30.0)
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(PAST_HANDOFF_S)
     replicas.fail_wake = True
     outcome = await w.tier.wake("ml/a")
     assert outcome.woke is None and "boom" in outcome.reason
@@ -210,3 +253,15 @@ async def test_idle_awake_on_lists_other_idle_models_lru_first(busy: bool) -> No
         [(3.0, "ml/c", "ml/c-1")] if busy else [(1.0, "ml/b", "ml/b-1"), (3.0, "ml/c", "ml/c-1")]
     )
     assert ranked == expected
+
+
+def test_lru_on_ranks_the_warm_tier_models_the_views_show() -> None:
+    board = ModelBoard()
+    a, b, c = pod("a-1", "10.0.0.1"), pod("b-1", "10.0.0.2"), pod("c-1", "10.0.0.3")
+    board.publish("ml/a", ModelView(last_used=5.0, pods=(a,), sleep_level=1))
+    board.publish("ml/b", ModelView(last_used=1.0, pods=(b,), sleep_level=2))
+    # Not in the warm tier (no sleep-after): never put to sleep, however idle.
+    board.publish("ml/c", ModelView(last_used=0.0, pods=(c,), sleep_level=None))
+    tier = WarmTier(FakeReplicas(), clock=lambda: 0.0, views=board)
+    assert tier.lru_on("n1", "ml/x") == [("ml/b", "ml/b-1", 2), ("ml/a", "ml/a-1", 1)]
+    assert tier.lru_on("n1", "ml/b") == [("ml/a", "ml/a-1", 1)]

@@ -1,8 +1,8 @@
 """Placement beside the control loop: per-target state, the plan, orphan companions.
 
 The controller owns one :class:`Placer`. After each decision it calls
-:meth:`Placer.plan` with the target's Deployment, pods, placement config
-and the decided replicas; the placer turns what the watches know
+:meth:`Placer.plan` with the target's Deployment and pods, its companion,
+its placement config and the decided replicas; the placer turns what the watches know
 (:class:`PlacementView`: nodes and spot companions) into the policy's
 values, calls :func:`~scaler.policy.placement_plan.plan_placement`, keeps
 the :class:`~scaler.policy.fallback.FallbackState` for the next decision and
@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from scaler.kube.placement_watch import pod_facts
-from scaler.kube.types import CompanionInfo, DeploymentInfo, NodeInfo, PodInfo
+from scaler.kube.types import CompanionInfo, DeploymentInfo, NodeInfo, PodInfo, TargetSnapshot
 from scaler.policy.api import PlacementConfig
 from scaler.policy.availability import CapacityType, PodFacts
 from scaler.policy.companion import companion_name, is_pinned, template_hash
@@ -118,16 +118,18 @@ class Placer:
 
     def plan(
         self,
+        snap: TargetSnapshot,
         *,
-        deployment: DeploymentInfo,
-        pods: Sequence[PodInfo],
+        companion: CompanionInfo | None,
         placement: PlacementConfig,
         target: int,
         now_wall: float,
     ) -> PlacementPlan:
-        """This decision's placement for ``deployment``; the state is kept for the next."""
+        """This decision's placement for ``snap``'s Deployment, whose spot companion the
+        caller looked up (:meth:`companion`) for its pair counts; the state is kept for
+        the next decision."""
+        deployment, pods = snap.deployment, snap.pods
         key = deployment.key
-        companion = self.view.companions().get(key)
         current = companion is not None and companion.template_hash == template_hash(
             deployment.raw, self.preset
         )

@@ -29,14 +29,14 @@ follows vLLM's sequence ``/wake_up?tags=weights``, ``/collective_rpc``
 the pod is routable again.
 
 **Making room on a shared GPU**: with GPU memory from DCGM (through
-Prometheus, :mod:`scaler.gpu_memory`), each model's awake and asleep
+Prometheus, :mod:`scaler.warm.gpu_memory`), each model's awake and asleep
 footprint is learned (:class:`~scaler.policy.warm.MemoryBook`) and, before a
 wake, :func:`~scaler.policy.warm.make_room` picks the least recently used
 idle models on the same physical GPU to put to sleep first. Without it, or
 when it was wrong, a wake that fails for want of memory puts the least
 recently used idle model on the same node to sleep and tries again (at most
 ``max_evictions`` times). Any other failure, or no room, returns no woken
-pod and the controller falls back to the path from zero (one more replica).
+pod and the target's reconciler falls back to the path from zero (one more replica).
 
 A server without sleep mode (vLLM started without ``VLLM_SERVER_DEV_MODE=1``
 and ``--enable-sleep-mode``) answers ``/sleep`` with 404: that pod is not
@@ -64,11 +64,12 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from scaler.gpu_memory import GpuMemory
 from scaler.kube.types import PodInfo
 from scaler.policy.api import ScalingConfig
 from scaler.policy.events import SLEEP_MODE_UNAVAILABLE, SLEPT, WAKE_FAILED, WOKE
 from scaler.policy.warm import MemoryBook, Replica, Resident, choose_wake, make_room
+from scaler.warm.gpu_memory import GpuMemory
+from scaler.warm.views import ModelView, WarmEvents
 
 __all__ = [
     "HttpReplicaCalls",
@@ -206,13 +207,6 @@ class _Counters:
     last_wake_s: float | None = None
 
 
-# The controller answers these from its policy state and signals: a target's
-# idle start (None: busy now), and one pod's load (running + waiting).
-IdleSince = Callable[[str], float | None]
-PodLoad = Callable[[str, str], float]
-Notify = Callable[[str, str, str, bool], None]  # target, reason, message, warning
-
-
 class WarmTier:
     """Which replicas sleep, and the calls that change it (leader only)."""
 
@@ -221,23 +215,20 @@ class WarmTier:
         calls: ReplicaCalls,
         *,
         clock: Callable[[], float],
-        idle_since: IdleSince,
-        pod_load: PodLoad,
-        notify: Notify | None = None,
+        views: Mapping[str, ModelView],
+        events: WarmEvents | None = None,
         settings: WarmSettings | None = None,
         observe_wake: Callable[[str, float, bool], None] | None = None,
-        last_used: Callable[[str], float | None] | None = None,
         memory: GpuMemory | None = None,
         leading: Callable[[], bool] | None = None,
     ) -> None:
         self._calls = calls
         self._clock = clock
-        self._idle_since = idle_since
-        self._pod_load = pod_load
-        self._notify = notify or (lambda *_: None)
+        # The models as their last decisions saw them (read only: the reconcilers
+        # publish them); the tier reads them at a handoff and to rank evictions.
+        self._views = views
+        self._events = events
         self._observe_wake = observe_wake or (lambda *_: None)
-        # When a target last had work (None: never): the LRU order of evictions.
-        self._last_used = last_used or idle_since
         self._memory = memory
         # Checked right before every call that changes a replica: a replica
         # that lost the Lease since the decision changes nothing.
@@ -256,6 +247,28 @@ class WarmTier:
         # and the pods that answered so (not asked again while they run).
         self._no_sleep_mode: dict[str, str] = {}
         self._no_sleep_pods: set[str] = set()
+
+    # -- what the last decisions saw --------------------------------------------------
+
+    def _idle_since(self, target: str) -> float | None:
+        """Start of the target's idle stretch (None: busy, or unknown)."""
+        view = self._views.get(target)
+        return view.idle_since if view is not None else None
+
+    def _last_used(self, target: str) -> float | None:
+        """When the target last had work (None: never): the LRU order of evictions."""
+        view = self._views.get(target)
+        return view.last_used if view is not None else None
+
+    def _pod_load(self, target: str, pod: str) -> float:
+        """Requests running or waiting on one pod (by name), as the last decision saw them."""
+        view = self._views.get(target)
+        return view.pod_load.get(pod, 0.0) if view is not None else 0.0
+
+    def _notify(self, target: str, reason: str, message: str, warning: bool) -> None:
+        """An Event about ``target`` (its sink sends it in the background)."""
+        if self._events is not None:
+            self._events.note(target, reason, message, warning)
 
     # -- views --------------------------------------------------------------------
 
@@ -487,8 +500,10 @@ class WarmTier:
         """Wake one sleeping replica of ``target``; see the module docstring.
 
         ``lru(node, target)`` lists ``(target, pod, sleep level)`` of idle awake
-        replicas of *other* warm-tier models on that node, least recently used first.
+        replicas of *other* warm-tier models on that node, least recently used first
+        (by default :meth:`lru_on`, from the models' views).
         """
+        lru = lru or self.lru_on
         self.cancel_sleeps(target)
         candidates = [
             Replica(pod=p.name, sleeping=True, level=p.level, ready=p.phase is Phase.SLEEPING)
@@ -692,6 +707,27 @@ class WarmTier:
             budget_mib=round(budget), residents=residents, waking_pod=entry_name, need_mib=need
         )
         return list(plan.sleep), plan.fits
+
+    def awake_ready(self, pods: Sequence[PodInfo]) -> list[PodInfo]:
+        """The ready pods among ``pods`` that are awake (not draining, asleep or waking)."""
+        return [
+            p
+            for p in pods
+            if p.ready and not p.terminating and f"{p.namespace}/{p.name}" not in self._pods
+        ]
+
+    def lru_on(self, node: str | None, target: str) -> list[tuple[str, str, int]]:
+        """Idle awake pods of other warm-tier models on ``node``, least recently used
+        first, as ``(target, pod, sleep level)``."""
+        pods: dict[str, tuple[PodInfo, ...]] = {}
+        levels: dict[str, int] = {}
+        for key, view in self._views.items():
+            if view.sleep_level is None:
+                continue  # only models opted in to the warm tier are put to sleep
+            pods[key] = view.pods
+            levels[key] = view.sleep_level
+        ranked = self.idle_awake_on(node, exclude_target=target, pods=pods)
+        return [(t, pod, levels[t]) for _, t, pod in ranked]
 
     def idle_awake_on(
         self, node: str | None, *, exclude_target: str, pods: Mapping[str, Sequence[PodInfo]]

@@ -7,9 +7,9 @@ import dataclasses
 
 import pytest
 
-from scaler.gpu_memory import GpuMemory, GpuMemorySnapshot, parse_memory
 from scaler.policy.api import ScalingConfig
-from tests.unit.scaler.test_warm_tier import CONFIG, FakeReplicas, World, pod
+from scaler.warm.gpu_memory import GpuMemory, GpuMemorySnapshot, parse_memory
+from tests.unit.scaler.warm.test_tier import CONFIG, PAST_HANDOFF_S, FakeReplicas, World, pod
 
 
 def _vector(*samples: tuple[dict[str, str], float]) -> dict[str, object]:
@@ -44,12 +44,13 @@ def test_a_stale_snapshot_is_not_used() -> None:
     assert memory.fresh(11.0) is None
 
 
+@pytest.mark.looptime  # the handoff before the sleep passes in simulated time
 async def test_room_is_made_before_the_wake_from_learned_memory() -> None:
     replicas = FakeReplicas(room=1)
     w = World(replicas)
     memory = GpuMemory()
     w.tier._memory = memory
-    w.tier._last_used = lambda t: {"ml/a": 50.0, "ml/b": 10.0, "ml/c": 30.0}.get(t)
+    w.views.used.update({"ml/a": 50.0, "ml/b": 10.0, "ml/c": 30.0})
     pods = {t: pod(f"{t[3]}-1", f"10.0.0.{i}") for i, t in enumerate(("ml/a", "ml/b", "ml/c"), 1)}
     for target, p in pods.items():
         w.tier.remember_addresses(target, CONFIG, [p])
@@ -62,7 +63,7 @@ async def test_room_is_made_before_the_wake_from_learned_memory() -> None:
     assert w.tier.learn(0.0) == 3
     w.idle["ml/a"] = 0.0
     w.tier.consider_sleep("ml/a", CONFIG, [pods["ml/a"]], now=30.0)
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(PAST_HANDOFF_S)
     memory.snapshot = GpuMemorySnapshot(
         at=1.0,
         pods={("ml", "a-1"): ("GPU-1", 600), ("ml", "b-1"): ("GPU-1", 24_600),

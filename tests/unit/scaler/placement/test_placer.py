@@ -16,8 +16,8 @@ from dataclasses import replace
 from typing import Any
 
 from scaler.kube.cluster import deployment_from_raw
-from scaler.kube.types import CompanionInfo, NodeInfo, PodInfo
-from scaler.placing import Placer, pair_counts
+from scaler.kube.types import CompanionInfo, NodeInfo, PodInfo, TargetSnapshot
+from scaler.placement.placer import Placer, pair_counts
 from scaler.policy import PlacementConfig
 from scaler.policy.companion import pin_patch, template_hash
 from scaler.policy.providers import PRESETS
@@ -93,7 +93,13 @@ def test_plan_lifecycle_and_state() -> None:
     view = View()
     placer = Placer(view=view, preset=KARPENTER, hold_s=30.0)
     fresh = deployment_from_raw(RAW)
-    plan = placer.plan(deployment=fresh, pods=[], placement=SPOT, target=4, now_wall=T0)
+    plan = placer.plan(
+        TargetSnapshot(fresh, ()),
+        companion=placer.companion(fresh.key),
+        placement=SPOT,
+        target=4,
+        now_wall=T0,
+    )
     assert plan.ensure_companion and plan.pin
     assert (plan.on_demand_replicas, plan.companion_replicas) == (1, 3)
 
@@ -103,7 +109,13 @@ def test_plan_lifecycle_and_state() -> None:
         "ml", "llama-spot", "llama", 3, 3, template_hash(pinned_raw, KARPENTER)
     )
     spot_pods = [pod(f"s{i}", "spot-1") for i in range(3)]
-    plan = placer.plan(deployment=pinned, pods=spot_pods, placement=SPOT, target=4, now_wall=T0 + 1)
+    plan = placer.plan(
+        TargetSnapshot(pinned, tuple(spot_pods)),
+        companion=placer.companion(pinned.key),
+        placement=SPOT,
+        target=4,
+        now_wall=T0 + 1,
+    )
     assert not (plan.ensure_companion or plan.pin) and plan.events == ()
 
     # A notice on the spot node: covered now, and still next time (state kept).
@@ -112,18 +124,30 @@ def test_plan_lifecycle_and_state() -> None:
         {"karpenter.sh/capacity-type": "spot"},
         ({"key": "karpenter.sh/disrupted", "effect": "NoSchedule"},),
     )
-    plan = placer.plan(deployment=pinned, pods=spot_pods, placement=SPOT, target=4, now_wall=T0 + 2)
+    plan = placer.plan(
+        TargetSnapshot(pinned, tuple(spot_pods)),
+        companion=placer.companion(pinned.key),
+        placement=SPOT,
+        target=4,
+        now_wall=T0 + 2,
+    )
     assert plan.on_demand_replicas == 4 and plan.events[0][0] == "SpotFallback"
     assert placer.last_plan("ml/llama") is plan
     view.node_map["spot-1"] = NodeInfo("spot-1", {"karpenter.sh/capacity-type": "spot"})
-    plan = placer.plan(deployment=pinned, pods=spot_pods, placement=SPOT, target=4, now_wall=T0 + 3)
+    plan = placer.plan(
+        TargetSnapshot(pinned, tuple(spot_pods)),
+        companion=placer.companion(pinned.key),
+        placement=SPOT,
+        target=4,
+        now_wall=T0 + 3,
+    )
     assert plan.on_demand_replicas == 4  # held: released only after the hold
 
     changed_raw = copy.deepcopy(pinned_raw)
     changed_raw["spec"]["template"]["spec"]["containers"][0]["image"] = "vllm:2"
     plan = placer.plan(
-        deployment=deployment_from_raw(changed_raw),
-        pods=spot_pods,
+        TargetSnapshot(deployment_from_raw(changed_raw), tuple(spot_pods)),
+        companion=placer.companion(deployment_from_raw(changed_raw).key),
         placement=SPOT,
         target=4,
         now_wall=T0 + 4,
@@ -134,7 +158,13 @@ def test_plan_lifecycle_and_state() -> None:
 def test_orphans_and_forget() -> None:
     view = View()
     placer = Placer(view=view, preset=KARPENTER)
-    placer.plan(deployment=deployment_from_raw(RAW), pods=[], placement=SPOT, target=2, now_wall=T0)
+    placer.plan(
+        TargetSnapshot(deployment_from_raw(RAW), ()),
+        companion=placer.companion(deployment_from_raw(RAW).key),
+        placement=SPOT,
+        target=2,
+        now_wall=T0,
+    )
     assert placer.last_plan("ml/llama") is not None
     view.companion_map["ml/llama"] = CompanionInfo("ml", "llama-spot", "llama", 3, 3, "h")
     view.companion_map["ml/old"] = CompanionInfo("ml", "old-spot", "old", 1, 1, "h")
@@ -148,11 +178,29 @@ def test_switching_to_spot_keeps_on_demand_until_spot_is_ready() -> None:
     placer = Placer(view=view, preset=KARPENTER, hold_s=30.0)
     on_demand = [pod(f"o{i}", "od-1") for i in range(4)]
     d = deployment_from_raw(RAW)
-    plan = placer.plan(deployment=d, pods=on_demand, placement=SPOT, target=4, now_wall=T0)
+    plan = placer.plan(
+        TargetSnapshot(d, tuple(on_demand)),
+        companion=placer.companion(d.key),
+        placement=SPOT,
+        target=4,
+        now_wall=T0,
+    )
     assert (plan.on_demand_replicas, plan.companion_replicas) == (4, 3)  # nothing dropped
     spot_ready = [*on_demand, *(pod(f"s{i}", "spot-1") for i in range(3))]
-    placer.plan(deployment=d, pods=spot_ready, placement=SPOT, target=4, now_wall=T0 + 60)
-    plan = placer.plan(deployment=d, pods=spot_ready, placement=SPOT, target=4, now_wall=T0 + 90)
+    placer.plan(
+        TargetSnapshot(d, tuple(spot_ready)),
+        companion=placer.companion(d.key),
+        placement=SPOT,
+        target=4,
+        now_wall=T0 + 60,
+    )
+    plan = placer.plan(
+        TargetSnapshot(d, tuple(spot_ready)),
+        companion=placer.companion(d.key),
+        placement=SPOT,
+        target=4,
+        now_wall=T0 + 90,
+    )
     assert plan.on_demand_replicas == 1
 
 

@@ -1,4 +1,4 @@
-"""Carrying out placement plans (:mod:`scaler.placement_actuation`), with recording fakes.
+"""Carrying out placement plans (:mod:`scaler.placement.actuation`), with recording fakes.
 
 Covers: a fresh spot target creates the companion from the user's template
 at the spot replicas, pins the user's Deployment, scales the companion and
@@ -21,7 +21,7 @@ import pytest
 from groundwork.kube.errors import ApiUnavailable
 from scaler.kube.cluster import deployment_from_raw
 from scaler.kube.types import CompanionInfo, DeploymentInfo, ScaleState
-from scaler.placement_actuation import PlacementActuation
+from scaler.placement.actuation import PlacementActuation
 from scaler.policy import Split
 from scaler.policy.availability import SpotCounts
 from scaler.policy.companion import ON_DEMAND_PIN, pin_patch

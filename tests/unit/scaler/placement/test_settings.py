@@ -1,4 +1,4 @@
-"""The scaler's ``placement`` settings group (:mod:`scaler.placement_settings`).
+"""The scaler's ``placement`` settings group (:mod:`scaler.placement.settings`).
 
 Covers: the default (Karpenter, default prices, 60 s hold); a preset with
 extra notice taints from the environment; a custom provider from a YAML

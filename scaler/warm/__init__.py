@@ -1,0 +1,12 @@
+"""The warm tier: replicas that sleep when idle and wake in about a second.
+
+``tier.py`` makes the sleep and wake calls and keeps which replicas sleep;
+``views.py`` is what it reads of the models (a board each target's
+reconciler publishes on after a decision) and where its Events go;
+``gpu_memory.py`` reads GPU memory from Prometheus so a wake can make room
+first. When to sleep, wake or fall back to a cold start is each target's
+reconciler's (:mod:`scaler.targets.reconciler`); the tier holds nothing of
+the controller. The pure parts (the sleep ladder, choosing what to wake,
+making room) are :mod:`scaler.policy.warm`, under the policy's purity
+contract.
+"""
