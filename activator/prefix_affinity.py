@@ -16,13 +16,14 @@ fixed-size chunks, a trace gives block ids). The pick, in order:
 1. **History.** The router remembers, per request it routed, the *tip* of the
    prompt (its last full block) and the replica it went to, in an LRU map of
    at most ``max_tracked`` entries. The new prompt's blocks are looked up
-   from the deepest to the shallowest: the deepest remembered tip whose
-   replica is still a candidate and under the load bound wins. A chat's
-   turn *k+1* contains turn *k*'s whole prompt, so it finds turn *k*'s tip
-   and the replica that holds the longest matching prefix. Only tips are
-   remembered, not every block: a system prompt shared by every
-   conversation is never a tip, so it does not pull every new conversation
-   to the first replica that saw it.
+   from the deepest to just past the anchor (below): the deepest remembered
+   tip whose replica is still a candidate and under the load bound wins. A
+   chat's turn *k+1* contains turn *k*'s whole prompt, so it finds turn
+   *k*'s tip and the replica that holds the longest matching prefix. Only
+   tips past the anchor are remembered, not every block: a system prompt
+   shared by every conversation is never one, so it does not pull every new
+   conversation to the replica that happened to see it first (which would
+   also make each activator's choice depend on its own past).
 2. **Ring.** Otherwise, consistent hashing with bounded loads (Mirrokni,
    Thorup and Zadimoghaddam, 2017; what KubeAI's ``PrefixHash`` strategy
    and Vimeo's and Envoy's ring balancers do): the first ``anchor`` blocks
@@ -31,15 +32,20 @@ fixed-size chunks, a trace gives block ids). The pick, in order:
    and the request takes the first replica clockwise that is under the
    bound. Every turn of a conversation has the same anchor, so every
    activator sends it to the same replica without talking to the others.
-3. **No blocks** (a prompt shorter than one block: nothing to reuse): the
-   caller's least-loaded pick.
+3. **Least loaded**, when no replica is under the bound (with few requests
+   in flight one more is already over it everywhere), and when the prompt
+   has no full block (nothing to reuse: ``no-blocks``, the caller balances
+   as usual).
 
-**The bound.** A replica may take a request only while its in-flight count
-is below ``ceil(load_factor * (total + 1) / n)``, *total* being the
-candidates' in-flight sum and *n* their number: no replica ends over
-``load_factor`` times the mean plus the rounding of one request. The
-least-loaded replica is always under it (its load is at most the mean), so
-the bound never holds a request that least-loaded would have sent. 1.25 is
+**The bound.** A replica may take a request only if it then carries at
+most ``load_factor`` times the mean: ``in_flight + 1 <= load_factor *
+(total + 1) / n``, *total* being the candidates' in-flight sum and *n*
+their number, and an idle replica may always take one. The paper rounds
+the bound up to a whole request; this does not, so that the busiest
+replica stays within the factor whenever the mean is one request or more,
+and falls back to the least-loaded replica instead, which never adds to
+the busiest. So affinity never sends a request where
+least-loaded would not have, once that replica is 1.25x the mean. 1.25 is
 the factor the bounded-loads paper and Vimeo run and brpc defaults to.
 
 **Why a ring and history, not a score.** llm-d's scheduler and SGLang's
@@ -131,9 +137,9 @@ def stable_hash(value: object) -> int:
     return int.from_bytes(hashlib.blake2b(repr(value).encode(), digest_size=8).digest(), "big")
 
 
-def load_bound(loads: Sequence[int], load_factor: float) -> int:
-    """The in-flight count a replica must stay below to take one more request."""
-    return math.ceil(load_factor * (sum(loads) + 1) / len(loads))
+def load_bound(loads: Sequence[int], load_factor: float) -> float:
+    """The most a replica may carry after taking one more request."""
+    return max(1.0, load_factor * (sum(loads) + 1) / len(loads))
 
 
 class Ring:
@@ -188,7 +194,8 @@ class PrefixAffinity(Generic[T]):
 
         The reason is ``history``, ``ring``, ``full`` (every candidate at
         ``limit``, the per-replica in-flight cap, 0: none: hold the request)
-        or ``no-blocks`` (the caller balances as usual). ``anchor`` overrides
+        ``least-loaded`` (no replica under the bound) or ``no-blocks`` (the
+        caller balances as usual). ``anchor`` overrides
         the configured anchor depth (the activator knows where a chat's first
         user message ends). The choice is remembered as this prompt's tip.
         """
@@ -197,24 +204,38 @@ class PrefixAffinity(Generic[T]):
         if not blocks:
             return None, "no-blocks"
         by_name = {self._name(c): c for c in candidates}
+        depth = max(
+            1, min(len(blocks), anchor if anchor is not None else self.config.anchor_blocks)
+        )
         bound = load_bound([c.in_flight for c in candidates], self.config.load_factor)
 
-        def room(c: T) -> bool:
-            return c.in_flight < bound and (limit <= 0 or c.in_flight < limit)
+        def free(c: T) -> bool:
+            return limit <= 0 or c.in_flight < limit
 
-        chosen, reason = self._from_history(blocks, by_name, room), "history"
+        def room(c: T) -> bool:
+            return c.in_flight + 1 <= bound and free(c)
+
+        chosen, reason = self._from_history(blocks, depth, by_name, room), "history"
         if chosen is None:
-            chosen, reason = self._from_ring(blocks, by_name, room, anchor), "ring"
+            chosen, reason = self._from_ring(blocks[:depth], by_name, room), "ring"
         if chosen is None:
-            return None, "full"
-        self._remember(blocks[-1], self._name(chosen))
+            open_ = [c for c in candidates if free(c)]
+            if not open_:
+                return None, "full"
+            chosen, reason = min(open_, key=lambda c: c.in_flight), "least-loaded"
+        if len(blocks) > depth:
+            self._remember(blocks[-1], self._name(chosen))
         return chosen, reason
 
     def _from_history(
-        self, blocks: Sequence[Hashable], by_name: dict[str, T], room: Callable[[T], bool]
+        self,
+        blocks: Sequence[Hashable],
+        depth: int,
+        by_name: dict[str, T],
+        room: Callable[[T], bool],
     ) -> T | None:
         tips = self._tips
-        for block in reversed(blocks):
+        for block in reversed(blocks[depth:]):
             name = tips.get(block)
             if name is None:
                 continue
@@ -228,15 +249,10 @@ class PrefixAffinity(Generic[T]):
         return None
 
     def _from_ring(
-        self,
-        blocks: Sequence[Hashable],
-        by_name: dict[str, T],
-        room: Callable[[T], bool],
-        anchor: int | None,
+        self, anchor: Sequence[Hashable], by_name: dict[str, T], room: Callable[[T], bool]
     ) -> T | None:
-        depth = min(len(blocks), anchor if anchor is not None else self.config.anchor_blocks)
         ring = self._ring_for(by_name)
-        for name in ring.walk(stable_hash(tuple(blocks[: max(1, depth)]))):
+        for name in ring.walk(stable_hash(tuple(anchor))):
             candidate = by_name[name]
             if room(candidate):
                 return candidate
