@@ -18,37 +18,28 @@ import argparse
 import asyncio
 import logging
 import sys
-from pathlib import Path
-from typing import Any
 
 import prometheus_client
 import uvloop
-from pydantic import ValidationError
 
 from activator.app import serve
-from activator.settings import ActivatorSettings, flag_specs, load_settings
+from activator.settings import ActivatorSettings
 from activator.workers import run_workers
+from groundwork.settings_loading import (
+    SettingsError,
+    add_setting_flags,
+    flags_from_args,
+    load_settings,
+    visible_secret_warnings,
+)
 
-__all__ = ["configure", "run", "secret_flag_warnings", "settings_from_args"]
-
-# Settings whose value is a secret: a flag puts it in every user's ps.
-_SECRET_FLAGS = {"setting__scaler_token": ("--scaler-token", "TIDAL_ACTIVATOR_SCALER_TOKEN")}
+__all__ = ["configure", "run", "settings_from_args"]
 
 log = logging.getLogger("activator")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config", type=Path, metavar="FILE", help="YAML settings file (under flags and env)"
-    )
-    for spec in flag_specs():
-        dest = "setting__" + "__".join(spec.path)
-        if spec.is_bool:
-            parser.add_argument(
-                spec.flag, dest=dest, action="store_const", const=True, help=spec.help
-            )
-        else:
-            parser.add_argument(spec.flag, dest=dest, metavar="VALUE", help=spec.help)
+    add_setting_flags(parser, ActivatorSettings)
     parser.epilog = (
         "Without --routes the activator discovers targets from Kubernetes "
         "(KUBECONFIG or in-cluster)."
@@ -56,35 +47,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> ActivatorSettings:
-    flags: dict[str, Any] = {}
-    for key, value in vars(args).items():
-        if not key.startswith("setting__") or value is None:
-            continue
-        path = key.removeprefix("setting__").split("__")
-        node = flags
-        for part in path[:-1]:
-            node = node.setdefault(part, {})
-        node[path[-1]] = value
-    return load_settings(flags, getattr(args, "config", None))
-
-
-def secret_flag_warnings(args: argparse.Namespace) -> list[str]:
-    """A warning for each secret given as a flag (still accepted, for old manifests)."""
-    warnings = []
-    for dest, (flag, env) in _SECRET_FLAGS.items():
-        if getattr(args, dest, None) is not None:
-            warnings.append(
-                f"{flag} is visible to every user of this machine (ps, /proc); "
-                f"set {env} or {flag}-file instead"
-            )
-    return warnings
+    return load_settings(
+        ActivatorSettings, flags=flags_from_args(args), config_file=getattr(args, "config", None)
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         settings = settings_from_args(args)
-    except (ValidationError, ValueError) as exc:
-        print(f"tidal activator: invalid settings:\n{exc}", file=sys.stderr)
+    except SettingsError as exc:
+        for line in str(exc).splitlines():
+            print(f"tidal activator: {line}", file=sys.stderr)
         return 2
     logging.basicConfig(
         level=settings.log_level.upper(),
@@ -94,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     # dashboard uses; the services are the only place that may say so
     # process-wide.
     prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
-    for warning in secret_flag_warnings(args):
+    for warning in visible_secret_warnings(ActivatorSettings, flags_from_args(args)):
         log.warning("%s", warning)
     if settings.workers > 1:
         return run_workers(settings)

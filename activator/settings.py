@@ -1,40 +1,32 @@
 """The activator's settings: flags, then environment, then a YAML file, then defaults.
 
-One pydantic-settings class with nested groups. Environment variables use the
-prefix ``TIDAL_ACTIVATOR_`` and ``__`` between a group and its key
+One pydantic-settings class with nested groups, loaded as the scaler's are
+(:func:`groundwork.settings_loading.load_settings`). Environment variables
+use the prefix ``TIDAL_ACTIVATOR_`` and ``__`` between a group and its key
 (``TIDAL_ACTIVATOR_TIMEOUTS__CONNECT_S=2``). ``--config FILE`` names a YAML
 file with the same shape as the class (``timeouts: {connect_s: 2}``).
 
 Every field carries its unit in its name and its meaning in its description;
-:func:`flag_specs` turns them into ``--flags`` whose help shows the default,
-so ``tidal activator --help`` documents every setting. Timeouts are split by
+:func:`~groundwork.settings_loading.flag_specs` turns them into ``--flags``
+whose help shows the default, so ``tidal activator --help`` documents every
+setting. Timeouts are split by
 phase, as KEDA's interceptor does; for each, 0 means "no limit" where that is
 allowed and the description says so.
 """
 
 from __future__ import annotations
 
-import contextvars
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field, SecretStr, model_validator
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    YamlConfigSettingsSource,
-)
+from pydantic_settings import SettingsConfigDict
 
 from activator.notice_taints import DEFAULT_NOTICE_TAINTS, parse_notice_taints
 from activator.scaler_peers import parse_scaler_urls
+from groundwork.settings_loading import ServiceSettings
+from groundwork.token_file import read_token
 
-__all__ = ["ActivatorSettings", "FlagSpec", "flag_specs", "load_settings"]
-
-_config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
-    "tidal_activator_config_file", default=None
-)
+__all__ = ["ActivatorSettings"]
 
 
 class Timeouts(BaseModel):
@@ -127,7 +119,7 @@ class Defaults(BaseModel):
     )
 
 
-class ActivatorSettings(BaseSettings):
+class ActivatorSettings(ServiceSettings):
     """Everything ``tidal activator`` can be told."""
 
     model_config = SettingsConfigDict(
@@ -227,84 +219,7 @@ class ActivatorSettings(BaseSettings):
                     "give the scaler token once: scaler_token (TIDAL_ACTIVATOR_SCALER_TOKEN) "
                     "or scaler_token_file, not both"
                 )
-            self.scaler_token = SecretStr(_read_token(self.scaler_token_file))
-        return self
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        path = _config_file.get()
-        if path is not None:
-            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path))
-        return tuple(sources)
-
-
-def _read_token(path: Path) -> str:
-    try:
-        token = path.read_text().strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"scaler_token_file: cannot read {path}: {exc}") from None
-    if not token:
-        raise ValueError(f"scaler_token_file: {path} is empty; it must hold the bearer token")
-    if any(c.isspace() for c in token):
-        raise ValueError(
-            f"scaler_token_file: {path} holds whitespace inside the token; "
-            "it must hold the bearer token alone"
-        )
-    return token
-
-
-def load_settings(flags: dict[str, Any], config_file: Path | None = None) -> ActivatorSettings:
-    """Flags (nested dicts for groups) over environment over ``config_file``."""
-    if config_file is not None and not config_file.is_file():
-        raise ValueError(f"--config: {config_file} is not a readable file")
-    token = _config_file.set(config_file)
-    try:
-        return ActivatorSettings(**flags)
-    finally:
-        _config_file.reset(token)
-
-
-@dataclass(frozen=True, slots=True)
-class FlagSpec:
-    """One command-line flag derived from a settings field."""
-
-    flag: str  # --timeouts-connect-s
-    path: tuple[str, ...]  # ("timeouts", "connect_s")
-    is_bool: bool
-    help: str
-
-
-def flag_specs() -> list[FlagSpec]:
-    specs: list[FlagSpec] = []
-
-    def walk(model: type[BaseModel], prefix: tuple[str, ...]) -> None:
-        for name, info in model.model_fields.items():
-            annotation = info.annotation
-            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-                walk(annotation, (*prefix, name))
-                continue
-            path = (*prefix, name)
-            default = info.get_default(call_default_factory=True)
-            shown = "unset" if default is None or default == "" else repr(default)
-            if isinstance(default, bool):
-                shown = str(default).lower()
-            specs.append(
-                FlagSpec(
-                    flag="--" + "-".join(path).replace("_", "-"),
-                    path=path,
-                    is_bool=annotation is bool,
-                    help=f"{info.description} (default: {shown}; env "
-                    f"TIDAL_ACTIVATOR_{'__'.join(path).upper()})",
-                )
+            self.scaler_token = SecretStr(
+                read_token(self.scaler_token_file, setting="scaler_token_file")
             )
-
-    walk(ActivatorSettings, ())
-    return specs
+        return self

@@ -7,7 +7,9 @@ Inputs, from one run::
 
 which leave ``out/run_stats.csv``, ``out/run_stats_history.csv`` (locust's),
 ``out/run_requests.csv`` (the locustfile's request log) and
-``out/replicas.csv``. Output: ``out/run_report.csv`` (one row per bucket,
+``out/replicas.csv`` (with spot placement, one more sampler for the
+``-spot`` companion: give ``--replicas`` once per file and the charts show
+their sum). Output: ``out/run_report.csv`` (one row per bucket,
 1 s unless the run is long), ``out/run_report.png`` (every chart, stacked on
 one time axis), one PNG per chart (``out/run_<chart>.png``) and a summary
 on stdout (``--json``: one JSON line)::
@@ -57,6 +59,7 @@ __all__ = [
     "ReplicaSample",
     "ReportError",
     "Summary",
+    "combine_replicas",
     "main",
     "merge",
     "plot",
@@ -219,6 +222,34 @@ def read_replicas(path: Path) -> list[ReplicaSample]:
             raise ReportError(f"{path}:{line}: {error}") from error
     samples.sort(key=lambda s: s.timestamp)
     return samples
+
+
+def combine_replicas(series: Sequence[Sequence[ReplicaSample]]) -> list[ReplicaSample]:
+    """Several Deployments' samples as one fleet: at each sample time, the sum of each
+    Deployment's latest sample (a spot placement splits a model into ``llama`` and
+    ``llama-spot``; the chart should show both halves).
+
+    A Deployment not sampled yet counts as 0 (it did not exist); one whose
+    latest poll failed makes the sum unknown (None) rather than too low.
+    """
+    if len(series) == 1:
+        return list(series[0])
+    events = sorted((s.timestamp, index, s) for index, one in enumerate(series) for s in one)
+    latest: dict[int, ReplicaSample] = {}
+    combined = []
+    for timestamp, index, sample in events:
+        latest[index] = sample
+        desired = [s.desired for s in latest.values()]
+        ready = [s.ready for s in latest.values()]
+        combined.append(
+            ReplicaSample(timestamp=timestamp, desired=_sum(desired), ready=_sum(ready))
+        )
+    return combined
+
+
+def _sum(values: list[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if len(known) == len(values) else None
 
 
 def _is_request(row: _HistoryRow) -> bool:
@@ -651,7 +682,7 @@ def auto_bucket_s(span_s: float) -> float:
 def write_report(
     prefix: Path,
     *,
-    replicas: Path | None = None,
+    replicas: Path | Sequence[Path] | None = None,
     out_prefix: Path | None = None,
     title: str = "",
     bucket_s: float | None = None,
@@ -660,7 +691,8 @@ def write_report(
     history = read_stats_history(Path(f"{prefix}_stats_history.csv"))
     log_path = Path(f"{prefix}_requests.csv")
     requests = read_request_log(log_path) if log_path.is_file() else []
-    samples = read_replicas(replicas) if replicas is not None else []
+    paths = [replicas] if isinstance(replicas, Path) else list(replicas or ())
+    samples = combine_replicas([read_replicas(p) for p in paths]) if paths else []
     if bucket_s is None:
         span_s = history[-1].timestamp - history[0].timestamp
         bucket_s = auto_bucket_s(span_s)
@@ -689,7 +721,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("prefix", type=Path, help="the --csv PREFIX locust was given")
     parser.add_argument(
-        "--replicas", type=Path, default=None, help="CSV from python -m loadtests.replicas_sampler"
+        "--replicas",
+        type=Path,
+        action="append",
+        default=None,
+        help="CSV from python -m loadtests.replicas_sampler; give one per Deployment of the "
+        "model (llama and llama-spot) to chart their sum",
     )
     parser.add_argument("--out", type=Path, default=None, help="output prefix (default: PREFIX)")
     parser.add_argument("--title", default="", help="title on the overview chart")

@@ -47,12 +47,45 @@ __all__ = [
     "Tick",
     "diurnal_arrivals",
     "diurnal_rate",
+    "user_class_problem",
     "users_needed",
 ]
+
+# The shapes whose requests follow a schedule of send times, not a pool of users.
+OPEN_LOOP_SHAPES = ("diurnal", "replay")
 
 
 class ScheduleError(ValueError):
     """A schedule parameter is out of range; the message names it and what is allowed."""
+
+
+def user_class_problem(
+    shape: str, chosen: dict[str, bool], available: dict[str, bool]
+) -> str | None:
+    """Why the user classes ``chosen`` cannot run ``shape``, or None when one of them can.
+
+    ``chosen`` and ``available`` map class names to whether the class is open
+    loop (``open_loop = True``): those named on the command line (all when
+    none is) and all the locustfile holds. An open-loop shape needs an
+    open-loop class and a closed-loop shape a closed-loop one; the message
+    names the classes that would do.
+    """
+    open_loop = shape in OPEN_LOOP_SHAPES
+    if any(flag == open_loop for flag in chosen.values()):
+        return None
+    fitting = sorted(name for name, flag in available.items() if flag == open_loop)
+    kind = "open loop (a schedule of send times)" if open_loop else "closed loop (a pool of users)"
+    named = ", ".join(sorted(chosen)) or "none"
+    if not fitting:
+        return f"--shape {shape} is {kind}, and the locustfile has no user class for it"
+    runs = (
+        f"the user class {fitting[0]}"
+        if len(fitting) == 1
+        else f"one of the user classes {', '.join(fitting[:-1])} or {fitting[-1]}"
+    )
+    return (
+        f"--shape {shape} is {kind} and runs {runs}; name it on the command line instead of {named}"
+    )
 
 
 def _require(ok: bool, message: str) -> None:

@@ -23,8 +23,10 @@ starts:
 
 Closed-loop shapes run the locustfile's closed-loop user classes (the ones
 named on the command line, or all of them); open-loop shapes run its
-open-loop class (``open_loop = True``), a pool of users sized to the busiest
-moment of the schedule. Why open loop, and why latency is measured from the
+open-loop class (``open_loop = True``: the locustfile's ``OpenLoopUser``), a
+pool of users sized to the busiest moment of the schedule; user classes that
+cannot run the shape are refused before the test starts, naming the one
+that can. Why open loop, and why latency is measured from the
 scheduled send time: see :mod:`loadtests.schedules` (coordinated omission).
 
 Open-loop shapes need the shape and the users in one process (no
@@ -34,6 +36,7 @@ Open-loop shapes need the shape and the users in one process (no
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from typing import Any, ClassVar
 
@@ -50,6 +53,7 @@ from loadtests.schedules import (
     SpikeFromZero,
     StepUsers,
     diurnal_arrivals,
+    user_class_problem,
     users_needed,
 )
 
@@ -129,6 +133,29 @@ _SHAPE_FLAGS: list[tuple[str, Any, Any, str]] = [
 
 
 events.init_command_line_parser.add_listener(_add_shape_arguments)
+
+
+def _check_user_classes(environment: Any, **_kwargs: Any) -> None:
+    """Refuse, before the test starts, user classes that cannot run ``--shape``.
+
+    Found later, in the shape's first tick, it was a traceback from a
+    greenlet; here it is one line naming the class to use, and exit status 2.
+    """
+    options = environment.parsed_options
+    if options is None or getattr(options, "shape", None) is None:
+        return
+
+    def loops(classes: Any) -> dict[str, bool]:
+        return {c.__name__: bool(getattr(c, "open_loop", False)) for c in classes}
+
+    available = loops((environment.available_user_classes or {}).values())
+    problem = user_class_problem(options.shape, loops(environment.user_classes), available)
+    if problem is not None:
+        logger.error("%s", problem)
+        sys.exit(2)
+
+
+events.init.add_listener(_check_user_classes)
 
 
 def build_schedule(options: Any, *, origin_s: float) -> Schedule:
@@ -238,15 +265,10 @@ class TidalShape(LoadTestShape):
                     f"--shape {options.shape} is open loop and needs a single locust process; "
                     "drop --processes / --master / --worker"
                 )
+            # Checked at init (_check_user_classes): at least one fits.
             self._user_classes = [
                 c for c in runner.user_classes if bool(getattr(c, "open_loop", False)) == open_loop
             ]
-            if not self._user_classes:
-                kind = "open-loop (open_loop = True)" if open_loop else "closed-loop"
-                raise ScheduleError(
-                    f"--shape {options.shape} needs a {kind} user class, and none of "
-                    f"{[c.__name__ for c in runner.user_classes]} is one"
-                )
         elapsed_s = time.perf_counter() - self.start_time  # as get_run_time(), typed
         target = self._schedule.tick(elapsed_s, runner.user_count)
         if isinstance(self._schedule, SpikeFromZero):

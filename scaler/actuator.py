@@ -71,9 +71,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scaler.kube.client import KubeAccess
+from groundwork.kube.connection import KubeAccess
+from groundwork.kube.errors import Conflict, KubeError
 from scaler.kube.companion_writes import KubeCompanions
-from scaler.kube.errors import Conflict, KubeError
 from scaler.kube.types import (
     CompanionInfo,
     DeploymentInfo,

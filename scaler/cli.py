@@ -148,7 +148,7 @@ def build_parser(
                 groups[group] = gp.add_subparsers(dest=f"{group}_command", metavar="COMMAND")
             action = groups[group]
         sp = action.add_parser(sub.path[-1], help=sub.help, description=sub.help)
-        sp.set_defaults(_tidal_path=sub.path)
+        sp.set_defaults(_tidal_path=sub.path, _tidal_parser=sp)
         if sub is chosen:
             module = sub.load()
             module.configure(sp)
@@ -159,7 +159,11 @@ def build_parser(
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser, runners = build_parser(args_list)
-    args = parser.parse_args(args_list)
+    args, unknown = parser.parse_known_args(args_list)
+    if unknown:
+        # Said by the subcommand's parser, with its usage: the flag is its to know.
+        owner: argparse.ArgumentParser = getattr(args, "_tidal_parser", parser)
+        owner.error(f"unrecognized arguments: {' '.join(unknown)}")
     path: tuple[str, ...] | None = getattr(args, "_tidal_path", None)
     if path is None or path not in runners:
         # A bare group (``tidal sandbox``) shows its own commands.

@@ -9,9 +9,10 @@ their configs (:class:`~scaler.targets.TargetBook`), has the
 :class:`~scaler.deciding.Decider` decide from the signal hub's observation
 and plan the writes, and, only when this replica holds the Lease, has the
 :class:`~scaler.actuator.Actuator` carry the plan out (every write is there,
-fenced by the Lease before each one). Beside the decisions it accounts
-GPU-seconds (:mod:`scaler.gpu_seconds`), removes orphaned spot companions,
-and drives the warm tier (:mod:`scaler.warm_loop`).
+fenced by the Lease before each one). Beside the decisions it removes
+orphaned spot companions and drives the warm tier (:mod:`scaler.warm_loop`);
+GPU-seconds and cost are the GPU ledger's (:mod:`scaler.gpu_ledger`), which
+runs on its own schedule, and which the live view reads.
 
 Every replica decides, so a follower that takes over has warm windows and a
 policy state that has long left its warm-up; a follower keeps its copy of
@@ -48,7 +49,7 @@ from functools import partial
 
 from scaler.actuator import Actuator, WritePlan
 from scaler.deciding import Decider
-from scaler.gpu_seconds import GpuSeconds
+from scaler.gpu_ledger import GpuLedger
 from scaler.kube.types import LeaderElector, TargetSnapshot
 from scaler.metrics import Metrics
 from scaler.placing import Placer
@@ -105,6 +106,7 @@ class Controller:
         placer: Placer | None = None,
         wall_clock: Callable[[], float] = time.time,
         warm: Callable[[WarmLoop], WarmTier] | None = None,
+        ledger: GpuLedger | None = None,
     ) -> None:
         self._book = targets
         self._decider = Decider(
@@ -116,14 +118,14 @@ class Controller:
             placer=placer,
             wall_clock=wall_clock,
         )
-        self._placer = placer  # forgets targets, removes orphans, shows cost
+        self._placer = placer  # forgets targets, removes orphans
         self._actuator = actuator
         self._policy = policy
         self._leader = leader
         self._metrics = metrics
         self._clock = clock
         self._settings = settings or ControllerSettings()
-        self._gpu_seconds = GpuSeconds(metrics, placer=placer, wall_clock=wall_clock)
+        self._ledger = ledger  # the cost in the live view
         self._loops: dict[str, TargetLoop] = {}
         self._last_tick: float | None = None
         # Extra decisions (rechecks, pokes) run only while run() is active.
@@ -245,7 +247,6 @@ class Controller:
         if not self._book.synced:
             return
         snapshots = self._book.snapshots()
-        self._gpu_seconds.tick(now, snapshots, self._warm.asleep_count if self._warm else None)
         self._last_tick = now
         entries = self._sync(now)
         if self._placer is not None and self._leader.is_leader:
@@ -371,12 +372,12 @@ class Controller:
     def target_states(self) -> list[TargetState]:
         """Every target's last decision and signals, sorted by key."""
         snapshots = self._book.snapshots()
-        placer = self._placer
+        ledger = self._ledger
         return [
             loop.snapshot(
                 snapshots.get(key),
                 self._book.get(key),
-                placer.cost(key) if placer is not None else None,
+                ledger.cost(key) if ledger is not None else None,
             )
             for key, loop in sorted(self._loops.items())
         ]

@@ -17,6 +17,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from scaler.policy.api import SignalKind, SignalReading
+from scaler.policy.availability import CapacityType
+from scaler.policy.cost import CostMeter, CostRate
 
 __all__ = ["CAPACITY_TYPES", "OBSERVED_SIGNALS", "Metrics"]
 
@@ -42,27 +44,13 @@ ACTIVATION_RESULTS = ("accepted", "unknown_target", "not_woken", "rejected", "un
 class Metrics:
     """The scaler's instruments.
 
-    ``gpu_hour_prices`` is the price of one GPU-hour per capacity type (in
-    whatever currency the operator uses); GPU-seconds are counted into
-    ``tidal_scaler_gpu_cost_total`` at that price. An absent or zero price
-    counts no cost (the series stays at 0), so dashboards show it is unset.
+    The GPU and cost series are fed by the GPU ledger
+    (:mod:`scaler.gpu_ledger`) alone, through :meth:`account_cost` and
+    :meth:`add_gpu_seconds_by_state`, at its one price table.
     """
 
-    def __init__(
-        self,
-        registry: CollectorRegistry,
-        *,
-        gpu_hour_prices: Mapping[str, float] | None = None,
-    ) -> None:
+    def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
-        prices = dict(gpu_hour_prices or {})
-        for capacity, price in prices.items():
-            if capacity not in CAPACITY_TYPES or not price >= 0:
-                raise ValueError(
-                    f"gpu_hour_prices: need a price >= 0 per capacity type {CAPACITY_TYPES}, "
-                    f"got {capacity!r}: {price!r}"
-                )
-        self._prices = prices
         p = "tidal_scaler_"
         self.desired = Gauge(
             p + "desired_replicas",
@@ -120,14 +108,44 @@ class Metrics:
         )
         self.gpu_seconds = Counter(
             p + "gpu_seconds",
-            "GPU-seconds of ready replicas, by capacity type",
+            "GPU-seconds of replicas bound to nodes (Ready or not), by capacity type",
             ["capacity_type"],
             registry=registry,
         )
         self.gpu_cost = Counter(
             p + "gpu_cost",
-            "Cost of the GPU-seconds at the configured price per GPU-hour, by capacity type",
+            "Dollars those GPU-seconds cost at the configured prices, by capacity type",
             ["capacity_type"],
+            registry=registry,
+        )
+        self.target_gpu_seconds = Counter(
+            p + "target_gpu_seconds",
+            "GPU-seconds of replicas bound to nodes, by target and capacity type",
+            ["target", "capacity_type"],
+            registry=registry,
+        )
+        self.target_dollars = Counter(
+            p + "cost_dollars",
+            "Dollars those GPU-seconds cost at the configured prices, by target and capacity type",
+            ["target", "capacity_type"],
+            registry=registry,
+        )
+        self.target_equivalent_dollars = Counter(
+            p + "on_demand_equivalent_dollars",
+            "Dollars the same GPU-seconds would cost all on demand",
+            ["target"],
+            registry=registry,
+        )
+        self.cost_rate = Gauge(
+            p + "cost_dollars_per_hour",
+            "Cost rate now, by target and capacity type",
+            ["target", "capacity_type"],
+            registry=registry,
+        )
+        self.saving_rate = Gauge(
+            p + "savings_dollars_per_hour",
+            "All-on-demand cost rate minus the cost rate, now",
+            ["target"],
             registry=registry,
         )
         self.spot_fallback = Gauge(
@@ -148,7 +166,8 @@ class Metrics:
         # The warm tier (scaler.warm).
         self.gpu_seconds_by_state = Counter(
             p + "gpu_seconds_by_state",
-            "GPU-seconds of ready replicas, awake or asleep (a sleeping pod keeps its GPU slice)",
+            "GPU-seconds of replicas bound to nodes, awake or asleep (asleep: ready replicas the "
+            "warm tier put to sleep, which keep their GPU slice)",
             ["state"],
             registry=registry,
         )
@@ -257,16 +276,24 @@ class Metrics:
     def set_leader(self, leading: bool) -> None:
         self.leader.set(1 if leading else 0)
 
-    def add_gpu_seconds(self, capacity_type: str, seconds: float) -> None:
-        if capacity_type not in CAPACITY_TYPES:
-            raise ValueError(
-                f"capacity type must be one of {CAPACITY_TYPES}, got {capacity_type!r}"
-            )
-        if seconds > 0:
-            self.gpu_seconds.labels(capacity_type).inc(seconds)
-            price = self._prices.get(capacity_type, 0.0)
-            if price > 0:
-                self.gpu_cost.labels(capacity_type).inc(seconds / 3600.0 * price)
+    def account_cost(
+        self, target: str, *, before: CostMeter, after: CostMeter, rate: CostRate
+    ) -> None:
+        """Add what ``after`` has over ``before`` (per target and in the totals); set the rates."""
+        for capacity in CapacityType:
+            used = after.gpu_seconds[capacity] - before.gpu_seconds[capacity]
+            if used > 0:
+                self._child(target, self.target_gpu_seconds, capacity.value).inc(used)
+                self.gpu_seconds.labels(capacity.value).inc(used)
+            spent = after.dollars[capacity] - before.dollars[capacity]
+            if spent > 0:
+                self._child(target, self.target_dollars, capacity.value).inc(spent)
+                self.gpu_cost.labels(capacity.value).inc(spent)
+            self._child(target, self.cost_rate, capacity.value).set(rate.per_hour[capacity])
+        extra = after.on_demand_equivalent_dollars - before.on_demand_equivalent_dollars
+        if extra > 0:
+            self._child(target, self.target_equivalent_dollars).inc(extra)
+        self._child(target, self.saving_rate).set(rate.saving_per_hour)
 
     def add_gpu_seconds_by_state(self, *, awake: float, asleep: float) -> None:
         if awake > 0:

@@ -20,7 +20,7 @@ Deployment is no longer opted in) is deleted and its owner unpinned.
 
 Every write is fenced: ``fence`` (the actuator's Lease check) is called
 before each and raises when this replica no longer leads. A failed write
-raises :class:`~scaler.kube.errors.KubeError`; the caller logs and counts
+raises :class:`~groundwork.kube.errors.KubeError`; the caller logs and counts
 it, and the next decision plans again from what the watches show (every
 step is idempotent: ensure, scale and patches check first). The companion's
 scale is read through ``/scale`` and written with that ``resourceVersion``,
@@ -33,7 +33,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
-from scaler.kube.errors import KubeError
+from groundwork.kube.errors import KubeError
 from scaler.kube.types import CompanionInfo, CompanionWrites, DeploymentInfo, EventSink, ScaleTarget
 from scaler.policy.companion import build_companion, companion_name, pin_patch, unpin_patch
 from scaler.policy.placement_plan import ON_DEMAND_PINNED, SPOT_FALLBACK, PlacementPlan

@@ -1,4 +1,4 @@
-"""Placement beside the control loop: per-target state, the plan, cost, orphan companions.
+"""Placement beside the control loop: per-target state, the plan, orphan companions.
 
 The controller owns one :class:`Placer`. After each decision it calls
 :meth:`Placer.plan` with the target's Deployment, pods, placement config
@@ -10,9 +10,9 @@ returns the :class:`~scaler.policy.placement_plan.PlacementPlan` for the
 actuator. Every scaler replica plans (a follower that takes over knows what
 is covered); only the leader acts on the plan.
 
-:meth:`Placer.account` adds each target's GPU-seconds and dollars since the
-previous tick (placement's metrics) and keeps the cost rate and totals for
-``GET /v1/targets`` and ``tidal status``. :meth:`Placer.orphans` lists spot
+:meth:`Placer.facts` tells each pod's capacity type and GPU model from its
+node, for the plan and for the GPU ledger (:mod:`scaler.gpu_ledger`, which
+counts cost). :meth:`Placer.orphans` lists spot
 companions whose Deployment is no longer opted in (label removed): the
 actuator deletes them and takes the pin off. (A target whose policy went
 back to ``on-demand`` is still opted in: its plan says to delete.)
@@ -25,22 +25,19 @@ by the caller, because ``pending-timeout`` is measured from the pods'
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from scaler.kube.placement_watch import pod_facts
 from scaler.kube.types import CompanionInfo, DeploymentInfo, NodeInfo, PodInfo
-from scaler.placement_metrics import PlacementMetrics
 from scaler.policy.api import PlacementConfig
 from scaler.policy.availability import CapacityType, PodFacts
 from scaler.policy.companion import companion_name, is_pinned, template_hash
-from scaler.policy.cost import CostMeter, CostRate, PriceTable, cost_rate
 from scaler.policy.fallback import DEFAULT_RELEASE_HOLD_S, FallbackState
 from scaler.policy.placement import split
 from scaler.policy.placement_plan import PlacementPlan, plan_placement
 from scaler.policy.providers import NodeRequirement, ProviderPreset
 
-__all__ = ["CostView", "PlacementView", "Placer", "initial_state", "pair_counts"]
+__all__ = ["PlacementView", "Placer", "initial_state", "pair_counts"]
 
 
 class PlacementView(Protocol):
@@ -49,26 +46,6 @@ class PlacementView(Protocol):
     def nodes(self) -> Mapping[str, NodeInfo]: ...
 
     def companions(self) -> Mapping[str, CompanionInfo]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class CostView:
-    """One target's cost for ``/v1/targets`` and ``tidal status``."""
-
-    rate: CostRate
-    meter: CostMeter
-
-    def as_json(self) -> dict[str, object]:
-        return {
-            "dollars_per_hour": round(self.rate.total_per_hour, 4),
-            "dollars_per_hour_by_capacity": {
-                c.value: round(v, 4) for c, v in self.rate.per_hour.items()
-            },
-            "saving_dollars_per_hour": round(self.rate.saving_per_hour, 4),
-            "gpu_seconds": {c.value: round(v, 1) for c, v in self.meter.gpu_seconds.items()},
-            "dollars": round(sum(self.meter.dollars.values()), 4),
-            "saved_dollars": round(self.meter.saved_dollars, 4),
-        }
 
 
 def initial_state(
@@ -123,20 +100,13 @@ class Placer:
         *,
         view: PlacementView,
         preset: ProviderPreset,
-        prices: PriceTable,
-        metrics: PlacementMetrics | None = None,
         hold_s: float = DEFAULT_RELEASE_HOLD_S,
     ) -> None:
         self.view = view
         self.preset = preset
-        self.prices = prices
         self.hold_s = hold_s
-        self._metrics = metrics
         self._states: dict[str, FallbackState] = {}
         self._plans: dict[str, PlacementPlan] = {}
-        self._meters: dict[str, CostMeter] = {}
-        self._costs: dict[str, CostView] = {}
-        self._last_account: float | None = None
 
     def companion(self, key: str) -> CompanionInfo | None:
         """The spot companion of the Deployment ``key``, if the watch has one."""
@@ -186,23 +156,6 @@ class Placer:
     def last_plan(self, key: str) -> PlacementPlan | None:
         return self._plans.get(key)
 
-    def account(self, pods_by_target: Mapping[str, Sequence[PodInfo]], *, now_wall: float) -> None:
-        """GPU-seconds and dollars of every target since the previous call."""
-        seconds = 0.0 if self._last_account is None else max(0.0, now_wall - self._last_account)
-        self._last_account = now_wall
-        for key, pods in pods_by_target.items():
-            facts = self.facts(pods)
-            before = self._meters.get(key, CostMeter())
-            after = before.advance(facts, seconds=seconds, prices=self.prices)
-            rate = cost_rate(facts, self.prices)
-            self._meters[key] = after
-            self._costs[key] = CostView(rate=rate, meter=after)
-            if self._metrics is not None:
-                self._metrics.account(key, before=before, after=after, rate=rate)
-
-    def cost(self, key: str) -> CostView | None:
-        return self._costs.get(key)
-
     def orphans(self, targets: Iterable[str]) -> list[CompanionInfo]:
         """Companions whose Deployment is not opted in any more (``targets``: the opted-in keys)."""
         wanted = set(targets)
@@ -211,7 +164,3 @@ class Placer:
     def forget(self, key: str) -> None:
         self._states.pop(key, None)
         self._plans.pop(key, None)
-        self._meters.pop(key, None)
-        self._costs.pop(key, None)
-        if self._metrics is not None:
-            self._metrics.forget_target(key)

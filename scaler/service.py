@@ -31,20 +31,22 @@ import uvloop
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from groundwork.kube.connection import KubeConfigError, connect
+from groundwork.settings_loading import add_setting_flags, flags_from_args
 from scaler.actuator import ActuatorSettings, kube_actuator
 from scaler.app import ServerState, build_app
 from scaler.controller import Controller, ControllerSettings
+from scaler.gpu_ledger import GpuLedger
 from scaler.gpu_memory import PrometheusGpuMemory
-from scaler.kube.client import KubeConfigError, connect
 from scaler.kube.cluster import KubeCluster
 from scaler.kube.leader import LeaseElector
 from scaler.kube.placement_watch import PlacementWatch
 from scaler.metrics import Metrics
-from scaler.placement_metrics import PlacementMetrics
 from scaler.placing import Placer
 from scaler.policy.api import SignalKind
 from scaler.policy.protocol import PurePolicy
 from scaler.settings import (
+    FLAGS,
     ScalerSettings,
     SettingsError,
     describe_settings,
@@ -64,49 +66,11 @@ __all__ = ["configure", "run", "serve"]
 
 log = logging.getLogger("tidal.scaler")
 
-# flag -> dotted setting name
-_FLAGS = {
-    "port": "port",
-    "host": "host",
-    "token": "token",
-    "token_file": "token_file",
-    "identity": "identity",
-    "tick_interval_s": "tick_interval_s",
-    "kubeconfig": "kube.kubeconfig",
-    "context": "kube.context",
-    "prometheus_url": "prometheus.url",
-    "log_level": "log_level",
-}
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = describe_settings()
-    parser.add_argument(
-        "--config", metavar="FILE", help="YAML file of settings (lowest precedence)"
-    )
-    parser.add_argument("--port", type=int, help="HTTP port (default 8090)")
-    parser.add_argument("--host", help="address to listen on (default 0.0.0.0)")
-    parser.add_argument(
-        "--token",
-        help=(
-            "bearer token for POST /v1/stats and /v1/activate; visible in ps, so prefer "
-            "TIDAL_SCALER_TOKEN or --token-file"
-        ),
-    )
-    parser.add_argument(
-        "--token-file", metavar="FILE", help="file holding the bearer token (a mounted Secret)"
-    )
-    parser.add_argument("--identity", help="name in the Lease (default $POD_NAME, else host:pid)")
-    parser.add_argument(
-        "--tick-interval-s", type=float, help="seconds between decisions (default 2)"
-    )
-    parser.add_argument("--kubeconfig", help="kubeconfig path (default $KUBECONFIG, in-cluster)")
-    parser.add_argument("--context", help="kubeconfig context (default: current)")
-    parser.add_argument(
-        "--prometheus-url", help="Prometheus base URL for DCGM GPU utilization (default: none)"
-    )
-    parser.add_argument("--log-level", help="debug, info, warning or error (default info)")
+    add_setting_flags(parser, ScalerSettings, flag_names=FLAGS)
 
 
 def _identity(settings: ScalerSettings) -> str:
@@ -134,6 +98,24 @@ async def _poll(
         except Exception:  # a bug in one refresh must not stop the loop
             log.exception("refresh of %s failed", source.name)
         await asyncio.sleep(max(0.0, interval_s - (loop.time() - started)))
+
+
+async def _account(
+    ledger: GpuLedger,
+    book: TargetBook,
+    warm: WarmTier | None,
+    every_s: float,
+    clock: Callable[[], float],
+) -> None:
+    """Charge GPU-seconds and cost every ``every_s``, beside the decisions (none waits
+    for it); nothing is charged until the Deployment list has synced."""
+    while True:
+        try:
+            if book.synced:
+                ledger.account(clock(), book.snapshots(), warm.asleep_count if warm else None)
+        except Exception:  # a bug in accounting must not stop it for good
+            log.exception("GPU accounting failed")
+        await asyncio.sleep(every_s)
 
 
 async def _refresh_memory(
@@ -180,13 +162,7 @@ async def serve(
             loop.add_signal_handler(sig, stop.set)
     identity = _identity(settings)
     access = await connect(kubeconfig=settings.kube.kubeconfig, context=settings.kube.context)
-    metrics = Metrics(
-        CollectorRegistry(),
-        gpu_hour_prices={
-            "on-demand": settings.prices.on_demand_per_gpu_hour,
-            "spot": settings.prices.spot_per_gpu_hour,
-        },
-    )
+    metrics = Metrics(CollectorRegistry())
     session = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=settings.scrape.max_concurrent + 8)
     )
@@ -264,16 +240,17 @@ async def serve(
             request_timeout_s=settings.kube.request_timeout_s,
         )
         placer = Placer(
-            view=placement_watch,
-            preset=preset,
+            view=placement_watch, preset=preset, hold_s=settings.placement.release_hold_s
+        )
+        ledger = GpuLedger(
             prices=settings.placement.price_table(
                 flat={
                     "on-demand": settings.prices.on_demand_per_gpu_hour,
                     "spot": settings.prices.spot_per_gpu_hour,
                 }
             ),
-            metrics=PlacementMetrics(metrics.registry),
-            hold_s=settings.placement.release_hold_s,
+            metrics=metrics,
+            facts=placer.facts,
         )
 
         leader = LeaseElector(
@@ -309,6 +286,7 @@ async def serve(
                 preset=preset,
             ),
             placer=placer,
+            ledger=ledger,
             policy=policy,
             leader=leader,
             metrics=metrics,
@@ -358,6 +336,10 @@ async def serve(
             ("placement-watch", placement_watch.run()),
             ("leader", leader.run()),
             ("controller", controller.run(IntervalTicker(settings.tick_interval_s))),
+            (
+                "gpu-ledger",
+                _account(ledger, book, controller.warm, settings.tick_interval_s, loop.time),
+            ),
         ]
         jobs += [
             (f"poll-{s.name}", _poll(s, every, book.poll_targets, signals)) for s, every in polled
@@ -385,11 +367,12 @@ async def serve(
 
 
 def run(args: argparse.Namespace) -> int:
-    flags = {dotted: getattr(args, name, None) for name, dotted in _FLAGS.items()}
+    flags = flags_from_args(args)
     try:
         settings = load_settings(flags=flags, config_file=args.config)
     except SettingsError as exc:
-        print(f"tidal scaler: bad settings: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines():
+            print(f"tidal scaler: {line}", file=sys.stderr)
         return 2
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"

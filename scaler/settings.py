@@ -1,6 +1,8 @@
 """``tidal scaler`` settings: flags, then environment, then a YAML file.
 
-One pydantic-settings class with nested groups. Environment variables are
+One pydantic-settings class with nested groups, loaded as the activator's
+are (:func:`groundwork.settings_loading.load_settings`, whose errors name the
+flag, variable or file key, the value and what is allowed). Environment variables are
 ``TIDAL_SCALER_<NAME>`` and ``TIDAL_SCALER_<GROUP>__<NAME>`` (for example
 ``TIDAL_SCALER_LEADER__LEASE_DURATION_S=20``); the file given by ``--config``
 holds the same names as YAML (``leader: {lease_duration_s: 20}``). A flag
@@ -20,16 +22,17 @@ Main decisions:
 
 from __future__ import annotations
 
-import contextvars
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, Field, SecretStr, model_validator
-from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
+from groundwork.settings_loading import ServiceSettings, SettingsError, env_name, setting_fields
+from groundwork.settings_loading import load_settings as load_service_settings
+from groundwork.settings_loading import visible_secret_warnings as warn_visible_secrets
+from groundwork.token_file import read_token
 from scaler.placement_settings import PlacementSettings
 from scaler.signals.prometheus import GpuMetric
 
@@ -43,9 +46,20 @@ __all__ = [
 
 ENV_PREFIX = "TIDAL_SCALER_"
 
-
-class SettingsError(ValueError):
-    """Settings that cannot be used; the message says which and why."""
+# The flags ``tidal scaler`` has, by the setting each sets: the rest of the
+# settings come from the environment or the file.
+FLAGS = {
+    "port": "--port",
+    "host": "--host",
+    "token": "--token",
+    "token_file": "--token-file",
+    "identity": "--identity",
+    "tick_interval_s": "--tick-interval-s",
+    "kube.kubeconfig": "--kubeconfig",
+    "kube.context": "--context",
+    "prometheus.url": "--prometheus-url",
+    "log_level": "--log-level",
+}
 
 
 class KubeSettings(BaseModel):
@@ -122,11 +136,6 @@ class PrometheusSettings(BaseModel):
     )
 
 
-_FILE_DATA: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
-    "tidal_scaler_file_settings", default=None
-)
-
-
 class PriceSettings(BaseModel):
     on_demand_per_gpu_hour: float = Field(
         0.0, ge=0, description="price of one on-demand GPU-hour, for the cost metric (0: unset)"
@@ -136,17 +145,7 @@ class PriceSettings(BaseModel):
     )
 
 
-class _FileSource(PydanticBaseSettingsSource):
-    """The ``--config`` YAML file, lowest in precedence (read by :func:`load_settings`)."""
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return (_FILE_DATA.get() or {}).get(field_name), field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        return dict(_FILE_DATA.get() or {})
-
-
-class ScalerSettings(BaseSettings):
+class ScalerSettings(ServiceSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", validate_default=True
     )
@@ -191,17 +190,6 @@ class ScalerSettings(BaseSettings):
     prices: PriceSettings = Field(default_factory=PriceSettings)  # type: ignore[arg-type]
     placement: PlacementSettings = Field(default_factory=PlacementSettings)  # type: ignore[arg-type]
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, _FileSource(settings_cls))
-
     @model_validator(mode="after")
     def _check(self) -> ScalerSettings:
         le = self.leader
@@ -221,7 +209,7 @@ class ScalerSettings(BaseSettings):
                     "token and token_file: set one of them, not both (token_file is "
                     f"{str(self.token_file)!r})"
                 )
-            self.token = SecretStr(_read_token(self.token_file))
+            self.token = SecretStr(read_token(self.token_file, setting="token_file"))
         if self.log_level.lower() not in ("debug", "info", "warning", "error"):
             raise ValueError(
                 f"log_level: allowed debug, info, warning, error; got {self.log_level!r}"
@@ -229,70 +217,21 @@ class ScalerSettings(BaseSettings):
         return self
 
 
-def _read_token(path: Path) -> str:
-    """The token in ``path``, surrounding whitespace (a trailing newline) removed."""
-    try:
-        token = path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(
-            f"token_file: cannot read {str(path)!r}: {exc}; allowed: a readable UTF-8 file"
-        ) from exc
-    if not token or any(c.isspace() for c in token):
-        raise ValueError(
-            f"token_file: {str(path)!r} holds no usable token; allowed: one token with no "
-            "spaces inside, surrounding whitespace is ignored"
-        )
-    return token
-
-
-def _deep_set(target: dict[str, Any], dotted: str, value: Any) -> None:
-    *groups, last = dotted.split(".")
-    for g in groups:
-        target = target.setdefault(g, {})
-    target[last] = value
-
-
 def load_settings(
     *, flags: Mapping[str, Any] | None = None, config_file: str | Path | None = None
 ) -> ScalerSettings:
     """Settings from ``flags`` (dotted names for groups; ``None`` values are unset),
     the environment and ``config_file``; :class:`SettingsError` when they are bad."""
-    file_data: Mapping[str, Any] = {}
-    if config_file is not None:
-        try:
-            loaded = yaml.safe_load(Path(config_file).read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise SettingsError(f"--config {config_file}: {exc}") from exc
-        if not isinstance(loaded, dict):
-            raise SettingsError(f"--config {config_file}: expected a YAML mapping at the top")
-        file_data = loaded
-    init: dict[str, Any] = {}
-    for name, value in (flags or {}).items():
-        if value is not None:
-            _deep_set(init, name, value)
-    token = _FILE_DATA.set(file_data)
-    try:
-        return ScalerSettings(**init)
-    except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        raise SettingsError(str(exc)) from exc
-    finally:
-        _FILE_DATA.reset(token)
-
-
-def _fields(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, FieldInfo]]:
-    for name, info in model.model_fields.items():
-        annotation = info.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            yield from _fields(annotation, f"{prefix}{name}.")
-        else:
-            yield f"{prefix}{name}", info
+    return load_service_settings(
+        ScalerSettings, flags=flags, config_file=config_file, flag_names=FLAGS
+    )
 
 
 def describe_settings() -> str:
     """Every setting with its environment variable, default and meaning (for ``--help``)."""
     lines = ["settings (flag > environment > --config YAML > default):"]
-    for dotted, info in _fields(ScalerSettings):
-        env = ENV_PREFIX + dotted.upper().replace(".", "__")
+    for dotted, info in setting_fields(ScalerSettings):
+        env = env_name(ScalerSettings, dotted)
         default = info.get_default(call_default_factory=True)
         if isinstance(default, GpuMetric):
             default = default.value
@@ -305,16 +244,4 @@ def describe_settings() -> str:
 def visible_secret_warnings(flags: Mapping[str, Any]) -> list[str]:
     """Warnings for secrets given as command-line flags (dotted names, as to
     :func:`load_settings`): every user of the machine can read them in ``ps``."""
-    out = []
-    if flags.get("token") is not None:
-        out.append(
-            "--token is visible to every user in ps; set TIDAL_SCALER_TOKEN or "
-            "--token-file FILE instead"
-        )
-    url = flags.get("prometheus.url")
-    if isinstance(url, str) and "@" in url.partition("://")[2].partition("/")[0]:
-        out.append(
-            "--prometheus-url holds credentials that every user sees in ps; set "
-            "TIDAL_SCALER_PROMETHEUS__URL instead"
-        )
-    return out
+    return warn_visible_secrets(ScalerSettings, flags, flag_names=FLAGS)

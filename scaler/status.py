@@ -46,8 +46,8 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from scaler.kube.client import KubeConfigError, connect
-from scaler.kube.errors import KubeError
+from groundwork.kube.connection import KubeConfigError, connect
+from groundwork.kube.errors import KubeError
 from scaler.kube.listing import list_companions, list_not_opted_in, list_opted_in
 from scaler.kube.types import ENABLED_LABEL, STATUS_ANNOTATION, CompanionInfo, DeploymentInfo
 from scaler.policy.annotations import InvalidAnnotation, parse_scaling_config

@@ -18,8 +18,8 @@ import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from scaler.gpu_ledger import CostView
 from scaler.kube.types import TargetSnapshot
-from scaler.placing import CostView
 from scaler.policy.api import Decision, SignalKind, SignalReading
 from scaler.policy.decide import PolicyState
 from scaler.policy.placement_plan import PlacementPlan

@@ -28,7 +28,6 @@ from activator.kube.translate import ROUTING_ANNOTATIONS
 from activator.metrics import Metrics as ActivatorMetrics
 from activator.statuses import ERROR_STATUS
 from scaler.metrics import Metrics as ScalerMetrics
-from scaler.placement_metrics import PlacementMetrics
 from scaler.policy.annotations import SPECS, STATUS_ANNOTATION
 from scaler.policy.events import EVENT_REASONS
 
@@ -157,15 +156,12 @@ def metrics_page() -> str:
     """docs/metrics.md: every metric of both services with type, labels and meaning."""
     scaler = CollectorRegistry()
     ScalerMetrics(scaler)
-    PlacementMetrics(scaler)
     activator = CollectorRegistry()
     ActivatorMetrics(activator, gates=dict)
     lines = [
         "# Metrics",
         "",
-        _GENERATED.format(
-            source="`scaler/metrics.py`, `scaler/placement_metrics.py` and `activator/metrics.py`"
-        ),
+        _GENERATED.format(source="`scaler/metrics.py` and `activator/metrics.py`"),
         "",
         "The scaler serves `/metrics` on its API port (8090); the activator on its",
         "admin port (9091), never on the data port. With `--workers` the activator",

@@ -35,6 +35,7 @@ from pathlib import Path
 import uvloop
 
 import loadtests
+from loadtests.sandbox.cluster.cluster import DirectoryInUse
 from loadtests.sandbox.example import ExampleModel
 from loadtests.sandbox.example_flags import add_model_flags, model_from_args
 from loadtests.sandbox.stack import SandboxStack, StackSettings
@@ -162,6 +163,13 @@ def _describe(stack: SandboxStack, model: ExampleModel | None) -> str:
         )
     lines = [f"Tidal sandbox is up in {stack.directory}"]
     lines += [f"  {name + ':':<17}{value}" for name, value in rows]
+    if model is None:
+        lines += [
+            "",
+            "No example model: apply your own Deployment and Service with kubectl. Each pod",
+            "runs a fake vLLM serving the names in its Deployment's routing.tidal.dev/models",
+            "(docs/sandbox.md: the sandbox.tidal.dev/* pod annotations that shape it).",
+        ]
     lines += ["", "Try (in another terminal):"]
     for what, command in try_commands(stack, model):
         lines += [f"  # {what}", f"  {command}"]
@@ -212,6 +220,9 @@ async def _serve(args: argparse.Namespace) -> int:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=1.0)
         print("Stopping: the activator (draining), the scaler, the cluster ...", flush=True)
+    except DirectoryInUse as exc:
+        print(f"tidal sandbox up: {exc}", file=sys.stderr, flush=True)
+        return 1
     except (OSError, RuntimeError, TimeoutError) as exc:
         print(f"tidal sandbox up: {exc}", file=sys.stderr, flush=True)
         print(f"logs are in {directory / 'logs'}", file=sys.stderr, flush=True)

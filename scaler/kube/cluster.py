@@ -26,6 +26,8 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from groundwork.kube.raw import RawObject
+from groundwork.kube.reflector import Reflector
 from scaler.kube.index import TargetIndex
 from scaler.kube.types import (
     ENABLED_LABEL,
@@ -36,7 +38,6 @@ from scaler.kube.types import (
     PodInfo,
     TargetSnapshot,
 )
-from scaler.kube.watch import RawObject, Reflector
 from scaler.policy.cost import gpus_requested
 
 __all__ = ["KubeCluster", "deployment_from_raw", "pod_from_raw"]

@@ -18,12 +18,11 @@ Only the actuator uses this module (as it does :mod:`scaler.kube.writer`).
 - :meth:`KubeCompanions.patch_deployment`: a JSON merge patch on the user's
   Deployment (the pin and its removal, :mod:`scaler.policy.companion`).
 
-All failures come out as :mod:`scaler.kube.errors` types.
+All failures come out as :mod:`groundwork.kube.errors` types.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,8 +30,8 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from scaler.kube.errors import Conflict, NotFound, translate
-from scaler.kube.watch import check_response
+from groundwork.kube.errors import Conflict, NotFound, translate
+from groundwork.kube.raw import call_json
 from scaler.policy.companion import TEMPLATE_HASH
 
 __all__ = ["KubeCompanions"]
@@ -53,24 +52,16 @@ class KubeCompanions:
 
     async def read_deployment(self, namespace: str, name: str) -> Obj | None:
         """The Deployment as the API server serves it, ``None`` when there is none."""
-        doing = f"read deployment {namespace}/{name}"
         try:
-            resp = await self._apps.read_namespaced_deployment(
-                name, namespace, _preload_content=False, _request_timeout=self._timeout_s
+            return await call_json(
+                self._apps.read_namespaced_deployment,
+                name,
+                namespace,
+                doing=f"read deployment {namespace}/{name}",
+                request_timeout_s=self._timeout_s,
             )
-            try:
-                await check_response(resp, doing)
-                data: Obj = json.loads(await resp.read())
-            finally:
-                resp.release()
         except NotFound:
             return None
-        except _CALL_ERRORS as exc:
-            err = translate(exc, doing=doing)
-            if isinstance(err, NotFound):
-                return None
-            raise err from exc
-        return data
 
     async def ensure_companion(self, body: Mapping[str, Any]) -> str:
         """Create or replace the companion so it matches ``body``; says what it did.

@@ -30,7 +30,7 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from scaler.kube.errors import Conflict, KubeError, NotFound, translate
+from groundwork.kube.errors import Conflict, KubeError, NotFound, translate
 
 __all__ = ["LeaseElector"]
 

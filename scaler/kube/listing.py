@@ -3,16 +3,14 @@ and those whose opt-in label has a value that opts nothing in."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from kubernetes_asyncio import client
 
+from groundwork.kube.raw import call_json
 from scaler.kube.cluster import deployment_from_raw
-from scaler.kube.errors import KubeError, translate
 from scaler.kube.placement_watch import companion_from_raw
 from scaler.kube.types import ENABLED_LABEL, CompanionInfo, DeploymentInfo
-from scaler.kube.watch import check_response
 from scaler.policy.companion import CAPACITY_TYPE_LABEL
 
 __all__ = ["list_companions", "list_not_opted_in", "list_opted_in"]
@@ -78,25 +76,19 @@ async def _list(
 ) -> list[dict[str, Any]]:
     apps: Any = client.AppsV1Api(api)
     doing = f"list {what} in {namespace or 'all namespaces'}"
-    try:
-        if namespace is None:
-            resp = await apps.list_deployment_for_all_namespaces(
-                label_selector=selector, _preload_content=False, _request_timeout=request_timeout_s
-            )
-        else:
-            resp = await apps.list_namespaced_deployment(
-                namespace,
-                label_selector=selector,
-                _preload_content=False,
-                _request_timeout=request_timeout_s,
-            )
-        await check_response(resp, doing)
-        try:
-            data = json.loads(await resp.read())
-        finally:
-            resp.release()
-    except KubeError:
-        raise
-    except Exception as exc:
-        raise translate(exc, doing=doing) from exc
+    if namespace is None:
+        data = await call_json(
+            apps.list_deployment_for_all_namespaces,
+            doing=doing,
+            request_timeout_s=request_timeout_s,
+            label_selector=selector,
+        )
+    else:
+        data = await call_json(
+            apps.list_namespaced_deployment,
+            namespace,
+            doing=doing,
+            request_timeout_s=request_timeout_s,
+            label_selector=selector,
+        )
     return list(data.get("items") or ())

@@ -27,8 +27,9 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from groundwork.kube.raw import RawObject
+from groundwork.kube.reflector import Reflector
 from scaler.kube.types import CompanionInfo, NodeInfo, PodInfo
-from scaler.kube.watch import RawObject, Reflector
 from scaler.policy.availability import CapacityType, PodFacts
 from scaler.policy.companion import CAPACITY_TYPE_LABEL, COMPANION_OF, TEMPLATE_HASH
 from scaler.policy.providers import ProviderPreset

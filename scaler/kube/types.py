@@ -185,7 +185,7 @@ class ScaleTarget(Protocol):
         self, namespace: str, name: str, replicas: int, *, resource_version: str
     ) -> str:
         """Set ``spec.replicas`` through ``/scale`` if the Deployment is still at
-        ``resource_version`` (:class:`~scaler.kube.errors.Conflict` otherwise); the new
+        ``resource_version`` (:class:`~groundwork.kube.errors.Conflict` otherwise); the new
         ``resourceVersion``."""
         ...
 
@@ -205,7 +205,7 @@ class ScaleTarget(Protocol):
     ) -> str:
         """Set the ``autoscaling.tidal.dev/status`` annotation if the Deployment's
         ``spec.replicas`` is still ``replicas`` (the scale the status records;
-        :class:`~scaler.kube.errors.Conflict` otherwise); the new ``resourceVersion``.
+        :class:`~groundwork.kube.errors.Conflict` otherwise); the new ``resourceVersion``.
         ``has_annotations``: the Deployment had annotations when last seen."""
         ...
 

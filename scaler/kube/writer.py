@@ -18,12 +18,12 @@
   the version a scale returns is stale within milliseconds and a status
   written on it conflicts with the very scale it records. What the status
   must not outlive is the scale, so that is what it tests; a failed test
-  (HTTP 422) comes out as a :class:`~scaler.kube.errors.Conflict`, as a
+  (HTTP 422) comes out as a :class:`~groundwork.kube.errors.Conflict`, as a
   stale version would.
 - **Events**: core/v1 Events involving the Deployment, from component
   ``tidal-scaler``.
 
-All failures come out as :mod:`scaler.kube.errors` types. Only
+All failures come out as :mod:`groundwork.kube.errors` types. Only
 :mod:`scaler.actuator` imports this module (an import contract in
 pyproject.toml): every write the scaler makes goes through it.
 """
@@ -41,9 +41,9 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from scaler.kube.errors import Conflict, KubeError, NotFound, translate
+from groundwork.kube.errors import Conflict, KubeError, NotFound, translate
+from groundwork.kube.raw import check_response
 from scaler.kube.types import POD_DELETION_COST, STATUS_ANNOTATION, DeploymentInfo, ScaleState
-from scaler.kube.watch import check_response
 
 __all__ = ["COMPONENT", "KubeEvents", "KubeScaleTarget"]
 

@@ -2,7 +2,8 @@
 
 Covers: --version; subcommands appear in --help only once their module
 exists; only the selected subcommand's module is imported and configured;
-nested groups (``tidal sandbox …``); a bare group prints its help.
+nested groups (``tidal sandbox …``); a bare group prints its help; an unknown
+flag is reported by the subcommand, with its usage.
 """
 
 from __future__ import annotations
@@ -92,3 +93,18 @@ def test_bare_group_prints_its_help(
     out = capsys.readouterr().out
     assert "beta" in out
     assert "alpha" not in out
+
+
+def test_an_unknown_flag_is_the_subcommands_error(
+    fake_modules: dict[str, list[str]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(cli, "SUBCOMMANDS", SUBS)
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["sandbox", "beta", "--levle", "2"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: tidal sandbox beta [-h] [--level LEVEL]")
+    assert "tidal sandbox beta: error: unrecognized arguments: --levle 2" in err
+    assert fake_modules["ran"] == []

@@ -3,8 +3,13 @@
 Covers: the tree as it is passes ``lint-imports``; each kind of violation
 (I/O in ``scaler.policy``, kubernetes_asyncio outside the kube packages, the
 scaler importing the activator, the activator importing the scaler, a scaler
-module other than the actuator importing the Kubernetes write helpers) added to a
-copy of the tree makes ``lint-imports`` fail and name the broken contract.
+module other than the actuator, ``scaler.kube`` included, importing the
+Kubernetes write helpers, I/O or another activator module in an activator
+module the simulator runs, ``groundwork`` importing a service) added to a
+copy of the tree makes ``lint-imports`` fail and name the broken contract;
+an ignored import that matches nothing is an error; the purity contract
+names exactly the activator modules ``scaler.sim`` imports, so a new one
+cannot slip in unchecked.
 """
 
 from __future__ import annotations
@@ -12,12 +17,16 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
+import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+PACKAGES = ("groundwork", "scaler", "activator", "loadtests")
+SIM_PURITY = "the activator modules the simulator runs are pure"
 
 
 def _lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
@@ -34,7 +43,7 @@ def _lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def tree_copy(tmp_path: Path) -> Path:
-    for package in ("scaler", "activator", "loadtests"):
+    for package in PACKAGES:
         shutil.copytree(
             ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
         )
@@ -71,7 +80,7 @@ def test_tree_as_is_keeps_contracts(tree_copy: Path) -> None:
         pytest.param(
             "scaler/signals/_violation.py",
             "import kubernetes_asyncio\n",
-            "only scaler.kube and activator.kube import kubernetes_asyncio",
+            "only groundwork.kube, scaler.kube and activator.kube import kubernetes_asyncio",
             id="kubernetes-outside-kube",
         ),
         pytest.param(
@@ -98,11 +107,75 @@ def test_tree_as_is_keeps_contracts(tree_copy: Path) -> None:
             "writes stay in the actuator",
             id="signals-import-the-writer",
         ),
+        pytest.param(
+            "scaler/kube/_violation.py",
+            "import scaler.kube.companion_writes\n",
+            "writes stay in the actuator",
+            id="kube-imports-the-companion-writes",
+        ),
+        pytest.param(
+            "activator/balancing.py",
+            "import asyncio\n",
+            SIM_PURITY,
+            id="balancing-imports-asyncio",
+        ),
+        pytest.param(
+            "activator/targets.py",
+            "import activator.proxy\n",
+            SIM_PURITY,
+            id="targets-imports-the-proxy",
+        ),
+        pytest.param(
+            "groundwork/_violation.py",
+            "import scaler\n",
+            "groundwork imports neither service",
+            id="groundwork-imports-scaler",
+        ),
+        pytest.param(
+            "groundwork/_violation.py",
+            "import kubernetes_asyncio\n",
+            "only groundwork.kube, scaler.kube and activator.kube import kubernetes_asyncio",
+            id="kubernetes-in-groundwork-outside-kube",
+        ),
     ],
 )
 def test_violation_fails_lint(tree_copy: Path, module: str, source: str, contract: str) -> None:
-    (tree_copy / module).write_text(source)
+    path = tree_copy / module
+    # Appended, so that a violation in an existing module keeps its own imports.
+    path.write_text((path.read_text() if path.exists() else "") + source)
     result = _lint_imports(tree_copy)
     assert result.returncode != 0
     assert f"{contract}" in result.stdout
     assert "BROKEN" in result.stdout
+
+
+def test_an_ignore_that_matches_nothing_fails_lint(tree_copy: Path) -> None:
+    config = tree_copy / "pyproject.toml"
+    text = config.read_text()
+    ignores = '    "scaler.sim.** -> activator.balancing",\n'
+    assert ignores in text
+    # The composition root loads subcommands through importlib: nothing to ignore.
+    config.write_text(text.replace(ignores, ignores + '    "scaler.cli -> activator.cli",\n'))
+    result = _lint_imports(tree_copy)
+    assert result.returncode != 0
+    assert "scaler.cli -> activator.cli" in result.stdout + result.stderr
+
+
+def _contract(name_start: str) -> dict[str, object]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    contracts = config["tool"]["importlinter"]["contracts"]
+    found: list[dict[str, object]] = [c for c in contracts if c["name"].startswith(name_start)]
+    assert len(found) == 1, name_start
+    return found[0]
+
+
+def test_purity_contract_names_every_activator_module_the_simulator_imports() -> None:
+    graph = grimp.build_graph(*PACKAGES, cache_dir=None)
+    imported = {
+        target
+        for module in graph.find_descendants("scaler.sim") | {"scaler.sim"}
+        for target in graph.find_modules_directly_imported_by(module)
+        if target.split(".")[0] == "activator"
+    }
+    assert imported, "the simulator runs the activator's balancing; has that changed?"
+    assert set(_contract(SIM_PURITY)["source_modules"]) == imported

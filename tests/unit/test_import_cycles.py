@@ -1,6 +1,6 @@
 """No import cycles among the project's modules (issue 10).
 
-Covers: the graph of ``scaler``, ``activator`` and ``loadtests``, built by
+Covers: the graph of ``groundwork``, ``scaler``, ``activator`` and ``loadtests``, built by
 grimp (which import-linter installs) with the imports inside functions and
 under ``TYPE_CHECKING`` counted, has no cycle; when it has, the failure names
 each cycle with the import lines that close it. A cycle hidden in a function
@@ -22,7 +22,7 @@ from pathlib import Path
 import grimp
 import pytest
 
-PACKAGES = ("scaler", "activator", "loadtests")
+PACKAGES = ("groundwork", "scaler", "activator", "loadtests")
 
 
 def _graph(*packages: str) -> grimp.ImportGraph:

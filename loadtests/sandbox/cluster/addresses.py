@@ -5,9 +5,10 @@ listen on its own address with the same port (8000), as pods do on a real
 cluster network. Two sandboxes on one machine (two test sessions, a demo and
 a test) must not hand out the same addresses, so a sandbox takes a block by
 holding an exclusive ``flock`` on a lock file named after it, under
-``$XDG_RUNTIME_DIR`` or the temporary directory. The kernel drops the lock
-when the holder dies, even by SIGKILL, so a crashed sandbox never leaks its
-block. 127.0.0.0/16 is never taken: 127.0.0.1 belongs to everything else.
+``$XDG_RUNTIME_DIR`` or the temporary directory (:mod:`lock_files`: the
+kernel drops the lock when the holder dies, even by SIGKILL, so a crashed
+sandbox never leaks its block; a clean stop removes the file).
+127.0.0.0/16 is never taken: 127.0.0.1 belongs to everything else.
 
 Inside a block: ``127.X.0.1`` is the API server's address, ``127.X.0.10``
 onwards the nodes' (``hostIP``), and pods get ``127.X.1.1`` to
@@ -17,12 +18,12 @@ so an address is not reused while clients may still hold it.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import tempfile
 from collections import deque
 from pathlib import Path
+
+from loadtests.sandbox.cluster.lock_files import HeldLock, try_lock
 
 __all__ = ["AddressBlock", "AddressesExhausted", "lock_dir"]
 
@@ -39,10 +40,9 @@ def lock_dir() -> Path:
 class AddressBlock:
     """One 127.X.0.0/16 held for the life of a sandbox; ``release()`` gives it back."""
 
-    def __init__(self, second_octet: int, lock_fd: int, lock_path: Path) -> None:
+    def __init__(self, second_octet: int, lock: HeldLock) -> None:
         self.octet = second_octet
-        self._lock_fd: int | None = lock_fd
-        self._lock_path = lock_path
+        self._lock = lock
         self._next_pod = 0
         self._pod_space = 255 * 254  # 127.X.1.1 .. 127.X.255.254
         self._in_use: set[str] = set()
@@ -54,16 +54,9 @@ class AddressBlock:
         where = directory or lock_dir()
         where.mkdir(parents=True, exist_ok=True)
         for octet in [*range(first, 255), *range(1, first)]:
-            path = where / f"tidal-sandbox-127.{octet}.lock"
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                continue
-            os.ftruncate(fd, 0)
-            os.write(fd, f"{os.getpid()}\n".encode())
-            return cls(octet, fd, path)
+            lock = try_lock(where / f"tidal-sandbox-127.{octet}.lock")
+            if lock is not None:
+                return cls(octet, lock)
         raise AddressesExhausted(
             f"every 127.X.0.0/16 block is held by another sandbox (lock files in {where})"
         )
@@ -102,11 +95,7 @@ class AddressBlock:
             self._released.append(ip)
 
     def release(self) -> None:
-        if self._lock_fd is not None:
-            with contextlib.suppress(OSError):
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        self._lock.release()
 
     def __enter__(self) -> AddressBlock:
         return self

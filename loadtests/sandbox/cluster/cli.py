@@ -15,14 +15,19 @@ import argparse
 import asyncio
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import uvloop
 
 from loadtests.sandbox.cluster.controllers.kubelet import KubeletSettings
-from loadtests.sandbox.cluster.nodes import DEFAULT_POOL, load_nodes_file
+from loadtests.sandbox.cluster.nodes import DEFAULT_POOL, NodeSpec, load_nodes_file
 from loadtests.sandbox.cluster.quantity import parse_duration
 from loadtests.sandbox.cluster.spot_capacity import parse_gpus
+
+if TYPE_CHECKING:
+    from loadtests.sandbox.cluster.cluster import SandboxCluster
 
 __all__ = ["configure", "run"]
 
@@ -57,7 +62,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from loadtests.sandbox.cluster.cluster import SandboxCluster
+    from loadtests.sandbox.cluster.cluster import DirectoryInUse, SandboxCluster
 
     try:
         nodes = load_nodes_file(args.nodes) if args.nodes else DEFAULT_POOL
@@ -72,7 +77,22 @@ async def _serve(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with SandboxCluster(directory, nodes=nodes, rbac=args.rbac, kubelet=settings) as cluster:
+    try:
+        return await _serve_cluster(
+            SandboxCluster(directory, nodes=nodes, rbac=args.rbac, kubelet=settings),
+            nodes,
+            spot_gpus,
+            stop,
+        )
+    except DirectoryInUse as exc:
+        print(f"tidal sandbox cluster: {exc}", file=sys.stderr)
+        return 1
+
+
+async def _serve_cluster(
+    sandbox: SandboxCluster, nodes: Sequence[NodeSpec], spot_gpus: float | None, stop: asyncio.Event
+) -> int:
+    async with sandbox as cluster:
         assert cluster.api is not None
         assert cluster.addresses is not None
         assert cluster.plane is not None

@@ -10,7 +10,11 @@ endpoint; it writes into its directory:
 - ``admin.json``: the admin endpoint (preemption, pod crashes);
 - ``dcgm.url``: with ``gpu_exporter=True``, the DCGM-like exporter covering
   every fake-server pod (:mod:`gpu_exporter`), on the API host, port 9400;
-- ``logs/``: one file per pod container.
+- ``logs/``: one file per pod container;
+- ``sandbox.lock``: held while it runs (:mod:`lock_files`), so a second
+  sandbox started in the same directory is refused with
+  :class:`DirectoryInUse` instead of overwriting the first's kubeconfig,
+  certificates and admin file.
 
 Pod processes come from the fast zygote launcher of the servers package
 unless a launcher is passed in. Leaving the context (or ``stop()``) kills
@@ -34,14 +38,29 @@ from loadtests.sandbox.cluster.controllers.kubelet import KubeletSettings
 from loadtests.sandbox.cluster.controlplane import ControlPlane
 from loadtests.sandbox.cluster.errors import AlreadyExists
 from loadtests.sandbox.cluster.gpu_exporter import PodGpuExporter
+from loadtests.sandbox.cluster.lock_files import HeldLock, holder_pid, try_lock
 from loadtests.sandbox.cluster.nodes import DEFAULT_POOL, NodeSpec
 from loadtests.sandbox.cluster.store import Store
 from loadtests.sandbox.servers.launcher import ZygoteLauncher
 from loadtests.sandbox.servers.spec import Launcher
 
-__all__ = ["SandboxCluster"]
+__all__ = ["DirectoryInUse", "SandboxCluster"]
 
 NAMESPACES_AT_START = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+class DirectoryInUse(RuntimeError):
+    """Another sandbox runs in the directory this one was given."""
+
+    def __init__(self, directory: Path, pid: int | None) -> None:
+        who = f"process {pid}" if pid is not None else "another process"
+        super().__init__(
+            f"a sandbox is already running in {directory} ({who} holds "
+            f"{directory / LOCK_NAME}); stop it first, or give this one another --dir"
+        )
+
+
+LOCK_NAME = "sandbox.lock"
 
 
 class SandboxCluster:
@@ -70,6 +89,7 @@ class SandboxCluster:
         self.plane: ControlPlane | None = None
         self.api: ApiServer | None = None
         self.admin: AdminEndpoint | None = None
+        self._directory_lock: HeldLock | None = None
 
     @property
     def kubeconfig(self) -> Path:
@@ -77,6 +97,10 @@ class SandboxCluster:
 
     async def start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
+        lock = try_lock(self.directory / LOCK_NAME)
+        if lock is None:
+            raise DirectoryInUse(self.directory, holder_pid(self.directory / LOCK_NAME))
+        self._directory_lock = lock
         if self.kubelet_settings.log_dir is not None:
             self.kubelet_settings.log_dir.mkdir(parents=True, exist_ok=True)
         try:
@@ -99,8 +123,10 @@ class SandboxCluster:
                 port=0,
                 rbac=self.rbac,
                 certs_dir=self.directory / "pki",
+                log_dir=self.kubelet_settings.log_dir,
             )
             await self.api.start()
+            self.plane.kubelet.credentials = self._pod_kubeconfig
             self.plane.start()
             self.api.write_kubeconfig(self.kubeconfig)
             self.admin = AdminEndpoint(
@@ -113,6 +139,12 @@ class SandboxCluster:
         except BaseException:
             await self.stop()
             raise
+
+    def _pod_kubeconfig(self, namespace: str, service_account: str, path: Path) -> Path:
+        """A kubeconfig with a token of ``namespace/service_account`` (for Tidal's pods)."""
+        assert self.api is not None
+        token = self.api.mint_token(namespace, service_account)
+        return self.api.write_kubeconfig(path, token=token, namespace=namespace)
 
     async def stop(self) -> None:
         if self.gpu_exporter is not None:
@@ -132,7 +164,10 @@ class SandboxCluster:
         if self.addresses is not None:
             self.addresses.release()
             self.addresses = None
-        (self.directory / "admin.json").unlink(missing_ok=True)
+        if self._directory_lock is not None:
+            (self.directory / "admin.json").unlink(missing_ok=True)
+            self._directory_lock.release()
+            self._directory_lock = None
 
     async def __aenter__(self) -> SandboxCluster:
         await self.start()

@@ -21,6 +21,7 @@ from types import TracebackType
 
 from loadtests.sandbox.cluster.addresses import AddressBlock
 from loadtests.sandbox.cluster.controllers.base import Cache, Controller, EventRecorder
+from loadtests.sandbox.cluster.controllers.cluster_dns import ClusterDns
 from loadtests.sandbox.cluster.controllers.deployment import DeploymentController
 from loadtests.sandbox.cluster.controllers.endpointslices import EndpointSliceController
 from loadtests.sandbox.cluster.controllers.kubelet import Kubelet, KubeletSettings
@@ -61,6 +62,8 @@ class ControlPlane:
             recorder=EventRecorder(store, component="kubelet"),
             settings=kubelet,
         )
+        self.dns = ClusterDns(store, self.cache, self.kubelet.pod_files_dir / "cluster-dns.json")
+        self.kubelet.dns_table = self.dns.path
         self.nodes = NodeLifecycle(
             store, self.cache, recorder=EventRecorder(store, component="node-controller")
         )
@@ -85,6 +88,7 @@ class ControlPlane:
             self._tasks.append(asyncio.create_task(controller.run(), name=controller.name))
         self._tasks.append(asyncio.create_task(self.kubelet.run(), name="kubelet"))
         self._tasks.append(asyncio.create_task(self.nodes.run(), name="node-lifecycle"))
+        self._tasks.append(asyncio.create_task(self.dns.run(), name="cluster-dns"))
 
     def idle(self) -> bool:
         """No controller has queued work (timers aside)."""

@@ -7,7 +7,8 @@ something reads are here: Deployment/ReplicaSet replicas, strategy,
 revision history and progress deadline; pod spec restart/DNS/scheduler/grace
 fields; container pull policy, termination message fields, probe timings
 and port protocols; Service type, session affinity, port protocol and targetPort;
-Namespace phase; a new Pod's ``Pending`` phase.
+Namespace phase; a new Pod's ``Pending`` phase; a Secret's ``Opaque`` type and
+its ``stringData`` folded into ``data`` (a write-only field, never read back).
 
 Defaulting runs on every write that decodes an object (create, update,
 patch), as the real server's does; each default is idempotent.
@@ -15,6 +16,7 @@ patch), as the real server's does; each default is idempotent.
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 __all__ = ["apply_defaults"]
@@ -107,6 +109,13 @@ def apply_defaults(obj: Obj, kind: str, *, creating: bool) -> None:
                 port.setdefault("protocol", "TCP")
                 if "port" in port:
                     port.setdefault("targetPort", port["port"])
+    elif kind == "Secret":
+        obj.setdefault("type", "Opaque")
+        plain = obj.pop("stringData", None)
+        if isinstance(plain, dict) and plain:
+            data = obj.setdefault("data", {})
+            for key, value in plain.items():
+                data[key] = base64.b64encode(str(value).encode()).decode()
     elif kind == "Namespace" and creating:
         obj.setdefault("status", {}).setdefault("phase", "Active")
         spec = obj.setdefault("spec", {})

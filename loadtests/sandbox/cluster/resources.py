@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 __all__ = ["RESOURCES", "ResourceType", "by_group_version_plural", "by_kind"]
 
+# What a pod streams from what runs it: its output, and connections to its ports.
+STREAMS = ("log", "portforward")
+
 READ_WRITE = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
@@ -26,6 +29,9 @@ class ResourceType:
     subresources: tuple[str, ...] = ()  # "status", "scale"
     categories: tuple[str, ...] = ()
     verbs: tuple[str, ...] = READ_WRITE
+    # Subresources that are not the object in another form but a stream from
+    # what runs it (``pods/log``): no schema, served by their own handlers.
+    streams: tuple[str, ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -48,7 +54,7 @@ class ResourceType:
 RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "Namespace", "namespaces", False, ("ns",), ("status",)),
     ResourceType("", "v1", "Node", "nodes", False, ("no",), ("status",)),
-    ResourceType("", "v1", "Pod", "pods", True, ("po",), ("status",), ("all",)),
+    ResourceType("", "v1", "Pod", "pods", True, ("po",), ("status",), ("all",), streams=STREAMS),
     ResourceType("", "v1", "Service", "services", True, ("svc",), ("status",), ("all",)),
     ResourceType("", "v1", "ServiceAccount", "serviceaccounts", True, ("sa",)),
     ResourceType("", "v1", "Event", "events", True, ("ev",)),

@@ -52,7 +52,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     g.add_argument("--port", type=int, default=8000, help="port (default: 8000, as vLLM's; 0: any)")
     g.add_argument(
-        "--model", default="llama-3.1-8b", help="served model name (default: llama-3.1-8b)"
+        "--model",
+        default="llama-3.1-8b",
+        help="served model name; vllm takes several, comma-separated (default: llama-3.1-8b)",
     )
     g.add_argument(
         "--startup-delay",

@@ -260,6 +260,7 @@ class _Job:
     finish_reason: str
     stream: bool
     include_usage: bool
+    model: str  # the served name the request asked for (the first when it named none)
     blocks: tuple[bytes, ...] = ()  # the prompt's chained block hashes
 
 
@@ -307,8 +308,11 @@ class VllmApp(RuntimeApp[LlmRuntime]):
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
+        # Several names, comma-separated, as vLLM's --served-model-name takes
+        # several: each is accepted and listed, the first labels the metrics.
+        self.names = tuple(n.strip() for n in config.model.split(",") if n.strip())
         self.registry = CollectorRegistry(auto_describe=False)
-        self.metrics = VllmMetrics(self.registry, config.model)
+        self.metrics = VllmMetrics(self.registry, self.names[0])
         runtime = LlmRuntime(config.llm, speedup=config.speedup, observer=self.metrics)
         self.metrics.bind(runtime)
         self.faults = FaultInjector(config.faults)
@@ -429,17 +433,19 @@ class VllmApp(RuntimeApp[LlmRuntime]):
         return web.json_response({"version": "0.8.5+tidal.sandbox"})
 
     async def models(self, request: web.Request) -> web.Response:
-        model = self.config.model
-        card = {
-            "id": model,
-            "object": "model",
-            "created": self._created,
-            "owned_by": "vllm",
-            "root": model,
-            "parent": None,
-            "max_model_len": self.config.max_model_len,
-        }
-        return web.json_response({"object": "list", "data": [card]})
+        cards = [
+            {
+                "id": name,
+                "object": "model",
+                "created": self._created,
+                "owned_by": "vllm",
+                "root": self.names[0],
+                "parent": None,
+                "max_model_len": self.config.max_model_len,
+            }
+            for name in self.names
+        ]
+        return web.json_response({"object": "list", "data": cards})
 
     async def metrics_endpoint(self, request: web.Request) -> web.Response:
         body = generate_latest(self.registry)
@@ -505,7 +511,7 @@ class VllmApp(RuntimeApp[LlmRuntime]):
         if not isinstance(body, dict):
             raise BadRequest("the request body must be a JSON object")
         model = body.get("model")
-        if model is not None and model != self.config.model:
+        if model is not None and model not in self.names:
             raise BadRequest(f"The model `{model}` does not exist.", status=404, param="model")
         block_size = self.config.llm.prefix_block_tokens
         block_chars = block_size * CHARS_PER_TOKEN
@@ -558,6 +564,7 @@ class VllmApp(RuntimeApp[LlmRuntime]):
             finish_reason="length" if output == max_tokens else "stop",
             stream=stream,
             include_usage=include_usage,
+            model=model if isinstance(model, str) else self.names[0],
             blocks=blocks,
         )
 
@@ -589,7 +596,7 @@ class VllmApp(RuntimeApp[LlmRuntime]):
                 "id": request_id,
                 "object": "chat.completion" if chat else "text_completion",
                 "created": int(time.time()),
-                "model": self.config.model,
+                "model": job.model,
                 "choices": [choice],
                 "usage": _usage(job.prompt_tokens, job.output_tokens),
             }
@@ -599,7 +606,7 @@ class VllmApp(RuntimeApp[LlmRuntime]):
         self, request: web.Request, stream: TokenStream, job: _Job, *, chat: bool, request_id: str
     ) -> web.StreamResponse:
         chunks = _Chunks(
-            chat=chat, request_id=request_id, created=int(time.time()), model=self.config.model
+            chat=chat, request_id=request_id, created=int(time.time()), model=job.model
         )
         break_at = self.faults.break_after(job.output_tokens)
         resp = web.StreamResponse(

@@ -17,7 +17,7 @@ Covers:
 - the rules and the dashboard read only metrics the code registers;
 - the Dockerfile builds the runtime only: non-root, no compilers, no extras,
   no sandbox;
-- the example Deployment validates and carries no ``replicas`` (Tidal owns it).
+- the example Deployments validate and carry no ``replicas`` (Tidal owns it).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import shutil
 import subprocess
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from scaler.metrics import Metrics as ScalerMetrics
 from tests.integration.deploy.manifests import (
     DEPLOY,
     MONITORING,
+    ROOT,
     alerts,
     dashboard,
     referenced_metrics,
@@ -441,13 +443,22 @@ def test_dockerfile_builds_the_runtime_only() -> None:
         assert compiler not in final
 
 
+def test_dockerfile_copies_every_package_the_services_import() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    included = config["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = {pattern.rstrip("*") for pattern in included} - {"loadtests"}
+    text = (DEPLOY / "Dockerfile").read_text()
+    assert packages == {"groundwork", "scaler", "activator"}
+    for package in packages:
+        assert f"COPY {package} {package}\n" in text, package
+
+
 # --- the example a user copies ------------------------------------------------------
 
 
-def test_example_validates_and_leaves_replicas_to_tidal() -> None:
-    objects = [
-        o for o in yaml.safe_load_all((DEPLOY / "examples" / "vllm-llama.yaml").read_text()) if o
-    ]
+@pytest.mark.parametrize("example", ["vllm-llama.yaml", "vllm-llama-spot.yaml"])
+def test_example_validates_and_leaves_replicas_to_tidal(example: str) -> None:
+    objects = [o for o in yaml.safe_load_all((DEPLOY / "examples" / example).read_text()) if o]
     for obj in objects:
         kubernetes_validate.validate(obj, SCHEMA_VERSIONS[0], strict=True)
     (deployment,) = [o for o in objects if o["kind"] == "Deployment"]

@@ -23,6 +23,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -173,8 +174,11 @@ def openai_app(
     return app
 
 
-def kube_app(*, token: str, replicas: Callable[[], tuple[int, int | None]]) -> web.Application:
-    """``replicas()`` -> (spec.replicas, status.readyReplicas or None when absent)."""
+def kube_app(
+    *, token: str, replicas: Callable[[], tuple[int, int | None]], names: tuple[str, ...] = ()
+) -> web.Application:
+    """``replicas()`` -> (spec.replicas, status.readyReplicas or None when absent);
+    ``names``: the Deployments that exist (empty: any name)."""
     app = web.Application()
 
     async def deployment(request: web.Request) -> web.Response:
@@ -182,6 +186,11 @@ def kube_app(*, token: str, replicas: Callable[[], tuple[int, int | None]]) -> w
             return web.json_response(
                 {"kind": "Status", "status": "Failure", "reason": "Unauthorized", "code": 401},
                 status=401,
+            )
+        if names and request.match_info["name"] not in names:
+            return web.json_response(
+                {"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404},
+                status=404,
             )
         desired, ready = replicas()
         status: dict[str, Any] = {"replicas": desired}
@@ -202,3 +211,14 @@ def kube_app(*, token: str, replicas: Callable[[], tuple[int, int | None]]) -> w
 
     app.router.add_get("/apis/apps/v1/namespaces/{ns}/deployments/{name}", deployment)
     return app
+
+
+def write_kubeconfig(path: Path, server: str, token: str, namespace: str = "default") -> Path:
+    """A kubeconfig at ``path`` whose one context reaches ``server`` with ``token``."""
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"contexts: [{{name: c, context: {{cluster: k, user: u, namespace: {namespace}}}}}]\n"
+        f'clusters: [{{name: k, cluster: {{server: "{server}"}}}}]\n'
+        f"users: [{{name: u, user: {{token: {token}}}}}]\n"
+    )
+    return path

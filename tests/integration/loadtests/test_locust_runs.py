@@ -12,7 +12,9 @@ Covers:
 - open-loop replay of a small trace: every request sent, at the times the
   trace says (compressed), measured from those times; the same for a window
   of the real code trace (shipped with the package) and for the seeded
-  diurnal arrivals.
+  diurnal arrivals;
+- an open-loop shape given a closed-loop user class stops before the test
+  with exit status 2 and one line naming OpenLoopUser, not a traceback.
 """
 
 from __future__ import annotations
@@ -22,15 +24,15 @@ import contextlib
 import csv
 from pathlib import Path
 
-import aiohttp
 import pytest
 
+from groundwork.kube.connection import connect
 from loadtests import report, traces
-from loadtests.replicas_sampler import KubeAccess, KubeDeploymentReader, sample
+from loadtests.replicas_sampler import KubeDeploymentReader, sample
 from loadtests.schedules import diurnal_arrivals
 
 from .conftest import ServeApp, run_locust
-from .fakes import COUNTS, FakeReplicas, kube_app, openai_app
+from .fakes import COUNTS, FakeReplicas, kube_app, openai_app, write_kubeconfig
 
 pytestmark = pytest.mark.slow
 
@@ -53,12 +55,13 @@ async def test_spike_from_zero_then_the_report(serve: ServeApp, tmp_path: Path) 
     model_app = openai_app(replicas=replicas, token_delay_s=0.005)
     model_url = await serve(model_app)
     kube_url = await serve(kube_app(token="t0ken", replicas=replicas.counts))
-    access = KubeAccess(server=kube_url, ssl_context=None, token="t0ken", namespace="default")
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", kube_url, "t0ken")
+    access = await connect(kubeconfig=str(kubeconfig))
     prefix = tmp_path / "spike"
     replicas_csv = tmp_path / "replicas.csv"
     stop = asyncio.Event()
-    async with aiohttp.ClientSession() as session:
-        reader = KubeDeploymentReader(session, access=access, namespace="default", name="llama")
+    try:
+        reader = KubeDeploymentReader(access.api, namespace="default", name="llama")
         with replicas_csv.open("w", newline="") as out:
             sampler = asyncio.create_task(sample(reader, out, interval_s=0.25, stop=stop))
             try:
@@ -73,6 +76,8 @@ async def test_spike_from_zero_then_the_report(serve: ServeApp, tmp_path: Path) 
                 stop.set()
                 with contextlib.suppress(asyncio.CancelledError):
                     await sampler
+    finally:
+        await access.close()
     assert run.returncode == 0, run.output[-3000:]
 
     name = "/v1/chat/completions stream"
@@ -205,3 +210,17 @@ async def test_open_loop_replay_sends_every_request_on_schedule(
     # And the prompt and output lengths came from the trace.
     asked = sorted(b["max_tokens"] for b in app[COUNTS].bodies)
     assert asked == sorted(max(r.output_tokens, 1) for r in records)
+
+
+async def test_an_open_loop_shape_with_the_wrong_user_class(tmp_path: Path) -> None:
+    run = await run_locust(
+        "http://127.0.0.1:9",
+        ["--shape", "diurnal", "--model", "m", "OpenAIStreamingUser"],
+        csv_prefix=tmp_path / "wrong",
+        timeout_s=60,
+    )
+    assert run.returncode == 2, run.output[-2000:]
+    assert "runs the user class OpenLoopUser; name it on the command line instead of " in (
+        run.output
+    )
+    assert "Traceback" not in run.output

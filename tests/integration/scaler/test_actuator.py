@@ -37,8 +37,8 @@ import pytest_asyncio
 from kubernetes_asyncio import client
 from prometheus_client import CollectorRegistry
 
+from groundwork.kube.connection import KubeAccess
 from scaler.actuator import Actuator, kube_actuator, plan_writes
-from scaler.kube.client import KubeAccess
 from scaler.kube.types import DeploymentInfo, PodInfo
 from scaler.metrics import Metrics
 from scaler.policy.api import Decision, Mode, Reason

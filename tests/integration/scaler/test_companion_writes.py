@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest_asyncio
 
+from groundwork.kube.connection import KubeAccess, connect
 from loadtests.sandbox.cluster.cluster import SandboxCluster
 from loadtests.sandbox.cluster.controllers.base import DEPLOYMENTS
-from scaler.kube.client import KubeAccess, connect
 from scaler.kube.companion_writes import KubeCompanions
 from scaler.policy.companion import build_companion, is_pinned, pin_patch, unpin_patch
 from scaler.policy.providers import PRESETS

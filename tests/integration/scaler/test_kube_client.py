@@ -31,8 +31,8 @@ import pytest
 import pytest_asyncio
 from kubernetes_asyncio import client
 
+from groundwork.kube.errors import ApiUnavailable, Conflict, NotFound
 from scaler.kube.cluster import KubeCluster
-from scaler.kube.errors import ApiUnavailable, Conflict, NotFound
 from scaler.kube.leader import LeaseElector
 from scaler.kube.types import DeploymentInfo, LabelSelector
 from scaler.kube.writer import KubeEvents, KubeScaleTarget

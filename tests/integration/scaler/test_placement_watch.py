@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest_asyncio
 
+from groundwork.kube.connection import connect
 from loadtests.sandbox.cluster.cluster import SandboxCluster
 from loadtests.sandbox.cluster.controllers.base import DEPLOYMENTS, PODS
-from scaler.kube.client import connect
 from scaler.kube.cluster import pod_from_raw
 from scaler.kube.placement_watch import PlacementWatch, pod_facts
 from scaler.policy.availability import CapacityType

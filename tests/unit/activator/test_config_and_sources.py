@@ -7,7 +7,6 @@ scaler token from the environment or a file, a flag still accepted with a
 warning; the error -> status table (one mapping, tested as a table); Deployment
 annotations and EndpointSlices translated into targets (ready, terminating,
 port by name or number, invalid annotations reported and defaulted); the
-reflector re-lists after 410 Gone and re-watches after a disconnect; the
 metrics merge for ``--workers`` sums samples.
 """
 
@@ -15,20 +14,18 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from activator.buffering import BufferFull, ColdStartTimeout, GateClosed
-from activator.cli import configure, secret_flag_warnings, settings_from_args
+from activator.cli import configure, settings_from_args
 from activator.kube.translate import build_targets, endpoints_from_slices, target_from_deployment
-from activator.kube.watch import Gone, Reflector
 from activator.metrics import merge_expositions
 from activator.proxy import error_response
 from activator.routes_file import parse_routes
-from activator.settings import load_settings
+from activator.settings import ActivatorSettings
 from activator.statuses import (
     AllRefused,
     BadBody,
@@ -41,6 +38,7 @@ from activator.statuses import (
     UpstreamFailed,
 )
 from activator.targets import Endpoint, parse_duration_s
+from groundwork.settings_loading import flags_from_args, load_settings, visible_secret_warnings
 
 DESIGN_EXAMPLE = """
 targets:
@@ -106,44 +104,47 @@ def test_settings_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     config.write_text("port: 1000\nadmin_port: 1001\ntimeouts: {connect_s: 9, drain_s: 7}\n")
     monkeypatch.setenv("TIDAL_ACTIVATOR_PORT", "2000")
     monkeypatch.setenv("TIDAL_ACTIVATOR_TIMEOUTS__CONNECT_S", "3")
-    s = load_settings({"timeouts": {"drain_s": 1}}, config)
+    s = load_settings(ActivatorSettings, flags={"timeouts.drain_s": 1}, config_file=config)
     assert s.port == 2000
     assert s.admin_port == 1001
     assert s.timeouts.connect_s == 3
     assert s.timeouts.drain_s == 1
     with pytest.raises(ValueError, match="port and admin_port must differ"):
-        load_settings({"port": 5, "admin_port": 5})
+        load_settings(ActivatorSettings, flags={"port": 5, "admin_port": 5})
     with pytest.raises(ValueError, match="not a readable file"):
-        load_settings({}, tmp_path / "missing.yaml")
+        load_settings(ActivatorSettings, config_file=tmp_path / "missing.yaml")
 
 
 def test_scaler_token_from_env_or_file_and_a_flag_warns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TIDAL_ACTIVATOR_SCALER_TOKEN", "from-env")
-    token = load_settings({}).scaler_token
+    token = load_settings(ActivatorSettings).scaler_token
     assert token is not None and token.get_secret_value() == "from-env"
     monkeypatch.delenv("TIDAL_ACTIVATOR_SCALER_TOKEN")
     path = tmp_path / "token"
     path.write_text("from-file\n")
-    token = load_settings({"scaler_token_file": str(path)}).scaler_token
+    token = load_settings(ActivatorSettings, flags={"scaler_token_file": str(path)}).scaler_token
     assert token is not None and token.get_secret_value() == "from-file"
     with pytest.raises(ValueError, match="not both"):
-        load_settings({"scaler_token_file": str(path), "scaler_token": "x"})
+        load_settings(
+            ActivatorSettings, flags={"scaler_token_file": str(path), "scaler_token": "x"}
+        )
     path.write_text("\n")
     with pytest.raises(ValueError, match="is empty"):
-        load_settings({"scaler_token_file": str(path)})
+        load_settings(ActivatorSettings, flags={"scaler_token_file": str(path)})
     with pytest.raises(ValueError, match="cannot read"):
-        load_settings({"scaler_token_file": str(tmp_path / "absent")})
+        load_settings(ActivatorSettings, flags={"scaler_token_file": str(tmp_path / "absent")})
     parser = argparse.ArgumentParser()
     configure(parser)
     args = parser.parse_args(["--scaler-token", "visible"])
     assert settings_from_args(args).scaler_token is not None
-    [warning] = secret_flag_warnings(args)
+    [warning] = visible_secret_warnings(ActivatorSettings, flags_from_args(args))
     assert "--scaler-token is visible" in warning
     assert "TIDAL_ACTIVATOR_SCALER_TOKEN" in warning
     assert "--scaler-token-file" in warning
-    assert secret_flag_warnings(parser.parse_args(["--scaler-token-file", str(path)])) == []
+    given = flags_from_args(parser.parse_args(["--scaler-token-file", str(path)]))
+    assert visible_secret_warnings(ActivatorSettings, given) == []
 
 
 @pytest.mark.parametrize(
@@ -286,53 +287,6 @@ def test_build_targets_joins_kinds() -> None:
     assert list(targets) == ["ml/llama"]
     assert problems == []
     assert targets["ml/llama"].endpoints == (Endpoint("10.0.0.1", 8000, name="p1", ready=True),)
-
-
-def obj(name: str, rv: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}}
-
-
-async def test_reflector_relists_on_gone_and_rewatches_on_disconnect() -> None:
-    lists = [([obj("a", "1")], "1"), ([obj("a", "5"), obj("c", "5")], "5")]
-    watched_from: list[str] = []
-    changes: list[set[str]] = []
-    done: Any = None
-
-    async def lister() -> tuple[list[Any], str]:
-        return lists.pop(0)
-
-    async def watcher(version: str) -> AsyncIterator[dict[str, Any]]:
-        watched_from.append(version)
-        step = len(watched_from)
-        if step == 1:
-            yield {"type": "ADDED", "object": obj("b", "2")}
-            raise ConnectionResetError("cut")  # disconnect: re-watch from 2
-        if step == 2:
-            yield {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "3"}}}
-            yield {"type": "DELETED", "object": obj("b", "4")}
-            raise Gone()  # too old: list again
-        if step == 3:
-            done.set_result(None)
-            await asyncio.Event().wait()
-
-    import asyncio
-
-    done = asyncio.get_running_loop().create_future()
-    reflector = Reflector(
-        "Thing",
-        lister=lister,
-        watcher=watcher,
-        on_change=lambda: changes.append(set(reflector.store)),
-        backoff_s=(0.0,),
-    )
-    task = asyncio.create_task(reflector.run())
-    await asyncio.wait_for(done, 5)
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-    assert watched_from == ["1", "2", "5"]
-    assert reflector.lists == 2
-    assert set(reflector.store) == {"ns/a", "ns/c"}
-    assert changes == [{"ns/a"}, {"ns/a", "ns/b"}, {"ns/a"}, {"ns/a", "ns/c"}]
 
 
 def test_metrics_merge_sums_workers() -> None:

@@ -17,8 +17,9 @@ import pytest
 
 from activator.kube.translate import build_targets, endpoints_from_slices
 from activator.notice_taints import DEFAULT_NOTICE_TAINTS, nodes_under_notice, parse_notice_taints
-from activator.settings import load_settings
+from activator.settings import ActivatorSettings
 from activator.targets import Endpoint
+from groundwork.settings_loading import load_settings
 from scaler.placement_settings import PlacementSettings
 from scaler.policy.providers import PRESETS
 
@@ -113,7 +114,7 @@ def test_default_keys_are_the_scaler_presets_keys() -> None:
     assert set(DEFAULT_NOTICE_TAINTS) == presets
     # The scaler's default provider's keys are among them.
     assert set(PlacementSettings().preset().notice_taints) <= set(DEFAULT_NOTICE_TAINTS)
-    assert load_settings({}).notice_taints.split(",") == list(DEFAULT_NOTICE_TAINTS)
+    assert load_settings(ActivatorSettings).notice_taints.split(",") == list(DEFAULT_NOTICE_TAINTS)
 
 
 def test_notice_taints_setting() -> None:
@@ -122,6 +123,9 @@ def test_notice_taints_setting() -> None:
         "karpenter.sh/disrupted",
     )
     assert parse_notice_taints("") == ()
-    assert load_settings({"notice_taints": ""}).notice_taints == ""
+    assert load_settings(ActivatorSettings, flags={"notice_taints": ""}).notice_taints == ""
     with pytest.raises(ValueError, match=r"'example\.com/going=yes' is not a taint key"):
-        load_settings({"notice_taints": "karpenter.sh/disrupted,example.com/going=yes"})
+        load_settings(
+            ActivatorSettings,
+            flags={"notice_taints": "karpenter.sh/disrupted,example.com/going=yes"},
+        )

@@ -1,8 +1,7 @@
 """The metrics that deploy/monitoring's alerts and dashboard need, beyond DESIGN §8's list.
 
-Covers:
-- the scaler counts cost at the configured price per GPU-hour and capacity
-  type, none without a price, and rejects a bad price table;
+Covers (cost by capacity type at the configured prices:
+tests/unit/scaler/test_gpu_ledger.py):
 - the scaler exports on-demand replicas standing in for spot per target,
   and forgets them with the target;
 - the activator exports each target's buffer capacity and cold-start
@@ -12,7 +11,6 @@ Covers:
 
 from __future__ import annotations
 
-import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from activator.buffering import Gate
@@ -23,30 +21,6 @@ from scaler.metrics import Metrics as ScalerMetrics
 
 def _value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
     return registry.get_sample_value(name, labels)
-
-
-def test_cost_follows_the_price_of_each_capacity_type() -> None:
-    registry = CollectorRegistry()
-    metrics = ScalerMetrics(registry, gpu_hour_prices={"on-demand": 4.0, "spot": 1.0})
-    metrics.add_gpu_seconds("on-demand", 1800)
-    metrics.add_gpu_seconds("spot", 3600)
-    assert _value(registry, "tidal_scaler_gpu_cost_total", capacity_type="on-demand") == 2.0
-    assert _value(registry, "tidal_scaler_gpu_cost_total", capacity_type="spot") == 1.0
-
-
-def test_no_price_counts_no_cost_but_keeps_the_series() -> None:
-    registry = CollectorRegistry()
-    ScalerMetrics(registry).add_gpu_seconds("on-demand", 3600)
-    assert _value(registry, "tidal_scaler_gpu_seconds_total", capacity_type="on-demand") == 3600
-    assert _value(registry, "tidal_scaler_gpu_cost_total", capacity_type="on-demand") == 0.0
-
-
-@pytest.mark.parametrize(
-    "prices", [{"reserved": 1.0}, {"spot": -1.0}, {"spot": float("nan")}], ids=str
-)
-def test_bad_price_table_is_refused(prices: dict[str, float]) -> None:
-    with pytest.raises(ValueError, match="gpu_hour_prices"):
-        ScalerMetrics(CollectorRegistry(), gpu_hour_prices=prices)
 
 
 def test_spot_fallback_per_target_and_forgotten_with_it() -> None:

@@ -7,7 +7,8 @@ Covers:
 - without one: rates from the change of locust's running totals, and
   locust's percentiles (ms to s), N/A read as missing;
 - replicas: the last sample by the end of each bucket; cold starts counted
-  as ready going from 0 to more than 0;
+  as ready going from 0 to more than 0; several replicas files (a
+  Deployment and its spot companion) summed into one fleet;
 - the CLI writes the merged CSV and the PNGs, and names a missing input;
 - nearest-rank percentiles and the automatic bucket width;
 - the latency charts: a line breaks over a second with no request, and p95
@@ -203,3 +204,18 @@ def test_p95_stays_visible_where_it_equals_p99(tmp_path: Path) -> None:
     assert p95.get_linewidth() < p99.get_linewidth()
     legend = [t.get_text() for t in ax.get_legend().get_texts()]  # type: ignore[attr-defined]
     assert legend[:3] == ["p50", "p95", "p99"]
+
+
+def test_a_deployment_and_its_spot_companion_chart_as_one_fleet() -> None:
+    sample = report.ReplicaSample
+    on_demand = [sample(10.0, 1, 1), sample(12.0, 1, 1), sample(14.0, 1, 0)]
+    spot = [sample(11.0, 2, 1), sample(13.0, None, None), sample(15.0, 3, 3)]
+    fleet = report.combine_replicas([on_demand, spot])
+    assert [(s.timestamp, s.desired, s.ready) for s in fleet] == [
+        (10.0, 1, 1),  # the companion not sampled yet: it counts as none
+        (11.0, 3, 2),
+        (12.0, 3, 2),
+        (13.0, None, None),  # the companion's poll failed: the sum is unknown
+        (14.0, None, None),
+        (15.0, 4, 3),
+    ]

@@ -9,7 +9,8 @@ Covers:
 - the open-loop pool size (requests in flight at once);
 - the open-loop schedule: due times, claim order, lateness, and its end
   (all answered, or the drain timeout);
-- parameter errors name the parameter.
+- parameter errors name the parameter; user classes that cannot run a shape
+  are refused with the class that can.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from loadtests.schedules import (
     Tick,
     diurnal_arrivals,
     diurnal_rate,
+    user_class_problem,
     users_needed,
 )
 from loadtests.traces import TraceRequest
@@ -146,3 +148,30 @@ def test_open_loop_bad_parameters_are_named() -> None:
         OpenLoopSchedule([], origin_s=0, users=1)
     with pytest.raises(ScheduleError, match="users"):
         OpenLoopSchedule([TraceRequest(0, 1, 1)], origin_s=0, users=0)
+
+
+@pytest.mark.parametrize(
+    ("shape", "chosen", "expected"),
+    [
+        ("diurnal", {"OpenLoopUser": True, "OpenAIStreamingUser": False}, None),
+        ("spike", {"OpenAIStreamingUser": False}, None),
+        (
+            "replay",
+            {"OpenAIStreamingUser": False},
+            "--shape replay is open loop (a schedule of send times) and runs the user class "
+            "OpenLoopUser; name it on the command line instead of OpenAIStreamingUser",
+        ),
+        (
+            "step",
+            {"OpenLoopUser": True},
+            "--shape step is closed loop (a pool of users) and runs one of the user classes "
+            "OpenAIStreamingUser or TritonUser; name it on the command line instead of "
+            "OpenLoopUser",
+        ),
+    ],
+)
+def test_user_class_problem_names_the_class_that_fits(
+    shape: str, chosen: dict[str, bool], expected: str | None
+) -> None:
+    available = {"OpenLoopUser": True, "OpenAIStreamingUser": False, "TritonUser": False}
+    assert user_class_problem(shape, chosen, available) == expected

@@ -11,9 +11,9 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from groundwork.kube.errors import Conflict, KubeError
 from scaler.actuator import Actuator
 from scaler.controller import Controller, ControllerSettings
-from scaler.kube.errors import Conflict, KubeError
 from scaler.kube.types import (
     DeploymentInfo,
     EventSink,

@@ -31,8 +31,8 @@ from collections.abc import Mapping
 import pytest
 from prometheus_client import CollectorRegistry
 
+from groundwork.kube.errors import ApiUnavailable
 from scaler.app import target_view
-from scaler.kube.errors import ApiUnavailable
 from scaler.metrics import Metrics
 from scaler.policy.api import (
     Decision,

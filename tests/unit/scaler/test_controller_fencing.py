@@ -15,7 +15,7 @@ Covers, with the fakes of the scaler's seams:
 
 from __future__ import annotations
 
-from scaler.kube.errors import Conflict
+from groundwork.kube.errors import Conflict
 from scaler.policy.api import Observation
 from tests.unit.scaler.fakes import deployment, pod
 from tests.unit.scaler.test_controller import KEY, ScriptedPolicy, World, idle

@@ -23,11 +23,12 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from groundwork.kube.errors import Conflict, KubeError
 from scaler.actuator import Actuator
 from scaler.app import target_view
 from scaler.controller import Controller, ControllerSettings
+from scaler.gpu_ledger import GpuLedger
 from scaler.kube.cluster import deployment_from_raw
-from scaler.kube.errors import Conflict, KubeError
 from scaler.kube.types import CompanionInfo, NodeInfo, PodInfo, ScaleState
 from scaler.metrics import Metrics
 from scaler.placement_actuation import PlacementActuation
@@ -94,7 +95,12 @@ class World:
         policy = PurePolicy()
         book = TargetBook(self.cluster, policy)
         self.signals = SignalHub(sources=[self.activator], catalog=book)
-        self.placer = Placer(view=self, preset=KARPENTER, prices=DEFAULT_PRICES, hold_s=10.0)
+        self.placer = Placer(view=self, preset=KARPENTER, hold_s=10.0)
+        # As the service runs it: beside the loop, on the tick interval.
+        self.book = book
+        self.ledger = GpuLedger(
+            prices=DEFAULT_PRICES, metrics=self.metrics, facts=self.placer.facts
+        )
         self.leader = FakeLeader(is_leader=leader)
         actuator = Actuator(
             scale_target=self,
@@ -117,6 +123,7 @@ class World:
             settings=ControllerSettings(tick_interval_s=2.0),
             placer=self.placer,
             wall_clock=lambda: self.wall,
+            ledger=self.ledger,
         )
 
     def pod(self, name: str, node: str, *, spot: bool = False, ready: bool = True) -> PodInfo:
@@ -231,6 +238,7 @@ class World:
         self.wall += seconds
         self.signals.arrived("activator", now=self.now)
         await self.controller.tick(self.now)
+        self.ledger.account(self.now, self.book.snapshots())
 
     def statuses(self) -> list[dict[str, Any]]:
         return [entry[1] for entry in self.log if entry[0] == "status"]

@@ -19,8 +19,7 @@ import aiohttp
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from scaler.kube.cluster import deployment_from_raw, pod_from_raw
-from scaler.kube.errors import (
+from groundwork.kube.errors import (
     ApiUnavailable,
     Conflict,
     Gone,
@@ -29,6 +28,7 @@ from scaler.kube.errors import (
     Rejected,
     translate,
 )
+from scaler.kube.cluster import deployment_from_raw, pod_from_raw
 from scaler.kube.types import LabelRequirement, LabelSelector
 
 

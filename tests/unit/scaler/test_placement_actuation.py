@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from groundwork.kube.errors import ApiUnavailable
 from scaler.kube.cluster import deployment_from_raw
-from scaler.kube.errors import ApiUnavailable
 from scaler.kube.types import CompanionInfo, DeploymentInfo, ScaleState
 from scaler.placement_actuation import PlacementActuation
 from scaler.policy import Split

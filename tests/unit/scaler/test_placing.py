@@ -1,13 +1,11 @@
-"""The Placer: per-target placement state, cost accounting and orphan companions.
+"""The Placer: per-target placement state and orphan companions.
 
 Covers, with a fake view of nodes and companions: a fresh spot target plans
 the companion and the pin; once the companion exists with the right hash
 and the Deployment is pinned, only the split remains; a user template
 change makes the companion outdated; the fallback state is kept between
 decisions (a notice on a spot node covers, the next plan still does);
-cost accounting over wall-clock seconds feeds the metrics and the cost
-view (spot cheaper than the all-on-demand equivalent); orphan companions;
-forget; a switch from on-demand keeps the running on-demand replicas as
+orphan companions; forget; a switch from on-demand keeps the running on-demand replicas as
 cover until spot is Ready.
 """
 
@@ -17,16 +15,11 @@ import copy
 from dataclasses import replace
 from typing import Any
 
-from prometheus_client import CollectorRegistry
-
 from scaler.kube.cluster import deployment_from_raw
 from scaler.kube.types import CompanionInfo, NodeInfo, PodInfo
-from scaler.placement_metrics import PlacementMetrics
 from scaler.placing import Placer, pair_counts
 from scaler.policy import PlacementConfig
-from scaler.policy.availability import CapacityType
 from scaler.policy.companion import pin_patch, template_hash
-from scaler.policy.cost import DEFAULT_PRICES
 from scaler.policy.providers import PRESETS
 
 KARPENTER = PRESETS["karpenter"]
@@ -98,7 +91,7 @@ def pod(name: str, node: str | None, **kw: Any) -> PodInfo:
 
 def test_plan_lifecycle_and_state() -> None:
     view = View()
-    placer = Placer(view=view, preset=KARPENTER, prices=DEFAULT_PRICES, hold_s=30.0)
+    placer = Placer(view=view, preset=KARPENTER, hold_s=30.0)
     fresh = deployment_from_raw(RAW)
     plan = placer.plan(deployment=fresh, pods=[], placement=SPOT, target=4, now_wall=T0)
     assert plan.ensure_companion and plan.pin
@@ -138,49 +131,21 @@ def test_plan_lifecycle_and_state() -> None:
     assert plan.ensure_companion and not plan.pin
 
 
-def test_cost_accounting_and_orphans() -> None:
+def test_orphans_and_forget() -> None:
     view = View()
-    registry = CollectorRegistry()
-    placer = Placer(
-        view=view, preset=KARPENTER, prices=DEFAULT_PRICES, metrics=PlacementMetrics(registry)
-    )
-    pods = {"ml/llama": [pod("s0", "spot-1"), pod("o0", "od-1"), pod("p", None, phase="Pending")]}
-    placer.account(pods, now_wall=T0)
-    placer.account(pods, now_wall=T0 + 3600)
-    cost = placer.cost("ml/llama")
-    assert cost is not None
-    assert cost.meter.gpu_seconds == {"spot": 3600.0, "on-demand": 3600.0}
-    spot_price = DEFAULT_PRICES.price(CapacityType.SPOT, None)
-    h100 = DEFAULT_PRICES.price(CapacityType.ON_DEMAND, "NVIDIA-H100-80GB-HBM3")
-    assert cost.rate.total_per_hour == spot_price + h100
-    assert cost.rate.saving_per_hour > 0 and cost.meter.saved_dollars > 0
-    assert cost.as_json()["gpu_seconds"] == {"on-demand": 3600.0, "spot": 3600.0}
-    sample = registry.get_sample_value(
-        "tidal_scaler_target_gpu_seconds_total", {"target": "ml/llama", "capacity_type": "spot"}
-    )
-    assert sample == 3600.0
-    assert (
-        registry.get_sample_value("tidal_scaler_savings_dollars_per_hour", {"target": "ml/llama"})
-        == cost.rate.saving_per_hour
-    )
-
+    placer = Placer(view=view, preset=KARPENTER)
+    placer.plan(deployment=deployment_from_raw(RAW), pods=[], placement=SPOT, target=2, now_wall=T0)
+    assert placer.last_plan("ml/llama") is not None
     view.companion_map["ml/llama"] = CompanionInfo("ml", "llama-spot", "llama", 3, 3, "h")
     view.companion_map["ml/old"] = CompanionInfo("ml", "old-spot", "old", 1, 1, "h")
     assert [c.name for c in placer.orphans(["ml/llama"])] == ["old-spot"]
     placer.forget("ml/llama")
-    assert placer.cost("ml/llama") is None
-    assert (
-        registry.get_sample_value(
-            "tidal_scaler_target_gpu_seconds_total",
-            {"target": "ml/llama", "capacity_type": "spot"},
-        )
-        is None
-    )
+    assert placer.last_plan("ml/llama") is None
 
 
 def test_switching_to_spot_keeps_on_demand_until_spot_is_ready() -> None:
     view = View()
-    placer = Placer(view=view, preset=KARPENTER, prices=DEFAULT_PRICES, hold_s=30.0)
+    placer = Placer(view=view, preset=KARPENTER, hold_s=30.0)
     on_demand = [pod(f"o{i}", "od-1") for i in range(4)]
     d = deployment_from_raw(RAW)
     plan = placer.plan(deployment=d, pods=on_demand, placement=SPOT, target=4, now_wall=T0)

@@ -1,4 +1,4 @@
-"""The target book and GPU-seconds accounting, with a fake cluster view.
+"""The target book, with a fake cluster view.
 
 Covers:
 - a target's config is parsed once per change of its annotations (the status
@@ -7,8 +7,8 @@ Covers:
 - removed Deployments are forgotten; nothing is listed before the cluster
   view has synced;
 - the pods to poll: ready pods with an IP and the config's metrics port;
-  engine ``generic`` for an invalid config;
-- GPU-seconds: ready replicas x GPUs x seconds since the previous tick.
+  engine ``generic`` for an invalid config.
+(GPU-seconds: tests/unit/scaler/test_gpu_ledger.py.)
 """
 
 from __future__ import annotations
@@ -17,10 +17,6 @@ import json
 from collections.abc import Mapping
 from dataclasses import replace
 
-from prometheus_client import CollectorRegistry
-
-from scaler.gpu_seconds import GpuSeconds
-from scaler.metrics import Metrics
 from scaler.policy.api import ScalingConfig
 from scaler.policy.protocol import PurePolicy
 from scaler.targets import TargetBook
@@ -109,17 +105,3 @@ def test_poll_targets_lists_ready_pods_on_the_metrics_port() -> None:
     cluster.put(deployment(annotations={"autoscaling.tidal.dev/max-scale": "x"}))
     [invalid] = TargetBook(cluster, PurePolicy()).poll_targets()
     assert invalid.engine == "generic"
-
-
-def test_gpu_seconds_between_ticks() -> None:
-    metrics = Metrics(CollectorRegistry())
-    cluster = FakeCluster()
-    cluster.put(replace(deployment(replicas=3, ready=2), gpus_per_replica=2))
-    gpu = GpuSeconds(metrics)
-    assert gpu.tick(10.0, cluster.targets()) == 0.0  # the first tick has no interval
-    assert gpu.tick(12.5, cluster.targets()) == 2 * 2 * 2.5
-    assert gpu.tick(12.5, cluster.targets()) == 0.0
-    total = metrics.registry.get_sample_value(
-        "tidal_scaler_gpu_seconds_total", {"capacity_type": "on-demand"}
-    )
-    assert total == 10.0

@@ -28,9 +28,14 @@ job:
 - :mod:`.scale`: the ``scale`` subresource (``status`` goes through update
   and patch);
 - :mod:`.access_review`: ``SelfSubjectAccessReview`` for ``kubectl auth can-i``;
+- :mod:`.pod_log`: ``pods/log`` for ``kubectl logs`` (``follow``,
+  ``tailLines``), from the files the kubelet writes (``cluster.pod_logs``);
+- :mod:`.port_forward`: ``pods/portforward`` for ``kubectl port-forward``
+  (SPDY/3.1 in a WebSocket, ``cluster.spdy``);
 - :mod:`.context`: the state the handlers share, and ``events.k8s.io/v1``
   Events over the core Events (``cluster.events_conversion``);
-- :mod:`.wire`: JSON answers, ``Status`` errors, reading bodies.
+- :mod:`.wire`: JSON answers, ``Status`` errors, reading bodies (JSON, YAML,
+  and the protobuf kubectl's typed ``create`` commands send: ``cluster.protobuf``).
 
 Authentication is by bearer token (``cluster.auth``) and, when switched on,
 RBAC (``cluster.rbac``); fault injection (``cluster.faults``) through

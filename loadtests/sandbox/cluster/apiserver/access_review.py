@@ -2,21 +2,20 @@
 
 Main decision: the review is answered by the same authorizer that guards
 requests, so ``can-i`` and the real outcome cannot disagree; with RBAC off
-every review is allowed. kubectl sends this one body in protobuf.
+every review is allowed. kubectl sends the body in protobuf (read by
+``wire.read_body``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from aiohttp import web
 
-from loadtests.sandbox.cluster import protobuf
 from loadtests.sandbox.cluster.apiserver.routing import ResourceRequest
 from loadtests.sandbox.cluster.apiserver.wire import check_kind, json_response, read_body
 from loadtests.sandbox.cluster.auth import UserInfo
-from loadtests.sandbox.cluster.errors import BadRequest, Invalid
+from loadtests.sandbox.cluster.errors import Invalid
 from loadtests.sandbox.cluster.rbac import Attributes
 
 __all__ = ["access_review"]
@@ -29,14 +28,7 @@ async def access_review(
     *,
     allowed: Callable[[Attributes], bool],
 ) -> web.Response:
-    if "protobuf" in request.headers.get("Content-Type", ""):
-        try:
-            body: Any = protobuf.decode_self_subject_access_review(await request.read())
-        except protobuf.ProtobufError as error:
-            raise BadRequest(f"cannot decode the protobuf body: {error}") from None
-    else:
-        body = await read_body(request)
-    review = check_kind(req.rtype, body)
+    review = check_kind(req.rtype, await read_body(request))
     spec = review.get("spec") or {}
     resource = spec.get("resourceAttributes")
     non_resource = spec.get("nonResourceAttributes")

@@ -60,7 +60,8 @@ def parse_resource_path(
         raise NotFound("the server could not find the requested resource")
     name = rest[1] if len(rest) > 1 else None
     subresource = rest[2] if len(rest) > 2 else None
-    if len(rest) > 3 or (subresource is not None and subresource not in rtype.subresources):
+    known = (*rtype.subresources, *rtype.streams)
+    if len(rest) > 3 or (subresource is not None and subresource not in known):
         raise NotFound("the server could not find the requested resource")
     if rtype.plural == "namespaces":
         # /api/v1/namespaces/x names namespace x; it is not scoped by itself.

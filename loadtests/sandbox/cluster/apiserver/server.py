@@ -30,6 +30,8 @@ from loadtests.sandbox.cluster.apiserver.context import ResourceContext
 from loadtests.sandbox.cluster.apiserver.delete import delete_collection, delete_object
 from loadtests.sandbox.cluster.apiserver.endpoints import PUBLIC_PATHS, non_resource
 from loadtests.sandbox.cluster.apiserver.patch import patch_object
+from loadtests.sandbox.cluster.apiserver.pod_log import serve_pod_log
+from loadtests.sandbox.cluster.apiserver.port_forward import serve_port_forward
 from loadtests.sandbox.cluster.apiserver.reads import get_object, list_objects
 from loadtests.sandbox.cluster.apiserver.routing import (
     ResourceRequest,
@@ -96,6 +98,7 @@ class ApiServer:
         bookmark_interval_s: float = 5.0,
         resources: tuple[ResourceType, ...] = RESOURCES,
         audit_max_records: int = 100_000,
+        log_dir: Path | None = None,
     ) -> None:
         if bookmark_interval_s <= 0:
             raise ValueError(f"bookmark_interval_s must be > 0, got {bookmark_interval_s}")
@@ -118,6 +121,10 @@ class ApiServer:
         self._reopen_task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.audit: deque[AuditRecord] = deque(maxlen=audit_max_records)
+        # Where the kubelet writes containers' output (``pods/log``); None: no logs.
+        self.log_dir = log_dir
+        # Set on stop: ends the streams that would otherwise run on (log follows).
+        self._closing = asyncio.Event()
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -152,6 +159,7 @@ class ApiServer:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._closing.clear()
         self._certs = make_certificates(self.certs_dir, hosts=(self.host,))
         ns_type = by_group_version_plural("", "v1", "namespaces")
         for name in _DEFAULT_NAMESPACES:
@@ -190,6 +198,7 @@ class ApiServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reopen_task
             self._reopen_task = None
+        self._closing.set()
         for watcher in list(self._ctx.watchers):
             watcher.close()
         if self._runner is not None:
@@ -452,6 +461,16 @@ class ApiServer:
                     namespace=namespace,
                     name=name,
                 )
+            )
+        if req.subresource == "portforward":
+            return await serve_port_forward(self._ctx, request, req, closing=self._closing)
+        if req.subresource in req.rtype.streams:
+            if verb != "get":
+                raise MethodNotAllowed(
+                    f"{verb} is not supported on {req.rtype.plural}/{req.subresource}"
+                )
+            return await serve_pod_log(
+                self._ctx, request, req, log_dir=self.log_dir, closing=self._closing
             )
         if verb == "watch":
             return await serve_watch(self._ctx, request, req)

@@ -1,10 +1,12 @@
 """The wire format: JSON answers, ``Status`` errors, and reading request bodies.
 
 Main decision: every answer is compact JSON (also when protobuf is preferred,
-which kubectl accepts); validation warnings travel as ``Warning: 299``
-headers; a 503 carries ``Retry-After: 1`` so clients back off briefly. A
-decoded body has its resource quantities rewritten canonically
-(``quantity_fields``), as the real server's decoding does.
+which kubectl accepts); a protobuf body is read for the few kinds kubectl
+sends that way (:mod:`protobuf`) and refused with 415 otherwise; validation
+warnings travel as ``Warning: 299`` headers; a 503 carries ``Retry-After: 1``
+so clients back off briefly. A decoded body has its resource quantities
+rewritten canonically (``quantity_fields``), as the real server's decoding
+does.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from loadtests.sandbox.cluster import validation
+from loadtests.sandbox.cluster import protobuf, validation
 from loadtests.sandbox.cluster.errors import (
     ApiError,
     BadRequest,
@@ -76,10 +78,15 @@ async def read_body(request: web.Request) -> Any:
         raise BadRequest("the request body is empty")
     content_type = request.headers.get("Content-Type", JSON).split(";")[0].strip()
     if "protobuf" in content_type:
-        raise UnsupportedMediaType(
-            "the body of the request was in an unknown format - accepted media types "
-            f"include: application/json, application/yaml (got {content_type})"
-        )
+        try:
+            return protobuf.decode_object(raw)
+        except protobuf.UnsupportedKind as error:
+            raise UnsupportedMediaType(
+                f"{error} - accepted media types include: application/json, "
+                "application/yaml, and application/vnd.kubernetes.protobuf for those kinds"
+            ) from None
+        except protobuf.ProtobufError as error:
+            raise BadRequest(f"cannot decode the protobuf body: {error}") from None
     try:
         if content_type.endswith("yaml"):
             return yaml.safe_load(raw)

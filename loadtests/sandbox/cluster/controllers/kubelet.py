@@ -10,8 +10,12 @@ runs a :class:`PodWorker`:
   startup delay from the pod annotations ``sandbox.tidal.dev/engine``
   (``vllm``/``triton``), ``sandbox.tidal.dev/model`` and
   ``sandbox.tidal.dev/startup-delay`` (``30s``), extra server flags from
-  ``sandbox.tidal.dev/args``; the port is the container's first
-  ``containerPort`` (default 8000). Other containers (sidecars) run nothing
+  ``sandbox.tidal.dev/args``. Without a model annotation the server serves
+  the names its Deployment routes by (``routing.tidal.dev/models``, found up
+  the owner chain: ReplicaSet, Deployment, and the user's Deployment above a
+  spot companion), so a user's own manifest answers the names the activator
+  sends it; ``sandbox-model`` when there are none. The port is the
+  container's first ``containerPort`` (default 8000). Other containers (sidecars) run nothing
   and count as ready once started;
 - status moves as the real kubelet moves it: phase Pending with the
   container waiting in ``ContainerCreating``, then Running; conditions
@@ -39,7 +43,9 @@ runs a :class:`PodWorker`:
   (force delete, its node gone) is stopped the same way with
   ``force_stop_grace_s``;
 - a pod annotated ``sandbox.tidal.dev/process: none`` runs no process: it
-  is Running at once and Ready after its startup delay (for scale tests).
+  is Running at once and Ready after its startup delay (for scale tests);
+- a pod of the Tidal image runs the real ``tidal`` command its spec names
+  (:mod:`tidal_pods`), so ``deploy/`` can be applied and rolled out here.
 
 Processes never outlive the sandbox: the launcher starts each in its own
 process group with a parent-death signal, and ``close()`` kills them all.
@@ -50,6 +56,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import shlex
 import tempfile
 import uuid
@@ -59,8 +66,10 @@ from typing import Any, cast
 
 from loadtests.sandbox.cluster.addresses import AddressBlock, AddressesExhausted
 from loadtests.sandbox.cluster.controllers.base import (
+    DEPLOYMENTS,
     NODES,
     PODS,
+    REPLICASETS,
     Cache,
     EventRecorder,
     Key,
@@ -68,9 +77,19 @@ from loadtests.sandbox.cluster.controllers.base import (
     WorkQueue,
     set_condition,
 )
+from loadtests.sandbox.cluster.controllers.tidal_pods import (
+    PodConfigError,
+    PodCredentials,
+    TidalPodFiles,
+    is_tidal_image,
+    tidal_command,
+    tidal_spec_for,
+)
 from loadtests.sandbox.cluster.errors import NotFound
 from loadtests.sandbox.cluster.gpu_slices import SliceBook, requested_gpus
+from loadtests.sandbox.cluster.pod_logs import container_log_path
 from loadtests.sandbox.cluster.quantity import parse_duration
+from loadtests.sandbox.cluster.simple_launcher import SimpleLauncher
 from loadtests.sandbox.cluster.store import Store, rfc3339
 from loadtests.sandbox.servers.spec import Engine, Launcher, ServerProcess, ServerSpec
 
@@ -91,8 +110,21 @@ ANNOTATION_STARTUP_DELAY = "sandbox.tidal.dev/startup-delay"
 ANNOTATION_PROCESS = "sandbox.tidal.dev/process"
 ANNOTATION_ARGS = "sandbox.tidal.dev/args"
 DEFAULT_MODEL = "sandbox-model"
+ROUTED_MODELS = "routing.tidal.dev/models"
 
 log = logging.getLogger("tidal.sandbox.kubelet")
+
+# How often a pod whose configuration failed (a Secret not there yet) is tried again.
+CONFIG_RETRY_S = 2.0
+
+
+def _tidal_environment() -> dict[str, str]:
+    """The sandbox's environment less what would point a Tidal pod elsewhere."""
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if key != "KUBECONFIG" and not key.startswith(("TIDAL_SCALER_", "TIDAL_ACTIVATOR_"))
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +143,6 @@ class KubeletSettings:
     gpu_dir: Path | None = None
 
 
-class PodConfigError(ValueError):
-    """A pod the kubelet cannot run as asked (bad annotation)."""
-
-
 def _annotations(pod: Obj) -> dict[str, str]:
     return cast(dict[str, str], pod["metadata"].get("annotations") or {})
 
@@ -126,10 +154,57 @@ def _container_port(container: Obj, default: int) -> int:
     return default
 
 
+def _log_path(pod: Obj, container: Obj, log_dir: Path | None) -> str | None:
+    if log_dir is None:
+        return None
+    meta = pod["metadata"]
+    return str(
+        container_log_path(
+            log_dir, meta.get("namespace", "default"), meta["name"], container.get("name", "main")
+        )
+    )
+
+
+def routed_models(store: Store, pod: Obj) -> str | None:
+    """``routing.tidal.dev/models`` of the nearest owner that has it (pod -> ReplicaSet ->
+    Deployment -> the user's Deployment of a spot companion)."""
+    kinds = {"ReplicaSet": REPLICASETS, "Deployment": DEPLOYMENTS}
+    namespace = pod["metadata"].get("namespace", "default")
+    obj = pod
+    for _ in range(4):  # at most pod, ReplicaSet, companion, the user's Deployment
+        owners = [r for r in obj["metadata"].get("ownerReferences") or () if r.get("controller")]
+        rtype = kinds.get(owners[0].get("kind", "")) if owners else None
+        owner = store.peek(rtype, namespace, str(owners[0].get("name", ""))) if rtype else None
+        if owner is None:
+            return None
+        obj = owner
+        models = (obj["metadata"].get("annotations") or {}).get(ROUTED_MODELS)
+        if models:
+            return str(models)
+    return None
+
+
+def _served(routed: str | None, engine: str) -> str | None:
+    """The fake vLLM serves every routed name; the fake Triton serves one model."""
+    names = [n.strip() for n in (routed or "").split(",") if n.strip()]
+    if not names:
+        return None
+    return ",".join(names) if engine == "vllm" else names[0]
+
+
 def server_spec_for(
-    pod: Obj, *, host: str, default_port: int, node_name: str, log_dir: Path | None = None
+    pod: Obj,
+    *,
+    host: str,
+    default_port: int,
+    node_name: str,
+    log_dir: Path | None = None,
+    routed: str | None = None,
 ) -> ServerSpec:
-    """What fake server the pod's first container is, from its annotations."""
+    """What fake server the pod's first container is, from its annotations.
+
+    ``routed``: the names the pod's Deployment routes by, served when the pod
+    names no model of its own."""
     annotations = _annotations(pod)
     engine = annotations.get(ANNOTATION_ENGINE, "vllm")
     if engine not in ("vllm", "triton"):
@@ -159,13 +234,10 @@ def server_spec_for(
             "NODE_NAME": node_name,
         }
     )
-    log_path = None
-    if log_dir is not None:
-        name = container.get("name", "main")
-        log_path = str(log_dir / f"{meta.get('namespace', 'default')}_{meta['name']}_{name}.log")
+    log_path = _log_path(pod, container, log_dir)
     return ServerSpec(
         engine=cast(Engine, engine),
-        model=annotations.get(ANNOTATION_MODEL, DEFAULT_MODEL),
+        model=annotations.get(ANNOTATION_MODEL) or _served(routed, engine) or DEFAULT_MODEL,
         host=host,
         port=_container_port(container, default_port),
         startup_delay_s=delay_s,
@@ -494,27 +566,54 @@ class PodWorker:
         if _annotations(pod).get(ANNOTATION_PROCESS) == "none":
             await self._run_without_process(pod)
             return
-        try:
-            spec = server_spec_for(
+        tidal = is_tidal_image(str(container.get("image", "")))
+        launcher = self.kubelet.tidal_launcher if tidal else self.kubelet.launcher
+        while True:
+            try:
+                spec = self._spec(pod, container, tidal=tidal)
+                break
+            except PodConfigError as exc:
+                state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
+                self._publish(
+                    phase="Pending",
+                    main=self._main_status(pod, state=state, ready=False, started=False),
+                    ready=False,
+                )
+                self._event("Warning", "Failed", f"Error: {exc}")
+            # The real kubelet tries again (a Secret created late is picked up).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.terminating.wait(), CONFIG_RETRY_S)
+            if self.terminating.is_set():
+                self._finalize(exit_code=0)
+                return
+            pod = self._pod() or pod
+        await self._run_process(pod, container, spec, launcher)
+
+    def _spec(self, pod: Obj, container: Obj, *, tidal: bool) -> ServerSpec:
+        assert self.ip is not None
+        settings = self.kubelet.settings
+        if tidal:
+            return tidal_spec_for(
+                self.kubelet.store,
                 pod,
                 host=self.ip,
-                default_port=self.kubelet.settings.default_port,
-                node_name=self.node,
-                log_dir=self.kubelet.settings.log_dir,
+                port=_container_port(container, settings.default_port),
+                credentials=self.kubelet.credentials,
+                files=TidalPodFiles(
+                    kubeconfig_dir=self.kubelet.pod_files_dir,
+                    log_path=_log_path(pod, container, settings.log_dir),
+                    dns_table=self.kubelet.dns_table,
+                ),
             )
-            spec = self.kubelet.with_gpu_slice(spec, pod, uid=self.uid, node_name=self.node)
-        except PodConfigError as exc:
-            state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
-            self._publish(
-                phase="Pending",
-                main=self._main_status(pod, state=state, ready=False, started=False),
-                ready=False,
-            )
-            self._event("Warning", "Failed", f"Error: {exc}")
-            await self.terminating.wait()
-            self._finalize(exit_code=0)
-            return
-        await self._run_process(pod, container, spec)
+        spec = server_spec_for(
+            pod,
+            host=self.ip,
+            default_port=settings.default_port,
+            node_name=self.node,
+            log_dir=settings.log_dir,
+            routed=routed_models(self.kubelet.store, pod),
+        )
+        return self.kubelet.with_gpu_slice(spec, pod, uid=self.uid, node_name=self.node)
 
     async def _run_without_process(self, pod: Obj) -> None:
         try:
@@ -542,7 +641,9 @@ class PodWorker:
             await self.terminating.wait()
         self._finalize(exit_code=0, started_at=started["running"]["startedAt"], container_id=cid)
 
-    async def _run_process(self, pod: Obj, container: Obj, spec: ServerSpec) -> None:
+    async def _run_process(
+        self, pod: Obj, container: Obj, spec: ServerSpec, launcher: Launcher
+    ) -> None:
         settings = self.kubelet.settings
         name = container.get("name", "main")
         meta = pod["metadata"]
@@ -553,7 +654,7 @@ class PodWorker:
         loop = asyncio.get_running_loop()
         while not self.terminating.is_set():
             try:
-                self.proc = await self.kubelet.launcher.start(spec)
+                self.proc = await launcher.start(spec)
             except Exception as exc:  # the launcher could not start it: a start error
                 log.warning("pod %s/%s: start failed: %s", *self.key, exc)
                 code, reason, started_at = 128, "StartError", rfc3339(self.kubelet.store.now())
@@ -748,6 +849,12 @@ class Kubelet:
         self.store = store
         self.cache = cache
         self.launcher = launcher
+        # Tidal's own pods run the real tidal command, not a fake model server.
+        self.tidal_launcher = SimpleLauncher(tidal_command, env=_tidal_environment())
+        # Set once the API server is up: kubeconfigs for Tidal pods' service accounts.
+        self.credentials: PodCredentials | None = None
+        # The cluster DNS table Tidal pods resolve Service names from (None: none).
+        self.dns_table: Path | None = None
         self.addresses = addresses
         self.recorder = recorder
         self.settings = settings or KubeletSettings()
@@ -764,6 +871,14 @@ class Kubelet:
         for pod in store.list(PODS, copy=False)[0]:
             if pod.get("spec", {}).get("nodeName"):
                 self.queue.add((pod["metadata"]["namespace"], pod["metadata"]["name"]))
+
+    @property
+    def pod_files_dir(self) -> Path:
+        """Where Tidal pods' kubeconfigs go: beside the logs, else a temporary directory."""
+        base = self.settings.log_dir.parent if self.settings.log_dir else self.slices.directory
+        path = base / "pods"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     @staticmethod
     def node_address(node: Obj) -> str | None:
@@ -859,5 +974,6 @@ class Kubelet:
         tasks = [w.task for w in workers if w.task is not None]
         await asyncio.gather(*tasks, return_exceptions=True)
         self._workers.clear()
+        await self.tidal_launcher.close()
         if self._gpu_tmp is not None:
             self._gpu_tmp.cleanup()

@@ -4,9 +4,11 @@ Covers: the printed kubeconfig works with kubectl, which sees the example
 Deployment opted in at zero replicas; the printed curl command, run as
 printed, streams a chat completion through the activator, held through the
 cold start; the Deployment then reports a ready replica, and the printed
-``tidal status`` command shows it; Ctrl-C (SIGINT) stops everything and
-exits 0, leaving no process behind (checked here and by the suite's leak
-check).
+``tidal status`` command shows it, and the README's ``kubectl logs`` line
+shows the model server's output; a second ``tidal sandbox up`` in the same
+directory is refused and leaves the first's kubeconfig alone; Ctrl-C
+(SIGINT) stops everything and exits 0, leaving no process and no lock file
+behind (checked here and by the suite's leak check).
 """
 
 from __future__ import annotations
@@ -14,16 +16,21 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from loadtests.sandbox.cluster.addresses import lock_dir
 from tests.conftest import descendants
 from tests.e2e.loadtests.conftest import SandboxUp
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+README = Path(__file__).resolve().parents[4] / "README.md"
 
 
 def printed_command(up: SandboxUp, containing: str) -> str:
@@ -67,6 +74,19 @@ def test_kubectl_curl_status_and_ctrl_c(
     assert table.returncode == 0, table.stderr
     assert table.stdout.splitlines()[1].split()[:2] == ["llama", "0/0"], table.stdout
 
+    directory = sandbox_up.kubeconfig.parent
+    kubeconfig = sandbox_up.kubeconfig.read_bytes()
+    second = subprocess.run(
+        [sys.executable, "-m", "scaler", "sandbox", "up", "--dir", str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert f"a sandbox is already running in {directory}" in second.stderr, second.stderr
+    assert "Traceback" not in second.stderr
+    assert sandbox_up.kubeconfig.read_bytes() == kubeconfig
+
     # A streaming request, with the curl line as printed, held through the cold start.
     started = time.monotonic()
     answer = shell(printed_command(sandbox_up, "curl -N "), timeout_s=60)
@@ -81,6 +101,12 @@ def test_kubectl_curl_status_and_ctrl_c(
     while deployment(sandbox_up, kubectl).get("status", {}).get("readyReplicas", 0) < 1:
         assert time.monotonic() < deadline, "the Deployment never reported a ready replica"
         time.sleep(0.25)
+    (logs_line,) = [
+        line for line in README.read_text().splitlines() if line.startswith("kubectl logs ")
+    ]
+    logs = shell(f"KUBECONFIG={sandbox_up.kubeconfig} {logs_line}", timeout_s=30)
+    assert logs.returncode == 0, logs.stderr
+    assert "fake vllm 'llama-3-8b' ready on" in logs.stdout, logs.stdout
     status = shell(printed_command(sandbox_up, " status --scaler-url "), timeout_s=30)
     assert status.returncode == 0, status.stderr
     (row,) = [line.split() for line in status.stdout.splitlines() if line.startswith("default")]
@@ -89,3 +115,6 @@ def test_kubectl_curl_status_and_ctrl_c(
     assert sandbox_up.interrupt() == 0, sandbox_up.text()
     assert sandbox_up.text().rstrip().endswith("Stopped.")
     assert not descendants(os.getpid()), "processes left after tidal sandbox up stopped"
+    octet = sandbox_up.activator_url.split("//")[1].split(".")[1]
+    left = [directory / "sandbox.lock", lock_dir() / f"tidal-sandbox-127.{octet}.lock"]
+    assert not [path for path in left if path.exists()], "lock files left after a clean stop"

@@ -3,7 +3,9 @@
 Covers:
 - the unmodified ``openai`` client completes chat and completion requests,
   streaming and not, with max_tokens, ignore_eos, include_usage and usage;
-- /v1/models, /health, /version; vLLM-shaped errors (unknown model 404,
+- /v1/models, /health, /version; several served names (comma-separated, as
+  the sandbox gives a Deployment routing several), each listed, accepted and
+  echoed; vLLM-shaped errors (unknown model 404,
   bad max_tokens 400, context too long 400, bad JSON 400);
 - /metrics: every vLLM name the issue lists, label model_name, counters move;
 - one coarse real-time check: a request's latency at speedup 1 is near what
@@ -110,6 +112,17 @@ async def test_models_health_version(server: ModelServer, client: openai.AsyncOp
             assert resp.status == 200
         async with session.get(f"{server.url}/version") as resp:
             assert "version" in await resp.json()
+
+
+async def test_several_served_names() -> None:
+    async with ModelServer(vllm_config(model="llama-3-8b,llama", speedup=100.0)) as server:
+        client = openai.AsyncOpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+        try:
+            assert [m.id for m in (await client.models.list()).data] == ["llama-3-8b", "llama"]
+            answer = await client.completions.create(model="llama", prompt="x", max_tokens=2)
+            assert answer.model == "llama"
+        finally:
+            await client.close()
 
 
 @pytest.mark.parametrize(

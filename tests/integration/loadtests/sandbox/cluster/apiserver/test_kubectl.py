@@ -8,12 +8,15 @@ nodes, services, events; ``describe`` showing Events found by
 involvedObject field selectors; ``annotate``, ``label``, ``scale``,
 ``delete`` (with ownerReference garbage collection of dependents);
 ``get -w`` printing a change as it happens; ``wait --for=condition=Ready``
-and ``rollout status`` finishing once /status says so.
+and ``rollout status`` finishing once /status says so; the typed ``create``
+commands that send protobuf bodies (namespace, secret, configmap,
+serviceaccount) store what was asked.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import Callable
 from typing import Any
@@ -375,3 +378,32 @@ async def test_auth_can_i_follows_rbac(
     assert await can_i("patch", "deployments", "--subresource=scale") == "yes"
     assert await can_i("patch", "deployments") == "no"
     assert await can_i("patch", "deployments", "--subresource=scale", "-n", "kube-system") == "no"
+
+
+async def test_create_commands_that_send_protobuf(kubectl: Kubectl) -> None:
+    for args in (
+        ("create", "namespace", "tidal-system"),
+        (
+            *("-n", "tidal-system", "create", "secret", "generic", "tidal-scaler-token"),
+            *("--from-literal=token=s3cret", "--from-literal=other=x"),
+        ),
+        ("-n", "tidal-system", "create", "configmap", "knobs", "--from-literal=window=20s"),
+        ("-n", "tidal-system", "create", "serviceaccount", "robot"),
+    ):
+        created: KubectlResult = await kubectl(*args)
+        assert created.code == 0, created.err
+    namespace = json.loads((await kubectl("get", "ns", "tidal-system", "-o", "json")).out)
+    assert namespace["status"]["phase"] == "Active"
+    secret = json.loads(
+        (
+            await kubectl("-n", "tidal-system", "get", "secret", "tidal-scaler-token", "-o", "json")
+        ).out
+    )
+    assert base64.b64decode(secret["data"]["token"]) == b"s3cret"
+    assert secret["type"] == "Opaque"
+    config = json.loads(
+        (await kubectl("-n", "tidal-system", "get", "configmap", "knobs", "-o", "json")).out
+    )
+    assert config["data"] == {"window": "20s"}
+    accounts = await kubectl("-n", "tidal-system", "get", "serviceaccount", "robot")
+    assert accounts.code == 0, accounts.err

@@ -9,7 +9,7 @@
     ├── Rejected              other 4xx: the request itself is wrong (RBAC, schema)
     └── ApiUnavailable        no answer, 5xx, 429, timeouts: try again later
 
-Callers outside :mod:`scaler.kube` catch these, never kubernetes_asyncio's or
+Callers outside the kube packages catch these, never kubernetes_asyncio's or
 aiohttp's exceptions: the controller treats ``ApiUnavailable`` as "keep
 deciding, act later", which is how an API server outage neither crashes the
 scaler nor scales anything. Every translation keeps the original exception

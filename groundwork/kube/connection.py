@@ -2,9 +2,16 @@
 
 Order (DESIGN §4, §7): an explicit kubeconfig path, else ``$KUBECONFIG``, else
 the in-cluster service account when ``KUBERNETES_SERVICE_HOST`` is set, else
-``~/.kube/config``. The namespace the scaler's own objects (the Lease) live in
-is the pod's namespace in-cluster, else the kubeconfig context's namespace,
-else ``default``.
+``~/.kube/config``. Each connection gets a ``Configuration`` of its own
+rather than the library's process-wide default, so two clients in one process
+(tests, the sandbox) never share credentials. The namespace a service's own
+objects live in (the scaler's Lease, the default namespace of a load test's
+Deployment) is the pod's namespace in-cluster, else the kubeconfig context's
+namespace, else ``default``.
+
+The activator, the scaler, ``tidal status`` and the load tests' replica
+sampler all connect here, so they find a cluster the same way and fail
+with the same :class:`KubeConfigError` message when there is none.
 """
 
 from __future__ import annotations

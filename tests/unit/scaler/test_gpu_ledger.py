@@ -1,0 +1,118 @@
+"""The GPU ledger (scaler.gpu_ledger): one account of GPU-seconds and dollars.
+
+Covers: every pod bound to a node counts its own GPU request under its
+node's capacity type, Ready or not (a loading replica's GPU is billed), and
+an unbound pod counts nothing; the first call adds nothing; the totals by
+capacity type equal the per-target series (GPU-seconds and dollars), the
+cost view of ``/v1/targets`` and ``tidal status`` shows the same figures,
+and spot saves against the all-on-demand equivalent; the asleep share is
+split out by state; one price table prices both the totals and the
+per-target dollars; a target that leaves is forgotten, and the metrics'
+forget removes its series.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from prometheus_client import CollectorRegistry
+
+from scaler.gpu_ledger import GpuLedger
+from scaler.kube.cluster import deployment_from_raw
+from scaler.kube.types import PodInfo, TargetSnapshot
+from scaler.metrics import Metrics
+from scaler.placing import Placer
+from scaler.policy.availability import CapacityType
+from scaler.policy.cost import ANY_MODEL, DEFAULT_PRICES, PriceTable
+from tests.unit.scaler.test_placing import KARPENTER, RAW, View, pod
+
+KEY = "ml/llama"
+
+
+def snapshots(*pods: PodInfo, ready: int) -> dict[str, TargetSnapshot]:
+    raw = copy.deepcopy(RAW)
+    raw["status"] = {"readyReplicas": ready}
+    return {KEY: TargetSnapshot(deployment_from_raw(raw), pods)}
+
+
+def ledger(metrics: Metrics, prices: PriceTable = DEFAULT_PRICES) -> GpuLedger:
+    placer = Placer(view=View(), preset=KARPENTER)
+    return GpuLedger(prices=prices, metrics=metrics, facts=placer.facts)
+
+
+def test_bound_pods_count_ready_or_not_and_every_figure_agrees() -> None:
+    metrics = Metrics(CollectorRegistry())
+    book = ledger(metrics)
+    snaps = snapshots(
+        pod("s0", "spot-1"),
+        pod("o0", "od-1", gpus=2),
+        pod("o1", "od-1", ready=False),  # loading: its GPU is held and billed
+        pod("p0", None, ready=False, phase="Pending"),  # not bound: no GPU yet
+        ready=2,
+    )
+    assert book.account(10.0, snaps, asleep=lambda _: 1) == 0.0  # no interval yet
+    assert book.account(3610.0, snaps, asleep=lambda _: 1) == 4 * 3600.0
+
+    def sample(name: str, **labels: str) -> float | None:
+        return metrics.registry.get_sample_value(name, labels)
+
+    assert sample("tidal_scaler_gpu_seconds_total", capacity_type="spot") == 3600.0
+    assert sample("tidal_scaler_gpu_seconds_total", capacity_type="on-demand") == 3 * 3600.0
+    for capacity in ("spot", "on-demand"):
+        assert sample("tidal_scaler_gpu_seconds_total", capacity_type=capacity) == sample(
+            "tidal_scaler_target_gpu_seconds_total", target=KEY, capacity_type=capacity
+        )
+        assert sample("tidal_scaler_gpu_cost_total", capacity_type=capacity) == sample(
+            "tidal_scaler_cost_dollars_total", target=KEY, capacity_type=capacity
+        )
+    # One ready replica asleep, at the Deployment's GPUs per replica (1).
+    assert sample("tidal_scaler_gpu_seconds_by_state_total", state="asleep") == 3600.0
+    assert sample("tidal_scaler_gpu_seconds_by_state_total", state="awake") == 3 * 3600.0
+
+    cost = book.cost(KEY)
+    assert cost is not None
+    assert cost.as_json()["gpu_seconds"] == {"on-demand": 3 * 3600.0, "spot": 3600.0}
+    spot = DEFAULT_PRICES.price(CapacityType.SPOT, None)
+    h100 = DEFAULT_PRICES.price(CapacityType.ON_DEMAND, "NVIDIA-H100-80GB-HBM3")
+    assert cost.rate.total_per_hour == spot + 3 * h100
+    assert sample("tidal_scaler_cost_dollars_total", target=KEY, capacity_type="spot") == spot
+    assert cost.rate.saving_per_hour > 0 and cost.meter.saved_dollars > 0
+    assert sample("tidal_scaler_savings_dollars_per_hour", target=KEY) == (
+        cost.rate.saving_per_hour
+    )
+
+
+def test_one_price_table_prices_the_totals_and_the_targets() -> None:
+    metrics = Metrics(CollectorRegistry())
+    flat = PriceTable(
+        per_gpu_hour={CapacityType.ON_DEMAND: {ANY_MODEL: 4.0}, CapacityType.SPOT: {ANY_MODEL: 1.0}}
+    )
+    book = ledger(metrics, flat)
+    snaps = snapshots(pod("s0", "spot-1"), pod("o0", "od-1"), ready=2)
+    book.account(0.0, snaps)
+    book.account(1800.0, snaps)
+    get = metrics.registry.get_sample_value
+    assert get("tidal_scaler_gpu_cost_total", {"capacity_type": "on-demand"}) == 2.0
+    assert get("tidal_scaler_gpu_cost_total", {"capacity_type": "spot"}) == 0.5
+    cost = book.cost(KEY)
+    assert cost is not None and cost.as_json()["dollars"] == 2.5
+
+
+def test_a_target_that_leaves_is_forgotten() -> None:
+    metrics = Metrics(CollectorRegistry())
+    book = ledger(metrics)
+    snaps = snapshots(pod("s0", "spot-1"), ready=1)
+    book.account(0.0, snaps)
+    book.account(10.0, snaps)
+    assert book.cost(KEY) is not None
+    book.account(20.0, {})
+    assert book.cost(KEY) is None
+    metrics.forget_target(KEY)  # what the controller does when the target goes
+    labels = {"target": KEY, "capacity_type": "spot"}
+    assert (
+        metrics.registry.get_sample_value("tidal_scaler_target_gpu_seconds_total", labels) is None
+    )
+    assert metrics.registry.get_sample_value("tidal_scaler_cost_dollars_per_hour", labels) is None
+    # The totals keep what was counted.
+    total = {"capacity_type": "spot"}
+    assert metrics.registry.get_sample_value("tidal_scaler_gpu_seconds_total", total) == 10.0
