@@ -50,6 +50,8 @@ import random
 
 from activator.balancing import pick
 from activator.clock import Clock, loop_time
+from activator.prefix_balancing import PrefixBalancer
+from activator.prefix_key import PromptBlocks
 from activator.readiness import EndpointTracker, TargetEndpoints
 from activator.targets import DEFAULT_COLD_START_TIMEOUT_S
 from activator.wake_queue import WakeQueue
@@ -125,6 +127,8 @@ class Gate:
         self.cold_start_timeout_s = 0.0
         self.limit = 0
         self.activators = max(1, activators)
+        # None: least in flight; else the routing annotation asked for prefix balancing.
+        self.prefix: PrefixBalancer | None = None
         self.configure(
             max_buffered=max_buffered,
             container_concurrency=container_concurrency,
@@ -147,6 +151,17 @@ class Gate:
         self.container_concurrency = container_concurrency
         self.cold_start_timeout_s = cold_start_timeout_s
         self._update_limit()
+
+    def set_balancing(self, mode: str) -> None:
+        """``least-loaded`` or ``prefix`` (a target's ``routing.tidal.dev/balancing``)."""
+        if mode == "prefix":
+            self.prefix = self.prefix or PrefixBalancer()
+        else:
+            self.prefix = None
+
+    def prompt_of(self, body: bytes | None) -> PromptBlocks | None:
+        """What :meth:`try_acquire` balances ``body`` by (None: by load)."""
+        return self.prefix.prompt_of(body) if self.prefix is not None else None
 
     def set_activators(self, count: int) -> None:
         """The scaler's count of reporting activators; this one takes its share of cc."""
@@ -181,11 +196,14 @@ class Gate:
         """A request for this target arrived (counted once, however often it waits)."""
         self.arrivals += 1
 
-    def try_acquire(self) -> EndpointTracker | None:
+    def try_acquire(self, prompt: PromptBlocks | None = None) -> EndpointTracker | None:
         """An endpoint now, or None; never waits. Queued requests go first."""
         if self._waiters or self.closed:
             return None
-        tracker = pick(self.endpoints.ready, self.limit, self._rng)
+        if self.prefix is not None:
+            tracker = self.prefix.pick(prompt, self.endpoints.ready, self.limit, self._rng)
+        else:
+            tracker = pick(self.endpoints.ready, self.limit, self._rng)
         if tracker is not None:
             self._touch()
             tracker.in_flight += 1
@@ -248,7 +266,7 @@ class Gate:
             return
         touched = False
         limit, rng = self.limit, self._rng
-        for head, _, tracker in self._waiters.hand_out(lambda: pick(ready, limit, rng)):
+        for head, _, tracker in self._waiters.hand_out(lambda _head: pick(ready, limit, rng)):
             if not touched:
                 self._touch()
                 touched = True

@@ -360,8 +360,9 @@ class Proxy:
         deadline = 0.0
         refused = 0
         held_bytes = len(body) if body else 0
+        prompt = gate.prompt_of(body)  # None unless the model balances by prefix
         while True:
-            tracker = gate.try_acquire()
+            tracker = gate.try_acquire(prompt)
             if tracker is None:
                 now = loop.time()
                 if not deadline:

@@ -72,6 +72,7 @@ class Registry:
                     container_concurrency=spec.container_concurrency,
                     cold_start_timeout_s=spec.cold_start_timeout_s,
                 )
+            gate.set_balancing(spec.balancing)
             gate.endpoints.set_sleeping(self._sleeping.get(name, frozenset()))
             gate.endpoints.update(spec.endpoints)
         for name in list(gates):

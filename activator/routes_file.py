@@ -37,7 +37,14 @@ import yaml
 
 from activator.routing import RoutingTable
 from activator.settings import Defaults
-from activator.targets import Endpoint, TargetSink, TargetSpec, parse_duration_s, parse_target_name
+from activator.targets import (
+    DEFAULT_BALANCING,
+    Endpoint,
+    TargetSink,
+    TargetSpec,
+    parse_duration_s,
+    parse_target_name,
+)
 
 __all__ = ["RoutesFileSource", "parse_endpoint", "parse_routes"]
 
@@ -52,6 +59,7 @@ _KEYS = {
     "container_concurrency",
     "cold_start_timeout",
     "max_buffered",
+    "balancing",
 }
 
 
@@ -133,6 +141,7 @@ def parse_routes(text: str, *, defaults: Defaults | None = None) -> dict[str, Ta
                     entry.get("max_buffered", defaults.max_buffered), where=f"{where}.max_buffered"
                 ),
                 endpoints=parsed,
+                balancing=str(entry.get("balancing", DEFAULT_BALANCING)),
             )
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from exc

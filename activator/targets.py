@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 __all__ = [
+    "BALANCING_MODES",
+    "DEFAULT_BALANCING",
     "DEFAULT_COLD_START_TIMEOUT_S",
     "DEFAULT_CONTAINER_CONCURRENCY",
     "DEFAULT_MAX_BUFFERED",
@@ -42,6 +44,10 @@ __all__ = [
 DEFAULT_COLD_START_TIMEOUT_S = 600.0
 DEFAULT_MAX_BUFFERED = 1000
 DEFAULT_CONTAINER_CONCURRENCY = 0
+# How a request picks among ready replicas: least in flight, or where its
+# prompt's prefix is most likely cached (activator.prefix_affinity).
+BALANCING_MODES = ("least-loaded", "prefix")
+DEFAULT_BALANCING = "least-loaded"
 
 # Allowed ranges (DESIGN §2); the routes file and the annotations share them.
 COLD_START_TIMEOUT_RANGE_S = (1.0, 3600.0)
@@ -128,6 +134,7 @@ class TargetSpec:
     cold_start_timeout_s: float = DEFAULT_COLD_START_TIMEOUT_S
     max_buffered: int = DEFAULT_MAX_BUFFERED
     endpoints: tuple[Endpoint, ...] = field(default=())
+    balancing: str = DEFAULT_BALANCING
 
     def __post_init__(self) -> None:
         parse_target_name(self.name)
@@ -146,6 +153,11 @@ class TargetSpec:
         if not lo <= self.max_buffered <= hi:
             raise ValueError(
                 f"{self.name}: max_buffered must be {lo}..{hi}, got {self.max_buffered}"
+            )
+        if self.balancing not in BALANCING_MODES:
+            raise ValueError(
+                f"{self.name}: balancing must be one of {', '.join(BALANCING_MODES)}, "
+                f"got {self.balancing!r}"
             )
         if self.path_prefix is not None and not self.path_prefix.startswith("/"):
             raise ValueError(

@@ -57,20 +57,22 @@ class HoldQueue(Generic[T]):
         """Hold ``item`` at the back, held since ``since``."""
         self._entries.append((item, since))
 
-    def hand_out(self, take: Callable[[], R | None]) -> Iterator[tuple[T, float, R]]:
+    def hand_out(self, take: Callable[[T], R | None]) -> Iterator[tuple[T, float, R]]:
         """Give capacity to the held in arrival order: ``(item, held since, capacity)``
-        for as long as ``take()`` finds some.
+        for as long as ``take(head)`` finds some for the head.
 
-        ``take`` is called again only after the caller has used the previous
-        capacity (the loop body runs in between), so it sees that capacity
-        counted."""
+        ``take`` gets the head because where a request may go can depend on
+        the request (prefix-aware routing prefers the replica that holds its
+        prompt's prefix). It is called again only after the caller has used
+        the previous capacity (the loop body runs in between), so it sees that
+        capacity counted."""
         entries, alive = self._entries, self._alive
         while entries:
             item, since = entries[0]
             if alive is not None and not alive(item):
                 entries.popleft()
                 continue
-            got = take()
+            got = take(item)
             if got is None:
                 return
             entries.popleft()

@@ -34,8 +34,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from activator.targets import (
+    BALANCING_MODES,
     COLD_START_TIMEOUT_RANGE_S,
     CONTAINER_CONCURRENCY_RANGE,
+    DEFAULT_BALANCING,
     DEFAULT_COLD_START_TIMEOUT_S,
     DEFAULT_CONTAINER_CONCURRENCY,
     DEFAULT_MAX_BUFFERED,
@@ -137,6 +139,15 @@ ROUTING_ANNOTATIONS: tuple[RoutingAnnotation, ...] = (
         f"{CONTAINER_CONCURRENCY_RANGE[0]} to {CONTAINER_CONCURRENCY_RANGE[1]} (0: no limit)",
         "most requests in flight per replica",
     ),
+    RoutingAnnotation(
+        _R + "balancing",
+        DEFAULT_BALANCING,
+        "",
+        " or ".join(f"`{m}`" for m in BALANCING_MODES),
+        "how a request picks a ready replica: the fewest in flight, or where its prompt's "
+        "prefix is most likely cached, within 1.25x the mean load "
+        "([prefix-aware routing](prefix-routing.md))",
+    ),
 )
 
 
@@ -204,6 +215,10 @@ def target_from_deployment(deployment: Obj) -> Routing:
             cc = _int_in(notes[_R + "container-concurrency"], *CONTAINER_CONCURRENCY_RANGE)
         except ValueError:
             bad("container-concurrency", "allowed: a whole number 0..10000 (0: no limit)")
+    balancing = notes.get(_R + "balancing", DEFAULT_BALANCING).strip()
+    if balancing not in BALANCING_MODES:
+        bad("balancing", "allowed: " + " or ".join(BALANCING_MODES))
+        balancing = DEFAULT_BALANCING
     prefix = notes.get(_R + "path-prefix")
     if prefix is not None and not prefix.startswith("/"):
         bad("path-prefix", "allowed: a path starting with '/'")
@@ -226,6 +241,7 @@ def target_from_deployment(deployment: Obj) -> Routing:
         container_concurrency=cc,
         cold_start_timeout_s=cold_s,
         max_buffered=max_buffered,
+        balancing=balancing,
     )
     return Routing(spec=spec, service=service, port=port, problems=tuple(problems))
 

@@ -68,6 +68,10 @@ _RULES: dict[str, tuple[Callable[[str], bool], str]] = {
     "cold-start-timeout": (_duration_1s_1h, "a duration from 1s to 1h, such as 10m"),
     "max-buffered": (_whole(0, 100_000), "a whole number 0..100000"),
     "container-concurrency": (_whole(0, 10_000), "a whole number 0..10000 (0: no limit)"),
+    "balancing": (
+        lambda v: v.strip() in ("least-loaded", "prefix"),
+        "least-loaded or prefix",
+    ),
 }
 
 #: Every routing annotation the activator reads.

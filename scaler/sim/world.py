@@ -9,12 +9,13 @@ in seconds.
 What runs here is the product's own code, not a copy:
 
 - **balancing**: ``activator.balancing.pick`` (least in flight by power of two
-  choices) over the ready replicas, with the activator's defaults for the
-  hold (``activator.targets``: at most ``max-buffered`` requests held, each for
-  at most ``cold-start-timeout``), held in the Gate's own queue
-  (``groundwork.hold_queue``): a request takes a ready replica at once when
-  nobody is waiting and one has room; otherwise it joins the FIFO that ready
-  replicas drain in arrival order;
+  choices) over the ready replicas, or the :class:`Balancer` the config's
+  ``balancer`` builds (prefix-aware routing: :mod:`scaler.sim.prefix_routing`),
+  with the activator's defaults for the hold (``activator.targets``: at most
+  ``max-buffered`` requests held, each for at most ``cold-start-timeout``),
+  held in the Gate's own queue (``groundwork.hold_queue``): a request takes a
+  ready replica at once when nobody is waiting and one has room; otherwise it
+  joins the FIFO that ready replicas drain in arrival order;
 - **engine**: each replica is a :class:`~scaler.sim.engine.LlmEngine`, the
   continuous-batching model that the sandbox's fake vLLM serves from;
 - **placement**: ``scaler.policy.split`` turns the autoscaler's total into spot
@@ -52,9 +53,9 @@ import heapq
 import math
 import random
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from activator.balancing import pick
 from activator.targets import DEFAULT_COLD_START_TIMEOUT_S, DEFAULT_MAX_BUFFERED
@@ -65,6 +66,7 @@ from scaler.sim.traces import TraceRequest
 
 __all__ = [
     "Autoscaler",
+    "Balancer",
     "ColdStart",
     "RunResult",
     "SpotModel",
@@ -206,6 +208,25 @@ class SpotModel:
         return cycle_s * share
 
 
+class ServingReplica(Protocol):
+    """What a balancer sees of a replica: a stable id and its requests in flight."""
+
+    @property
+    def rid(self) -> int: ...
+
+    @property
+    def in_flight(self) -> int: ...
+
+
+R = TypeVar("R", bound=ServingReplica)
+
+
+class Balancer(Protocol):
+    """Picks a serving replica for a request (None: hold it), in place of least in flight."""
+
+    def pick(self, request: TraceRequest, serving: Sequence[R], limit: int) -> R | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class WorldConfig:
     engine: LlmParams = field(default_factory=LlmParams)
@@ -216,6 +237,8 @@ class WorldConfig:
     max_buffered: int = DEFAULT_MAX_BUFFERED
     container_concurrency: int = 0  # 0: no per-replica limit (DESIGN §2 default)
     seed: int = 1
+    # None: the activator's least-in-flight pick. Built once per run, given the run's rng.
+    balancer: Callable[[random.Random], Balancer] | None = None
 
 
 @dataclass(slots=True)
@@ -244,6 +267,7 @@ class ReplicaLife:
     created_s: float
     ended_s: float
     busy_s: float
+    cached_tokens: int = 0  # prompt tokens its prefix cache served
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +331,7 @@ class _World:
         self.cold_waits: list[float] = []
         self.where: dict[int, _Replica] = {}
         self.rng = random.Random(config.seed)
+        self.balancer = config.balancer(self.rng) if config.balancer is not None else None
         self.cold_rng = random.Random(config.seed + 1)
         self.spot_rng = random.Random(config.seed + 2)
         self.events: list[tuple[float, int, int, int, object]] = []
@@ -415,7 +440,7 @@ class _World:
         )
         self._change_outstanding(1)
         if not self.held:
-            replica = self._pick()
+            replica = self._pick(i)
             if replica is not None:
                 self._assign(i, replica)
                 return
@@ -432,10 +457,12 @@ class _World:
         self.failed[i] = reason
         self._change_outstanding(-1)
 
-    def _pick(self) -> _Replica | None:
+    def _pick(self, i: int) -> _Replica | None:
         serving = [r for r in self.replicas if r.serving]
         if not serving:
             return None
+        if self.balancer is not None:
+            return self.balancer.pick(self.reqs[i], serving, self.config.container_concurrency)
         return pick(serving, self.config.container_concurrency, self.rng)
 
     def _assign(self, i: int, replica: _Replica) -> None:
@@ -585,6 +612,7 @@ class _World:
                 created_s=replica.created_s,
                 ended_s=self.now,
                 busy_s=replica.engine.busy_time_s(self.now),
+                cached_tokens=replica.engine.cached_tokens,
             )
         )
 

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from loadtests.sandbox.cluster.quantity import parse_duration
 from loadtests.sandbox.servers.faults import Faults
+from loadtests.sandbox.servers.prompt_blocks import DEFAULT_BLOCK_SIZE
 from loadtests.sandbox.servers.server import ServerConfig, run_process
 from loadtests.sandbox.servers.sleep_mode import DEFAULT_WEIGHTS_MIB, SleepParams, kv_cache_mib
 from scaler.sim.engine import BatcherParams, LlmParams
@@ -112,6 +113,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=llm.kv_cache_tokens,
         help=f"KV-cache capacity in tokens (default: {llm.kv_cache_tokens})",
+    )
+    p.add_argument(
+        "--block-size",
+        type=int,
+        default=DEFAULT_BLOCK_SIZE,
+        help=f"tokens per prefix-cache block, as vLLM's flag (default: {DEFAULT_BLOCK_SIZE})",
     )
     p.add_argument(
         "--mean-output-tokens",
@@ -222,6 +229,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             step_base_s=args.step_base_s,
             step_per_seq_s=args.step_per_seq_s,
             kv_cache_tokens=args.kv_cache_tokens,
+            prefix_block_tokens=args.block_size,
         ),
         batcher=BatcherParams(
             max_batch_size=args.max_batch_size,

@@ -22,6 +22,7 @@ from aiohttp import web
 
 from loadtests.sandbox.servers.engine_runtime import ModelClock
 from loadtests.sandbox.servers.faults import Faults
+from loadtests.sandbox.servers.prompt_blocks import DEFAULT_BLOCK_SIZE
 from loadtests.sandbox.servers.sleep_mode import SleepParams
 from scaler.sim.engine import BatcherParams, LlmParams
 
@@ -39,7 +40,11 @@ class ServerConfig:
     startup_delay_s: float = 0.0
     # Model time runs this many times faster than wall time (tests: 10-1000).
     speedup: float = 1.0
-    llm: LlmParams = field(default_factory=LlmParams)
+    # Prefix-cache blocks of vLLM's default block size (the engine model's own
+    # default is the Mooncake traces' 512).
+    llm: LlmParams = field(
+        default_factory=lambda: LlmParams(prefix_block_tokens=DEFAULT_BLOCK_SIZE)
+    )
     batcher: BatcherParams = field(default_factory=BatcherParams)
     faults: Faults = field(default_factory=Faults)
     # When a request does not set ignore_eos, its natural length is drawn from

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -154,10 +154,17 @@ class LlmRuntime(_EngineLoop):
     def busy_time_s(self) -> float:
         return self.engine.busy_time_s(self.clock.now())
 
-    def submit(self, *, prompt_tokens: int, output_tokens: int) -> TokenStream:
+    def submit(
+        self, *, prompt_tokens: int, output_tokens: int, prefix: Sequence[Hashable] = ()
+    ) -> TokenStream:
+        """``prefix``: the prompt's block hashes, for the engine's prefix cache (empty: none)."""
         rid = next(self._ids)
         self.engine.add(
-            rid, prompt_tokens=prompt_tokens, output_tokens=output_tokens, now=self.clock.now()
+            rid,
+            prompt_tokens=prompt_tokens,
+            output_tokens=output_tokens,
+            now=self.clock.now(),
+            prefix=prefix,
         )
         stream = TokenStream(
             rid,

@@ -15,6 +15,14 @@ process also has ``VLLM_SERVER_DEV_MODE=1``, as in vLLM): ``POST
 ``POST /reset_prefix_cache``. A sleeping server answers inference with 503,
 as vLLM does; the state, timings and GPU memory are ``sleep_mode``'s.
 
+Automatic prefix caching, as vLLM does by default: each full block of
+``--block-size`` tokens (16) of the prompt is hashed with the blocks before
+it (:mod:`loadtests.sandbox.servers.prompt_blocks`); the engine serves the
+longest cached run of leading blocks without prefilling it and keeps blocks
+in LRU order within its KV cache. ``vllm:prefix_cache_queries`` and
+``vllm:prefix_cache_hits`` count prompt tokens looked up and found, as
+vLLM's V1 engine does.
+
 There is no tokenizer. A prompt counts one token per four characters (the
 usual rule of thumb for English), a chat message four more for its template;
 token-id prompts count their ids. Output length: ``max_tokens`` exactly with
@@ -48,12 +56,14 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from loadtests.sandbox.servers.engine_app import RuntimeApp, ServerConfig
 from loadtests.sandbox.servers.engine_runtime import LlmRuntime, TokenStream
 from loadtests.sandbox.servers.faults import FaultInjector
+from loadtests.sandbox.servers.prompt_blocks import chat_blocks, prompt_blocks
 from loadtests.sandbox.servers.sleep_mode import (
     GpuLedger,
     SleepError,
     SleepMachine,
     parse_tags,
 )
+from scaler.sim.engine import LlmEngine
 
 __all__ = ["VllmApp", "VllmMetrics", "count_prompt_tokens"]
 
@@ -131,6 +141,22 @@ class VllmMetrics:
             labels,
             registry=registry,
         )
+        queries = Counter(
+            "vllm:prefix_cache_queries",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            labels,
+            registry=registry,
+        )
+        hits = Counter(
+            "vllm:prefix_cache_hits",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            labels,
+            registry=registry,
+        )
+        self._queries = queries.labels(model_name=model)
+        self._hits = hits.labels(model_name=model)
+        self._hits_seen = 0
+        self._engine: LlmEngine | None = None
         self._ttft = ttft.labels(model_name=model)
         self._e2e = e2e.labels(model_name=model)
         self._success = success.labels(model_name=model)
@@ -140,14 +166,25 @@ class VllmMetrics:
     def bind(self, runtime: LlmRuntime) -> None:
         """Gauges read the engine when scraped."""
         engine = runtime.engine
+        self._engine = engine
         self.num_running.labels(model_name=self.model).set_function(lambda: engine.num_running)
         self.num_waiting.labels(model_name=self.model).set_function(lambda: engine.num_waiting)
         self.kv_usage.labels(model_name=self.model).set_function(lambda: engine.kv_usage)
+
+    def queried(self, prompt_tokens: int) -> None:
+        """A request reached the engine: its prompt is looked up in the prefix cache."""
+        self._queries.inc(prompt_tokens)
 
     # LlmObserver
     def first_token(self, stream: TokenStream, ttft_s: float) -> None:
         self._ttft.observe(ttft_s)
         self._prompt.inc(stream.prompt_tokens)
+        if self._engine is not None:
+            # Hits are counted when a request is admitted, always before its
+            # first token and after its query: hits never run ahead of queries.
+            cached = self._engine.cached_tokens
+            self._hits.inc(cached - self._hits_seen)
+            self._hits_seen = cached
 
     def tokens(self, count: int) -> None:
         self._generation.inc(count)
@@ -224,6 +261,7 @@ class _Job:
     stream: bool
     include_usage: bool
     model: str  # the served name the request asked for (the first when it named none)
+    blocks: tuple[bytes, ...] = ()  # the prompt's chained block hashes
 
 
 class _Chunks:
@@ -449,8 +487,11 @@ class VllmApp(RuntimeApp[LlmRuntime]):
             await self._model_sleep(self.sleep.take_penalty(job.output_tokens))
             try:
                 stream = self.runtime.submit(
-                    prompt_tokens=job.prompt_tokens, output_tokens=job.output_tokens
+                    prompt_tokens=job.prompt_tokens,
+                    output_tokens=job.output_tokens,
+                    prefix=job.blocks,
                 )
+                self.metrics.queried(job.prompt_tokens)
             except ValueError as e:  # does not fit the KV cache
                 return error_response(str(e), status=400)
             request_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
@@ -472,12 +513,16 @@ class VllmApp(RuntimeApp[LlmRuntime]):
         model = body.get("model")
         if model is not None and model not in self.names:
             raise BadRequest(f"The model `{model}` does not exist.", status=404, param="model")
+        block_size = self.config.llm.prefix_block_tokens
+        block_chars = block_size * CHARS_PER_TOKEN
         if chat:
             prompt_tokens = count_chat_tokens(body.get("messages"))
+            blocks = chat_blocks(body["messages"], block_chars)
         else:
             if "prompt" not in body:
                 raise BadRequest("prompt is required", param="prompt")
             prompt_tokens = count_prompt_tokens(body["prompt"])
+            blocks = prompt_blocks(body["prompt"], block_size, block_chars)
         n = body.get("n", 1)
         if n != 1:
             raise BadRequest(f"this fake vLLM supports n=1 only; got n={n!r}", param="n")
@@ -520,6 +565,7 @@ class VllmApp(RuntimeApp[LlmRuntime]):
             stream=stream,
             include_usage=include_usage,
             model=model if isinstance(model, str) else self.names[0],
+            blocks=blocks,
         )
 
     async def _whole(

@@ -46,6 +46,10 @@ SPEEDUP = 0.1
 STARTUP_S = 4.0
 PROMPT = "x" * 1000  # 250 tokens, plus 4 for the chat template
 PROMPT_TOKENS = 254
+# The fake vLLM caches prefixes as vLLM does: "<|user|>" and the 1,000
+# characters make 15 full blocks of 16 tokens (64 characters), the same for
+# every request. The simulator's engine caches the same blocks.
+PROMPT_BLOCKS = tuple(range(15))
 OUTPUT_TOKENS = 60
 END_S = 70.0
 
@@ -102,12 +106,16 @@ def run_simulator(sent_at_s: list[float]) -> tuple[list[float], list[int], int]:
         step_base_s=params.step_base_s / SPEEDUP,
         step_per_seq_s=params.step_per_seq_s / SPEEDUP,
         prefill_tokens_per_s=params.prefill_tokens_per_s * SPEEDUP,
+        prefix_block_tokens=16,
     )
     # The pod is Ready after its startup delay and the next 1 s readiness probe.
     world = WorldConfig(engine=slow, cold_start=ColdStart(STARTUP_S + 1.0))
     annotations = EXAMPLE.deployment()["metadata"]["annotations"]
     tidal = TidalAutoscaler("tidal", annotations, cold_start_s=STARTUP_S + 1.0)
-    requests = [TraceRequest(t, PROMPT_TOKENS, OUTPUT_TOKENS) for t in sorted(sent_at_s)]
+    requests = [
+        TraceRequest(t, PROMPT_TOKENS, OUTPUT_TOKENS, prefix=PROMPT_BLOCKS)
+        for t in sorted(sent_at_s)
+    ]
     # Idle to the end of the scenario, as in the sandbox.
     result = run_world(requests, tidal, world, until_s=END_S)
     ttfts = [

@@ -18,7 +18,7 @@ def test_capacity_goes_out_in_arrival_order_and_take_sees_it_counted() -> None:
         queue.hold(name, since=float(n))
     slots = [2]  # two free slots: the third request stays held
 
-    def take() -> int | None:
+    def take(_head: str) -> int | None:
         return slots[0] if slots[0] > 0 else None
 
     handed = []
@@ -35,7 +35,7 @@ def test_those_that_left_are_skipped_and_compacted() -> None:
     for name in "abcd":
         queue.hold(name, since=0.0)
     left.update({"a", "c"})
-    handing = queue.hand_out(lambda: 1)
+    handing = queue.hand_out(lambda _head: 1)
     assert next(handing)[0] == "b"  # a left: skipped at the head
     handing.close()
     queue.hold("e", since=1.0)
@@ -53,4 +53,4 @@ def test_expire_takes_the_timed_out_from_the_head() -> None:
     queue.hold("c", since=5.0)
     assert queue.expire(10.0, now=9.0) == []
     assert queue.expire(10.0, now=11.0) == ["a"]  # b had left: dropped, not returned
-    assert [name for name, _, _ in queue.hand_out(lambda: 1)] == ["c"]
+    assert [name for name, _, _ in queue.hand_out(lambda _head: 1)] == ["c"]

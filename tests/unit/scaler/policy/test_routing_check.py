@@ -39,6 +39,8 @@ def test_the_keys_are_the_activators() -> None:
         {R + "max-buffered": "1.5", R + "container-concurrency": "abc", R + "port": "70000"},
         {R + "cold-start-timeout": "90s", R + "max-buffered": "100000", R + "port": "http"},
         {R + "container-concurrency": "0", R + "path-prefix": "/v1", R + "hosts": "a,b"},
+        {R + "balancing": "prefix", R + "max-buffered": "10"},
+        {R + "balancing": "round-robin"},
     ],
 )
 def test_both_sides_find_the_same_keys_bad(annotations: dict[str, str]) -> None:

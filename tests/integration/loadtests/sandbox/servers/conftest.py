@@ -9,13 +9,12 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from loadtests.sandbox.servers.server import ServerConfig
-from scaler.sim.engine import LlmParams
 
 
 def vllm_config(*, llm: dict[str, Any] | None = None, **overrides: Any) -> ServerConfig:
     base = ServerConfig(engine="vllm", model="m", port=0, speedup=20.0, seed=7)
     if llm:
-        overrides["llm"] = dataclasses.replace(LlmParams(), **llm)
+        overrides["llm"] = dataclasses.replace(base.llm, **llm)
     return dataclasses.replace(base, **overrides)
 
 

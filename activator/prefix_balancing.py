@@ -1,0 +1,73 @@
+"""One target's prefix-aware balancing, as its Gate uses it.
+
+The glue between the request path and the pure router: a target whose
+``routing.tidal.dev/balancing`` is ``prefix`` gets one :class:`PrefixBalancer`,
+which turns the request body the activator already read (to route by
+``model``) into prompt blocks (:mod:`activator.prefix_key`) and picks a
+ready replica with :class:`~activator.prefix_affinity.PrefixAffinity`, keyed
+by the replica's address (the same in every activator, so all of them build
+the same ring).
+
+Main decisions:
+
+- **Only the fast path follows prefixes.** A request the Gate holds (no
+  ready replica, or all at ``container-concurrency``) goes to the first
+  replica that frees up, as before: waiting longer for one particular
+  replica would cost more than the prefill its cache saves.
+- **A body that was not read is not read for this.** The activator parses a
+  body only to route by ``model``; a model reached by host or path prefix
+  is balanced by load. Reading bodies for balancing alone would hold every
+  such request's body in memory, which the hold limits do not count.
+- A body that is not JSON, or has no prompt, or one shorter than a block,
+  is balanced by load (nothing to reuse).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+
+from activator.balancing import pick
+from activator.prefix_affinity import AffinityConfig, PrefixAffinity
+from activator.prefix_key import PromptBlocks, prompt_blocks
+from activator.readiness import EndpointTracker
+
+__all__ = ["PrefixBalancer"]
+
+
+def _address(tracker: EndpointTracker) -> str:
+    return tracker.key
+
+
+class PrefixBalancer:
+    """Prompt blocks from a body, and the replica for them."""
+
+    def __init__(self, config: AffinityConfig | None = None) -> None:
+        self.router: PrefixAffinity[EndpointTracker] = PrefixAffinity(
+            config or AffinityConfig(), _address
+        )
+
+    @staticmethod
+    def prompt_of(body: bytes | None) -> PromptBlocks | None:
+        if not body:
+            return None
+        try:
+            document = json.loads(body)
+        except ValueError:
+            return None
+        prompt = prompt_blocks(document)
+        return prompt if prompt.blocks else None
+
+    def pick(
+        self,
+        prompt: PromptBlocks | None,
+        ready: Sequence[EndpointTracker],
+        limit: int,
+        rng: random.Random,
+    ) -> EndpointTracker | None:
+        if prompt is not None:
+            tracker, reason = self.router.choose(prompt.blocks, ready, limit, anchor=prompt.anchor)
+            if reason != "no-blocks":
+                return tracker
+        return pick(ready, limit, rng)

@@ -1,0 +1,348 @@
+"""Least-loaded against prefix-aware routing, scored in the simulator.
+
+The world balances with the activator's least-in-flight pick unless its
+config names a :class:`~scaler.sim.world.Balancer`; this module supplies
+two, both the product's code:
+
+- :class:`LeastLoaded`: ``activator.balancing.pick``, as the world does by
+  itself (so the two rows differ only in routing);
+- :class:`PrefixRouted`: ``activator.prefix_affinity.PrefixAffinity``, one
+  per simulated activator. With ``activators`` > 1 each request goes
+  through one of them drawn at random (a Service spreading connections),
+  each with its own history; all see the replicas' true in-flight counts
+  (an activator sees only its own share, about ``1/N`` of each, and the
+  bound is relative to the mean, so the decision is nearly the same).
+
+Both sample every replica's in-flight count at each pick (at arrivals,
+which by PASTA sample the time average) to report the **load spread**: per
+minute, the busiest replica's mean in-flight over the mean of all.
+
+:func:`compare` scores each routing on a trace whose requests carry prompt
+block ids:
+
+- **hit rate**: prompt tokens served from a replica's prefix cache over
+  all prompt tokens (vLLM's ``prefix_cache_hits / prefix_cache_queries``),
+  beside what one infinitely large replica would reach (every block seen
+  before is cached: ``scaler.sim.oracle.cacheable_tokens``);
+- **equal attainment**: the smallest always-on fleet meeting the
+  attainment goal (99 % within the TTFT objective) under each routing, and
+  its GPU-seconds;
+- **TTFT** p50 and p99 and the load spread on the same fixed fleet (the
+  least-loaded one's), so that the routing alone differs.
+
+``python -m scaler.sim.prefix_routing`` prints the table for the synthetic
+multi-turn chat trace (:mod:`scaler.sim.chat_trace`) or a trace file with
+``--prefix-field``; ``docs/prefix-routing.md`` holds the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import cast
+
+from activator.balancing import pick
+from activator.prefix_affinity import AffinityConfig, PrefixAffinity
+from scaler.sim.baselines import AlwaysOn
+from scaler.sim.chat_trace import ChatSpec, generate_chat
+from scaler.sim.engine import LlmParams
+from scaler.sim.oracle import cacheable_tokens
+from scaler.sim.runner import SimulationOptions, smallest_always_on
+from scaler.sim.scorecard import score
+from scaler.sim.traces import TraceFormat, TraceRequest, find_trace, read_trace
+from scaler.sim.world import R, RunResult, ServingReplica, run_world
+
+__all__ = [
+    "ROUTINGS",
+    "LeastLoaded",
+    "LoadSpread",
+    "PrefixRouted",
+    "RoutingRow",
+    "compare",
+    "hit_rate",
+]
+
+ROUTINGS = ("least-loaded", "prefix")
+
+
+class LoadSpread:
+    """In-flight samples per minute per replica, taken at each pick."""
+
+    def __init__(self) -> None:
+        # minute -> replica id -> [sum of samples, count]
+        self._minutes: dict[int, dict[int, list[float]]] = defaultdict(dict)
+        self._now = 0.0
+
+    def sample(self, at_s: float, serving: Sequence[R]) -> None:
+        minute = self._minutes[int(at_s // 60)]
+        for r in serving:
+            acc = minute.setdefault(r.rid, [0.0, 0.0])
+            acc[0] += r.in_flight
+            acc[1] += 1
+
+    def worst(self, *, min_mean: float = 1.0) -> float:
+        """The highest busiest-over-mean ratio of any minute whose mean is at least ``min_mean``.
+
+        Quieter minutes are left out: with under one request in flight per
+        replica, one request is already twice the mean.
+        """
+        worst = 1.0
+        for per_replica in self._minutes.values():
+            means = [s / n for s, n in per_replica.values() if n]
+            if len(means) < 2:
+                continue
+            mean = sum(means) / len(means)
+            if mean >= min_mean:
+                worst = max(worst, max(means) / mean)
+        return worst
+
+
+class LeastLoaded:
+    """The activator's least-in-flight pick (power of two choices)."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.spread = LoadSpread()
+
+    def pick(self, request: TraceRequest, serving: Sequence[R], limit: int) -> R | None:
+        self.spread.sample(request.offset_s, serving)
+        return pick(serving, limit, self.rng)
+
+
+class PrefixRouted:
+    """``activators`` prefix routers, each request through one drawn at random."""
+
+    def __init__(self, rng: random.Random, *, activators: int, config: AffinityConfig) -> None:
+        if activators < 1:
+            raise ValueError(f"activators must be at least 1, got {activators}")
+        self.rng = rng
+        self.spread = LoadSpread()
+        self.routers: list[PrefixAffinity[ServingReplica]] = [
+            PrefixAffinity(config, _replica_name) for _ in range(activators)
+        ]
+        self.reasons: dict[str, int] = defaultdict(int)
+
+    def pick(self, request: TraceRequest, serving: Sequence[R], limit: int) -> R | None:
+        self.spread.sample(request.offset_s, serving)
+        # One activator needs no draw: the run's random sequence stays least-loaded's.
+        many = len(self.routers) > 1
+        router = self.routers[self.rng.randrange(len(self.routers))] if many else self.routers[0]
+        chosen, reason = router.choose(request.prefix, serving, limit)
+        self.reasons[reason] += 1
+        if reason == "no-blocks":
+            return pick(serving, limit, self.rng)
+        return cast("R | None", chosen)
+
+
+def _replica_name(replica: ServingReplica) -> str:
+    return f"replica-{replica.rid}"
+
+
+def hit_rate(result: RunResult, requests: Sequence[TraceRequest]) -> float:
+    """Prompt tokens served from prefix caches over prompt tokens of requests that reached one."""
+    served = sum(
+        r.prompt_tokens
+        for r, failed in zip(requests, result.failed_reason, strict=True)
+        if failed is None
+    )
+    cached = sum(life.cached_tokens for life in result.replicas)
+    return cached / served if served else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingRow:
+    routing: str
+    activators: int
+    fleet: int  # smallest always-on fleet meeting the goal
+    reaches_target: bool
+    gpu_seconds: float  # of that fleet
+    hit_rate: float  # on the shared fleet
+    ttft_p50_s: float | None
+    ttft_p99_s: float | None
+    attainment: float
+    load_spread: float  # busiest replica's mean in-flight over the mean, worst minute
+
+
+Routed = LeastLoaded | PrefixRouted
+
+
+def _balancer(
+    routing: str, activators: int, config: AffinityConfig
+) -> Callable[[random.Random], Routed]:
+    if routing == "least-loaded":
+        return LeastLoaded
+    if routing == "prefix":
+        return lambda rng: PrefixRouted(rng, activators=activators, config=config)
+    raise ValueError(f"unknown routing {routing!r}; choose from {list(ROUTINGS)}")
+
+
+def compare(
+    requests: Sequence[TraceRequest],
+    options: SimulationOptions,
+    *,
+    activators: Sequence[int] = (1,),
+    config: AffinityConfig | None = None,
+    fleet: int | None = None,
+) -> tuple[float, list[RoutingRow]]:
+    """The infinite replica's hit rate, and a row per routing (prefix: per activator count).
+
+    ``fleet``: the fixed fleet every routing is scored on, instead of the
+    least-loaded goal fleet; the search for each routing's goal fleet is then
+    skipped (its columns repeat ``fleet``).
+    """
+    config = config or AffinityConfig()
+    prompt = sum(r.prompt_tokens for r in requests)
+    ideal = sum(cacheable_tokens(requests, options.world.engine.prefix_block_tokens)) / prompt
+    plans = [("least-loaded", 1)] + [("prefix", n) for n in activators]
+    rows: list[RoutingRow] = []
+    shared_fleet = fleet
+    for routing, n in plans:
+        built: list[Routed] = []
+        make = _balancer(routing, n, config)
+
+        def factory(
+            rng: random.Random,
+            make: Callable[[random.Random], Routed] = make,
+            built: list[Routed] = built,
+        ) -> Routed:
+            balancer = make(rng)
+            built.append(balancer)
+            return balancer
+
+        world = replace(options.world, balancer=factory)
+        routed = replace(options, world=world)
+        if fleet is None:
+            needed, needed_run = smallest_always_on(requests, routed)
+            goal = score(needed_run, slo_ttft_s=options.slo_ttft_s)
+            shared_fleet = shared_fleet or needed
+        built.clear()
+        assert shared_fleet is not None
+        run = run_world(requests, AlwaysOn(shared_fleet), world)
+        card = score(run, slo_ttft_s=options.slo_ttft_s)
+        if fleet is not None:
+            needed, goal = fleet, card
+        spread = built[-1].spread.worst()
+        rows.append(
+            RoutingRow(
+                routing=routing,
+                activators=n,
+                fleet=needed,
+                reaches_target=goal.slo_attainment >= options.always_on_attainment,
+                gpu_seconds=goal.gpu_seconds,
+                hit_rate=hit_rate(run, requests),
+                ttft_p50_s=card.ttft_p50_s,
+                ttft_p99_s=card.ttft_p99_s,
+                attainment=card.slo_attainment,
+                load_spread=spread,
+            )
+        )
+    return ideal, rows
+
+
+def _table(ideal: float, rows: Sequence[RoutingRow]) -> str:
+    lines = [
+        f"hit rate of one infinitely large replica: {ideal:.3f}",
+        "routing        activators  fleet@goal  GPU-s@goal  hit    x ideal  TTFT p50  p99     "
+        "SLO     load spread",
+    ]
+    for r in rows:
+        star = "" if r.reaches_target else "*"
+        p50 = f"{r.ttft_p50_s:.3f}" if r.ttft_p50_s is not None else "-"
+        p99 = f"{r.ttft_p99_s:.3f}" if r.ttft_p99_s is not None else "-"
+        lines.append(
+            f"{r.routing:<14} {r.activators:>10}  {r.fleet:>9}{star:1} {r.gpu_seconds:>10.0f}  "
+            f"{r.hit_rate:.3f}  {r.hit_rate / ideal if ideal else 0:>7.2f}  {p50:>8}  {p99:>6}  "
+            f"{r.attainment:.4f}  {r.load_spread:>11.2f}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m scaler.sim.prefix_routing",
+        description="Least-loaded against prefix-aware routing on a trace with prompt block ids.",
+    )
+    parser.add_argument(
+        "--trace",
+        default="synthetic:chat",
+        help="synthetic:chat (scaler.sim.chat_trace) or a trace file with --prefix-field",
+    )
+    parser.add_argument("--prefix-field", default="hash_ids", help="a file's block-id field")
+    parser.add_argument("--time-field", default="timestamp")
+    parser.add_argument("--time-unit", default="ms", choices=("s", "ms"))
+    parser.add_argument("--prompt-field", default="input_length")
+    parser.add_argument("--output-field", default="output_length")
+    parser.add_argument(
+        "--block-tokens",
+        type=int,
+        default=None,
+        help="tokens per block id (default: 16 for synthetic:chat, 512 for a file)",
+    )
+    parser.add_argument("--duration", type=float, default=600.0, help="synthetic: seconds")
+    parser.add_argument("--conversations-per-s", type=float, default=25.0)
+    parser.add_argument("--think", type=float, default=20.0, help="mean think time, s")
+    parser.add_argument("--activators", default="1,2,4", help="prefix rows: activator counts")
+    parser.add_argument(
+        "--anchor-blocks",
+        type=int,
+        default=None,
+        help="leading blocks hashed onto the ring (default: synthetic:chat's system prompt "
+        "and one more block, as the activator anchors a chat; a file: 8)",
+    )
+    parser.add_argument("--slo-ttft", type=float, default=2.0)
+    parser.add_argument("--max-replicas", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="one JSON line instead of the table")
+    args = parser.parse_args(argv)
+    try:
+        counts = tuple(int(x) for x in args.activators.split(","))
+    except ValueError:
+        parser.error(f"--activators takes counts like 1,2,4; got {args.activators!r}")
+    if args.trace == "synthetic:chat":
+        block = args.block_tokens or 16
+        spec = ChatSpec(
+            duration_s=args.duration,
+            conversations_per_s=args.conversations_per_s,
+            think_s=args.think,
+            block_tokens=block,
+            seed=args.seed,
+        )
+        requests = generate_chat(spec)
+        anchor = args.anchor_blocks or spec.system_tokens // block + 1
+    else:
+        block = args.block_tokens or 512
+        fmt = TraceFormat(
+            time_field=args.time_field,
+            prompt_field=args.prompt_field,
+            output_field=args.output_field,
+            prefix_field=args.prefix_field,
+            time_unit=args.time_unit,
+        )
+        requests = read_trace(find_trace(args.trace), fmt)
+        anchor = args.anchor_blocks or AffinityConfig().anchor_blocks
+    options = SimulationOptions(
+        slo_ttft_s=args.slo_ttft,
+        max_replicas=args.max_replicas,
+        world=replace(
+            SimulationOptions().world,
+            engine=LlmParams(prefix_block_tokens=block),
+            seed=args.seed,
+        ),
+    )
+    config = AffinityConfig(anchor_blocks=anchor)
+    ideal, rows = compare(requests, options, activators=counts, config=config)
+    if args.json:
+        print(json.dumps({"ideal_hit_rate": ideal, "rows": [asdict(r) for r in rows]}))
+    else:
+        print(f"{len(requests)} requests, {args.trace}")
+        print(_table(ideal, rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

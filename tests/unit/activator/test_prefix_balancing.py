@@ -1,0 +1,105 @@
+"""Prefix balancing on the activator's side: prompt blocks, the gate, the configuration.
+
+Covers: a chat's next turn serializes to blocks that extend the last turn's,
+with the same anchor, while another conversation behind the same system
+prompt gets another anchor; bodies without a prompt give no blocks; a gate
+with ``prefix`` balancing sends a conversation's turns to one replica among
+four, and with the default it balances by load; the registry and the routes
+file carry ``balancing`` to the gate and refuse an unknown mode by name.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from activator.buffering import Gate
+from activator.prefix_key import BLOCK_CHARS, prompt_blocks
+from activator.registry import Registry
+from activator.routes_file import parse_routes
+from activator.targets import Endpoint, TargetSpec
+
+SYSTEM = {"role": "system", "content": "You are a careful assistant. " * 20}
+
+
+def turns(topic: str, count: int) -> list[list[dict[str, str]]]:
+    """The messages of each turn of one conversation (each a few blocks long)."""
+    messages: list[dict[str, str]] = [SYSTEM]
+    out = []
+    for k in range(count):
+        messages = [*messages, {"role": "user", "content": f"{topic} question {k}: " + "x" * 600}]
+        out.append(messages)
+        messages = [*messages, {"role": "assistant", "content": f"answer {k} " + "y" * 700}]
+    return out
+
+
+def test_a_next_turn_extends_the_last_turns_blocks_with_the_same_anchor() -> None:
+    first, second = (prompt_blocks({"messages": m}) for m in turns("rust", 2))
+    assert first.blocks and second.blocks[: len(first.blocks)] == first.blocks
+    assert len(second.blocks) > len(first.blocks)
+    # The system message ("system", its text, two separators) and one block more.
+    system_chars = len("system") + len(SYSTEM["content"]) + 2
+    assert first.anchor == second.anchor == system_chars // BLOCK_CHARS + 1
+    other = prompt_blocks({"messages": turns("go", 1)[0]})
+    # Same system prompt: the leading blocks agree; the anchor (one block into
+    # the conversation) does not.
+    assert other.blocks[: other.anchor - 1] == first.blocks[: first.anchor - 1]
+    assert other.blocks[: other.anchor] != first.blocks[: first.anchor]
+
+
+@pytest.mark.parametrize(
+    "document",
+    [[], {"model": "m"}, {"messages": ["not a message"]}, {"prompt": 3}, {"prompt": "short"}],
+)
+def test_bodies_without_a_usable_prompt_give_no_blocks(document: object) -> None:
+    assert prompt_blocks(document).blocks == ()
+
+
+def test_a_completion_prompt_is_cut_into_full_blocks() -> None:
+    text = "a" * (3 * BLOCK_CHARS + 10)
+    assert len(prompt_blocks({"prompt": text}).blocks) == 3
+    assert prompt_blocks({"prompt": [text]}).blocks == prompt_blocks({"prompt": text}).blocks
+
+
+ENDPOINTS = [Endpoint(f"10.0.0.{i}", 80, name=f"pod-{i}", ready=True) for i in range(1, 5)]
+
+
+def _body(messages: list[dict[str, str]]) -> bytes:
+    return json.dumps({"model": "m", "messages": messages}).encode()
+
+
+def test_a_prefix_gate_keeps_a_conversation_on_one_replica() -> None:
+    gate = Gate("ns/t", max_buffered=10, container_concurrency=0, clock=lambda: 0.0)
+    gate.set_balancing("prefix")
+    gate.endpoints.update(ENDPOINTS)
+    for topic in ("rust", "go", "sql", "css", "bash", "c"):
+        where = set()
+        for messages in turns(topic, 4):
+            tracker = gate.try_acquire(gate.prompt_of(_body(messages)))
+            assert tracker is not None
+            where.add(tracker.key)
+            gate.release(tracker)
+        assert len(where) == 1, topic
+
+
+def test_the_default_gate_reads_no_prompt() -> None:
+    gate = Gate("ns/t", max_buffered=10, container_concurrency=0, clock=lambda: 0.0)
+    gate.endpoints.update(ENDPOINTS)
+    assert gate.prefix is None
+    assert gate.prompt_of(_body(turns("rust", 1)[0])) is None
+
+
+def test_the_registry_hands_the_gate_its_balancing() -> None:
+    registry = Registry()
+    registry.apply({"ns/t": TargetSpec(name="ns/t", balancing="prefix", endpoints=(ENDPOINTS[0],))})
+    assert registry.gates["ns/t"].prefix is not None
+    registry.apply({"ns/t": TargetSpec(name="ns/t", endpoints=(ENDPOINTS[0],))})
+    assert registry.gates["ns/t"].prefix is None
+
+
+def test_the_routes_file_reads_balancing_and_names_what_is_allowed() -> None:
+    specs = parse_routes("targets:\n  - name: ns/t\n    balancing: prefix\n")
+    assert specs["ns/t"].balancing == "prefix"
+    with pytest.raises(ValueError, match="balancing must be one of least-loaded, prefix"):
+        parse_routes("targets:\n  - name: ns/t\n    balancing: sticky\n")
