@@ -294,8 +294,10 @@ async def start(
     server_limits = http1.ServerLimits(
         idle_s=timeouts.client_idle_s,
         body_idle_s=timeouts.client_body_idle_s,
+        head_s=timeouts.client_head_s,
         max_header_bytes=limits.max_header_bytes,
         max_headers=limits.max_headers,
+        max_head_bytes=limits.max_head_bytes,
     )
     activator = Activator(
         settings=settings,
@@ -304,7 +306,7 @@ async def start(
         metrics=metrics,
         session=session,
         pool=pool,
-        connections=http1.Connections(idle_s=timeouts.client_idle_s),
+        connections=http1.Connections(idle_s=timeouts.client_idle_s, head_s=timeouts.client_head_s),
         reporter=reporter,
         prober=prober,
         admin_runner=None,

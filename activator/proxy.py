@@ -155,7 +155,7 @@ def _client_body_error(exc: BaseException) -> ProxyError:
     return BodyTimeout() if isinstance(exc, http1.BodyStalled) else BodyTooLarge()
 
 
-_ServeError = (ProxyError, HoldError, http1.BodyTooLarge, http1.BodyStalled)
+_ServeError = (ProxyError, HoldError, http1.BodyTooLarge, http1.BodyStalled, http1.RequestRejected)
 
 
 def _as_answer(exc: Exception) -> Exception:
@@ -222,7 +222,7 @@ class Proxy:
         limit = options.max_body_bytes
         if limit:
             length = head.content_length
-            if length is not None and length > limit:
+            if (length is not None and length > limit) or exchange.body.received > limit:
                 return False
         tracker = gate.try_acquire()
         if tracker is None:
@@ -301,7 +301,11 @@ class Proxy:
         if exchange.started:
             exchange.cut()  # part of an answer went out: it cannot become a status
         else:
-            detail = str(exc) if isinstance(exc, UpstreamFailed | AllRefused | NoTarget) else ""
+            detail = (
+                str(exc)
+                if isinstance(exc, UpstreamFailed | AllRefused | NoTarget | http1.RequestRejected)
+                else ""
+            )
             error = error_document(exc, detail)["error"]
             exchange.answer_error(
                 spec.status,
@@ -309,7 +313,9 @@ class Proxy:
                 code=error["code"],
                 message=error["message"],
                 retry_after_s=self.options.retry_after_s if spec.retry_after else None,
-                close=isinstance(exc, Draining | DrainEnded | BodyTimeout | BodyTooLarge),
+                close=isinstance(
+                    exc, Draining | DrainEnded | BodyTimeout | BodyTooLarge | http1.RequestRejected
+                ),
             )
         self.metrics.observe(target, spec.status, time.perf_counter() - started)
 
@@ -331,7 +337,8 @@ class Proxy:
         body = await exchange.body.read_all(limit)
         try:
             document = json.loads(body)
-        except (UnicodeDecodeError, ValueError):
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            # RecursionError: JSON nested deeper than the interpreter's stack.
             raise BadBody() from None
         model = document.get("model") if isinstance(document, dict) else None
         if not isinstance(model, str) or not model:
@@ -504,12 +511,10 @@ class _Forwarding:
                             )
                             return
                         status = again
-                    elif isinstance(exc, http1.BodyTooLarge | http1.BodyStalled):
-                        raise _client_body_error(exc) from exc
                     else:
                         raise exc
-                except ProxyError as error:
-                    proxy._fail(exchange, error, self.target, self.started)
+                except _ServeError as error:
+                    proxy._fail(exchange, _as_answer(error), self.target, self.started)
                     exchange.finish()
                     return
             proxy.metrics.observe(self.target, status, time.perf_counter() - self.started)

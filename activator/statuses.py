@@ -23,7 +23,20 @@ UpstreamFailed          502    bytes reached a replica that then failed
 RefusedRequest          400    absolute-form target (not a forward proxy)
 ConnectRefused          405    CONNECT (not a tunnel)
 DeniedEndpoint          403    a replica's development endpoint (``denylist``)
+RequestRejected         400    not valid HTTP/1.1, or no ``Host`` in HTTP/1.1
+BadFraming              400    where the request ends is in doubt: both
+                               Content-Length and Transfer-Encoding, either
+                               repeated, a malformed chunk, TE in HTTP/1.0
+HeadTooLarge            431    a request line, header line or whole head
+                               over its limit
+HeadTimeout             408    the head not complete within the head timeout
+UnsupportedTransfer...  501    a Transfer-Encoding other than ``chunked``
+UnsupportedVersion      505    neither HTTP/1.1 nor HTTP/1.0
 =====================  ======  ============================================
+
+The rejections (the last six rows) are decided as the request is parsed,
+before anything reaches a replica, and close the connection after the
+answer: the next request's start would be in doubt.
 
 503s carry ``Retry-After``.
 
@@ -57,6 +70,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from activator.buffering import BufferFull, ColdStartTimeout, DrainEnded, GateClosed
+from activator.http1.server import REJECTIONS
 
 __all__ = [
     "ERROR_STATUS",
@@ -200,6 +214,8 @@ ERROR_STATUS: dict[type[Exception], ErrorStatus] = {
         "denied_endpoint",
         "this endpoint of the model server is not open to clients",
     ),
+    # What the data path refuses as it parses a request (each class states its row).
+    **{cls: ErrorStatus(cls.status, cls.error_type, cls.code, cls.message) for cls in REJECTIONS},
 }
 
 

@@ -13,6 +13,8 @@ What a request means (routing, holding, statuses) is not here: that is
 
 from activator.http1.heads import RequestHead
 from activator.http1.server import (
+    REJECTIONS,
+    BadFraming,
     BodyStalled,
     BodyTooLarge,
     ClientConnection,
@@ -21,6 +23,7 @@ from activator.http1.server import (
     FastHandler,
     Handler,
     RequestBody,
+    RequestRejected,
     ServerLimits,
     ShutAnswer,
 )
@@ -35,6 +38,8 @@ from activator.http1.upstream import (
 )
 
 __all__ = [
+    "REJECTIONS",
+    "BadFraming",
     "BodyStalled",
     "BodyTooLarge",
     "ClientConnection",
@@ -46,6 +51,7 @@ __all__ = [
     "OnDone",
     "RequestBody",
     "RequestHead",
+    "RequestRejected",
     "ServerLimits",
     "ShutAnswer",
     "UpstreamConnection",

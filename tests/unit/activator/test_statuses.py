@@ -4,15 +4,19 @@ Covers: after a failed exchange with a replica, a client body failure is
 the answer whether or not bytes went out; a failure before any byte goes
 back to waiting; one after bytes is a 502 naming the replica; every row of
 the table is a JSON error in the OpenAI shape, 503s with Retry-After; the
-metrics' reasons are the table's codes; the held-body cap counts, refuses
-past the cap (0: no cap) and rejects a negative cap.
+metrics' reasons are the table's codes; each answer's reason phrase is the
+standard one; the held-body cap counts, refuses past the cap (0: no cap)
+and rejects a negative cap.
 """
 
 from __future__ import annotations
 
+from http import HTTPStatus
+
 import pytest
 
 from activator.held_bodies import HeldBodies
+from activator.http1.heads import error_head_and_body
 from activator.metrics import REASONS
 from activator.statuses import (
     ERROR_STATUS,
@@ -67,3 +71,21 @@ def test_held_bodies_cap() -> None:
     assert unbounded.take(10**12)
     with pytest.raises(ValueError, match="held body cap"):
         HeldBodies(-1)
+
+
+def test_every_answer_has_its_standard_reason_phrase() -> None:
+    for spec in ERROR_STATUS.values():
+        head = error_head_and_body(
+            spec.status,
+            error_type=spec.type,
+            code=spec.code,
+            message=spec.message,
+            request_id=b"r",
+            retry_after_s=None,
+            close=False,
+            http10=False,
+        )
+        phrase = (
+            b"Content Too Large" if spec.status == 413 else HTTPStatus(spec.status).phrase.encode()
+        )
+        assert head.startswith(b"HTTP/1.1 %d %s\r\n" % (spec.status, phrase)), head[:40]
