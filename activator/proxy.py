@@ -90,6 +90,7 @@ from activator.statuses import (
     error_document,
     status_of,
 )
+from activator.targets import DEFAULT_RESEND_UNANSWERED
 
 __all__ = ["Proxy", "ProxyOptions", "error_response"]
 
@@ -289,6 +290,11 @@ class Proxy:
             return
         self.metrics.observe(gate.name, status, time.perf_counter() - started)
 
+    def resends(self, gate: Gate) -> bool:
+        """Whether the model lets an unanswered request go out once more (its annotation)."""
+        spec = self.registry.specs.get(gate.name)
+        return spec.resend_unanswered if spec is not None else DEFAULT_RESEND_UNANSWERED
+
     def _sending_again(self, gate: Gate, tracker: EndpointTracker, exc: Exception) -> None:
         """A request goes back to waiting after ``tracker``'s replica closed without answering."""
         log.info("sending a request again: %s", exc)
@@ -410,7 +416,9 @@ class Proxy:
                     deadline = loop.time() + timeout_s
             except http1.UpstreamFailed as exc:
                 can_send_again = (
-                    _never if sent_again else functools.partial(_replayable, exchange, body)
+                    _never
+                    if sent_again or not self.resends(gate)
+                    else functools.partial(_replayable, exchange, body)
                 )
                 status = _after_upstream_failed(exc, tracker.label, can_send_again)
                 if status is not None:
@@ -500,7 +508,9 @@ class _Forwarding:
                 try:
                     if isinstance(exc, http1.UpstreamFailed):
                         again = _after_upstream_failed(
-                            exc, self.tracker.label, exchange.body.rewind
+                            exc,
+                            self.tracker.label,
+                            exchange.body.rewind if proxy.resends(self.gate) else _never,
                         )
                         if again is None:
                             proxy._sending_again(self.gate, self.tracker, exc)

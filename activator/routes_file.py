@@ -11,6 +11,7 @@ The format is DESIGN §3's, exactly::
         container_concurrency: 0
         cold_start_timeout: 10m
         max_buffered: 1000
+        resend_unanswered: true      # send once more what a replica closed on unanswered
 
 Left-out limits take the activator's defaults (``--defaults-*``). Durations
 are Go-style (``10m``, ``90s``) or plain seconds. A listed endpoint is *not*
@@ -37,7 +38,14 @@ import yaml
 
 from activator.routing import RoutingTable
 from activator.settings import Defaults
-from activator.targets import Endpoint, TargetSink, TargetSpec, parse_duration_s, parse_target_name
+from activator.targets import (
+    DEFAULT_RESEND_UNANSWERED,
+    Endpoint,
+    TargetSink,
+    TargetSpec,
+    parse_duration_s,
+    parse_target_name,
+)
 
 __all__ = ["RoutesFileSource", "parse_endpoint", "parse_routes"]
 
@@ -52,6 +60,7 @@ _KEYS = {
     "container_concurrency",
     "cold_start_timeout",
     "max_buffered",
+    "resend_unanswered",
 }
 
 
@@ -115,6 +124,9 @@ def parse_routes(text: str, *, defaults: Defaults | None = None) -> dict[str, Ta
         prefix = entry.get("path_prefix")
         if prefix is not None and not isinstance(prefix, str):
             raise ValueError(f"{where}.path_prefix: expected a path such as /llama, got {prefix!r}")
+        resend = entry.get("resend_unanswered", DEFAULT_RESEND_UNANSWERED)
+        if not isinstance(resend, bool):
+            raise ValueError(f"{where}.resend_unanswered: expected true or false, got {resend!r}")
         cold = entry.get("cold_start_timeout", defaults.cold_start_timeout_s)
         if not isinstance(cold, str | int | float):
             raise ValueError(f"{where}.cold_start_timeout: expected a duration such as 10m")
@@ -133,6 +145,7 @@ def parse_routes(text: str, *, defaults: Defaults | None = None) -> dict[str, Ta
                     entry.get("max_buffered", defaults.max_buffered), where=f"{where}.max_buffered"
                 ),
                 endpoints=parsed,
+                resend_unanswered=resend,
             )
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from exc

@@ -60,7 +60,10 @@ second attempt, every scale-down could turn such a request into a 502. A
 replica that died while generating an answer it had not begun to send gives
 the same signal; sending that request again costs one more generation,
 never a side effect (inference has none), and happens once, so a request
-that kills replicas kills at most two.
+that kills replicas kills at most two. RFC 9110 §9.2.2 lets a proxy resend
+a non-idempotent request only where configuration says it is idempotent:
+the per-model annotation ``routing.tidal.dev/resend-unanswered`` (default
+``true``) is that configuration; with ``false`` such a request is a 502.
 """
 
 from __future__ import annotations

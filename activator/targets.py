@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_COLD_START_TIMEOUT_S",
     "DEFAULT_CONTAINER_CONCURRENCY",
     "DEFAULT_MAX_BUFFERED",
+    "DEFAULT_RESEND_UNANSWERED",
     "Endpoint",
     "TargetSink",
     "TargetSource",
@@ -42,6 +43,9 @@ __all__ = [
 DEFAULT_COLD_START_TIMEOUT_S = 600.0
 DEFAULT_MAX_BUFFERED = 1000
 DEFAULT_CONTAINER_CONCURRENCY = 0
+# A request whose replica closed the connection before a byte of answer is
+# sent once more (activator.statuses says why that suits inference).
+DEFAULT_RESEND_UNANSWERED = True
 
 # Allowed ranges (DESIGN §2); the routes file and the annotations share them.
 COLD_START_TIMEOUT_RANGE_S = (1.0, 3600.0)
@@ -128,6 +132,7 @@ class TargetSpec:
     cold_start_timeout_s: float = DEFAULT_COLD_START_TIMEOUT_S
     max_buffered: int = DEFAULT_MAX_BUFFERED
     endpoints: tuple[Endpoint, ...] = field(default=())
+    resend_unanswered: bool = DEFAULT_RESEND_UNANSWERED
 
     def __post_init__(self) -> None:
         parse_target_name(self.name)

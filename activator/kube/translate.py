@@ -39,6 +39,7 @@ from activator.targets import (
     DEFAULT_COLD_START_TIMEOUT_S,
     DEFAULT_CONTAINER_CONCURRENCY,
     DEFAULT_MAX_BUFFERED,
+    DEFAULT_RESEND_UNANSWERED,
     MAX_BUFFERED_RANGE,
     Endpoint,
     TargetSpec,
@@ -137,6 +138,15 @@ ROUTING_ANNOTATIONS: tuple[RoutingAnnotation, ...] = (
         f"{CONTAINER_CONCURRENCY_RANGE[0]} to {CONTAINER_CONCURRENCY_RANGE[1]} (0: no limit)",
         "most requests in flight per replica",
     ),
+    RoutingAnnotation(
+        _R + "resend-unanswered",
+        "true",
+        "",
+        "`true` or `false`",
+        "send a request once more when its replica closed the connection before any byte of "
+        "answer (RFC 9110 §9.2.2 lets a proxy resend only what it is configured to treat as "
+        "idempotent; inference is, so the default is `true`)",
+    ),
 )
 
 
@@ -204,6 +214,13 @@ def target_from_deployment(deployment: Obj) -> Routing:
             cc = _int_in(notes[_R + "container-concurrency"], *CONTAINER_CONCURRENCY_RANGE)
         except ValueError:
             bad("container-concurrency", "allowed: a whole number 0..10000 (0: no limit)")
+    resend = DEFAULT_RESEND_UNANSWERED
+    if _R + "resend-unanswered" in notes:
+        flag = notes[_R + "resend-unanswered"].strip().lower()
+        if flag in ("true", "false"):
+            resend = flag == "true"
+        else:
+            bad("resend-unanswered", "allowed: true or false")
     prefix = notes.get(_R + "path-prefix")
     if prefix is not None and not prefix.startswith("/"):
         bad("path-prefix", "allowed: a path starting with '/'")
@@ -226,6 +243,7 @@ def target_from_deployment(deployment: Obj) -> Routing:
         container_concurrency=cc,
         cold_start_timeout_s=cold_s,
         max_buffered=max_buffered,
+        resend_unanswered=resend,
     )
     return Routing(spec=spec, service=service, port=port, problems=tuple(problems))
 

@@ -431,6 +431,17 @@ def _replica_rows() -> list[Any]:
         P(
             Case(
                 req(method=b"GET"),
+                502,
+                (get,),
+                code="upstream_failed",
+                scripts=(CLOSE,),
+                spec={"resend_unanswered": False},
+            ),
+            id="early-close-not-sent-again-when-the-model-says-not",
+        ),
+        P(
+            Case(
+                req(method=b"GET"),
                 200,
                 (get, get),
                 b"OK",
@@ -583,7 +594,7 @@ async def _warm(port: int) -> None:
 @pytest.mark.parametrize("case", _framing_rows() + _limit_rows() + _replica_rows())
 async def test_hostile_input(case: Case) -> None:
     async with activator_and_replica(case) as (act, replica):
-        if not case.spec:
+        if not case.no_replica and "models" not in case.spec:
             await _warm(act.data_port)
         replica.mark()
         replica.scripts = list(case.scripts)

@@ -143,6 +143,7 @@ def test_routing_documented_default_is_the_parsers_default(spec: object) -> None
         ("cold-start-timeout", "1m"),
         ("max-buffered", "10"),
         ("container-concurrency", "4"),
+        ("resend-unanswered", "false"),
     ],
 )
 def test_routing_documented_key_is_read(suffix: str, value: str) -> None:
