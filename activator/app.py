@@ -27,11 +27,17 @@ one worker of :mod:`activator.workers`). The pieces:
   :class:`~activator.wake_queue.WakeQueue` that the gates put cold targets
   on and the reporter consumes, and the event loop's clock for everything.
 
-Drain (DESIGN §3): fail ``/readyz`` and answer new requests 503; after
-``drain_grace_s`` close the listener and the idle keep-alive connections;
-then wait up to ``drain_s`` for every request in progress, held ones
-included, to end. Requests still held then are answered 503 (JSON,
-``Retry-After``, code ``draining``): every request gets an answer. Those
+Drain (DESIGN §3): fail ``/readyz`` and keep serving for ``drain_grace_s``:
+load balancers and Services take seconds to drop a pod that fails
+readiness, and what they still send meanwhile must be served, not refused
+(Knative's activator serves through its drain sleep too). Every answer from
+then on says ``Connection: close``, so keep-alive clients reconnect to
+another replica rather than reuse a connection that will close. After the
+grace, close the listener and the idle connections and answer any new
+request on a remaining one 503 ``draining``; then wait up to ``drain_s``
+for every request in progress, held ones included, to end. Requests still
+held then are answered 503 (JSON, ``Retry-After``, code ``draining``):
+every request gets an answer. Those
 answers (and any response still streaming) then get ``FLUSH_S`` to be
 written before the remaining connections are closed.
 """
@@ -125,12 +131,14 @@ class Activator:
     admin_port: int = 0
 
     async def drain(self) -> None:
-        """SIGTERM: fail readiness, stop accepting, finish work up to drain_s, answer the rest."""
+        """SIGTERM: fail readiness and serve through the grace; then stop accepting, finish
+        work up to drain_s, answer the rest."""
         self.ready = False
-        self.proxy.draining = True
+        self.connections.close_after_answers()
         timeouts = self.settings.timeouts
         if timeouts.drain_grace_s:
             await asyncio.sleep(timeouts.drain_grace_s)
+        self.proxy.draining = True
         if self.data_server is not None:
             self.data_server.close()  # stop accepting; open connections stay
         for conn in list(self.connections):

@@ -75,9 +75,12 @@ class Timeouts(BaseModel):
         description="seconds SIGTERM waits for in-flight and held requests to end",
     )
     drain_grace_s: float = Field(
-        default=0.0,
+        default=5.0,
         ge=0,
-        description="seconds between failing /readyz and closing the listener on SIGTERM",
+        description=(
+            "seconds between failing /readyz and closing the listener on SIGTERM, serving "
+            "meanwhile: long enough for Services and load balancers to drop the pod"
+        ),
     )
     probe_s: float = Field(default=0.5, gt=0, description="seconds one readiness probe may take")
     scaler_s: float = Field(

@@ -557,8 +557,17 @@ class Connections:
         self._every_s = min(idle_s, head_s) / 4
         self._open: set[ClientConnection] = set()
         self._timer: asyncio.TimerHandle | None = None
+        self.closing = False
+
+    def close_after_answers(self) -> None:
+        """From now on every connection, open or new, closes after its next answer (draining)."""
+        self.closing = True
+        for conn in self._open:
+            conn.must_close = True
 
     def add(self, conn: ClientConnection) -> None:
+        if self.closing:
+            conn.must_close = True
         self._open.add(conn)
         if self._timer is None:
             self._timer = conn.loop.call_later(self._every_s, self._sweep, conn.loop)
@@ -1065,6 +1074,8 @@ def _check_framing(version: str, index: dict[bytes, bytes]) -> None:
         if b"content-length" in index:
             raise BadFraming("both Content-Length and Transfer-Encoding")
     length = index.get(b"content-length")
+    if length is not None:
+        length = length.strip(b" \t")  # llhttp leaves trailing whitespace in a value
     if length is not None and (not length.isdigit() or len(length) > _MAX_LENGTH_DIGITS):
         raise BadFraming(f"Content-Length {length.decode('latin-1')!r} is not a byte count")
 
