@@ -5,7 +5,7 @@ things: what the client gets (status, body, whether the connection closes)
 and the exact bytes a raw replica (an asyncio server on 127.0.0.1 that
 records every byte) receives, per connection. Before each case one request
 warms the pool, so the case's request takes the path most warm traffic
-takes (:meth:`activator.proxy.Proxy.handle_now`); a rejected request must
+takes (:meth:`activator.proxy.Proxy.begin`); a rejected request must
 not reach the replica on it either.
 
 The rows, by group:
