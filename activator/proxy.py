@@ -75,8 +75,6 @@ from activator.routing import TARGET_HEADER, RoutingTable, lists_models
 from activator.statuses import (
     AllRefused,
     BadBody,
-    BodyTimeout,
-    BodyTooLarge,
     ConnectRefused,
     DeniedEndpoint,
     Draining,
@@ -151,19 +149,8 @@ def _json_answer(exchange: Exchange, document: object) -> None:
     exchange.write(head if exchange.head.method == "HEAD" else head + body)
 
 
-def _client_body_error(exc: BaseException) -> ProxyError:
-    """The data path's body exceptions as the status table's."""
-    return BodyTimeout() if isinstance(exc, http1.BodyStalled) else BodyTooLarge()
-
-
+# What the pipeline answers itself, each class one row of the status table.
 _ServeError = (ProxyError, HoldError, http1.BodyTooLarge, http1.BodyStalled, http1.RequestRejected)
-
-
-def _as_answer(exc: Exception) -> Exception:
-    """What :meth:`Proxy._fail` answers for one of ``_ServeError``."""
-    if isinstance(exc, http1.BodyTooLarge | http1.BodyStalled):
-        return _client_body_error(exc)
-    return exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,7 +280,7 @@ class Proxy:
             body, target = await self._route_by_model(exchange)
             gate = self._gate(exchange, target)
         except _ServeError as exc:
-            self._fail(exchange, _as_answer(exc), target, started)
+            self._fail(exchange, exc, target, started)
             return
         gate.arrive()
         await self._hold_and_forward(exchange, gate=gate, body=body, started=started)
@@ -303,7 +290,7 @@ class Proxy:
         limit = self.options.max_model_body_bytes
         length = exchange.head.content_length
         if length is not None and length > limit:
-            raise BodyTooLarge()
+            raise http1.BodyTooLarge()
         body = await exchange.body.read_all(limit)
         try:
             document = json.loads(body)
@@ -328,7 +315,7 @@ class Proxy:
         if limit:
             length = exchange.head.content_length
             if (length is not None and length > limit) or exchange.body.received > limit:
-                raise BodyTooLarge()
+                raise http1.BodyTooLarge()
         return gate
 
     def _send(
@@ -370,7 +357,7 @@ class Proxy:
         try:
             status = await self._forward(exchange, gate, body, sent_again=sent_again)
         except _ServeError as exc:
-            self._fail(exchange, _as_answer(exc), gate.name, started)
+            self._fail(exchange, exc, gate.name, started)
             return
         self.metrics.observe(gate.name, status, time.perf_counter() - started)
 
@@ -382,7 +369,7 @@ class Proxy:
             _json_answer(exchange, exc.table.models_listing())
             self.metrics.observe(target, 200, time.perf_counter() - started)
         else:
-            self._fail(exchange, _as_answer(exc), target, started)
+            self._fail(exchange, exc, target, started)
 
     def resends(self, gate: Gate) -> bool:
         """Whether the model lets an unanswered request go out once more (its annotation)."""
@@ -414,7 +401,12 @@ class Proxy:
                 message=error["message"],
                 retry_after_s=self.options.retry_after_s if spec.retry_after else None,
                 close=isinstance(
-                    exc, Draining | DrainEnded | BodyTimeout | BodyTooLarge | http1.RequestRejected
+                    exc,
+                    Draining
+                    | DrainEnded
+                    | http1.BodyStalled
+                    | http1.BodyTooLarge
+                    | http1.RequestRejected,
                 ),
             )
         self.metrics.observe(target, spec.status, time.perf_counter() - started)
@@ -474,7 +466,7 @@ class Proxy:
                 gate.mark_down(tracker)
                 if not deadline:
                     deadline = loop.time() + timeout_s
-            except http1.UpstreamFailed as exc:
+            except http1.ReplicaFailed as exc:
                 can_send_again = (
                     _never
                     if sent_again or not self.resends(gate)
@@ -499,7 +491,7 @@ def _replayable(exchange: Exchange, body: bytes | None) -> bool:
 
 
 def _after_upstream_failed(
-    exc: http1.UpstreamFailed, replica: str, can_send_again: Callable[[], bool]
+    exc: http1.ReplicaFailed, replica: str, can_send_again: Callable[[], bool]
 ) -> int | None:
     """The status to count for a replica that failed after bytes went out, None to send
     the request again, or the error to answer.
@@ -566,7 +558,7 @@ class _Forwarding:
             self._release()
             if exc is not None:
                 try:
-                    if isinstance(exc, http1.UpstreamFailed):
+                    if isinstance(exc, http1.ReplicaFailed):
                         again = _after_upstream_failed(
                             exc,
                             self.tracker.label,
@@ -588,7 +580,7 @@ class _Forwarding:
                     else:
                         raise exc
                 except _ServeError as error:
-                    proxy._fail(exchange, _as_answer(error), self.target, self.started)
+                    proxy._fail(exchange, error, self.target, self.started)
                     exchange.finish()
                     return
             proxy.metrics.observe(self.target, status, time.perf_counter() - self.started)

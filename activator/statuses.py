@@ -11,7 +11,7 @@ NoTarget, GateClosed    404    no target matches (or it was removed); an
                                unknown ``model`` is named, with those served
 BadBody                 400    body must be parsed for ``model``: not JSON,
                                or no ``model`` string
-BodyTimeout             408    the client stalled its body past the idle timeout
+BodyStalled             408    the client stalled its body past the idle timeout
 BodyTooLarge            413    body over the limit
 BufferFull              503    ``max_buffered`` requests already held
 HeldBodiesFull          503    held request bodies reached the activator's cap
@@ -40,7 +40,9 @@ answer: the next request's start would be in doubt.
 
 503s carry ``Retry-After``.
 
-Nothing here knows the HTTP library. The proxy classifies a failed exchange
+Nothing here parses HTTP: the data path's own failures (a body stalled or
+over the limit, a request refused as it was parsed) are its exceptions,
+answered by this table as they are, one class each. The proxy classifies a failed exchange
 with a replica as :class:`Failure` ``NOT_SENT`` (refused, unreachable,
 connect timeout: no byte reached the replica), ``UNANSWERED`` (the request
 went out and the replica closed or reset the connection before a byte of
@@ -73,13 +75,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from activator.buffering import BufferFull, ColdStartTimeout, DrainEnded, GateClosed
-from activator.http1.server import REJECTIONS
+from activator.http1.server import REJECTIONS, BodyStalled, BodyTooLarge
 
 __all__ = [
     "ERROR_STATUS",
     "AllRefused",
     "BadBody",
-    "BodyTimeout",
+    "BodyStalled",
     "BodyTooLarge",
     "ConnectRefused",
     "DeniedEndpoint",
@@ -106,14 +108,6 @@ class NoTarget(ProxyError):
 
 
 class BadBody(ProxyError):
-    pass
-
-
-class BodyTimeout(ProxyError):
-    """The client sent nothing of its body for the idle timeout."""
-
-
-class BodyTooLarge(ProxyError):
     pass
 
 
@@ -160,7 +154,7 @@ ERROR_STATUS: dict[type[Exception], ErrorStatus] = {
     BadBody: ErrorStatus(
         400, "invalid_request_error", "bad_body", "the body must be a JSON object with a 'model'"
     ),
-    BodyTimeout: ErrorStatus(
+    BodyStalled: ErrorStatus(
         408,
         "timeout_error",
         "body_timeout",
@@ -245,15 +239,15 @@ class Failure(enum.Enum):
 def after_failure(
     failure: Failure,
     *,
-    client_body: ProxyError | None,
+    client_body: BodyStalled | BodyTooLarge | None,
     replica: str,
     what: str,
     can_send_again: bool = False,
-) -> ProxyError | None:
+) -> Exception | None:
     """The answer after a failed exchange with ``replica``; None: go back to waiting.
 
     ``client_body`` is the client's own failure while its body was streamed
-    (:class:`BodyTimeout` or :class:`BodyTooLarge`), if any: it is the cause,
+    (:class:`BodyStalled` or :class:`BodyTooLarge`), if any: it is the cause,
     so it is the answer, whatever the replica then did. ``can_send_again``:
     the whole body is still at hand and the request was not sent again
     before (only asked for an ``UNANSWERED`` failure). ``what`` names the

@@ -836,7 +836,11 @@ class ClientConnection(asyncio.Protocol):
 
     def _hand_on(self) -> None:
         """Start (or queue behind the one in progress) the requests this read completed."""
-        parsed, self._parsed = self._parsed, []
+        parsed = self._parsed
+        if len(parsed) == 1 and self.current is None and self.transport is not None:
+            self._start(parsed.pop())  # nearly always: one request per read
+            return
+        self._parsed = []
         for exchange in parsed:
             if self.current is None and self.transport is not None:
                 self._start(exchange)

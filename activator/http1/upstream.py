@@ -26,7 +26,7 @@ Failures, in the terms DESIGN §3 uses:
 - :class:`NotSent`: the connection could not be opened (refused,
   unreachable, connect timeout). No byte reached the replica, so the request
   may go back to waiting for another.
-- :class:`UpstreamFailed`: bytes reached the replica, which then failed
+- :class:`ReplicaFailed`: bytes reached the replica, which then failed
   (reset, closed early, a malformed answer, silent past the idle timeout).
   ``started`` says whether the client already got part of the answer; if it
   did, the client connection has been closed, which is the truth: the
@@ -76,8 +76,8 @@ from activator.http1.server import PAUSE_UPSTREAM, Exchange
 __all__ = [
     "NotSent",
     "OnDone",
+    "ReplicaFailed",
     "UpstreamConnection",
-    "UpstreamFailed",
     "UpstreamPool",
     "forward",
     "send",
@@ -88,7 +88,7 @@ log = logging.getLogger(__name__)
 _NO_BODY_STATUS = frozenset({204, 304})
 
 # How an exchange's end is told: ``(status, None)`` when the answer was
-# relayed whole, ``(0, exc)`` when it failed (:class:`UpstreamFailed`, or the
+# relayed whole, ``(0, exc)`` when it failed (:class:`ReplicaFailed`, or the
 # client's own body error). Called once, synchronously, from the connection's
 # callbacks: no future, no task wake-up per request.
 OnDone = Callable[[int, BaseException | None], None]
@@ -98,7 +98,7 @@ class NotSent(Exception):
     """No byte reached the replica: the connection could not be opened."""
 
 
-class UpstreamFailed(Exception):
+class ReplicaFailed(Exception):
     """The replica failed after bytes were sent to it."""
 
     def __init__(
@@ -493,7 +493,7 @@ class UpstreamConnection(asyncio.Protocol):
         if started and exchange is not None:
             exchange.cut()
         if on_done is not None:
-            failed = UpstreamFailed(
+            failed = ReplicaFailed(
                 f"{self.key}: {message}",
                 started=started,
                 status=self._status,
@@ -778,7 +778,7 @@ async def forward(
 
     ``body``: the request body when the proxy already read it whole (to route
     by ``model``); otherwise the client's body is piped as it arrives.
-    Raises :class:`NotSent`, :class:`UpstreamFailed`, :class:`BodyTooLarge`
+    Raises :class:`NotSent`, :class:`ReplicaFailed`, :class:`BodyTooLarge`
     or :class:`BodyStalled`.
     """
     client_body = exchange.body

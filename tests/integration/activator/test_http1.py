@@ -36,8 +36,8 @@ from activator.http1 import (
     Connections,
     Exchange,
     NotSent,
+    ReplicaFailed,
     ServerLimits,
-    UpstreamFailed,
     UpstreamPool,
     forward,
 )
@@ -150,7 +150,7 @@ async def proxy_to(
                     max_body_bytes=max_body_bytes,
                 )
             )
-        except (NotSent, UpstreamFailed, BodyTooLarge, BodyStalled) as exc:
+        except (NotSent, ReplicaFailed, BodyTooLarge, BodyStalled) as exc:
             outcomes.append(exc)
             if not exchange.started:
                 exchange.answer_error(502, error_type="t", code=type(exc).__name__, message="m")
@@ -318,7 +318,7 @@ async def test_replica_closing_mid_body_cuts_the_client() -> None:
         everything = await reader.read()  # EOF: the proxy closed the connection
     assert everything.endswith(b"partial")
     [failure] = proxy.outcomes
-    assert isinstance(failure, UpstreamFailed)
+    assert isinstance(failure, ReplicaFailed)
     assert failure.started and failure.status == 200
 
 
@@ -335,7 +335,7 @@ async def test_replica_closing_before_answering_is_a_failure_not_started() -> No
         head, _ = await read_answer(reader)
     assert head.startswith(b"HTTP/1.1 502 ")
     [failure] = proxy.outcomes
-    assert isinstance(failure, UpstreamFailed)
+    assert isinstance(failure, ReplicaFailed)
     assert not failure.started
 
 
@@ -506,7 +506,7 @@ async def test_silent_replica_fails_past_the_idle_timeout() -> None:
         head, _ = await read_answer(reader)
     assert head.startswith(b"HTTP/1.1 502 ")
     [failure] = proxy.outcomes
-    assert isinstance(failure, UpstreamFailed)
+    assert isinstance(failure, ReplicaFailed)
     assert "sent nothing" in str(failure)
 
 

@@ -32,7 +32,7 @@ from activator.settings import load_settings
 from activator.statuses import (
     AllRefused,
     BadBody,
-    BodyTimeout,
+    BodyStalled,
     BodyTooLarge,
     ConnectRefused,
     Draining,
@@ -154,7 +154,7 @@ def test_scaler_token_from_env_or_file_and_a_flag_warns(
         (NoTarget(), 404, "no_target", False),
         (GateClosed("t"), 404, "no_target", False),
         (BadBody(), 400, "bad_body", False),
-        (BodyTimeout(), 408, "body_timeout", False),
+        (BodyStalled(), 408, "body_timeout", False),
         (BodyTooLarge(), 413, "body_too_large", False),
         (BufferFull("t"), 503, "buffer_full", True),
         (Draining(), 503, "draining", True),

@@ -20,7 +20,7 @@ from activator.http1.heads import error_head_and_body
 from activator.metrics import REASONS
 from activator.statuses import (
     ERROR_STATUS,
-    BodyTimeout,
+    BodyStalled,
     BodyTooLarge,
     Failure,
     UpstreamFailed,
@@ -31,9 +31,9 @@ from activator.statuses import (
 
 
 @pytest.mark.parametrize("failure", list(Failure))
-@pytest.mark.parametrize("client_body", [BodyTimeout(), BodyTooLarge()])
+@pytest.mark.parametrize("client_body", [BodyStalled(), BodyTooLarge()])
 def test_a_client_body_failure_is_the_answer(
-    failure: Failure, client_body: BodyTimeout | BodyTooLarge
+    failure: Failure, client_body: BodyStalled | BodyTooLarge
 ) -> None:
     answer = after_failure(failure, client_body=client_body, replica="pod-1", what="X")
     assert answer is client_body
@@ -56,7 +56,7 @@ def test_every_row_is_a_json_error_and_a_metrics_reason() -> None:
         }
         assert spec.retry_after == (spec.status == 503), exc_type
         assert spec.code in REASONS
-    assert status_of(BodyTimeout()).status == 408
+    assert status_of(BodyStalled()).status == 408
     assert status_of(ValueError()).status == 502  # unlisted: an upstream failure
 
 
