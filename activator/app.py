@@ -314,7 +314,11 @@ async def start(
         metrics=metrics,
         session=session,
         pool=pool,
-        connections=http1.Connections(idle_s=timeouts.client_idle_s, head_s=timeouts.client_head_s),
+        connections=http1.Connections(
+            idle_s=timeouts.client_idle_s,
+            head_s=timeouts.client_head_s,
+            on_reject=lambda exc: metrics.reject("", exc.code),
+        ),
         reporter=reporter,
         prober=prober,
         admin_runner=None,

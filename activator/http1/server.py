@@ -549,9 +549,17 @@ class Connections:
     requests, and a schedule and a cancel per request.
     """
 
-    def __init__(self, *, idle_s: float, head_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        *,
+        idle_s: float,
+        head_s: float = 60.0,
+        on_reject: Callable[[RequestRejected], None] | None = None,
+    ) -> None:
         if idle_s <= 0 or head_s <= 0:
             raise ValueError(f"idle_s and head_s must be > 0, got {idle_s}, {head_s}")
+        # Told of each request refused as it was parsed (the metrics count them).
+        self.on_reject = on_reject
         self.idle_s = idle_s
         self.head_s = head_s
         self._every_s = min(idle_s, head_s) / 4
@@ -914,6 +922,9 @@ class ClientConnection(asyncio.Protocol):
         self._failed = True
         self._parsed = []
         self._pending = None
+        on_reject = self._connections.on_reject
+        if on_reject is not None:
+            on_reject(exc)
         parsing, self._parsing = self._parsing, None
         current = self.current
         if current is None:

@@ -582,6 +582,17 @@ async def activator_and_replica(case: Case) -> AsyncIterator[tuple[Activator, Re
         await replica.stop()
 
 
+def _rejections(act: Activator, reason: str) -> float:
+    """``tidal_activator_rejections_total`` for ``reason``, over all targets."""
+    return sum(
+        sample.value
+        for family in act.metrics.registry.collect()
+        for sample in family.samples
+        if sample.name == "tidal_activator_rejections_total"
+        and sample.labels.get("reason") == reason
+    )
+
+
 async def _warm(port: int) -> None:
     """One request that leaves an idle pooled connection to the replica."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -607,6 +618,7 @@ async def test_hostile_input(case: Case) -> None:
                 assert body == case.body
             if case.code:
                 assert json.loads(body)["error"]["code"] == case.code
+                assert _rejections(act, case.code) == 1  # every own answer counted by why
             if case.no_header:
                 assert case.no_header not in head.lower()
             if case.closes:
