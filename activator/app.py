@@ -6,11 +6,11 @@ SIGTERM path; :func:`serve` runs one until SIGTERM (a single process, or
 one worker of :mod:`activator.workers`). The pieces:
 
 - the **data port** is the byte-level HTTP/1.1 server of
-  :mod:`activator.http1` with the proxy's handler (``handle_now`` by
-  callbacks when a request can go out at once, else ``handle`` in a task;
-  no router or middleware on the hot path): a client that leaves while held frees its
-  place, a raised listen backlog, header limits and an idle-connection
-  timeout;
+  :mod:`activator.http1` with the proxy's pipeline (``Proxy.begin`` runs it
+  by callbacks until a step must wait, then a task runs the rest; no router
+  or middleware on the hot path): a client that leaves while held frees its
+  place, a raised listen backlog, header and head-time limits and an
+  idle-connection timeout;
 - the **admin port** (``/healthz``, ``/readyz``, ``/metrics``) is a separate
   server: admin endpoints are never served on the data port. ``/readyz``
   depends on neither the scaler nor any backend, but waits for the target
@@ -27,11 +27,17 @@ one worker of :mod:`activator.workers`). The pieces:
   :class:`~activator.wake_queue.WakeQueue` that the gates put cold targets
   on and the reporter consumes, and the event loop's clock for everything.
 
-Drain (DESIGN §3): fail ``/readyz`` and answer new requests 503; after
-``drain_grace_s`` close the listener and the idle keep-alive connections;
-then wait up to ``drain_s`` for every request in progress, held ones
-included, to end. Requests still held then are answered 503 (JSON,
-``Retry-After``, code ``draining``): every request gets an answer. Those
+Drain (DESIGN §3): fail ``/readyz`` and keep serving for ``drain_grace_s``:
+load balancers and Services take seconds to drop a pod that fails
+readiness, and what they still send meanwhile must be served, not refused
+(Knative's activator serves through its drain sleep too). Every answer from
+then on says ``Connection: close``, so keep-alive clients reconnect to
+another replica rather than reuse a connection that will close. After the
+grace, close the listener and the idle connections and answer any new
+request on a remaining one 503 ``draining``; then wait up to ``drain_s``
+for every request in progress, held ones included, to end. Requests still
+held then are answered 503 (JSON, ``Retry-After``, code ``draining``):
+every request gets an answer. Those
 answers (and any response still streaming) then get ``FLUSH_S`` to be
 written before the remaining connections are closed.
 """
@@ -125,12 +131,14 @@ class Activator:
     admin_port: int = 0
 
     async def drain(self) -> None:
-        """SIGTERM: fail readiness, stop accepting, finish work up to drain_s, answer the rest."""
+        """SIGTERM: fail readiness and serve through the grace; then stop accepting, finish
+        work up to drain_s, answer the rest."""
         self.ready = False
-        self.proxy.draining = True
+        self.connections.close_after_answers()
         timeouts = self.settings.timeouts
         if timeouts.drain_grace_s:
             await asyncio.sleep(timeouts.drain_grace_s)
+        self.proxy.draining = True
         if self.data_server is not None:
             self.data_server.close()  # stop accepting; open connections stay
         for conn in list(self.connections):
@@ -294,8 +302,10 @@ async def start(
     server_limits = http1.ServerLimits(
         idle_s=timeouts.client_idle_s,
         body_idle_s=timeouts.client_body_idle_s,
+        head_s=timeouts.client_head_s,
         max_header_bytes=limits.max_header_bytes,
         max_headers=limits.max_headers,
+        max_head_bytes=limits.max_head_bytes,
     )
     activator = Activator(
         settings=settings,
@@ -304,7 +314,11 @@ async def start(
         metrics=metrics,
         session=session,
         pool=pool,
-        connections=http1.Connections(idle_s=timeouts.client_idle_s),
+        connections=http1.Connections(
+            idle_s=timeouts.client_idle_s,
+            head_s=timeouts.client_head_s,
+            on_reject=lambda exc: metrics.reject("", exc.code),
+        ),
         reporter=reporter,
         prober=prober,
         admin_runner=None,
@@ -317,10 +331,10 @@ async def start(
         connections = activator.connections
         activator.data_server = await loop.create_server(
             lambda: http1.ClientConnection(
-                proxy.handle,
+                proxy.serve,
                 limits=server_limits,
                 connections=connections,
-                fast=proxy.handle_now,
+                fast=proxy.begin,
             ),
             settings.host,
             settings.port,

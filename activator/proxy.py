@@ -1,48 +1,48 @@
-"""The request path: route, hold, forward, stream back, and answer failures.
+"""The request path: one pipeline that routes, holds, forwards, streams back and answers.
 
 :class:`Proxy` serves each request the data port parses
-(:mod:`activator.http1`, the byte-level HTTP/1.1 data path). For each it
-does, in order:
+(:mod:`activator.http1`, the byte-level HTTP/1.1 data path) through one
+sequence of steps:
 
 1. refuse what would make it an open proxy: ``CONNECT`` and absolute-form
    request targets (``GET http://elsewhere/``); only endpoints of known
-   targets are ever dialled, never an address from the request;
-2. route it (:mod:`activator.routing`); the body is read, bounded, only to
-   route by ``model``;
-3. take an endpoint from the target's gate: at once when one has room,
-   else held until one does (:mod:`activator.buffering`). While a request
-   is held, a body it was not routed by waits in a bounded buffer and the
-   kernel (reading pauses);
+   targets are ever dialled, never an address from the request; refuse a
+   replica's development endpoints, and new requests once draining;
+2. route it (:mod:`activator.routing`): by header, host and path, else by
+   the body's ``model`` (read whole, bounded); ``GET /v1/models`` that no
+   route claims is answered here;
+3. take the target's gate and an endpoint from it: at once when one has
+   room, else held until one does (:mod:`activator.buffering`), a body over
+   the limit refused first. While a request is held, a body it was not
+   routed by waits in a bounded buffer and the kernel (reading pauses);
 4. forward it over a pooled keep-alive connection with hop-by-hop headers
    removed and ``X-Forwarded-*`` and ``X-Request-Id`` set, streaming the
-   request body as it arrives (:func:`activator.http1.forward`);
-5. relay the response as it arrives, body bytes as the replica framed them
-   (server-sent events included). Only idle timeouts apply, never a total
-   one, so a long generation is not cut.
+   request body as it arrives (:func:`activator.http1.send`);
+5. relay the response as it arrives (server-sent events included). Only
+   idle timeouts apply, never a total one, so a long generation is not cut.
 
-Most requests need none of the waiting: routed without the body, an
-endpoint with room, an idle pooled connection to it. :meth:`Proxy.handle_now`
-serves those by callbacks alone (no task, no future: the replica
-connection's end-of-answer callback finishes the request), and leaves every
-other request to :meth:`Proxy.handle`, which does the same steps with
-awaits. Both classify the data path's failures with the same helpers, so a
-request gets the same answer and the same metrics on either path. A step
-added to :meth:`Proxy.handle` must be added to ``handle_now`` too, or make
-it decline the requests the step concerns.
+The steps run synchronously (:meth:`Proxy.begin`, the connection's fast
+handler) until the first one that must wait: reading a body to route by,
+holding for an endpoint, opening a connection. The pipeline continues from
+that step in a task (:meth:`Exchange.continue_in_task`); the steps before it
+are not done again. Most requests never wait: they go out from the parser's
+callback, and the replica connection's end-of-answer callback ends them
+(:class:`_Forwarding`), with no task, future or wake-up. A step is written
+once, so a refusal added to it holds on every path.
 
 A connection that fails before any byte reached the replica (refused,
 unreachable, connect timeout) marks that endpoint down and sends the request
 back to step 3, within its cold-start deadline. So does, once, a replica
 that closed or reset the connection before a byte of answer, when the
-request's whole body is still at hand (:mod:`activator.statuses` says why):
-the pool's other idle connections to it are dropped, since it is most
+request's whole body is still at hand and the model allows it
+(``routing.tidal.dev/resend-unanswered``; :mod:`activator.statuses` says
+why): the pool's other idle connections to it are dropped, since it is most
 likely shutting down, and the request goes out on a new connection, to it
 or another. Otherwise, once bytes went out the request ends in 502, or in
 408/413 when the cause was the client's own body (stalled past the idle
 timeout, over the limit). A failure after the answer began (the replica died
 mid-stream) cannot become a status: the client connection is closed, which
-tells the client the truth. A request the fast path sent that must go back
-to waiting continues in a task (:meth:`Exchange.continue_in_task`).
+tells the client the truth.
 
 While a request is held, a body it was routed by stays in memory; the sum
 of such bodies is capped per activator (:mod:`activator.held_bodies`).
@@ -75,8 +75,6 @@ from activator.routing import TARGET_HEADER, RoutingTable, lists_models
 from activator.statuses import (
     AllRefused,
     BadBody,
-    BodyTimeout,
-    BodyTooLarge,
     ConnectRefused,
     DeniedEndpoint,
     Draining,
@@ -90,6 +88,7 @@ from activator.statuses import (
     error_document,
     status_of,
 )
+from activator.targets import DEFAULT_RESEND_UNANSWERED
 
 __all__ = ["Proxy", "ProxyOptions", "error_response"]
 
@@ -150,19 +149,8 @@ def _json_answer(exchange: Exchange, document: object) -> None:
     exchange.write(head if exchange.head.method == "HEAD" else head + body)
 
 
-def _client_body_error(exc: BaseException) -> ProxyError:
-    """The data path's body exceptions as the status table's."""
-    return BodyTimeout() if isinstance(exc, http1.BodyStalled) else BodyTooLarge()
-
-
-_ServeError = (ProxyError, HoldError, http1.BodyTooLarge, http1.BodyStalled)
-
-
-def _as_answer(exc: Exception) -> Exception:
-    """What :meth:`Proxy._fail` answers for one of ``_ServeError``."""
-    if isinstance(exc, http1.BodyTooLarge | http1.BodyStalled):
-        return _client_body_error(exc)
-    return exc
+# What the pipeline answers itself, each class one row of the status table.
+_ServeError = (ProxyError, HoldError, http1.BodyTooLarge, http1.BodyStalled, http1.RequestRejected)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +164,7 @@ class ProxyOptions:
 
 
 class Proxy:
-    """Serves each parsed request (an :class:`Exchange`): ``handle_now``, else ``handle``."""
+    """Serves each parsed request (an :class:`Exchange`) through the pipeline (module docstring)."""
 
     def __init__(
         self,
@@ -193,55 +181,161 @@ class Proxy:
         self.draining = False
         self.held_bodies = HeldBodies(options.max_held_body_bytes)
 
-    def handle_now(self, exchange: Exchange) -> bool:
-        """Serve ``exchange`` by callbacks when nothing in it needs waiting; True if taken.
+    def begin(self, exchange: Exchange) -> bool:
+        """Run the pipeline's steps on ``exchange`` synchronously, up to the first that must wait.
 
-        The common case (a known target routed without the body, an endpoint
-        with room, an idle pooled connection to it) needs no task: the request
-        goes out now and :class:`_Forwarding` finishes it when the replica's
-        answer ends. Anything else (refusals, routing by ``model``, holding,
-        opening a connection, draining) is left to :meth:`handle`, which
-        does the same steps with awaits, so every answer is decided in one
-        place per step either way.
+        The connection's fast handler: it always takes the exchange. Most
+        requests need no waiting (routed without the body, an endpoint with
+        room, an idle pooled connection to it): they go out now, and
+        :class:`_Forwarding` ends them when the replica's answer ends, with
+        no task. Otherwise the rest of the pipeline continues in a task
+        from the step that must wait (:meth:`Exchange.continue_in_task`),
+        the steps before it done once. An answer of the activator's own is
+        written from a task too: it ends the exchange, and ending one here
+        would start the next pipelined request inside this one's call.
+        """
+        started = time.perf_counter()
+        target = ""
+        try:
+            routed = self._admit(exchange)
+            if routed is None:
+                exchange.continue_in_task(functools.partial(self._by_model, started=started))
+                return True
+            target = routed
+            gate = self._gate(exchange, target)
+        except (_ListModels, *_ServeError) as exc:
+            exchange.continue_in_task(
+                functools.partial(self._answer, exc=exc, target=target, started=started)
+            )
+            return True
+        gate.arrive()
+        tracker = gate.try_acquire()
+        if tracker is not None:
+            conn = self.pool.take_idle(tracker.host, tracker.port)
+            if conn is not None:
+                self._send(exchange, gate, tracker, conn, started)
+                return True
+            gate.release(tracker)  # opening a connection needs awaits
+        exchange.continue_in_task(
+            functools.partial(self._hold_and_forward, gate=gate, body=None, started=started)
+        )
+        return True
+
+    async def serve(self, exchange: Exchange) -> None:
+        """The whole pipeline in a task, for a connection that has no :meth:`begin`."""
+        # The one exception to "every duration on the loop's clock": this only
+        # feeds the latency histogram, whose buckets start at 1 ms, and
+        # uvloop's loop clock counts whole milliseconds. Nothing acts on it.
+        started = time.perf_counter()
+        target = ""
+        try:
+            routed = self._admit(exchange)
+            if routed is None:
+                await self._by_model(exchange, started=started)
+                return
+            target = routed
+            gate = self._gate(exchange, target)
+        except (_ListModels, *_ServeError) as exc:
+            await self._answer(exchange, exc=exc, target=target, started=started)
+            return
+        gate.arrive()
+        await self._hold_and_forward(exchange, gate=gate, body=None, started=started)
+
+    # -- the steps, in order -------------------------------------------------------
+
+    def _admit(self, exchange: Exchange) -> str | None:
+        """Steps 1 and 2 without the body: refuse, then route; None when the body decides.
+
+        Raises :class:`ProxyError` for a refusal or no route, ``_ListModels``
+        for a ``GET /v1/models`` that no route claims.
         """
         head = exchange.head
         path = head.target
-        if self.draining or head.method == "CONNECT" or not path.startswith("/"):
-            return False
+        if head.method == "CONNECT":
+            raise ConnectRefused()
+        if not path.startswith("/"):
+            raise RefusedRequest()
         if is_denied(path):
-            return False
-        options = self.options
-        if options.allow_target_header and _TARGET_HEADER in head.index:
-            return False  # routed by the header: the task's work (rare, internal callers)
-        target = self.registry.table.route_cached(head.index.get(b"host"), path)
+            raise DeniedEndpoint()
+        if self.draining:
+            raise Draining()
+        table = self.registry.table
+        if self.options.allow_target_header and _TARGET_HEADER in head.index:
+            header = head.text(_TARGET_HEADER)
+            target = table.route(host=head.host, path=path, header_target=header)
+        else:
+            target = table.route_cached(head.index.get(b"host"), path)
+        if target is not None:
+            return target
+        if lists_models(head.method, path):
+            raise _ListModels(table)
+        if not table.wants_model(head.method, path):
+            raise NoTarget()
+        return None
+
+    async def _by_model(self, exchange: Exchange, *, started: float) -> None:
+        """Step 2 for a request routed by its body's ``model``, then the rest."""
+        target = ""
+        try:
+            body, target = await self._route_by_model(exchange)
+            gate = self._gate(exchange, target)
+        except _ServeError as exc:
+            self._fail(exchange, exc, target, started)
+            return
+        gate.arrive()
+        await self._hold_and_forward(exchange, gate=gate, body=body, started=started)
+
+    async def _route_by_model(self, exchange: Exchange) -> tuple[bytes, str]:
+        """The body, read whole (bounded), and the target its ``model`` names."""
+        limit = self.options.max_model_body_bytes
+        length = exchange.head.content_length
+        if length is not None and length > limit:
+            raise http1.BodyTooLarge()
+        body = await exchange.body.read_all(limit)
+        try:
+            document = json.loads(body)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            # RecursionError: JSON nested deeper than the interpreter's stack.
+            raise BadBody() from None
+        model = document.get("model") if isinstance(document, dict) else None
+        if not isinstance(model, str) or not model:
+            raise BadBody()
+        table = self.registry.table
+        target = table.by_model(model)
         if target is None:
-            return False
+            raise NoTarget(table.unknown_model(model))
+        return body, target
+
+    def _gate(self, exchange: Exchange, target: str) -> Gate:
+        """Step 3: the target's gate, once the body is known to be within the limit."""
         gate = self.registry.gates.get(target)
         if gate is None:
-            return False
-        limit = options.max_body_bytes
+            raise NoTarget()
+        limit = self.options.max_body_bytes
         if limit:
-            length = head.content_length
-            if length is not None and length > limit:
-                return False
-        tracker = gate.try_acquire()
-        if tracker is None:
-            return False
-        conn = self.pool.take_idle(tracker.host, tracker.port)
-        if conn is None:
-            gate.release(tracker)  # opening a connection needs awaits: the task's work
-            return False
-        gate.arrive()
-        started = time.perf_counter()  # see handle() for why not the loop's clock
-        forwarding = _Forwarding(self, exchange, gate, tracker, conn, target, started)
+            length = exchange.head.content_length
+            if (length is not None and length > limit) or exchange.body.received > limit:
+                raise http1.BodyTooLarge()
+        return gate
+
+    def _send(
+        self,
+        exchange: Exchange,
+        gate: Gate,
+        tracker: EndpointTracker,
+        conn: http1.UpstreamConnection,
+        started: float,
+    ) -> None:
+        """Step 4 by callbacks: send over ``conn`` now; :class:`_Forwarding` ends it."""
+        forwarding = _Forwarding(self, exchange, gate, tracker, conn, gate.name, started)
         exchange.cancel = forwarding.cancel
         try:
             http1.send(
                 conn,
                 exchange,
                 body=None,
-                max_body_bytes=limit,
-                idle_s=options.upstream_idle_s,
+                max_body_bytes=self.options.max_body_bytes,
+                idle_s=self.options.upstream_idle_s,
                 strip=_STRIP,
                 on_done=forwarding.done,
             )
@@ -249,45 +343,38 @@ class Proxy:
             exchange.cancel = None
             forwarding.cancel()  # give back what was taken; the connection answers 500
             raise
-        return True
 
-    async def handle(self, exchange: Exchange) -> None:
-        # The one exception to "every duration on the loop's clock": this only
-        # feeds the latency histogram, whose buckets start at 1 ms, and
-        # uvloop's loop clock counts whole milliseconds. Nothing acts on it.
-        started = time.perf_counter()
-        head = exchange.head
-        target = ""
+    async def _hold_and_forward(
+        self,
+        exchange: Exchange,
+        *,
+        gate: Gate,
+        body: bytes | None,
+        started: float,
+        sent_again: bool = False,
+    ) -> None:
+        """Steps 3 to 5 with awaits: hold for an endpoint, forward, relay, answer failures."""
         try:
-            if head.method == "CONNECT":
-                raise ConnectRefused()
-            if not head.target.startswith("/"):
-                raise RefusedRequest()
-            if is_denied(head.target):
-                raise DeniedEndpoint()
-            if self.draining:
-                raise Draining()
-            body, target = await self._route(exchange)
-            gate = self.registry.gates.get(target)
-            if gate is None:
-                raise NoTarget()
-            status = await self._serve(exchange, gate, body)
-        except _ListModels as listing:
-            _json_answer(exchange, listing.table.models_listing())
-            status = 200
+            status = await self._forward(exchange, gate, body, sent_again=sent_again)
         except _ServeError as exc:
-            self._fail(exchange, _as_answer(exc), target, started)
-            return
-        self.metrics.observe(target, status, time.perf_counter() - started)
-
-    async def send_again(self, exchange: Exchange, *, gate: Gate, started: float) -> None:
-        """The rest of a request :meth:`handle_now` sent that must go out once more."""
-        try:
-            status = await self._serve(exchange, gate, None, sent_again=True)
-        except _ServeError as exc:
-            self._fail(exchange, _as_answer(exc), gate.name, started)
+            self._fail(exchange, exc, gate.name, started)
             return
         self.metrics.observe(gate.name, status, time.perf_counter() - started)
+
+    async def _answer(
+        self, exchange: Exchange, *, exc: Exception, target: str, started: float
+    ) -> None:
+        """The activator's own answer to a request refused or not routed (or the model list)."""
+        if isinstance(exc, _ListModels):
+            _json_answer(exchange, exc.table.models_listing())
+            self.metrics.observe(target, 200, time.perf_counter() - started)
+        else:
+            self._fail(exchange, exc, target, started)
+
+    def resends(self, gate: Gate) -> bool:
+        """Whether the model lets an unanswered request go out once more (its annotation)."""
+        spec = self.registry.specs.get(gate.name)
+        return spec.resend_unanswered if spec is not None else DEFAULT_RESEND_UNANSWERED
 
     def _sending_again(self, gate: Gate, tracker: EndpointTracker, exc: Exception) -> None:
         """A request goes back to waiting after ``tracker``'s replica closed without answering."""
@@ -301,7 +388,11 @@ class Proxy:
         if exchange.started:
             exchange.cut()  # part of an answer went out: it cannot become a status
         else:
-            detail = str(exc) if isinstance(exc, UpstreamFailed | AllRefused | NoTarget) else ""
+            detail = (
+                str(exc)
+                if isinstance(exc, UpstreamFailed | AllRefused | NoTarget | http1.RequestRejected)
+                else ""
+            )
             error = error_document(exc, detail)["error"]
             exchange.answer_error(
                 spec.status,
@@ -309,52 +400,26 @@ class Proxy:
                 code=error["code"],
                 message=error["message"],
                 retry_after_s=self.options.retry_after_s if spec.retry_after else None,
-                close=isinstance(exc, Draining | DrainEnded | BodyTimeout | BodyTooLarge),
+                close=isinstance(
+                    exc,
+                    Draining
+                    | DrainEnded
+                    | http1.BodyStalled
+                    | http1.BodyTooLarge
+                    | http1.RequestRejected,
+                ),
             )
         self.metrics.observe(target, spec.status, time.perf_counter() - started)
 
-    async def _route(self, exchange: Exchange) -> tuple[bytes | None, str]:
-        head = exchange.head
-        table = self.registry.table
-        header = head.text(_TARGET_HEADER) if self.options.allow_target_header else None
-        target = table.route(host=head.host, path=head.target, header_target=header)
-        if target is not None:
-            return None, target
-        if lists_models(head.method, head.target):
-            raise _ListModels(table)
-        if not table.wants_model(head.method, head.target):
-            raise NoTarget()
-        limit = self.options.max_model_body_bytes
-        length = head.content_length
-        if length is not None and length > limit:
-            raise BodyTooLarge()
-        body = await exchange.body.read_all(limit)
-        try:
-            document = json.loads(body)
-        except (UnicodeDecodeError, ValueError):
-            raise BadBody() from None
-        model = document.get("model") if isinstance(document, dict) else None
-        if not isinstance(model, str) or not model:
-            raise BadBody()
-        target = table.by_model(model)
-        if target is None:
-            raise NoTarget(table.unknown_model(model))
-        return body, target
-
-    async def _serve(
+    async def _forward(
         self, exchange: Exchange, gate: Gate, body: bytes | None, *, sent_again: bool = False
     ) -> int:
         """Hold for an endpoint, forward, and go back to waiting while the failures allow.
 
         ``sent_again``: the request already went out once and came back
-        unanswered (:meth:`send_again`); it arrived then and is not sent a third time.
+        unanswered; it is not sent a third time.
         """
-        if not sent_again:
-            gate.arrive()
         limit = self.options.max_body_bytes
-        length = exchange.head.content_length
-        if limit and length is not None and length > limit:
-            raise BodyTooLarge()
         timeout_s = gate.cold_start_timeout_s
         loop = asyncio.get_running_loop()
         deadline = 0.0
@@ -402,9 +467,11 @@ class Proxy:
                 gate.mark_down(tracker)
                 if not deadline:
                     deadline = loop.time() + timeout_s
-            except http1.UpstreamFailed as exc:
+            except http1.ReplicaFailed as exc:
                 can_send_again = (
-                    _never if sent_again else functools.partial(_replayable, exchange, body)
+                    _never
+                    if sent_again or not self.resends(gate)
+                    else functools.partial(_replayable, exchange, body)
                 )
                 status = _after_upstream_failed(exc, tracker.label, can_send_again)
                 if status is not None:
@@ -425,7 +492,7 @@ def _replayable(exchange: Exchange, body: bytes | None) -> bool:
 
 
 def _after_upstream_failed(
-    exc: http1.UpstreamFailed, replica: str, can_send_again: Callable[[], bool]
+    exc: http1.ReplicaFailed, replica: str, can_send_again: Callable[[], bool]
 ) -> int | None:
     """The status to count for a replica that failed after bytes went out, None to send
     the request again, or the error to answer.
@@ -451,12 +518,12 @@ def _after_upstream_failed(
 
 
 class _Forwarding:
-    """One request :meth:`Proxy.handle_now` sent: its end, or its cancellation.
+    """One request :meth:`Proxy.begin` sent: its end, or its cancellation.
 
-    What :meth:`Proxy.handle` does after ``await http1.forward(...)``, as the
-    callback the replica connection calls: give back the connection and the
-    endpoint, classify a failure, count the request, let the client
-    connection go on.
+    What :meth:`Proxy._hold_and_forward` does after ``await
+    http1.forward(...)``, as the callback the replica connection calls: give
+    back the connection and the endpoint, classify a failure, count the
+    request, let the client connection go on, or send it again from a task.
     """
 
     __slots__ = ("conn", "exchange", "gate", "proxy", "started", "target", "tracker")
@@ -492,24 +559,28 @@ class _Forwarding:
             self._release()
             if exc is not None:
                 try:
-                    if isinstance(exc, http1.UpstreamFailed):
+                    if isinstance(exc, http1.ReplicaFailed):
                         again = _after_upstream_failed(
-                            exc, self.tracker.label, exchange.body.rewind
+                            exc,
+                            self.tracker.label,
+                            exchange.body.rewind if proxy.resends(self.gate) else _never,
                         )
                         if again is None:
                             proxy._sending_again(self.gate, self.tracker, exc)
                             exchange.continue_in_task(
                                 functools.partial(
-                                    proxy.send_again, gate=self.gate, started=self.started
+                                    proxy._hold_and_forward,
+                                    gate=self.gate,
+                                    body=None,
+                                    started=self.started,
+                                    sent_again=True,
                                 )
                             )
                             return
                         status = again
-                    elif isinstance(exc, http1.BodyTooLarge | http1.BodyStalled):
-                        raise _client_body_error(exc) from exc
                     else:
                         raise exc
-                except ProxyError as error:
+                except _ServeError as error:
                     proxy._fail(exchange, error, self.target, self.started)
                     exchange.finish()
                     return

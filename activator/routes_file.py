@@ -11,6 +11,7 @@ The format is DESIGN §3's, exactly::
         container_concurrency: 0
         cold_start_timeout: 10m
         max_buffered: 1000
+        resend_unanswered: true      # send once more what a replica closed on unanswered
 
 Left-out limits take the activator's defaults (``--defaults-*``). Durations
 are Go-style (``10m``, ``90s``) or plain seconds. A listed endpoint is *not*
@@ -39,6 +40,7 @@ from activator.routing import RoutingTable
 from activator.settings import Defaults
 from activator.targets import (
     DEFAULT_BALANCING,
+    DEFAULT_RESEND_UNANSWERED,
     Endpoint,
     TargetSink,
     TargetSpec,
@@ -60,6 +62,7 @@ _KEYS = {
     "cold_start_timeout",
     "max_buffered",
     "balancing",
+    "resend_unanswered",
 }
 
 
@@ -123,6 +126,9 @@ def parse_routes(text: str, *, defaults: Defaults | None = None) -> dict[str, Ta
         prefix = entry.get("path_prefix")
         if prefix is not None and not isinstance(prefix, str):
             raise ValueError(f"{where}.path_prefix: expected a path such as /llama, got {prefix!r}")
+        resend = entry.get("resend_unanswered", DEFAULT_RESEND_UNANSWERED)
+        if not isinstance(resend, bool):
+            raise ValueError(f"{where}.resend_unanswered: expected true or false, got {resend!r}")
         cold = entry.get("cold_start_timeout", defaults.cold_start_timeout_s)
         if not isinstance(cold, str | int | float):
             raise ValueError(f"{where}.cold_start_timeout: expected a duration such as 10m")
@@ -142,6 +148,7 @@ def parse_routes(text: str, *, defaults: Defaults | None = None) -> dict[str, Ta
                 ),
                 endpoints=parsed,
                 balancing=str(entry.get("balancing", DEFAULT_BALANCING)),
+                resend_unanswered=resend,
             )
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from exc

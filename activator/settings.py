@@ -53,15 +53,26 @@ class Timeouts(BaseModel):
     client_body_idle_s: float = Field(
         default=60.0, gt=0, description="seconds a client may pause while sending a request body"
     )
+    client_head_s: float = Field(
+        default=60.0,
+        gt=0,
+        description=(
+            "seconds from a request head's first byte to its end (408 beyond): a client that "
+            "trickles its head cannot hold a connection"
+        ),
+    )
     drain_s: float = Field(
         default=120.0,
         ge=0,
         description="seconds SIGTERM waits for in-flight and held requests to end",
     )
     drain_grace_s: float = Field(
-        default=0.0,
+        default=5.0,
         ge=0,
-        description="seconds between failing /readyz and closing the listener on SIGTERM",
+        description=(
+            "seconds between failing /readyz and closing the listener on SIGTERM, serving "
+            "meanwhile: long enough for Services and load balancers to drop the pod"
+        ),
     )
     probe_s: float = Field(default=0.5, gt=0, description="seconds one readiness probe may take")
     scaler_s: float = Field(
@@ -81,6 +92,15 @@ class Limits(BaseModel):
         description="bytes in the request line or one header line",
     )
     max_headers: int = Field(default=128, ge=8, le=10_000, description="header lines in a request")
+    max_head_bytes: int = Field(
+        default=64 * 1024,
+        ge=1024,
+        le=16 * 1_048_576,
+        description=(
+            "bytes in a whole request head (431 beyond), counted as they arrive; at least "
+            "max_header_bytes"
+        ),
+    )
     max_model_body_bytes: int = Field(
         default=8 * 1024 * 1024,
         ge=1024,
@@ -103,6 +123,15 @@ class Limits(BaseModel):
     upstream_connections: int = Field(
         default=0, ge=0, description="connections to all replicas together per worker; 0: no limit"
     )
+
+    @model_validator(mode="after")
+    def _head_holds_a_line(self) -> Limits:
+        if self.max_head_bytes < self.max_header_bytes:
+            raise ValueError(
+                f"limits.max_head_bytes ({self.max_head_bytes}) must be at least "
+                f"limits.max_header_bytes ({self.max_header_bytes}): a head holds its lines"
+            )
+        return self
 
 
 class Defaults(BaseModel):

@@ -11,7 +11,7 @@ NoTarget, GateClosed    404    no target matches (or it was removed); an
                                unknown ``model`` is named, with those served
 BadBody                 400    body must be parsed for ``model``: not JSON,
                                or no ``model`` string
-BodyTimeout             408    the client stalled its body past the idle timeout
+BodyStalled             408    the client stalled its body past the idle timeout
 BodyTooLarge            413    body over the limit
 BufferFull              503    ``max_buffered`` requests already held
 HeldBodiesFull          503    held request bodies reached the activator's cap
@@ -27,7 +27,20 @@ UpstreamFailed          502    bytes reached a replica that then failed
 RefusedRequest          400    absolute-form target (not a forward proxy)
 ConnectRefused          405    CONNECT (not a tunnel)
 DeniedEndpoint          403    a replica's development endpoint (``denylist``)
+RequestRejected         400    not valid HTTP/1.1, or no ``Host`` in HTTP/1.1
+BadFraming              400    where the request ends is in doubt: both
+                               Content-Length and Transfer-Encoding, either
+                               repeated, a malformed chunk, TE in HTTP/1.0
+HeadTooLarge            431    a request line, header line or whole head
+                               over its limit
+HeadTimeout             408    the head not complete within the head timeout
+UnsupportedTransfer...  501    a Transfer-Encoding other than ``chunked``
+UnsupportedVersion      505    neither HTTP/1.1 nor HTTP/1.0
 =====================  ======  ============================================
+
+The rejections (the last six rows) are decided as the request is parsed,
+before anything reaches a replica, and close the connection after the
+answer: the next request's start would be in doubt.
 
 503s carry ``Retry-After``, except ``not_woken``: nobody knows when an
 operator will fix the annotation. Why 503 for it: the client's request is
@@ -38,7 +51,9 @@ fixed, and the first request after the fix wakes it, which is what 503
 says. The body names the Deployment and the annotation, so whoever sees
 the error knows what to fix.
 
-Nothing here knows the HTTP library. The proxy classifies a failed exchange
+Nothing here parses HTTP: the data path's own failures (a body stalled or
+over the limit, a request refused as it was parsed) are its exceptions,
+answered by this table as they are, one class each. The proxy classifies a failed exchange
 with a replica as :class:`Failure` ``NOT_SENT`` (refused, unreachable,
 connect timeout: no byte reached the replica), ``UNANSWERED`` (the request
 went out and the replica closed or reset the connection before a byte of
@@ -58,7 +73,10 @@ second attempt, every scale-down could turn such a request into a 502. A
 replica that died while generating an answer it had not begun to send gives
 the same signal; sending that request again costs one more generation,
 never a side effect (inference has none), and happens once, so a request
-that kills replicas kills at most two.
+that kills replicas kills at most two. RFC 9110 §9.2.2 lets a proxy resend
+a non-idempotent request only where configuration says it is idempotent:
+the per-model annotation ``routing.tidal.dev/resend-unanswered`` (default
+``true``) is that configuration; with ``false`` such a request is a 502.
 """
 
 from __future__ import annotations
@@ -68,13 +86,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from activator.buffering import BufferFull, ColdStartTimeout, DrainEnded, GateClosed
+from activator.http1.server import REJECTIONS, BodyStalled, BodyTooLarge
 from activator.wake_refusal import NotWoken
 
 __all__ = [
     "ERROR_STATUS",
     "AllRefused",
     "BadBody",
-    "BodyTimeout",
+    "BodyStalled",
     "BodyTooLarge",
     "ConnectRefused",
     "DeniedEndpoint",
@@ -101,14 +120,6 @@ class NoTarget(ProxyError):
 
 
 class BadBody(ProxyError):
-    pass
-
-
-class BodyTimeout(ProxyError):
-    """The client sent nothing of its body for the idle timeout."""
-
-
-class BodyTooLarge(ProxyError):
     pass
 
 
@@ -155,7 +166,7 @@ ERROR_STATUS: dict[type[Exception], ErrorStatus] = {
     BadBody: ErrorStatus(
         400, "invalid_request_error", "bad_body", "the body must be a JSON object with a 'model'"
     ),
-    BodyTimeout: ErrorStatus(
+    BodyStalled: ErrorStatus(
         408,
         "timeout_error",
         "body_timeout",
@@ -218,6 +229,8 @@ ERROR_STATUS: dict[type[Exception], ErrorStatus] = {
         "denied_endpoint",
         "this endpoint of the model server is not open to clients",
     ),
+    # What the data path refuses as it parses a request (each class states its row).
+    **{cls: ErrorStatus(cls.status, cls.error_type, cls.code, cls.message) for cls in REJECTIONS},
 }
 
 
@@ -246,15 +259,15 @@ class Failure(enum.Enum):
 def after_failure(
     failure: Failure,
     *,
-    client_body: ProxyError | None,
+    client_body: BodyStalled | BodyTooLarge | None,
     replica: str,
     what: str,
     can_send_again: bool = False,
-) -> ProxyError | None:
+) -> Exception | None:
     """The answer after a failed exchange with ``replica``; None: go back to waiting.
 
     ``client_body`` is the client's own failure while its body was streamed
-    (:class:`BodyTimeout` or :class:`BodyTooLarge`), if any: it is the cause,
+    (:class:`BodyStalled` or :class:`BodyTooLarge`), if any: it is the cause,
     so it is the answer, whatever the replica then did. ``can_send_again``:
     the whole body is still at hand and the request was not sent again
     before (only asked for an ``UNANSWERED`` failure). ``what`` names the

@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_COLD_START_TIMEOUT_S",
     "DEFAULT_CONTAINER_CONCURRENCY",
     "DEFAULT_MAX_BUFFERED",
+    "DEFAULT_RESEND_UNANSWERED",
     "Endpoint",
     "TargetSink",
     "TargetSource",
@@ -48,6 +49,9 @@ DEFAULT_CONTAINER_CONCURRENCY = 0
 # prompt's prefix is most likely cached (activator.prefix_affinity).
 BALANCING_MODES = ("least-loaded", "prefix")
 DEFAULT_BALANCING = "least-loaded"
+# A request whose replica closed the connection before a byte of answer is
+# sent once more (activator.statuses says why that suits inference).
+DEFAULT_RESEND_UNANSWERED = True
 
 # Allowed ranges (DESIGN §2); the routes file and the annotations share them.
 COLD_START_TIMEOUT_RANGE_S = (1.0, 3600.0)
@@ -135,6 +139,7 @@ class TargetSpec:
     max_buffered: int = DEFAULT_MAX_BUFFERED
     endpoints: tuple[Endpoint, ...] = field(default=())
     balancing: str = DEFAULT_BALANCING
+    resend_unanswered: bool = DEFAULT_RESEND_UNANSWERED
 
     def __post_init__(self) -> None:
         parse_target_name(self.name)

@@ -278,6 +278,9 @@ def statuses_page() -> str:
         "happening once, a request that crashes replicas takes down at most",
         "two. `tidal_activator_resent_total` counts these. Once the answer",
         "has begun, or on the second failure, the request is not sent again.",
+        'A model annotated `routing.tidal.dev/resend-unanswered: "false"`',
+        "([annotations.md](annotations.md)) never has a request sent again: a",
+        "replica that closed the connection unanswered is a 502 `upstream_failed`.",
         "",
     ]
     return "\n".join(lines)

@@ -13,6 +13,8 @@ What a request means (routing, holding, statuses) is not here: that is
 
 from activator.http1.heads import RequestHead
 from activator.http1.server import (
+    REJECTIONS,
+    BadFraming,
     BodyStalled,
     BodyTooLarge,
     ClientConnection,
@@ -21,20 +23,23 @@ from activator.http1.server import (
     FastHandler,
     Handler,
     RequestBody,
+    RequestRejected,
     ServerLimits,
     ShutAnswer,
 )
 from activator.http1.upstream import (
     NotSent,
     OnDone,
+    ReplicaFailed,
     UpstreamConnection,
-    UpstreamFailed,
     UpstreamPool,
     forward,
     send,
 )
 
 __all__ = [
+    "REJECTIONS",
+    "BadFraming",
     "BodyStalled",
     "BodyTooLarge",
     "ClientConnection",
@@ -44,12 +49,13 @@ __all__ = [
     "Handler",
     "NotSent",
     "OnDone",
+    "ReplicaFailed",
     "RequestBody",
     "RequestHead",
+    "RequestRejected",
     "ServerLimits",
     "ShutAnswer",
     "UpstreamConnection",
-    "UpstreamFailed",
     "UpstreamPool",
     "forward",
     "send",

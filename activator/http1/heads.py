@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from http import HTTPStatus
 
 __all__ = [
     "HOP_BY_HOP",
@@ -59,18 +60,9 @@ _SKIP_REQUEST = HOP_BY_HOP | {
 _SKIP_RESPONSE = HOP_BY_HOP | {b"content-length"}
 _CRLF = b"\r\n"
 
-_REASONS = {
-    200: b"OK",
-    400: b"Bad Request",
-    404: b"Not Found",
-    405: b"Method Not Allowed",
-    408: b"Request Timeout",
-    413: b"Content Too Large",
-    431: b"Request Header Fields Too Large",
-    500: b"Internal Server Error",
-    502: b"Bad Gateway",
-    503: b"Service Unavailable",
-    504: b"Gateway Timeout",
+# The standard reason phrases (RFC 9110 §15), 413's by its RFC 9110 name.
+_REASONS = {status.value: status.phrase.encode() for status in HTTPStatus} | {
+    413: b"Content Too Large"
 }
 
 
@@ -258,7 +250,7 @@ def error_head_and_body(
         headers.append((b"Retry-After", str(retry_after_s).encode()))
     head = client_response_head(
         status,
-        _REASONS.get(status, b"Error"),
+        _REASONS[status],
         headers,
         request_id=request_id,
         content_length=len(body),

@@ -58,6 +58,8 @@ from activator.http1.heads import RequestHead, error_head_and_body
 __all__ = [
     "PAUSE_BUFFER",
     "PAUSE_UPSTREAM",
+    "REJECTIONS",
+    "BadFraming",
     "BodyStalled",
     "BodyTooLarge",
     "ClientConnection",
@@ -65,10 +67,15 @@ __all__ = [
     "Exchange",
     "FastHandler",
     "Handler",
+    "HeadTimeout",
+    "HeadTooLarge",
     "Relay",
     "RequestBody",
+    "RequestRejected",
     "ServerLimits",
     "ShutAnswer",
+    "UnsupportedTransferEncoding",
+    "UnsupportedVersion",
 ]
 
 log = logging.getLogger(__name__)
@@ -89,6 +96,10 @@ _PAUSE_ABOVE = 64 * 1024
 # some 16k tokens of text). Kept for at most one answer's wait per request.
 _KEEP_AT_MOST = 64 * 1024
 
+# How long a connection closed after an error answer keeps discarding what the
+# client still sends, so the answer is read before the close (nginx: 5 s).
+_LINGER_S = 2.0
+
 # Why reading a client connection is paused; it resumes when no reason is left.
 PAUSE_BUFFER = 1  # a request body buffered past _PAUSE_ABOVE
 PAUSE_UPSTREAM = 2  # the replica connection the body goes to is congested
@@ -104,30 +115,107 @@ class BodyStalled(Exception):
     """The client stopped sending its body for longer than the idle timeout (408)."""
 
 
-class ServerLimits:
-    """What one client may send, and how long a connection may idle."""
+class RequestRejected(Exception):
+    """A request the data path refuses as it parses it: no byte of it reaches a replica.
 
-    __slots__ = ("body_idle_s", "idle_s", "max_header_bytes", "max_headers")
+    Each subclass states its answer (:mod:`activator.statuses` lists them in
+    its table); the exception's text is the detail the client is told.
+    """
+
+    status = 400
+    error_type = "invalid_request_error"
+    code = "bad_request"
+    message = "the request is not valid HTTP/1.1"
+
+
+class BadFraming(RequestRejected):
+    """Where the request (or its body) ends is in doubt: the connection closes after the answer."""
+
+    code = "bad_framing"
+    message = "the request's framing is invalid"
+
+
+class HeadTooLarge(RequestRejected):
+    status = 431
+    code = "head_too_large"
+    message = "the request head is over the limit"
+
+
+class HeadTimeout(RequestRejected):
+    status = 408
+    error_type = "timeout_error"
+    code = "head_timeout"
+    message = "the request head was not complete within the head timeout"
+
+
+class UnsupportedTransferEncoding(RequestRejected):
+    status = 501
+    code = "unsupported_transfer_encoding"
+    message = "only Transfer-Encoding: chunked is supported"
+
+
+class UnsupportedVersion(RequestRejected):
+    status = 505
+    code = "unsupported_http_version"
+    message = "only HTTP/1.1 and HTTP/1.0 are supported"
+
+
+# Every rejection, for the status table.
+REJECTIONS: tuple[type[RequestRejected], ...] = (
+    RequestRejected,
+    BadFraming,
+    HeadTooLarge,
+    HeadTimeout,
+    UnsupportedTransferEncoding,
+    UnsupportedVersion,
+)
+
+
+class ServerLimits:
+    """What one client may send, and how long a connection may idle.
+
+    ``max_header_bytes`` bounds one line (the request line or a header
+    line), ``max_head_bytes`` the whole head; the latter is counted as the
+    bytes arrive, since the parser reports a header line only once it has
+    ended: a header that never ends would otherwise grow without bound.
+    ``head_s`` bounds the time from a head's first byte to its end
+    (slowloris: a byte a minute keeps an idle timeout from ever firing).
+    """
+
+    __slots__ = (
+        "body_idle_s",
+        "head_s",
+        "idle_s",
+        "max_head_bytes",
+        "max_header_bytes",
+        "max_headers",
+    )
 
     def __init__(
         self,
         *,
         idle_s: float = 75.0,
         body_idle_s: float = 60.0,
+        head_s: float = 60.0,
         max_header_bytes: int = 8190,
         max_headers: int = 128,
+        max_head_bytes: int = 64 * 1024,
     ) -> None:
-        if idle_s <= 0 or body_idle_s <= 0:
-            raise ValueError(f"idle_s and body_idle_s must be > 0, got {idle_s}, {body_idle_s}")
-        if max_header_bytes < 1 or max_headers < 1:
+        if idle_s <= 0 or body_idle_s <= 0 or head_s <= 0:
             raise ValueError(
-                f"max_header_bytes and max_headers must be >= 1, got {max_header_bytes}, "
-                f"{max_headers}"
+                f"idle_s, body_idle_s and head_s must be > 0, got {idle_s}, {body_idle_s}, {head_s}"
+            )
+        if max_header_bytes < 1 or max_headers < 1 or max_head_bytes < max_header_bytes:
+            raise ValueError(
+                "max_header_bytes and max_headers must be >= 1 and max_head_bytes >= "
+                f"max_header_bytes, got {max_header_bytes}, {max_headers}, {max_head_bytes}"
             )
         self.idle_s = idle_s
         self.body_idle_s = body_idle_s
+        self.head_s = head_s
         self.max_header_bytes = max_header_bytes
         self.max_headers = max_headers
+        self.max_head_bytes = max_head_bytes
 
 
 class RequestBody:
@@ -238,9 +326,11 @@ class RequestBody:
         self.set_limit(limit)
         self._send_continue()
         self._arm_idle()
-        self._conn.resume_body()
         try:
             while not self.done and self.error is None:
+                # Each chunk past _PAUSE_ABOVE paused reading again (what a held
+                # body needs); a body read whole is bounded by ``limit`` instead.
+                self._conn.resume_body()
                 self._waiter = self._conn.loop.create_future()
                 await self._waiter
                 self._waiter = None
@@ -261,6 +351,9 @@ class RequestBody:
         ``on_end(None)`` when the body is complete, ``on_end(exc)`` with
         :class:`BodyTooLarge` or :class:`BodyStalled` when it fails.
         """
+        if self.error is not None:
+            on_end(self.error)  # over the limit already: nothing of it goes out
+            return
         chunks = self._chunks
         if self._kept is not None:
             self._keep(chunks)
@@ -268,9 +361,6 @@ class RequestBody:
             sink(chunk)
         self._chunks = []
         self._buffered = 0
-        if self.error is not None:
-            on_end(self.error)
-            return
         if self.done:
             on_end(None)
             return
@@ -449,26 +539,46 @@ class Relay(Protocol):
 
 
 class Connections:
-    """The open client connections of one server; closes idle ones with one timer.
+    """The open client connections of one server; closes idle and slow ones with one timer.
 
-    One sweep every ``idle_s / 4`` closes each connection that has had no
-    request in progress since ``idle_s`` ago, so an idle connection lives
-    between ``idle_s`` and ``1.25 idle_s``. A timer per connection instead
-    costs about half a KiB for each of 10,000 held requests, and a schedule
-    and a cancel per request.
+    One sweep every ``min(idle_s, head_s) / 4`` closes each connection that
+    has had no request in progress since ``idle_s`` ago, so an idle
+    connection lives between ``idle_s`` and ``1.25 idle_s``, and answers 408
+    to each whose request head began more than ``head_s`` ago. A timer per
+    connection instead costs about half a KiB for each of 10,000 held
+    requests, and a schedule and a cancel per request.
     """
 
-    def __init__(self, *, idle_s: float) -> None:
-        if idle_s <= 0:
-            raise ValueError(f"idle_s must be > 0, got {idle_s}")
+    def __init__(
+        self,
+        *,
+        idle_s: float,
+        head_s: float = 60.0,
+        on_reject: Callable[[RequestRejected], None] | None = None,
+    ) -> None:
+        if idle_s <= 0 or head_s <= 0:
+            raise ValueError(f"idle_s and head_s must be > 0, got {idle_s}, {head_s}")
+        # Told of each request refused as it was parsed (the metrics count them).
+        self.on_reject = on_reject
         self.idle_s = idle_s
+        self.head_s = head_s
+        self._every_s = min(idle_s, head_s) / 4
         self._open: set[ClientConnection] = set()
         self._timer: asyncio.TimerHandle | None = None
+        self.closing = False
+
+    def close_after_answers(self) -> None:
+        """From now on every connection, open or new, closes after its next answer (draining)."""
+        self.closing = True
+        for conn in self._open:
+            conn.must_close = True
 
     def add(self, conn: ClientConnection) -> None:
+        if self.closing:
+            conn.must_close = True
         self._open.add(conn)
         if self._timer is None:
-            self._timer = conn.loop.call_later(self.idle_s / 4, self._sweep, conn.loop)
+            self._timer = conn.loop.call_later(self._every_s, self._sweep, conn.loop)
 
     def discard(self, conn: ClientConnection) -> None:
         self._open.discard(conn)
@@ -481,13 +591,21 @@ class Connections:
 
     def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
         self._timer = None
-        cutoff = loop.time() - self.idle_s
+        now = loop.time()
+        cutoff = now - self.idle_s
+        head_cutoff = now - self.head_s
         for conn in list(self._open):
+            if conn.transport is None:
+                continue
+            began = conn.head_began
+            if began and began <= head_cutoff:
+                conn.head_timed_out()
+                continue
             since = conn.idle_since
-            if since is not None and since <= cutoff and conn.transport is not None:
+            if since is not None and since <= cutoff:
                 conn.transport.close()
         if self._open:
-            self._timer = loop.call_later(self.idle_s / 4, self._sweep, loop)
+            self._timer = loop.call_later(self._every_s, self._sweep, loop)
 
     def close(self) -> None:
         """Stop sweeping (the server is going away)."""
@@ -497,7 +615,14 @@ class Connections:
 
 
 class ClientConnection(asyncio.Protocol):
-    """One client connection: parse, hand each request to the handler, in order."""
+    """One client connection: parse, hand each request to the handler, in order.
+
+    A request is handed on only once the bytes read with its head are
+    parsed: llhttp reports a head complete before it checks what the head
+    implies (an unsupported ``Transfer-Encoding``, a body that breaks its
+    framing in the same read), and a request it then rejects must not have
+    gone to a replica already.
+    """
 
     # Slots: thousands of these live at once while requests are held.
     __slots__ = (
@@ -505,9 +630,11 @@ class ClientConnection(asyncio.Protocol):
         "_failed",
         "_fast",
         "_head_bytes",
+        "_head_seen",
         "_headers",
         "_index",
         "_last_active",
+        "_parsed",
         "_parser",
         "_parsing",
         "_paused_for",
@@ -516,6 +643,7 @@ class ClientConnection(asyncio.Protocol):
         "current",
         "cut_by_us",
         "handler",
+        "head_began",
         "limits",
         "loop",
         "must_close",
@@ -544,8 +672,11 @@ class ClientConnection(asyncio.Protocol):
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._index: dict[bytes, bytes] = {}  # lower-cased name -> value, built as they come
-        self._head_bytes = 0
+        self._head_bytes = 0  # of the header lines parsed so far
+        self._head_seen = 0  # bytes read since the head began (a bound on its size)
+        self.head_began = 0.0  # when the first byte of an unfinished head came; 0: none
         self._parsing: RequestBody | None = None
+        self._parsed: list[Exchange] = []  # heads parsed in this read, not handed on yet
         self._pending: deque[Exchange] | None = None  # pipelined requests, rarely any
         self.current: Exchange | None = None
         self.task: asyncio.Task[None] | None = None
@@ -574,10 +705,22 @@ class ClientConnection(asyncio.Protocol):
         if self.current is not None:
             self.current.body.detach()
         self._pending = None
+        self._parsed = []
         self._connections.discard(self)
+        # The parser refers back to this connection (its callbacks): without
+        # this, what it holds waits for the cyclic collector.
+        self._parser = _CLOSED
 
     def data_received(self, data: bytes) -> None:
-        self._last_active = self.loop.time()
+        if self._failed:
+            return  # lingering after an answer that ends the connection: discarded
+        now = self.loop.time()
+        self._last_active = now
+        in_head = self._parsing is None
+        if in_head:
+            self._head_seen += len(data)
+            if not self.head_began:
+                self.head_began = now
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -590,13 +733,27 @@ class ClientConnection(asyncio.Protocol):
             self.pause_body(_PAUSE_UPGRADE)
         except httptools.HttpParserCallbackError as exc:
             cause = exc.__context__
-            if isinstance(cause, _HeadTooLarge):
-                self._reject(400, "header_too_large", str(cause))
+            if isinstance(cause, RequestRejected):
+                self._reject(cause)
             else:
                 log.error("request parsing failed in a callback", exc_info=cause)
-                self._reject(400, "bad_request", "the request could not be read")
+                self._reject(RequestRejected("the request could not be read"))
+            return
         except httptools.HttpParserError as exc:
-            self._reject(400, "bad_request", f"the request is not valid HTTP/1.1: {exc}")
+            # Mid-body (a malformed chunk), where the request ends is in doubt.
+            rejected = BadFraming if self._parsing is not None else RequestRejected
+            self._reject(rejected(str(exc)))
+            return
+        if self._parsed:
+            self._hand_on()
+        if (
+            self._parsing is None
+            and self._head_seen > self.limits.max_head_bytes
+            and self.transport is not None
+        ):
+            self._reject(
+                HeadTooLarge(f"more than {self.limits.max_head_bytes} bytes without its end")
+            )
 
     def pause_writing(self) -> None:
         # The client reads slower than the replica writes: stop reading the replica.
@@ -617,26 +774,38 @@ class ClientConnection(asyncio.Protocol):
 
     def on_url(self, url: bytes) -> None:
         self._url += url
-        self._head_bytes += len(url)
-        if self._head_bytes > self.limits.max_header_bytes:
-            raise _HeadTooLarge("the request line is over the limit")
+        if len(self._url) > self.limits.max_header_bytes:
+            raise HeadTooLarge(f"the request line is over {self.limits.max_header_bytes} bytes")
 
     def on_header(self, name: bytes, value: bytes) -> None:
         headers = self._headers
         headers.append((name, value))
-        self._index[name.lower()] = value
-        if len(headers) > self.limits.max_headers:
-            raise _HeadTooLarge(f"more than {self.limits.max_headers} header lines")
-        if len(name) + len(value) + 2 > self.limits.max_header_bytes:
-            raise _HeadTooLarge("a header line is over the limit")
+        lower = name.lower()
+        index = self._index
+        if lower in index:
+            _repeated(index, lower, value)
+        else:
+            index[lower] = value
+        limits = self.limits
+        if len(headers) > limits.max_headers:
+            raise HeadTooLarge(f"more than {limits.max_headers} header lines")
+        line = len(name) + len(value) + 4  # with ": " and CRLF
+        if line - 2 > limits.max_header_bytes:
+            raise HeadTooLarge(f"a header line is over {limits.max_header_bytes} bytes")
+        # Lines that came whole in one read (data_received counts the others).
+        self._head_bytes += line
+        if self._head_bytes > limits.max_head_bytes:
+            raise HeadTooLarge(f"the head is over {limits.max_head_bytes} bytes")
 
     def on_headers_complete(self) -> None:
         parser = self._parser
         index = self._index
+        version = parser.get_http_version()
+        _check_framing(version, index)
         head = RequestHead(
             method=parser.get_method().decode("latin-1"),
             target=self._url.decode("latin-1"),
-            version=parser.get_http_version(),
+            version=version,
             headers=self._headers,
             peer=self.peer,
             keep_alive=parser.should_keep_alive(),
@@ -646,19 +815,14 @@ class ClientConnection(asyncio.Protocol):
         self._headers = []
         self._index = {}
         self._head_bytes = 0
+        self._head_seen = 0
+        self.head_began = 0.0
         expect = index.get(b"expect")
         body = RequestBody(
             self, expects_continue=expect is not None and expect.lower() == b"100-continue"
         )
         self._parsing = body
-        exchange = Exchange(self, head, body)
-        if self.current is None:
-            self._start(exchange)
-        else:
-            if self._pending is None:
-                self._pending = deque()
-            self._pending.append(exchange)
-            self.pause_body(_PAUSE_PIPELINED)
+        self._parsed.append(Exchange(self, head, body))
 
     def on_body(self, body: bytes) -> None:
         parsing = self._parsing
@@ -677,6 +841,22 @@ class ClientConnection(asyncio.Protocol):
             parsing.finish()
 
     # -- serving -------------------------------------------------------------------
+
+    def _hand_on(self) -> None:
+        """Start (or queue behind the one in progress) the requests this read completed."""
+        parsed = self._parsed
+        if len(parsed) == 1 and self.current is None and self.transport is not None:
+            self._start(parsed.pop())  # nearly always: one request per read
+            return
+        self._parsed = []
+        for exchange in parsed:
+            if self.current is None and self.transport is not None:
+                self._start(exchange)
+            else:
+                if self._pending is None:
+                    self._pending = deque()
+                self._pending.append(exchange)
+                self.pause_body(_PAUSE_PIPELINED)
 
     def _start(self, exchange: Exchange) -> None:
         self.current = exchange
@@ -720,7 +900,10 @@ class ClientConnection(asyncio.Protocol):
         transport = self.transport
         if transport is None:
             return
-        if self.must_close or not exchange.head.keep_alive or not exchange.body.done:
+        if not exchange.body.done:
+            self._close_lingering()
+            return
+        if self.must_close or not exchange.head.keep_alive:
             transport.close()
             return
         if self._pending:
@@ -732,26 +915,61 @@ class ClientConnection(asyncio.Protocol):
             self.resume_body(_PAUSE_PIPELINED)
         self._last_active = self.loop.time()
 
-    def _reject(self, status: int, code: str, message: str) -> None:
-        """An unparseable request: answer it (unless another answer is under way) and close."""
+    def _reject(self, exc: RequestRejected) -> None:
+        """A request that cannot be served as sent: answer it (unless another answer is
+        under way) and close; what was parsed with it is dropped, unsent."""
         self.must_close = True
         self._failed = True
-        if self.current is None and self.transport is not None:
-            self.transport.write(
-                error_head_and_body(
-                    status,
-                    error_type="invalid_request_error",
-                    code=code,
-                    message=message,
-                    request_id=f"{_ID_PREFIX}{next(_id_counter):016x}".encode(),
-                    retry_after_s=None,
-                    close=True,
-                    http10=False,
-                )
-            )
-            self.transport.close()
-        elif self._parsing is not None:
-            self._parsing._fail(BodyTooLarge() if status == 413 else BodyStalled())
+        self._parsed = []
+        self._pending = None
+        on_reject = self._connections.on_reject
+        if on_reject is not None:
+            on_reject(exc)
+        parsing, self._parsing = self._parsing, None
+        current = self.current
+        if current is None:
+            if self.transport is not None:
+                self.transport.write(_rejection(exc))
+                self._close_lingering()
+        elif parsing is current.body:
+            # The body of the request in progress broke its framing: its
+            # handler answers (or cuts the answer it began).
+            parsing._fail(exc)
+        else:
+            # A pipelined request behind the one in progress: no more is read.
+            self.pause_body(_PAUSE_UPGRADE)
+
+    def _close_lingering(self) -> None:
+        """Close after an answer the client may still be sending to (a rejection, a 413).
+
+        Closed at once, the unread bytes would make the kernel send a reset,
+        which can destroy the answer before the client reads it. So, as
+        nginx's lingering close does: end our side, discard what still
+        comes, and close at the client's end or after ``_LINGER_S``.
+        """
+        transport = self.transport
+        if transport is None:
+            return
+        self._failed = True
+        self.must_close = True
+        if not transport.can_write_eof():
+            transport.close()
+            return
+        transport.write_eof()
+        self._paused_for = 0
+        with contextlib.suppress(RuntimeError):
+            transport.resume_reading()
+        self.loop.call_later(_LINGER_S, transport.close)
+
+    def head_timed_out(self) -> None:
+        """The request head began ``head_s`` ago and has not ended: 408, then close."""
+        self.head_began = 0.0
+        if self.current is None:
+            self._reject(HeadTimeout(f"not complete within {self.limits.head_s:g}s"))
+        else:
+            # A pipelined head trickling in behind a request in progress.
+            self.must_close = True
+            self.pause_body(_PAUSE_UPGRADE)
 
     # -- flow control --------------------------------------------------------------
 
@@ -816,5 +1034,72 @@ class ShutAnswer:
     retry_after_s: int | None = None
 
 
-class _HeadTooLarge(Exception):
-    pass
+def _rejection(exc: RequestRejected) -> bytes:
+    """The JSON answer to a rejected request (the connection closes after it)."""
+    detail = str(exc)
+    return error_head_and_body(
+        exc.status,
+        error_type=exc.error_type,
+        code=exc.code,
+        message=f"{exc.message}: {detail}" if detail else exc.message,
+        request_id=_ID_FORMAT % next(_id_counter),
+        retry_after_s=None,
+        close=True,
+        http10=False,
+    )
+
+
+def _repeated(index: dict[bytes, bytes], lower: bytes, value: bytes) -> None:
+    """A header name seen twice in one head: combine, refuse, or keep the last."""
+    if lower in _COMBINED:
+        # Lists (RFC 9110 §5.3): a second Connection header's tokens count too.
+        index[lower] = index[lower] + b", " + value
+    elif lower in _ONCE:
+        raise BadFraming(f"{lower.decode('latin-1')} sent more than once")
+    else:
+        index[lower] = value
+
+
+_COMBINED = frozenset({b"connection", b"x-forwarded-for"})
+# Headers that decide where the request goes or where it ends: two of them
+# are two readings of one request (RFC 9112 §3.2, §6.3).
+_ONCE = frozenset({b"host", b"content-length", b"transfer-encoding"})
+# Content-Length digits: 18 fit in 63 bits, and 10^18 bytes is no body anyone sends.
+_MAX_LENGTH_DIGITS = 18
+
+
+def _check_framing(version: str, index: dict[bytes, bytes]) -> None:
+    """Refuse a head whose version or body framing the activator will not pass on.
+
+    As nginx does: HTTP/1.1 needs ``Host``; ``Transfer-Encoding`` is allowed
+    only as exactly ``chunked``, only in HTTP/1.1, and never beside
+    ``Content-Length`` (a request two parsers may read two ways is how
+    requests are smuggled); ``Content-Length`` is digits that fit in 63 bits.
+    """
+    if version != "1.1" and version != "1.0":
+        raise UnsupportedVersion(f"got HTTP/{version}")
+    if b"host" not in index and version == "1.1":
+        raise RequestRejected("an HTTP/1.1 request needs a Host header")
+    coding = index.get(b"transfer-encoding")
+    if coding is not None:
+        if version == "1.0":
+            raise BadFraming("Transfer-Encoding in an HTTP/1.0 request")
+        if coding.strip().lower() != b"chunked":
+            raise UnsupportedTransferEncoding(f"got {coding.decode('latin-1')!r}")
+        if b"content-length" in index:
+            raise BadFraming("both Content-Length and Transfer-Encoding")
+    length = index.get(b"content-length")
+    if length is not None:
+        length = length.strip(b" \t")  # llhttp leaves trailing whitespace in a value
+    if length is not None and (not length.isdigit() or len(length) > _MAX_LENGTH_DIGITS):
+        raise BadFraming(f"Content-Length {length.decode('latin-1')!r} is not a byte count")
+
+
+class _ClosedParser:
+    """What a closed connection holds instead of its parser."""
+
+    def feed_data(self, data: bytes) -> None:
+        raise httptools.HttpParserError("the connection is closed")
+
+
+_CLOSED = cast(httptools.HttpRequestParser, _ClosedParser())

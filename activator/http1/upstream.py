@@ -5,22 +5,28 @@ address and opens new ones on demand; :func:`forward` sends one
 :class:`~activator.http1.server.Exchange` over one of them and relays the
 answer.
 
-Relaying without re-framing: the replica's response head is parsed
-(``httptools``) and rewritten for the client (header hygiene in
-:mod:`activator.http1.heads`), but the body is written to the client exactly
-as it arrived, Content-Length bodies and chunked ones (server-sent events)
-alike, one ``write`` per ``data_received``. The parser still sees every byte,
-only to know where the answer ends. The exceptions re-frame: an HTTP/1.0
-client gets a chunked body de-chunked (and the connection closed after it),
-and a body delimited by the replica closing its connection ends the client's
-connection too.
+Relaying: the replica's response head is parsed (``httptools``) and
+rewritten for the client (header hygiene in :mod:`activator.http1.heads`).
+A Content-Length body is written to the client as it arrived, one ``write``
+per ``data_received``, counted so that no byte past its length goes out. A
+chunked body (server-sent events) is written as the chunks the parser found
+in each read, framed again by the proxy (de-chunked for an HTTP/1.0 client,
+whose connection then closes): extensions and trailers stay behind, and so
+does anything after the last chunk. A body delimited by the replica closing
+its connection ends the client's connection too.
+
+Bytes a replica sends past the end of its answer (a second answer nobody
+asked for, a body after a 204 or 304) are never relayed: read as the start
+of the next answer they would desynchronise the client connection, whose
+next request might be someone else's behind a shared ingress. They are
+discarded and the replica connection is closed, not reused.
 
 Failures, in the terms DESIGN §3 uses:
 
 - :class:`NotSent`: the connection could not be opened (refused,
   unreachable, connect timeout). No byte reached the replica, so the request
   may go back to waiting for another.
-- :class:`UpstreamFailed`: bytes reached the replica, which then failed
+- :class:`ReplicaFailed`: bytes reached the replica, which then failed
   (reset, closed early, a malformed answer, silent past the idle timeout).
   ``started`` says whether the client already got part of the answer; if it
   did, the client connection has been closed, which is the truth: the
@@ -70,8 +76,8 @@ from activator.http1.server import PAUSE_UPSTREAM, Exchange
 __all__ = [
     "NotSent",
     "OnDone",
+    "ReplicaFailed",
     "UpstreamConnection",
-    "UpstreamFailed",
     "UpstreamPool",
     "forward",
     "send",
@@ -82,7 +88,7 @@ log = logging.getLogger(__name__)
 _NO_BODY_STATUS = frozenset({204, 304})
 
 # How an exchange's end is told: ``(status, None)`` when the answer was
-# relayed whole, ``(0, exc)`` when it failed (:class:`UpstreamFailed`, or the
+# relayed whole, ``(0, exc)`` when it failed (:class:`ReplicaFailed`, or the
 # client's own body error). Called once, synchronously, from the connection's
 # callbacks: no future, no task wake-up per request.
 OnDone = Callable[[int, BaseException | None], None]
@@ -92,7 +98,7 @@ class NotSent(Exception):
     """No byte reached the replica: the connection could not be opened."""
 
 
-class UpstreamFailed(Exception):
+class ReplicaFailed(Exception):
     """The replica failed after bytes were sent to it."""
 
     def __init__(
@@ -111,8 +117,9 @@ class UpstreamConnection(asyncio.Protocol):
     __slots__ = (
         "_close_delimited",
         "_complete",
-        "_early",
+        "_excess",
         "_exchange",
+        "_framed",
         "_head",
         "_head_done",
         "_head_sent",
@@ -124,9 +131,11 @@ class UpstreamConnection(asyncio.Protocol):
         "_last",
         "_on_done",
         "_parser",
+        "_pieces",
         "_raw",
         "_reason",
         "_relay_paused",
+        "_remaining",
         "_status",
         "_timer",
         "authority",
@@ -166,8 +175,11 @@ class UpstreamConnection(asyncio.Protocol):
         self._status = 0
         self._reason = b""
         self._headers: list[tuple[bytes, bytes]] = []
-        self._raw = True  # relay body bytes as they came
-        self._early: list[bytes] = []
+        self._raw = True  # relay body bytes as they came (else the parser's pieces)
+        self._framed = True  # pieces go out as chunks (not to an HTTP/1.0 client)
+        self._remaining = -1  # Content-Length bytes still to relay; -1: not counted
+        self._pieces: list[bytes] = []  # body pieces parsed in this read, not written yet
+        self._excess = False  # the replica sent bytes past its answer
         self._head_sent = False
         self._heard = False  # a byte of this answer arrived
         self._close_delimited = False
@@ -220,24 +232,59 @@ class UpstreamConnection(asyncio.Protocol):
             exchange.body.keep_no_more()
         if self._head_done:
             if self._raw:
-                exchange.write(data)
-            try:
-                self._parser.feed_data(data)
-            except httptools.HttpParserError as exc:
-                self._fail(f"malformed response body: {exc}")
+                remaining = self._remaining
+                if remaining >= 0:
+                    if len(data) > remaining:
+                        data = data[:remaining]
+                        self._excess = True
+                    self._remaining = remaining - len(data)
+                if data:
+                    exchange.write(data)
+            if not self._feed(data):
                 return
+            if self._pieces or (self._complete and not self._raw):
+                exchange.write(self._take_pieces())
         else:
             self._head += data
-            try:
-                self._parser.feed_data(data)
-            except httptools.HttpParserError as exc:
-                self._fail(f"malformed response: {exc}")
+            if not self._feed(data):
                 return
             if not self._head_parsed():
                 return
             self._send_head(exchange)
         if self._complete:
             self._finish()
+
+    def _feed(self, data: bytes) -> bool:
+        """Parse ``data``; False when the answer failed (the exchange is over)."""
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail("the replica switched protocols, which the proxy never asks for")
+            return False
+        except httptools.HttpParserError as exc:
+            if self._complete:
+                # What follows the answer is not relayed (the callbacks stopped
+                # at its start); the connection is closed, not reused.
+                self._excess = True
+                return True
+            self._fail(f"malformed response: {exc}")
+            return False
+        return True
+
+    def _take_pieces(self) -> bytes:
+        """The chunked body's pieces parsed so far, framed again, and its end if it ended."""
+        pieces = self._pieces
+        if self._framed:
+            if len(pieces) == 1:
+                out = b"%x\r\n%b\r\n" % (len(pieces[0]), pieces[0])
+            else:
+                out = b"".join(b"%x\r\n%b\r\n" % (len(piece), piece) for piece in pieces)
+            if self._complete:
+                out += b"0\r\n\r\n"
+        else:
+            out = b"".join(pieces)
+        pieces.clear()
+        return out
 
     def _head_parsed(self) -> bool:
         # A method, not the attribute: the parser's callbacks set it inside feed_data.
@@ -268,6 +315,11 @@ class UpstreamConnection(asyncio.Protocol):
 
     # -- parser callbacks ----------------------------------------------------------
 
+    def on_message_begin(self) -> None:
+        if self._complete:
+            # A message after the answer: stop parsing here (see _feed).
+            raise _Excess
+
     def on_status(self, reason: bytes) -> None:
         self._reason += reason
 
@@ -282,13 +334,10 @@ class UpstreamConnection(asyncio.Protocol):
         self._head_done = True
 
     def on_body(self, body: bytes) -> None:
-        if not self._head_sent:
-            # Parsed in the same read as the head, before it went out: whether
-            # these pieces are needed (de-chunking) is decided with the head.
-            self._early.append(body)
-        elif not self._raw and self._exchange is not None:
-            self._exchange.write(body)
-        # else: relayed as raw bytes in data_received
+        # Before the head went out, whether the pieces are needed (a chunked
+        # body) is decided with the head; a raw body goes out as bytes.
+        if not self._raw or not self._head_sent:
+            self._pieces.append(body)
 
     def on_message_complete(self) -> None:
         if not self._head_done:
@@ -364,6 +413,7 @@ class UpstreamConnection(asyncio.Protocol):
         close = False
         content_length: int | None = None
         no_body = self._is_head or status in _NO_BODY_STATUS
+        rest = b""
         if no_body:
             content_length = int(length_value) if length_value is not None else None
             if status in _NO_BODY_STATUS:
@@ -373,15 +423,23 @@ class UpstreamConnection(asyncio.Protocol):
                 # httptools cannot be told that an answer to HEAD has no body, so
                 # its parser would wait for one: the connection is not reused.
                 self._keep_alive = False
+            elif len(head) > end:
+                self._excess = True  # a body after a 204 or 304
         elif length_value is not None and not chunked:
             content_length = int(length_value)
+            rest = bytes(head[end : end + content_length])
+            if len(head) - end > content_length:
+                self._excess = True
+            self._remaining = content_length - len(rest)
         elif chunked:
+            self._raw = False
             if exchange.http10:
-                self._raw = False  # an HTTP/1.0 client cannot read chunks: de-chunk, then close
+                self._framed = False  # an HTTP/1.0 client cannot read chunks: de-chunk, then close
                 close = True
         else:
             self._close_delimited = True
             close = True
+            rest = bytes(head[end:])
         conn = exchange.conn
         if close or not exchange.head.keep_alive or conn.must_close:
             close = True
@@ -392,20 +450,18 @@ class UpstreamConnection(asyncio.Protocol):
             self._headers,
             request_id=exchange.request_id,
             content_length=content_length,
-            chunked=chunked and self._raw,
+            chunked=chunked and self._framed,
             close=close,
             http10=exchange.http10,
         )
-        # Head and what came with it in one write: one syscall for a small answer.
-        if self._raw:
-            if not no_body:
-                out += head[end:]
-        else:
-            out += b"".join(self._early)
         self._head = bytearray()
         self._head_sent = True
-        self._early = []
-        exchange.write(out)
+        # Head and what came with it in one write: one syscall for a small answer.
+        if self._raw:
+            self._pieces.clear()
+            exchange.write(out + rest)
+        else:
+            exchange.write(out + self._take_pieces())
 
     def _check_idle(self, idle_s: float) -> None:
         self._timer = None
@@ -437,7 +493,7 @@ class UpstreamConnection(asyncio.Protocol):
         if started and exchange is not None:
             exchange.cut()
         if on_done is not None:
-            failed = UpstreamFailed(
+            failed = ReplicaFailed(
                 f"{self.key}: {message}",
                 started=started,
                 status=self._status,
@@ -474,6 +530,7 @@ class UpstreamConnection(asyncio.Protocol):
             and not self.transport.is_closing()
             and self._complete
             and self._keep_alive
+            and not self._excess
             and self.body_sent
             and self._exchange is None
         )
@@ -486,6 +543,10 @@ class UpstreamConnection(asyncio.Protocol):
             self._timer = None
         if self.transport is not None:
             self.transport.abort()
+
+
+class _Excess(Exception):
+    """Raised in a parser callback to stop parsing at the end of an answer."""
 
 
 class UpstreamPool:
@@ -717,7 +778,7 @@ async def forward(
 
     ``body``: the request body when the proxy already read it whole (to route
     by ``model``); otherwise the client's body is piped as it arrives.
-    Raises :class:`NotSent`, :class:`UpstreamFailed`, :class:`BodyTooLarge`
+    Raises :class:`NotSent`, :class:`ReplicaFailed`, :class:`BodyTooLarge`
     or :class:`BodyStalled`.
     """
     client_body = exchange.body

@@ -41,6 +41,7 @@ from activator.targets import (
     DEFAULT_COLD_START_TIMEOUT_S,
     DEFAULT_CONTAINER_CONCURRENCY,
     DEFAULT_MAX_BUFFERED,
+    DEFAULT_RESEND_UNANSWERED,
     MAX_BUFFERED_RANGE,
     Endpoint,
     TargetSpec,
@@ -148,6 +149,15 @@ ROUTING_ANNOTATIONS: tuple[RoutingAnnotation, ...] = (
         "prefix is most likely cached, within 1.25x the mean load "
         "([prefix-aware routing](prefix-routing.md))",
     ),
+    RoutingAnnotation(
+        _R + "resend-unanswered",
+        "true",
+        "",
+        "`true` or `false`",
+        "send a request once more when its replica closed the connection before any byte of "
+        "answer (RFC 9110 §9.2.2 lets a proxy resend only what it is configured to treat as "
+        "idempotent; inference is, so the default is `true`)",
+    ),
 )
 
 
@@ -219,6 +229,13 @@ def target_from_deployment(deployment: Obj) -> Routing:
     if balancing not in BALANCING_MODES:
         bad("balancing", "allowed: " + " or ".join(BALANCING_MODES))
         balancing = DEFAULT_BALANCING
+    resend = DEFAULT_RESEND_UNANSWERED
+    if _R + "resend-unanswered" in notes:
+        flag = notes[_R + "resend-unanswered"].strip().lower()
+        if flag in ("true", "false"):
+            resend = flag == "true"
+        else:
+            bad("resend-unanswered", "allowed: true or false")
     prefix = notes.get(_R + "path-prefix")
     if prefix is not None and not prefix.startswith("/"):
         bad("path-prefix", "allowed: a path starting with '/'")
@@ -242,6 +259,7 @@ def target_from_deployment(deployment: Obj) -> Routing:
         cold_start_timeout_s=cold_s,
         max_buffered=max_buffered,
         balancing=balancing,
+        resend_unanswered=resend,
     )
     return Routing(spec=spec, service=service, port=port, problems=tuple(problems))
 

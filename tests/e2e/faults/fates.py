@@ -11,8 +11,9 @@ A request sent by the fault suite's load client ends in exactly one fate:
 - ``no_answer``: the connection was accepted and then closed, reset or timed
   out before any status came back;
 - ``refused``: the connection to the activator was refused (it never took
-  the request; the suite stops sending to an activator before stopping it,
-  as a load balancer would, so this should not happen either).
+  the request; the suite stops sending to a SIGTERMed activator within its
+  drain grace, as Services and load balancers do, and the activator serves
+  until then, so this should not happen either).
 
 Main decision: the load client classifies, the test only counts and asserts,
 so the rules above live in one place (:func:`classify_error_body`) and the

@@ -45,6 +45,8 @@ REPO = Path(__file__).resolve().parents[3]
 # What every activator of the suite runs with: probes often, drains briefly.
 DRAIN_S = 2.0
 DRAIN_GRACE_S = 0.3
+# How long after an activator's SIGTERM the load still sends it requests.
+ENDPOINTS_DROP_S = 0.15
 ACTIVATOR_ARGS = (
     "--probe-interval-s", "0.05",
     "--timeouts-drain-s", str(DRAIN_S),
@@ -284,12 +286,17 @@ class FaultStack:
         return api.cut_watches(compact=True)
 
     async def sigterm_activator(self, index: int, load: Load) -> TidalProcess:
-        """Take activator ``index`` out of the load's rotation, then SIGTERM it."""
-        await load.send(f"avoid {index}")
-        # A load balancer stops sending on the failed readiness; the client, at once.
-        await asyncio.sleep(0.05)
+        """SIGTERM activator ``index``, then take it out of the load's rotation.
+
+        In that order, as in a cluster: the pod gets SIGTERM and fails its
+        readiness, and Services and load balancers drop it some time later,
+        sending it requests meanwhile (here ``ENDPOINTS_DROP_S``, within the
+        drain grace). Those requests must be served.
+        """
         process = self.activators[index]
         process.signal(signal.SIGTERM)
+        await asyncio.sleep(ENDPOINTS_DROP_S)
+        await load.send(f"avoid {index}")
         return process
 
     async def restart_activator(self, index: int, load: Load) -> None:

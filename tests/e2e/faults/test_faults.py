@@ -44,6 +44,7 @@ from tests.e2e.faults.fates import Record, Tally
 from tests.e2e.faults.harness import (
     DRAIN_GRACE_S,
     DRAIN_S,
+    ENDPOINTS_DROP_S,
     MAX_BUFFERED,
     FaultStack,
     example_model,
@@ -230,7 +231,8 @@ async def test_activator_sigtermed_with_requests_held_past_its_drain(tmp_path: P
         await load.send(f"burst {2 * (MAX_BUFFERED - 1)}")  # wakes the model; both hold
         await asyncio.sleep(0.5)
         process = await fs.sigterm_activator(0, load)
-        drain_ended_at = time.monotonic() + DRAIN_GRACE_S + DRAIN_S
+        # The SIGTERM was ENDPOINTS_DROP_S ago.
+        drain_ended_at = time.monotonic() - ENDPOINTS_DROP_S + DRAIN_GRACE_S + DRAIN_S
         assert process.proc is not None
         assert await asyncio.wait_for(process.proc.wait(), 15) == 0, process.tail()
         await fs.wait_ready(1)
@@ -329,7 +331,8 @@ async def test_all_faults_in_one_run(tmp_path: Path) -> None:
         await load.send(f"burst {2 * MAX_BUFFERED + overflow}")
         await asyncio.sleep(0.5)
         process = await fs.sigterm_activator(0, load)
-        drain_ended_at = time.monotonic() + DRAIN_GRACE_S + DRAIN_S
+        # The SIGTERM was ENDPOINTS_DROP_S ago.
+        drain_ended_at = time.monotonic() - ENDPOINTS_DROP_S + DRAIN_GRACE_S + DRAIN_S
         await fs.wait_ready(1)
         await fs.restart_activator(0, load)
 

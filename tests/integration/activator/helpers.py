@@ -219,6 +219,8 @@ def settings(scaler: FakeScaler | None = None, **overrides: Any) -> ActivatorSet
         "probe_interval_s": 0.05,
         "report_period_s": 0.2,
         "name": "test-activator",
+        # No drain grace unless a test wants one: drains end at once.
+        "timeouts": {"drain_grace_s": 0.0},
     }
     values.update(overrides)
     return ActivatorSettings(**values)

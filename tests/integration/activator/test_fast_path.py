@@ -1,6 +1,6 @@
 """Requests the proxy sends at once over a pooled connection, served by callbacks alone.
 
-:meth:`activator.proxy.Proxy.handle_now` takes a request when nothing in it
+:meth:`activator.proxy.Proxy.begin` takes a request when nothing in it
 needs waiting (routed without the body, an endpoint with room, an idle
 pooled connection); it then has no task. These tests check that it is
 taken, and that what DESIGN §3 promises still holds on that path: the answer
@@ -74,7 +74,7 @@ async def test_client_leaving_a_pooled_request_aborts_the_replica_and_frees_its_
             async with aiohttp.ClientSession() as leaving, leaving.get(url) as resp:
                 await resp.content.readuntil(b"chunk-0")
                 [conn] = _serving(act)
-                assert conn.task is None  # taken by handle_now: no task
+                assert conn.task is None  # sent from Proxy.begin: no task
                 assert gate.in_flight == 1 and backend.in_flight == 1
             # The session closed the connection mid-answer: the replica's
             # connection is aborted (not pooled) and the place is free.

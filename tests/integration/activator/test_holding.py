@@ -288,6 +288,37 @@ async def test_drain_finishes_in_flight_and_held_work(
         await cold.stop()
 
 
+async def test_new_requests_are_served_through_the_drain_grace(
+    scaler: FakeScaler, client: aiohttp.ClientSession
+) -> None:
+    # Endpoints take seconds to drop an activator that fails readiness: what
+    # they still send during the grace is served, each answer closing its
+    # connection so the client reconnects elsewhere; after it, the port closes.
+    backend = await Backend().start()
+    try:
+        source = StaticSource(spec("default/llama", backend.endpoint))
+        cfg = settings(scaler, timeouts={"drain_grace_s": 1.0, "drain_s": 1.0})
+        async with running_activator(source, cfg) as act:
+            url = f"http://127.0.0.1:{act.data_port}/x"
+            async with client.get(url) as resp:  # a keep-alive connection, idle at SIGTERM
+                assert resp.status == 200
+            drain = asyncio.create_task(act.drain())
+            await wait_until(lambda: not act.ready)
+            async with client.get(f"http://127.0.0.1:{act.admin_port}/readyz") as resp:
+                assert resp.status == 503
+            for _ in range(3):
+                async with client.get(url) as resp:
+                    assert resp.status == 200
+                    assert resp.headers["Connection"] == "close"
+            await drain
+            with pytest.raises(aiohttp.ClientConnectionError):
+                async with client.get(url):
+                    pass
+        assert len(backend.received) == 4
+    finally:
+        await backend.stop()
+
+
 async def test_draining_answers_new_requests_503(
     scaler: FakeScaler, client: aiohttp.ClientSession
 ) -> None:
@@ -308,7 +339,7 @@ async def test_requests_still_held_when_the_drain_ends_get_503(
     scaler: FakeScaler, client: aiohttp.ClientSession
 ) -> None:
     source = StaticSource(spec("default/cold", f"127.0.0.1:{free_port()}", ready=False))
-    cfg = settings(scaler, retry_after_s=3, timeouts={"drain_s": 0.2})
+    cfg = settings(scaler, retry_after_s=3, timeouts={"drain_s": 0.2, "drain_grace_s": 0.0})
     async with running_activator(source, cfg) as act:
         url = f"http://127.0.0.1:{act.data_port}/x"
 

@@ -6,7 +6,7 @@ under test is :func:`activator.http1.forward` alone (routing and holding
 are :mod:`activator.proxy`'s, tested through the whole activator).
 
 Covers: a Content-Length answer relayed as is; chunked (SSE) chunks
-relayed without re-framing, each before the next is produced; an HTTP/1.0
+relayed (framed again), each before the next is produced; an HTTP/1.0
 client gets the chunks de-chunked and the connection closed; keep-alive
 reuse of replica connections; a replica that closes mid-body cuts the
 client connection, one that closes before answering gives a 502, a refused
@@ -36,8 +36,8 @@ from activator.http1 import (
     Connections,
     Exchange,
     NotSent,
+    ReplicaFailed,
     ServerLimits,
-    UpstreamFailed,
     UpstreamPool,
     forward,
 )
@@ -150,7 +150,7 @@ async def proxy_to(
                     max_body_bytes=max_body_bytes,
                 )
             )
-        except (NotSent, UpstreamFailed, BodyTooLarge, BodyStalled) as exc:
+        except (NotSent, ReplicaFailed, BodyTooLarge, BodyStalled) as exc:
             outcomes.append(exc)
             if not exchange.started:
                 exchange.answer_error(502, error_type="t", code=type(exc).__name__, message="m")
@@ -229,10 +229,22 @@ async def test_content_length_answer_relayed_as_is() -> None:
     assert b"x-forwarded-for: 127.0.0.1" in sent
 
 
-async def test_chunks_pass_through_unframed_each_before_the_next() -> None:
+async def test_chunks_pass_through_each_before_the_next() -> None:
     go_on = asyncio.Queue[None]()
-    # Hex sizes in either case, as a replica may send them: relayed as they are.
-    chunks = [b"5\r\ndata:\r\n", b"b\r\ndata: one\n\n\r\n", b"B\r\ndata: two\n\n\r\n", b"0\r\n\r\n"]
+    # Hex sizes in either case, as a replica may send them; an extension.
+    chunks = [
+        b"5\r\ndata:\r\n",
+        b"b;x=1\r\ndata: one\n\n\r\n",
+        b"B\r\ndata: two\n\n\r\n",
+        b"0\r\n\r\n",
+    ]
+    # Framed again by the proxy: the same chunks, extensions left behind.
+    relayed = [
+        b"5\r\ndata:\r\n",
+        b"b\r\ndata: one\n\n\r\n",
+        b"b\r\ndata: two\n\n\r\n",
+        b"0\r\n\r\n",
+    ]
 
     async def respond(writer: asyncio.StreamWriter, head: bytes, body: bytes) -> None:
         writer.write(
@@ -252,8 +264,8 @@ async def test_chunks_pass_through_unframed_each_before_the_next() -> None:
         writer.write(GET)
         head = await reader.readuntil(b"\r\n\r\n")
         assert b"transfer-encoding: chunked" in head.lower()
-        for chunk in chunks:
-            # Each chunk arrives, byte for byte, while the replica waits.
+        for chunk in relayed:
+            # Each chunk arrives while the replica waits.
             assert await reader.readexactly(len(chunk)) == chunk
             go_on.put_nowait(None)
     assert proxy.outcomes == [200]
@@ -306,7 +318,7 @@ async def test_replica_closing_mid_body_cuts_the_client() -> None:
         everything = await reader.read()  # EOF: the proxy closed the connection
     assert everything.endswith(b"partial")
     [failure] = proxy.outcomes
-    assert isinstance(failure, UpstreamFailed)
+    assert isinstance(failure, ReplicaFailed)
     assert failure.started and failure.status == 200
 
 
@@ -323,7 +335,7 @@ async def test_replica_closing_before_answering_is_a_failure_not_started() -> No
         head, _ = await read_answer(reader)
     assert head.startswith(b"HTTP/1.1 502 ")
     [failure] = proxy.outcomes
-    assert isinstance(failure, UpstreamFailed)
+    assert isinstance(failure, ReplicaFailed)
     assert not failure.started
 
 
@@ -494,7 +506,7 @@ async def test_silent_replica_fails_past_the_idle_timeout() -> None:
         head, _ = await read_answer(reader)
     assert head.startswith(b"HTTP/1.1 502 ")
     [failure] = proxy.outcomes
-    assert isinstance(failure, UpstreamFailed)
+    assert isinstance(failure, ReplicaFailed)
     assert "sent nothing" in str(failure)
 
 

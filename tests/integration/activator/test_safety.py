@@ -56,7 +56,7 @@ async def _raw(port: int, request: bytes) -> bytes:
         pytest.param(b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", b"400", id="asterisk-form"),
         pytest.param(
             b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n",
-            b"400",
+            b"431",
             id="header-too-long",
         ),
     ],

@@ -29,7 +29,7 @@ from activator.settings import ActivatorSettings
 from activator.statuses import (
     AllRefused,
     BadBody,
-    BodyTimeout,
+    BodyStalled,
     BodyTooLarge,
     ConnectRefused,
     Draining,
@@ -92,6 +92,8 @@ def test_design_example_parses() -> None:
         ("targets: [{name: a/b, path_prefix: x}]", "path_prefix must start with '/'"),
         ("targets: [{name: a/b, hosts: [h]}, {name: a/c, hosts: [h]}]", "host 'h' is claimed"),
         ("targets: [{name: a/b}, {name: a/b}]", "listed twice"),
+        ("targets: [{name: a/b, resend_unanswered: maybe}]", "resend_unanswered: expected true or"),
+        ("targets: [{name: a/b, resend_unanswered: 1}]", "resend_unanswered: expected true or"),
     ],
 )
 def test_routes_file_errors(text: str, message: str) -> None:
@@ -153,7 +155,7 @@ def test_scaler_token_from_env_or_file_and_a_flag_warns(
         (NoTarget(), 404, "no_target", False),
         (GateClosed("t"), 404, "no_target", False),
         (BadBody(), 400, "bad_body", False),
-        (BodyTimeout(), 408, "body_timeout", False),
+        (BodyStalled(), 408, "body_timeout", False),
         (BodyTooLarge(), 413, "body_too_large", False),
         (BufferFull("t"), 503, "buffer_full", True),
         (Draining(), 503, "draining", True),
@@ -232,9 +234,11 @@ def test_deployment_annotations_translate() -> None:
             container_concurrency="4",
             service="llama-svc",
             port="http",
+            resend_unanswered="False",
         )
     )
     assert routing.problems == ()
+    assert routing.spec.resend_unanswered is False
     s = routing.spec
     assert s.name == "ml/llama"
     assert s.hosts == ("a.example.com", "*.b.example.com")
@@ -242,11 +246,15 @@ def test_deployment_annotations_translate() -> None:
     assert s.cold_start_timeout_s == 120
     assert (s.max_buffered, s.container_concurrency) == (50, 4)
     assert (routing.service, routing.port) == ("llama-svc", "http")
-    bad = target_from_deployment(deployment(max_buffered="lots", cold_start_timeout="3h"))
+    bad = target_from_deployment(
+        deployment(max_buffered="lots", cold_start_timeout="3h", resend_unanswered="no")
+    )
     assert bad.spec.max_buffered == 1000
     assert bad.spec.cold_start_timeout_s == 600
-    assert len(bad.problems) == 2
+    assert bad.spec.resend_unanswered is True
+    assert len(bad.problems) == 3
     assert "max-buffered='lots'" in bad.problems[1]
+    assert "resend-unanswered='no' is invalid; allowed: true or false" in bad.problems[2]
     assert bad.service == "llama"
 
 

@@ -5,19 +5,23 @@ the answer whether or not bytes went out; a failure before any byte goes
 back to waiting; one after bytes is a 502 naming the replica; every row of
 the table is a JSON error in the OpenAI shape, 503s with Retry-After (but
 ``not_woken``); a refusal to wake carries the scaler's reason; the
-metrics' reasons are the table's codes; the held-body cap counts, refuses
-past the cap (0: no cap) and rejects a negative cap.
+metrics' reasons are the table's codes; each answer's reason phrase is the
+standard one; the held-body cap counts, refuses past the cap (0: no cap)
+and rejects a negative cap.
 """
 
 from __future__ import annotations
 
+from http import HTTPStatus
+
 import pytest
 
 from activator.held_bodies import HeldBodies
+from activator.http1.heads import error_head_and_body
 from activator.metrics import REASONS
 from activator.statuses import (
     ERROR_STATUS,
-    BodyTimeout,
+    BodyStalled,
     BodyTooLarge,
     Failure,
     UpstreamFailed,
@@ -29,9 +33,9 @@ from activator.wake_refusal import NotWoken
 
 
 @pytest.mark.parametrize("failure", list(Failure))
-@pytest.mark.parametrize("client_body", [BodyTimeout(), BodyTooLarge()])
+@pytest.mark.parametrize("client_body", [BodyStalled(), BodyTooLarge()])
 def test_a_client_body_failure_is_the_answer(
-    failure: Failure, client_body: BodyTimeout | BodyTooLarge
+    failure: Failure, client_body: BodyStalled | BodyTooLarge
 ) -> None:
     answer = after_failure(failure, client_body=client_body, replica="pod-1", what="X")
     assert answer is client_body
@@ -55,7 +59,7 @@ def test_every_row_is_a_json_error_and_a_metrics_reason() -> None:
         # A 503 says when to retry, except not_woken: nobody knows when the fix comes.
         assert spec.retry_after == (spec.status == 503 and spec.code != "not_woken"), exc_type
         assert spec.code in REASONS
-    assert status_of(BodyTimeout()).status == 408
+    assert status_of(BodyStalled()).status == 408
     assert status_of(ValueError()).status == 502  # unlisted: an upstream failure
 
 
@@ -79,3 +83,21 @@ def test_held_bodies_cap() -> None:
     assert unbounded.take(10**12)
     with pytest.raises(ValueError, match="held body cap"):
         HeldBodies(-1)
+
+
+def test_every_answer_has_its_standard_reason_phrase() -> None:
+    for spec in ERROR_STATUS.values():
+        head = error_head_and_body(
+            spec.status,
+            error_type=spec.type,
+            code=spec.code,
+            message=spec.message,
+            request_id=b"r",
+            retry_after_s=None,
+            close=False,
+            http10=False,
+        )
+        phrase = (
+            b"Content Too Large" if spec.status == 413 else HTTPStatus(spec.status).phrase.encode()
+        )
+        assert head.startswith(b"HTTP/1.1 %d %s\r\n" % (spec.status, phrase)), head[:40]

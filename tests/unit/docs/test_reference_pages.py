@@ -144,6 +144,7 @@ def test_routing_documented_default_is_the_parsers_default(spec: object) -> None
         ("max-buffered", "10"),
         ("container-concurrency", "4"),
         ("balancing", "prefix"),
+        ("resend-unanswered", "false"),
     ],
 )
 def test_routing_documented_key_is_read(suffix: str, value: str) -> None:
