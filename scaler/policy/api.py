@@ -23,6 +23,7 @@ from enum import StrEnum
 __all__ = [
     "Decision",
     "Demand",
+    "LoadTotals",
     "Mode",
     "Observation",
     "PlacementConfig",
@@ -103,6 +104,11 @@ class ScalingConfig:
     # The warm tier (scaler.policy.warm): idle this long, replicas sleep (None: off).
     sleep_after_s: float | None = None
     sleep_level: int = 1  # vLLM sleep level: 1 keeps weights in host RAM, 2 drops them
+    # SLO-first scaling (scaler.policy.slo): a TTFT objective and the share of
+    # requests that must meet it. With ``slo_ttft_s`` set the target is sized
+    # in tokens against a learned capacity instead of per-replica targets.
+    slo_ttft_s: float | None = None
+    slo_attainment: float = 0.99  # fraction 0..1
 
     @property
     def panic_window_s(self) -> float:
@@ -150,6 +156,29 @@ class Demand:
 
 
 @dataclass(frozen=True, slots=True)
+class LoadTotals:
+    """One target's request and token counters, summed over every report since the
+    hub began tracking it (never decreasing), and the requests now waiting for a
+    first token.
+
+    Counters rather than rates so that a decision sees every token that arrived
+    since the previous one, however many reports came in between. ``arrivals``,
+    ``prompt_tokens`` and ``output_tokens`` (``max_tokens`` asked) are the
+    requests the activators saw arrive; ``first_tokens`` and
+    ``prefilled_tokens`` (their prompt tokens) are those whose first token
+    came back, the work the servers did (vLLM's ``prompt_tokens_total``).
+    ``awaiting_first_token``: requests held or sent that have no first token yet.
+    """
+
+    arrivals: float = 0.0
+    prompt_tokens: float = 0.0
+    output_tokens: float = 0.0
+    first_tokens: float = 0.0
+    prefilled_tokens: float = 0.0
+    awaiting_first_token: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Observation:
     """What the controller saw of one target at ``now``."""
 
@@ -162,6 +191,8 @@ class Observation:
     # The latest time a source's report showed demand, also between decisions (a
     # short request seen only in an in-between report); None: not known.
     demand_seen_at_s: float | None = None
+    # Request and token counters (SLO-first scaling); None: no source counts them.
+    load: LoadTotals | None = None
 
 
 @dataclass(frozen=True, slots=True)

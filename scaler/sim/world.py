@@ -99,6 +99,9 @@ class View:
     arrivals: int = 0  # requests that arrived during the last second
     arrival_prompt_tokens: int = 0  # their prompt tokens
     arrival_output_tokens: int = 0  # and output tokens
+    first_tokens: int = 0  # requests whose first token came during the last second
+    prefilled_tokens: int = 0  # their prompt tokens (vLLM's prompt_tokens_total)
+    awaiting_first_token: int = 0  # requests held or in flight with no first token yet
 
 
 class Autoscaler(Protocol):
@@ -325,6 +328,9 @@ class _World:
         self.busy_in_second = False
         self.arrivals_in_second = 0
         self.tokens_in_second = (0, 0)
+        self.prefilled_in_second = (0, 0)
+        self.prefilled_in_second = (0, 0)  # first tokens, their prompt tokens
+        self.awaiting = 0  # requests with no first token yet (held or in flight)
         self.timeline: list[Second] = []
         self.now = 0.0
         self.spot_times = deque(sorted(config.spot.times_s))
@@ -413,6 +419,7 @@ class _World:
             output + self.reqs[i].output_tokens,
         )
         self._change_outstanding(1)
+        self.awaiting += 1
         if not self.held:
             replica = self._pick()
             if replica is not None:
@@ -429,6 +436,8 @@ class _World:
             self._decide(activation=True)
 
     def _fail(self, i: int, reason: str) -> None:
+        if self.first_token[i] is None:
+            self.awaiting -= 1
         self.failed[i] = reason
         self._change_outstanding(-1)
 
@@ -494,8 +503,13 @@ class _World:
         if replica.ended_s is not None:
             return  # killed mid-step (spot removal)
         outcome = replica.engine.end_step()
+        firsts, prefilled = self.prefilled_in_second
         for i in outcome.first:
             self.first_token[i] = outcome.end_s
+            firsts += 1
+            prefilled += self.reqs[i].prompt_tokens
+        self.awaiting -= len(outcome.first)
+        self.prefilled_in_second = (firsts, prefilled)
         if outcome.finished:
             for i in outcome.finished:
                 self.finished[i] = outcome.end_s
@@ -663,6 +677,9 @@ class _World:
             arrivals=self.arrivals_in_second,
             arrival_prompt_tokens=self.tokens_in_second[0],
             arrival_output_tokens=self.tokens_in_second[1],
+            first_tokens=self.prefilled_in_second[0],
+            prefilled_tokens=self.prefilled_in_second[1],
+            awaiting_first_token=self.awaiting,
         )
 
     def _decide(self, *, activation: bool, concurrency: float | None = None) -> None:
@@ -697,3 +714,4 @@ class _World:
         self.busy_in_second = self.outstanding > 0
         self.arrivals_in_second = 0
         self.tokens_in_second = (0, 0)
+        self.prefilled_in_second = (0, 0)
