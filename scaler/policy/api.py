@@ -168,6 +168,9 @@ class LoadTotals:
     ``prefilled_tokens`` (their prompt tokens) are those whose first token
     came back, the work the servers did (vLLM's ``prompt_tokens_total``).
     ``awaiting_first_token``: requests held or sent that have no first token yet.
+    ``best_prefill_tokens_per_s``: the fastest prefill any request has shown, its
+    prompt tokens over the time from reaching a replica to its first token (a
+    lower bound on what a replica prefills, known before any saturation).
     """
 
     arrivals: float = 0.0
@@ -176,6 +179,7 @@ class LoadTotals:
     first_tokens: float = 0.0
     prefilled_tokens: float = 0.0
     awaiting_first_token: float = 0.0
+    best_prefill_tokens_per_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

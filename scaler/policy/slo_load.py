@@ -12,10 +12,16 @@ carries from one decision to the next:
   both its ends, the same replicas ready throughout) shows the most a replica
   does: the prompt tokens whose first token came back (the counters the
   activators and vLLM's ``prompt_tokens_total`` publish) per second per
-  ready replica. Samples are averaged with weight 1/4 for the newest. Before
+  ready replica, as a ratio of sums over the last minute or so of saturated
+  replica-seconds. Before
   the first, a prior of :data:`PRIOR_PREFILL_TOKENS_PER_S` (an 8B model on
-  one H100 prefills about 25,000; a 70B on two, about 6,000): the first wake
-  from zero, whose held requests saturate the first replica, replaces it.
+  one H100 prefills about 25,000; a 70B on two, about 6,000), raised by the
+  fastest prefill any request has shown (its prompt tokens over the time
+  from reaching a replica to its first token: no replica is slower than
+  that), so a model whose traffic never saturates a replica is not sized
+  on a prior set too low; ten saturated replica-seconds (often the first
+  wake from zero, whose held requests all wait for the first replica)
+  replace both.
 - :class:`LoadHistory`: what arrived, per decision interval, over the last
   :data:`LOOKBACK_S` seconds: the model's own history, from which the load
   over the next cold start is forecast. Ten minutes holds several of the
@@ -70,8 +76,13 @@ LOOKBACK_S = 600.0
 # leave some replica idle part of the time (two or three waiting per replica
 # read as half the capacity on the code trace; four or more within 15 %).
 _SATURATED_PER_REPLICA = 4
-# Weight of the newest capacity sample.
-_LEARNING_RATE = 0.25
+# Saturated replica-seconds before their rate replaces the prior: one
+# interval of 2 s can hold the tail of a long prompt and nothing else.
+_TRUSTED_REPLICA_S = 10.0
+# The saturated replica-seconds the capacity remembers (older ones fade):
+# long enough to span a few long prompts, short enough to follow a change of
+# model or of prompt mix within minutes of saturation.
+_MEMORY_REPLICA_S = 60.0
 # The share of the miss allowance that sizing may spend (the rest: cold starts, error).
 _SIZING_SHARE = 0.5
 # A prompt's own prefill takes at most this share of the objective when
@@ -81,25 +92,49 @@ _MAX_SERVICE_SHARE = 0.75
 
 @dataclass(frozen=True, slots=True)
 class Capacity:
-    """Prompt tokens per second one replica prefills (see the module docstring)."""
+    """Prompt tokens per second one replica prefills (see the module docstring).
+
+    A ratio of decayed sums, prefilled tokens over saturated replica-seconds,
+    not a mean of per-interval rates: a long prompt is counted when its first
+    token comes back, so one interval shows none of its tokens and the next
+    all of them, and only the sums see the rate between.
+    """
 
     tokens_per_s: float = PRIOR_PREFILL_TOKENS_PER_S
     samples: int = 0
+    tokens: float = 0.0
+    replica_seconds: float = 0.0
 
-    def learn(self, sample_tokens_per_s: float) -> Capacity:
-        if not (math.isfinite(sample_tokens_per_s) and sample_tokens_per_s > 0):
+    def at_least(self, fastest_tokens_per_s: float) -> Capacity:
+        """Until enough saturated time is seen, the fastest prefill a request has shown
+        is a lower bound that lifts a prior set too low."""
+        if self.trusted or not fastest_tokens_per_s > self.tokens_per_s:
             return self
-        if self.samples == 0:
-            return Capacity(sample_tokens_per_s, 1)
-        blended = (1 - _LEARNING_RATE) * self.tokens_per_s + _LEARNING_RATE * sample_tokens_per_s
-        return Capacity(blended, self.samples + 1)
+        return Capacity(fastest_tokens_per_s, self.samples, self.tokens, self.replica_seconds)
+
+    @property
+    def trusted(self) -> bool:
+        """Enough saturated replica-seconds for their rate to replace the prior."""
+        return self.replica_seconds >= _TRUSTED_REPLICA_S
+
+    def learn(self, tokens: float, replica_seconds: float) -> Capacity:
+        if not (tokens >= 0 and replica_seconds > 0 and math.isfinite(tokens + replica_seconds)):
+            return self
+        keep = math.exp(-replica_seconds / _MEMORY_REPLICA_S)
+        total = self.tokens * keep + tokens
+        spent = self.replica_seconds * keep + replica_seconds
+        learned = Capacity(self.tokens_per_s, self.samples + 1, total, spent)
+        if not learned.trusted or total <= 0:
+            return learned
+        return Capacity(total / spent, learned.samples, total, spent)
 
 
 def saturated_sample(
     before: LoadTotals, after: LoadTotals, *, interval_s: float, ready_before: int, ready: int
-) -> float | None:
-    """Prompt tokens per second per replica over an interval in which every ready replica
-    had work waiting throughout; ``None`` when the interval shows no such thing."""
+) -> tuple[float, float] | None:
+    """Prompt tokens prefilled and replica-seconds spent over an interval in which every
+    ready replica had work waiting throughout; ``None`` when the interval shows no such
+    thing."""
     if interval_s <= 0 or ready < 1 or ready != ready_before:
         return None
     if (
@@ -108,9 +143,9 @@ def saturated_sample(
     ):
         return None
     done = after.prefilled_tokens - before.prefilled_tokens
-    if done <= 0:
+    if done < 0:
         return None
-    return done / interval_s / ready
+    return done, interval_s * ready
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,9 +282,10 @@ def learn_capacity(
     ready: int,
 ) -> Capacity:
     """``capacity`` with the interval's saturated sample, if it has one."""
+    capacity = capacity.at_least(after.best_prefill_tokens_per_s)
     if before is None:
         return capacity
     sample = saturated_sample(
         before, after, interval_s=interval_s, ready_before=ready_before, ready=ready
     )
-    return capacity if sample is None else capacity.learn(sample)
+    return capacity if sample is None else capacity.learn(*sample)

@@ -49,6 +49,9 @@ class TargetStats:
     first_tokens: int = 0
     prefilled_tokens: int = 0
     awaiting_first_token: int = 0
+    # The fastest prefill among those first tokens: prompt tokens over the time
+    # from reaching a replica to the first token (0: none).
+    best_prefill_tokens_per_s: float = 0.0
 
 
 # TargetStats' optional token fields, as named in a report.
@@ -124,6 +127,9 @@ def parse_report(payload: object, *, max_targets: int = 100_000) -> ActivatorRep
                 name: int(_number(raw.get(name, 0), f"targets[{key}].{name}", integer=True))
                 for name in _TOKEN_FIELDS
             },
+            best_prefill_tokens_per_s=_number(
+                raw.get("best_prefill_tokens_per_s", 0), f"targets[{key}].best_prefill_tokens_per_s"
+            ),
         )
     return ActivatorReport(activator=activator, period_s=period_s, targets=targets)
 

@@ -175,6 +175,9 @@ class SignalHub:
             first_tokens=was.first_tokens + stats.first_tokens,
             prefilled_tokens=was.prefilled_tokens + stats.prefilled_tokens,
             awaiting_first_token=was.awaiting_first_token,
+            best_prefill_tokens_per_s=max(
+                was.best_prefill_tokens_per_s, stats.best_prefill_tokens_per_s
+            ),
         )
 
     def reporting(self, *, now: float) -> int:

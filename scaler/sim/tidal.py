@@ -114,6 +114,7 @@ class TidalAutoscaler:
                 first_tokens=view.first_tokens,
                 prefilled_tokens=view.prefilled_tokens,
                 awaiting_first_token=view.awaiting_first_token,
+                best_prefill_tokens_per_s=view.best_prefill_tokens_per_s,
             )
             self.hub.report(
                 ActivatorReport(activator="sim", period_s=_REPORT_PERIOD_S, targets={_KEY: stats}),

@@ -102,6 +102,9 @@ class View:
     first_tokens: int = 0  # requests whose first token came during the last second
     prefilled_tokens: int = 0  # their prompt tokens (vLLM's prompt_tokens_total)
     awaiting_first_token: int = 0  # requests held or in flight with no first token yet
+    # The fastest prefill of the last second's first tokens: prompt tokens over
+    # the time from reaching a replica to the first token (0: none).
+    best_prefill_tokens_per_s: float = 0.0
 
 
 class Autoscaler(Protocol):
@@ -328,9 +331,10 @@ class _World:
         self.busy_in_second = False
         self.arrivals_in_second = 0
         self.tokens_in_second = (0, 0)
-        self.prefilled_in_second = (0, 0)
         self.prefilled_in_second = (0, 0)  # first tokens, their prompt tokens
         self.awaiting = 0  # requests with no first token yet (held or in flight)
+        self.sent_at: dict[int, float] = {}  # request -> when it reached its replica
+        self.best_prefill = 0.0  # over the current second
         self.timeline: list[Second] = []
         self.now = 0.0
         self.spot_times = deque(sorted(config.spot.times_s))
@@ -459,6 +463,7 @@ class _World:
         replica.in_flight += 1
         replica.requests.add(i)
         self.where[i] = replica
+        self.sent_at[i] = self.now
         # The engine needs at least one token each way; a trace row with 0
         # output tokens (a failed or empty completion) still costs a prefill.
         # Generation stops at the context length (finish reason "length").
@@ -508,6 +513,9 @@ class _World:
             self.first_token[i] = outcome.end_s
             firsts += 1
             prefilled += self.reqs[i].prompt_tokens
+            took = outcome.end_s - self.sent_at.pop(i, outcome.end_s)
+            if took > 0:
+                self.best_prefill = max(self.best_prefill, self.reqs[i].prompt_tokens / took)
         self.awaiting -= len(outcome.first)
         self.prefilled_in_second = (firsts, prefilled)
         if outcome.finished:
@@ -680,6 +688,7 @@ class _World:
             first_tokens=self.prefilled_in_second[0],
             prefilled_tokens=self.prefilled_in_second[1],
             awaiting_first_token=self.awaiting,
+            best_prefill_tokens_per_s=self.best_prefill,
         )
 
     def _decide(self, *, activation: bool, concurrency: float | None = None) -> None:
@@ -715,3 +724,4 @@ class _World:
         self.arrivals_in_second = 0
         self.tokens_in_second = (0, 0)
         self.prefilled_in_second = (0, 0)
+        self.best_prefill = 0.0

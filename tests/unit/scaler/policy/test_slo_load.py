@@ -1,12 +1,14 @@
 """Load in tokens and learned capacity (scaler.policy.slo_load).
 
 Covers:
-- capacity learns from a saturated interval (prompt tokens prefilled per
-  second per ready replica) and not from one where a replica could idle or
-  the replicas changed; the first sample replaces the prior;
+- capacity learns from saturated intervals (prompt tokens prefilled per
+  saturated replica-second, as a ratio of sums) and not from one where a
+  replica could idle or the replicas changed; the first replaces the prior;
 - sizing in tokens: the same request rate needs more replicas with long
   prompts than with short ones; a burst short against the objective is
   absorbed by the queue while a sustained one at the same rate is not;
+- before ten saturated replica-seconds the fastest prefill a request showed
+  lifts the prior; after them the saturated rate stands;
 - the history keeps only the lookback; no request wants no replica.
 """
 
@@ -32,9 +34,9 @@ def totals(prefilled: float, awaiting: float) -> LoadTotals:
 def test_capacity_learns_only_from_saturated_intervals() -> None:
     prior = Capacity()
     assert prior.tokens_per_s == PRIOR_PREFILL_TOKENS_PER_S
-    before, after = totals(0, 20), totals(100_000, 20)
-    learned = learn_capacity(prior, before, after, interval_s=2.0, ready_before=2, ready=2)
-    assert learned == Capacity(25_000.0, 1)
+    before, after = totals(0, 20), totals(250_000, 20)
+    learned = learn_capacity(prior, before, after, interval_s=5.0, ready_before=2, ready=2)
+    assert (learned.tokens_per_s, learned.samples) == (25_000.0, 1)
     # Too few waiting for every replica to be busy: no sample.
     idle = learn_capacity(
         prior, totals(0, 3), totals(100_000, 3), interval_s=2.0, ready_before=2, ready=2
@@ -43,9 +45,25 @@ def test_capacity_learns_only_from_saturated_intervals() -> None:
     # A replica became ready during the interval: no sample.
     grew = learn_capacity(prior, before, after, interval_s=2.0, ready_before=1, ready=2)
     assert grew == prior
-    # Later samples blend in.
-    again = learned.learn(15_000.0)
-    assert 15_000 < again.tokens_per_s < 25_000 and again.samples == 2
+    # Later samples blend in as sums: an interval in which a long prompt is
+    # still prefilling (no first token yet) lowers the rate, the next raises it.
+    waiting = learned.learn(0.0, 2.0)
+    assert waiting.tokens_per_s < 25_000
+    done = waiting.learn(100_000.0, 2.0)
+    assert done.tokens_per_s == pytest.approx(25_000, rel=0.02)
+
+
+def test_before_enough_saturation_the_fastest_prefill_lifts_the_prior() -> None:
+    fast = LoadTotals(prefilled_tokens=0, best_prefill_tokens_per_s=24_000.0)
+    lifted = learn_capacity(Capacity(), None, fast, interval_s=2.0, ready_before=1, ready=1)
+    assert lifted.tokens_per_s == 24_000.0
+    # One short saturated interval is not enough to replace it...
+    short = lifted.learn(18_000.0, 2.0)
+    assert short.tokens_per_s == 24_000.0 and not short.trusted
+    # ...ten replica-seconds are, and then a slower fastest prefill changes nothing.
+    trusted = short.learn(180_000.0, 10.0)
+    assert trusted.trusted and 16_000 < trusted.tokens_per_s < 18_000
+    assert trusted.at_least(30_000.0) == trusted
 
 
 def steady(rate_rps: float, prompt: int, seconds: int, step_s: float = 2.0) -> LoadHistory:
