@@ -214,12 +214,14 @@ def slo_scenarios() -> str:
                 for seed, c in zip(SCENARIO_SEEDS, tidal, strict=True)
             )
             dominated = [
-                name
+                f"`{name}`"
                 for name, cards in by_name.items()
                 if name not in ("tidal", "oracle")
                 and _mean(cards, "slo_attainment") > slo
                 and _mean(cards, "gpu_seconds") < gpu
             ]
+            if fleet < gpu:
+                dominated.append("a fixed fleet")
             goal = 0.99 if o_slo >= 0.99 - 1e-9 else o_slo - 0.01
             fleet_check = _mark(gpu <= 0.7 * fleet) if label in ("diurnal", "many-models") else "-"
             lines.append(
@@ -227,7 +229,7 @@ def slo_scenarios() -> str:
                 f" | {gpu / 3600:.2f} ({_span(tidal, 'gpu_seconds', 1 / 3600, 2)})"
                 f" | {o_slo * 100:.1f} %, {o_gpu / 3600:.2f} | {gpu / o_gpu:.2f}x"
                 f" | {fleet / 3600:.2f} | {gpu / fleet:.2f}x"
-                f" | {', '.join(f'`{d}`' for d in dominated) or 'none'}"
+                f" | {', '.join(dominated) or 'none'}"
                 f" | {_mark(slo >= goal - 1e-9)} | {_mark(gpu <= 1.5 * o_gpu)} | {fleet_check} |"
             )
             print(lines[-1], file=sys.stderr, flush=True)

@@ -84,8 +84,11 @@ class SloState:
         totals = observation.load
         if totals is None:
             return replace(self, gaps=gaps, at_s=now, ready=observation.ready_replicas)
-        start = now if self.at_s is None else self.at_s
-        history = with_interval(self.history, self.totals, totals, start, now)
+        # The hub's counters start at zero when it starts tracking the target,
+        # as this state does: the first reading's counts belong to its interval.
+        before = LoadTotals() if self.totals is None else self.totals
+        start = self.gaps.started_s if self.at_s is None else self.at_s
+        history = with_interval(self.history, before, totals, start, now)
         capacity = learn_capacity(
             self.capacity,
             self.totals,
