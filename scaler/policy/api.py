@@ -31,6 +31,7 @@ __all__ = [
     "ScalingConfig",
     "SignalKind",
     "SignalReading",
+    "SloReport",
 ]
 
 
@@ -171,6 +172,7 @@ class LoadTotals:
     ``best_prefill_tokens_per_s``: the fastest prefill any request has shown, its
     prompt tokens over the time from reaching a replica to its first token (a
     lower bound on what a replica prefills, known before any saturation).
+    ``served_prompt_tokens``: the prompt tokens the servers say they processed.
     """
 
     arrivals: float = 0.0
@@ -180,6 +182,9 @@ class LoadTotals:
     prefilled_tokens: float = 0.0
     awaiting_first_token: float = 0.0
     best_prefill_tokens_per_s: float = 0.0
+    # The same work as the servers count it (vLLM's prompt_tokens_total, summed
+    # over each scrape's new tokens): a second witness of ``prefilled_tokens``.
+    served_prompt_tokens: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +205,30 @@ class Observation:
 
 
 @dataclass(frozen=True, slots=True)
+class SloReport:
+    """What SLO-first scaling learned and sized, for ``/v1/targets`` and ``tidal status``."""
+
+    slo_ttft_s: float
+    attainment: float  # the goal, fraction 0..1
+    capacity_tokens_per_s: float  # prompt tokens per second per replica
+    capacity_learned: bool  # False: the prior, or the fastest prefill seen, stands
+    sized_replicas: int  # what the load of the last ten minutes needs
+    late_share: float  # share of those requests the sizing leaves waiting too long
+    requests_per_s: float  # the history's arrival rate
+
+    def as_json(self) -> dict[str, float | int | bool]:
+        return {
+            "slo_ttft_s": self.slo_ttft_s,
+            "attainment": self.attainment,
+            "capacity_prompt_tokens_per_s": round(self.capacity_tokens_per_s, 1),
+            "capacity_learned": self.capacity_learned,
+            "sized_replicas": self.sized_replicas,
+            "late_share": round(self.late_share, 5),
+            "requests_per_s": round(self.requests_per_s, 3),
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     """What the policy wants; the controller acts on it.
 
@@ -217,3 +246,4 @@ class Decision:
     recheck_after_s: float | None = None
     message: str = ""
     missing_signals: tuple[SignalKind, ...] = ()
+    slo: SloReport | None = None  # with slo-ttft: what was learned and sized

@@ -46,6 +46,7 @@ from scaler.policy.api import (
     Reason,
     ScalingConfig,
     SignalKind,
+    SloReport,
 )
 from scaler.policy.decide import PolicyState, desired_for_signal
 from scaler.policy.keep_warm import IdleGaps, WarmOdds, warm_odds
@@ -189,6 +190,15 @@ def decide_slo(
         per_signal={SignalKind.CONCURRENCY: sizing.replicas},
         message=outcome.message,
         missing_signals=() if fresh else tuple(config.configured_signals()),
+        slo=SloReport(
+            slo_ttft_s=slo_ttft_s,
+            attainment=config.slo_attainment,
+            capacity_tokens_per_s=slo.capacity.tokens_per_s,
+            capacity_learned=slo.capacity.trusted,
+            sized_replicas=sizing.replicas,
+            late_share=sizing.late_share,
+            requests_per_s=slo.history.request_rate(),
+        ),
     )
     new_state = replace(
         state,

@@ -142,7 +142,12 @@ def saturated_sample(
         < _SATURATED_PER_REPLICA * ready
     ):
         return None
-    done = after.prefilled_tokens - before.prefilled_tokens
+    # Two witnesses of the same work (the activators' first tokens, the servers'
+    # counters): the larger, since either may be missing.
+    done = max(
+        after.prefilled_tokens - before.prefilled_tokens,
+        after.served_prompt_tokens - before.served_prompt_tokens,
+    )
     if done < 0:
         return None
     return done, interval_s * ready

@@ -48,7 +48,7 @@ from scaler.policy.windows import SignalWindows
 from scaler.signals.activator_reports import ActivatorReport, ActivatorReports, TargetStats
 from scaler.signals.base import DemandSource
 from scaler.signals.combine import CombinedSignals, combine, fed_by
-from scaler.signals.names import ACTIVATOR, PROMETHEUS
+from scaler.signals.names import ACTIVATOR, PROMETHEUS, SCRAPE
 
 __all__ = ["HubSettings", "SignalHub", "SignalView", "TargetCatalog"]
 
@@ -178,6 +178,7 @@ class SignalHub:
             best_prefill_tokens_per_s=max(
                 was.best_prefill_tokens_per_s, stats.best_prefill_tokens_per_s
             ),
+            served_prompt_tokens=was.served_prompt_tokens,
         )
 
     def reporting(self, *, now: float) -> int:
@@ -193,12 +194,20 @@ class SignalHub:
         for key in wanted:
             _, windows = tracked[key]
             combined = self._combine(key, now)
+            if source == SCRAPE:
+                self._count_served(key, combined.observed.get("server_new_prompt_tokens", 0.0))
             for kind, value in combined.values.items():
                 if kind in kinds:
                     windows.record(kind, value, now)
             if combined.demand.busy:
                 self._demand_seen_at[key] = now
         return len(wanted)
+
+    def _count_served(self, key: str, tokens: float) -> None:
+        """A refresh's new prompt tokens on the servers (each counted by one refresh)."""
+        if tokens > 0:
+            was = self._totals.get(key, LoadTotals())
+            self._totals[key] = replace(was, served_prompt_tokens=was.served_prompt_tokens + tokens)
 
     def observe(self, key: str, config: ScalingConfig | None, *, now: float) -> SignalView:
         """``key``'s combined sources at ``now`` and, with a config, its signals' readings
