@@ -266,15 +266,25 @@ def with_interval(
     history: LoadHistory, before: LoadTotals | None, after: LoadTotals, start_s: float, now: float
 ) -> LoadHistory:
     """``history`` with the arrivals between two counter readings (a first reading adds
-    nothing: its counters hold everything before it)."""
+    nothing: its counters hold everything before it).
+
+    Prompt tokens are the activators' count at arrival; activators that do not
+    count them (none has so far) leave the servers' count of prefilled prompt
+    tokens (vLLM's ``prompt_tokens_total``) as the measure, a little later
+    than arrival, and the requests whose first token came back as the count.
+    """
     if before is None:
         return history
-    return history.add(
-        start_s,
-        now,
-        after.prompt_tokens - before.prompt_tokens,
-        after.arrivals - before.arrivals,
-    )
+    if after.prompt_tokens > 0:
+        tokens = after.prompt_tokens - before.prompt_tokens
+        requests = after.arrivals - before.arrivals
+    else:
+        tokens = max(
+            after.served_prompt_tokens - before.served_prompt_tokens,
+            after.prefilled_tokens - before.prefilled_tokens,
+        )
+        requests = max(after.arrivals - before.arrivals, after.first_tokens - before.first_tokens)
+    return history.add(start_s, now, tokens, requests)
 
 
 def learn_capacity(

@@ -24,6 +24,7 @@ from scaler.policy.slo_load import (
     LoadHistory,
     learn_capacity,
     replicas_for,
+    with_interval,
 )
 
 
@@ -108,3 +109,14 @@ def test_history_keeps_the_lookback_and_no_request_wants_nothing() -> None:
         LoadHistory(), Capacity(), slo_ttft_s=2.0, attainment=0.99, max_replicas=10
     )
     assert empty.replicas == 0
+
+
+def test_without_activator_token_counts_the_servers_count_is_the_load() -> None:
+    before = LoadTotals(arrivals=10, served_prompt_tokens=1_000)
+    after = LoadTotals(arrivals=30, served_prompt_tokens=41_000)
+    history = with_interval(LoadHistory(), before, after, 0.0, 2.0)
+    assert history.intervals == ((0.0, 2.0, 40_000.0, 20.0),)
+    # With the activators' counts, theirs stand (counted at arrival).
+    counted = LoadTotals(arrivals=30, prompt_tokens=30_000, served_prompt_tokens=41_000)
+    history = with_interval(LoadHistory(), LoadTotals(arrivals=10), counted, 0.0, 2.0)
+    assert history.intervals == ((0.0, 2.0, 30_000.0, 20.0),)
