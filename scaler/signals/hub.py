@@ -216,7 +216,12 @@ class SignalHub:
         seen = self._demand_seen_at.get(key)
         totals = self._totals.get(key)
         if totals is not None:
-            awaiting = combined.observed.get("activator_awaiting_first_token", 0.0)
+            # Requests still to be prefilled: the activators' count, or the
+            # servers' waiting requests where no activator counts them.
+            awaiting = max(
+                combined.observed.get("activator_awaiting_first_token", 0.0),
+                combined.observed.get("server_waiting", 0.0),
+            )
             totals = replace(totals, awaiting_first_token=awaiting)
         if config is None:
             return SignalView(combined=combined, readings={}, demand_seen_at_s=seen, load=totals)
