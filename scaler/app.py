@@ -121,6 +121,8 @@ def target_view(state: TargetState) -> dict[str, Any]:
         "busy": demand.busy,
         "all_sources_fresh": demand.all_sources_fresh,
         "decided_at_s": state.decided_at,
+        # SLO-first scaling: the learned capacity and what it sized.
+        **({"slo": decision.slo.as_json()} if decision and decision.slo else {}),
         **_placement_view(state),
     }
 

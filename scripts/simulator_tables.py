@@ -15,6 +15,14 @@ time, what the pages quote and rewrites each block between its markers::
 - ``code-seeds`` (docs/simulator.md): the same trace over five seeds with
   log-normal cold starts (``--cold-start-sigma 0.45 --seeds 5``): mean and
   spread;
+- ``slo-scenarios`` (docs/simulator.md): SLO-first Tidal on every scenario
+  the SLO work is judged on (the code and conversation traces,
+  ``synthetic:bursts``, ``synthetic:diurnal``, ``synthetic:many-models`` with
+  40 models over 6 h; cold starts of 20 s and 60 s; seeds 1 to 3): Tidal's
+  attainment and GPU-hours (mean and spread), the oracle's, the smallest
+  fixed fleet reaching Tidal's attainment, the baselines that dominate it
+  (more attainment for fewer GPU-seconds, means over the seeds), and each
+  of the targets, held or not;
 - ``many-models`` (docs/simulator.md and docs/warm-tier.md): 4 h of
   ``synthetic:many-models`` with ``tidal``, ``tidal-pool`` and
   ``tidal-warm`` at grace periods of 5 and 15 minutes.
@@ -32,13 +40,15 @@ from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from scaler.sim import charts, cli
-from scaler.sim.runner import PolicyRun, run_policies
-from scaler.sim.scorecard import Scorecard
+from scaler.sim.runner import PolicyRun, _by_model, run_policies, smallest_always_on
+from scaler.sim.scorecard import Scorecard, score
 
 __all__ = ["BLOCKS", "block_text", "main", "replace_block"]
 
@@ -126,6 +136,106 @@ def code_seeds() -> str:
     return "\n".join(lines)
 
 
+#: The scenarios of ``slo-scenarios``: (label, flags).
+SCENARIOS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("code", ("--trace", "code")),
+    ("conv", ("--trace", "conv")),
+    ("bursts", ("--trace", "synthetic:bursts")),
+    ("diurnal", ("--trace", "synthetic:diurnal")),
+    (
+        "many-models",
+        (
+            "--trace",
+            "synthetic:many-models",
+            "--synthetic-models",
+            "40",
+            "--synthetic-duration",
+            "6h",
+        ),
+    ),
+)
+SCENARIO_COLD_STARTS = ("20s", "60s")
+SCENARIO_SEEDS = (1, 2, 3)
+# The baselines a scenario compares Tidal with (Tidal's own variants are not
+# baselines) and the oracle.
+_SCENARIO_POLICIES = "always-on,hpa,keda-http,knative-kpa,knative-tidal-idle,planner,tidal,oracle"
+
+
+def _fleet_at(flags: tuple[str, ...], attainment: float) -> float:
+    """GPU-seconds of the smallest fixed fleet (per model) reaching ``attainment``."""
+    args = _args(*flags)
+    requests = cli.load_requests(args, warn=False)
+    options = replace(cli.options_from(args), always_on_attainment=attainment)
+    total = 0.0
+    for group in _by_model(requests):
+        _, result = smallest_always_on(group, options)
+        total += score(result, slo_ttft_s=options.slo_ttft_s).gpu_seconds
+    return total
+
+
+def _mean(cards: list[Scorecard], field: str) -> float:
+    return statistics.fmean(float(getattr(c, field)) for c in cards)
+
+
+def _span(cards: list[Scorecard], field: str, scale: float, digits: int) -> str:
+    values = [float(getattr(c, field)) * scale for c in cards]
+    return f"{min(values):.{digits}f}..{max(values):.{digits}f}"
+
+
+def _mark(ok: bool) -> str:
+    return "yes" if ok else "**no**"
+
+
+def slo_scenarios() -> str:
+    lines = [
+        "| trace | cold start | `tidal` SLO (min..max) | GPU-h (min..max) | oracle SLO, GPU-h "
+        "| vs oracle | fleet at Tidal's SLO, GPU-h | vs fleet | dominated by "
+        "| SLO goal | <= 1.5x oracle | <= 0.7x fleet |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for label, trace in SCENARIOS:
+        for cold in SCENARIO_COLD_STARTS:
+            flags = (*trace, "--cold-start", cold, "--policies", _SCENARIO_POLICIES)
+            per_seed = [_runs(*flags, "--seed", str(seed))[1] for seed in SCENARIO_SEEDS]
+            by_name: dict[str, list[Scorecard]] = {}
+            for runs in per_seed:
+                for run in runs:
+                    name = (
+                        "always-on"
+                        if run.scorecard.name.startswith("always-on")
+                        else (run.scorecard.name)
+                    )
+                    by_name.setdefault(name, []).append(run.scorecard)
+            tidal, oracle = by_name["tidal"], by_name["oracle"]
+            slo, gpu = _mean(tidal, "slo_attainment"), _mean(tidal, "gpu_seconds")
+            o_slo, o_gpu = _mean(oracle, "slo_attainment"), _mean(oracle, "gpu_seconds")
+            fleet = statistics.fmean(
+                _fleet_at((*trace, "--cold-start", cold, "--seed", str(seed)), c.slo_attainment)
+                for seed, c in zip(SCENARIO_SEEDS, tidal, strict=True)
+            )
+            dominated = [
+                f"`{name}`"
+                for name, cards in by_name.items()
+                if name not in ("tidal", "oracle")
+                and _mean(cards, "slo_attainment") > slo
+                and _mean(cards, "gpu_seconds") < gpu
+            ]
+            if fleet < gpu:
+                dominated.append("a fixed fleet")
+            goal = 0.99 if o_slo >= 0.99 - 1e-9 else o_slo - 0.01
+            fleet_check = _mark(gpu <= 0.7 * fleet) if label in ("diurnal", "many-models") else "-"
+            lines.append(
+                f"| {label} | {cold} | {slo * 100:.1f} % ({_span(tidal, 'slo_attainment', 100, 1)})"
+                f" | {gpu / 3600:.2f} ({_span(tidal, 'gpu_seconds', 1 / 3600, 2)})"
+                f" | {o_slo * 100:.1f} %, {o_gpu / 3600:.2f} | {gpu / o_gpu:.2f}x"
+                f" | {fleet / 3600:.2f} | {gpu / fleet:.2f}x"
+                f" | {', '.join(dominated) or 'none'}"
+                f" | {_mark(slo >= goal - 1e-9)} | {_mark(gpu <= 1.5 * o_gpu)} | {fleet_check} |"
+            )
+            print(lines[-1], file=sys.stderr, flush=True)
+    return "\n".join(lines)
+
+
 _LABELS = {
     "tidal": "`tidal` (world per model, for scale)",
     "tidal-pool": "`tidal-pool` (scale-to-zero alone)",
@@ -165,6 +275,7 @@ BLOCKS: dict[str, tuple[Callable[[], str], tuple[Path, ...]]] = {
     "code-scorecard": (code_scorecard, (SIMULATOR,)),
     "code-ratios": (code_ratios, (SIMULATOR,)),
     "code-seeds": (code_seeds, (SIMULATOR,)),
+    "slo-scenarios": (slo_scenarios, (SIMULATOR,)),
     "many-models": (many_models, (SIMULATOR, WARM_TIER)),
 }
 

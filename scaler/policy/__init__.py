@@ -19,7 +19,10 @@ Beside them, the pure pieces the controller, the hub and the actuator use:
 :mod:`~scaler.policy.status_doc` (the status annotation's document),
 :mod:`~scaler.policy.deletion` (pod-deletion-cost ranking),
 :mod:`~scaler.policy.events` (Event reasons and messages) and
-:mod:`~scaler.policy.warm` (the warm tier: who sleeps, who wakes, what makes room).
+:mod:`~scaler.policy.warm` (the warm tier: who sleeps, who wakes, what makes room),
+and SLO-first scaling: :mod:`~scaler.policy.slo` (the decision with ``slo-ttft``),
+:mod:`~scaler.policy.slo_load` (load in tokens, learned capacity, sizing) and
+:mod:`~scaler.policy.keep_warm` (warm or zero on expected cost).
 """
 
 from scaler.policy.annotations import (

@@ -86,6 +86,8 @@ SPOT_OVERPROVISION = _P + "spot-overprovision"
 PENDING_TIMEOUT = _P + "pending-timeout"
 SLEEP_AFTER = _A + "sleep-after"
 SLEEP_LEVEL = _A + "sleep-level"
+SLO_TTFT = _A + "slo-ttft"
+SLO_ATTAINMENT = _A + "slo-attainment"
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +216,22 @@ SPECS: tuple[AnnotationSpec, ...] = (
         "1",
         "`1`, `2`",
         "vLLM sleep level: 1 keeps the weights in host RAM (fastest wake), 2 drops them",
+    ),
+    AnnotationSpec(
+        SLO_TTFT,
+        "",
+        "100ms to 10m",
+        "SLO-first scaling: the time-to-first-token objective. Set, Tidal sizes the model in"
+        " prompt tokens per second against a capacity it learns per replica, for the load"
+        " expected over the next cold start, and keeps it warm while a request within a cold"
+        " start is likely enough; target-concurrency, window, panic and scale-down-delay are"
+        " then not used (the other targets, when set, still raise the count)",
+    ),
+    AnnotationSpec(
+        SLO_ATTAINMENT,
+        "99",
+        "50 to 99.99 (percent); only with slo-ttft",
+        "the share of requests that must meet slo-ttft",
     ),
 )
 
@@ -568,6 +586,19 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
             "both count from the same idle start",
         )
 
+    slo_ttft_s = r.get(SLO_TTFT, _duration, "a duration from 100ms to 10m")
+    if slo_ttft_s is not None and not 0.1 <= slo_ttft_s <= 600.0:
+        r.bad(SLO_TTFT, "a duration from 100ms to 10m")
+        slo_ttft_s = None
+    attainment_pct = r.number(
+        SLO_ATTAINMENT,
+        default=99.0,
+        allowed="a percentage from 50 to 99.99",
+        check=lambda x: 50 <= x <= 99.99,
+    )
+    if SLO_ATTAINMENT in annotations and SLO_TTFT not in annotations:
+        r.bad(SLO_ATTAINMENT, f"only with {SLO_TTFT} (the objective it is a share of)")
+
     if r.problems:
         raise InvalidAnnotation.from_problems(tuple(r.problems))
 
@@ -598,6 +629,8 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
         ),
         sleep_after_s=sleep_after_s,
         sleep_level=sleep_level,
+        slo_ttft_s=slo_ttft_s,
+        slo_attainment=attainment_pct / 100.0,
     )
 
 

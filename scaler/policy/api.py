@@ -23,6 +23,7 @@ from enum import StrEnum
 __all__ = [
     "Decision",
     "Demand",
+    "LoadTotals",
     "Mode",
     "Observation",
     "PlacementConfig",
@@ -30,6 +31,7 @@ __all__ = [
     "ScalingConfig",
     "SignalKind",
     "SignalReading",
+    "SloReport",
 ]
 
 
@@ -103,6 +105,11 @@ class ScalingConfig:
     # The warm tier (scaler.policy.warm): idle this long, replicas sleep (None: off).
     sleep_after_s: float | None = None
     sleep_level: int = 1  # vLLM sleep level: 1 keeps weights in host RAM, 2 drops them
+    # SLO-first scaling (scaler.policy.slo): a TTFT objective and the share of
+    # requests that must meet it. With ``slo_ttft_s`` set the target is sized
+    # in tokens against a learned capacity instead of per-replica targets.
+    slo_ttft_s: float | None = None
+    slo_attainment: float = 0.99  # fraction 0..1
 
     @property
     def panic_window_s(self) -> float:
@@ -150,6 +157,37 @@ class Demand:
 
 
 @dataclass(frozen=True, slots=True)
+class LoadTotals:
+    """One target's request and token counters, summed over every report since the
+    hub began tracking it (never decreasing), and the requests now waiting for a
+    first token.
+
+    Counters rather than rates so that a decision sees every token that arrived
+    since the previous one, however many reports came in between. ``arrivals``,
+    ``prompt_tokens`` and ``output_tokens`` (``max_tokens`` asked) are the
+    requests the activators saw arrive; ``first_tokens`` and
+    ``prefilled_tokens`` (their prompt tokens) are those whose first token
+    came back, the work the servers did (vLLM's ``prompt_tokens_total``).
+    ``awaiting_first_token``: requests held or sent that have no first token yet.
+    ``best_prefill_tokens_per_s``: the fastest prefill any request has shown, its
+    prompt tokens over the time from reaching a replica to its first token (a
+    lower bound on what a replica prefills, known before any saturation).
+    ``served_prompt_tokens``: the prompt tokens the servers say they processed.
+    """
+
+    arrivals: float = 0.0
+    prompt_tokens: float = 0.0
+    output_tokens: float = 0.0
+    first_tokens: float = 0.0
+    prefilled_tokens: float = 0.0
+    awaiting_first_token: float = 0.0
+    best_prefill_tokens_per_s: float = 0.0
+    # The same work as the servers count it (vLLM's prompt_tokens_total, summed
+    # over each scrape's new tokens): a second witness of ``prefilled_tokens``.
+    served_prompt_tokens: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Observation:
     """What the controller saw of one target at ``now``."""
 
@@ -162,6 +200,32 @@ class Observation:
     # The latest time a source's report showed demand, also between decisions (a
     # short request seen only in an in-between report); None: not known.
     demand_seen_at_s: float | None = None
+    # Request and token counters (SLO-first scaling); None: no source counts them.
+    load: LoadTotals | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SloReport:
+    """What SLO-first scaling learned and sized, for ``/v1/targets`` and ``tidal status``."""
+
+    slo_ttft_s: float
+    attainment: float  # the goal, fraction 0..1
+    capacity_tokens_per_s: float  # prompt tokens per second per replica
+    capacity_learned: bool  # False: the prior, or the fastest prefill seen, stands
+    sized_replicas: int  # what the load of the last ten minutes needs
+    late_share: float  # share of those requests the sizing leaves waiting too long
+    requests_per_s: float  # the history's arrival rate
+
+    def as_json(self) -> dict[str, float | int | bool]:
+        return {
+            "slo_ttft_s": self.slo_ttft_s,
+            "attainment": self.attainment,
+            "capacity_prompt_tokens_per_s": round(self.capacity_tokens_per_s, 1),
+            "capacity_learned": self.capacity_learned,
+            "sized_replicas": self.sized_replicas,
+            "late_share": round(self.late_share, 5),
+            "requests_per_s": round(self.requests_per_s, 3),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,3 +246,4 @@ class Decision:
     recheck_after_s: float | None = None
     message: str = ""
     missing_signals: tuple[SignalKind, ...] = ()
+    slo: SloReport | None = None  # with slo-ttft: what was learned and sized

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from scaler.policy.adaptive import AdaptiveGrace
 from scaler.policy.api import (
@@ -72,6 +73,9 @@ from scaler.policy.api import (
     SignalReading,
 )
 from scaler.policy.windows import MaxHold
+
+if TYPE_CHECKING:
+    from scaler.policy.slo import SloState
 
 __all__ = ["PolicyState", "decide", "desired_for_signal"]
 
@@ -94,7 +98,8 @@ class PolicyState:
     ``last_reason`` the previous decision (for the status annotation),
     ``adaptive`` the learned grace period's state (only with
     ``scale-to-zero-grace-period: adaptive``; :mod:`scaler.policy.grace`
-    keeps it, ``decide`` passes it through).
+    keeps it, ``decide`` passes it through), ``slo`` what SLO-first scaling
+    learns of the target (only with ``slo-ttft``; :mod:`scaler.policy.slo`).
     """
 
     started_s: float
@@ -106,6 +111,7 @@ class PolicyState:
     last_change_s: float | None = None
     last_reason: Reason | None = None
     adaptive: AdaptiveGrace | None = None
+    slo: SloState | None = None
 
     @classmethod
     def initial(cls, now: float) -> PolicyState:

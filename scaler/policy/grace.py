@@ -21,6 +21,7 @@ from dataclasses import replace
 from scaler.policy.adaptive import AdaptiveGrace
 from scaler.policy.api import Decision, Observation, ScalingConfig
 from scaler.policy.decide import PolicyState, decide
+from scaler.policy.slo import decide_slo
 
 __all__ = ["DEFAULT_COLD_START_ESTIMATE_S", "decide_with_grace"]
 
@@ -38,7 +39,12 @@ def decide_with_grace(
     now: float,
     cold_start_s: float = DEFAULT_COLD_START_ESTIMATE_S,
 ) -> tuple[Decision, PolicyState]:
-    """``decide``, with the adaptive grace period applied when configured."""
+    """``decide``, with the adaptive grace period applied when configured; with an
+    SLO (``slo-ttft``), :func:`~scaler.policy.slo.decide_slo` instead."""
+    if config.slo_ttft_s is not None:
+        return decide_slo(
+            config=config, observation=observation, state=state, now=now, cold_start_s=cold_start_s
+        )
     if not config.scale_to_zero_grace_adaptive:
         return decide(config=config, observation=observation, state=state, now=now)
     grace = state.adaptive

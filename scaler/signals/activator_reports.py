@@ -40,6 +40,28 @@ class TargetStats:
     buffered: int
     arrivals: int
     pods: Mapping[str, int] = field(default_factory=dict)  # in-flight per replica
+    # Tokens, for SLO-first scaling (all optional in a report, 0 when absent):
+    # prompt tokens and max_tokens of the requests that arrived in the period,
+    # the requests whose first token came back in it and their prompt tokens,
+    # and the requests held or sent with no first token yet at its end.
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    first_tokens: int = 0
+    prefilled_tokens: int = 0
+    awaiting_first_token: int = 0
+    # The fastest prefill among those first tokens: prompt tokens over the time
+    # from reaching a replica to the first token (0: none).
+    best_prefill_tokens_per_s: float = 0.0
+
+
+# TargetStats' optional token fields, as named in a report.
+_TOKEN_FIELDS = (
+    "prompt_tokens",
+    "output_tokens",
+    "first_tokens",
+    "prefilled_tokens",
+    "awaiting_first_token",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +123,13 @@ def parse_report(payload: object, *, max_targets: int = 100_000) -> ActivatorRep
             buffered=int(_number(raw.get("buffered", 0), f"targets[{key}].buffered", integer=True)),
             arrivals=int(_number(raw.get("arrivals", 0), f"targets[{key}].arrivals", integer=True)),
             pods=pods,
+            **{
+                name: int(_number(raw.get(name, 0), f"targets[{key}].{name}", integer=True))
+                for name in _TOKEN_FIELDS
+            },
+            best_prefill_tokens_per_s=_number(
+                raw.get("best_prefill_tokens_per_s", 0), f"targets[{key}].best_prefill_tokens_per_s"
+            ),
         )
     return ActivatorReport(activator=activator, period_s=period_s, targets=targets)
 
@@ -169,7 +198,7 @@ class ActivatorReports:
             # Activators were here and went silent: unknown, not zero.
             return SourceReading(source=ACTIVATOR, fresh=False, reporters=0)
         concurrency = 0.0
-        in_flight = buffered = arrivals = 0
+        in_flight = buffered = arrivals = awaiting = 0
         pods: dict[str, float] = {}
         fresh = True
         for got in self._latest.values():
@@ -182,6 +211,7 @@ class ActivatorReports:
             in_flight += stats.in_flight
             buffered += stats.buffered
             arrivals += stats.arrivals
+            awaiting += stats.awaiting_first_token
             for pod, n in stats.pods.items():
                 pods[pod] = pods.get(pod, 0.0) + n
         return SourceReading(
@@ -197,5 +227,6 @@ class ActivatorReports:
                 "activator_in_flight": float(in_flight),
                 "activator_buffered": float(buffered),
                 "activator_arrivals": float(arrivals),
+                "activator_awaiting_first_token": float(awaiting),
             },
         )

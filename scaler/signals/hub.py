@@ -26,6 +26,12 @@ Main decisions:
   the combined sources showed a target busy is kept
   (:attr:`SignalView.demand_seen_at_s`), so a short request seen only in a
   report between two ticks still restarts the idle clock of scale to zero.
+- **Tokens as counters**: each activator report's request and token counts
+  (its own period's) are added to the target's
+  :class:`~scaler.policy.api.LoadTotals` when it arrives, so the policy
+  diffs two decisions' counters and sees every token between them however
+  many reports came in; requests awaiting a first token are a level, the
+  sum of the activators' latest.
 - **Synchronous, time passed in**: no clock and no I/O, so a simulator drives
   it with simulated time as the scaler does with the loop's clock.
 """
@@ -33,16 +39,16 @@ Main decisions:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from scaler.policy.api import Observation, ScalingConfig, SignalKind, SignalReading
+from scaler.policy.api import LoadTotals, Observation, ScalingConfig, SignalKind, SignalReading
 from scaler.policy.freshness import fresh_bounds, readings
 from scaler.policy.windows import SignalWindows
-from scaler.signals.activator_reports import ActivatorReport, ActivatorReports
+from scaler.signals.activator_reports import ActivatorReport, ActivatorReports, TargetStats
 from scaler.signals.base import DemandSource
 from scaler.signals.combine import CombinedSignals, combine, fed_by
-from scaler.signals.names import ACTIVATOR, PROMETHEUS
+from scaler.signals.names import ACTIVATOR, PROMETHEUS, SCRAPE
 
 __all__ = ["HubSettings", "SignalHub", "SignalView", "TargetCatalog"]
 
@@ -72,6 +78,8 @@ class SignalView:
     readings: Mapping[SignalKind, SignalReading]
     # The latest arrival at which the sources showed demand for the target.
     demand_seen_at_s: float | None = None
+    # Request and token counters since the hub began tracking the target.
+    load: LoadTotals | None = None
 
     def observation(self, *, ready: int, spec: int, activation: bool) -> Observation:
         """What the policy is given, with the replica counts the caller read.
@@ -88,6 +96,7 @@ class SignalView:
             # Demand a report showed between two decisions restarts the idle
             # clock of scale to zero.
             demand_seen_at_s=self.demand_seen_at_s,
+            load=self.load,
         )
 
 
@@ -114,6 +123,7 @@ class SignalHub:
         self._reports = next((s for s in sources if isinstance(s, ActivatorReports)), None)
         self._windows: dict[str, SignalWindows] = {}
         self._demand_seen_at: dict[str, float] = {}
+        self._totals: dict[str, LoadTotals] = {}
 
     @property
     def source_names(self) -> tuple[str, ...]:
@@ -129,6 +139,7 @@ class SignalHub:
         for key in [k for k in self._windows if k not in configs]:
             del self._windows[key]
             self._demand_seen_at.pop(key, None)
+            self._totals.pop(key, None)
         out = {}
         for key, config in configs.items():
             if config is None:
@@ -146,8 +157,29 @@ class SignalHub:
         if self._reports is None:
             raise ValueError("this hub has no activator reports source")
         count = self._reports.record(report, now=now)
+        for key, stats in report.targets.items():
+            self._count(key, stats)
         self.arrived(ACTIVATOR, now=now)
         return count
+
+    def _count(self, key: str, stats: TargetStats) -> None:
+        """Add one report's per-period counts to ``key``'s counters (each report's
+        counts are its own period's, so adding never counts a request twice)."""
+        if key not in self._windows and key not in self._catalog.configs():
+            return
+        was = self._totals.get(key, LoadTotals())
+        self._totals[key] = LoadTotals(
+            arrivals=was.arrivals + stats.arrivals,
+            prompt_tokens=was.prompt_tokens + stats.prompt_tokens,
+            output_tokens=was.output_tokens + stats.output_tokens,
+            first_tokens=was.first_tokens + stats.first_tokens,
+            prefilled_tokens=was.prefilled_tokens + stats.prefilled_tokens,
+            awaiting_first_token=was.awaiting_first_token,
+            best_prefill_tokens_per_s=max(
+                was.best_prefill_tokens_per_s, stats.best_prefill_tokens_per_s
+            ),
+            served_prompt_tokens=was.served_prompt_tokens,
+        )
 
     def reporting(self, *, now: float) -> int:
         """Activators whose reports count at ``now``."""
@@ -162,6 +194,8 @@ class SignalHub:
         for key in wanted:
             _, windows = tracked[key]
             combined = self._combine(key, now)
+            if source == SCRAPE:
+                self._count_served(key, combined.observed.get("server_new_prompt_tokens", 0.0))
             for kind, value in combined.values.items():
                 if kind in kinds:
                     windows.record(kind, value, now)
@@ -169,13 +203,28 @@ class SignalHub:
                 self._demand_seen_at[key] = now
         return len(wanted)
 
+    def _count_served(self, key: str, tokens: float) -> None:
+        """A refresh's new prompt tokens on the servers (each counted by one refresh)."""
+        if tokens > 0:
+            was = self._totals.get(key, LoadTotals())
+            self._totals[key] = replace(was, served_prompt_tokens=was.served_prompt_tokens + tokens)
+
     def observe(self, key: str, config: ScalingConfig | None, *, now: float) -> SignalView:
         """``key``'s combined sources at ``now`` and, with a config, its signals' readings
         (a signal not fresh when a source behind it is stale)."""
         combined = self._combine(key, now)
         seen = self._demand_seen_at.get(key)
+        totals = self._totals.get(key)
+        if totals is not None:
+            # Requests still to be prefilled: the activators' count, or the
+            # servers' waiting requests where no activator counts them.
+            awaiting = max(
+                combined.observed.get("activator_awaiting_first_token", 0.0),
+                combined.observed.get("server_waiting", 0.0),
+            )
+            totals = replace(totals, awaiting_first_token=awaiting)
         if config is None:
-            return SignalView(combined=combined, readings={}, demand_seen_at_s=seen)
+            return SignalView(combined=combined, readings={}, demand_seen_at_s=seen, load=totals)
         windows = self._windows.get(key)
         if windows is None:
             windows = self._windows[key] = SignalWindows.for_config(config)
@@ -186,7 +235,7 @@ class SignalHub:
             fresh_within_s=self._fresh_within_s,
             now=now,
         )
-        return SignalView(combined=combined, readings=got, demand_seen_at_s=seen)
+        return SignalView(combined=combined, readings=got, demand_seen_at_s=seen, load=totals)
 
     def windows(self, key: str) -> SignalWindows | None:
         """``key``'s windows, for inspection (``None`` before its first sample)."""

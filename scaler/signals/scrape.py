@@ -4,7 +4,14 @@ Per engine, from each pod's Prometheus text:
 
 - vLLM: ``vllm:num_requests_running``, ``vllm:num_requests_waiting`` (summed
   over the pod's series), ``vllm:kv_cache_usage_perc`` (0..1, mean over
-  series; older vLLM says ``vllm:gpu_cache_usage_perc``);
+  series; older vLLM says ``vllm:gpu_cache_usage_perc``); for SLO-first
+  scaling the counters ``vllm:prompt_tokens_total`` and
+  ``vllm:generation_tokens_total`` and the count and sum of the
+  ``vllm:time_to_first_token_seconds`` histogram, each turned into what
+  was new since the pod's previous scrape (a counter that went down: the
+  server restarted, nothing new counted). A read sums the new prompt tokens
+  over the pods scraped in the latest refresh only, so the hub, which adds
+  them up once per refresh, counts every token once;
 - Triton: ``nv_inference_pending_request_count`` (summed over models),
   ``nv_gpu_utilization`` (0..1, mean over GPUs), and the rate of
   ``nv_inference_queue_duration_us`` over the rate of
@@ -42,6 +49,10 @@ VLLM_RUNNING = "vllm:num_requests_running"
 VLLM_WAITING = "vllm:num_requests_waiting"
 VLLM_KV_CACHE = "vllm:kv_cache_usage_perc"
 VLLM_KV_CACHE_OLD = "vllm:gpu_cache_usage_perc"
+VLLM_PROMPT_TOKENS = "vllm:prompt_tokens"  # counter family (samples ..._total)
+VLLM_GENERATION_TOKENS = "vllm:generation_tokens"
+VLLM_TTFT_COUNT = "vllm:time_to_first_token_seconds_count"
+VLLM_TTFT_SUM = "vllm:time_to_first_token_seconds_sum"
 TRITON_PENDING = "nv_inference_pending_request_count"
 TRITON_QUEUE_US = "nv_inference_queue_duration_us"
 TRITON_COMPUTE_US = "nv_inference_compute_infer_duration_us"
@@ -65,6 +76,15 @@ class PodMetrics:
     queue_us_total: float | None = None  # Triton counters, for rates
     compute_us_total: float | None = None
     queue_to_compute_ratio: float | None = None  # filled in from two scrapes
+    # vLLM counters, and what was new in them since the previous scrape.
+    prompt_tokens_total: float | None = None
+    generation_tokens_total: float | None = None
+    ttft_count_total: float | None = None
+    ttft_sum_total: float | None = None
+    new_prompt_tokens: float = 0.0
+    new_generation_tokens: float = 0.0
+    new_first_tokens: float = 0.0
+    new_ttft_sum_s: float = 0.0
 
 
 def _collect(text: str) -> dict[str, list[float]]:
@@ -101,10 +121,21 @@ def parse_pod_metrics(text: str, *, engine: str) -> PodMetrics:
         if VLLM_RUNNING not in values and VLLM_WAITING not in values:
             raise ScrapeError(f"no {VLLM_RUNNING} or {VLLM_WAITING} in the pod's metrics")
         kv = values.get(VLLM_KV_CACHE) or values.get(VLLM_KV_CACHE_OLD) or []
+
+        def total(name: str) -> float | None:
+            # A counter's samples come under its family's name with a TYPE line,
+            # under the ``_total`` name without one.
+            got = values.get(name, values.get(name + "_total"))
+            return sum(got) if got is not None else None
+
         return PodMetrics(
             running=sum(values.get(VLLM_RUNNING, [])),
             waiting=sum(values.get(VLLM_WAITING, [])),
             kv_cache_utilization=_mean(kv),
+            prompt_tokens_total=total(VLLM_PROMPT_TOKENS),
+            generation_tokens_total=total(VLLM_GENERATION_TOKENS),
+            ttft_count_total=total(VLLM_TTFT_COUNT),
+            ttft_sum_total=total(VLLM_TTFT_SUM),
         )
     if engine == "triton":
         if TRITON_PENDING not in values:
@@ -120,7 +151,24 @@ def parse_pod_metrics(text: str, *, engine: str) -> PodMetrics:
     raise ScrapeError(f"engine {engine!r} has no metrics to scrape; allowed: {', '.join(ENGINES)}")
 
 
+def _new(previous: float | None, current: float | None) -> float:
+    """What a counter gained between two scrapes (0: unknown, or it went back)."""
+    if previous is None or current is None or current < previous:
+        return 0.0
+    return current - previous
+
+
 def _with_rates(previous: PodMetrics | None, current: PodMetrics) -> PodMetrics:
+    if previous is not None:
+        current = replace(
+            current,
+            new_prompt_tokens=_new(previous.prompt_tokens_total, current.prompt_tokens_total),
+            new_generation_tokens=_new(
+                previous.generation_tokens_total, current.generation_tokens_total
+            ),
+            new_first_tokens=_new(previous.ttft_count_total, current.ttft_count_total),
+            new_ttft_sum_s=_new(previous.ttft_sum_total, current.ttft_sum_total),
+        )
     if (
         previous is None
         or previous.queue_us_total is None
@@ -175,6 +223,7 @@ class PodScraper:
         self._limit = asyncio.Semaphore(max_concurrent)
         self._max_body_bytes = max_body_bytes
         self._targets: dict[str, _TargetState] = {}
+        self._refreshed_at: float | None = None
 
     @property
     def name(self) -> str:
@@ -221,6 +270,7 @@ class PodScraper:
             seen[target.key] = _TargetState(engine=target.engine, pods=pods)
         # Forget targets and pods no longer listed (gone or no longer ready).
         self._targets = seen
+        self._refreshed_at = now
         await asyncio.gather(*jobs)
 
     def read(self, key: str, *, now: float) -> SourceReading | None:
@@ -237,6 +287,7 @@ class PodScraper:
         gpu: list[float] = []
         ratios: list[float] = []
         load: dict[str, float] = {}
+        new_prompt = new_firsts = new_ttft_s = 0.0
         for name, pod in target.pods.items():
             if pod.last_ok_at is None or now - pod.last_ok_at > self._stale_after_s:
                 fresh = False
@@ -253,6 +304,10 @@ class PodScraper:
                 gpu.append(m.gpu_utilization)
             if m.queue_to_compute_ratio is not None:
                 ratios.append(m.queue_to_compute_ratio)
+            if pod.last_ok_at is not None and pod.last_ok_at == self._refreshed_at:
+                new_prompt += m.new_prompt_tokens
+                new_firsts += m.new_first_tokens
+                new_ttft_s += m.new_ttft_sum_s
         has_data = reporters > 0 or not target.pods
         observed = {"server_running": running, "server_waiting": waiting} if has_data else {}
         kv_mean, gpu_mean, ratio_mean = _mean(kv), _mean(gpu), _mean(ratios)
@@ -262,6 +317,10 @@ class PodScraper:
             observed["server_gpu_utilization"] = gpu_mean
         if ratio_mean is not None:
             observed["server_queue_to_compute_ratio"] = ratio_mean
+        if has_data and target.engine == "vllm":
+            observed["server_new_prompt_tokens"] = new_prompt
+            if new_firsts > 0:
+                observed["server_ttft_mean_s"] = new_ttft_s / new_firsts
         return SourceReading(
             source=SCRAPE,
             fresh=fresh,

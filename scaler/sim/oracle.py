@@ -64,7 +64,30 @@ above it. Each term and why it holds:
    pays its own first cold start and, per gap between the clusters that
    need it, ``min(gap, C)``.
 
-The bound is the larger of (2) and the sum of (3) and (4). It is still loose
+5. **Presence inside a cluster.** Term 3 charges a cluster only its
+   required intervals, nothing for requests whose answers are short. But a
+   request served within the objective needs a ready replica at some moment
+   of ``[a, a + slo]``, and level 1 (some replica ready), once down, pays a
+   cold start ``C`` to come back (a replica turning ready lifts one level;
+   the first rise after a gap is the gap's, term 3, every further rise
+   inside the cluster its own). Serve a cluster's arrivals ``a_1 <= ... <=
+   a_n`` with ``m`` stretches of level 1: a stretch serving ``a_i..a_j`` is
+   up from no later than ``a_i + slo`` to no earlier than ``a_j`` (with
+   windows of one length, the stretches serve consecutive arrivals), so the
+   cluster costs at least ``sum over stretches of max(0, a_j - a_i - slo) +
+   (m - 1) C >= sum of min(gap, C - slo) - slo`` over its consecutive
+   arrivals (each gap either stays inside a stretch or separates two, at
+   ``C - slo`` at least). The cluster is charged the larger of this and its
+   required time. With misses allowed, dropping one request saves at most
+   its required time plus ``min(gap, C - slo)`` of the larger gap beside it
+   (a run of dropped requests merges its gaps, and the merged gap still
+   costs at least one of its parts), which the knapsack of term 3 adds per
+   request. This term is what makes a steady trickle of
+   short requests (a chat service at night) cost a replica all the time, as
+   it must: without it the bound charged a dense hour of such requests one
+   cold start.
+
+The bound is the larger of (2) and the sum of (3), (4) and (5). It is still loose
 (levels are charged only at one moment of a cluster, not for as long as a
 burst needs them): read the gap between a policy and the oracle as an upper
 bound on what a better policy could save.
@@ -99,6 +122,7 @@ class _Cluster:
     count: int
     required: list[tuple[float, float]]
     prompts: list[tuple[float, int]]  # (arrival, prompt tokens to prefill)
+    own_required: list[float]  # per request, in arrival order: its required time
 
 
 # Window lengths (s) over which a cluster's prefill must fit: the bound takes
@@ -227,15 +251,17 @@ def _presence(
             last.end = max(last.end, hi)
             last.count += 1
         else:
-            clusters.append(_Cluster(lo, hi, 1, [], []))
+            clusters.append(_Cluster(lo, hi, 1, [], [], []))
         clusters[-1].prompts.append((lo, fresh))
+        clusters[-1].own_required.append(0.0 if required is None else required[1] - required[0])
         if required is not None:
             clusters[-1].required.append(required)
     levels, level_starts = _upper_levels(
         clusters, c, may_miss, params=params, slo_ttft_s=slo_ttft_s
     )
     gaps = [b.start - a.end for a, b in itertools.pairwise(clusters)]
-    lengths = [_union_length(k.required) for k in clusters]
+    # Within a cluster: the required time, or the piercing time (term 5).
+    lengths = [max(_union_length(k.required), _pierced(k, c, slo_ttft_s)) for k in clusters]
     total = c + sum(lengths) + sum(min(g, c) for g in gaps)
     starts = 1 + sum(1 for g in gaps if g > c) + level_starts
     if may_miss == 0:
@@ -252,7 +278,14 @@ def _presence(
         else:
             beside = min(gaps[index - 1], c) if index > 0 else 0.0
         items.append((lengths[index] + beside, cluster.count))
-        items.extend((hi - lo, 1) for lo, hi in cluster.required)
+        # One request: its required time, plus (term 5) at most the larger
+        # of its gaps to the arrivals beside it in the cluster.
+        arrivals = [a for a, _ in cluster.prompts]
+        keep_up = max(0.0, c - slo_ttft_s)
+        steps = [0.0, *(min(b - a, keep_up) for a, b in itertools.pairwise(arrivals)), 0.0]
+        items.extend(
+            (own + max(steps[i], steps[i + 1]), 1) for i, own in enumerate(cluster.own_required)
+        )
     items.sort(key=lambda item: item[0] / item[1], reverse=True)
     budget, saving = float(may_miss), 0.0
     for value, weight in items:
@@ -262,6 +295,14 @@ def _presence(
         saving += value * take
         budget -= weight * take
     return max(c, total - saving) + levels, starts
+
+
+def _pierced(cluster: _Cluster, c: float, slo_ttft_s: float) -> float:
+    """Term 5 for one cluster: ``sum of min(gap, C - slo) - slo`` over its arrivals."""
+    arrivals = [a for a, _ in cluster.prompts]
+    keep_up = max(0.0, c - slo_ttft_s)
+    total = sum(min(b - a, keep_up) for a, b in itertools.pairwise(arrivals))
+    return max(0.0, total - slo_ttft_s)
 
 
 def _upper_levels(

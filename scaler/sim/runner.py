@@ -14,7 +14,10 @@ requests as its own proxy does (:data:`scaler.sim.baselines.HOLD_TIMEOUTS_S`):
   :mod:`scaler.sim.profile`): :mod:`scaler.sim.baselines`;
 - ``oracle``: not a run but a lower bound on the GPU-seconds of any
   schedule meeting the attainment goal (:mod:`scaler.sim.oracle`);
-- ``tidal``: the scaler's defaults (only the shared target and ceiling set);
+- ``tidal``: the scaler's defaults with the scorecard's objective as its
+  ``slo-ttft`` annotation (SLO-first scaling, :mod:`scaler.policy.slo`);
+  only the shared ceiling besides (the shared concurrency target is not
+  used with an SLO);
 - ``tidal-tuned``: the annotations in :data:`TUNED_ANNOTATIONS`, found by
   :func:`scaler.sim.tuning.tune` on the *conversation* trace, so that an
   evaluation on the code trace is not fitted to it;
@@ -135,6 +138,11 @@ class SimulationOptions:
     def cold_start(self) -> ColdStart:
         return self.world.cold_start
 
+    def slo_annotations(self) -> dict[str, str]:
+        """The ``tidal`` row's: the caller's annotations, with the scorecard's
+        objective as ``slo-ttft`` unless they set one."""
+        return {_A + "slo-ttft": f"{self.slo_ttft_s:g}s", **self.tidal_annotations}
+
     def shared_annotations(self) -> dict[str, str]:
         """The knobs every Tidal variant shares with the baselines."""
         return {
@@ -179,7 +187,7 @@ def _factories(options: SimulationOptions) -> dict[str, Factory]:
             ),
             max_replicas=top,
         ),
-        "tidal": _tidal("tidal", options.tidal_annotations, options),
+        "tidal": _tidal("tidal", options.slo_annotations(), options),
         "tidal-tuned": _tidal("tidal-tuned", options.tuned_annotations, options),
         "tidal-adaptive": _tidal(
             "tidal-adaptive",

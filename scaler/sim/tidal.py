@@ -9,7 +9,9 @@ does for one Deployment, with the same pieces:
 - a :class:`~scaler.signals.hub.SignalHub` with an
   :class:`~scaler.signals.activator_reports.ActivatorReports` source receives,
   every simulated second, the report the activator would post to
-  ``/v1/stats`` (its period's mean concurrency, in flight, held, arrivals)
+  ``/v1/stats`` (its period's mean concurrency, in flight, held, arrivals,
+  and for SLO-first scaling the arrivals' prompt and output tokens, the
+  first tokens and their prompt tokens, the requests awaiting a first token)
   and gives back the readings and the demand the controller builds its
   :class:`~scaler.policy.Observation` from;
 - ``decide`` runs every controller tick (2 s by default), at once on an
@@ -107,6 +109,12 @@ class TidalAutoscaler:
                 in_flight=view.in_flight,
                 buffered=view.held,
                 arrivals=view.arrivals,
+                prompt_tokens=view.arrival_prompt_tokens,
+                output_tokens=view.arrival_output_tokens,
+                first_tokens=view.first_tokens,
+                prefilled_tokens=view.prefilled_tokens,
+                awaiting_first_token=view.awaiting_first_token,
+                best_prefill_tokens_per_s=view.best_prefill_tokens_per_s,
             )
             self.hub.report(
                 ActivatorReport(activator="sim", period_s=_REPORT_PERIOD_S, targets={_KEY: stats}),

@@ -103,6 +103,12 @@ class View:
     arrivals: int = 0  # requests that arrived during the last second
     arrival_prompt_tokens: int = 0  # their prompt tokens
     arrival_output_tokens: int = 0  # and output tokens
+    first_tokens: int = 0  # requests whose first token came during the last second
+    prefilled_tokens: int = 0  # their prompt tokens (vLLM's prompt_tokens_total)
+    awaiting_first_token: int = 0  # requests held or in flight with no first token yet
+    # The fastest prefill of the last second's first tokens: prompt tokens over
+    # the time from reaching a replica to the first token (0: none).
+    best_prefill_tokens_per_s: float = 0.0
 
 
 class Autoscaler(Protocol):
@@ -351,6 +357,10 @@ class _World:
         self.busy_in_second = False
         self.arrivals_in_second = 0
         self.tokens_in_second = (0, 0)
+        self.prefilled_in_second = (0, 0)  # first tokens, their prompt tokens
+        self.awaiting = 0  # requests with no first token yet (held or in flight)
+        self.sent_at: dict[int, float] = {}  # request -> when it reached its replica
+        self.best_prefill = 0.0  # over the current second
         self.timeline: list[Second] = []
         self.now = 0.0
         self.spot_times = deque(sorted(config.spot.times_s))
@@ -439,6 +449,7 @@ class _World:
             output + self.reqs[i].output_tokens,
         )
         self._change_outstanding(1)
+        self.awaiting += 1
         if not self.held:
             replica = self._pick(i)
             if replica is not None:
@@ -454,6 +465,8 @@ class _World:
             self._decide(activation=True)
 
     def _fail(self, i: int, reason: str) -> None:
+        if self.first_token[i] is None:
+            self.awaiting -= 1
         self.failed[i] = reason
         self._change_outstanding(-1)
 
@@ -477,6 +490,7 @@ class _World:
         replica.in_flight += 1
         replica.requests.add(i)
         self.where[i] = replica
+        self.sent_at[i] = self.now
         # The engine needs at least one token each way; a trace row with 0
         # output tokens (a failed or empty completion) still costs a prefill.
         # Generation stops at the context length (finish reason "length").
@@ -513,8 +527,16 @@ class _World:
         if replica.ended_s is not None:
             return  # killed mid-step (spot removal)
         outcome = replica.engine.end_step()
+        firsts, prefilled = self.prefilled_in_second
         for i in outcome.first:
             self.first_token[i] = outcome.end_s
+            firsts += 1
+            prefilled += self.reqs[i].prompt_tokens
+            took = outcome.end_s - self.sent_at.pop(i, outcome.end_s)
+            if took > 0:
+                self.best_prefill = max(self.best_prefill, self.reqs[i].prompt_tokens / took)
+        self.awaiting -= len(outcome.first)
+        self.prefilled_in_second = (firsts, prefilled)
         if outcome.finished:
             for i in outcome.finished:
                 self.finished[i] = outcome.end_s
@@ -683,6 +705,10 @@ class _World:
             arrivals=self.arrivals_in_second,
             arrival_prompt_tokens=self.tokens_in_second[0],
             arrival_output_tokens=self.tokens_in_second[1],
+            first_tokens=self.prefilled_in_second[0],
+            prefilled_tokens=self.prefilled_in_second[1],
+            awaiting_first_token=self.awaiting,
+            best_prefill_tokens_per_s=self.best_prefill,
         )
 
     def _decide(self, *, activation: bool, concurrency: float | None = None) -> None:
@@ -717,3 +743,5 @@ class _World:
         self.busy_in_second = self.outstanding > 0
         self.arrivals_in_second = 0
         self.tokens_in_second = (0, 0)
+        self.prefilled_in_second = (0, 0)
+        self.best_prefill = 0.0

@@ -7,6 +7,8 @@ Covers:
   timeout) keeps its last values but turns the view stale after
   ``stale_after_s``; it is never read as zero;
 - scrapes in flight never exceed ``max_concurrent``; pods no longer listed are forgotten;
+- vLLM's prompt-token counter becomes the tokens new since the previous
+  scrape, summed over the pods of the latest refresh only;
 - a Prometheus-shaped API: the query names the configured labels, percent is
   converted to a fraction, a pod without a value makes the view stale, and a
   failing server leaves the last answer to go stale.
@@ -251,3 +253,34 @@ async def test_prometheus_gpu(session) -> None:  # type: ignore[no-untyped-def]
         assert r.gpu_utilization == pytest.approx(0.7)
     finally:
         await server.close()
+
+
+VLLM_TOKENS = """# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{model_name="m"}} 1
+# TYPE vllm:prompt_tokens_total counter
+vllm:prompt_tokens_total{{model_name="m"}} {prompt}
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_count{{model_name="m"}} {firsts}
+vllm:time_to_first_token_seconds_sum{{model_name="m"}} {ttft_sum}
+"""
+
+
+async def test_new_prompt_tokens_count_only_the_pods_of_the_latest_refresh(serve, session) -> None:  # type: ignore[no-untyped-def]
+    counters = {"a": 1000, "b": 500}
+    a = FakePod(lambda: VLLM_TOKENS.format(prompt=counters["a"], firsts=10, ttft_sum=1.0))
+    b = FakePod(lambda: VLLM_TOKENS.format(prompt=counters["b"], firsts=4, ttft_sum=0.4))
+    t = target("ns/llama", "vllm", [await serve(a), await serve(b)])
+    scraper = PodScraper(session=session, timeout_s=0.3, stale_after_s=5.0)
+    await scraper.refresh([t], now=1.0)
+    first = scraper.read("ns/llama", now=1.0)
+    assert first is not None and first.observed["server_new_prompt_tokens"] == 0.0
+    counters["a"], counters["b"] = 4000, 700
+    await scraper.refresh([t], now=2.0)
+    second = scraper.read("ns/llama", now=2.0)
+    assert second is not None and second.observed["server_new_prompt_tokens"] == 3200.0
+    # b fails the next refresh: its last gain is not counted a second time.
+    b.mode = "error"
+    counters["a"] = 4100
+    await scraper.refresh([t], now=3.0)
+    third = scraper.read("ns/llama", now=3.0)
+    assert third is not None and third.observed["server_new_prompt_tokens"] == 100.0

@@ -64,7 +64,8 @@ def test_documented_keys_are_the_parsers_keys() -> None:
 def test_scaler_documented_default_is_the_parsers_default(spec: object) -> None:
     key = spec.key  # type: ignore[attr-defined]
     default = spec.default  # type: ignore[attr-defined]
-    assert parse_scaling_config({key: default}) == parse_scaling_config({})
+    needs = _ALONGSIDE.get(key.split("/", 1)[1], {})
+    assert parse_scaling_config({**needs, key: default}) == parse_scaling_config(needs)
 
 
 # A value other than the default for each key, with what it needs alongside.
@@ -91,7 +92,12 @@ _OTHER_VALUES = {
     "pending-timeout": "1m",
     "sleep-after": "30s",
     "sleep-level": "2",
+    "slo-ttft": "2s",
+    "slo-attainment": "95",
 }
+
+# Keys that are only valid beside another one.
+_ALONGSIDE = {"slo-attainment": {"autoscaling.tidal.dev/slo-ttft": "2s"}}
 
 
 @pytest.mark.parametrize(
@@ -101,7 +107,8 @@ def test_scaler_other_value_changes_the_config(spec: object) -> None:
     """The documented key is live: the parser reads it (a default that is ignored is no default)."""
     key: str = spec.key  # type: ignore[attr-defined]
     value = _OTHER_VALUES[key.split("/", 1)[1]]
-    assert parse_scaling_config({key: value}) != parse_scaling_config({})
+    needs = _ALONGSIDE.get(key.split("/", 1)[1], {})
+    assert parse_scaling_config({**needs, key: value}) != parse_scaling_config(needs)
 
 
 def test_spot_placement_policies_are_documented_and_accepted() -> None:

@@ -117,3 +117,42 @@ def test_dropped_target_loses_windows_and_names_are_unique() -> None:
         SignalHub(sources=[FakeSource("scrape"), FakeSource("scrape")], catalog=catalog)
     with pytest.raises(ValueError, match="no activator reports"):
         hub.report(parse_report(report("x")), now=3.0)
+
+
+def test_token_counters_add_every_report_and_awaiting_is_the_latest_sum() -> None:
+    catalog = Catalog()
+    catalog.targets = {"ns/a": ScalingConfig()}
+    hub = SignalHub(sources=[ActivatorReports()], catalog=catalog)
+
+    def tokens(activator: str, prompt: int, awaiting: int) -> object:
+        stats = {"concurrency": 1, "arrivals": 2, "prompt_tokens": prompt}
+        stats |= {"prefilled_tokens": prompt // 2, "awaiting_first_token": awaiting}
+        return {"activator": activator, "period_s": 1.0, "targets": {"ns/a": stats}}
+
+    hub.report(parse_report(tokens("act-1", 1000, 3)), now=1.0)
+    hub.report(parse_report(tokens("act-2", 500, 1)), now=1.5)
+    hub.report(parse_report(tokens("act-1", 1000, 2)), now=2.0)
+    load = (
+        hub.observe("ns/a", ScalingConfig(), now=2.0)
+        .observation(ready=1, spec=1, activation=False)
+        .load
+    )
+    assert load is not None
+    assert (load.arrivals, load.prompt_tokens, load.prefilled_tokens) == (6, 2500, 1250)
+    assert load.awaiting_first_token == 3  # act-1's latest 2 and act-2's 1
+
+
+def test_servers_new_prompt_tokens_are_counted_once_per_refresh() -> None:
+    catalog = Catalog()
+    catalog.targets = {"ns/a": ScalingConfig()}
+    scrape = FakeSource("scrape")
+    hub = SignalHub(sources=[scrape], catalog=catalog)
+    scrape.readings["ns/a"] = SourceReading(
+        source="scrape", fresh=True, reporters=1, observed={"server_new_prompt_tokens": 3000.0}
+    )
+    hub.arrived("scrape", now=1.0)
+    # Reading again between refreshes (a decision) adds nothing.
+    hub.observe("ns/a", ScalingConfig(), now=1.5)
+    hub.arrived("scrape", now=2.0)
+    load = hub.observe("ns/a", ScalingConfig(), now=2.0).load
+    assert load is not None and load.served_prompt_tokens == 6000.0

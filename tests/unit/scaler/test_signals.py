@@ -111,6 +111,31 @@ def test_parse_vllm_and_old_kv_name() -> None:
     assert parse_pod_metrics(VLLM_OLD, engine="vllm").kv_cache_utilization == 0.42
 
 
+def _vllm_tokens(prompt: float, generated: float, ttft_count: float, ttft_sum: float) -> str:
+    return f"""# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{model_name="m"}} 1
+# TYPE vllm:prompt_tokens_total counter
+vllm:prompt_tokens_total{{model_name="m"}} {prompt}
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{{model_name="m"}} {generated}
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{{le="+Inf",model_name="m"}} {ttft_count}
+vllm:time_to_first_token_seconds_count{{model_name="m"}} {ttft_count}
+vllm:time_to_first_token_seconds_sum{{model_name="m"}} {ttft_sum}
+"""
+
+
+def test_vllm_token_counters_become_what_is_new_between_scrapes() -> None:
+    first = parse_pod_metrics(_vllm_tokens(1000, 50, 4, 2.0), engine="vllm")
+    assert (first.prompt_tokens_total, first.generation_tokens_total) == (1000.0, 50.0)
+    later = _with_rates(first, parse_pod_metrics(_vllm_tokens(4000, 80, 6, 3.0), engine="vllm"))
+    assert (later.new_prompt_tokens, later.new_generation_tokens) == (3000.0, 30.0)
+    assert (later.new_first_tokens, later.new_ttft_sum_s) == (2.0, 1.0)
+    # A restarted server's counters start again: nothing new is counted.
+    restarted = parse_pod_metrics(_vllm_tokens(10, 1, 1, 0.1), engine="vllm")
+    assert _with_rates(later, restarted).new_prompt_tokens == 0.0
+
+
 def test_parse_triton_and_rates() -> None:
     m = parse_pod_metrics(TRITON, engine="triton")
     assert m.waiting == 5.0

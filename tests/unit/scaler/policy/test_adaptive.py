@@ -3,7 +3,9 @@
 Covers:
 - the fixed fallback while history is short, and when most idle times fall
   beyond the histogram's range;
-- the keep-alive at the 99th percentile's bin edge plus the 10 % margin;
+- the keep-alive of least expected cost (a miss priced in GPU-seconds) plus
+  the 10 % margin: it covers a rare long gap when its miss costs more, and
+  lets a rarely used model go at once while a busy one stays warm;
 - pre-warm only for a periodic pattern (a peaked histogram) whose head is
   longer than two cold starts; none for a flat one or a short head;
 - idle stretches shorter than ``min_idle_s`` are not recorded; records are
@@ -56,11 +58,24 @@ def test_fallback_when_most_idle_times_are_beyond_the_range() -> None:
     assert "beyond 600s" in plan.why
 
 
-def test_keep_alive_is_the_99th_percentile_edge_plus_the_margin() -> None:
-    # 99 gaps of 42 s and one of 120 s: p99 falls in the 40-45 s bin.
+def test_keep_alive_covers_a_rare_long_gap_whose_miss_costs_more() -> None:
+    # 99 gaps of 42 s and one of 120 s: 75 s more warm per stretch at most
+    # costs less than a 1 % chance of a miss priced at 60 / 0.01 GPU-seconds.
     plan = history(*[42.0] * 99, 120.0).plan(cold_start_s=60)
     assert plan.learned
-    assert plan.keep_alive_s == pytest.approx(45.0 * 1.1)
+    assert plan.keep_alive_s == pytest.approx(125.0 * 1.1)
+    assert "least expected cost" in plan.why
+
+
+def test_rare_models_go_to_zero_at_once_and_busy_ones_stay_warm() -> None:
+    # The percentile rule kept the rarest longest; on cost, two-hour gaps
+    # are not worth a replica (a miss is worth 6,000 GPU-seconds), ten-minute ones are.
+    # (No pre-warm here: the keep-alive alone.)
+    cfg = AdaptiveGraceConfig(min_cv=1e9)
+    rare = history(*[7_000.0 + 300 * i for i in range(20)], config=cfg).plan(cold_start_s=60)
+    assert (rare.keep_alive_s, rare.prewarm_after_s) == (0.0, None)
+    busy = history(*[600.0 + 7 * i for i in range(20)], config=cfg).plan(cold_start_s=60)
+    assert busy.keep_alive_s >= 600.0 + 7 * 19
 
 
 def test_keep_alive_covers_the_tail_when_it_is_more_than_one_percent() -> None:
@@ -100,8 +115,8 @@ def test_short_idle_stretches_are_ignored_and_records_are_immutable() -> None:
     ("kwargs", "name"),
     [
         pytest.param({"min_samples": 0}, "min_samples", id="min-samples"),
-        pytest.param({"keep_alive_percentile": 101}, "keep_alive_percentile", id="percentile"),
-        pytest.param({"prewarm_percentile": 99.5}, "prewarm_percentile", id="prewarm-above"),
+        pytest.param({"attainment": 1.0}, "attainment", id="attainment"),
+        pytest.param({"prewarm_percentile": 100}, "prewarm_percentile", id="prewarm-above"),
         pytest.param({"bin_s": 0}, "bin_s", id="bin"),
         pytest.param({"margin": 1.0}, "margin", id="margin"),
     ],

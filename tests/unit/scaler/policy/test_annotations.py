@@ -95,6 +95,9 @@ GOOD = [
     (P + "spot-overprovision", "2", "placement.spot_overprovision", 2),
     (P + "pending-timeout", "10s", "placement.pending_timeout_s", 10.0),
     (P + "pending-timeout", "1h", "placement.pending_timeout_s", 3600.0),
+    (A + "slo-ttft", "2s", "slo_ttft_s", 2.0),
+    (A + "slo-ttft", "100ms", "slo_ttft_s", 0.1),
+    (A + "slo-ttft", "10m", "slo_ttft_s", 600.0),
 ]
 
 
@@ -169,6 +172,9 @@ BAD = [
     (P + "spot-overprovision", "11", "an integer from 0 to max-scale (10)"),
     (P + "pending-timeout", "5s", "a duration from 10s to 1h"),
     (P + "pending-timeout", "2h", "a duration from 10s to 1h"),
+    (A + "slo-ttft", "50ms", "a duration from 100ms to 10m"),
+    (A + "slo-ttft", "11m", "a duration from 100ms to 10m"),
+    (A + "slo-ttft", "2", "a duration from 100ms to 10m"),
 ]
 
 
@@ -233,6 +239,18 @@ def test_adaptive_grace_period_is_accepted_with_the_fixed_fallback() -> None:
             id="KV cache needs vLLM",
         ),
         pytest.param(
+            {A + "slo-attainment": "99"},
+            (A + "slo-attainment",),
+            "only with autoscaling.tidal.dev/slo-ttft",
+            id="an attainment needs an objective",
+        ),
+        pytest.param(
+            {A + "slo-ttft": "2s", A + "slo-attainment": "100"},
+            (A + "slo-attainment",),
+            "a percentage from 50 to 99.99",
+            id="an attainment of 100 % cannot be sized for",
+        ),
+        pytest.param(
             {A + "min-scael": "1"},
             (A + "min-scael",),
             "unknown key; known keys are autoscaling.tidal.dev/min-scale, ",
@@ -275,7 +293,7 @@ def test_every_problem_is_reported() -> None:
 
 
 def test_known_keys_cover_the_design_table() -> None:
-    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 23
+    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 25
     for key in KNOWN_KEYS:
         assert key.startswith((A, P))
 
@@ -310,3 +328,9 @@ def test_parse_duration(text: str, seconds: float) -> None:
 def test_parse_duration_rejects(text: str) -> None:
     with pytest.raises(ValueError, match="duration"):
         parse_duration_s(text)
+
+
+def test_slo_attainment_is_a_fraction_beside_its_objective() -> None:
+    config = parse_scaling_config({A + "slo-ttft": "2s", A + "slo-attainment": "99.5"})
+    assert (config.slo_ttft_s, config.slo_attainment) == (2.0, pytest.approx(0.995))
+    assert parse_scaling_config({}).slo_ttft_s is None

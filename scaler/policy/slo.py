@@ -1,0 +1,270 @@
+"""SLO-first scaling: one target's decision when it states a TTFT objective.
+
+With ``autoscaling.tidal.dev/slo-ttft`` set, :func:`decide_slo` replaces
+:func:`~scaler.policy.decide.decide`'s per-replica targets, windows and
+panic. Pure: the state goes in and comes out (``PolicyState.slo``, a frozen
+:class:`SloState`), time is passed in. The steps, in order:
+
+1. **Learn.** The observation's counters (:class:`~scaler.policy.api.LoadTotals`)
+   since the last decision add one interval to the model's
+   :class:`~scaler.policy.slo_load.LoadHistory`, may add a capacity sample
+   (:func:`~scaler.policy.slo_load.learn_capacity`), and the demand (busy or
+   idle) extends the model's :class:`~scaler.policy.keep_warm.IdleGaps`.
+2. **Size** for the load expected over the next cold start:
+   :func:`~scaler.policy.slo_load.replicas_for` (the last ten minutes
+   replayed through a fluid queue at the learned capacity), at least one;
+   the other per-replica targets, when set (queue depth, KV cache, GPU),
+   may raise it.
+3. **From zero**, an activation or visible demand wakes the target to the
+   larger of ``initial-scale``, ``min-scale`` and the sizing, in the same
+   decision.
+4. **To zero** when ``min-scale`` is 0, nothing is busy, every source is
+   fresh, and the expected-cost rule (:mod:`scaler.policy.keep_warm`) says a
+   request within the next cold start is too unlikely to pay for staying
+   warm. It replaces the grace period.
+5. **Down** no sooner than a cold start after the count was last wanted: a
+   replica let go and wanted back within a cold start costs a cold start of
+   GPU time and arrives late (the highest count of the last cold start is
+   held).
+6. **No data is not zero load**: while a configured signal or a demand
+   source is stale the count may rise but not fall. Bounds
+   ``[max(1, min-scale), max-scale]`` above zero.
+
+The cold start is a parameter (the scaler's estimate, the simulator's
+median): it is the horizon of the forecast and of the keep-warm rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from scaler.policy.api import (
+    Decision,
+    LoadTotals,
+    Mode,
+    Observation,
+    Reason,
+    ScalingConfig,
+    SignalKind,
+    SloReport,
+)
+from scaler.policy.decide import PolicyState, desired_for_signal
+from scaler.policy.keep_warm import IdleGaps, WarmOdds, warm_odds
+from scaler.policy.slo_load import (
+    Capacity,
+    LoadHistory,
+    Sizing,
+    learn_capacity,
+    replicas_for,
+    with_interval,
+)
+from scaler.policy.windows import MaxHold
+
+__all__ = ["SloState", "decide_slo"]
+
+
+@dataclass(frozen=True, slots=True)
+class SloState:
+    """What SLO-first scaling remembers of one target between decisions."""
+
+    gaps: IdleGaps
+    history: LoadHistory = field(default_factory=LoadHistory)
+    capacity: Capacity = field(default_factory=Capacity)
+    totals: LoadTotals | None = None  # the counters at the last decision
+    at_s: float | None = None  # the last decision's time
+    ready: int = 0  # ready replicas at the last decision
+    sizing: Sizing | None = None  # the last sizing (also for /v1/targets)
+
+    @classmethod
+    def start(cls, now: float) -> SloState:
+        return cls(gaps=IdleGaps(started_s=now))
+
+    def learn(self, observation: Observation, *, busy: bool, now: float) -> SloState:
+        """Step 1: the history, the capacity and the idle gaps, with this observation."""
+        gaps = self.gaps.observe(busy=busy, now=now)
+        totals = observation.load
+        if totals is None:
+            return replace(self, gaps=gaps, at_s=now, ready=observation.ready_replicas)
+        # The hub's counters start at zero when it starts tracking the target,
+        # as this state does: the first reading's counts belong to its interval.
+        before = LoadTotals() if self.totals is None else self.totals
+        start = self.gaps.started_s if self.at_s is None else self.at_s
+        history = with_interval(self.history, before, totals, start, now)
+        capacity = learn_capacity(
+            self.capacity,
+            self.totals,
+            totals,
+            interval_s=now - start,
+            ready_before=self.ready,
+            ready=observation.ready_replicas,
+        )
+        return replace(
+            self,
+            gaps=gaps,
+            history=history,
+            capacity=capacity,
+            totals=totals,
+            at_s=now,
+            ready=observation.ready_replicas,
+        )
+
+
+def _other_targets(config: ScalingConfig, observation: Observation) -> tuple[int, bool]:
+    """What the per-replica targets other than concurrency ask for (fresh readings
+    only), and whether every configured signal is fresh."""
+    want, fresh = 0, True
+    for kind in config.configured_signals():
+        reading = observation.signals.get(kind)
+        if reading is None or reading.stable is None or not reading.fresh:
+            fresh = False
+            continue
+        if kind is SignalKind.CONCURRENCY:
+            continue
+        want = max(
+            want,
+            desired_for_signal(
+                kind, reading.stable, config=config, ready_replicas=observation.ready_replicas
+            ),
+        )
+    return want, fresh
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    desired: int
+    reason: Reason
+    message: str
+    hold: MaxHold
+
+
+def decide_slo(
+    *,
+    config: ScalingConfig,
+    observation: Observation,
+    state: PolicyState,
+    now: float,
+    cold_start_s: float,
+) -> tuple[Decision, PolicyState]:
+    """One SLO-first decision at ``now`` (see the module docstring)."""
+    slo_ttft_s = config.slo_ttft_s
+    if slo_ttft_s is None:
+        raise ValueError("decide_slo needs a config with slo_ttft_s set")
+    previous = state.slo or SloState.start(now)
+    seen = observation.demand_seen_at_s
+    busy = observation.demand.busy or (
+        seen is not None and previous.at_s is not None and seen > previous.at_s
+    )
+    slo = previous.learn(observation, busy=busy, now=now)  # 1. learn
+    sizing = replicas_for(  # 2. size
+        slo.history,
+        slo.capacity,
+        slo_ttft_s=slo_ttft_s,
+        attainment=config.slo_attainment,
+        max_replicas=config.max_scale,
+    )
+    slo = replace(slo, sizing=sizing)
+    others, signals_fresh = _other_targets(config, observation)
+    want = max(sizing.replicas, others)
+    current = observation.spec_replicas
+    fresh = signals_fresh and observation.demand.all_sources_fresh
+
+    if current == 0:  # 3. from zero
+        outcome = _from_zero(config, observation, want, busy=busy)
+    else:
+        odds = warm_odds(
+            slo.gaps,
+            cold_start_s=cold_start_s,
+            request_rate=slo.history.request_rate(),
+            attainment=config.slo_attainment,
+            now=now,
+        )
+        if config.min_scale == 0 and not busy and fresh and not odds.keep:  # 4. to zero
+            outcome = _Outcome(0, Reason.SCALED_TO_ZERO, f"idle: {odds.why}", MaxHold())
+        else:
+            outcome = _sized(config, state, sizing, want, odds, current, fresh, cold_start_s, now)
+    changed = state.last_desired is None or outcome.desired != state.last_desired
+    decision = Decision(
+        desired=outcome.desired,
+        reason=outcome.reason,
+        mode=Mode.STABLE,
+        per_signal={SignalKind.CONCURRENCY: sizing.replicas},
+        message=outcome.message,
+        missing_signals=() if fresh else tuple(config.configured_signals()),
+        slo=SloReport(
+            slo_ttft_s=slo_ttft_s,
+            attainment=config.slo_attainment,
+            capacity_tokens_per_s=slo.capacity.tokens_per_s,
+            capacity_learned=slo.capacity.trusted,
+            sized_replicas=sizing.replicas,
+            late_share=sizing.late_share,
+            requests_per_s=slo.history.request_rate(),
+        ),
+    )
+    new_state = replace(
+        state,
+        slo=slo,
+        delay_hold=outcome.hold,
+        panic_crossed_s=None,
+        panic_desired=0,
+        idle_since_s=slo.gaps.idle_since_s,
+        last_desired=outcome.desired,
+        last_change_s=now if changed else state.last_change_s,
+        last_reason=outcome.reason,
+    )
+    return decision, new_state
+
+
+def _from_zero(
+    config: ScalingConfig, observation: Observation, want: int, *, busy: bool
+) -> _Outcome:
+    if observation.activation_requested or busy:
+        desired = min(max(config.initial_scale, config.min_scale, want), config.max_scale)
+        why = "activation" if observation.activation_requested else "demand while at zero"
+        return _Outcome(
+            desired,
+            Reason.ACTIVATED,
+            f"woke from zero on {why} to {desired} (sizing wants {want})",
+            MaxHold(),
+        )
+    if config.min_scale > 0:
+        desired = min(config.min_scale, config.max_scale)
+        return _Outcome(desired, Reason.SCALED_UP, f"raised to min-scale {desired}", MaxHold())
+    return _Outcome(0, Reason.STEADY, "at zero, no demand", MaxHold())
+
+
+def _sized(
+    config: ScalingConfig,
+    state: PolicyState,
+    sizing: Sizing,
+    want: int,
+    odds: WarmOdds,
+    current: int,
+    fresh: bool,
+    cold_start_s: float,
+    now: float,
+) -> _Outcome:
+    """Steps 5 and 6: hold for a cold start, keep on stale data, bound."""
+    floor = max(1, config.min_scale)
+    target = max(want, floor)
+    hold = state.delay_hold.record(target, now, window_s=cold_start_s)
+    held = hold.current(now, window_s=cold_start_s) or target
+    desired = max(target, held)
+    if not fresh:
+        desired = max(desired, current)
+    desired = min(desired, config.max_scale)
+    if desired > current:
+        return _Outcome(desired, Reason.SCALED_UP, sizing.why, hold)
+    if desired < current:
+        return _Outcome(desired, Reason.SCALED_DOWN, sizing.why, hold)
+    if not fresh and target < current:
+        return _Outcome(desired, Reason.NO_DATA, f"a source is stale: keeping {desired}", hold)
+    if held > target:
+        return _Outcome(
+            desired,
+            Reason.HOLDING,
+            f"sizing wants {target}; holding {desired} for a cold start ({cold_start_s:.0f}s)",
+            hold,
+        )
+    if sizing.replicas == 0:
+        return _Outcome(desired, Reason.STEADY, f"idle, kept warm: {odds.why}", hold)
+    return _Outcome(desired, Reason.STEADY, sizing.why, hold)

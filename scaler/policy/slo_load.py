@@ -1,0 +1,306 @@
+"""Load in tokens, capacity learned, and how many replicas meet the SLO: pure, time passed in.
+
+SLO-first scaling sizes a model in prompt tokens, not requests: one request
+of a code assistant is 200 tokens and the next 50,000, and a replica's
+time to first token depends on the tokens ahead of a prompt, not on how many
+requests they came in. Three pieces, each a frozen value the policy state
+carries from one decision to the next:
+
+- :class:`Capacity`: the prompt tokens per second one replica prefills,
+  learned online from the model's own servers. A *saturated* interval (at
+  least four requests per ready replica waiting for their first token at
+  both its ends, the same replicas ready throughout) shows the most a replica
+  does: the prompt tokens whose first token came back (the counters the
+  activators and vLLM's ``prompt_tokens_total`` publish) per second per
+  ready replica, as a ratio of sums over the last minute or so of saturated
+  replica-seconds. Before
+  the first, a prior of :data:`PRIOR_PREFILL_TOKENS_PER_S` (an 8B model on
+  one H100 prefills about 25,000; a 70B on two, about 6,000), raised by the
+  fastest prefill any request has shown (its prompt tokens over the time
+  from reaching a replica to its first token: no replica is slower than
+  that), so a model whose traffic never saturates a replica is not sized
+  on a prior set too low; ten saturated replica-seconds (often the first
+  wake from zero, whose held requests all wait for the first replica)
+  replace both.
+- :class:`LoadHistory`: what arrived, per decision interval, over the last
+  :data:`LOOKBACK_S` seconds: the model's own history, from which the load
+  over the next cold start is forecast. Ten minutes holds several of the
+  bursts of a bursty model and follows a diurnal one (its rate moves about
+  3 % a minute at the steepest, with a 10x day).
+- :func:`replicas_for`: the fewest replicas with which the history, replayed
+  through a fluid queue of ``replicas x capacity`` tokens per second, would
+  have let at most the allowed share of requests wait past the objective
+  (the objective less the mean prompt's own prefill time). That is the
+  forecast with its burst headroom in one: the next cold start is taken to
+  bring the bursts of the last ten minutes, at their sizes and their
+  lengths, so a burst that is short against the objective is absorbed by
+  the queue and a long one needs its full rate in replicas. Replicas are
+  sized for the bursts to come, never chased for the one under way: the
+  ones asked for now arrive a cold start later, and serve the next burst of
+  the same size, which the history says to expect.
+
+Main decision, the share sized for: the attainment goal leaves ``1 - A`` of
+requests free to miss; sizing takes half of it, and leaves the other half
+to cold starts and to error in the forecast.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scaler.policy.api import LoadTotals
+
+__all__ = [
+    "LOOKBACK_S",
+    "PRIOR_PREFILL_TOKENS_PER_S",
+    "Capacity",
+    "LoadHistory",
+    "Sizing",
+    "learn_capacity",
+    "replicas_for",
+    "saturated_sample",
+    "with_interval",
+]
+
+#: Prompt tokens per second per replica assumed before the first saturated
+#: interval (see the module docstring): between a 70B and an 8B model, so a
+#: wrong prior costs at most a few replicas for one wake.
+PRIOR_PREFILL_TOKENS_PER_S = 12_000.0
+
+#: How far back the history reaches (see the module docstring).
+LOOKBACK_S = 600.0
+
+# Requests waiting for a first token per ready replica, at both ends of an
+# interval, for it to count as saturated: with fewer, the balancer's choices
+# leave some replica idle part of the time (two or three waiting per replica
+# read as half the capacity on the code trace; four or more within 15 %).
+_SATURATED_PER_REPLICA = 4
+# Saturated replica-seconds before their rate replaces the prior: one
+# interval of 2 s can hold the tail of a long prompt and nothing else.
+_TRUSTED_REPLICA_S = 10.0
+# The saturated replica-seconds the capacity remembers (older ones fade):
+# long enough to span a few long prompts, short enough to follow a change of
+# model or of prompt mix within minutes of saturation.
+_MEMORY_REPLICA_S = 60.0
+# The share of the miss allowance that sizing may spend (the rest: cold starts, error).
+_SIZING_SHARE = 0.5
+# A prompt's own prefill takes at most this share of the objective when
+# counting the wait a replica may add (a longer prompt cannot meet it anyway).
+_MAX_SERVICE_SHARE = 0.75
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """Prompt tokens per second one replica prefills (see the module docstring).
+
+    A ratio of decayed sums, prefilled tokens over saturated replica-seconds,
+    not a mean of per-interval rates: a long prompt is counted when its first
+    token comes back, so one interval shows none of its tokens and the next
+    all of them, and only the sums see the rate between.
+    """
+
+    tokens_per_s: float = PRIOR_PREFILL_TOKENS_PER_S
+    samples: int = 0
+    tokens: float = 0.0
+    replica_seconds: float = 0.0
+
+    def at_least(self, fastest_tokens_per_s: float) -> Capacity:
+        """Until enough saturated time is seen, the fastest prefill a request has shown
+        is a lower bound that lifts a prior set too low."""
+        if self.trusted or not fastest_tokens_per_s > self.tokens_per_s:
+            return self
+        return Capacity(fastest_tokens_per_s, self.samples, self.tokens, self.replica_seconds)
+
+    @property
+    def trusted(self) -> bool:
+        """Enough saturated replica-seconds for their rate to replace the prior."""
+        return self.replica_seconds >= _TRUSTED_REPLICA_S
+
+    def learn(self, tokens: float, replica_seconds: float) -> Capacity:
+        if not (tokens >= 0 and replica_seconds > 0 and math.isfinite(tokens + replica_seconds)):
+            return self
+        keep = math.exp(-replica_seconds / _MEMORY_REPLICA_S)
+        total = self.tokens * keep + tokens
+        spent = self.replica_seconds * keep + replica_seconds
+        learned = Capacity(self.tokens_per_s, self.samples + 1, total, spent)
+        if not learned.trusted or total <= 0:
+            return learned
+        return Capacity(total / spent, learned.samples, total, spent)
+
+
+def saturated_sample(
+    before: LoadTotals, after: LoadTotals, *, interval_s: float, ready_before: int, ready: int
+) -> tuple[float, float] | None:
+    """Prompt tokens prefilled and replica-seconds spent over an interval in which every
+    ready replica had work waiting throughout; ``None`` when the interval shows no such
+    thing."""
+    if interval_s <= 0 or ready < 1 or ready != ready_before:
+        return None
+    if (
+        min(before.awaiting_first_token, after.awaiting_first_token)
+        < _SATURATED_PER_REPLICA * ready
+    ):
+        return None
+    # Two witnesses of the same work (the activators' first tokens, the servers'
+    # counters): the larger, since either may be missing.
+    done = max(
+        after.prefilled_tokens - before.prefilled_tokens,
+        after.served_prompt_tokens - before.served_prompt_tokens,
+    )
+    if done < 0:
+        return None
+    return done, interval_s * ready
+
+
+@dataclass(frozen=True, slots=True)
+class LoadHistory:
+    """Arrivals per decision interval, ``(start_s, end_s, prompt_tokens, requests)``, over
+    the last :data:`LOOKBACK_S` seconds, oldest first."""
+
+    intervals: tuple[tuple[float, float, float, float], ...] = ()
+
+    def add(self, start_s: float, end_s: float, tokens: float, requests: float) -> LoadHistory:
+        if end_s <= start_s:
+            return self
+        horizon = end_s - LOOKBACK_S
+        kept = self.intervals
+        drop = 0
+        while drop < len(kept) and kept[drop][1] <= horizon:
+            drop += 1
+        return LoadHistory((*kept[drop:], (start_s, end_s, max(0.0, tokens), max(0.0, requests))))
+
+    @property
+    def requests(self) -> float:
+        return sum(i[3] for i in self.intervals)
+
+    @property
+    def tokens(self) -> float:
+        return sum(i[2] for i in self.intervals)
+
+    @property
+    def span_s(self) -> float:
+        if not self.intervals:
+            return 0.0
+        return self.intervals[-1][1] - self.intervals[0][0]
+
+    def request_rate(self) -> float:
+        """Requests per second over the history (0 without one)."""
+        span = self.span_s
+        return self.requests / span if span > 0 else 0.0
+
+
+def _late_requests(
+    history: LoadHistory, tokens_per_s: float, wait_s: float, stop_after: float
+) -> float:
+    """Requests a fluid queue served at ``tokens_per_s`` keeps waiting longer than
+    ``wait_s`` over ``history`` (stops counting past ``stop_after``)."""
+    threshold = tokens_per_s * wait_s
+    backlog = late = 0.0
+    for start_s, end_s, tokens, requests in history.intervals:
+        dt = end_s - start_s
+        rate = tokens / dt
+        end = max(0.0, backlog + (rate - tokens_per_s) * dt)
+        if requests > 0:
+            if rate >= tokens_per_s:
+                if end > threshold:
+                    rise = end - backlog
+                    share = 1.0 if rise <= 0 else min(1.0, (end - threshold) / rise)
+                    late += requests * share
+            elif backlog > threshold:
+                late += requests * min(1.0, (backlog - threshold) / (tokens_per_s - rate) / dt)
+            if late > stop_after:
+                return late
+        backlog = end
+    return late
+
+
+@dataclass(frozen=True, slots=True)
+class Sizing:
+    replicas: int
+    late_share: float  # the share of the history's requests that would wait too long
+    why: str
+
+
+def replicas_for(
+    history: LoadHistory,
+    capacity: Capacity,
+    *,
+    slo_ttft_s: float,
+    attainment: float,
+    max_replicas: int,
+) -> Sizing:
+    """The fewest replicas (up to ``max_replicas``) meeting the sizing goal over the
+    history (see the module docstring); 0 when the history holds no request."""
+    requests = history.requests
+    if requests <= 0:
+        return Sizing(0, 0.0, "no request in the last 10m")
+    mu = capacity.tokens_per_s
+    service_s = min(history.tokens / requests / mu, _MAX_SERVICE_SHARE * slo_ttft_s)
+    wait_s = slo_ttft_s - service_s
+    allowed = (1.0 - attainment) * _SIZING_SHARE * requests
+
+    def late(n: int) -> float:
+        return _late_requests(history, n * mu, wait_s, allowed)
+
+    lo, hi = 1, max(1, max_replicas)
+    if late(hi) > allowed:
+        lo = hi
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if late(mid) <= allowed:
+            hi = mid
+        else:
+            lo = mid + 1
+    share = late(lo) / requests
+    learned = "learned" if capacity.samples else "prior"
+    return Sizing(
+        lo,
+        share,
+        f"{lo} x {mu:,.0f} prompt tokens/s ({learned}) keep {100 * (1 - share):.1f} % of the "
+        f"last {history.span_s:.0f}s's {requests:.0f} requests within the objective",
+    )
+
+
+def with_interval(
+    history: LoadHistory, before: LoadTotals | None, after: LoadTotals, start_s: float, now: float
+) -> LoadHistory:
+    """``history`` with the arrivals between two counter readings (a first reading adds
+    nothing: its counters hold everything before it).
+
+    Prompt tokens are the activators' count at arrival; activators that do not
+    count them (none has so far) leave the servers' count of prefilled prompt
+    tokens (vLLM's ``prompt_tokens_total``) as the measure, a little later
+    than arrival, and the requests whose first token came back as the count.
+    """
+    if before is None:
+        return history
+    if after.prompt_tokens > 0:
+        tokens = after.prompt_tokens - before.prompt_tokens
+        requests = after.arrivals - before.arrivals
+    else:
+        tokens = max(
+            after.served_prompt_tokens - before.served_prompt_tokens,
+            after.prefilled_tokens - before.prefilled_tokens,
+        )
+        requests = max(after.arrivals - before.arrivals, after.first_tokens - before.first_tokens)
+    return history.add(start_s, now, tokens, requests)
+
+
+def learn_capacity(
+    capacity: Capacity,
+    before: LoadTotals | None,
+    after: LoadTotals,
+    *,
+    interval_s: float,
+    ready_before: int,
+    ready: int,
+) -> Capacity:
+    """``capacity`` with the interval's saturated sample, if it has one."""
+    capacity = capacity.at_least(after.best_prefill_tokens_per_s)
+    if before is None:
+        return capacity
+    sample = saturated_sample(
+        before, after, interval_s=interval_s, ready_before=ready_before, ready=ready
+    )
+    return capacity if sample is None else capacity.learn(*sample)
