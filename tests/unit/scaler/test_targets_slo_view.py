@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from scaler.app import target_view
 from scaler.policy.api import Decision, Mode, Reason, SloReport
-from scaler.target_state import TargetState
+from scaler.targets.state import TargetState
 
 
 def state(decision: Decision) -> TargetState:
