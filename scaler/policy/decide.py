@@ -75,7 +75,7 @@ from scaler.policy.api import (
 from scaler.policy.windows import MaxHold
 
 if TYPE_CHECKING:
-    from scaler.policy.slo import SloState
+    from scaler.policy.slo_state import SloState
 
 __all__ = ["PolicyState", "decide", "desired_for_signal"]
 

@@ -72,6 +72,10 @@ _RULES: dict[str, tuple[Callable[[str], bool], str]] = {
         lambda v: v.strip() in ("least-loaded", "prefix"),
         "least-loaded or prefix",
     ),
+    "resend-unanswered": (
+        lambda v: v.strip().lower() in ("true", "false"),
+        "true or false",
+    ),
 }
 
 #: Every routing annotation the activator reads.

@@ -36,11 +36,10 @@ median): it is the horizon of the forecast and of the keep-warm rule.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from scaler.policy.api import (
     Decision,
-    LoadTotals,
     Mode,
     Observation,
     Reason,
@@ -49,64 +48,15 @@ from scaler.policy.api import (
     SloReport,
 )
 from scaler.policy.decide import PolicyState, desired_for_signal
-from scaler.policy.keep_warm import IdleGaps, WarmOdds, warm_odds
+from scaler.policy.keep_warm import WarmOdds, warm_odds
 from scaler.policy.slo_load import (
-    Capacity,
-    LoadHistory,
     Sizing,
-    learn_capacity,
     replicas_for,
-    with_interval,
 )
+from scaler.policy.slo_state import SloState
 from scaler.policy.windows import MaxHold
 
 __all__ = ["SloState", "decide_slo"]
-
-
-@dataclass(frozen=True, slots=True)
-class SloState:
-    """What SLO-first scaling remembers of one target between decisions."""
-
-    gaps: IdleGaps
-    history: LoadHistory = field(default_factory=LoadHistory)
-    capacity: Capacity = field(default_factory=Capacity)
-    totals: LoadTotals | None = None  # the counters at the last decision
-    at_s: float | None = None  # the last decision's time
-    ready: int = 0  # ready replicas at the last decision
-    sizing: Sizing | None = None  # the last sizing (also for /v1/targets)
-
-    @classmethod
-    def start(cls, now: float) -> SloState:
-        return cls(gaps=IdleGaps(started_s=now))
-
-    def learn(self, observation: Observation, *, busy: bool, now: float) -> SloState:
-        """Step 1: the history, the capacity and the idle gaps, with this observation."""
-        gaps = self.gaps.observe(busy=busy, now=now)
-        totals = observation.load
-        if totals is None:
-            return replace(self, gaps=gaps, at_s=now, ready=observation.ready_replicas)
-        # The hub's counters start at zero when it starts tracking the target,
-        # as this state does: the first reading's counts belong to its interval.
-        before = LoadTotals() if self.totals is None else self.totals
-        start = self.gaps.started_s if self.at_s is None else self.at_s
-        history = with_interval(self.history, before, totals, start, now)
-        capacity = learn_capacity(
-            self.capacity,
-            self.totals,
-            totals,
-            interval_s=now - start,
-            ready_before=self.ready,
-            ready=observation.ready_replicas,
-        )
-        return replace(
-            self,
-            gaps=gaps,
-            history=history,
-            capacity=capacity,
-            totals=totals,
-            at_s=now,
-            ready=observation.ready_replicas,
-        )
 
 
 def _other_targets(config: ScalingConfig, observation: Observation) -> tuple[int, bool]:
