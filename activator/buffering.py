@@ -159,9 +159,10 @@ class Gate:
         else:
             self.prefix = None
 
-    def prompt_of(self, body: bytes | None) -> PromptBlocks | None:
-        """What :meth:`try_acquire` balances ``body`` by (None: by load)."""
-        return self.prefix.prompt_of(body) if self.prefix is not None else None
+    def prompt_of(self, document: object) -> PromptBlocks | None:
+        """What :meth:`try_acquire` balances a request by, from its parsed JSON body
+        (None: by load)."""
+        return self.prefix.prompt_of(document) if self.prefix is not None else None
 
     def set_activators(self, count: int) -> None:
         """The scaler's count of reporting activators; this one takes its share of cc."""

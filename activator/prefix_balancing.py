@@ -24,7 +24,6 @@ Main decisions:
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Sequence
 
@@ -49,12 +48,10 @@ class PrefixBalancer:
         )
 
     @staticmethod
-    def prompt_of(body: bytes | None) -> PromptBlocks | None:
-        if not body:
-            return None
-        try:
-            document = json.loads(body)
-        except ValueError:
+    def prompt_of(document: object) -> PromptBlocks | None:
+        """The blocks of a request body already parsed to route by ``model``
+        (parsed once: the proxy hands over its document)."""
+        if document is None:
             return None
         prompt = prompt_blocks(document)
         return prompt if prompt.blocks else None

@@ -69,6 +69,7 @@ from activator.held_bodies import HeldBodies
 from activator.http1 import Exchange
 from activator.http1.heads import client_response_head, error_head_and_body
 from activator.metrics import Metrics
+from activator.prefix_key import PromptBlocks
 from activator.readiness import EndpointTracker
 from activator.registry import Registry
 from activator.routing import TARGET_HEADER, RoutingTable, lists_models
@@ -277,16 +278,19 @@ class Proxy:
         """Step 2 for a request routed by its body's ``model``, then the rest."""
         target = ""
         try:
-            body, target = await self._route_by_model(exchange)
+            body, target, document = await self._route_by_model(exchange)
             gate = self._gate(exchange, target)
         except _ServeError as exc:
             self._fail(exchange, exc, target, started)
             return
         gate.arrive()
-        await self._hold_and_forward(exchange, gate=gate, body=body, started=started)
+        await self._hold_and_forward(
+            exchange, gate=gate, body=body, started=started, prompt=gate.prompt_of(document)
+        )
 
-    async def _route_by_model(self, exchange: Exchange) -> tuple[bytes, str]:
-        """The body, read whole (bounded), and the target its ``model`` names."""
+    async def _route_by_model(self, exchange: Exchange) -> tuple[bytes, str, object]:
+        """The body, read whole (bounded), the target its ``model`` names, and the
+        parsed body (prefix-aware balancing reads its prompt without parsing again)."""
         limit = self.options.max_model_body_bytes
         length = exchange.head.content_length
         if length is not None and length > limit:
@@ -304,7 +308,7 @@ class Proxy:
         target = table.by_model(model)
         if target is None:
             raise NoTarget(table.unknown_model(model))
-        return body, target
+        return body, target, document
 
     def _gate(self, exchange: Exchange, target: str) -> Gate:
         """Step 3: the target's gate, once the body is known to be within the limit."""
@@ -352,10 +356,13 @@ class Proxy:
         body: bytes | None,
         started: float,
         sent_again: bool = False,
+        prompt: PromptBlocks | None = None,
     ) -> None:
-        """Steps 3 to 5 with awaits: hold for an endpoint, forward, relay, answer failures."""
+        """Steps 3 to 5 with awaits: hold for an endpoint, forward, relay, answer failures.
+
+        ``prompt``: what a prefix-balanced model picks a replica by (None: by load)."""
         try:
-            status = await self._forward(exchange, gate, body, sent_again=sent_again)
+            status = await self._forward(exchange, gate, body, sent_again=sent_again, prompt=prompt)
         except _ServeError as exc:
             self._fail(exchange, exc, gate.name, started)
             return
@@ -412,7 +419,13 @@ class Proxy:
         self.metrics.observe(target, spec.status, time.perf_counter() - started)
 
     async def _forward(
-        self, exchange: Exchange, gate: Gate, body: bytes | None, *, sent_again: bool = False
+        self,
+        exchange: Exchange,
+        gate: Gate,
+        body: bytes | None,
+        *,
+        sent_again: bool = False,
+        prompt: PromptBlocks | None = None,
     ) -> int:
         """Hold for an endpoint, forward, and go back to waiting while the failures allow.
 
@@ -425,7 +438,6 @@ class Proxy:
         deadline = 0.0
         refused = 0
         held_bytes = len(body) if body else 0
-        prompt = gate.prompt_of(body)  # None unless the model balances by prefix
         while True:
             tracker = gate.try_acquire(prompt)
             if tracker is None:

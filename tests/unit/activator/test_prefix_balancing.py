@@ -65,8 +65,9 @@ def test_a_completion_prompt_is_cut_into_full_blocks() -> None:
 ENDPOINTS = [Endpoint(f"10.0.0.{i}", 80, name=f"pod-{i}", ready=True) for i in range(1, 5)]
 
 
-def _body(messages: list[dict[str, str]]) -> bytes:
-    return json.dumps({"model": "m", "messages": messages}).encode()
+def _body(messages: list[dict[str, str]]) -> object:
+    """A request body as the proxy hands it over: parsed once, to route by ``model``."""
+    return json.loads(json.dumps({"model": "m", "messages": messages}))
 
 
 def test_a_prefix_gate_keeps_a_conversation_on_one_replica() -> None:
