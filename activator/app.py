@@ -24,7 +24,7 @@ one worker of :mod:`activator.workers`). The pieces:
 - background tasks: the target source, the prober and the reporter, each
   cancelled on the way out;
 - the collaborators are built here and passed in at construction: one
-  :class:`~activator.wake_queue.WakeQueue` that the gates put cold targets
+  :class:`~activator.holding.wake_queue.WakeQueue` that the gates put cold targets
   on and the reporter consumes, and the event loop's clock for everything.
 
 Drain (DESIGN §3): fail ``/readyz`` and keep serving for ``drain_grace_s``:
@@ -61,16 +61,16 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from activator import http1
+from activator.holding.wake_queue import WakeQueue
 from activator.metrics import Metrics
-from activator.notice_taints import parse_notice_taints
-from activator.probing import Prober
 from activator.proxy import Proxy, ProxyOptions
-from activator.registry import Registry
-from activator.reporting import Reporter
-from activator.scaler_peers import ScalerPeers, parse_scaler_urls
+from activator.replicas.notice_taints import parse_notice_taints
+from activator.replicas.probing import Prober
+from activator.routing.registry import Registry
+from activator.scaler_link.peers import ScalerPeers, parse_scaler_urls
+from activator.scaler_link.reporting import Reporter
 from activator.settings import ActivatorSettings
 from activator.targets import TargetSource
-from activator.wake_queue import WakeQueue
 
 __all__ = ["Activator", "activator_name", "admin_app", "make_source", "serve", "start"]
 
@@ -93,7 +93,7 @@ def activator_name(settings: ActivatorSettings) -> str:
 
 def make_source(settings: ActivatorSettings) -> TargetSource:
     if settings.routes is not None:
-        from activator.routes_file import RoutesFileSource
+        from activator.routing.routes_file import RoutesFileSource
 
         source = RoutesFileSource(
             settings.routes, poll_s=settings.routes_poll_s, defaults=settings.defaults

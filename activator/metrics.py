@@ -41,7 +41,7 @@ from prometheus_client.core import (
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from activator.buffering import Gate
+from activator.holding.gate import Gate
 from activator.statuses import ERROR_STATUS
 
 __all__ = ["REASONS", "Metrics", "merge_expositions"]

@@ -8,11 +8,11 @@ sequence of steps:
    request targets (``GET http://elsewhere/``); only endpoints of known
    targets are ever dialled, never an address from the request; refuse a
    replica's development endpoints, and new requests once draining;
-2. route it (:mod:`activator.routing`): by header, host and path, else by
+2. route it (:mod:`activator.routing.table`): by header, host and path, else by
    the body's ``model`` (read whole, bounded); ``GET /v1/models`` that no
    route claims is answered here;
 3. take the target's gate and an endpoint from it: at once when one has
-   room, else held until one does (:mod:`activator.buffering`), a body over
+   room, else held until one does (:mod:`activator.holding.gate`), a body over
    the limit refused first. While a request is held, a body it was not
    routed by waits in a bounded buffer and the kernel (reading pauses);
 4. forward it over a pooled keep-alive connection with hop-by-hop headers
@@ -45,7 +45,7 @@ mid-stream) cannot become a status: the client connection is closed, which
 tells the client the truth.
 
 While a request is held, a body it was routed by stays in memory; the sum
-of such bodies is capped per activator (:mod:`activator.held_bodies`).
+of such bodies is capped per activator (:mod:`activator.holding.held_bodies`).
 
 What status to answer, and whether to go back to waiting, is decided in
 :mod:`activator.statuses` (its table lists every status); this module only
@@ -63,16 +63,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from activator import http1
-from activator.buffering import BufferFull, ColdStartTimeout, DrainEnded, Gate, HoldError
-from activator.denylist import is_denied
-from activator.held_bodies import HeldBodies
+from activator.balancing.prefix_key import PromptBlocks
+from activator.holding.gate import BufferFull, ColdStartTimeout, DrainEnded, Gate, HoldError
+from activator.holding.held_bodies import HeldBodies
 from activator.http1 import Exchange
 from activator.http1.heads import client_response_head, error_head_and_body
 from activator.metrics import Metrics
-from activator.prefix_key import PromptBlocks
-from activator.readiness import EndpointTracker
-from activator.registry import Registry
-from activator.routing import TARGET_HEADER, RoutingTable, lists_models
+from activator.replicas.denylist import is_denied
+from activator.replicas.readiness import EndpointTracker
+from activator.routing.registry import Registry
+from activator.routing.table import TARGET_HEADER, RoutingTable, lists_models
 from activator.statuses import (
     AllRefused,
     BadBody,

@@ -85,9 +85,9 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-from activator.buffering import BufferFull, ColdStartTimeout, DrainEnded, GateClosed
+from activator.holding.gate import BufferFull, ColdStartTimeout, DrainEnded, GateClosed
+from activator.holding.wake_refusal import NotWoken
 from activator.http1.server import REJECTIONS, BodyStalled, BodyTooLarge
-from activator.wake_refusal import NotWoken
 
 __all__ = [
     "ERROR_STATUS",
@@ -148,7 +148,10 @@ class ConnectRefused(ProxyError):
 
 
 class DeniedEndpoint(ProxyError):
-    """A client asked for a replica endpoint only Tidal may call (``activator.denylist``)."""
+    """A client asked for a replica endpoint only Tidal may call.
+
+    The paths are :mod:`activator.replicas.denylist`'s.
+    """
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 A *target* is one autoscaled model, named ``namespace/name`` after its
 Deployment. Two sources describe targets (DESIGN §3): Kubernetes (opted-in
 Deployments and their Services' EndpointSlices, in :mod:`activator.kube`) and
-a static routes file (:mod:`activator.routes_file`). Both produce the same
+a static routes file (:mod:`activator.routing.routes_file`). Both produce the same
 frozen values defined here and hand whole snapshots to a
 :class:`TargetSink`; nothing downstream knows which source is in use.
 
@@ -11,7 +11,7 @@ An :class:`Endpoint` carries the source's opinion of readiness. The activator
 may know better in both directions: a direct probe can find a not-yet-ready
 endpoint accepting connections before the EndpointSlice says so, and a
 refused connection marks a "ready" one down until a probe succeeds again
-(:mod:`activator.readiness`). A *draining* endpoint is the exception: the
+(:mod:`activator.replicas.readiness`). A *draining* endpoint is the exception: the
 source says it is going away, and nothing the activator sees overrides that.
 
 Durations are Go-style strings in annotations and routes files (``90s``,
@@ -46,7 +46,7 @@ DEFAULT_COLD_START_TIMEOUT_S = 600.0
 DEFAULT_MAX_BUFFERED = 1000
 DEFAULT_CONTAINER_CONCURRENCY = 0
 # How a request picks among ready replicas: least in flight, or where its
-# prompt's prefix is most likely cached (activator.prefix_affinity).
+# prompt's prefix is most likely cached (activator.balancing.prefix_affinity).
 BALANCING_MODES = ("least-loaded", "prefix")
 DEFAULT_BALANCING = "least-loaded"
 # A request whose replica closed the connection before a byte of answer is

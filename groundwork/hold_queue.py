@@ -1,6 +1,6 @@
 """The order in which held requests get capacity: one FIFO for the Gate and the simulator.
 
-The activator's :class:`~activator.buffering.Gate` holds requests for a
+The activator's :class:`~activator.holding.gate.Gate` holds requests for a
 target while no replica has room, and the policy simulator
 (:mod:`scaler.sim.world`) must hold them exactly as the Gate does, or its
 scorecard would measure a different product. Both hold with this queue, so

@@ -4,9 +4,9 @@ The world balances with the activator's least-in-flight pick unless its
 config names a :class:`~scaler.sim.world.Balancer`; this module supplies
 two, both the product's code:
 
-- :class:`LeastLoaded`: ``activator.balancing.pick``, as the world does by
+- :class:`LeastLoaded`: ``activator.balancing.least_loaded.pick``, as the world does by
   itself (so the two rows differ only in routing);
-- :class:`PrefixRouted`: ``activator.prefix_affinity.PrefixAffinity``, one
+- :class:`PrefixRouted`: ``activator.balancing.prefix_affinity.PrefixAffinity``, one
   per simulated activator. With ``activators`` > 1 each request goes
   through one of them drawn at random (a Service spreading connections),
   each with its own history; all see the replicas' true in-flight counts
@@ -46,8 +46,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import cast
 
-from activator.balancing import pick
-from activator.prefix_affinity import AffinityConfig, PrefixAffinity
+from activator.balancing.least_loaded import pick
+from activator.balancing.prefix_affinity import AffinityConfig, PrefixAffinity
 from scaler.sim.baselines import AlwaysOn
 from scaler.sim.chat_trace import ChatSpec, generate_chat
 from scaler.sim.engine import LlmParams

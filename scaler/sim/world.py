@@ -8,7 +8,7 @@ in seconds.
 
 What runs here is the product's own code, not a copy:
 
-- **balancing**: ``activator.balancing.pick`` (least in flight by power of two
+- **balancing**: ``activator.balancing.least_loaded.pick`` (least in flight by power of two
   choices) over the ready replicas, or the :class:`Balancer` the config's
   ``balancer`` builds (prefix-aware routing: :mod:`scaler.sim.prefix_routing`),
   with the activator's defaults for the hold (``activator.targets``: at most
@@ -57,7 +57,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from activator.balancing import pick
+from activator.balancing.least_loaded import pick
 from activator.targets import DEFAULT_COLD_START_TIMEOUT_S, DEFAULT_MAX_BUFFERED
 from groundwork.hold_queue import HoldQueue
 from scaler.policy import PlacementConfig, split

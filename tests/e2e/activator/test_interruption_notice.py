@@ -31,7 +31,7 @@ import pytest
 
 from activator.app import start
 from activator.kube.source import KubeSource
-from activator.notice_taints import parse_notice_taints
+from activator.replicas.notice_taints import parse_notice_taints
 from tests.e2e.activator.kube_support import (
     MERGE,
     Api,

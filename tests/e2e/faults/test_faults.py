@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from activator.buffering import BufferFull, DrainEnded
+from activator.holding.gate import BufferFull, DrainEnded
 from activator.statuses import ERROR_STATUS, UpstreamFailed
 from tests.e2e.faults.fates import Record, Tally
 from tests.e2e.faults.harness import (

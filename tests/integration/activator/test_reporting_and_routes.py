@@ -22,7 +22,7 @@ from pathlib import Path
 import aiohttp
 
 from activator.app import start
-from activator.routes_file import RoutesFileSource
+from activator.routing.routes_file import RoutesFileSource
 from activator.targets import TargetSink, TargetSpec
 from tests.integration.activator.helpers import (
     Backend,

@@ -29,12 +29,12 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from activator.holding.wake_queue import WakeQueue
 from activator.metrics import Metrics
-from activator.registry import Registry
-from activator.reporting import Reporter
-from activator.scaler_peers import ScalerPeers, parse_scaler_urls, resolve_all
+from activator.routing.registry import Registry
+from activator.scaler_link.peers import ScalerPeers, parse_scaler_urls, resolve_all
+from activator.scaler_link.reporting import Reporter
 from activator.settings import ActivatorSettings
-from activator.wake_queue import WakeQueue
 from tests.integration.activator.helpers import (
     StaticSource,
     free_port,

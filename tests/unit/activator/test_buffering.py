@@ -20,11 +20,11 @@ import asyncio
 
 import pytest
 
-from activator.buffering import BufferFull, ColdStartTimeout, Gate, GateClosed
-from activator.readiness import TargetEndpoints
-from activator.registry import Registry
+from activator.holding.gate import BufferFull, ColdStartTimeout, Gate, GateClosed
+from activator.holding.wake_queue import WakeQueue
+from activator.replicas.readiness import TargetEndpoints
+from activator.routing.registry import Registry
 from activator.targets import Endpoint, TargetSpec
-from activator.wake_queue import WakeQueue
 
 pytestmark = pytest.mark.looptime
 

@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-from activator.buffering import BufferFull, ColdStartTimeout, GateClosed
 from activator.cli import configure, settings_from_args
+from activator.holding.gate import BufferFull, ColdStartTimeout, GateClosed
 from activator.kube.translate import build_targets, endpoints_from_slices, target_from_deployment
 from activator.metrics import merge_expositions
 from activator.proxy import error_response
-from activator.routes_file import parse_routes
+from activator.routing.routes_file import parse_routes
 from activator.settings import ActivatorSettings
 from activator.statuses import (
     AllRefused,

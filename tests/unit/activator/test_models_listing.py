@@ -1,4 +1,4 @@
-"""The activator as an OpenAI endpoint, the pure part (activator.routing).
+"""The activator as an OpenAI endpoint, the pure part (activator.routing.table).
 
 Covers:
 - which requests are the model listing (``GET``/``HEAD /v1/models``, with
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from activator.routing import RoutingTable, lists_models
+from activator.routing.table import RoutingTable, lists_models
 from activator.targets import TargetSpec
 
 

@@ -16,7 +16,11 @@ from typing import Any
 import pytest
 
 from activator.kube.translate import build_targets, endpoints_from_slices
-from activator.notice_taints import DEFAULT_NOTICE_TAINTS, nodes_under_notice, parse_notice_taints
+from activator.replicas.notice_taints import (
+    DEFAULT_NOTICE_TAINTS,
+    nodes_under_notice,
+    parse_notice_taints,
+)
 from activator.settings import ActivatorSettings
 from activator.targets import Endpoint
 from groundwork.settings_loading import load_settings

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from activator.prefix_affinity import (
+from activator.balancing.prefix_affinity import (
     AffinityConfig,
     PrefixAffinity,
     Ring,

@@ -14,10 +14,10 @@ import json
 
 import pytest
 
-from activator.buffering import Gate
-from activator.prefix_key import BLOCK_CHARS, prompt_blocks
-from activator.registry import Registry
-from activator.routes_file import parse_routes
+from activator.balancing.prefix_key import BLOCK_CHARS, prompt_blocks
+from activator.holding.gate import Gate
+from activator.routing.registry import Registry
+from activator.routing.routes_file import parse_routes
 from activator.targets import Endpoint, TargetSpec
 
 SYSTEM = {"role": "system", "content": "You are a careful assistant. " * 20}

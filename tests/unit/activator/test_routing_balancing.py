@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from activator.balancing import least_in_flight, pick, power_of_two_choices
-from activator.routing import RoutingTable
+from activator.balancing.least_loaded import least_in_flight, pick, power_of_two_choices
+from activator.routing.table import RoutingTable
 from activator.targets import TargetSpec
 
 TABLE = RoutingTable.build(

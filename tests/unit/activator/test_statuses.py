@@ -16,7 +16,8 @@ from http import HTTPStatus
 
 import pytest
 
-from activator.held_bodies import HeldBodies
+from activator.holding.held_bodies import HeldBodies
+from activator.holding.wake_refusal import NotWoken
 from activator.http1.heads import error_head_and_body
 from activator.metrics import REASONS
 from activator.statuses import (
@@ -29,7 +30,6 @@ from activator.statuses import (
     error_document,
     status_of,
 )
-from activator.wake_refusal import NotWoken
 
 
 @pytest.mark.parametrize("failure", list(Failure))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from activator.buffering import Gate
+from activator.holding.gate import Gate
 from activator.metrics import Metrics as ActivatorMetrics
 from activator.metrics import merge_expositions
 from scaler.metrics import Metrics as ScalerMetrics

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from activator.buffering import Gate
+from activator.holding.gate import Gate
 from activator.metrics import Metrics
 from loadtests.demo.activator_gauges import HeldRequests, parse_gauges
 

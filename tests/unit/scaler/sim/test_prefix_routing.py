@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import pytest
 
-from activator.prefix_affinity import AffinityConfig
+from activator.balancing.prefix_affinity import AffinityConfig
 from scaler.sim.baselines import AlwaysOn
 from scaler.sim.chat_trace import ChatSpec, generate_chat
 from scaler.sim.engine import LlmParams

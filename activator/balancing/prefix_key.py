@@ -1,6 +1,6 @@
 """A request body's prompt as chained block hashes, for prefix-aware balancing.
 
-:mod:`activator.prefix_affinity` routes by a prompt's blocks; this module
+:mod:`activator.balancing.prefix_affinity` routes by a prompt's blocks; this module
 makes them from an OpenAI-style JSON body the activator has parsed:
 ``messages`` (chat completions) or ``prompt`` (completions, a string or a
 list of strings).

@@ -3,8 +3,8 @@
 The glue between the request path and the pure router: a target whose
 ``routing.tidal.dev/balancing`` is ``prefix`` gets one :class:`PrefixBalancer`,
 which turns the request body the activator already read (to route by
-``model``) into prompt blocks (:mod:`activator.prefix_key`) and picks a
-ready replica with :class:`~activator.prefix_affinity.PrefixAffinity`, keyed
+``model``) into prompt blocks (:mod:`activator.balancing.prefix_key`) and picks a
+ready replica with :class:`~activator.balancing.prefix_affinity.PrefixAffinity`, keyed
 by the replica's address (the same in every activator, so all of them build
 the same ring).
 
@@ -27,10 +27,10 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from activator.balancing import pick
-from activator.prefix_affinity import AffinityConfig, PrefixAffinity
-from activator.prefix_key import PromptBlocks, prompt_blocks
-from activator.readiness import EndpointTracker
+from activator.balancing.least_loaded import pick
+from activator.balancing.prefix_affinity import AffinityConfig, PrefixAffinity
+from activator.balancing.prefix_key import PromptBlocks, prompt_blocks
+from activator.replicas.readiness import EndpointTracker
 
 __all__ = ["PrefixBalancer"]
 

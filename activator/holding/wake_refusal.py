@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 
-from activator.buffering import HoldError
+from activator.holding.gate import HoldError
 
 __all__ = ["NOT_WOKEN", "NotWoken", "refusal"]
 

@@ -36,10 +36,10 @@ the request path; :meth:`~Gate.configure`, :meth:`~Gate.set_activators` and
 :meth:`~Gate.close` for the registry; :meth:`~Gate.refuse` for the reporter (Tidal
 will not wake the target); :meth:`~Gate.take_period` and
 :meth:`~Gate.pods` for reports. The gate owns its target's
-:class:`~activator.readiness.TargetEndpoints` and is told of readiness
+:class:`~activator.replicas.readiness.TargetEndpoints` and is told of readiness
 changes through the callback it hands them at construction. When it holds a
 request while no endpoint is ready it puts the target on the
-:class:`~activator.wake_queue.WakeQueue`, an event the reporter consumes: the
+:class:`~activator.holding.wake_queue.WakeQueue`, an event the reporter consumes: the
 gate itself never does I/O.
 """
 
@@ -48,13 +48,13 @@ from __future__ import annotations
 import asyncio
 import random
 
-from activator.balancing import pick
+from activator.balancing.least_loaded import pick
+from activator.balancing.prefix_key import PromptBlocks
 from activator.clock import Clock, loop_time
-from activator.prefix_balancing import PrefixBalancer
-from activator.prefix_key import PromptBlocks
-from activator.readiness import EndpointTracker, TargetEndpoints
+from activator.holding.prefix_balancing import PrefixBalancer
+from activator.holding.wake_queue import WakeQueue
+from activator.replicas.readiness import EndpointTracker, TargetEndpoints
 from activator.targets import DEFAULT_COLD_START_TIMEOUT_S
-from activator.wake_queue import WakeQueue
 from groundwork.hold_queue import HoldQueue
 
 __all__ = ["BufferFull", "ColdStartTimeout", "DrainEnded", "Gate", "GateClosed", "HoldError"]

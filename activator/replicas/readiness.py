@@ -26,7 +26,7 @@ wakes its waiters. :meth:`TargetEndpoints.wait_ready` ends in one of:
 - ``CancelledError`` when the caller is cancelled.
 
 Requests themselves do not wait here: the target's gate
-(:mod:`activator.buffering`) builds its ``TargetEndpoints`` with an
+(:mod:`activator.holding.gate`) builds its ``TargetEndpoints`` with an
 ``on_change`` callback and hands endpoints to held requests in arrival order
 from it.
 """

@@ -15,7 +15,7 @@ The format is DESIGN §3's, exactly::
 
 Left-out limits take the activator's defaults (``--defaults-*``). Durations
 are Go-style (``10m``, ``90s``) or plain seconds. A listed endpoint is *not*
-ready until a probe reaches it (:mod:`activator.probing`) and stays ready
+ready until a probe reaches it (:mod:`activator.replicas.probing`) and stays ready
 only while it accepts connections, so holding through a cold start works
 without Kubernetes: list the address a replica will listen on, start it
 later.
@@ -36,7 +36,7 @@ from pathlib import Path
 
 import yaml
 
-from activator.routing import RoutingTable
+from activator.routing.table import RoutingTable
 from activator.settings import Defaults
 from activator.targets import (
     DEFAULT_BALANCING,

@@ -2,7 +2,7 @@
 
 A source (Kubernetes or the routes file) hands :meth:`Registry.apply` a whole
 snapshot. The registry diffs it against what it has: a new target gets a
-:class:`~activator.buffering.Gate` (with its endpoints, the shared clock and
+:class:`~activator.holding.gate.Gate` (with its endpoints, the shared clock and
 wake queue, and the current activator count); a known one keeps them (its held requests
 and in-flight counts survive) and takes the new limits and endpoint list; a
 target that disappeared has its gate closed, which fails its held requests
@@ -16,11 +16,11 @@ import logging
 import random
 from collections.abc import Callable, Iterable, Mapping
 
-from activator.buffering import DrainEnded, Gate
 from activator.clock import Clock, loop_time
-from activator.routing import RoutingTable
+from activator.holding.gate import DrainEnded, Gate
+from activator.holding.wake_queue import WakeQueue
+from activator.routing.table import RoutingTable
 from activator.targets import TargetSpec
-from activator.wake_queue import WakeQueue
 
 __all__ = ["Registry"]
 

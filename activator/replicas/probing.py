@@ -23,8 +23,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from activator.clock import Clock, loop_time
-from activator.readiness import EndpointTracker, TargetEndpoints
-from activator.registry import Registry
+from activator.replicas.readiness import EndpointTracker, TargetEndpoints
+from activator.routing.registry import Registry
 
 __all__ = ["Prober", "tcp_probe"]
 
