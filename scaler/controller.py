@@ -110,7 +110,7 @@ class Controller:
             warm=warm,
             board=board,
         )
-        self._placer = placer  # forgets targets, removes orphans
+        self._placer = placer  # removes orphan companions
         self._actuator = actuator
         self._leader = leader
         self._metrics = metrics
@@ -141,8 +141,6 @@ class Controller:
                 self._shared.board.forget(key)
             self._metrics.forget_target(key)
             self._actuator.forget(key)
-            if self._placer is not None:
-                self._placer.forget(key)
         leading = self._leader.is_leader
         for key, entry in entries.items():
             reconciler = self._targets.get(key)

@@ -1,14 +1,17 @@
-"""Placement beside the control loop: per-target state, the plan, orphan companions.
+"""Placement beside the control loop: the plan from what the watches know, orphan companions.
 
-The controller owns one :class:`Placer`. After each decision it calls
-:meth:`Placer.plan` with the target's Deployment and pods, its companion,
-its placement config and the decided replicas; the placer turns what the watches know
-(:class:`PlacementView`: nodes and spot companions) into the policy's
-values, calls :func:`~scaler.policy.placement_plan.plan_placement`, keeps
-the :class:`~scaler.policy.fallback.FallbackState` for the next decision and
-returns the :class:`~scaler.policy.placement_plan.PlacementPlan` for the
-actuator. Every scaler replica plans (a follower that takes over knows what
-is covered); only the leader acts on the plan.
+The service owns one :class:`Placer`, stateless across targets. After each
+decision a target's reconciler calls :meth:`Placer.plan` with the target's
+Deployment and pods, its companion, its placement config, the decided
+replicas and the :class:`~scaler.policy.fallback.FallbackState` its last
+plan left; the placer turns what the watches know (:class:`PlacementView`:
+nodes and spot companions) into the policy's values, calls
+:func:`~scaler.policy.placement_plan.plan_placement` and returns the
+:class:`~scaler.policy.placement_plan.PlacementPlan` for the actuator, whose
+``state`` the reconciler keeps for the next decision (a model's state lives
+in its reconciler alone, so forgetting a target forgets its cover). Every
+scaler replica plans (a follower that takes over knows what is covered);
+only the leader acts on the plan.
 
 :meth:`Placer.facts` tells each pod's capacity type and GPU model from its
 node, for the plan and for the GPU ledger (:mod:`scaler.gpu_ledger`, which
@@ -105,8 +108,6 @@ class Placer:
         self.view = view
         self.preset = preset
         self.hold_s = hold_s
-        self._states: dict[str, FallbackState] = {}
-        self._plans: dict[str, PlacementPlan] = {}
 
     def companion(self, key: str) -> CompanionInfo | None:
         """The spot companion of the Deployment ``key``, if the watch has one."""
@@ -123,21 +124,21 @@ class Placer:
         companion: CompanionInfo | None,
         placement: PlacementConfig,
         target: int,
+        state: FallbackState | None,
         now_wall: float,
     ) -> PlacementPlan:
         """This decision's placement for ``snap``'s Deployment, whose spot companion the
-        caller looked up (:meth:`companion`) for its pair counts; the state is kept for
-        the next decision."""
+        caller looked up (:meth:`companion`) for its pair counts. ``state`` is the
+        last plan's (``None`` for a target's first decision: the cover starts from its
+        Ready on-demand replicas, :func:`initial_state`)."""
         deployment, pods = snap.deployment, snap.pods
-        key = deployment.key
         current = companion is not None and companion.template_hash == template_hash(
             deployment.raw, self.preset
         )
         facts = self.facts(pods)
-        state = self._states.get(key)
         if state is None:
             state = initial_state(placement=placement, target=target, pods=facts)
-        plan = plan_placement(
+        return plan_placement(
             placement=placement,
             target=target,
             pods=facts,
@@ -151,18 +152,8 @@ class Placer:
             now_wall=now_wall,
             hold_s=self.hold_s,
         )
-        self._states[key] = plan.state
-        self._plans[key] = plan
-        return plan
-
-    def last_plan(self, key: str) -> PlacementPlan | None:
-        return self._plans.get(key)
 
     def orphans(self, targets: Iterable[str]) -> list[CompanionInfo]:
         """Companions whose Deployment is not opted in any more (``targets``: the opted-in keys)."""
         wanted = set(targets)
         return [c for key, c in self.view.companions().items() if key not in wanted]
-
-    def forget(self, key: str) -> None:
-        self._states.pop(key, None)
-        self._plans.pop(key, None)

@@ -75,6 +75,7 @@ from scaler.placement.placer import Placer, pair_counts
 from scaler.policy.api import Decision, Mode, Reason
 from scaler.policy.decide import PolicyState
 from scaler.policy.events import INVALID_ROUTING
+from scaler.policy.fallback import FallbackState
 from scaler.policy.placement_plan import PlacementPlan
 from scaler.policy.protocol import Policy
 from scaler.signals.hub import SignalHub, SignalView
@@ -169,6 +170,9 @@ class Reconciler:
     decided_at: float | None = None
     last_busy_s: float | None = None  # the last decision that saw work (warm tier's LRU)
     placement: PlacementPlan | None = None  # this decision's, when a placer is set
+    # The spot cover the last plan left; kept through decisions that plan nothing
+    # (invalid annotations), as the cover itself is still there.
+    fallback: FallbackState | None = None
     waking: bool = False  # a background wake for more replicas is under way
     # Background wakes (and their fallback): stop() cancels what is left.
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
@@ -279,8 +283,10 @@ class Reconciler:
                 companion=companion,
                 placement=config.placement,
                 target=decision.desired,
+                state=self.fallback,
                 now_wall=shared.wall_clock(),
             )
+            self.fallback = self.placement.state
         self.decision = decision
         self._publish(snap, companion, decision, ready)
         self._publish_view(snap, entry)

@@ -98,6 +98,7 @@ def test_plan_lifecycle_and_state() -> None:
         companion=placer.companion(fresh.key),
         placement=SPOT,
         target=4,
+        state=None,
         now_wall=T0,
     )
     assert plan.ensure_companion and plan.pin
@@ -114,6 +115,7 @@ def test_plan_lifecycle_and_state() -> None:
         companion=placer.companion(pinned.key),
         placement=SPOT,
         target=4,
+        state=plan.state,
         now_wall=T0 + 1,
     )
     assert not (plan.ensure_companion or plan.pin) and plan.events == ()
@@ -129,16 +131,17 @@ def test_plan_lifecycle_and_state() -> None:
         companion=placer.companion(pinned.key),
         placement=SPOT,
         target=4,
+        state=plan.state,
         now_wall=T0 + 2,
     )
     assert plan.on_demand_replicas == 4 and plan.events[0][0] == "SpotFallback"
-    assert placer.last_plan("ml/llama") is plan
     view.node_map["spot-1"] = NodeInfo("spot-1", {"karpenter.sh/capacity-type": "spot"})
     plan = placer.plan(
         TargetSnapshot(pinned, tuple(spot_pods)),
         companion=placer.companion(pinned.key),
         placement=SPOT,
         target=4,
+        state=plan.state,
         now_wall=T0 + 3,
     )
     assert plan.on_demand_replicas == 4  # held: released only after the hold
@@ -150,27 +153,18 @@ def test_plan_lifecycle_and_state() -> None:
         companion=placer.companion(deployment_from_raw(changed_raw).key),
         placement=SPOT,
         target=4,
+        state=plan.state,
         now_wall=T0 + 4,
     )
     assert plan.ensure_companion and not plan.pin
 
 
-def test_orphans_and_forget() -> None:
+def test_orphans() -> None:
     view = View()
     placer = Placer(view=view, preset=KARPENTER)
-    placer.plan(
-        TargetSnapshot(deployment_from_raw(RAW), ()),
-        companion=placer.companion(deployment_from_raw(RAW).key),
-        placement=SPOT,
-        target=2,
-        now_wall=T0,
-    )
-    assert placer.last_plan("ml/llama") is not None
     view.companion_map["ml/llama"] = CompanionInfo("ml", "llama-spot", "llama", 3, 3, "h")
     view.companion_map["ml/old"] = CompanionInfo("ml", "old-spot", "old", 1, 1, "h")
     assert [c.name for c in placer.orphans(["ml/llama"])] == ["old-spot"]
-    placer.forget("ml/llama")
-    assert placer.last_plan("ml/llama") is None
 
 
 def test_switching_to_spot_keeps_on_demand_until_spot_is_ready() -> None:
@@ -183,15 +177,17 @@ def test_switching_to_spot_keeps_on_demand_until_spot_is_ready() -> None:
         companion=placer.companion(d.key),
         placement=SPOT,
         target=4,
+        state=None,
         now_wall=T0,
     )
     assert (plan.on_demand_replicas, plan.companion_replicas) == (4, 3)  # nothing dropped
     spot_ready = [*on_demand, *(pod(f"s{i}", "spot-1") for i in range(3))]
-    placer.plan(
+    plan = placer.plan(
         TargetSnapshot(d, tuple(spot_ready)),
         companion=placer.companion(d.key),
         placement=SPOT,
         target=4,
+        state=plan.state,
         now_wall=T0 + 60,
     )
     plan = placer.plan(
@@ -199,6 +195,7 @@ def test_switching_to_spot_keeps_on_demand_until_spot_is_ready() -> None:
         companion=placer.companion(d.key),
         placement=SPOT,
         target=4,
+        state=plan.state,
         now_wall=T0 + 90,
     )
     assert plan.on_demand_replicas == 1
