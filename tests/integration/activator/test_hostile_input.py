@@ -98,6 +98,7 @@ class _ReplicaConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
+        self.replica.lost += 1
 
 
 @dataclass
@@ -106,6 +107,7 @@ class RecordingReplica:
 
     scripts: list[bytes] = field(default_factory=list)
     connections: list[bytearray] = field(default_factory=list)
+    lost: int = 0  # connections closed (by either end)
     port: int = 0
     _server: asyncio.Server | None = None
     _mark: list[int] = field(default_factory=list)
@@ -833,3 +835,32 @@ async def test_a_bad_chunk_in_a_later_read_cuts_the_answer_before_it() -> None:
     assert received.startswith(b"HTTP/1.1 200 OK\r\n")
     assert received.endswith(b"\r\n\r\n2\r\nOK\r\n")
     assert replica.since_mark() == [Fwd(method=b"GET").render(replica.port)]
+
+
+async def test_a_chunk_that_breaks_in_a_later_read_leaves_the_replica_a_cut_request() -> None:
+    # A streamed body is on its way when its broken chunk arrives: the client
+    # gets 400, the replica the head and the valid chunk, then its connection
+    # is aborted before a last chunk, so it never sees a whole request (what
+    # nginx does with proxy_request_buffering off).
+    case = Case(b"", 400)
+    async with activator_and_replica(case) as (act, replica):
+        await _warm(act.data_port)
+        replica.mark()
+        lost = replica.lost
+        reader, writer = await asyncio.open_connection("127.0.0.1", act.data_port)
+        try:
+            writer.write(req(TE, b"5\r\nhello\r\n"))
+            await asyncio.sleep(0.1)
+            writer.write(b"zz\r\nbad\r\n0\r\n\r\n")
+            status, _, body = await asyncio.wait_for(read_response(reader), 5)
+            assert await asyncio.wait_for(reader.read(), 5) == b""
+        finally:
+            writer.close()
+        for _ in range(100):
+            if replica.lost > lost:
+                break
+            await asyncio.sleep(0.01)
+    assert status == 400
+    assert json.loads(body)["error"]["code"] == "bad_framing"
+    assert replica.since_mark() == [Fwd(TE, b"5\r\nhello\r\n").render(replica.port)]
+    assert replica.lost == lost + 1
