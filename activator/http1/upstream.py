@@ -20,8 +20,8 @@ behind. Chunk extensions and trailers, checked by the parser, pass as they
 came. The exceptions are framed again from the parsed chunks: an answer
 whose body came whole with its head (extensions and trailers dropped), and
 an answer to an HTTP/1.0 client, de-chunked (its connection then closes).
-This is the per-event cost of streaming: framing every event again in
-Python cost a fifth more CPU per event than passing its bytes through. A
+Why not frame every read again: each server-sent event would be parsed
+into pieces and formatted anew in Python, for nothing a client needs. A
 body delimited by the replica closing its connection ends the client's
 connection too.
 
@@ -187,7 +187,7 @@ class UpstreamConnection(asyncio.Protocol):
         self._reason = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._raw = True  # relay body bytes as they came (else the parser's pieces)
-        self._chunks = False  # a chunked body relayed as it came (see _relay_chunks)
+        self._chunks = False  # a chunked body relayed as it came (see data_received)
         self._framed = True  # pieces go out as chunks (not to an HTTP/1.0 client)
         self._remaining = -1  # Content-Length bytes still to relay; -1: not counted
         self._pieces: list[bytes] = []  # body pieces parsed in this read, not written yet
@@ -244,7 +244,18 @@ class UpstreamConnection(asyncio.Protocol):
             exchange.body.keep_no_more()
         if self._head_done:
             if self._chunks:
-                if not self._relay_chunks(exchange, data):
+                if data[0] not in b"\r\n" and data.find(b"\r\n\r\n") < 0:
+                    # The common case, an event: the answer cannot end in this
+                    # read (it ends with CRLF CRLF, and none of those is here),
+                    # so the read goes out as it came once the parser took it.
+                    try:
+                        self._parser.feed_data(data)
+                    except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
+                        self._fail(f"malformed response: {exc}")
+                        return
+                    exchange.write(data)
+                    return
+                if not self._relay_chunks_end(exchange, data):
                     return
             elif self._raw:
                 remaining = self._remaining
@@ -289,19 +300,13 @@ class UpstreamConnection(asyncio.Protocol):
             return False
         return True
 
-    def _relay_chunks(self, exchange: Exchange, data: bytes) -> bool:
-        """Write ``data``, part of a chunked body, once parsed; False when the answer failed.
+    def _relay_chunks_end(self, exchange: Exchange, data: bytes) -> bool:
+        """Write the part of ``data`` up to the chunked answer's end, if it ends here.
 
-        The bytes go out as they came; the parser checks them first and finds
-        the answer's end, past which nothing is written.
+        The read may hold the end: it is parsed up to each place the end could
+        be, so the bytes after it are known and held back. False when the
+        answer failed.
         """
-        if data[0] not in b"\r\n" and b"\r\n\r\n" not in data:
-            # The answer cannot end in this read: it ends with CRLF CRLF, and
-            # no part of those four bytes is here. The common case, an event.
-            if not self._feed(data):
-                return False
-            exchange.write(data)
-            return True
         # Parse up to each place the answer could end, to know where it did.
         view = memoryview(data)
         start = 0
