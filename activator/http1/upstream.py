@@ -9,11 +9,21 @@ Relaying: the replica's response head is parsed (``httptools``) and
 rewritten for the client (header hygiene in :mod:`activator.http1.heads`).
 A Content-Length body is written to the client as it arrived, one ``write``
 per ``data_received``, counted so that no byte past its length goes out. A
-chunked body (server-sent events) is written as the chunks the parser found
-in each read, framed again by the proxy (de-chunked for an HTTP/1.0 client,
-whose connection then closes): extensions and trailers stay behind, and so
-does anything after the last chunk. A body delimited by the replica closing
-its connection ends the client's connection too.
+chunked body (server-sent events) is also written as it arrived, one
+``write`` per read, but only once the parser has accepted the read: a
+malformed chunk cuts the answer before any of its bytes go out, so the
+client never gets it as valid framing. The parser only finds where the
+answer ends: a read that could hold the end (its last four bytes are always
+CRLF CRLF, so a read without them, not starting with CR or LF, cannot) is
+parsed up to each place the end could be, and what follows the end stays
+behind. Chunk extensions and trailers, checked by the parser, pass as they
+came. The exceptions are framed again from the parsed chunks: an answer
+whose body came whole with its head (extensions and trailers dropped), and
+an answer to an HTTP/1.0 client, de-chunked (its connection then closes).
+Why not frame every read again: each server-sent event would be parsed
+into pieces and formatted anew in Python, for nothing a client needs. A
+body delimited by the replica closing its connection ends the client's
+connection too.
 
 Bytes a replica sends past the end of its answer (a second answer nobody
 asked for, a body after a 204 or 304) are never relayed: read as the start
@@ -115,6 +125,7 @@ class UpstreamConnection(asyncio.Protocol):
     """One connection to a replica; relays one exchange at a time."""
 
     __slots__ = (
+        "_chunks",
         "_close_delimited",
         "_complete",
         "_excess",
@@ -176,6 +187,7 @@ class UpstreamConnection(asyncio.Protocol):
         self._reason = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._raw = True  # relay body bytes as they came (else the parser's pieces)
+        self._chunks = False  # a chunked body relayed as it came (see data_received)
         self._framed = True  # pieces go out as chunks (not to an HTTP/1.0 client)
         self._remaining = -1  # Content-Length bytes still to relay; -1: not counted
         self._pieces: list[bytes] = []  # body pieces parsed in this read, not written yet
@@ -231,7 +243,21 @@ class UpstreamConnection(asyncio.Protocol):
             self._opened()
             exchange.body.keep_no_more()
         if self._head_done:
-            if self._raw:
+            if self._chunks:
+                if data[0] not in b"\r\n" and data.find(b"\r\n\r\n") < 0:
+                    # The common case, an event: the answer cannot end in this
+                    # read (it ends with CRLF CRLF, and none of those is here),
+                    # so the read goes out as it came once the parser took it.
+                    try:
+                        self._parser.feed_data(data)
+                    except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
+                        self._fail(f"malformed response: {exc}")
+                        return
+                    exchange.write(data)
+                    return
+                if not self._relay_chunks_end(exchange, data):
+                    return
+            elif self._raw:
                 remaining = self._remaining
                 if remaining >= 0:
                     if len(data) > remaining:
@@ -240,10 +266,13 @@ class UpstreamConnection(asyncio.Protocol):
                     self._remaining = remaining - len(data)
                 if data:
                     exchange.write(data)
-            if not self._feed(data):
-                return
-            if self._pieces or (self._complete and not self._raw):
-                exchange.write(self._take_pieces())
+                if not self._feed(data):
+                    return
+            else:
+                if not self._feed(data):
+                    return
+                if self._pieces or self._complete:
+                    exchange.write(self._take_pieces())
         else:
             self._head += data
             if not self._feed(data):
@@ -254,7 +283,7 @@ class UpstreamConnection(asyncio.Protocol):
         if self._complete:
             self._finish()
 
-    def _feed(self, data: bytes) -> bool:
+    def _feed(self, data: bytes | memoryview) -> bool:
         """Parse ``data``; False when the answer failed (the exchange is over)."""
         try:
             self._parser.feed_data(data)
@@ -269,6 +298,33 @@ class UpstreamConnection(asyncio.Protocol):
                 return True
             self._fail(f"malformed response: {exc}")
             return False
+        return True
+
+    def _relay_chunks_end(self, exchange: Exchange, data: bytes) -> bool:
+        """Write the part of ``data`` up to the chunked answer's end, if it ends here.
+
+        The read may hold the end: it is parsed up to each place the end could
+        be, so the bytes after it are known and held back. False when the
+        answer failed.
+        """
+        # Parse up to each place the answer could end, to know where it did.
+        view = memoryview(data)
+        start = 0
+        for end in _possible_ends(data):
+            if not self._feed(view[start:end]):
+                return False
+            start = end
+            if self._complete:
+                break
+        else:
+            if not self._feed(view[start:]):
+                return False
+            start = len(data)
+        if start < len(data):
+            self._excess = True  # bytes past the answer: dropped, the connection closed
+            data = data[:start]
+        if data:
+            exchange.write(data)
         return True
 
     def _take_pieces(self) -> bytes:
@@ -432,10 +488,18 @@ class UpstreamConnection(asyncio.Protocol):
                 self._excess = True
             self._remaining = content_length - len(rest)
         elif chunked:
-            self._raw = False
             if exchange.http10:
+                self._raw = False
                 self._framed = False  # an HTTP/1.0 client cannot read chunks: de-chunk, then close
                 close = True
+            elif self._complete:
+                # The whole body came with the head, and maybe bytes past it:
+                # framed again from the pieces, which end where the answer does.
+                self._raw = False
+            else:
+                # All that came after the head is body the parser accepted.
+                self._chunks = True
+                rest = bytes(head[end:])
         else:
             self._close_delimited = True
             close = True
@@ -543,6 +607,24 @@ class UpstreamConnection(asyncio.Protocol):
             self._timer = None
         if self.transport is not None:
             self.transport.abort()
+
+
+def _possible_ends(data: bytes) -> list[int]:
+    """Offsets in ``data`` where a chunked answer's final CRLF CRLF could end, in order.
+
+    After each CRLF CRLF in ``data``, and within its first three bytes while
+    they are CR or LF (the rest of a CRLF CRLF begun in an earlier read).
+    """
+    ends: list[int] = []
+    for i in range(min(3, len(data))):
+        if data[i] not in b"\r\n":
+            break
+        ends.append(i + 1)
+    found = data.find(b"\r\n\r\n")
+    while found >= 0:
+        ends.append(found + 4)
+        found = data.find(b"\r\n\r\n", found + 1)
+    return ends
 
 
 class _Excess(Exception):

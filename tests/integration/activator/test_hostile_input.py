@@ -42,6 +42,7 @@ from tests.integration.activator.helpers import (
 )
 
 CLOSE = b"<close>"  # a replica script ending in this closes the connection after
+PAUSE = b"<pause>"  # the replica waits 50 ms here, so what follows comes in a later read
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK"
 
 
@@ -74,20 +75,30 @@ class _ReplicaConnection(asyncio.Protocol):
     def _answer(self) -> None:
         assert self.transport is not None
         answer = self.replica.scripts.pop(0) if self.replica.scripts else OK
-        if answer.endswith(CLOSE):  # answer (if anything), then close
-            self.transport.write(answer.removesuffix(CLOSE))
-            self.transport.close()
-            self.transport = None
+        first, *later = answer.split(PAUSE)
+        self._write(first)
+        loop = asyncio.get_running_loop()
+        for n, part in enumerate(later, 1):
+            loop.call_later(0.05 * n, self._write, part)
+        if first.endswith(CLOSE):
             return
-        self.transport.write(answer)
         # A fresh parser for the next request, fed what followed this one.
         trailing, _ = self.parser.trailing_data
         self.parser = h11.Connection(h11.SERVER)
         if trailing:  # (receiving b"" would mean the end of the stream)
             self.parser.receive_data(bytes(trailing))
 
+    def _write(self, part: bytes) -> None:
+        if self.transport is None:
+            return
+        self.transport.write(part.removesuffix(CLOSE))
+        if part.endswith(CLOSE):
+            self.transport.close()
+            self.transport = None
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
+        self.replica.lost += 1
 
 
 @dataclass
@@ -96,6 +107,7 @@ class RecordingReplica:
 
     scripts: list[bytes] = field(default_factory=list)
     connections: list[bytearray] = field(default_factory=list)
+    lost: int = 0  # connections closed (by either end)
     port: int = 0
     _server: asyncio.Server | None = None
     _mark: list[int] = field(default_factory=list)
@@ -423,6 +435,7 @@ def _replica_rows() -> list[Any]:
     P = pytest.param
     get = Fwd(method=b"GET")
     smuggled = b"HTTP/1.1 200 OK\r\nX-Smuggled: 1\r\nContent-Length: 3\r\n\r\nBAD"
+    chunked_head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
     return [
         P(
             Case(req(method=b"GET"), 200, (get, get), b"OK", scripts=(CLOSE,)),
@@ -465,6 +478,50 @@ def _replica_rows() -> list[Any]:
                 no_header=b"x-smuggled",
             ),
             id="extra-after-chunked",
+        ),
+        P(
+            Case(
+                req(method=b"GET"),
+                200,
+                (get, get),
+                b"OKOK",
+                scripts=(
+                    chunked_head + b"2\r\nOK\r\n" + PAUSE + b"2\r\nOK\r\n0\r\n\r\n" + smuggled,
+                ),
+                then=True,
+                no_header=b"x-smuggled",
+            ),
+            id="extra-after-chunked-in-a-later-read",
+        ),
+        P(
+            Case(
+                req(method=b"GET"),
+                200,
+                (get, get),
+                b"OK",
+                scripts=(chunked_head + b"2\r\nOK\r\n0\r\n\r" + PAUSE + b"\n" + smuggled,),
+                then=True,
+                no_header=b"x-smuggled",
+            ),
+            id="extra-after-chunked-whose-end-is-split",
+        ),
+        P(
+            Case(
+                req(method=b"GET"),
+                200,
+                ((get, get),),  # one connection: reused after a clean end
+                b"OKOK",
+                scripts=(
+                    chunked_head
+                    + b"2;x=y\r\nOK\r\n"
+                    + PAUSE
+                    + b"2\r\nOK\r\n0\r\nX-Trailer: t\r"
+                    + PAUSE
+                    + b"\n\r\n",
+                ),
+                then=True,
+            ),
+            id="chunked-in-pieces-with-extension-and-trailer",
         ),
         P(
             Case(
@@ -567,6 +624,8 @@ async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes, bytes
         elif isinstance(event, h11.Data):
             body += event.data
         elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
+            # Nothing may follow an answer before the next request is sent.
+            assert client.trailing_data[0] == b"", client.trailing_data
             return status, head, body
 
 
@@ -754,3 +813,54 @@ async def test_a_model_routed_body_over_the_limit_gets_413_as_it_crosses_it() ->
     assert json.loads(body)["error"]["code"] == "body_too_large"
     assert crossed_at and time.monotonic() - crossed_at < 2.0
     assert replica.connections == []
+
+
+async def test_a_bad_chunk_in_a_later_read_cuts_the_answer_before_it() -> None:
+    # The head and the first chunk went out already; the malformed chunk that
+    # follows must not: the client gets the valid part and the connection
+    # closes, so it never reads a complete answer.
+    case = Case(b"", 200)
+    async with activator_and_replica(case) as (act, replica):
+        replica.scripts = [
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nOK\r\n"
+            + PAUSE
+            + b"zz\r\nOK\r\n0\r\n\r\n"
+        ]
+        reader, writer = await asyncio.open_connection("127.0.0.1", act.data_port)
+        try:
+            writer.write(req(method=b"GET"))
+            received = await asyncio.wait_for(reader.read(-1), 5)
+        finally:
+            writer.close()
+    assert received.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert received.endswith(b"\r\n\r\n2\r\nOK\r\n")
+    assert replica.since_mark() == [Fwd(method=b"GET").render(replica.port)]
+
+
+async def test_a_chunk_that_breaks_in_a_later_read_leaves_the_replica_a_cut_request() -> None:
+    # A streamed body is on its way when its broken chunk arrives: the client
+    # gets 400, the replica the head and the valid chunk, then its connection
+    # is aborted before a last chunk, so it never sees a whole request (what
+    # nginx does with proxy_request_buffering off).
+    case = Case(b"", 400)
+    async with activator_and_replica(case) as (act, replica):
+        await _warm(act.data_port)
+        replica.mark()
+        lost = replica.lost
+        reader, writer = await asyncio.open_connection("127.0.0.1", act.data_port)
+        try:
+            writer.write(req(TE, b"5\r\nhello\r\n"))
+            await asyncio.sleep(0.1)
+            writer.write(b"zz\r\nbad\r\n0\r\n\r\n")
+            status, _, body = await asyncio.wait_for(read_response(reader), 5)
+            assert await asyncio.wait_for(reader.read(), 5) == b""
+        finally:
+            writer.close()
+        for _ in range(100):
+            if replica.lost > lost:
+                break
+            await asyncio.sleep(0.01)
+    assert status == 400
+    assert json.loads(body)["error"]["code"] == "bad_framing"
+    assert replica.since_mark() == [Fwd(TE, b"5\r\nhello\r\n").render(replica.port)]
+    assert replica.lost == lost + 1
