@@ -164,8 +164,9 @@ class LoadTotals:
 
     Counters rather than rates so that a decision sees every token that arrived
     since the previous one, however many reports came in between. ``arrivals``,
-    ``prompt_tokens`` and ``output_tokens`` (``max_tokens`` asked) are the
-    requests the activators saw arrive; ``first_tokens`` and
+    ``prompt_tokens`` (the activators' estimate, characters over four) and
+    ``output_tokens`` (``max_tokens`` asked) are the requests the activators saw
+    arrive (only for a model with a TTFT objective); ``first_tokens`` and
     ``prefilled_tokens`` (their prompt tokens) are those whose first token
     came back, the work the servers did (vLLM's ``prompt_tokens_total``).
     ``awaiting_first_token``: requests held or sent that have no first token yet.
