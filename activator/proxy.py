@@ -283,7 +283,7 @@ class Proxy:
         except _ServeError as exc:
             self._fail(exchange, exc, target, started)
             return
-        gate.arrive()
+        gate.arrive(document)
         await self._hold_and_forward(
             exchange, gate=gate, body=body, started=started, prompt=gate.prompt_of(document)
         )

@@ -140,6 +140,9 @@ class TargetSpec:
     endpoints: tuple[Endpoint, ...] = field(default=())
     balancing: str = DEFAULT_BALANCING
     resend_unanswered: bool = DEFAULT_RESEND_UNANSWERED
+    # Estimate each request's prompt tokens and max_tokens for the scaler (a model
+    # sized in tokens: one with a TTFT objective); no cost for the others.
+    counts_tokens: bool = False
 
     def __post_init__(self) -> None:
         parse_target_name(self.name)

@@ -6,6 +6,11 @@ which holds only discrete state). With ``--scaler-url`` it adds the live
 values the scaler serves at ``GET /v1/targets`` (signals move every tick, so
 they are never written to the API), and the cost rate and the saving against
 all on-demand. ``-o json`` prints the same rows as JSON.
+A model with a TTFT objective (``autoscaling.tidal.dev/slo-ttft``) gets a
+line under the table: the objective and, live, the capacity the scaler has
+learned (prompt tokens per second per replica, or the prior it still uses)
+and the attainment measured over the last ten minutes (the servers' TTFT
+histograms), so the goal and what was delivered read side by side.
 With the warm tier in use (``autoscaling.tidal.dev/sleep-after``), the live
 view also shows how many replicas sleep, the wakes so far and the last wake's
 duration.
@@ -136,11 +141,15 @@ def rows(
         # The scaler leaves a Deployment with a bad annotation alone, so its
         # status annotation goes stale: say why here, from the same parser.
         try:
-            policy = parse_scaling_config(d.annotations).placement.policy
+            config = parse_scaling_config(d.annotations)
         except InvalidAnnotation as exc:
             row["reason"] = "InvalidAnnotation"
             row["problem"] = str(exc)
             policy = "on-demand"
+        else:
+            policy = config.placement.policy
+            if config.slo_ttft_s is not None:
+                row["slo"] = {"ttft_s": config.slo_ttft_s, "attainment": config.slo_attainment}
         routing = routing_problems(d.annotations)
         if routing:
             row["routing_problem"] = "; ".join(str(p) for p in routing)
@@ -168,6 +177,9 @@ def rows(
                 "observed": view.get("observed") or {},
                 "cost": view.get("cost"),
             }
+            slo = view.get("slo")
+            if isinstance(slo, Mapping):
+                row["live"]["slo"] = dict(slo)
             warm = view.get("warm")
             if isinstance(warm, Mapping):
                 pods = warm.get("pods") or {}
@@ -260,6 +272,9 @@ def render_table(table: Sequence[Mapping[str, Any]]) -> str:
     pairs = [_pair_line(r) for r in table if r.get("pair")]
     if pairs:
         text += ["", "Spot pairs (on-demand + spot Deployments):", *pairs]
+    slo_lines = [_slo_line(r) for r in table if r.get("slo")]
+    if slo_lines:
+        text += ["", "Time-to-first-token objectives (SLO-first scaling):", *slo_lines]
     if with_live:
         text += ["", _LEGEND]
     problems = [f"{r['namespace']}/{r['name']}: {r['problem']}" for r in table if r.get("problem")]
@@ -293,6 +308,38 @@ def not_opted_in_lines(labelled: Sequence[tuple[str, str]]) -> list[str]:
         f'Not opted in: the label {ENABLED_LABEL} must be "true"; Tidal leaves these alone:',
         *(f'{key}: {ENABLED_LABEL}="{value}"' for key, value in labelled),
     ]
+
+
+def _percent(share: float) -> str:
+    return f"{100 * share:.2f}".rstrip("0").rstrip(".") + " %"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}s"
+
+
+def _slo_line(row: Mapping[str, Any]) -> str:
+    """The objective, and live what the scaler learned and measured for it."""
+    goal = row["slo"]
+    ttft = _seconds(goal["ttft_s"])
+    line = f"{row['namespace']}/{row['name']}: goal {_percent(goal['attainment'])} within {ttft}"
+    if "live" not in row:
+        return line
+    live = (row.get("live") or {}).get("slo")
+    if not live:
+        return line + "; nothing learned yet (no SLO decision at the scaler)"
+    learned = "learned" if live.get("capacity_learned") else "prior, not yet learned"
+    line += (
+        f"; capacity {live.get('capacity_prompt_tokens_per_s', 0):,.0f} prompt tokens/s"
+        f" per replica ({learned})"
+    )
+    measured = live.get("measured_attainment")
+    if measured is None:
+        return line + "; measured: no first token counted in the last 10m"
+    return line + (
+        f"; measured {_percent(measured)} within {ttft} over the last 10m"
+        f" ({live.get('measured_first_tokens', 0):,.0f} first tokens, servers' TTFT histograms)"
+    )
 
 
 def _pair_line(row: Mapping[str, Any]) -> str:

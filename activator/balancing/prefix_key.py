@@ -23,6 +23,13 @@ list of strings).
 
 A body with neither field (or an unexpected shape) gives no blocks, and
 the request is balanced by load as usual.
+
+The same body also gives the scaler its token counts for a model sized in
+tokens (:func:`estimated_tokens`): an *estimate* of the prompt's tokens, one
+per four characters (the usual rule for English; the scaler rescales it to
+the servers' own count where they publish one), four more per chat message
+for its template, a token-id prompt's ids exactly; and ``max_tokens`` (or
+``max_completion_tokens``) as asked, 0 when absent.
 """
 
 from __future__ import annotations
@@ -32,9 +39,12 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["BLOCK_CHARS", "PromptBlocks", "prompt_blocks"]
+__all__ = ["BLOCK_CHARS", "CHARS_PER_TOKEN", "PromptBlocks", "estimated_tokens", "prompt_blocks"]
 
 BLOCK_CHARS = 256
+#: Characters per prompt token in the estimate (see the module docstring).
+CHARS_PER_TOKEN = 4
+_CHAT_TOKENS_PER_MESSAGE = 4
 _SEPARATOR = "\x1e"  # ASCII record separator: never ends a role or starts a message's text
 
 
@@ -93,3 +103,38 @@ def _chat(messages: Sequence[object], block_chars: int) -> PromptBlocks:
             leading_system = False
     blocks = _chained("".join(parts), block_chars)
     return PromptBlocks(blocks, system_chars // block_chars + 1)
+
+
+def _text_chars(content: object) -> int:
+    """Characters of a message's text: a string, or the text parts of a list."""
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        return sum(
+            len(part["text"])
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return 0
+
+
+def estimated_tokens(document: object) -> tuple[int, int]:
+    """(estimated prompt tokens, ``max_tokens`` asked) of a parsed request body."""
+    if not isinstance(document, dict):
+        return 0, 0
+    prompt = 0
+    messages = document.get("messages")
+    if isinstance(messages, list):
+        chars = sum(_text_chars(m.get("content")) for m in messages if isinstance(m, dict))
+        prompt = chars // CHARS_PER_TOKEN + _CHAT_TOKENS_PER_MESSAGE * len(messages)
+    else:
+        raw = document.get("prompt")
+        if isinstance(raw, str):
+            prompt = len(raw) // CHARS_PER_TOKEN
+        elif isinstance(raw, list) and raw and all(isinstance(p, int) for p in raw):
+            prompt = len(raw)  # token ids
+        elif isinstance(raw, list):
+            prompt = sum(len(p) for p in raw if isinstance(p, str)) // CHARS_PER_TOKEN
+    asked = document.get("max_tokens", document.get("max_completion_tokens"))
+    output = asked if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0 else 0
+    return prompt, output

@@ -28,7 +28,11 @@ them than ``cc``.
 The gate also keeps what ``/v1/stats`` reports: arrivals (:meth:`Gate.arrive`),
 and the time integral of ``in_flight + buffered`` from which the period's
 mean concurrency comes. Both are updated where the counts change, with one
-read of the loop's clock (:mod:`activator.clock`).
+read of the loop's clock (:mod:`activator.clock`). For a target sized in
+tokens (``counts_tokens``: it has a TTFT objective) a request routed by its
+body's ``model`` also adds its estimated prompt tokens and its ``max_tokens``
+(:func:`~activator.balancing.prefix_key.estimated_tokens`, from the document already
+parsed to route it); other targets pay nothing for it.
 
 Its public surface is small: :meth:`~Gate.arrive`, :meth:`~Gate.try_acquire`,
 :meth:`~Gate.acquire`, :meth:`~Gate.release` and :meth:`~Gate.mark_down` on
@@ -49,7 +53,7 @@ import asyncio
 import random
 
 from activator.balancing.least_loaded import pick
-from activator.balancing.prefix_key import PromptBlocks
+from activator.balancing.prefix_key import PromptBlocks, estimated_tokens
 from activator.clock import Clock, loop_time
 from activator.holding.prefix_balancing import PrefixBalancer
 from activator.holding.wake_queue import WakeQueue
@@ -115,6 +119,11 @@ class Gate:
         self.buffered = 0
         self.in_flight = 0
         self.arrivals = 0
+        # Estimated prompt tokens and max_tokens of the period's arrivals (only
+        # with counts_tokens; see the module docstring).
+        self.counts_tokens = False
+        self.prompt_tokens = 0
+        self.output_tokens = 0
         self.closed = False
         self._closed_reason: type[HoldError] = GateClosed
         # Time integral of in_flight + buffered since the last report. The
@@ -193,9 +202,20 @@ class Gate:
 
     # -- the request path ---------------------------------------------------
 
-    def arrive(self) -> None:
-        """A request for this target arrived (counted once, however often it waits)."""
+    def take_tokens(self) -> tuple[int, int]:
+        """(estimated prompt tokens, max_tokens) of the arrivals since the last call; resets."""
+        got = self.prompt_tokens, self.output_tokens
+        self.prompt_tokens = self.output_tokens = 0
+        return got
+
+    def arrive(self, document: object = None) -> None:
+        """A request for this target arrived (counted once, however often it waits);
+        ``document``: its parsed body, when it was routed by ``model``."""
         self.arrivals += 1
+        if self.counts_tokens and document is not None:
+            prompt, output = estimated_tokens(document)
+            self.prompt_tokens += prompt
+            self.output_tokens += output
 
     def try_acquire(self, prompt: PromptBlocks | None = None) -> EndpointTracker | None:
         """An endpoint now, or None; never waits. Queued requests go first."""

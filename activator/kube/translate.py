@@ -60,6 +60,9 @@ __all__ = [
 ]
 
 ENABLED_LABEL = "autoscaling.tidal.dev/enabled"
+# A model with a TTFT objective is sized in prompt tokens: its requests' token
+# estimates are worth counting (the scaler validates the value; here only its presence).
+SLO_TTFT_ANNOTATION = "autoscaling.tidal.dev/slo-ttft"
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 _R = "routing.tidal.dev/"
 
@@ -260,6 +263,7 @@ def target_from_deployment(deployment: Obj) -> Routing:
         max_buffered=max_buffered,
         balancing=balancing,
         resend_unanswered=resend,
+        counts_tokens=SLO_TTFT_ANNOTATION in notes,
     )
     return Routing(spec=spec, service=service, port=port, problems=tuple(problems))
 

@@ -73,6 +73,7 @@ class Registry:
                     cold_start_timeout_s=spec.cold_start_timeout_s,
                 )
             gate.set_balancing(spec.balancing)
+            gate.counts_tokens = spec.counts_tokens
             gate.endpoints.set_sleeping(self._sleeping.get(name, frozenset()))
             gate.endpoints.update(spec.endpoints)
         for name in list(gates):

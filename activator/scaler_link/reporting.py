@@ -4,7 +4,9 @@
 token. For each known target it carries the time-weighted mean of
 ``in_flight + buffered`` over the period (from the gates' running integral,
 divided by the period actually elapsed, so a late tick does not inflate it),
-the counts at the end of the period, the arrivals, and in-flight per replica.
+the counts at the end of the period, the arrivals, and in-flight per replica;
+for a target with a TTFT objective also the estimated prompt tokens and the
+``max_tokens`` of the period's arrivals (:mod:`activator.holding.gate`).
 Every known target is listed, idle ones too: the scaler may take a model to
 zero only when every activator reports zero for it. The scaler's answer
 ``{"activators": n}`` sets this activator's share of container-concurrency.
@@ -82,6 +84,10 @@ def build_report(*, activator: str, registry: Registry, elapsed_s: float) -> dic
             "arrivals": arrivals,
             "pods": gate.pods(),
         }
+        if gate.counts_tokens:
+            prompt, output = gate.take_tokens()
+            targets[name]["prompt_tokens"] = prompt
+            targets[name]["output_tokens"] = output
     return {"activator": activator, "period_s": round(elapsed_s, 4), "targets": targets}
 
 

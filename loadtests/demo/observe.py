@@ -9,7 +9,10 @@ never assumed (DESIGN §7):
 - ``final_replicas`` is the last sample's replica count *and* pod count (the
   larger, so a pod left terminating is not hidden);
 - TTFT percentiles come from the client's own clock;
-- ``max_buffered`` is the most requests seen held at the activator at once.
+- ``max_buffered`` is the most requests seen held at the activator at once;
+- ``slo_attainment`` is the share of requests whose first token came within
+  the objective (``slo_ttft_s``) on the client's clock, a failed request
+  counting as a miss: what a user of the model would have seen.
 """
 
 from __future__ import annotations
@@ -64,6 +67,9 @@ class Summary:
     ttft_p50_s: float | None
     ttft_p99_s: float | None
     max_buffered: int
+    # The time-to-first-token objective and the share of requests that met it.
+    slo_ttft_s: float | None = None
+    slo_attainment: float | None = None
 
     def as_json(self) -> dict[str, float | int | None]:
         return {
@@ -76,6 +82,10 @@ class Summary:
             "ttft_p50_s": None if self.ttft_p50_s is None else round(self.ttft_p50_s, 4),
             "ttft_p99_s": None if self.ttft_p99_s is None else round(self.ttft_p99_s, 4),
             "max_buffered": self.max_buffered,
+            "slo_ttft_s": self.slo_ttft_s,
+            "slo_attainment": (
+                None if self.slo_attainment is None else round(self.slo_attainment, 4)
+            ),
         }
 
     def problems(self) -> list[str]:
@@ -117,7 +127,16 @@ class DemoTracker:
             previous_ready = s.ready
         return count
 
-    def summary(self) -> Summary:
+    def attainment(self, slo_ttft_s: float) -> float | None:
+        """The share of requests with a first token within ``slo_ttft_s`` (None: no request)."""
+        if not self.results:
+            return None
+        met = sum(
+            1 for r in self.results if r.ok and r.ttft_s is not None and r.ttft_s <= slo_ttft_s
+        )
+        return met / len(self.results)
+
+    def summary(self, *, slo_ttft_s: float | None = None) -> Summary:
         ttfts = [r.ttft_s for r in self.results if r.ok and r.ttft_s is not None]
         last = self.samples[-1] if self.samples else None
         succeeded = sum(1 for r in self.results if r.ok)
@@ -131,4 +150,6 @@ class DemoTracker:
             ttft_p50_s=percentile(ttfts, 50),
             ttft_p99_s=percentile(ttfts, 99),
             max_buffered=max((s.buffered for s in self.samples), default=0),
+            slo_ttft_s=slo_ttft_s,
+            slo_attainment=None if slo_ttft_s is None else self.attainment(slo_ttft_s),
         )

@@ -26,6 +26,10 @@ everything a person reads (the story, the table) on stderr, so
 failed, a cold start was seen, more than one replica was ready at peak and
 none was left at the end.
 
+The summary also measures every request against a time-to-first-token
+objective (``--slo-ttft``, 2 s by default) and shows the share that met it:
+the requests held through the cold start are the misses a user would see.
+
 Main sizing decision: the burst runs ``--burst-concurrency`` closed-loop
 streams (default 16) against a target concurrency of 4 per replica, so the
 scaler asks for four replicas and gets ``max-scale`` (3): even on a loaded
@@ -61,7 +65,7 @@ from loadtests.demo.view import (
     summary_table,
 )
 from loadtests.sandbox.example import ExampleModel
-from loadtests.sandbox.example_flags import add_model_flags, model_from_args
+from loadtests.sandbox.example_flags import add_model_flags, duration_arg, model_from_args
 from loadtests.sandbox.stack import SandboxStack, StackSettings
 
 __all__ = ["DEMO_MODEL", "DemoRun", "Story", "configure", "run"]
@@ -90,6 +94,8 @@ class Story:
     max_tokens: int = 64
     zero_timeout_s: float = 120.0
     sample_interval_s: float = 0.5
+    # The time-to-first-token objective the summary measures the requests against.
+    slo_ttft_s: float = 2.0
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -151,6 +157,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="most seconds to wait for the return to zero after the burst "
         f"(default {defaults.zero_timeout_s:g})",
     )
+    story.add_argument(
+        "--slo-ttft",
+        type=duration_arg,
+        metavar="DURATION",
+        default=defaults.slo_ttft_s,
+        help="time-to-first-token objective the summary measures every request against, "
+        f"on the client's clock (default {defaults.slo_ttft_s:g}s)",
+    )
     add_model_flags(parser, DEMO_MODEL)
     configure_spot(parser)
 
@@ -162,6 +176,7 @@ def _story_from_args(args: argparse.Namespace) -> Story:
         burst_s=args.burst_s,
         max_tokens=args.max_tokens,
         zero_timeout_s=args.zero_timeout_s,
+        slo_ttft_s=args.slo_ttft,
     )
     for name in ("idle_s", "burst_s", "zero_timeout_s"):
         if getattr(story, name) < 0:
@@ -170,6 +185,8 @@ def _story_from_args(args: argparse.Namespace) -> Story:
         raise ValueError("--burst-concurrency must be 1 or more")
     if story.max_tokens < 1:
         raise ValueError("--max-tokens must be 1 or more")
+    if not story.slo_ttft_s > 0:
+        raise ValueError("--slo-ttft must be a duration above 0, such as 2s")
     return story
 
 
@@ -436,7 +453,7 @@ async def _main(args: argparse.Namespace) -> int:
         return INTERRUPTED
     wall_s = session.elapsed()
     tracker = run.tracker if run is not None else DemoTracker()
-    summary = tracker.summary()
+    summary = tracker.summary(slo_ttft_s=story.slo_ttft_s)
     problems = summary.problems() + ([failure] if failure else [])
     first = run.first_result if run is not None else None
     cold_start_s = run.cold_start_s if run is not None else None

@@ -110,6 +110,14 @@ def cold_start_rows(
     return [(FIRST_TTFT_LABEL, _seconds(first_ttft_s)), (COLD_START_LABEL, _seconds(cold_start_s))]
 
 
+def _slo_rows(summary: Summary) -> list[tuple[str, str]]:
+    if summary.slo_ttft_s is None:
+        return []
+    share = summary.slo_attainment
+    measured = "-" if share is None else f"{100 * share:.1f} % of {summary.requests}"
+    return [(f"SLO: TTFT within {summary.slo_ttft_s:g}s (client clock)", measured)]
+
+
 def summary_table(
     summary: Summary,
     *,
@@ -128,6 +136,7 @@ def summary_table(
         ("TTFT p50 (client clock)", _seconds(summary.ttft_p50_s)),
         ("TTFT p99 (client clock)", _seconds(summary.ttft_p99_s)),
         ("most requests held at once", str(summary.max_buffered)),
+        *_slo_rows(summary),
         *extra,
     ]
     width = max(len(name) for name, _ in rows)

@@ -21,7 +21,7 @@ import dataclasses
 from loadtests.sandbox.cluster.quantity import parse_duration
 from loadtests.sandbox.example import ExampleModel
 
-__all__ = ["add_model_flags", "model_from_args"]
+__all__ = ["add_model_flags", "duration_arg", "model_from_args"]
 
 
 def _duration(seconds: float) -> str:
@@ -30,7 +30,8 @@ def _duration(seconds: float) -> str:
     return f"{int(seconds * 1000)}ms"
 
 
-def _duration_arg(text: str) -> float:
+def duration_arg(text: str) -> float:
+    """A Go-style duration flag (``10s``, ``1m30s``, ``500ms``) in seconds."""
     try:
         return parse_duration(text)
     except ValueError as exc:
@@ -73,7 +74,7 @@ def add_model_flags(parser: argparse.ArgumentParser, defaults: ExampleModel) -> 
     for flag, default_s, meaning in durations:
         group.add_argument(
             flag,
-            type=_duration_arg,
+            type=duration_arg,
             default=default_s,
             metavar="DURATION",
             help=f"{meaning} (default {_duration(default_s)})",

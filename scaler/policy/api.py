@@ -164,8 +164,9 @@ class LoadTotals:
 
     Counters rather than rates so that a decision sees every token that arrived
     since the previous one, however many reports came in between. ``arrivals``,
-    ``prompt_tokens`` and ``output_tokens`` (``max_tokens`` asked) are the
-    requests the activators saw arrive; ``first_tokens`` and
+    ``prompt_tokens`` (the activators' estimate, characters over four) and
+    ``output_tokens`` (``max_tokens`` asked) are the requests the activators saw
+    arrive (only for a model with a TTFT objective); ``first_tokens`` and
     ``prefilled_tokens`` (their prompt tokens) are those whose first token
     came back, the work the servers did (vLLM's ``prompt_tokens_total``).
     ``awaiting_first_token``: requests held or sent that have no first token yet.
@@ -173,6 +174,9 @@ class LoadTotals:
     prompt tokens over the time from reaching a replica to its first token (a
     lower bound on what a replica prefills, known before any saturation).
     ``served_prompt_tokens``: the prompt tokens the servers say they processed.
+    ``ttft_counted`` and ``ttft_within_slo``: the first tokens the servers' TTFT
+    histogram counted, and how many of them came within the target's objective
+    (interpolated between the histogram's bounds), for the attainment measured.
     """
 
     arrivals: float = 0.0
@@ -185,6 +189,8 @@ class LoadTotals:
     # The same work as the servers count it (vLLM's prompt_tokens_total, summed
     # over each scrape's new tokens): a second witness of ``prefilled_tokens``.
     served_prompt_tokens: float = 0.0
+    ttft_counted: float = 0.0
+    ttft_within_slo: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,8 +221,12 @@ class SloReport:
     sized_replicas: int  # what the load of the last ten minutes needs
     late_share: float  # share of those requests the sizing leaves waiting too long
     requests_per_s: float  # the history's arrival rate
+    # The share of the last ten minutes' first tokens within the objective, as the
+    # servers' TTFT histograms count them (None: none counted), and how many.
+    measured_attainment: float | None = None
+    measured_first_tokens: float = 0.0
 
-    def as_json(self) -> dict[str, float | int | bool]:
+    def as_json(self) -> dict[str, float | int | bool | None]:
         return {
             "slo_ttft_s": self.slo_ttft_s,
             "attainment": self.attainment,
@@ -225,6 +235,10 @@ class SloReport:
             "sized_replicas": self.sized_replicas,
             "late_share": round(self.late_share, 5),
             "requests_per_s": round(self.requests_per_s, 3),
+            "measured_attainment": (
+                None if self.measured_attainment is None else round(self.measured_attainment, 5)
+            ),
+            "measured_first_tokens": round(self.measured_first_tokens),
         }
 
 

@@ -148,6 +148,8 @@ def decide_slo(
             sized_replicas=sizing.replicas,
             late_share=sizing.late_share,
             requests_per_s=slo.history.request_rate(),
+            measured_attainment=slo.measured.share,
+            measured_first_tokens=slo.measured.counted,
         ),
     )
     new_state = replace(

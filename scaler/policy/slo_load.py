@@ -57,6 +57,7 @@ __all__ = [
     "Capacity",
     "LoadHistory",
     "Sizing",
+    "estimate_scale",
     "learn_capacity",
     "replicas_for",
     "saturated_sample",
@@ -85,6 +86,13 @@ _TRUSTED_REPLICA_S = 10.0
 _MEMORY_REPLICA_S = 60.0
 # The share of the miss allowance that sizing may spend (the rest: cold starts, error).
 _SIZING_SHARE = 0.5
+# The servers' prompt tokens counted before they rescale the activators'
+# estimate (a few long prompts, so one in flight does not skew the ratio much),
+# and the bounds of the scale: characters over four is within a factor of two
+# of a tokenizer's count for text and code; a ratio outside says the two count
+# different traffic (some of it bypasses the activators), not a different text.
+_SCALE_AFTER_TOKENS = 100_000.0
+_SCALE_RANGE = (0.5, 2.0)
 # A prompt's own prefill takes at most this share of the objective when
 # counting the wait a replica may add (a longer prompt cannot meet it anyway).
 _MAX_SERVICE_SHARE = 0.75
@@ -262,21 +270,40 @@ def replicas_for(
     )
 
 
+def estimate_scale(totals: LoadTotals) -> float:
+    """What the activators' prompt-token estimate is multiplied by: the servers' own
+    count over the estimate, once the servers have counted :data:`_SCALE_AFTER_TOKENS`
+    (1 before, or where no server counts), within :data:`_SCALE_RANGE`."""
+    if totals.served_prompt_tokens < _SCALE_AFTER_TOKENS or totals.prompt_tokens <= 0:
+        return 1.0
+    lo, hi = _SCALE_RANGE
+    return min(hi, max(lo, totals.served_prompt_tokens / totals.prompt_tokens))
+
+
 def with_interval(
     history: LoadHistory, before: LoadTotals | None, after: LoadTotals, start_s: float, now: float
 ) -> LoadHistory:
     """``history`` with the arrivals between two counter readings (a first reading adds
     nothing: its counters hold everything before it).
 
-    Prompt tokens are the activators' count at arrival; activators that do not
-    count them (none has so far) leave the servers' count of prefilled prompt
-    tokens (vLLM's ``prompt_tokens_total``) as the measure, a little later
-    than arrival, and the requests whose first token came back as the count.
+    The two witnesses of a prompt's tokens each have a flaw. The activators'
+    count comes at *arrival*, the timing the queue replay needs, but it is an
+    estimate (characters over four: no tokenizer in the data path). The
+    servers' count (vLLM's ``prompt_tokens_total``) is exact but comes at
+    *prefill*: a queue's tokens show up at the rate they are served, never
+    faster, so a replay of it would never see the queue. So: the activators'
+    count for the timing, rescaled by the servers' count for the size
+    (:func:`estimate_scale`, the ratio of the two totals since the hub began
+    counting: in-flight prompts are a small share of it once
+    :data:`_SCALE_AFTER_TOKENS` are served). Without activator counts (traffic
+    that reaches the servers directly) the servers' count stands, and the
+    requests whose first token came back are the count; a server that counts no
+    tokens (Triton) leaves the activators' estimate as it is.
     """
     if before is None:
         return history
     if after.prompt_tokens > 0:
-        tokens = after.prompt_tokens - before.prompt_tokens
+        tokens = (after.prompt_tokens - before.prompt_tokens) * estimate_scale(after)
         requests = after.arrivals - before.arrivals
     else:
         tokens = max(

@@ -52,6 +52,9 @@ class SourceReading:
     pod_load: Mapping[str, float] = field(default_factory=dict)  # pod name -> requests on it
     # Raw observed values for /v1/targets and metrics, named with units.
     observed: Mapping[str, float] = field(default_factory=dict)
+    # First tokens new since the previous refresh at or under each TTFT bound
+    # (cumulative, rising bounds, +inf last): the servers' TTFT histogram.
+    ttft_new: tuple[tuple[float, float], ...] = ()
 
 
 class DemandSource(Protocol):

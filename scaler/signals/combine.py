@@ -15,18 +15,22 @@ contributes to it is fresh. The value is still recorded when some contributor
 is stale (it can raise the scale), but the freshness rule
 (:mod:`scaler.policy.freshness`) marks the reading not
 fresh so the policy never lowers on it.
+
+The servers' TTFT histogram is passed through as it is (the scrape's new
+first tokens per bound); :func:`share_within` reads from it how many came
+within a model's objective, for the attainment SLO-first scaling reports.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scaler.policy.api import Demand, SignalKind
 from scaler.signals.base import SourceReading
 from scaler.signals.names import ACTIVATOR, PROMETHEUS, SCRAPE
 
-__all__ = ["CombinedSignals", "combine", "fed_by"]
+__all__ = ["CombinedSignals", "combine", "fed_by", "share_within"]
 
 
 _ALL_KINDS = frozenset(SignalKind)
@@ -64,6 +68,8 @@ class CombinedSignals:
         default_factory=dict
     )  # pod -> requests, for deletion cost
     observed: Mapping[str, float] = field(default_factory=dict)  # raw values, named with units
+    # The servers' new first tokens per TTFT bound (the scrape's; see SourceReading).
+    ttft_new: tuple[tuple[float, float], ...] = ()
 
 
 def _merge(
@@ -118,4 +124,28 @@ def combine(readings: Mapping[str, SourceReading | None]) -> CombinedSignals:
         activators=act.reporters if act is not None else 0,
         pod_load=pod_load,
         observed=observed,
+        ttft_new=scrape.ttft_new if scrape is not None else (),
     )
+
+
+def share_within(buckets: Sequence[tuple[float, float]], seconds: float) -> tuple[float, float]:
+    """(first tokens within ``seconds``, first tokens counted) from a histogram's
+    cumulative ``(bound, count)`` buckets in rising order.
+
+    Exact when ``seconds`` is a bucket bound; between two bounds, the count is
+    interpolated linearly, as Prometheus's ``histogram_quantile`` does (vLLM's
+    bounds near a TTFT objective are 1, 2.5 and 5 s: an objective of 2 s is
+    read between the 1 s and 2.5 s counts).
+    """
+    if not buckets:
+        return 0.0, 0.0
+    counted = buckets[-1][1]
+    below_bound, below = 0.0, 0.0
+    for bound, count in buckets:
+        if seconds <= bound:
+            if bound == float("inf") or seconds == bound:
+                return (count if seconds == bound else below), counted
+            part = (seconds - below_bound) / (bound - below_bound)
+            return below + (count - below) * part, counted
+        below_bound, below = bound, count
+    return counted, counted

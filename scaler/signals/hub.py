@@ -47,7 +47,7 @@ from scaler.policy.freshness import fresh_bounds, readings
 from scaler.policy.windows import SignalWindows
 from scaler.signals.activator_reports import ActivatorReport, ActivatorReports, TargetStats
 from scaler.signals.base import DemandSource
-from scaler.signals.combine import CombinedSignals, combine, fed_by
+from scaler.signals.combine import CombinedSignals, combine, fed_by, share_within
 from scaler.signals.names import ACTIVATOR, PROMETHEUS, SCRAPE
 
 __all__ = ["HubSettings", "SignalHub", "SignalView", "TargetCatalog"]
@@ -179,6 +179,8 @@ class SignalHub:
                 was.best_prefill_tokens_per_s, stats.best_prefill_tokens_per_s
             ),
             served_prompt_tokens=was.served_prompt_tokens,
+            ttft_counted=was.ttft_counted,
+            ttft_within_slo=was.ttft_within_slo,
         )
 
     def reporting(self, *, now: float) -> int:
@@ -192,10 +194,10 @@ class SignalHub:
         tracked = self._tracked()
         wanted = tracked.keys() if keys is None else [k for k in keys if k in tracked]
         for key in wanted:
-            _, windows = tracked[key]
+            config, windows = tracked[key]
             combined = self._combine(key, now)
             if source == SCRAPE:
-                self._count_served(key, combined.observed.get("server_new_prompt_tokens", 0.0))
+                self._count_served(key, combined, config.slo_ttft_s)
             for kind, value in combined.values.items():
                 if kind in kinds:
                     windows.record(kind, value, now)
@@ -203,11 +205,21 @@ class SignalHub:
                 self._demand_seen_at[key] = now
         return len(wanted)
 
-    def _count_served(self, key: str, tokens: float) -> None:
-        """A refresh's new prompt tokens on the servers (each counted by one refresh)."""
-        if tokens > 0:
+    def _count_served(self, key: str, combined: CombinedSignals, slo_ttft_s: float | None) -> None:
+        """A refresh's new prompt tokens on the servers and, for a target with a TTFT
+        objective, its new first tokens within it (each counted by one refresh)."""
+        tokens = combined.observed.get("server_new_prompt_tokens", 0.0)
+        within, counted = (
+            share_within(combined.ttft_new, slo_ttft_s) if slo_ttft_s is not None else (0.0, 0.0)
+        )
+        if tokens > 0 or counted > 0:
             was = self._totals.get(key, LoadTotals())
-            self._totals[key] = replace(was, served_prompt_tokens=was.served_prompt_tokens + tokens)
+            self._totals[key] = replace(
+                was,
+                served_prompt_tokens=was.served_prompt_tokens + tokens,
+                ttft_counted=was.ttft_counted + counted,
+                ttft_within_slo=was.ttft_within_slo + within,
+            )
 
     def observe(self, key: str, config: ScalingConfig | None, *, now: float) -> SignalView:
         """``key``'s combined sources at ``now`` and, with a config, its signals' readings

@@ -7,11 +7,13 @@ Per engine, from each pod's Prometheus text:
   series; older vLLM says ``vllm:gpu_cache_usage_perc``); for SLO-first
   scaling the counters ``vllm:prompt_tokens_total`` and
   ``vllm:generation_tokens_total`` and the count and sum of the
-  ``vllm:time_to_first_token_seconds`` histogram, each turned into what
-  was new since the pod's previous scrape (a counter that went down: the
-  server restarted, nothing new counted). A read sums the new prompt tokens
-  over the pods scraped in the latest refresh only, so the hub, which adds
-  them up once per refresh, counts every token once;
+  ``vllm:time_to_first_token_seconds`` histogram, and its buckets (the
+  first tokens at or under each bound, from which the hub measures a
+  model's attainment of its TTFT objective), each turned into what was new
+  since the pod's previous scrape (a counter that went down: the server
+  restarted, nothing new counted). A read sums the new prompt tokens and
+  bucket counts over the pods scraped in the latest refresh only, so the
+  hub, which adds them up once per refresh, counts every token once;
 - Triton: ``nv_inference_pending_request_count`` (summed over models),
   ``nv_gpu_utilization`` (0..1, mean over GPUs), and the rate of
   ``nv_inference_queue_duration_us`` over the rate of
@@ -53,6 +55,7 @@ VLLM_PROMPT_TOKENS = "vllm:prompt_tokens"  # counter family (samples ..._total)
 VLLM_GENERATION_TOKENS = "vllm:generation_tokens"
 VLLM_TTFT_COUNT = "vllm:time_to_first_token_seconds_count"
 VLLM_TTFT_SUM = "vllm:time_to_first_token_seconds_sum"
+VLLM_TTFT_BUCKET = "vllm:time_to_first_token_seconds_bucket"
 TRITON_PENDING = "nv_inference_pending_request_count"
 TRITON_QUEUE_US = "nv_inference_queue_duration_us"
 TRITON_COMPUTE_US = "nv_inference_compute_infer_duration_us"
@@ -85,14 +88,26 @@ class PodMetrics:
     new_generation_tokens: float = 0.0
     new_first_tokens: float = 0.0
     new_ttft_sum_s: float = 0.0
+    # The TTFT histogram's cumulative buckets, (upper bound in s, count) in
+    # rising order (+inf last), and what each gained since the previous scrape.
+    ttft_buckets_total: tuple[tuple[float, float], ...] | None = None
+    new_ttft_buckets: tuple[tuple[float, float], ...] = ()
 
 
-def _collect(text: str) -> dict[str, list[float]]:
+def _collect(text: str) -> tuple[dict[str, list[float]], dict[float, float]]:
+    """Every sample's value by name, and the TTFT histogram's buckets by bound (summed
+    over its series)."""
     values: dict[str, list[float]] = {}
+    ttft: dict[float, float] = {}
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 name = sample.name
+                if name == VLLM_TTFT_BUCKET:
+                    bound = float(sample.labels.get("le", "nan"))
+                    if bound == bound:  # a bucket without a readable bound is skipped
+                        ttft[bound] = ttft.get(bound, 0.0) + float(sample.value)
+                    continue
                 # The parser names counter samples ``<family>_total`` even when the
                 # text says ``nv_inference_queue_duration_us``: index by family too.
                 if family.type == "counter" and name == family.name + "_total":
@@ -102,7 +117,7 @@ def _collect(text: str) -> dict[str, list[float]]:
                 values.setdefault(name, []).append(float(sample.value))
     except ValueError as exc:  # prometheus_client raises ValueError on bad text
         raise ScrapeError(f"unparseable metrics text: {exc}") from exc
-    return values
+    return values, ttft
 
 
 def _mean(xs: Iterable[float]) -> float | None:
@@ -116,7 +131,7 @@ def parse_pod_metrics(text: str, *, engine: str) -> PodMetrics:
     A vLLM pod that exposes neither running nor waiting is not a vLLM pod we
     can read: :class:`ScrapeError`, so it is stale rather than idle.
     """
-    values = _collect(text)
+    values, ttft = _collect(text)
     if engine == "vllm":
         if VLLM_RUNNING not in values and VLLM_WAITING not in values:
             raise ScrapeError(f"no {VLLM_RUNNING} or {VLLM_WAITING} in the pod's metrics")
@@ -136,6 +151,7 @@ def parse_pod_metrics(text: str, *, engine: str) -> PodMetrics:
             generation_tokens_total=total(VLLM_GENERATION_TOKENS),
             ttft_count_total=total(VLLM_TTFT_COUNT),
             ttft_sum_total=total(VLLM_TTFT_SUM),
+            ttft_buckets_total=tuple(sorted(ttft.items())) if ttft else None,
         )
     if engine == "triton":
         if TRITON_PENDING not in values:
@@ -158,6 +174,21 @@ def _new(previous: float | None, current: float | None) -> float:
     return current - previous
 
 
+def _new_buckets(
+    previous: tuple[tuple[float, float], ...] | None,
+    current: tuple[tuple[float, float], ...] | None,
+) -> tuple[tuple[float, float], ...]:
+    """What each bucket gained (nothing when the bounds changed or a count went back)."""
+    if previous is None or current is None or len(previous) != len(current):
+        return ()
+    out = []
+    for (bound_was, was), (bound, count) in zip(previous, current, strict=True):
+        if bound != bound_was or count < was:
+            return ()
+        out.append((bound, count - was))
+    return tuple(out)
+
+
 def _with_rates(previous: PodMetrics | None, current: PodMetrics) -> PodMetrics:
     if previous is not None:
         current = replace(
@@ -168,6 +199,7 @@ def _with_rates(previous: PodMetrics | None, current: PodMetrics) -> PodMetrics:
             ),
             new_first_tokens=_new(previous.ttft_count_total, current.ttft_count_total),
             new_ttft_sum_s=_new(previous.ttft_sum_total, current.ttft_sum_total),
+            new_ttft_buckets=_new_buckets(previous.ttft_buckets_total, current.ttft_buckets_total),
         )
     if (
         previous is None
@@ -288,6 +320,7 @@ class PodScraper:
         ratios: list[float] = []
         load: dict[str, float] = {}
         new_prompt = new_firsts = new_ttft_s = 0.0
+        ttft_new: dict[float, float] = {}
         for name, pod in target.pods.items():
             if pod.last_ok_at is None or now - pod.last_ok_at > self._stale_after_s:
                 fresh = False
@@ -308,6 +341,8 @@ class PodScraper:
                 new_prompt += m.new_prompt_tokens
                 new_firsts += m.new_first_tokens
                 new_ttft_s += m.new_ttft_sum_s
+                for bound, count in m.new_ttft_buckets:
+                    ttft_new[bound] = ttft_new.get(bound, 0.0) + count
         has_data = reporters > 0 or not target.pods
         observed = {"server_running": running, "server_waiting": waiting} if has_data else {}
         kv_mean, gpu_mean, ratio_mean = _mean(kv), _mean(gpu), _mean(ratios)
@@ -332,4 +367,5 @@ class PodScraper:
             gpu_utilization=gpu_mean,
             pod_load=load,
             observed=observed,
+            ttft_new=tuple(sorted(ttft_new.items())),
         )

@@ -81,6 +81,45 @@ async def test_pods_in_flight_reported(scaler: FakeScaler, client: aiohttp.Clien
         await backend.stop()
 
 
+async def test_token_estimates_are_reported_only_for_a_model_sized_in_tokens(
+    scaler: FakeScaler, client: aiohttp.ClientSession
+) -> None:
+    backend = await Backend().start()
+    try:
+        source = StaticSource(
+            spec(
+                "default/slo",
+                backend.endpoint,
+                path_prefix=None,
+                models=("slo",),
+                counts_tokens=True,
+            ),
+            spec("default/plain", backend.endpoint, path_prefix=None, models=("plain",)),
+        )
+        async with running_activator(source, settings(scaler)) as act:
+            url = f"http://127.0.0.1:{act.data_port}/v1/chat/completions"
+            message = {"role": "user", "content": "x" * 4000}  # 1000 tokens and 4 of template
+            for model in ("slo", "slo", "plain"):
+                body = {"model": model, "messages": [message], "max_tokens": 64}
+                async with client.post(url, json=body) as resp:
+                    assert resp.status == 200
+            await wait_until(
+                lambda: (
+                    sum(
+                        r["targets"]["default/slo"].get("prompt_tokens", 0)
+                        for _, r, _ in scaler.stats
+                    )
+                    == 2 * 1004
+                )
+            )
+            entries = [r["targets"] for _, r, _ in scaler.stats]
+            assert sum(t["default/slo"]["output_tokens"] for t in entries) == 128
+            assert all("prompt_tokens" not in t["default/plain"] for t in entries)
+            assert sum(t["default/plain"]["arrivals"] for t in entries) == 1
+    finally:
+        await backend.stop()
+
+
 async def test_routes_file_cold_start_and_reload(
     tmp_path: Path, scaler: FakeScaler, client: aiohttp.ClientSession
 ) -> None:

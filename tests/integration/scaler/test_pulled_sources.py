@@ -8,7 +8,8 @@ Covers:
   ``stale_after_s``; it is never read as zero;
 - scrapes in flight never exceed ``max_concurrent``; pods no longer listed are forgotten;
 - vLLM's prompt-token counter becomes the tokens new since the previous
-  scrape, summed over the pods of the latest refresh only;
+  scrape, summed over the pods of the latest refresh only, and so do its
+  TTFT histogram's buckets;
 - a Prometheus-shaped API: the query names the configured labels, percent is
   converted to a fraction, a pod without a value makes the view stale, and a
   failing server leaves the last answer to go stale.
@@ -284,3 +285,26 @@ async def test_new_prompt_tokens_count_only_the_pods_of_the_latest_refresh(serve
     await scraper.refresh([t], now=3.0)
     third = scraper.read("ns/llama", now=3.0)
     assert third is not None and third.observed["server_new_prompt_tokens"] == 100.0
+
+
+VLLM_TTFT = """# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{model_name="m"}} 1
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{{le="1.0",model_name="m"}} {fast}
+vllm:time_to_first_token_seconds_bucket{{le="+Inf",model_name="m"}} {total}
+vllm:time_to_first_token_seconds_count{{model_name="m"}} {total}
+vllm:time_to_first_token_seconds_sum{{model_name="m"}} 1.0
+"""
+
+
+async def test_ttft_buckets_new_in_a_refresh_are_summed_over_its_pods(serve, session) -> None:  # type: ignore[no-untyped-def]
+    counts = {"a": (10, 12), "b": (3, 3)}
+    a = FakePod(lambda: VLLM_TTFT.format(fast=counts["a"][0], total=counts["a"][1]))
+    b = FakePod(lambda: VLLM_TTFT.format(fast=counts["b"][0], total=counts["b"][1]))
+    t = target("ns/llama", "vllm", [await serve(a), await serve(b)])
+    scraper = PodScraper(session=session, timeout_s=0.3, stale_after_s=5.0)
+    await scraper.refresh([t], now=1.0)
+    counts["a"], counts["b"] = (15, 20), (5, 6)
+    await scraper.refresh([t], now=2.0)
+    got = scraper.read("ns/llama", now=2.0)
+    assert got is not None and got.ttft_new == ((1.0, 7.0), (float("inf"), 11.0))

@@ -6,6 +6,9 @@ prompt gets another anchor; bodies without a prompt give no blocks; a gate
 with ``prefix`` balancing sends a conversation's turns to one replica among
 four, and with the default it balances by load; the registry and the routes
 file carry ``balancing`` to the gate and refuse an unknown mode by name.
+The same parsed body gives the token estimate a model with a TTFT objective
+reports (chat, completion and token-id prompts, ``max_tokens``); a Deployment
+with ``autoscaling.tidal.dev/slo-ttft`` makes its gate count them, and only then.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ import json
 
 import pytest
 
-from activator.balancing.prefix_key import BLOCK_CHARS, prompt_blocks
+from activator.balancing.prefix_key import BLOCK_CHARS, estimated_tokens, prompt_blocks
 from activator.holding.gate import Gate
+from activator.kube.translate import target_from_deployment
 from activator.routing.registry import Registry
 from activator.routing.routes_file import parse_routes
 from activator.targets import Endpoint, TargetSpec
@@ -97,6 +101,53 @@ def test_the_registry_hands_the_gate_its_balancing() -> None:
     assert registry.gates["ns/t"].prefix is not None
     registry.apply({"ns/t": TargetSpec(name="ns/t", endpoints=(ENDPOINTS[0],))})
     assert registry.gates["ns/t"].prefix is None
+
+
+@pytest.mark.parametrize(
+    ("document", "expected"),
+    [
+        ({"messages": [{"role": "user", "content": "x" * 400}], "max_tokens": 32}, (104, 32)),
+        (  # text parts count, an image by URL does not; two messages, two templates
+            {
+                "messages": [
+                    {"role": "system", "content": "y" * 80},
+                    {"role": "user", "content": [{"type": "text", "text": "z" * 40},
+                                                 {"type": "image_url", "image_url": {"url": "u"}}]},
+                ],
+                "max_completion_tokens": 7,
+            },
+            (38, 7),
+        ),
+        ({"prompt": "w" * 1000}, (250, 0)),
+        ({"prompt": ["a" * 8, "b" * 8], "max_tokens": 0}, (4, 0)),
+        ({"prompt": [1, 2, 3], "max_tokens": True}, (3, 0)),
+        ([1, 2], (0, 0)),
+    ],
+)  # fmt: skip
+def test_a_body_gives_its_estimated_prompt_tokens_and_max_tokens(
+    document: object, expected: tuple[int, int]
+) -> None:
+    assert estimated_tokens(document) == expected
+
+
+def test_only_a_model_with_a_ttft_objective_counts_tokens() -> None:
+    def gate_for(annotations: dict[str, str]) -> Gate:
+        notes = {"routing.tidal.dev/models": "m", **annotations}
+        deployment = {"metadata": {"name": "m", "namespace": "ns", "annotations": notes}}
+        registry = Registry()
+        registry.apply({"ns/m": target_from_deployment(deployment).spec})
+        return registry.gates["ns/m"]
+
+    body = {"model": "m", "prompt": "x" * 400, "max_tokens": 9}
+    counted = gate_for({"autoscaling.tidal.dev/slo-ttft": "2s"})
+    plain = gate_for({})
+    for gate in (counted, plain):
+        gate.arrive(body)
+        gate.arrive(body)
+    assert counted.take_tokens() == (200, 18)
+    assert counted.take_tokens() == (0, 0)
+    assert plain.take_tokens() == (0, 0)
+    assert plain.arrivals == counted.arrivals == 2
 
 
 def test_the_routes_file_reads_balancing_and_names_what_is_allowed() -> None:

@@ -9,7 +9,10 @@ Covers:
 - observe() combines the sources (max of the concurrency views) and marks a
   signal not fresh when a source behind it is stale;
 - a target dropped from the catalog loses its windows; two sources of one
-  name are refused.
+  name are refused;
+- token counters: reports add up, the servers' prompt tokens count once per
+  refresh, and for a target with a TTFT objective the servers' first tokens
+  within it are counted (none for a target without one).
 """
 
 from __future__ import annotations
@@ -156,3 +159,21 @@ def test_servers_new_prompt_tokens_are_counted_once_per_refresh() -> None:
     hub.arrived("scrape", now=2.0)
     load = hub.observe("ns/a", ScalingConfig(), now=2.0).load
     assert load is not None and load.served_prompt_tokens == 6000.0
+
+
+def test_first_tokens_within_the_objective_are_counted_for_a_target_with_an_slo() -> None:
+    catalog = Catalog()
+    slo = ScalingConfig(slo_ttft_s=2.5)
+    catalog.targets = {"ns/a": slo, "ns/b": ScalingConfig()}
+    scrape = FakeSource("scrape")
+    hub = SignalHub(sources=[scrape], catalog=catalog)
+    histogram = ((1.0, 30.0), (2.5, 60.0), (float("inf"), 70.0))
+    for key in ("ns/a", "ns/b"):
+        scrape.readings[key] = SourceReading(
+            source="scrape", fresh=True, reporters=1, ttft_new=histogram
+        )
+    hub.arrived("scrape", now=1.0)
+    hub.arrived("scrape", now=2.0)
+    load = hub.observe("ns/a", slo, now=2.0).load
+    assert load is not None and (load.ttft_within_slo, load.ttft_counted) == (120.0, 140.0)
+    assert hub.observe("ns/b", ScalingConfig(), now=2.0).load is None  # no objective, no count

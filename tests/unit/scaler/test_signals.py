@@ -8,7 +8,9 @@ Covers:
 - pod metrics text: vLLM running/waiting/KV cache (with the old
   ``gpu_cache_usage_perc`` name), Triton pending/GPU utilization and the
   queue/compute rate between two scrapes (counter reset skipped); text that is
-  not a model server's is an error, never zeros;
+  not a model server's is an error, never zeros; vLLM's TTFT buckets become
+  the first tokens new at or under each bound, and the share within an
+  objective is exact at a bound and interpolated between two;
 - Prometheus answers: vector parsing by configurable labels, errors;
 - combine: concurrency is the max of views, queue depth the sum; completeness
   per signal follows the freshness of its contributors; GPU from Prometheus
@@ -22,7 +24,7 @@ import pytest
 from scaler.policy.api import SignalKind
 from scaler.signals.activator_reports import ActivatorReports, ReportError, parse_report
 from scaler.signals.base import SourceReading
-from scaler.signals.combine import combine
+from scaler.signals.combine import combine, share_within
 from scaler.signals.prometheus import PrometheusError, parse_vector
 from scaler.signals.scrape import PodMetrics, ScrapeError, _with_rates, parse_pod_metrics
 
@@ -134,6 +136,36 @@ def test_vllm_token_counters_become_what_is_new_between_scrapes() -> None:
     # A restarted server's counters start again: nothing new is counted.
     restarted = parse_pod_metrics(_vllm_tokens(10, 1, 1, 0.1), engine="vllm")
     assert _with_rates(later, restarted).new_prompt_tokens == 0.0
+
+
+def _vllm_ttft(under_1s: float, under_2_5s: float, total: float) -> str:
+    return f"""# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{model_name="m"}} 1
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{{le="1.0",model_name="m"}} {under_1s}
+vllm:time_to_first_token_seconds_bucket{{le="2.5",model_name="m"}} {under_2_5s}
+vllm:time_to_first_token_seconds_bucket{{le="+Inf",model_name="m"}} {total}
+vllm:time_to_first_token_seconds_count{{model_name="m"}} {total}
+vllm:time_to_first_token_seconds_sum{{model_name="m"}} 1.0
+"""
+
+
+def test_vllm_ttft_buckets_become_new_first_tokens_per_bound() -> None:
+    first = parse_pod_metrics(_vllm_ttft(10, 12, 14), engine="vllm")
+    assert first.ttft_buckets_total == ((1.0, 10.0), (2.5, 12.0), (float("inf"), 14.0))
+    later = _with_rates(first, parse_pod_metrics(_vllm_ttft(40, 72, 84), engine="vllm"))
+    assert later.new_ttft_buckets == ((1.0, 30.0), (2.5, 60.0), (float("inf"), 70.0))
+    restarted = parse_pod_metrics(_vllm_ttft(1, 1, 1), engine="vllm")
+    assert _with_rates(later, restarted).new_ttft_buckets == ()
+
+
+def test_share_within_an_objective_is_exact_at_a_bound_and_interpolated_between() -> None:
+    buckets = ((1.0, 30.0), (2.5, 60.0), (float("inf"), 70.0))
+    assert share_within(buckets, 2.5) == (60.0, 70.0)
+    assert share_within(buckets, 2.0) == (50.0, 70.0)  # a third of 1..2.5 s less than 60
+    assert share_within(buckets, 0.5) == (15.0, 70.0)  # from 0 at 0 s
+    assert share_within(buckets, 9.0) == (60.0, 70.0)  # past the last bound: what it knows
+    assert share_within((), 2.0) == (0.0, 0.0)
 
 
 def test_parse_triton_and_rates() -> None:

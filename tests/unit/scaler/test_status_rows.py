@@ -7,8 +7,10 @@ keeps the reason from its status annotation. A spot pair: READY counts both
 halves, a line under the table names them (a companion not created yet
 too), and live cost columns and the saving show. Under the table: routing
 annotations the activator cannot use, a warm tier without sleep mode, and
-Deployments whose opt-in label is not "true". Output cut short by its reader
-ends without a traceback.
+Deployments whose opt-in label is not "true". A model with a TTFT objective:
+its goal from the annotations, and live the learned capacity and the
+attainment measured, in a line under the table and in JSON rows. Output cut
+short by its reader ends without a traceback.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import subprocess
 import sys
 
 from scaler.kube.types import CompanionInfo
+from scaler.policy.api import SloReport
 from scaler.status import not_opted_in_lines, render_table, rows
 from tests.unit.scaler.fakes import deployment
 
@@ -66,6 +69,47 @@ def test_warm_tier_columns_show_sleeping_replicas_and_wakes() -> None:
     assert header.split()[-3:] == ["ASLEEP", "WAKES", "LAST-WAKE"]
     assert first.split()[-3:] == ["1", "1", "0.96s"]
     assert second.split()[-3:] == ["-", "-", "-"]
+
+
+def test_an_objective_is_shown_with_the_capacity_learned_and_the_attainment_measured() -> None:
+    notes = {"autoscaling.tidal.dev/slo-ttft": "2s", "autoscaling.tidal.dev/slo-attainment": "99.5"}
+    llama, fresh = (deployment(n, annotations=notes) for n in ("llama", "fresh"))
+    plain = deployment("plain")
+    measured = SloReport(
+        slo_ttft_s=2.0,
+        attainment=0.995,
+        capacity_tokens_per_s=24_512.3,
+        capacity_learned=True,
+        sized_replicas=3,
+        late_share=0.001,
+        requests_per_s=4.0,
+        measured_attainment=0.9731,
+        measured_first_tokens=2412,
+    )
+    unmeasured = SloReport(2.0, 0.995, 12_000.0, False, 1, 0.0, 0.0)
+    live = {
+        "default/llama": {"desired": 3, "signals": {}, "slo": measured.as_json()},
+        "default/fresh": {"desired": 1, "signals": {}, "slo": unmeasured.as_json()},
+        "default/plain": {"desired": 1, "signals": {}},
+    }
+    table = rows([llama, fresh, plain], live)
+    assert table[0]["slo"] == {"ttft_s": 2.0, "attainment": 0.995}
+    assert table[0]["live"]["slo"]["measured_attainment"] == 0.9731
+    assert "slo" not in table[2]
+    text = render_table(table)
+    assert "Time-to-first-token objectives (SLO-first scaling):" in text
+    assert (
+        "default/llama: goal 99.5 % within 2s; capacity 24,512 prompt tokens/s per replica "
+        "(learned); measured 97.31 % within 2s over the last 10m (2,412 first tokens, "
+        "servers' TTFT histograms)"
+    ) in text
+    assert (
+        "default/fresh: goal 99.5 % within 2s; capacity 12,000 prompt tokens/s per replica "
+        "(prior, not yet learned); measured: no first token counted in the last 10m"
+    ) in text
+    assert "default/plain" not in text.split("objectives")[1]
+    # Without --scaler-url: the goal alone.
+    assert "default/llama: goal 99.5 % within 2s\n" in render_table(rows([llama, plain])) + "\n"
 
 
 def test_spot_pair_and_cost() -> None:

@@ -3,7 +3,8 @@
 Covers: cold starts count zero-to-ready transitions (not samples); peak is
 the highest ready count; final counts pods still terminating; TTFT
 percentiles by nearest rank over successful requests only; failures counted;
-the demo's pass/fail reasons.
+the demo's pass/fail reasons; the attainment of a TTFT objective counts a
+failed request as a miss.
 """
 
 from __future__ import annotations
@@ -54,6 +55,18 @@ def test_ttft_percentiles_use_successes_only() -> None:
     assert summary.ttft_p50_s == 0.2
     assert summary.ttft_p99_s == 0.4
     assert summary.problems() == ["1 request(s) failed"]
+
+
+def test_attainment_counts_requests_within_the_objective_and_failures_as_misses() -> None:
+    t = tracker_with([0, 2, 0])
+    assert t.summary(slo_ttft_s=2.0).slo_attainment is None  # no request
+    for ttft in (4.2, 0.1, 0.2, 2.0):  # the first waited for a cold start
+        t.result(RequestResult(0.0, 200, ttft, 5.0))
+    t.result(RequestResult(0.0, 504, None, 10.0, "timeout"))
+    summary = t.summary(slo_ttft_s=2.0)
+    assert (summary.slo_ttft_s, summary.slo_attainment) == (2.0, 0.6)
+    assert summary.as_json()["slo_attainment"] == 0.6
+    assert t.summary().as_json()["slo_attainment"] is None  # no objective, nothing measured
 
 
 def test_a_good_run_has_no_problems() -> None:

@@ -91,6 +91,10 @@ def test_summary_table_lists_every_figure_and_says_ok() -> None:
         (row,) = [r for r in table.splitlines() if r.startswith(label)]
         assert row.split()[-1] == value, row
     assert table.splitlines()[-1].startswith("OK:")
+    assert "SLO" not in table  # no objective given
+    with_slo = summary_table(summary(slo_ttft_s=2.0, slo_attainment=0.9))
+    (row,) = [r for r in with_slo.splitlines() if r.startswith("SLO: TTFT within 2s")]
+    assert row.endswith("  90.0 % of 10"), row
 
 
 def test_summary_table_lists_problems() -> None:

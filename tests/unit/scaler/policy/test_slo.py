@@ -7,6 +7,8 @@ Covers, stepping a simulated clock with the counters a hub would hand over:
 - a scale-down waits a cold start after the count was last wanted;
 - a rarely used model goes to zero once idle, a busy one stays warm, and a
   stale source keeps the count from falling;
+- the attainment measured (the servers' first tokens within the objective)
+  is reported over the last ten minutes and forgets what is older;
 - without ``slo-ttft`` the per-replica targets decide as before.
 """
 
@@ -57,7 +59,9 @@ class Model:
         fresh: bool = True,
         activation: bool = False,
         seconds: float = 2.0,
+        late: float = 0.0,
     ) -> Decision:
+        """``late``: how many of the step's first tokens the servers saw past the objective."""
         self.now += seconds
         t = self.totals
         self.totals = LoadTotals(
@@ -65,6 +69,8 @@ class Model:
             prompt_tokens=t.prompt_tokens + requests * prompt,
             first_tokens=t.first_tokens + requests,
             prefilled_tokens=t.prefilled_tokens + requests * prompt,
+            ttft_counted=t.ttft_counted + requests,
+            ttft_within_slo=t.ttft_within_slo + requests - late,
         )
         reading = SignalReading(stable=concurrency, panic=concurrency, fresh=fresh)
         observation = Observation(
@@ -141,6 +147,25 @@ def test_a_stale_source_keeps_the_count_from_falling() -> None:
     for _ in range(400):
         decision = model.step(fresh=False)
     assert decision.desired == high
+
+
+def test_measured_attainment_covers_the_last_ten_minutes() -> None:
+    model = Model()
+    first = model.step().slo
+    assert first is not None and first.measured_attainment is None  # nothing counted yet
+    for _ in range(150):  # five minutes, 1 in 20 late
+        model.step(requests=20, prompt=200, concurrency=2, late=1)
+    for _ in range(150):  # five more, none late
+        model.step(requests=20, prompt=200, concurrency=2)
+    report = model.step(requests=20, prompt=200, concurrency=2).slo
+    assert report is not None and report.measured_attainment is not None
+    assert abs(report.measured_attainment - (1 - 149 / 6000)) < 1e-9  # one late step left
+    assert report.measured_first_tokens == 6000
+    assert report.as_json()["measured_attainment"] == round(1 - 149 / 6000, 5)
+    for _ in range(150):
+        model.step(requests=20, prompt=200, concurrency=2)
+    later = model.step(requests=20, prompt=200, concurrency=2).slo
+    assert later is not None and later.measured_attainment == 1.0
 
 
 def test_without_an_objective_the_per_replica_target_decides() -> None:

@@ -9,7 +9,10 @@ Covers:
   absorbed by the queue while a sustained one at the same rate is not;
 - before ten saturated replica-seconds the fastest prefill a request showed
   lifts the prior; after them the saturated rate stands;
-- the history keeps only the lookback; no request wants no replica.
+- the history keeps only the lookback; no request wants no replica;
+- the load's tokens: the activators' estimate at arrival, rescaled to the
+  servers' count once they have counted enough; the servers' count alone
+  without an estimate.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from scaler.policy.slo_load import (
     PRIOR_PREFILL_TOKENS_PER_S,
     Capacity,
     LoadHistory,
+    estimate_scale,
     learn_capacity,
     replicas_for,
     with_interval,
@@ -116,7 +120,19 @@ def test_without_activator_token_counts_the_servers_count_is_the_load() -> None:
     after = LoadTotals(arrivals=30, served_prompt_tokens=41_000)
     history = with_interval(LoadHistory(), before, after, 0.0, 2.0)
     assert history.intervals == ((0.0, 2.0, 40_000.0, 20.0),)
-    # With the activators' counts, theirs stand (counted at arrival).
+    # With the activators' estimate and few tokens served yet, the estimate stands.
     counted = LoadTotals(arrivals=30, prompt_tokens=30_000, served_prompt_tokens=41_000)
     history = with_interval(LoadHistory(), LoadTotals(arrivals=10), counted, 0.0, 2.0)
     assert history.intervals == ((0.0, 2.0, 30_000.0, 20.0),)
+
+
+def test_the_activators_estimate_is_rescaled_to_the_servers_count() -> None:
+    before = LoadTotals(arrivals=100, prompt_tokens=200_000, served_prompt_tokens=240_000)
+    after = LoadTotals(arrivals=110, prompt_tokens=210_000, served_prompt_tokens=240_000)
+    history = with_interval(LoadHistory(), before, after, 0.0, 2.0)
+    # Arrival timing from the estimate, size from the servers: 10,000 x 240/210.
+    assert history.intervals[0][2] == pytest.approx(10_000 * 240 / 210)
+    assert history.intervals[0][3] == 10
+    # A ratio past a factor of two says other traffic, not another text: bounded.
+    skewed = LoadTotals(prompt_tokens=100_000, served_prompt_tokens=900_000)
+    assert estimate_scale(skewed) == 2.0
