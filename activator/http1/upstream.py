@@ -246,8 +246,9 @@ class UpstreamConnection(asyncio.Protocol):
             if self._chunks:
                 if data[0] not in b"\r\n" and data.find(b"\r\n\r\n") < 0:
                     # The common case, an event: the answer cannot end in this
-                    # read (it ends with CRLF CRLF, and none of those is here),
-                    # so the read goes out as it came once the parser took it.
+                    # read (it ends with CRLF CRLF; there is none here, nor a
+                    # CR or LF first that could finish one begun before), so
+                    # the read goes out as it came once the parser took it.
                     try:
                         self._parser.feed_data(data)
                     except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
