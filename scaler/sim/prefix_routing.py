@@ -63,6 +63,7 @@ __all__ = [
     "LoadSpread",
     "PrefixRouted",
     "RoutingRow",
+    "balancer",
     "compare",
     "hit_rate",
 ]
@@ -171,9 +172,11 @@ class RoutingRow:
 Routed = LeastLoaded | PrefixRouted
 
 
-def _balancer(
-    routing: str, activators: int, config: AffinityConfig
+def balancer(
+    routing: str, activators: int = 1, config: AffinityConfig | None = None
 ) -> Callable[[random.Random], Routed]:
+    """The world's balancer factory for ``routing`` (one of :data:`ROUTINGS`)."""
+    config = config or AffinityConfig()
     if routing == "least-loaded":
         return LeastLoaded
     if routing == "prefix":
@@ -203,7 +206,7 @@ def compare(
     shared_fleet = fleet
     for routing, n in plans:
         built: list[Routed] = []
-        make = _balancer(routing, n, config)
+        make = balancer(routing, n, config)
 
         def factory(
             rng: random.Random,
