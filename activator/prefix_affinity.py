@@ -32,6 +32,8 @@ fixed-size chunks, a trace gives block ids). The pick, in order:
    and the request takes the first replica clockwise that is under the
    bound. Every turn of a conversation has the same anchor, so every
    activator sends it to the same replica without talking to the others.
+   A request that passed over a remembered or ring replica for the bound
+   is ``spilled`` (what an operator watches to see affinity give way).
 3. **Least loaded**, when no replica is under the bound (with few requests
    in flight one more is already over it everywhere), and when the prompt
    has no full block (nothing to reuse: ``no-blocks``, the caller balances
@@ -198,10 +200,13 @@ class PrefixAffinity(Generic[T]):
     ) -> tuple[T | None, str]:
         """The replica for a prompt of ``blocks``, and how it was found.
 
-        The reason is ``history``, ``ring``, ``full`` (every candidate at
-        ``limit``, the per-replica in-flight cap, 0: none: hold the request)
-        ``least-loaded`` (no replica under the bound) or ``no-blocks`` (the
-        caller balances as usual). ``anchor`` overrides
+        The reason is ``history``, ``ring`` (the conversation's own replica on
+        the ring), ``spilled`` (the replica that held its prefix, or its ring
+        replica, was over the bound or at ``limit``: the next one on the ring
+        under it), ``full`` (every candidate at ``limit``, the per-replica
+        in-flight cap, 0: none: hold the request), ``least-loaded`` (no
+        replica under the bound) or ``no-blocks`` (the caller balances as
+        usual). ``anchor`` overrides
         the configured anchor depth (the activator knows where a chat's first
         user message ends). The choice is remembered as this prompt's tip.
         """
@@ -218,12 +223,18 @@ class PrefixAffinity(Generic[T]):
         def free(c: T) -> bool:
             return limit <= 0 or c.in_flight < limit
 
+        passed_over: list[T] = []
+
         def room(c: T) -> bool:
-            return c.in_flight + 1 <= bound and free(c)
+            if c.in_flight + 1 <= bound and free(c):
+                return True
+            passed_over.append(c)
+            return False
 
         chosen, reason = self._from_history(blocks, depth, by_name, room), "history"
         if chosen is None:
-            chosen, reason = self._from_ring(blocks[:depth], by_name, room), "ring"
+            chosen = self._from_ring(blocks[:depth], by_name, room)
+            reason = "spilled" if passed_over else "ring"
         if chosen is None:
             open_ = [c for c in candidates if free(c)]
             if not open_:

@@ -109,7 +109,7 @@ def test_history_over_the_bound_spills_to_the_ring() -> None:
     r.choose(("k", "k2"), [a], 0)
     a.in_flight = 10  # the bound for 11 in flight over two: 1.25 * 11 / 2 = 6.9
     chosen, reason = r.choose(("k", "k2", "k3"), [a, b], 0)
-    assert (chosen, reason) == (b, "ring")
+    assert (chosen, reason) == (b, "spilled")
 
 
 def test_limit_holds_when_every_replica_is_full_and_no_blocks_defers() -> None:
