@@ -7,7 +7,8 @@ with ``prefix`` balancing sends a conversation's turns to one replica among
 four, and with the default it balances by load; each prefix pick is counted
 by outcome in ``tidal_activator_prefix_routes_total`` (ring for a first turn,
 history for the next, spilled when its replica is over the load bound,
-no-prompt without blocks) and a gate balanced by load has no series; the
+no-prompt without blocks; a held request once) and a gate balanced by load
+has no series; the
 registry and the routes file carry ``balancing`` to the gate and refuse an
 unknown mode by name.
 """
@@ -19,7 +20,7 @@ import json
 import pytest
 from prometheus_client import CollectorRegistry
 
-from activator.buffering import Gate
+from activator.buffering import ColdStartTimeout, Gate
 from activator.metrics import PREFIX, Metrics
 from activator.prefix_key import BLOCK_CHARS, prompt_blocks
 from activator.registry import Registry
@@ -122,6 +123,17 @@ def test_prefix_picks_are_counted_by_outcome_and_a_load_gate_counts_none() -> No
     assert send(topics["rust"][2]) != homes["rust"]
     assert (routes("spilled"), routes("history"), routes("least-loaded")) == (1, 3, 0)
     assert routes("ring", "ns/plain") is None
+
+
+async def test_a_held_request_is_counted_once() -> None:
+    gate = Gate("ns/t", max_buffered=10, container_concurrency=0, clock=lambda: 0.0)
+    gate.set_balancing("prefix")
+    assert gate.prefix is not None
+    assert gate.try_acquire(gate.prompt_of(_body(turns("rust", 1)[0]))) is None
+    with pytest.raises(ColdStartTimeout):
+        await gate.acquire(0.01)  # the proxy's next step: hold it
+    assert gate.prefix.routes["held"] == 1
+    assert sum(gate.prefix.routes.values()) == 1
 
 
 def test_the_default_gate_reads_no_prompt() -> None:
