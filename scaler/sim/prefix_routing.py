@@ -9,9 +9,12 @@ two, both the product's code:
 - :class:`PrefixRouted`: ``activator.prefix_affinity.PrefixAffinity``, one
   per simulated activator. With ``activators`` > 1 each request goes
   through one of them drawn at random (a Service spreading connections),
-  each with its own history; all see the replicas' true in-flight counts
-  (an activator sees only its own share, about ``1/N`` of each, and the
-  bound is relative to the mean, so the decision is nearly the same).
+  each with its own history; all see the replicas' true in-flight counts.
+  A real activator sees only its own share, about ``1/N`` of each: the
+  bound's factor is relative to the mean, so that part is the same, but its
+  chance term (``1.5 * sqrt(m)``) is relatively wider on smaller counts, so
+  real activators spill less than these do and may let the load spread a
+  little further.
 
 Both sample every replica's in-flight count at each pick (at arrivals,
 which by PASTA sample the time average) to report the **load spread**: per
