@@ -529,12 +529,15 @@ def _spread_table(rows: list[tuple[Scorecard, dict[str, tuple[float, float]]]]) 
         lo, hi = spread.get(key, (0.0, 0.0))
         return f"{lo * scale:.{digits}f}..{hi * scale:.{digits}f}"
 
-    header = f"{'policy':<18} {'SLO %':>13} {'GPU-h':>13} {'cost':>15} {'cold':>9} {'failed':>11}"
+    names = [c.name if c.routing is None else f"{c.name} {c.routing}" for c, _ in rows]
+    width = max([18, *(len(n) for n in names)])
+    header = (
+        f"{'policy':<{width}} {'SLO %':>13} {'GPU-h':>13} {'cost':>15} {'cold':>9} {'failed':>11}"
+    )
     lines = [header, "-" * len(header)]
-    for card, spread in rows:
-        name = card.name if card.routing is None else f"{card.name} {card.routing}"
+    for name, (_, spread) in zip(names, rows, strict=True):
         lines.append(
-            f"{name:<18} {span(spread, 'slo_attainment', 100, 1):>13} "
+            f"{name:<{width}} {span(spread, 'slo_attainment', 100, 1):>13} "
             f"{span(spread, 'gpu_seconds', 1 / 3600, 2):>13} {span(spread, 'cost', 1, 2):>15} "
             f"{span(spread, 'cold_starts', 1, 0):>9} {span(spread, 'failed', 1, 0):>11}"
         )
