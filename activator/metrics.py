@@ -109,13 +109,27 @@ class _GateCollector(Collector):
             "how long a held request may wait (routing.tidal.dev/cold-start-timeout)",
             labels=["target"],
         )
+        # Counted by the prefix balancer in plain integers (nothing per request
+        # here); a target balanced by load has no series.
+        prefix_routes = CounterMetricFamily(
+            PREFIX + "prefix_routes",
+            "requests of a target with routing.tidal.dev/balancing: prefix, by how the replica "
+            "was chosen: history (where its prefix was sent), ring (its conversation's replica), "
+            "spilled (that replica was over the load bound: the next one), least-loaded (every "
+            "replica over the bound), held (every replica full), no-prompt (nothing to reuse: "
+            "by load)",
+            labels=["target", "outcome"],
+        )
         for name, gate in sorted(self._gates().items()):
             buffered.add_metric([name], gate.buffered)
             in_flight.add_metric([name], gate.in_flight)
             ready.add_metric([name], len(gate.endpoints.ready))
             capacity.add_metric([name], gate.max_buffered)
             timeout.add_metric([name], gate.cold_start_timeout_s)
-        return [buffered, in_flight, ready, capacity, timeout]
+            if gate.prefix is not None:
+                for outcome, n in gate.prefix.routes.items():
+                    prefix_routes.add_metric([name, outcome], n)
+        return [buffered, in_flight, ready, capacity, timeout, prefix_routes]
 
 
 class _Totals:

@@ -168,7 +168,7 @@ def metrics_page() -> str:
         "sums its workers' samples. Label values are bounded: `target` is a",
         "`namespace/name` of an opted-in Deployment (its series go when it opts",
         "out), `code` a status class (`2xx`...`5xx`), `reason`, `result`,",
-        "`signal`, `direction` and `capacity_type` come from fixed sets.",
+        "`signal`, `direction`, `outcome` and `capacity_type` come from fixed sets.",
         "[`deploy/monitoring/`](../deploy/monitoring/) scrapes them, alerts on",
         "them and draws them.",
         "",

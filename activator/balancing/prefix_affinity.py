@@ -32,24 +32,38 @@ fixed-size chunks, a trace gives block ids). The pick, in order:
    and the request takes the first replica clockwise that is under the
    bound. Every turn of a conversation has the same anchor, so every
    activator sends it to the same replica without talking to the others.
+   A request that passed over a remembered or ring replica for the bound
+   is ``spilled`` (what an operator watches to see affinity give way).
 3. **Least loaded**, when no replica is under the bound (with few requests
    in flight one more is already over it everywhere), and when the prompt
    has no full block (nothing to reuse: ``no-blocks``, the caller balances
    as usual).
 
 **The bound.** A replica may take a request only if it then carries at
-most ``load_factor`` times the mean, or one request over the mean,
-whichever is more: ``in_flight + 1 <= max(load_factor * m, m + 1)`` with
-``m = (total + 1) / n``, *total* being the candidates' in-flight sum and
-*n* their number. The second term is for light load: at two requests per
-replica, 1.25x the mean is not even one request more, and a bound that
-tight sends most follow-up turns away from their cache (the sandbox run
-showed it: a hit rate barely above least-loaded's). The paper rounds the
-bound up to a whole request, to the same effect; from four requests per
-replica up the factor is what binds. When no replica is under the bound
-the least-loaded one takes the request, which never adds to the busiest.
-1.25 is the factor the bounded-loads paper and Vimeo run and brpc
-defaults to.
+most ``load_factor`` times the mean, or the mean plus what chance alone
+puts on a replica, whichever is more: ``in_flight + 1 <= max(load_factor *
+m, m + max(1, 1.5 * sqrt(m)))`` with ``m = (total + 1) / n``, *total* being
+the candidates' in-flight sum and *n* their number. The second term is for
+the counts an activator sees: requests placed at random leave a replica's
+count spread about ``sqrt(m)`` around the mean, and each of *N* activators
+sees only its own share (about ``m / N`` of each replica's), so at tens of
+requests per replica one replica is routinely 1.25x the mean by chance. A
+bound that tight spills follow-up turns away from their cache for noise,
+not overload: in the sandbox (96 chat users through two activators to four
+replicas, at most 12 requests per replica in each activator's view) 1.25x
+alone spilled a fifth of all requests and held the hit rate to 1.9x
+least-loaded's (conversations of up to four turns); 1.5 standard
+deviations spill one in twelve and reach 2.3x (2.5x to 2.8x with up to
+three turns). Two spilled half as many again, but in a lightly loaded
+simulation (four replicas, about five requests each) let the busiest
+replica average 1.28x the mean over a minute, where 1.5 keeps it at 1.2x
+(``tests/unit/scaler/sim/test_prefix_routing.py``). The slack
+shrinks relative to the mean as load grows (2.5x the mean at one request,
+1.5x at ten), so from 36 requests per replica up the factor is what binds
+(the paper rounds its bound up to a whole request, to the same effect at
+light load). When no replica is under the bound the least-loaded one takes
+the request, which never adds to the busiest. 1.25 is the factor the
+bounded-loads paper and Vimeo run and brpc defaults to.
 
 **Why a ring and history, not a score.** llm-d's scheduler and SGLang's
 router keep, per replica, an index of the prefixes they sent there and
@@ -96,6 +110,10 @@ __all__ = [
 ]
 
 DEFAULT_LOAD_FACTOR = 1.25
+# How far above the mean, in standard deviations of a count placed at
+# random (the square root of the mean), a replica's in-flight count may go
+# before it counts as overloaded rather than unlucky.
+CHANCE_SIGMAS = 1.5
 # Anchor of a trace's block ids: 8 blocks of vLLM's 16 tokens reach past a
 # short system prompt into the first user message.
 DEFAULT_ANCHOR_BLOCKS = 8
@@ -145,7 +163,7 @@ def stable_hash(value: object) -> int:
 def load_bound(loads: Sequence[int], load_factor: float) -> float:
     """The most a replica may carry after taking one more request."""
     mean = (sum(loads) + 1) / len(loads)
-    return max(load_factor * mean, mean + 1)
+    return max(load_factor * mean, mean + max(1.0, CHANCE_SIGMAS * math.sqrt(mean)))
 
 
 class Ring:
@@ -198,10 +216,13 @@ class PrefixAffinity(Generic[T]):
     ) -> tuple[T | None, str]:
         """The replica for a prompt of ``blocks``, and how it was found.
 
-        The reason is ``history``, ``ring``, ``full`` (every candidate at
-        ``limit``, the per-replica in-flight cap, 0: none: hold the request)
-        ``least-loaded`` (no replica under the bound) or ``no-blocks`` (the
-        caller balances as usual). ``anchor`` overrides
+        The reason is ``history``, ``ring`` (the conversation's own replica on
+        the ring), ``spilled`` (the replica that held its prefix, or its ring
+        replica, was over the bound or at ``limit``: the next one on the ring
+        under it), ``full`` (every candidate at ``limit``, the per-replica
+        in-flight cap, 0: none: hold the request), ``least-loaded`` (no
+        replica under the bound) or ``no-blocks`` (the caller balances as
+        usual). ``anchor`` overrides
         the configured anchor depth (the activator knows where a chat's first
         user message ends). The choice is remembered as this prompt's tip.
         """
@@ -218,12 +239,18 @@ class PrefixAffinity(Generic[T]):
         def free(c: T) -> bool:
             return limit <= 0 or c.in_flight < limit
 
+        passed_over: list[T] = []
+
         def room(c: T) -> bool:
-            return c.in_flight + 1 <= bound and free(c)
+            if c.in_flight + 1 <= bound and free(c):
+                return True
+            passed_over.append(c)
+            return False
 
         chosen, reason = self._from_history(blocks, depth, by_name, room), "history"
         if chosen is None:
-            chosen, reason = self._from_ring(blocks[:depth], by_name, room), "ring"
+            chosen = self._from_ring(blocks[:depth], by_name, room)
+            reason = "spilled" if passed_over else "ring"
         if chosen is None:
             open_ = [c for c in candidates if free(c)]
             if not open_:

@@ -225,6 +225,9 @@ class Gate:
             tracker = self.prefix.pick(prompt, self.endpoints.ready, self.limit, self._rng)
         else:
             tracker = pick(self.endpoints.ready, self.limit, self._rng)
+        return self._took(tracker)
+
+    def _took(self, tracker: EndpointTracker | None) -> EndpointTracker | None:
         if tracker is not None:
             self._touch()
             tracker.in_flight += 1
@@ -235,7 +238,11 @@ class Gate:
         """Hold until an endpoint is handed over; raises a :class:`HoldError` or cancels."""
         if self.closed:
             raise self._closed_reason(self.name)
-        tracker = self.try_acquire()
+        # The fast path just missed (and a prefix balancer counted its pick):
+        # one more look by load, as a held request is balanced, counted once.
+        tracker = (
+            None if self._waiters else self._took(pick(self.endpoints.ready, self.limit, self._rng))
+        )
         if tracker is not None:
             return tracker
         if self.full:

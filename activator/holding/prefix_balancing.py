@@ -20,6 +20,14 @@ Main decisions:
   such request's body in memory, which the hold limits do not count.
 - A body that is not JSON, or has no prompt, or one shorter than a block,
   is balanced by load (nothing to reuse).
+- **Each pick is counted by outcome** (:data:`OUTCOMES`), in plain integers
+  the metrics collector reads at a scrape, so that an operator sees
+  affinity working: follow-ups sent where their prefix is (``history``),
+  conversations placed by the ring (``ring``), affinity given way to the
+  load bound (``spilled``, ``least-loaded``), requests held because every
+  replica is full (``held``) and prompts with nothing to reuse
+  (``no-prompt``). A target balanced by load has no balancer, so counts
+  nothing.
 """
 
 from __future__ import annotations
@@ -32,7 +40,12 @@ from activator.balancing.prefix_affinity import AffinityConfig, PrefixAffinity
 from activator.balancing.prefix_key import PromptBlocks, prompt_blocks
 from activator.replicas.readiness import EndpointTracker
 
-__all__ = ["PrefixBalancer"]
+__all__ = ["OUTCOMES", "PrefixBalancer"]
+
+# The router's reasons, as an operator reads them: "full" holds the request,
+# "no-blocks" (and a body without a prompt) balances it by load.
+OUTCOMES = ("history", "ring", "spilled", "least-loaded", "held", "no-prompt")
+_OUTCOME_OF = {"full": "held", "no-blocks": "no-prompt"}
 
 
 def _address(tracker: EndpointTracker) -> str:
@@ -46,6 +59,7 @@ class PrefixBalancer:
         self.router: PrefixAffinity[EndpointTracker] = PrefixAffinity(
             config or AffinityConfig(), _address
         )
+        self.routes: dict[str, int] = dict.fromkeys(OUTCOMES, 0)
 
     @staticmethod
     def prompt_of(document: object) -> PromptBlocks | None:
@@ -63,8 +77,13 @@ class PrefixBalancer:
         limit: int,
         rng: random.Random,
     ) -> EndpointTracker | None:
+        routes = self.routes
         if prompt is not None:
             tracker, reason = self.router.choose(prompt.blocks, ready, limit, anchor=prompt.anchor)
+            outcome = _OUTCOME_OF.get(reason, reason)
+            routes[outcome] += 1
             if reason != "no-blocks":
                 return tracker
+        else:
+            routes["no-prompt"] += 1
         return pick(ready, limit, rng)

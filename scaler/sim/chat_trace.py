@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 from scaler.sim.traces import TraceRequest
 
-__all__ = ["ChatSpec", "generate_chat"]
+__all__ = ["MEAN_TURNS", "ChatSpec", "generate_chat"]
 
 _CONTINUE = 0.73  # share of ShareGPT conversations with more than one turn
 _MAX_TURNS = 20
@@ -52,6 +52,9 @@ _USER_MEAN_TOKENS = 69.5  # LMSYS-Chat-1M, per prompt
 _ANSWER_MEAN_TOKENS = 214.5  # LMSYS-Chat-1M, per response
 _SIGMA = 1.0
 _MAX_MESSAGE_TOKENS = 4_000
+# Turns per conversation on average (the geometric law's mean, capped), so
+# that a rate of requests can be turned into a rate of conversations.
+MEAN_TURNS = (1 - _CONTINUE**_MAX_TURNS) / (1 - _CONTINUE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,10 +31,14 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
+from activator.balancing.prefix_affinity import AffinityConfig
 from scaler.policy import InvalidAnnotation, PlacementConfig, parse_duration_s
 from scaler.policy.annotations import AUTOSCALING_PREFIX
 from scaler.sim import synthetic, traces
+from scaler.sim.chat_trace import MEAN_TURNS, ChatSpec, generate_chat
 from scaler.sim.engine import LlmParams
+from scaler.sim.oracle import cacheable_tokens
+from scaler.sim.prefix_routing import ROUTINGS, balancer
 from scaler.sim.runner import (
     POLICY_NAMES,
     WARM_ANNOTATIONS,
@@ -42,7 +46,7 @@ from scaler.sim.runner import (
     SimulationOptions,
     run_policies,
 )
-from scaler.sim.scorecard import Prices, Scorecard
+from scaler.sim.scorecard import Prices, Scorecard, prefix_hit_rate
 from scaler.sim.warm_tier import POOL_POLICIES, PoolConfig
 from scaler.sim.world import ColdStart, SpotModel, WorldConfig
 
@@ -68,6 +72,22 @@ def _positive(text: str) -> float:
     return value
 
 
+def _routings(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(","))
+    unknown = [name for name in names if name not in ROUTINGS]
+    if unknown or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: choose from {', '.join(ROUTINGS)}, or both as a comma list, each once"
+        )
+    return names
+
+
+# The synthetic chat trace's blocks are vLLM's 16 tokens, a file's (Mooncake's) 512.
+_CHAT_TRACE = "synthetic:chat"
+_CHAT_BLOCK_TOKENS = 16
+_FILE_BLOCK_TOKENS = 512
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Replay a request trace in simulated time through Tidal's own policy and the "
@@ -80,7 +100,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="a CSV or JSONL file; code or conv, the Azure LLM inference traces 2023 "
         "shipped with Tidal (CC-BY-4.0; or any file in $TIDAL_TRACES_DIR); or "
-        f"synthetic:KIND with KIND one of {', '.join(synthetic.KINDS)}",
+        f"synthetic:KIND with KIND one of {', '.join((*synthetic.KINDS, 'chat'))} (chat: "
+        "multi-turn conversations with prompt block ids, for --routing)",
     )
     src.add_argument(
         "--time-field", default="TIMESTAMP", help="timestamp field (default %(default)s)"
@@ -101,8 +122,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     src.add_argument(
         "--prefix-block-tokens",
         type=int,
-        default=512,
-        help="tokens per block hash in --prefix-field (default 512, the Mooncake traces')",
+        default=None,
+        help="tokens per block hash in --prefix-field (default 512, the Mooncake traces'; "
+        "synthetic:chat: 16, vLLM's block)",
     )
     src.add_argument("--time-unit", choices=("s", "ms"), default="s", help="numeric timestamp unit")
     src.add_argument(
@@ -122,7 +144,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "and once more with probability F - int(F), so 0.5 keeps half the requests (seeded)",
     )
     src.add_argument("--synthetic-duration", type=_duration, default=3600.0)
-    src.add_argument("--synthetic-rate", type=_positive, default=154.0, help="requests/min")
+    src.add_argument(
+        "--synthetic-rate",
+        type=_positive,
+        default=154.0,
+        help="requests/min (synthetic:chat: conversations start at this over their mean "
+        f"{MEAN_TURNS:.1f} turns)",
+    )
     src.add_argument("--synthetic-models", type=int, default=100)
     src.add_argument("--seed", type=int, default=1)
     src.add_argument(
@@ -149,6 +177,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=LlmParams().max_model_len,
         help="the model's context length: a longer prompt is refused with a 400, as vLLM does, "
         "and counts as failed (default %(default)s, Llama-3.1-8B's)",
+    )
+    world.add_argument(
+        "--routing",
+        type=_routings,
+        default=None,
+        help="how requests are balanced over a model's replicas: least-loaded (the "
+        "activator's default) or prefix (routing.tidal.dev/balancing: prefix, the activator's "
+        "router); a comma list runs every policy under each. Adds a routing column and the "
+        "prefix-cache hit rate (needs prompt block ids: --prefix-field or synthetic:chat). "
+        "Default: least-loaded, without the columns",
     )
     world.add_argument("--target-concurrency", type=_positive, default=16.0)
     world.add_argument("--max-replicas", type=int, default=10)
@@ -246,7 +284,16 @@ def load_requests(args: argparse.Namespace, *, warn: bool = True) -> list[traces
     doubtful time unit).
     """
     name: str = args.trace
-    if name.startswith("synthetic:"):
+    if name == _CHAT_TRACE:
+        records = generate_chat(
+            ChatSpec(
+                duration_s=args.synthetic_duration,
+                conversations_per_s=args.synthetic_rate / 60.0 / MEAN_TURNS,
+                block_tokens=block_tokens(args),
+                seed=args.seed,
+            )
+        )
+    elif name.startswith("synthetic:"):
         kind = name.removeprefix("synthetic:")
         records = synthetic.generate(
             synthetic.SyntheticSpec(
@@ -338,6 +385,28 @@ def _annotations(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+def block_tokens(args: argparse.Namespace) -> int:
+    """Tokens per prompt block: ``--prefix-block-tokens``, else the trace's own size."""
+    if args.prefix_block_tokens is not None:
+        if args.prefix_block_tokens < 1:
+            raise ValueError(f"--prefix-block-tokens must be >= 1, got {args.prefix_block_tokens}")
+        return int(args.prefix_block_tokens)
+    return _CHAT_BLOCK_TOKENS if args.trace == _CHAT_TRACE else _FILE_BLOCK_TOKENS
+
+
+def affinity_config(args: argparse.Namespace) -> AffinityConfig:
+    """The prefix router's settings: the activator's, anchored as it anchors a chat.
+
+    The activator hashes a chat's system messages and one more block onto the
+    ring; the synthetic chat trace's system prompt is known, so its anchor is
+    the same. A file's block ids say nothing of where a conversation starts:
+    the router's default depth.
+    """
+    if args.trace == _CHAT_TRACE:
+        return AffinityConfig(anchor_blocks=ChatSpec().system_tokens // block_tokens(args) + 1)
+    return AffinityConfig()
+
+
 def options_from(args: argparse.Namespace) -> SimulationOptions:
     policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
     spot_placement = (
@@ -347,12 +416,8 @@ def options_from(args: argparse.Namespace) -> SimulationOptions:
     )
     if args.context_length < 1:
         raise ValueError(f"--context-length must be >= 1 token, got {args.context_length}")
-    if args.prefix_block_tokens < 1:
-        raise ValueError(f"--prefix-block-tokens must be >= 1, got {args.prefix_block_tokens}")
     world = WorldConfig(
-        engine=LlmParams(
-            max_model_len=args.context_length, prefix_block_tokens=args.prefix_block_tokens
-        ),
+        engine=LlmParams(max_model_len=args.context_length, prefix_block_tokens=block_tokens(args)),
         cold_start=ColdStart(args.cold_start, args.cold_start_sigma),
         spot=SpotModel(
             rate_per_hour=args.spot_preemptions_per_hour,
@@ -391,9 +456,15 @@ def _fmt(value: float | None, digits: int = 2) -> str:
 
 
 def table(cards: list[Scorecard]) -> str:
-    """The scorecard as a fixed-width text table."""
+    """The scorecard as a fixed-width text table.
+
+    Cards run with ``--routing`` add a routing column and the prefix-cache
+    hit rate beside TTFT; without it the table is as it always was.
+    """
+    routed = any(c.routing is not None for c in cards)
+    extra = f"{'routing':<12} {'hit':>5} " if routed else ""
     header = (
-        f"{'policy':<18} {'SLO':>6} {'goodput':>8} {'TTFT p50':>8} {'p99':>7} "
+        f"{'policy':<18} {'SLO':>6} {'goodput':>8} {extra}{'TTFT p50':>8} {'p99':>7} "
         f"{'cold':>5} {'wait p50':>8} {'p99':>6} {'failed':>6} {'GPU-h':>6} "
         f"{'busy':>6} {'idle':>6} {'asleep':>6} {'spot':>6} {'cost':>7} {'wakes':>5}"
     )
@@ -401,8 +472,9 @@ def table(cards: list[Scorecard]) -> str:
     for c in cards:
         # A fleet or bound that misses the attainment goal carries a mark.
         name = f"{c.name}*" if c.reaches_target is False else c.name
+        extra = f"{c.routing or '-':<12} {_fmt(c.prefix_hit_rate, 3):>5} " if routed else ""
         lines.append(
-            f"{name:<18} {c.slo_attainment * 100:>5.1f}% {c.goodput_rps:>8.2f} "
+            f"{name:<18} {c.slo_attainment * 100:>5.1f}% {c.goodput_rps:>8.2f} {extra}"
             f"{_fmt(c.ttft_p50_s):>8} {_fmt(c.ttft_p99_s, 1):>7} {c.cold_starts:>5g} "
             f"{_fmt(c.cold_start_wait_p50_s, 1):>8} {_fmt(c.cold_start_wait_p99_s, 1):>6} "
             f"{c.failed:>6g} {c.gpu_seconds / 3600:>6.2f} {c.gpu_seconds_busy / 3600:>6.2f} "
@@ -417,6 +489,12 @@ def table(cards: list[Scorecard]) -> str:
             "(asleep: held by sleeping pods only); oracle: a lower bound on GPU-hours at its SLO, "
             "cold = the cold starts the bound charges"
         )
+        if routed:
+            lines.append(
+                "hit: prompt tokens served from the replicas' prefix caches over all they were "
+                "sent (vLLM's prefix_cache_hits / prefix_cache_queries); the oracle's is one "
+                "infinitely large replica's"
+            )
         if any(c.reaches_target is False for c in cards):
             lines.append(
                 "* no fleet up to --max-replicas reaches the 99 % goal: shown at the ceiling"
@@ -430,7 +508,7 @@ def mean_card(cards: list[Scorecard]) -> tuple[Scorecard, dict[str, tuple[float,
     spread: dict[str, tuple[float, float]] = {}
     for f in fields(Scorecard):
         column = [getattr(c, f.name) for c in cards]
-        if f.name == "name":
+        if f.name in ("name", "routing") and column[0] is not None:
             names = list(dict.fromkeys(column))
             values[f.name] = names[0] if len(names) == 1 else "/".join(names)
         elif f.name == "failed_by_reason":
@@ -451,11 +529,15 @@ def _spread_table(rows: list[tuple[Scorecard, dict[str, tuple[float, float]]]]) 
         lo, hi = spread.get(key, (0.0, 0.0))
         return f"{lo * scale:.{digits}f}..{hi * scale:.{digits}f}"
 
-    header = f"{'policy':<18} {'SLO %':>13} {'GPU-h':>13} {'cost':>15} {'cold':>9} {'failed':>11}"
+    names = [c.name if c.routing is None else f"{c.name} {c.routing}" for c, _ in rows]
+    width = max([18, *(len(n) for n in names)])
+    header = (
+        f"{'policy':<{width}} {'SLO %':>13} {'GPU-h':>13} {'cost':>15} {'cold':>9} {'failed':>11}"
+    )
     lines = [header, "-" * len(header)]
-    for card, spread in rows:
+    for name, (_, spread) in zip(names, rows, strict=True):
         lines.append(
-            f"{card.name:<18} {span(spread, 'slo_attainment', 100, 1):>13} "
+            f"{name:<{width}} {span(spread, 'slo_attainment', 100, 1):>13} "
             f"{span(spread, 'gpu_seconds', 1 / 3600, 2):>13} {span(spread, 'cost', 1, 2):>15} "
             f"{span(spread, 'cold_starts', 1, 0):>9} {span(spread, 'failed', 1, 0):>11}"
         )
@@ -479,6 +561,46 @@ def _check_charts(args: argparse.Namespace) -> None:
         ) from error
 
 
+def routed_policies(
+    requests: list[traces.TraceRequest], options: SimulationOptions, args: argparse.Namespace
+) -> list[PolicyRun]:
+    """Every policy, once per ``--routing`` (once, as always, without it).
+
+    Each routing's runs carry its name and the prefix-cache hit rate when the
+    trace has prompt block ids; the oracle's is one infinitely large
+    replica's (every block seen before is cached).
+    """
+    if args.routing is None:
+        return run_policies(requests, options)
+    with_blocks = any(r.prefix for r in requests)
+    if "prefix" in args.routing and not with_blocks:
+        raise ValueError(
+            f"--routing prefix needs prompt block ids, and {args.trace} has none: give "
+            "--prefix-field FIELD (each request's prompt as block hashes) or --trace "
+            f"{_CHAT_TRACE}"
+        )
+    block = options.world.engine.prefix_block_tokens
+    ideal = (
+        sum(cacheable_tokens(requests, block)) / max(1, sum(r.prompt_tokens for r in requests))
+        if with_blocks
+        else None
+    )
+    config = affinity_config(args)
+    out: list[PolicyRun] = []
+    for routing in args.routing:
+        world = replace(options.world, balancer=balancer(routing, 1, config))
+        for run in run_policies(requests, replace(options, world=world)):
+            if not with_blocks:
+                hit = None
+            elif run.result is None:
+                hit = ideal
+            else:
+                hit = prefix_hit_rate(run.result)
+            card = replace(run.scorecard, routing=routing, prefix_hit_rate=hit)
+            out.append(PolicyRun(card, run.result))
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     started = time.process_time()
     if args.seeds < 1:
@@ -493,16 +615,17 @@ def run(args: argparse.Namespace) -> int:
             requests = load_requests(seeded, warn=seed == seeds[0])
             options = options_from(seeded)
             # A bad annotation (--annotation, --sleep-after) says which in a ValueError.
-            per_seed.append(run_policies(requests, options))
+            per_seed.append(routed_policies(requests, options, args))
     except (traces.TraceError, traces.TracesMissingError, InvalidAnnotation, ValueError) as error:
         print(f"tidal simulate: {error}", file=sys.stderr)
         return 2
-    runs = per_seed[0]
+    # Charts draw one routing's runs (the first): a second would repeat every name.
+    runs = per_seed[0][: len(per_seed[0]) // len(args.routing or [None])]
     rows: list[tuple[Scorecard, dict[str, tuple[float, float]]]]
     if len(seeds) == 1:
-        rows = [(r.scorecard, {}) for r in runs]
+        rows = [(r.scorecard, {}) for r in per_seed[0]]
     else:
-        rows = [mean_card([s[i].scorecard for s in per_seed]) for i in range(len(runs))]
+        rows = [mean_card([s[i].scorecard for s in per_seed]) for i in range(len(per_seed[0]))]
     cards = [card for card, _ in rows]
     if args.charts is not None:
         from scaler.sim import charts

@@ -9,9 +9,12 @@ two, both the product's code:
 - :class:`PrefixRouted`: ``activator.balancing.prefix_affinity.PrefixAffinity``, one
   per simulated activator. With ``activators`` > 1 each request goes
   through one of them drawn at random (a Service spreading connections),
-  each with its own history; all see the replicas' true in-flight counts
-  (an activator sees only its own share, about ``1/N`` of each, and the
-  bound is relative to the mean, so the decision is nearly the same).
+  each with its own history; all see the replicas' true in-flight counts.
+  A real activator sees only its own share, about ``1/N`` of each: the
+  bound's factor is relative to the mean, so that part is the same, but its
+  chance term (``1.5 * sqrt(m)``) is relatively wider on smaller counts, so
+  real activators spill less than these do and may let the load spread a
+  little further.
 
 Both sample every replica's in-flight count at each pick (at arrivals,
 which by PASTA sample the time average) to report the **load spread**: per
@@ -63,6 +66,7 @@ __all__ = [
     "LoadSpread",
     "PrefixRouted",
     "RoutingRow",
+    "balancer",
     "compare",
     "hit_rate",
 ]
@@ -171,9 +175,11 @@ class RoutingRow:
 Routed = LeastLoaded | PrefixRouted
 
 
-def _balancer(
-    routing: str, activators: int, config: AffinityConfig
+def balancer(
+    routing: str, activators: int = 1, config: AffinityConfig | None = None
 ) -> Callable[[random.Random], Routed]:
+    """The world's balancer factory for ``routing`` (one of :data:`ROUTINGS`)."""
+    config = config or AffinityConfig()
     if routing == "least-loaded":
         return LeastLoaded
     if routing == "prefix":
@@ -203,7 +209,7 @@ def compare(
     shared_fleet = fleet
     for routing, n in plans:
         built: list[Routed] = []
-        make = _balancer(routing, n, config)
+        make = balancer(routing, n, config)
 
         def factory(
             rng: random.Random,

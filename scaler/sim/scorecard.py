@@ -15,6 +15,9 @@ Per policy:
 - **GPU-seconds**: from each replica's creation to its removal, split into
   busy (the engine stepping) and idle, and into spot and on-demand; **cost**
   at the stated prices (spot a fraction of on-demand, 0.35 by default).
+- **prefix hit rate** (``tidal simulate --routing``): prompt tokens served
+  from the replicas' prefix caches over all they were sent, vLLM's
+  ``prefix_cache_hits / prefix_cache_queries`` (:func:`prefix_hit_rate`).
 
 Percentiles are nearest-rank (the value at or below which the given share
 of samples falls), so they are always one of the observed values.
@@ -29,7 +32,7 @@ from dataclasses import asdict, dataclass
 
 from scaler.sim.world import SPOT, RunResult
 
-__all__ = ["Prices", "Scorecard", "percentile", "score"]
+__all__ = ["Prices", "Scorecard", "percentile", "prefix_hit_rate", "score"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,15 +95,33 @@ class Scorecard:
     # always-on and the oracle: whether the attainment goal (99 %) is met;
     # None (left out of the JSON) for the autoscalers, which have no goal.
     reaches_target: bool | None = None
+    # ``tidal simulate --routing``: the balancing the run used, and the share
+    # of prompt tokens served from prefix caches (None, left out of the JSON,
+    # without the flag or for a trace with no prompt block ids).
+    routing: str | None = None
+    prefix_hit_rate: float | None = None
 
     def as_json(self) -> dict[str, object]:
         data = asdict(self)
-        if self.reaches_target is None:
-            del data["reaches_target"]
+        for optional in ("reaches_target", "routing", "prefix_hit_rate"):
+            if data[optional] is None:
+                del data[optional]
         for key, value in data.items():
             if isinstance(value, float):
                 data[key] = round(value, 4)
         return data
+
+
+def prefix_hit_rate(result: RunResult) -> float | None:
+    """Prompt tokens served from the replicas' prefix caches over those they were sent.
+
+    vLLM's ``prefix_cache_hits / prefix_cache_queries`` summed over the
+    replicas; None when no replica took a request (the oracle, an idle run).
+    """
+    queried = sum(life.queried_tokens for life in result.replicas)
+    if not queried:
+        return None
+    return sum(life.cached_tokens for life in result.replicas) / queried
 
 
 def score(result: RunResult, *, slo_ttft_s: float = 2.0, prices: Prices | None = None) -> Scorecard:

@@ -274,6 +274,7 @@ class ReplicaLife:
     ended_s: float
     busy_s: float
     cached_tokens: int = 0  # prompt tokens its prefix cache served
+    queried_tokens: int = 0  # prompt tokens of the requests it took (vLLM's cache queries)
 
 
 @dataclass(frozen=True, slots=True)
@@ -635,6 +636,7 @@ class _World:
                 ended_s=self.now,
                 busy_s=replica.engine.busy_time_s(self.now),
                 cached_tokens=replica.engine.cached_tokens,
+                queried_tokens=replica.engine.queried_tokens,
             )
         )
 

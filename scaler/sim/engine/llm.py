@@ -261,6 +261,7 @@ class LlmEngine:
         # Prefix cache: block hash -> None, least recently used first.
         self._blocks: OrderedDict[Hashable, None] = OrderedDict()
         self.cached_tokens = 0  # prompt tokens served from the cache, all requests
+        self.queried_tokens = 0  # prompt tokens of every request added (vLLM's cache queries)
 
     # --- requests -------------------------------------------------------------------
 
@@ -298,6 +299,7 @@ class LlmEngine:
         )
         self._seqs[request_id] = seq
         self._waiting.append(seq)
+        self.queried_tokens += prompt_tokens
 
     def abort(self, request_id: int) -> None:
         """Drop a request (client gone). Unknown or finished ids are ignored."""

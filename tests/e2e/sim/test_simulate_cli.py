@@ -11,6 +11,7 @@ Covers:
   prefix field) runs; ``--load-factor 0.5`` keeps about half the requests;
   ``--seeds 2`` reports the mean and each column's spread;
 - ``--prefix-field`` lowers TTFT on a trace whose prompts share a prefix;
+  ``--routing least-loaded,prefix`` runs each and reports the hit rate;
 - the shipped ``code`` trace runs from any folder with nothing beside it;
 - a trace read in the wrong unit warns and names the flag;
 - a trace with a missing column exits 2 and names the column and the flag;
@@ -240,6 +241,13 @@ def test_the_prefix_field_lowers_ttft_on_shared_prompts(tmp_path: Path) -> None:
         "--max-replicas", "1", "--json",
     )  # fmt: skip
     plain = last_json(simulate(*common))["policies"][0]
-    cached = last_json(simulate(*common, "--prefix-field", "blocks"))["policies"][0]
+    routed = last_json(
+        simulate(*common, "--prefix-field", "blocks", "--routing", "least-loaded,prefix")
+    )["policies"]
+    cached = routed[0]
     assert cached["ttft_p50_s"] < plain["ttft_p50_s"] / 2
     assert cached["gpu_seconds_busy"] < plain["gpu_seconds_busy"]
+    # --routing adds the routing and the hit rate (ten of eleven blocks) and nothing else.
+    assert "routing" not in plain and "prefix_hit_rate" not in plain
+    assert [r["routing"] for r in routed] == ["least-loaded", "prefix"]
+    assert all(0.8 < r["prefix_hit_rate"] < 1 for r in routed)

@@ -107,9 +107,25 @@ def test_history_over_the_bound_spills_to_the_ring() -> None:
     r = router(anchor_blocks=1)
     a, b = Rep("a"), Rep("b")
     r.choose(("k", "k2"), [a], 0)
-    a.in_flight = 10  # the bound for 11 in flight over two: 1.25 * 11 / 2 = 6.9
+    a.in_flight = 10  # the bound for 11 in flight over two: 5.5 + 2 * sqrt(5.5) = 10.2
     chosen, reason = r.choose(("k", "k2", "k3"), [a, b], 0)
-    assert (chosen, reason) == (b, "ring")
+    assert (chosen, reason) == (b, "spilled")
+
+
+def test_a_replica_over_the_mean_by_chance_keeps_its_conversation() -> None:
+    # Four replicas near ten requests each (one activator's share of a busy
+    # model): 13 is within chance of the mean, so the follow-up stays with
+    # its cache; at ten times the load the same proportions are no longer
+    # chance and the factor (1.25x) sends it on.
+    for scale, expected in ((1, "history"), (10, "spilled")):
+        r = router(anchor_blocks=1)
+        replicas = [Rep(f"r{i}", n * scale) for i, n in enumerate((0, 10, 9, 8))]
+        home, _ = r.choose(("s", "t"), replicas[:1], 0)
+        assert home is replicas[0]
+        home.in_flight = 13 * scale
+        chosen, reason = r.choose(("s", "t", "u"), replicas, 0)
+        assert reason == expected, (scale, chosen)
+        assert (chosen is home) == (expected == "history")
 
 
 def test_limit_holds_when_every_replica_is_full_and_no_blocks_defers() -> None:

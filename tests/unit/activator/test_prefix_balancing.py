@@ -4,11 +4,15 @@ Covers: a chat's next turn serializes to blocks that extend the last turn's,
 with the same anchor, while another conversation behind the same system
 prompt gets another anchor; bodies without a prompt give no blocks; a gate
 with ``prefix`` balancing sends a conversation's turns to one replica among
-four, and with the default it balances by load; the registry and the routes
-file carry ``balancing`` to the gate and refuse an unknown mode by name.
-The same parsed body gives the token estimate a model with a TTFT objective
-reports (chat, completion and token-id prompts, ``max_tokens``); a Deployment
-with ``autoscaling.tidal.dev/slo-ttft`` makes its gate count them, and only then.
+four, and with the default it balances by load; each prefix pick is counted
+by outcome in ``tidal_activator_prefix_routes_total`` (ring for a first turn,
+history for the next, spilled when its replica is over the load bound,
+no-prompt without blocks; a held request once) and a gate balanced by load
+has no series; the registry and the routes file carry ``balancing`` to the
+gate and refuse an unknown mode by name. The same parsed body gives the
+token estimate a model with a TTFT objective reports (chat, completion and
+token-id prompts, ``max_tokens``); a Deployment with
+``autoscaling.tidal.dev/slo-ttft`` makes its gate count them, and only then.
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from activator.balancing.prefix_key import BLOCK_CHARS, estimated_tokens, prompt_blocks
-from activator.holding.gate import Gate
+from activator.holding.gate import ColdStartTimeout, Gate
 from activator.kube.translate import target_from_deployment
+from activator.metrics import PREFIX, Metrics
 from activator.routing.registry import Registry
 from activator.routing.routes_file import parse_routes
 from activator.targets import Endpoint, TargetSpec
@@ -86,6 +92,51 @@ def test_a_prefix_gate_keeps_a_conversation_on_one_replica() -> None:
             where.add(tracker.key)
             gate.release(tracker)
         assert len(where) == 1, topic
+
+
+def test_prefix_picks_are_counted_by_outcome_and_a_load_gate_counts_none() -> None:
+    gate = Gate("ns/t", max_buffered=10, container_concurrency=0, clock=lambda: 0.0)
+    gate.set_balancing("prefix")
+    gate.endpoints.update(ENDPOINTS)
+    plain = Gate("ns/plain", max_buffered=10, container_concurrency=0, clock=lambda: 0.0)
+    plain.endpoints.update(ENDPOINTS)
+    registry = CollectorRegistry()
+    Metrics(registry, gates=lambda: {"ns/t": gate, "ns/plain": plain})
+
+    def routes(outcome: str, target: str = "ns/t") -> float | None:
+        labels = {"target": target, "outcome": outcome}
+        return registry.get_sample_value(PREFIX + "prefix_routes_total", labels)
+
+    def send(messages: list[dict[str, str]] | None, to: Gate = gate) -> str:
+        tracker = to.try_acquire(to.prompt_of(_body(messages)) if messages else None)
+        assert tracker is not None
+        to.release(tracker)
+        return tracker.key
+
+    topics = {topic: turns(topic, 3) for topic in ("rust", "go", "sql")}
+    homes = {topic: send(chat[0]) for topic, chat in topics.items()}
+    for chat in topics.values():
+        send(chat[1])
+    send(None)
+    send(topics["rust"][0], to=plain)
+    assert (routes("ring"), routes("history"), routes("no-prompt")) == (3, 3, 1)
+    # Rust's replica far over the mean: its next turn goes elsewhere, counted as a spill.
+    home = next(t for t in gate.endpoints.ready if t.key == homes["rust"])
+    home.in_flight += 10
+    assert send(topics["rust"][2]) != homes["rust"]
+    assert (routes("spilled"), routes("history"), routes("least-loaded")) == (1, 3, 0)
+    assert routes("ring", "ns/plain") is None
+
+
+async def test_a_held_request_is_counted_once() -> None:
+    gate = Gate("ns/t", max_buffered=10, container_concurrency=0, clock=lambda: 0.0)
+    gate.set_balancing("prefix")
+    assert gate.prefix is not None
+    assert gate.try_acquire(gate.prompt_of(_body(turns("rust", 1)[0]))) is None
+    with pytest.raises(ColdStartTimeout):
+        await gate.acquire(0.01)  # the proxy's next step: hold it
+    assert gate.prefix.routes["held"] == 1
+    assert sum(gate.prefix.routes.values()) == 1
 
 
 def test_the_default_gate_reads_no_prompt() -> None:
