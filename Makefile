@@ -11,6 +11,10 @@ PIP := $(BIN)/python -m pip
 STAMP_DEMO := $(VENV)/.stamp-sandbox
 STAMP_DEV := $(VENV)/.stamp-dev
 PYTEST_ARGS ?=
+# Tests run side by side in this many pytest-xdist workers: most end-to-end
+# tests wait on processes rather than compute, so more workers than cores pay.
+# TEST_WORKERS=0 runs them one at a time in one process.
+TEST_WORKERS ?= 4
 
 .PHONY: demo test test-fast bench lint format docs sim-docs clean debs
 
@@ -33,8 +37,11 @@ debs:
 demo: $(STAMP_DEMO)
 	$(BIN)/tidal demo
 
+# Every tier (unit, integration, end to end): CI runs this. worksteal hands a
+# finished worker tests from a busy one's queue, so the long end-to-end tests
+# (collected first) do not leave a worker idle at the end.
 test: $(STAMP_DEV) debs
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 # Unit tests only: seconds, for the edit-test loop.
 test-fast: $(STAMP_DEV)
