@@ -37,11 +37,11 @@ debs:
 demo: $(STAMP_DEMO)
 	$(BIN)/tidal demo
 
-# Every tier (unit, integration, end to end): CI runs this. worksteal hands a
-# finished worker tests from a busy one's queue, so the long end-to-end tests
-# (collected first) do not leave a worker idle at the end.
+# Every tier (unit, integration, end to end): CI runs this. The workers sort the
+# tests longest first (tests/conftest.py) and load scheduling deals them out in
+# turn, so the long end-to-end tests start at once, one per worker.
 test: $(STAMP_DEV) debs
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
 
 # Unit tests only: seconds, for the edit-test loop.
 test-fast: $(STAMP_DEV)
