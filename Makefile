@@ -38,10 +38,12 @@ demo: $(STAMP_DEMO)
 	$(BIN)/tidal demo
 
 # Every tier (unit, integration, end to end): CI runs this. The workers sort the
-# tests longest first (tests/conftest.py) and load scheduling deals them out in
-# turn, so the long end-to-end tests start at once, one per worker.
+# tests longest first (tests/conftest.py) and load scheduling hands them out one
+# at a time to whichever worker is free (--maxschedchunk 1: by default a worker
+# is given a quarter of its share at once, which put every end-to-end test on
+# the first worker), so the long tests start at once and the short ones fill in.
 test: $(STAMP_DEV) debs
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist load --maxschedchunk 1 $(PYTEST_ARGS)
 
 # Unit tests only: seconds, for the edit-test loop.
 test-fast: $(STAMP_DEV)
