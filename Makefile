@@ -11,6 +11,10 @@ PIP := $(BIN)/python -m pip
 STAMP_DEMO := $(VENV)/.stamp-sandbox
 STAMP_DEV := $(VENV)/.stamp-dev
 PYTEST_ARGS ?=
+# Tests run side by side in this many pytest-xdist workers: most end-to-end
+# tests wait on processes rather than compute, so more workers than cores pay.
+# TEST_WORKERS=0 runs them one at a time in one process.
+TEST_WORKERS ?= 4
 
 .PHONY: demo test test-fast bench lint format docs sim-docs clean debs
 
@@ -33,8 +37,13 @@ debs:
 demo: $(STAMP_DEMO)
 	$(BIN)/tidal demo
 
+# Every tier (unit, integration, end to end): CI runs this. The workers sort the
+# tests longest first (tests/conftest.py) and load scheduling hands them out one
+# at a time to whichever worker is free (--maxschedchunk 1: by default a worker
+# is given a quarter of its share at once, which put every end-to-end test on
+# the first worker), so the long tests start at once and the short ones fill in.
 test: $(STAMP_DEV) debs
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist load --maxschedchunk 1 $(PYTEST_ARGS)
 
 # Unit tests only: seconds, for the edit-test loop.
 test-fast: $(STAMP_DEV)

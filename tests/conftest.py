@@ -10,6 +10,7 @@ Covers:
 - no event loop is created implicitly: a sync test run before the first async
   one would otherwise get one from looptime's ``policy.get_event_loop()``
   that nobody closes (an "unclosed event loop" error at a later test);
+- under pytest-xdist, the longest tests are handed out first;
 - ``tool_path`` finds a binary a test needs, or fails with the install hint:
   a test never skips silently because a tool is missing.
 
@@ -41,7 +42,24 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     asyncio.set_event_loop(None)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def _expected_length(item: pytest.Item) -> tuple[int, float]:
+    """A sort key, longest first: end-to-end tests by their timeout mark, then slow
+    ones, then the rest; unit tests last (the most numerous and the shortest)."""
+    timeout = item.get_closest_marker("timeout")
+    seconds = float(timeout.args[0]) if timeout is not None and timeout.args else 0.0
+    if item.get_closest_marker("e2e") is not None:
+        tier = 3 if item.get_closest_marker("slow") is not None else 2
+    else:
+        tier = 0 if "/unit/" in str(item.path) else 1
+    return (-tier, -seconds)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # Under pytest-xdist (make test), the longest tests go out first, one per
+        # worker in turn, so that none of them starts last and keeps the run waiting.
+        # A run in one process keeps the files' order.
+        items.sort(key=_expected_length)
     for item in items:
         func = getattr(item, "function", None)
         if func is not None and inspect.iscoroutinefunction(func):

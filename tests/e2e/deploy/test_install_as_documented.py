@@ -20,16 +20,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
-import sys
 import textwrap
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.e2e.conftest import RunningCluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -55,28 +55,8 @@ def _reports_accepted(ip: str) -> float:
 
 
 @pytest.fixture
-def cluster_dir(tmp_path: Path) -> Iterator[Path]:
-    directory = tmp_path / "sandbox"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "scaler", "sandbox", "cluster", "--rbac", "--dir", str(directory)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not (directory / "admin.json").exists():
-            assert proc.poll() is None, "the sandbox exited early"
-            assert time.monotonic() < deadline, "the sandbox did not start in 60 s"
-            time.sleep(0.1)
-        yield directory
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+def cluster_dir(sandbox_cluster: Callable[..., RunningCluster]) -> Path:
+    return sandbox_cluster("--rbac").directory
 
 
 def test_install_block_runs_as_written(

@@ -280,6 +280,29 @@ class FaultStack:
         assert api is not None
         await api.make_unavailable(duration_s, refuse_connections=True)
 
+    async def api_back(self) -> None:
+        """End the API server's outage now."""
+        api = self.stack.cluster.api
+        assert api is not None
+        await api.restore()
+
+    async def readyz(self, index: int) -> int | None:
+        """Activator ``index``'s ``/readyz`` status; None while nothing answers."""
+        timeout = aiohttp.ClientTimeout(total=2)
+        url = f"{self.stack.activator_admin_url_of(index)}/readyz"
+        with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+            async with aiohttp.ClientSession(timeout=timeout) as session, session.get(url) as resp:
+                return resp.status
+        return None
+
+    async def wait_answering(self, index: int, timeout_s: float = 30.0) -> None:
+        """Until activator ``index``'s admin port answers ``/readyz``, ready or not."""
+        deadline = time.monotonic() + timeout_s
+        while await self.readyz(index) is None:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"activator {index} did not answer within {timeout_s:.0f}s")
+            await asyncio.sleep(0.1)
+
     def cut_watches_with_compaction(self) -> int:
         api = self.stack.cluster.api
         assert api is not None

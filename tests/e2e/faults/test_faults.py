@@ -1,9 +1,16 @@
 """Every request gets an answer while faults strike (issue 13, DESIGN §9).
 
 Open-loop streaming load goes through TWO real activators on the sandbox
-(real scaler, real fake-vLLM replicas) while one fault strikes, then all of
-them in one run. Every request's fate is counted (:mod:`fates`) and printed
-as a table (``pytest -s``, and in every assertion message).
+(real scaler, real fake-vLLM replicas) while every fault strikes, one after
+another, in one run; each fault's requests are a phase of their own, so a
+failure names the fault it followed. Every request's fate is counted
+(:mod:`fates`) and printed as a table (``pytest -s``, and in every assertion
+message).
+
+One run rather than one stack per fault: each fault leaves the stack as it
+found it (two ready replicas, both activators serving), so striking them in
+turn proves what ten separate runs proved, every rule below asserted per
+phase, for one stack's start-up and one load client.
 
 What must hold, everywhere: no request ends without an answer (no
 ``no_answer``, no ``refused``, no error without the JSON body); a stream is
@@ -23,17 +30,17 @@ scaler killed and restarted, the API server unavailable, with a replica
 deleted and an activator restarted meanwhile, watches cut with compaction,
 an activator SIGTERMed with streams in flight) fail none.
 
-The outage lasts 30 s, as the issue that asked for this suite says: long
-enough for every list and watch to fail and back off several times while the
-activators keep serving from what they know, and for one started meanwhile
-to stay not ready until it can list.
+The outage lasts until an activator restarted during it has been up, and
+not ready, for two seconds (about eight seconds in all): every list and
+watch fails and retries meanwhile while the activators keep serving from
+what they know. Its length changes nothing else: a fixed 30 s only made the
+suite slower.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -55,7 +62,10 @@ from tests.e2e.faults.harness import (
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 RATE = 8.0  # requests per second, open loop, over both activators
-OUTAGE_S = 30.0
+# The outage ends once an activator restarted during it has been seen up and not
+# ready for NOT_READY_FOR_S; the cap only bounds a run that fails before that.
+OUTAGE_CAP_S = 60.0
+NOT_READY_FOR_S = 2.0
 NOTICE_S = 1.0
 BUFFER_FULL = ERROR_STATUS[BufferFull]
 DRAIN_ENDED = ERROR_STATUS[DrainEnded]
@@ -125,7 +135,7 @@ def assert_all_running(fs: FaultStack) -> None:
         assert process.running, f"tidal {process.name} died:\n{process.tail()}"
 
 
-# --- one fault at a time, under steady load ------------------------------------------
+# --- the faults, struck one after another in the run below -----------------------------
 
 
 async def sigkill_replica(fs: FaultStack, kills: list[Kill]) -> None:
@@ -156,20 +166,29 @@ async def api_server_unavailable(fs: FaultStack, kills: list[Kill]) -> None:
     # Two replicas, so one is left that the activators know when the other goes: a
     # replica started during the outage cannot be known until the API is back.
     await fs.wait_ready(2)
-    await fs.api_unavailable(OUTAGE_S)
-    back_at = time.monotonic() + OUTAGE_S
-    await asyncio.sleep(2.0)
-    # A replica goes while no one can watch: the activators still list it until the
-    # API is back, and must send nothing there that fails.
-    fs.delete_replica()
-    # An activator restarted now can list no target: it must not say it is ready
-    # (and be sent requests it could only answer 404) before the API is back.
-    load = fs.loads[-1]
-    process = await fs.sigterm_activator(0, load)
-    assert process.proc is not None
-    assert await asyncio.wait_for(process.proc.wait(), 15) == 0, process.tail()
-    await fs.restart_activator(0, load)
-    assert time.monotonic() >= back_at, "an activator was ready while it could list nothing"
+    await fs.api_unavailable(OUTAGE_CAP_S)
+    try:
+        await asyncio.sleep(2.0)
+        # A replica goes while no one can watch: the activators still list it until the
+        # API is back, and must send nothing there that fails.
+        fs.delete_replica()
+        # An activator restarted now can list no target: it must not say it is ready
+        # (and be sent requests it could only answer 404) before the API is back.
+        load = fs.loads[-1]
+        process = await fs.sigterm_activator(0, load)
+        assert process.proc is not None
+        assert await asyncio.wait_for(process.proc.wait(), 15) == 0, process.tail()
+        restart = asyncio.create_task(fs.restart_activator(0, load), name="restart")
+        try:
+            await fs.wait_answering(0)
+            await asyncio.sleep(NOT_READY_FOR_S)
+            assert not restart.done(), "an activator was ready while it could list nothing"
+            assert await fs.readyz(0) == 503, "an activator was ready while it could list nothing"
+        finally:
+            await fs.api_back()
+            await restart
+    finally:
+        await fs.api_back()
     await fs.wait_ready(2)
 
 
@@ -188,100 +207,6 @@ async def sigterm_and_restart_activator(fs: FaultStack, kills: list[Kill]) -> No
     assert process.proc is not None
     assert await asyncio.wait_for(process.proc.wait(), 15) == 0, process.tail()
     await fs.restart_activator(1, fs.loads[-1])
-
-
-Strike = Callable[[FaultStack, list[Kill]], Awaitable[None]]
-
-
-@pytest.mark.parametrize(
-    "strike",
-    [
-        pytest.param(sigkill_replica, id="replica-sigkilled"),
-        pytest.param(delete_replica, id="replica-deleted-gracefully"),
-        pytest.param(preempt_node, id="node-preempted-with-notice"),
-        pytest.param(kill_and_restart_scaler, id="scaler-sigkilled-and-restarted"),
-        pytest.param(api_server_unavailable, id="api-server-unavailable"),
-        pytest.param(watches_cut_with_compaction, id="watches-cut-with-compaction"),
-        pytest.param(sigterm_and_restart_activator, id="activator-sigtermed-in-flight"),
-    ],
-)
-async def test_steady_load_through_one_fault(tmp_path: Path, strike: Strike) -> None:
-    async with fault_stack(tmp_path, example_model(min_scale=2)) as fs:
-        await fs.wait_ready(2)
-        load = await fs.load(rate=RATE)
-        await asyncio.sleep(2.0)
-        kills: list[Kill] = []
-        await strike(fs, kills)
-        await asyncio.sleep(2.0)
-        assert_all_running(fs)
-        tally = Tally(strike.__name__, await load.finish())
-    assert_fates(tally, kills=kills)
-    if not kills:  # the graceful faults fail none
-        assert tally.fates()["completed"] == len(tally.records), tally.table()
-
-
-# --- faults that need requests held: a model at zero --------------------------------
-
-
-async def test_activator_sigtermed_with_requests_held_past_its_drain(tmp_path: Path) -> None:
-    # A 5 s cold start: the drain (grace + DRAIN_S) ends well before a replica is ready.
-    async with fault_stack(tmp_path, example_model(min_scale=0, startup_delay_s=5.0)) as fs:
-        load = await fs.load(rate=0.0)
-        await load.send("phase held")
-        await load.send(f"burst {2 * (MAX_BUFFERED - 1)}")  # wakes the model; both hold
-        await asyncio.sleep(0.5)
-        process = await fs.sigterm_activator(0, load)
-        # The SIGTERM was ENDPOINTS_DROP_S ago.
-        drain_ended_at = time.monotonic() - ENDPOINTS_DROP_S + DRAIN_GRACE_S + DRAIN_S
-        assert process.proc is not None
-        assert await asyncio.wait_for(process.proc.wait(), 15) == 0, process.tail()
-        await fs.wait_ready(1)
-        await load.send("phase after")
-        await load.send(f"rate {RATE}")  # the other activator carries on
-        await asyncio.sleep(2.0)
-        tally = Tally("activator SIGTERMed, requests held past its drain", await load.finish())
-    assert_fates(tally, drained_activator=0, drain_ended_at=drain_ended_at)
-    ended = [r for r in tally.of("error") if r.message == DRAIN_ENDED.message]
-    held = [r for r in tally.records if r.activator == 0]
-    # Everything activator 0 took was still held when its drain ended: each got the 503.
-    assert len(ended) == len(held) == MAX_BUFFERED - 1, tally.table()
-    assert tally.fates()["completed"] == len(tally.records) - len(ended), tally.table()
-
-
-async def test_buffer_filled_past_max_buffered(tmp_path: Path) -> None:
-    burst = 2 * MAX_BUFFERED + 14
-    async with fault_stack(tmp_path, example_model(min_scale=0, startup_delay_s=2.0)) as fs:
-        load = await fs.load(rate=0.0)
-        await load.send("phase burst")
-        await load.send(f"burst {burst}")  # round robin: burst / 2 at each activator
-        await fs.wait_ready(1)
-        await load.send("phase after")
-        await load.send(f"rate {RATE}")  # the model serves again
-        await asyncio.sleep(3.0)
-        tally = Tally("buffer filled past max_buffered", await load.finish())
-    # Each activator holds MAX_BUFFERED; the rest of its half get 503 at once.
-    assert_fates(tally, buffer_full=burst - 2 * MAX_BUFFERED)
-    assert all(r.phase == "burst" for r in tally.of("error")), tally.table()
-
-
-async def test_model_at_zero_woken_by_the_first_request(tmp_path: Path) -> None:
-    async with fault_stack(tmp_path, example_model(min_scale=2)) as fs:
-        await fs.wait_ready(2)
-        load = await fs.load(rate=RATE)
-        await asyncio.sleep(2.0)
-        await load.send("rate 0")
-        # As ``kubectl annotate``: the model may now go to zero, and does once idle.
-        fs.set_annotation(MIN_SCALE, "0")
-        await fs.wait_zero()
-        await load.send("phase first")
-        await load.send("burst 1")
-        await fs.wait_ready(1)
-        await asyncio.sleep(1.0)
-        tally = Tally("model at zero woken by the first request", await load.finish())
-    assert_fates(tally)
-    first = [r for r in tally.records if r.phase == "first"]
-    assert [r.fate for r in first] == ["completed"], tally.table()
-    assert tally.fates()["completed"] == len(tally.records), tally.table()
 
 
 # --- all of it in one run ------------------------------------------------------------
@@ -305,8 +230,6 @@ async def test_all_faults_in_one_run(tmp_path: Path) -> None:
         await delete_replica(fs, kills)
         await phase("node-preempted")
         await preempt_node(fs, kills)
-        # The SIGKILLed replica stays down for the kubelet's back-off (10 s): the
-        # faults that follow do not need two replicas.
         # The SIGKILLed replica stays down for the kubelet's back-off (10 s); the
         # outage starts once it is back (it needs two replicas).
         await phase("replica-sigkilled")
@@ -333,6 +256,8 @@ async def test_all_faults_in_one_run(tmp_path: Path) -> None:
         process = await fs.sigterm_activator(0, load)
         # The SIGTERM was ENDPOINTS_DROP_S ago.
         drain_ended_at = time.monotonic() - ENDPOINTS_DROP_S + DRAIN_GRACE_S + DRAIN_S
+        assert process.proc is not None
+        assert await asyncio.wait_for(process.proc.wait(), 15) == 0, process.tail()
         await fs.wait_ready(1)
         await fs.restart_activator(0, load)
 

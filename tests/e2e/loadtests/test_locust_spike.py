@@ -4,8 +4,11 @@ Covers (issue 7's required test): locust runs as a subprocess, under the
 replicas sampler, with the streaming user and the spike-from-zero shape
 through the activator; from its CSVs, no request failed, every request has
 its TTFT entry, and the sampled replicas start at zero, rise, and are back
-at zero (desired and ready) at the end; ``loadtests.report`` then writes the
-merged CSV and the PNG charts and counts the cold start.
+at zero (desired and ready) at the end, having asked for more than one;
+the scaler said so (kubectl shows its ``Activated`` Event first, a
+``ScaledUp``, ``ScaledToZero`` last, and the status annotation ends at
+``desired: 0``); ``loadtests.report`` then writes the merged CSV and the PNG
+charts and counts the cold start.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import csv
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -44,7 +48,9 @@ def rows(path: Path) -> list[dict[str, str]]:
 
 
 @pytest.mark.timeout(180)
-def test_spike_from_zero_scales_up_and_back_to_zero(sandbox_up: SandboxUp, tmp_path: Path) -> None:
+def test_spike_from_zero_scales_up_and_back_to_zero(
+    sandbox_up: SandboxUp, tmp_path: Path, tool_path: Callable[[str], str]
+) -> None:
     out = tmp_path / "out"
     prefix = out / "spike"
     replicas = out / "replicas.csv"
@@ -96,6 +102,37 @@ def test_spike_from_zero_scales_up_and_back_to_zero(sandbox_up: SandboxUp, tmp_p
     assert desired[0] == 0 and ready[0] == 0, samples[:3]
     assert max(ready) >= 1, "no replica ever became ready"
     assert desired[-1] == 0 and ready[-1] == 0, samples[-5:]
+    # Six users at a target concurrency of 2: the spike scaled the model out.
+    assert max(desired) >= 2, "the spike never asked for a second replica"
+
+    # What the scaler said about it, as kubectl shows it: an Event per change, the
+    # wake first and the return to zero last, and the status annotation to match.
+    kubectl = tool_path("kubectl")
+    listed = subprocess.run(
+        [kubectl, "get", "events", "-o", "json"],
+        env=sandbox_up.env(), capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    said = [
+        e
+        for e in json.loads(listed.stdout)["items"]
+        if e.get("source", {}).get("component") == "tidal-scaler"
+        and e["involvedObject"].get("name") == "llama"
+    ]
+    said.sort(key=lambda e: int(e["metadata"]["resourceVersion"]))
+    scale_reasons = [
+        e["reason"] for e in said if e["reason"] in {"Activated", "ScaledUp", "ScaledToZero"}
+    ]
+    assert scale_reasons[0] == "Activated", scale_reasons
+    assert "ScaledUp" in scale_reasons and scale_reasons[-1] == "ScaledToZero", scale_reasons
+    shown = subprocess.run(
+        [kubectl, "get", "deploy", "llama", "-o", "json"],
+        env=sandbox_up.env(), capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    annotations = json.loads(shown.stdout)["metadata"]["annotations"]
+    final = json.loads(annotations["autoscaling.tidal.dev/status"])
+    assert (final["desired"], final["reason"]) == (0, "ScaledToZero"), final
 
     # The report: merged CSV, the PNGs, and figures that agree with the above.
     report = subprocess.run(

@@ -7,7 +7,8 @@ does), with and without spot placement:
   scale to zero (demand from a synthetic activator) each leave
   ``tidal_scaler_write_failures_total`` at zero and log no ``write failed``;
 - each change is one Event, never two of one reason at one instant;
-- the status annotation records each change.
+- the status annotation records each change (the wake as ``Activated``,
+  the last as ``ScaledToZero`` with ``desired: 0``).
 Pods run no process and are ready at once, so the whole test takes seconds.
 """
 
@@ -105,6 +106,13 @@ async def test_wake_scale_out_scale_in_write_no_failure_and_one_event_each(
             await wait_until(
                 lambda: total(stack, example.name) == 1, timeout_s=10, what="woken to 1"
             )
+            await wait_until(
+                lambda: (status(stack, example.name) or {}).get("reason") == "Activated",
+                timeout_s=5,
+                what="status records the wake",
+            )
+            woke = status(stack, example.name)
+            assert woke is not None and woke["desired"] >= 1, woke
             reporter.concurrency = 30.0
             await wait_until(
                 lambda: total(stack, example.name) == 3, timeout_s=15, what="scaled out to 3"
@@ -122,6 +130,7 @@ async def test_wake_scale_out_scale_in_write_no_failure_and_one_event_each(
                 timeout_s=5,
                 what="status records the scale to zero",
             )
+            assert (status(stack, example.name) or {}).get("reason") == "ScaledToZero"
         got = [(e["reason"], e["message"]) for e in scale_events(stack, example.name)]
         reasons = [r for r, _ in got]
         assert reasons[0] == "Activated", got

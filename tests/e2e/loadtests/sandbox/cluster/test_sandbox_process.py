@@ -17,12 +17,13 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import descendants
+from tests.e2e.conftest import RunningCluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -67,28 +68,11 @@ def alive(pid: int) -> bool:
 
 
 @pytest.fixture
-def sandbox(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
-    directory = tmp_path / "sandbox"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "scaler", "sandbox", "cluster", "--dir", str(directory)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not (directory / "admin.json").exists():
-            assert proc.poll() is None, "the sandbox exited early"
-            assert time.monotonic() < deadline, "the sandbox did not start in 60 s"
-            time.sleep(0.1)
-        yield proc, directory
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+def sandbox(
+    sandbox_cluster: Callable[..., RunningCluster],
+) -> tuple[subprocess.Popen[bytes], Path]:
+    cluster = sandbox_cluster()
+    return cluster.proc, cluster.directory
 
 
 def kubectl_in(directory: Path, tool_path: Callable[[str], str]) -> Callable[..., str]:

@@ -11,14 +11,15 @@ values are refused with exit status 2.
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.e2e.conftest import RunningCluster
 
 pytestmark = [pytest.mark.e2e]
 
@@ -53,29 +54,8 @@ def tidal(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def sandbox(tmp_path: Path) -> Iterator[Path]:
-    directory = tmp_path / "sandbox"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "scaler", "sandbox", "cluster", "--dir", str(directory),
-         "--spot-capacity", "1"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while not (directory / "admin.json").exists():
-            assert proc.poll() is None, "the sandbox exited early"
-            assert time.monotonic() < deadline, "the sandbox did not start in 60 s"
-            time.sleep(0.1)
-        yield directory
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+def sandbox(sandbox_cluster: Callable[..., RunningCluster]) -> Path:
+    return sandbox_cluster("--spot-capacity", "1").directory
 
 
 def test_spot_runs_out_comes_back_and_nodes_return(
