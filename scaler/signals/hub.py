@@ -157,7 +157,15 @@ class SignalHub:
         if self._reports is None:
             raise ValueError("this hub has no activator reports source")
         count = self._reports.record(report, now=now)
+        # The catalog is read once per report, and only for a target not yet
+        # tracked: building it for every target of every report would cost the
+        # square of the targets each second.
+        configs: Mapping[str, ScalingConfig | None] | None = None
         for key, stats in report.targets.items():
+            if key not in self._windows:
+                configs = self._catalog.configs() if configs is None else configs
+                if key not in configs:
+                    continue
             self._count(key, stats)
         self.arrived(ACTIVATOR, now=now)
         return count
@@ -165,22 +173,17 @@ class SignalHub:
     def _count(self, key: str, stats: TargetStats) -> None:
         """Add one report's per-period counts to ``key``'s counters (each report's
         counts are its own period's, so adding never counts a request twice)."""
-        if key not in self._windows and key not in self._catalog.configs():
-            return
         was = self._totals.get(key, LoadTotals())
-        self._totals[key] = LoadTotals(
+        self._totals[key] = replace(
+            was,
             arrivals=was.arrivals + stats.arrivals,
             prompt_tokens=was.prompt_tokens + stats.prompt_tokens,
             output_tokens=was.output_tokens + stats.output_tokens,
             first_tokens=was.first_tokens + stats.first_tokens,
             prefilled_tokens=was.prefilled_tokens + stats.prefilled_tokens,
-            awaiting_first_token=was.awaiting_first_token,
             best_prefill_tokens_per_s=max(
                 was.best_prefill_tokens_per_s, stats.best_prefill_tokens_per_s
             ),
-            served_prompt_tokens=was.served_prompt_tokens,
-            ttft_counted=was.ttft_counted,
-            ttft_within_slo=was.ttft_within_slo,
         )
 
     def reporting(self, *, now: float) -> int:
