@@ -249,12 +249,8 @@ class UpstreamConnection(asyncio.Protocol):
                     # read (it ends with CRLF CRLF; there is none here, nor a
                     # CR or LF first that could finish one begun before), so
                     # the read goes out as it came once the parser took it.
-                    try:
-                        self._parser.feed_data(data)
-                    except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
-                        self._fail(f"malformed response: {exc}")
-                        return
-                    exchange.write(data)
+                    if self._feed(data):
+                        exchange.write(data)
                     return
                 if not self._relay_chunks_end(exchange, data):
                     return
