@@ -168,7 +168,7 @@ def build_app(
         leading = leader()
         body: dict[str, Any] = {"leader": leading}
         if leading and controller.warm is not None:
-            body["sleeping"] = controller.warm.not_routable()
+            body["sleeping"] = controller.warm.pool.not_routable()
         return body
 
     def authorized(request: web.Request) -> bool:
@@ -233,7 +233,7 @@ def build_app(
     def warm_view(key: str) -> dict[str, Any]:
         if controller.warm is None or not leader():
             return {}
-        return {"warm": controller.warm.describe(key)}
+        return {"warm": controller.warm.pool.describe(key)}
 
     async def healthz(request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})

@@ -195,8 +195,8 @@ class Controller:
             elif result.decision is not None:  # decided again after a conflict
                 self._schedule_recheck(reconciler.key, result.decision, now)
         warm = self._shared.warm
-        if warm is not None and self._leader.is_leader:
-            warm.learn(now)  # the models' GPU memory footprints
+        if warm is not None:
+            warm.learn(now)  # the models' GPU memory footprints (leader only)
         self._metrics.tick_duration.observe(max(0.0, self._clock() - started))
 
     async def activate(self, key: str, *, now: float | None = None) -> bool:

@@ -113,7 +113,7 @@ async def _account(
     while True:
         try:
             if book.synced:
-                ledger.account(clock(), book.snapshots(), warm.asleep_count if warm else None)
+                ledger.account(clock(), book.snapshots(), warm.pool.asleep_count if warm else None)
         except Exception:  # a bug in accounting must not stop it for good
             log.exception("GPU accounting failed")
         await asyncio.sleep(every_s)

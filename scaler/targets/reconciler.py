@@ -416,26 +416,21 @@ class Reconciler:
         )
 
     def _tend_warm(self, snap: TargetSnapshot, entry: TargetConfig, now: float) -> None:
-        """After a tick's decision: keep the tier's view of the pods, start due sleeps,
-        and wake another replica when the decision wants more awake (leader only)."""
+        """After a tick's decision: have the tier tend the model's replicas, and wake
+        another when the decision wants more awake than there are."""
         warm, config = self.shared.warm, entry.config
         if warm is None or config is None or config.sleep_after_s is None:
             return
-        if not self.shared.leader.is_leader:
-            warm.step_down()
-            return
-        key = self.key
-        warm.remember_addresses(key, config, snap.pods)
-        warm.forget_missing(key, snap.pods)
-        warm.reconcile(key, config, snap.pods)
-        warm.consider_sleep(key, config, snap.pods, now)
-        self.shared.metrics.set_sleeping(key, warm.asleep_count(key))
+        tended = warm.tend(self.key, config, snap.pods, now)
+        if tended is None:
+            return  # not the leader: the tier keeps nothing
+        self.shared.metrics.set_sleeping(self.key, tended.asleep)
         decision = self.decision
-        if decision is None or self.state.idle_since_s is not None or warm.asleep_count(key) == 0:
+        if decision is None or self.state.idle_since_s is not None:
             return
-        if decision.desired > len(warm.awake_ready(snap.pods)) and not self.waking:
+        if tended.wake_wanted(decision.desired) and not self.waking:
             self.waking = True
-            self._spawn(self._wake_more(warm), f"tidal-scaler-wake:{key}")
+            self._spawn(self._wake_more(warm), f"tidal-scaler-wake:{self.key}")
 
     async def wake_for_activation(self) -> None:
         """An activation was decided: wake a sleeping replica, waiting at most
@@ -482,12 +477,8 @@ class Reconciler:
         entry, snap = book.get(key), book.snapshots().get(key)
         if entry is None or entry.config is None or snap is None:
             return
-        if not self.shared.leader.is_leader or warm.asleep_count(key) == 0:
-            return
-        if warm.awake_ready(snap.pods):
-            return
-        outcome = await warm.wake(key)
-        if outcome.woke is not None or outcome.reason in ("waking already", "nothing sleeps"):
+        outcome = await warm.wake_one(key, snap.pods)
+        if outcome is None or outcome.settled:
             return
         # The path from zero: one more replica beside the sleeping ones, within
         # max-scale (at max-scale the activator's retry tries again).
