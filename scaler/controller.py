@@ -56,6 +56,8 @@ from scaler.policy.api import Decision
 from scaler.policy.protocol import Policy
 from scaler.signals.hub import SignalHub
 from scaler.targets.book import TargetBook, TargetConfig
+from scaler.targets.deciding import Decider
+from scaler.targets.publishing import Publisher
 from scaler.targets.reconciler import Outcome, Reconciler, Shared, Trigger
 from scaler.targets.state import TargetState
 from scaler.ticking import CallLater, RecheckTimers, SideTasks, Ticker
@@ -97,18 +99,14 @@ class Controller:
         if warm is not None and board is None:
             raise ValueError("the warm tier reads the models' views: pass its ModelBoard too")
         self._book = targets
+        self._publisher = Publisher(metrics, board)
         self._shared = Shared(
             book=targets,
-            signals=signals,
-            policy=policy,
+            decider=Decider(signals=signals, policy=policy, placer=placer, wall_clock=wall_clock),
             actuator=actuator,
-            leader=leader,
-            metrics=metrics,
-            placer=placer,
+            publisher=self._publisher,
             clock=clock,
-            wall_clock=wall_clock,
             warm=warm,
-            board=board,
         )
         self._placer = placer  # removes orphan companions
         self._actuator = actuator
@@ -133,21 +131,19 @@ class Controller:
     # -- targets ------------------------------------------------------------
 
     def _sync(self, now: float) -> Mapping[str, TargetConfig]:
-        entries = self._book.sync()
+        """The one place the target book is brought up to date: one reconciler per
+        target, in step with its config."""
+        entries = self._book.entries()
         for key in [key for key in self._targets if key not in entries]:
-            gone = self._targets.pop(key)
-            gone.cancel()
-            if self._shared.board is not None:
-                self._shared.board.forget(key)
-            self._metrics.forget_target(key)
+            self._targets.pop(key).wakes.cancel()
+            self._publisher.forget(key)
             self._actuator.forget(key)
-        leading = self._leader.is_leader
         for key, entry in entries.items():
             reconciler = self._targets.get(key)
             if reconciler is None:
-                self._targets[key] = Reconciler.start(entry, self._shared, now)
+                self._targets[key] = Reconciler(entry, self._shared, now)
             else:
-                reconciler.sync(entry, leading=leading)
+                reconciler.sync(entry)
         return entries
 
     async def _reconcile(self, reconciler: Reconciler, now: float, trigger: Trigger) -> Outcome:
@@ -170,9 +166,9 @@ class Controller:
         self._last_tick = now
         self._sync(now)
         orphans = []
-        if self._placer is not None and self._leader.is_leader:
+        if self._placer is not None:
             # Companions of Deployments no longer opted in go, beside the decisions;
-            # their owners are unpinned.
+            # their owners are unpinned (by the leader: the actuator fences it).
             orphans = [self._actuator.remove_orphan(o) for o in self._placer.orphans(snapshots)]
         # Every target is decided at ``now`` before any write holds the tick up;
         # the writes run side by side.
@@ -207,7 +203,7 @@ class Controller:
         known = await self.decide_now(key, now=now, activation=True)
         reconciler = self._targets.get(key)
         if known and reconciler is not None:
-            await reconciler.wake_for_activation()
+            await reconciler.wakes.for_activation()
         return known
 
     def not_woken(self, key: str) -> str | None:
@@ -215,7 +211,7 @@ class Controller:
         problem names each key, value and what is allowed); None when it would."""
         if not self._book.synced:
             return None
-        entry = self._book.sync().get(key)
+        entry = self._book.entries().get(key)
         return entry.problem if entry is not None else None
 
     async def decide_now(
