@@ -49,7 +49,6 @@ from dataclasses import dataclass
 
 from scaler.actuator import Actuator
 from scaler.gpu_ledger import GpuLedger
-from scaler.kube.types import LeaderElector
 from scaler.metrics import Metrics
 from scaler.placement.placer import Placer
 from scaler.policy.api import Decision
@@ -85,7 +84,6 @@ class Controller:
         signals: SignalHub,
         actuator: Actuator,
         policy: Policy,
-        leader: LeaderElector,
         metrics: Metrics,
         clock: Callable[[], float],
         settings: ControllerSettings | None = None,
@@ -110,7 +108,6 @@ class Controller:
         )
         self._placer = placer  # removes orphan companions
         self._actuator = actuator
-        self._leader = leader
         self._metrics = metrics
         self._clock = clock
         self._settings = settings or ControllerSettings()
@@ -159,7 +156,6 @@ class Controller:
         """Reconcile every target at ``now``; writes when leader."""
         self.ticks += 1
         started = self._clock()
-        self._metrics.set_leader(self._leader.is_leader)
         if not self._book.synced:
             return
         snapshots = self._book.snapshots()

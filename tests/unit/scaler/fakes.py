@@ -310,7 +310,6 @@ def wire(
         signals=signals,
         actuator=actuator,
         policy=policy,
-        leader=leader,
         metrics=metrics,
         clock=clock,
         settings=ControllerSettings(tick_interval_s=tick_interval_s),

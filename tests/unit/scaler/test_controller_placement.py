@@ -117,7 +117,6 @@ class World:
             signals=self.signals,
             actuator=actuator,
             policy=policy,
-            leader=self.leader,
             metrics=self.metrics,
             clock=lambda: self.now,
             settings=ControllerSettings(tick_interval_s=2.0),
