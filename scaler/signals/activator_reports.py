@@ -21,7 +21,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from scaler.signals.base import SourceReading
+from scaler.policy.api import SignalKind
+from scaler.signals.base import COUNTS, SourceReading
 from scaler.signals.names import ACTIVATOR
 
 __all__ = ["ActivatorReport", "ActivatorReports", "ReportError", "TargetStats", "parse_report"]
@@ -167,6 +168,11 @@ class ActivatorReports:
     def name(self) -> str:
         return ACTIVATOR
 
+    @property
+    def feeds(self) -> frozenset[SignalKind]:
+        """Requests held and in flight: the counts, nothing of the servers' state."""
+        return COUNTS
+
     def record(self, report: ActivatorReport, *, now: float) -> int:
         """Keep ``report`` as its activator's latest; the number of activators reporting."""
         self._expire(now)
@@ -218,6 +224,7 @@ class ActivatorReports:
             source=ACTIVATOR,
             fresh=fresh,
             reporters=len(self._latest),
+            activators=len(self._latest),
             concurrency=concurrency,
             queue_depth=float(buffered),
             busy=concurrency > 0 or in_flight > 0 or buffered > 0,

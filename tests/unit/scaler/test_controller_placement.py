@@ -37,7 +37,7 @@ from scaler.policy.companion import ON_DEMAND_PIN, template_hash
 from scaler.policy.cost import DEFAULT_PRICES
 from scaler.policy.protocol import PurePolicy
 from scaler.policy.providers import PRESETS
-from scaler.signals.base import SourceReading
+from scaler.signals.base import COUNTS, SourceReading
 from scaler.signals.hub import SignalHub
 from scaler.targets.book import TargetBook
 from tests.unit.scaler.fakes import FakeCluster, FakeEvents, FakeLeader
@@ -245,6 +245,7 @@ class World:
 
 class _Source:
     name = "activator"
+    feeds = COUNTS
 
     def __init__(self) -> None:
         self.concurrency = 40.0
