@@ -1,4 +1,4 @@
-"""Activator reports: the activator view of demand (DESIGN §3 "Reporting", §4).
+"""Activator reports: the activator view of demand (docs/architecture.md, "The scaler").
 
 Every activator posts its per-target counts every ``period_s`` (1 s). The
 store keeps only each activator's latest report, stamped with the time it
@@ -29,7 +29,7 @@ __all__ = ["ActivatorReport", "ActivatorReports", "ReportError", "TargetStats", 
 
 
 class ReportError(ValueError):
-    """A report body that does not have the shape of DESIGN §3."""
+    """A report body that does not have the shape of a report (see :func:`parse_report`)."""
 
 
 @dataclass(frozen=True, slots=True)

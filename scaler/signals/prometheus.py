@@ -1,4 +1,4 @@
-"""The GPU view: DCGM utilization by pod, from a Prometheus server (DESIGN §4).
+"""The GPU view: DCGM utilization by pod, from a Prometheus server.
 
 One instant query per refresh covers every target:
 ``avg by (<pod label>, <namespace label>) (<metric>)``, where the metric is
