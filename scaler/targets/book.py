@@ -75,9 +75,18 @@ class TargetBook:
         return self._cluster.targets() if self._cluster.synced else {}
 
     def entries(self) -> Mapping[str, TargetConfig]:
-        """Every target the cluster view holds now, its config up to date: the one
-        place the book follows the cluster view (a target whose annotations did not
-        change since the last call costs one identity check)."""
+        """Every target the cluster view holds now, its config up to date."""
+        self._follow()
+        return self._entries
+
+    def _follow(self) -> None:
+        """Follow the cluster view; the one place the book changes. A target whose
+        annotations did not change since the last call costs one identity check.
+
+        Readers ask and the book follows, rather than the controller syncing it
+        before it decides: the hub reads the configs at every arrival, and a
+        target that appeared since the last tick must get its samples before
+        its first decision."""
         snapshots = self.snapshots()
         for key in [k for k in self._entries if k not in snapshots]:
             del self._entries[key]
@@ -86,7 +95,6 @@ class TargetBook:
             d = snap.deployment
             if self._seen.get(key) is not d.annotations:
                 self._update(key, d)
-        return self._entries
 
     def configs(self) -> Mapping[str, ScalingConfig | None]:
         """Target -> its config, ``None`` while its annotations are invalid."""
