@@ -9,9 +9,10 @@ an interruption notice (the service pokes the ticker:
 targets in step with the opted-in Deployments
 (:class:`~scaler.targets.book.TargetBook`), one
 :class:`~scaler.targets.reconciler.Reconciler` each, and schedules: what a
-target decides, its lock, its write bookkeeping and its writes (through the
-fenced :class:`~scaler.actuator.Actuator`, leader only) are its
-reconciler's, and so are its warm-tier intents (sleeps due, wakes, the
+target decides, its lock and the order of its steps are its reconciler's;
+its writes and their bookkeeping (the status record, the backoff) are the
+fenced :class:`~scaler.actuator.Actuator`'s, leader only; its warm-tier
+intents are the reconciler's too (sleeps due, wakes, the
 fallback to a cold start) against the shared :class:`~scaler.warm.tier.WarmTier`,
 which reads the models' views and holds nothing of the controller. Beside the
 reconciles it removes orphaned spot companions and has the warm tier learn
@@ -22,7 +23,9 @@ live view reads.
 Every replica decides, so a follower that takes over has warm windows and a
 policy state that has long left its warm-up; a follower keeps its copy of
 the status annotation in step with what the leader wrote, so on taking over
-it rewrites nothing that did not change.
+it rewrites nothing that did not change. This module never asks whether
+this replica leads: the actuator and the warm tier, which make the writes
+and the replica calls, check the Lease where they fence them.
 
 Main decisions:
 
