@@ -44,8 +44,8 @@ Main decisions (only the Lease holder writes):
   ``resourceVersion`` the decision was based on; a 409 means the Deployment
   changed since, so the old value is never re-applied: the actuator re-reads
   ``/scale`` and hands the fresh state back (:attr:`WriteOutcome.fresh`) for
-  the controller to re-check the Lease and decide again. The status write
-  tests ``spec.replicas`` instead (the scale it records): the Deployment
+  the target's reconciler to decide again (its next plan re-checks the
+  Lease). The status write tests ``spec.replicas`` instead (the scale it records): the Deployment
   controller moves the ``resourceVersion`` on right after every scale, so a
   version precondition there would conflict with Tidal's own scale every
   time (:mod:`scaler.kube.writer`).
@@ -165,8 +165,8 @@ class StatusRecords:
     """Every target's :class:`StatusRecord`, with one owner: the actuator.
 
     A plan is made from the target's record (:meth:`Actuator.plan`) and the
-    actuator keeps the record a plan leaves (:meth:`keep`); the controller
-    tells it what the Deployment carries at each sync (:meth:`seen`): a
+    actuator keeps the record a plan leaves (:meth:`keep`); each target's
+    reconciler tells it what the Deployment carries at each sync (:meth:`seen`): a
     changed config may report its problems again, and a follower copies the
     status annotation the leader wrote, so that on taking over it rewrites it
     only if its decision differs.
@@ -282,8 +282,8 @@ class WritePlan:
 class WriteOutcome:
     """How far a plan got.
 
-    ``record``: the target's status record after the plan (the reconciler
-    keeps it); ``fresh``: after a conflict, the Deployment's scale as re-read
+    ``record``: the target's status record after the plan (already kept in
+    :attr:`Actuator.records`); ``fresh``: after a conflict, the Deployment's scale as re-read
     (decide again on it); ``fenced``: the Lease was lost, the sequence
     stopped; ``deferred``: not attempted (backoff, or an undo just ran and the
     plan's ranking is stale); ``conflict``: the 409 behind ``fresh``, not
