@@ -145,14 +145,15 @@ class StatusRecord:
     over the previous ones at the next write); ``last_change_wall``: when the
     scale last changed (``lastChangeTime``); ``problem_reported``: the
     ``InvalidAnnotation`` Warning of these annotations was raised;
-    ``routing_reported``: so was their ``InvalidRouting`` Warning.
+    ``warnings_reported``: so were the Warnings that leave scaling on
+    (``InvalidRouting``).
     """
 
     status: StatusDocument | None = None
     intended: StatusDocument | None = None
     last_change_wall: str | None = None
     problem_reported: bool = False
-    routing_reported: bool = False
+    warnings_reported: bool = False
 
     @property
     def last_desired(self) -> object:
@@ -188,18 +189,18 @@ class StatusRecords:
         again); on a follower, the status annotation the leader wrote."""
         record = self.get(key)
         if changed:
-            record = replace(record, problem_reported=False, routing_reported=False)
+            record = replace(record, problem_reported=False, warnings_reported=False)
         if not self._leader.is_leader:
             record = replace(record, status=status)
         self._records[key] = record
 
-    def routing_due(self, key: str) -> bool:
-        """True once per set of annotations, on the leader: raise the
-        ``InvalidRouting`` Warning now (marked raised even if the Event is lost)."""
+    def warnings_due(self, key: str) -> bool:
+        """True once per set of annotations, on the leader: raise the Warnings that
+        leave scaling on now (marked raised even if the Events are lost)."""
         record = self.get(key)
-        if record.routing_reported or not self._leader.is_leader:
+        if record.warnings_reported or not self._leader.is_leader:
             return False
-        self._records[key] = replace(record, routing_reported=True)
+        self._records[key] = replace(record, warnings_reported=True)
         return True
 
     def keep(self, plan: WritePlan, after: StatusRecord) -> None:
@@ -211,7 +212,7 @@ class StatusRecords:
         self._records[key] = replace(
             after,
             problem_reported=current.problem_reported or reported_now,
-            routing_reported=current.routing_reported,
+            warnings_reported=current.warnings_reported,
         )
 
     def forget(self, key: str) -> None:

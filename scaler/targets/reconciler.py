@@ -16,7 +16,8 @@ the last plan left. :meth:`Reconciler.reconcile` takes these steps:
    (:meth:`~scaler.actuator.Actuator.plan`, which plans nothing on a
    follower or while the target backs off);
 5. **act**: the actuator carries the plan out under the target's lock;
-6. **report**: the ``InvalidRouting`` Warning, once per set of annotations;
+6. **report**: the Warnings that leave scaling on (``InvalidRouting``),
+   once per set of annotations;
 7. **tend** (at a tick): the warm tier's intents
    (:class:`~scaler.targets.waking.Wakes`: the sleeps due, another replica
    woken when the decision wants more awake).
@@ -190,8 +191,8 @@ class Reconciler:
         if entry.config is not None:  # 7
             idle = self.state.idle_since_s is not None
             self.wakes.tend(snap, entry.config, self.decision, idle=idle, now=now)
-        report = self._routing_report(entry)  # 6
-        if plan is None and report is None:
+        report = self._warnings_due(entry)  # 6
+        if plan is None and not report:
             return Outcome(decision=self.decision)
         if plan is not None:
             await self.lock.acquire()  # free: returns without yielding
@@ -316,15 +317,17 @@ class Reconciler:
             if plan is not None:
                 await self._act(step, plan)
 
-    async def _write(self, step: _Step, plan: WritePlan | None, report: str | None) -> Outcome:
-        """A tick's writes, under the lock the tick took for them, and its Event."""
+    async def _write(
+        self, step: _Step, plan: WritePlan | None, report: tuple[tuple[str, str], ...]
+    ) -> Outcome:
+        """A tick's writes, under the lock the tick took for them, and its Events."""
         writes = []
         if plan is not None:
             writes.append(self._locked_act(step, plan))
-        if report is not None:
+        for reason, message in report:
             writes.append(
                 self.shared.actuator.note(
-                    step.snap.deployment, reason=INVALID_ROUTING, message=report, warning=True
+                    step.snap.deployment, reason=reason, message=message, warning=True
                 )
             )
         await asyncio.gather(*writes)
@@ -336,12 +339,16 @@ class Reconciler:
         finally:
             self.lock.release()
 
-    def _routing_report(self, entry: TargetConfig) -> str | None:
-        """The InvalidRouting message to raise now, once per set of annotations."""
-        problem = entry.routing_problem
-        if problem is None or not self.shared.actuator.records.routing_due(self.key):
-            return None
-        return f"the activator routes with the defaults of these annotations: {problem}"
+    def _warnings_due(self, entry: TargetConfig) -> tuple[tuple[str, str], ...]:
+        """The Warning Events (reason, message) to raise now, once per set of
+        annotations: routing annotations the activator cannot use."""
+        notes = []
+        if entry.routing_problem is not None:
+            message = "the activator routes with the defaults of these annotations: "
+            notes.append((INVALID_ROUTING, message + entry.routing_problem))
+        if not notes or not self.shared.actuator.records.warnings_due(self.key):
+            return ()
+        return tuple(notes)
 
     # -- the live view ----------------------------------------------------------------
 
