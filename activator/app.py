@@ -141,8 +141,7 @@ class Activator:
         self.proxy.draining = True
         if self.data_server is not None:
             self.data_server.close()  # stop accepting; open connections stay
-        for conn in list(self.connections):
-            conn.close_if_idle()
+        self.connections.close_idle()
         await self.wait_idle(timeouts.drain_s)
         self.registry.end_drain()  # what is still held gets its 503 now
         await self._wait_answered(FLUSH_S)
@@ -183,16 +182,15 @@ class Activator:
         await self.reporter.close()
         if self.data_server is not None:
             self.data_server.close()
-        for conn in list(self.connections):
-            conn.shut(
-                http1.ShutAnswer(
-                    503,
-                    error_type="unavailable_error",
-                    code="draining",
-                    message="the activator is shutting down",
-                    retry_after_s=self.settings.retry_after_s,
-                )
+        self.connections.shut(
+            http1.ShutAnswer(
+                503,
+                error_type="unavailable_error",
+                code="draining",
+                message="the activator is shutting down",
+                retry_after_s=self.settings.retry_after_s,
             )
+        )
         self.connections.close()
         await self.pool.close()
         if self.data_server is not None:
