@@ -27,7 +27,7 @@ one worker of :mod:`activator.workers`). The pieces:
   :class:`~activator.scaler_link.wake_queue.WakeQueue` that the gates put cold targets
   on and the reporter consumes, and the event loop's clock for everything.
 
-Drain (DESIGN §3): fail ``/readyz`` and keep serving for ``drain_grace_s``:
+Drain (docs/architecture.md): fail ``/readyz`` and keep serving for ``drain_grace_s``:
 load balancers and Services take seconds to drop a pod that fails
 readiness, and what they still send meanwhile must be served, not refused
 (Knative's activator serves through its drain sleep too). Every answer from
