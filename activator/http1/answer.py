@@ -190,6 +190,7 @@ class AnswerParser:
         pieces framed again) and whether the client connection closes after.
         """
         head = self.head
+        http10 = exchange.head.version == "1.0"
         # Skip interim answers' heads, then the final head ends at the blank line.
         start = 0
         for _ in range(self.interim):
@@ -221,7 +222,7 @@ class AnswerParser:
                 self.excess = True
             self.remaining = content_length - len(rest)
         elif chunked:
-            if exchange.http10:
+            if http10:
                 self.raw = False
                 self.framed = False  # an HTTP/1.0 client cannot read chunks: de-chunk, then close
                 close = True
@@ -249,7 +250,7 @@ class AnswerParser:
             content_length=content_length,
             chunked=chunked and self.framed,
             close=close,
-            http10=exchange.http10,
+            http10=http10,
         )
         self.head = bytearray()
         self.head_sent = True

@@ -285,11 +285,13 @@ class RequestBody:
 
     def finish(self) -> None:
         self.done = True
-        self._cancel_timer()
+        if self._timer is not None:
+            self._cancel_timer()
         if self._sink is not None and self._on_end is not None:
             on_end, self._on_end = self._on_end, None
             on_end(None)
-        self._wake()
+        if self._waiter is not None:
+            self._wake()
 
     def fail(self, exc: BaseException) -> None:
         """The body cannot be had: too large, stalled, or its framing broke."""
@@ -377,7 +379,8 @@ class RequestBody:
         """The exchange is over: no more chunks to the sink, no timer."""
         self._sink = None
         self._on_end = None
-        self._cancel_timer()
+        if self._timer is not None:
+            self._cancel_timer()
 
     def _keep(self, chunks: Iterable[bytes]) -> None:
         """Keep ``chunks`` (piped now) for :meth:`rewind`, or give up past ``_KEEP_AT_MOST``."""
@@ -697,11 +700,14 @@ class RequestReader:
         self.parsing: RequestBody | None = None  # the body being read
         self.parsed: list[Exchange] = []  # heads parsed in this read, not handed on yet
 
-    def feed(self, data: bytes) -> RequestRejected | None:
-        """Parse ``data``; the rejection when a request cannot be served as sent."""
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
+    def failed(self, exc: Exception) -> RequestRejected | None:
+        """What the parser's ``exc`` means: the rejection when a request cannot be
+        served as sent, None for an upgrade (served as a plain request, then closed).
+
+        The connection calls the parser itself (``parser.feed_data``): a read
+        that parses costs no call of this reader's.
+        """
+        if isinstance(exc, httptools.HttpParserUpgrade):
             # Upgrade is hop-by-hop and never passed on: the request is served
             # as a plain one and the connection closes after it.
             conn = self.conn
@@ -710,17 +716,16 @@ class RequestReader:
                 self.parsing.finish()
                 self.parsing = None
             conn.pause_body(_PAUSE_UPGRADE)
-        except httptools.HttpParserCallbackError as exc:
+            return None
+        if isinstance(exc, httptools.HttpParserCallbackError):
             cause = exc.__context__
             if isinstance(cause, RequestRejected):
                 return cause
             log.error("request parsing failed in a callback", exc_info=cause)
             return RequestRejected("the request could not be read")
-        except httptools.HttpParserError as exc:
-            # Mid-body (a malformed chunk), where the request ends is in doubt.
-            rejected = BadFraming if self.parsing is not None else RequestRejected
-            return rejected(str(exc))
-        return None
+        # Mid-body (a malformed chunk), where the request ends is in doubt.
+        rejected = BadFraming if self.parsing is not None else RequestRejected
+        return rejected(str(exc))
 
     def close(self) -> None:
         """The connection is gone: nothing more is parsed."""
@@ -903,10 +908,13 @@ class ClientConnection(asyncio.Protocol):
             reader.head_seen += len(data)
             if not self.head_began:
                 self.head_began = now
-        rejected = reader.feed(data)
-        if rejected is not None:
-            self.reject(rejected)
-            return
+        try:
+            reader.parser.feed_data(data)
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
+            rejected = reader.failed(exc)
+            if rejected is not None:
+                self.reject(rejected)
+                return
         if reader.parsed:
             self._hand_on()
         if (

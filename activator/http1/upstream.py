@@ -245,7 +245,9 @@ class UpstreamConnection(asyncio.Protocol):
                     exchange.write(answer.take_pieces())
         else:
             answer.head += data
-            if not self._feed(data):
+            failed = answer.feed(data)
+            if failed is not None:
+                self._fail(failed)
                 return
             if not answer.head_parsed():
                 return
