@@ -6,11 +6,11 @@ SIGTERM path; :func:`serve` runs one until SIGTERM (a single process, or
 one worker of :mod:`activator.workers`). The pieces:
 
 - the **data port** is the byte-level HTTP/1.1 server of
-  :mod:`activator.http1` with the proxy's pipeline (``Proxy.begin`` runs it
-  by callbacks until a step must wait, then a task runs the rest; no router
-  or middleware on the hot path): a client that leaves while held frees its
-  place, a raised listen backlog, header and head-time limits and an
-  idle-connection timeout;
+  :mod:`activator.http1`, each connection handing every parsed request to
+  ``Proxy.handle`` (by callbacks until a step must wait, then a task runs
+  the rest; no router or middleware on the hot path): a client that leaves
+  while held frees its place, a raised listen backlog, header and head-time
+  limits and an idle-connection timeout;
 - the **admin port** (``/healthz``, ``/readyz``, ``/metrics``) is a separate
   server: admin endpoints are never served on the data port. ``/readyz``
   depends on neither the scaler nor any backend, but waits for the target
