@@ -1,6 +1,9 @@
-"""Holding requests until a replica can take them, and waking the model.
+"""Holding requests until a replica can take them: one owner per target, its gate.
 
-- :mod:`activator.holding.gate`: one Gate per target, a bounded FIFO of
+- :mod:`activator.holding.target`: one owner per target: its spec, its gate,
+  its sleeping endpoints and its activator count, replaced whole when the
+  spec changes;
+- :mod:`activator.holding.gate`: a target's Gate, a bounded FIFO of
   waiting requests and a per-replica concurrency limit;
 - :mod:`activator.holding.prefix_balancing`: a Gate's prefix-aware choice
   among its live replicas;
