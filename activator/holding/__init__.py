@@ -1,12 +1,15 @@
-"""Holding requests until a replica can take them, and waking the model.
+"""Holding requests until a replica can take them: one owner per target, its gate.
 
-- :mod:`activator.holding.gate`: one Gate per target, a bounded FIFO of
+- :mod:`activator.holding.target`: one owner per target: its spec, its gate,
+  its sleeping endpoints and its activator count, replaced whole when the
+  spec changes;
+- :mod:`activator.holding.gate`: a target's Gate, a bounded FIFO of
   waiting requests and a per-replica concurrency limit;
 - :mod:`activator.holding.prefix_balancing`: a Gate's prefix-aware choice
   among its live replicas;
 - :mod:`activator.holding.held_bodies`: the cap on body bytes kept while
-  requests wait;
-- :mod:`activator.holding.wake_queue`: targets to wake, for the reporter;
-- :mod:`activator.holding.wake_refusal`: the scaler's refusal to wake a
-  target, and the answer its held requests get.
+  requests wait.
+
+Waking the model is the scaler link's (:mod:`activator.scaler_link`): a gate
+only calls the ``wake`` callback it was given.
 """
