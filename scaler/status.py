@@ -28,7 +28,8 @@ replicas (and, live, the cost), so the pair is obvious.
 
 Under the table, lines name what Tidal does not act on or cannot do:
 Deployments left alone for an invalid annotation, routing annotations the
-activator cannot use (it routes with the defaults), a warm tier whose server
+activator cannot use (it routes with the defaults), annotation keys of ours
+that Tidal does not know (ignored, with the closest known key), a warm tier whose server
 has no sleep mode, and Deployments whose opt-in label has a value other than
 ``true`` (``enabled: "yes"`` opts nothing in; it would otherwise be silent).
 Output cut short by its reader (``tidal status | head``) ends quietly.
@@ -55,7 +56,7 @@ from groundwork.kube.connection import KubeConfigError, connect
 from groundwork.kube.errors import KubeError
 from scaler.kube.listing import list_companions, list_not_opted_in, list_opted_in
 from scaler.kube.types import ENABLED_LABEL, STATUS_ANNOTATION, CompanionInfo, DeploymentInfo
-from scaler.policy.annotations import InvalidAnnotation, parse_scaling_config
+from scaler.policy.annotations import InvalidAnnotation, parse_scaling_config, unknown_keys
 from scaler.policy.companion import companion_name
 from scaler.policy.routing_check import routing_problems
 
@@ -153,6 +154,9 @@ def rows(
         routing = routing_problems(d.annotations)
         if routing:
             row["routing_problem"] = "; ".join(str(p) for p in routing)
+        unknown = unknown_keys(d.annotations)
+        if unknown:
+            row["unknown_keys"] = "; ".join(str(p) for p in unknown)
         companion = (companions or {}).get(d.key)
         if policy != "on-demand" or companion is not None:
             spot_ready = companion.ready_replicas if companion is not None else 0
@@ -288,6 +292,11 @@ def render_table(table: Sequence[Mapping[str, Any]]) -> str:
     if routing:
         text += ["", "Routing annotations the activator cannot use (it uses the defaults):"]
         text += routing
+    unknown = [
+        f"{r['namespace']}/{r['name']}: {r['unknown_keys']}" for r in table if r.get("unknown_keys")
+    ]
+    if unknown:
+        text += ["", "Annotation keys Tidal does not know (ignored; scaling goes on):", *unknown]
     asleep = [
         f"{r['namespace']}/{r['name']}: {w['sleep_mode_unavailable']}"
         for r in table

@@ -5,10 +5,11 @@ events, items of lists), so these functions need no client and are tested
 with literal dicts.
 
 - :func:`target_from_deployment` reads an opted-in Deployment's
-  ``routing.tidal.dev/*`` annotations (DESIGN §2). A bad value is reported
+  ``routing.tidal.dev/*`` annotations. A bad value is reported
   (the returned problems name the key, the value and what is allowed) and
   its default is used, so one typo does not take a model off the data path;
-  the scaler raises the ``InvalidAnnotation`` event.
+  an unknown key is reported with the closest known one ("did you mean")
+  and ignored. The scaler raises the ``InvalidRouting`` event.
 - :func:`endpoints_from_slices` turns the EndpointSlices of the target's
   Service into endpoints: every address of every endpoint, with ``ready``
   as the slice says (an absent condition means ready, as the API
@@ -29,6 +30,7 @@ with literal dicts.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -85,7 +87,7 @@ class RoutingAnnotation:
     meaning: str
 
 
-#: Every routing annotation :func:`target_from_deployment` reads, in DESIGN §2 order.
+#: Every routing annotation :func:`target_from_deployment` reads, in the reference's order.
 ROUTING_ANNOTATIONS: tuple[RoutingAnnotation, ...] = (
     RoutingAnnotation(
         _R + "service",
@@ -195,6 +197,23 @@ def _int_in(value: str, lo: int, hi: int) -> int:
     return number
 
 
+def _unknown_keys(name: str, notes: Mapping[str, str]) -> list[str]:
+    """A problem for each ``routing.tidal.dev/*`` key not read here, with the closest
+    known key (difflib's ratio); the reference page lists them all."""
+    known = [a.key.removeprefix(_R) for a in ROUTING_ANNOTATIONS]
+    problems = []
+    for key, value in notes.items():
+        if key.startswith(_R) and key.removeprefix(_R) not in known:
+            # Names compared without the prefix, which would make every key look close.
+            close = difflib.get_close_matches(key.removeprefix(_R), known, n=1, cutoff=0.6)
+            hint = f" (did you mean {_R}{close[0]}?)" if close else ""
+            problems.append(
+                f"{name}: annotation {key}={value!r} is unknown, ignored{hint};"
+                " every key: docs/annotations.md"
+            )
+    return problems
+
+
 def target_from_deployment(deployment: Obj) -> Routing:
     meta = _meta(deployment)
     name = key_of(deployment)
@@ -206,6 +225,7 @@ def target_from_deployment(deployment: Obj) -> Routing:
             f"{name}: annotation {_R}{key}={notes.get(_R + key)!r} is invalid; {allowed}"
         )
 
+    problems.extend(_unknown_keys(name, notes))
     cold_s = DEFAULT_COLD_START_TIMEOUT_S
     if _R + "cold-start-timeout" in notes:
         try:

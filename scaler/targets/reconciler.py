@@ -74,7 +74,7 @@ from scaler.metrics import Metrics
 from scaler.placement.placer import Placer, pair_counts
 from scaler.policy.api import Decision, Mode, Reason
 from scaler.policy.decide import PolicyState
-from scaler.policy.events import INVALID_ROUTING
+from scaler.policy.events import INVALID_ROUTING, UNKNOWN_ANNOTATION
 from scaler.policy.fallback import FallbackState
 from scaler.policy.placement_plan import PlacementPlan
 from scaler.policy.protocol import Policy
@@ -163,7 +163,8 @@ class Reconciler:
     revision: int  # the TargetConfig revision last seen
     record: StatusRecord = field(default_factory=StatusRecord)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    routing_reported: bool = False  # the InvalidRouting Event of this revision was raised
+    # The warnings of this revision (InvalidRouting, UnknownAnnotation) were raised.
+    routing_reported: bool = False
     activation_pending: bool = False
     decision: Decision | None = None
     view: SignalView | None = None
@@ -215,8 +216,8 @@ class Reconciler:
                 return Outcome(known=False)
             step, plan = self._start(snap, entry, now)
             self._tend_warm(snap, entry, now)
-            report = self._routing_due(entry)
-            if plan is None and report is None:
+            report = self._warnings_due(entry)
+            if plan is None and not report:
                 return Outcome(decision=self.decision)
             if plan is not None:
                 await self.lock.acquire()  # free: returns without yielding
@@ -366,15 +367,17 @@ class Reconciler:
                 return
             plan = next_plan
 
-    async def _write(self, step: _Step, plan: WritePlan | None, report: str | None) -> Outcome:
-        """A tick's writes, under the lock the tick took for them, and its Event."""
+    async def _write(
+        self, step: _Step, plan: WritePlan | None, report: tuple[tuple[str, str], ...]
+    ) -> Outcome:
+        """A tick's writes, under the lock the tick took for them, and its Events."""
         writes = []
         if plan is not None:
             writes.append(self._locked_act(step, plan))
-        if report is not None:
+        for reason, message in report:
             writes.append(
                 self.shared.actuator.note(
-                    step.snap.deployment, reason=INVALID_ROUTING, message=report, warning=True
+                    step.snap.deployment, reason=reason, message=message, warning=True
                 )
             )
         await asyncio.gather(*writes)
@@ -386,13 +389,19 @@ class Reconciler:
         finally:
             self.lock.release()
 
-    def _routing_due(self, entry: TargetConfig) -> str | None:
-        """The InvalidRouting message to raise now, once per set of annotations."""
-        problem = entry.routing_problem
-        if problem is None or self.routing_reported or not self.shared.leader.is_leader:
-            return None
+    def _warnings_due(self, entry: TargetConfig) -> tuple[tuple[str, str], ...]:
+        """The warning Events (reason, message) to raise now, once per set of annotations:
+        routing annotations the activator cannot use, and unknown keys of ours."""
+        notes = []
+        if entry.routing_problem is not None:
+            message = "the activator routes with the defaults of these annotations: "
+            notes.append((INVALID_ROUTING, message + entry.routing_problem))
+        if entry.unknown_keys is not None:
+            notes.append((UNKNOWN_ANNOTATION, entry.unknown_keys))
+        if not notes or self.routing_reported or not self.shared.leader.is_leader:
+            return ()
         self.routing_reported = True  # once per set of annotations, even if lost
-        return f"the activator routes with the defaults of these annotations: {problem}"
+        return tuple(notes)
 
     # -- the warm tier ----------------------------------------------------------------
 

@@ -6,7 +6,7 @@ would otherwise look current), in the table and in JSON rows; a valid one
 keeps the reason from its status annotation. A spot pair: READY counts both
 halves, a line under the table names them (a companion not created yet
 too), and live cost columns and the saving show. Under the table: routing
-annotations the activator cannot use, a warm tier without sleep mode, and
+annotations the activator cannot use, unknown keys of ours, a warm tier without sleep mode, and
 Deployments whose opt-in label is not "true". A model with a TTFT objective:
 its goal from the annotations, and live the learned capacity and the
 attainment measured, in a line under the table and in JSON rows. Output cut
@@ -146,7 +146,10 @@ def test_spot_pair_and_cost() -> None:
 
 
 def test_what_tidal_does_not_act_on_is_said_under_the_table() -> None:
-    typo = deployment("typo", annotations={"routing.tidal.dev/model": "llama"})
+    typo = deployment(
+        "typo",
+        annotations={"routing.tidal.dev/model": "llama", "autoscaling.tidal.dev/max-scal": "3"},
+    )
     nosleep = deployment("nosleep")
     live = {
         "default/typo": {"desired": 1, "signals": {}},
@@ -161,6 +164,9 @@ def test_what_tidal_does_not_act_on_is_said_under_the_table() -> None:
     text = render_table(table)
     assert "Routing annotations the activator cannot use (it uses the defaults):" in text
     assert 'default/typo: routing.tidal.dev/model: "llama"' in text
+    assert "Annotation keys Tidal does not know (ignored; scaling goes on):" in text
+    assert "(did you mean autoscaling.tidal.dev/max-scale?)" in text
+    assert table[0]["reason"] != "InvalidAnnotation"  # an unknown key alone refuses nothing
     assert "Sleep mode unavailable (replicas stay awake):" in text
     assert "default/nosleep: default/nosleep-1 has no sleep mode" in text
     lines = not_opted_in_lines([("default/yes", "yes")])
