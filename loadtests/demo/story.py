@@ -47,7 +47,6 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import aiohttp
 import uvloop
@@ -64,6 +63,7 @@ from loadtests.demo.view import (
     cold_start_rows,
     summary_table,
 )
+from loadtests.sandbox.directory import add_dir_flag
 from loadtests.sandbox.example import ExampleModel
 from loadtests.sandbox.example_flags import add_model_flags, duration_arg, model_from_args
 from loadtests.sandbox.stack import SandboxStack, StackSettings
@@ -104,13 +104,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print the summary as one line of JSON on stdout (the rest goes to stderr)",
     )
-    parser.add_argument(
-        "--dir",
-        type=Path,
-        default=None,
-        help="sandbox directory (kubeconfig, logs); default: a temporary one, "
-        "removed at the end unless the demo fails",
-    )
+    add_dir_flag(parser, "sandbox directory: kubeconfig, logs, and the demo's summary and chart")
     parser.add_argument(
         "--story",
         choices=("scale", "warm", "spot"),

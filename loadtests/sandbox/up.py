@@ -36,6 +36,7 @@ import uvloop
 
 import loadtests
 from loadtests.sandbox.cluster.cluster import DirectoryInUse
+from loadtests.sandbox.directory import add_dir_flag
 from loadtests.sandbox.example import ExampleModel
 from loadtests.sandbox.example_flags import add_model_flags, model_from_args
 from loadtests.sandbox.stack import SandboxStack, StackSettings
@@ -53,12 +54,7 @@ SANDBOX_MODEL = ExampleModel(
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--dir",
-        type=Path,
-        required=True,
-        help="directory for the kubeconfig, certificates and logs (created)",
-    )
+    add_dir_flag(parser, "directory for the kubeconfig, certificates and logs (created)")
     parser.add_argument(
         "--no-example",
         action="store_true",

@@ -97,6 +97,12 @@ class TargetBook:
     def get(self, key: str) -> TargetConfig | None:
         return self._entries.get(key)
 
+    def wanted(self, key: str) -> int | None:
+        """The replicas the status annotation says Tidal wants (``None``: not known yet)."""
+        entry = self._entries.get(key)
+        desired = (entry.seen_status or {}).get("desired") if entry is not None else None
+        return desired if isinstance(desired, int) and not isinstance(desired, bool) else None
+
     def _update(self, key: str, d: DeploymentInfo) -> None:
         self._seen[key] = d.annotations
         seen_status = parse_status(d.annotations.get(STATUS_ANNOTATION))
