@@ -163,8 +163,9 @@ def _describe(stack: SandboxStack, model: ExampleModel | None) -> str:
         lines += [
             "",
             "No example model: apply your own Deployment and Service with kubectl. Each pod",
-            "runs a fake vLLM serving the names in its Deployment's routing.tidal.dev/models",
-            "(docs/sandbox.md: the sandbox.tidal.dev/* pod annotations that shape it).",
+            "runs a fake vLLM serving its --served-model-name (else the names in its",
+            "Deployment's routing.tidal.dev/models); docs/sandbox.md has recipes and the",
+            "sandbox.tidal.dev/* pod annotations that shape it.",
         ]
     lines += ["", "Try (in another terminal):"]
     for what, command in try_commands(stack, model):
