@@ -2,7 +2,7 @@
 
 Every failure the activator answers itself is an exception, and
 :data:`ERROR_STATUS` is the one table that turns exceptions into statuses,
-each with a JSON body in the OpenAI error shape (DESIGN §3):
+each with a JSON body in the OpenAI error shape (docs/statuses.md):
 
 =====================  ======  ============================================
 exception              status  when
@@ -86,8 +86,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from activator.holding.gate import BufferFull, ColdStartTimeout, DrainEnded, GateClosed
-from activator.holding.wake_refusal import NotWoken
 from activator.http1.server import REJECTIONS, BodyStalled, BodyTooLarge
+from activator.scaler_link.wake_refusal import NotWoken
 
 __all__ = [
     "ERROR_STATUS",

@@ -3,11 +3,13 @@
 One :class:`ClientConnection` per client connection. ``httptools`` (the
 llhttp parser with a callback API, which uvicorn uses) turns the bytes into
 a :class:`~activator.http1.heads.RequestHead` and body chunks; each request
-becomes an :class:`Exchange` that a *handler* coroutine serves in its own
-task, unless a *fast handler* takes it first and serves it by callbacks
-alone (the proxy does for a request it can send at once over a pooled
-connection: most of them), which saves a task, a future and a wake-up per
-request. Everything else is callbacks: no stream objects, no per-chunk awaits.
+becomes an :class:`Exchange` handed to a *fast handler*, a plain call that
+takes it and ends it later (:meth:`Exchange.finish`) from whatever callback
+or task completes it; the activator's is :meth:`activator.proxy.Proxy.handle`,
+its one entry into the proxy. A connection may be given a *handler*
+coroutine instead (or for what the fast handler leaves), which serves each
+exchange in a task of its own. Everything else is callbacks: no stream
+objects, no per-chunk awaits.
 
 Decisions, and why:
 
@@ -27,7 +29,7 @@ Decisions, and why:
   connection as the request goes out never read it, and the proxy sends it
   once more; a larger body is not kept, and its request is not sent again.
 - **Client disconnect cancels the handler** (its task, or the fast handler's
-  ``Exchange.cancel``): a held request frees its place at once (DESIGN §3).
+  ``Exchange.cancel``): a held request frees its place at once.
 - **Timeouts are idle ones**: keep-alive idle (no request in progress),
   swept for all connections of a server by one timer (:class:`Connections`),
   and body idle (the client stops sending its body: 408), checked by one
@@ -53,7 +55,7 @@ from typing import Protocol, cast
 
 import httptools
 
-from activator.http1.heads import RequestHead, error_head_and_body
+from activator.http1.heads import RequestHead, client_response_head, error_head_and_body
 
 __all__ = [
     "PAUSE_BUFFER",
@@ -71,6 +73,7 @@ __all__ = [
     "HeadTooLarge",
     "Relay",
     "RequestBody",
+    "RequestReader",
     "RequestRejected",
     "ServerLimits",
     "ShutAnswer",
@@ -267,7 +270,7 @@ class RequestBody:
         self.received += len(chunk)
         self._last = self._conn.loop.time()
         if self._limit and self.received > self._limit:
-            self._fail(BodyTooLarge())
+            self.fail(BodyTooLarge())
             return
         if self._sink is not None:
             if self._kept is not None:
@@ -288,7 +291,8 @@ class RequestBody:
             on_end(None)
         self._wake()
 
-    def _fail(self, exc: BaseException) -> None:
+    def fail(self, exc: BaseException) -> None:
+        """The body cannot be had: too large, stalled, or its framing broke."""
         if self.error is not None:
             return
         self.error = exc
@@ -319,7 +323,7 @@ class RequestBody:
         self._limit = limit
         if limit and self.received > limit:
             # Also when the whole body is in already: it is over the limit all the same.
-            self._fail(BodyTooLarge())
+            self.fail(BodyTooLarge())
 
     async def read_all(self, limit: int) -> bytes:
         """The whole body, at most ``limit`` bytes; each pause bounded by the idle timeout."""
@@ -421,7 +425,7 @@ class RequestBody:
             self._timer = loop.call_at(due, self._check_idle)
             return
         self._timer = None
-        self._fail(BodyStalled())
+        self.fail(BodyStalled())
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:
@@ -445,7 +449,7 @@ class Exchange:
         self.relay: Relay | None = None
         # Set by a fast handler that took the exchange: what stops it when the
         # client goes away (a task-served exchange is cancelled with its task).
-        self.cancel: Callable[[], None] | None = None
+        self.cancel: Callable[[], object] | None = None
 
     @property
     def http10(self) -> bool:
@@ -467,7 +471,7 @@ class Exchange:
         retry_after_s: int | None = None,
         close: bool = False,
     ) -> None:
-        """One of the activator's own JSON answers (DESIGN §3)."""
+        """One of the activator's own JSON answers (the table of :mod:`activator.statuses`)."""
         conn = self.conn
         close = close or conn.must_close or not self.head.keep_alive or not self.body.done
         if close:
@@ -485,21 +489,29 @@ class Exchange:
             )
         )
 
-    def continue_in_task(self, handler: Handler) -> None:
-        """A fast handler hands this exchange to ``handler`` in a task, which ends it.
-
-        For what turns out to need waiting after all (a request sent again):
-        from here on the exchange is served like one a task took from the start.
-        """
-        self.cancel = None
+    def answer(self, status: int, reason: bytes, content_type: bytes, body: bytes) -> None:
+        """A whole answer the handler writes itself (not an error): head and body at once."""
         conn = self.conn
-        conn.task = conn.loop.create_task(conn._serve(self, handler))
+        close = conn.must_close or not self.head.keep_alive or not self.body.done
+        if close:
+            conn.must_close = True
+        head = client_response_head(
+            status,
+            reason,
+            [(b"Content-Type", content_type)],
+            request_id=self.request_id,
+            content_length=len(body),
+            chunked=False,
+            close=close,
+            http10=self.http10,
+        )
+        self.write(head if self.head.method == "HEAD" else head + body)
 
     def finish(self) -> None:
         """A fast handler is done with this exchange: the connection serves the next request."""
         self.cancel = None
         self.body.detach()
-        self.conn._finished(self)
+        self.conn.end_exchange(self)
 
     def handler_failed(self) -> None:
         """The handler raised: a 500 if nothing was answered yet, and the connection closes."""
@@ -524,9 +536,9 @@ class Exchange:
 
 
 Handler = Callable[[Exchange], Awaitable[None]]
-# Serves an exchange by callbacks if it can: True when it took it (and will
-# call ``Exchange.finish``, having set ``Exchange.cancel``), False to leave it
-# to the handler's task.
+# Serves an exchange by callbacks and tasks of its own: True when it took it
+# (and will call ``Exchange.finish``, with ``Exchange.cancel`` set while it
+# works), False to leave it to the handler's task.
 FastHandler = Callable[[Exchange], bool]
 
 
@@ -599,19 +611,200 @@ class Connections:
                 continue
             began = conn.head_began
             if began and began <= head_cutoff:
-                conn.head_timed_out()
-                continue
-            since = conn.idle_since
-            if since is not None and since <= cutoff:
+                self._head_timed_out(conn)
+            elif conn.current is None and conn.last_active <= cutoff:
                 conn.transport.close()
         if self._open:
             self._timer = loop.call_later(self._every_s, self._sweep, loop)
+
+    def _head_timed_out(self, conn: ClientConnection) -> None:
+        """``conn``'s request head began ``head_s`` ago and has not ended: 408, then close."""
+        conn.head_began = 0.0
+        if conn.current is None:
+            conn.reject(HeadTimeout(f"not complete within {self.head_s:g}s"))
+        else:
+            # A pipelined head trickling in behind a request in progress.
+            conn.must_close = True
+            conn.pause_body(_PAUSE_UPGRADE)
+
+    def close_idle(self) -> None:
+        """Close every connection with no request in progress now; the others close after
+        their answer (draining)."""
+        for conn in list(self._open):
+            if conn.current is None and conn.transport is not None:
+                conn.transport.close()
+            else:
+                conn.must_close = True
+
+    def shut(self, answer: ShutAnswer) -> None:
+        """Close every connection now (shutdown): an unanswered request gets ``answer``; a
+        started one is cut."""
+        for conn in list(self._open):
+            conn.cancel_handler()
+            current = conn.current
+            transport = conn.transport
+            if transport is None:
+                continue
+            if current is not None and not current.started:
+                current.answer_error(
+                    answer.status,
+                    error_type=answer.error_type,
+                    code=answer.code,
+                    message=answer.message,
+                    retry_after_s=answer.retry_after_s,
+                    close=True,
+                )
+            transport.close()
 
     def close(self) -> None:
         """Stop sweeping (the server is going away)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+
+class RequestReader:
+    """A client connection's bytes, parsed into exchanges: llhttp's callbacks, within the limits.
+
+    One per :class:`ClientConnection`. It builds each request head as its
+    lines come (a header index by lower-cased name, repeated headers
+    combined or refused), checks the head's framing, and makes an
+    :class:`Exchange` with its :class:`RequestBody`, which it feeds until the
+    body ends. The exchanges a read completed wait in ``parsed`` until the
+    connection hands them on.
+    """
+
+    __slots__ = (
+        "conn",
+        "head_bytes",
+        "head_seen",
+        "headers",
+        "index",
+        "parsed",
+        "parser",
+        "parsing",
+        "url",
+    )
+
+    def __init__(self, conn: ClientConnection) -> None:
+        self.conn = conn
+        self.parser = httptools.HttpRequestParser(self)
+        self.url = b""
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.index: dict[bytes, bytes] = {}  # lower-cased name -> value, built as they come
+        self.head_bytes = 0  # of the header lines parsed so far
+        self.head_seen = 0  # bytes read since the head began (a bound on its size)
+        self.parsing: RequestBody | None = None  # the body being read
+        self.parsed: list[Exchange] = []  # heads parsed in this read, not handed on yet
+
+    def feed(self, data: bytes) -> RequestRejected | None:
+        """Parse ``data``; the rejection when a request cannot be served as sent."""
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            # Upgrade is hop-by-hop and never passed on: the request is served
+            # as a plain one and the connection closes after it.
+            conn = self.conn
+            conn.must_close = True
+            if self.parsing is not None:
+                self.parsing.finish()
+                self.parsing = None
+            conn.pause_body(_PAUSE_UPGRADE)
+        except httptools.HttpParserCallbackError as exc:
+            cause = exc.__context__
+            if isinstance(cause, RequestRejected):
+                return cause
+            log.error("request parsing failed in a callback", exc_info=cause)
+            return RequestRejected("the request could not be read")
+        except httptools.HttpParserError as exc:
+            # Mid-body (a malformed chunk), where the request ends is in doubt.
+            rejected = BadFraming if self.parsing is not None else RequestRejected
+            return rejected(str(exc))
+        return None
+
+    def close(self) -> None:
+        """The connection is gone: nothing more is parsed."""
+        self.parsed = []
+        # The parser refers back to this reader (its callbacks), and this reader
+        # to its connection: without this, what they hold waits for the cyclic
+        # collector.
+        self.parser = _CLOSED
+        del self.conn
+
+    # No on_message_begin (a callback per request saved): the head's buffers
+    # start empty, and on_headers_complete and on_message_complete (trailers)
+    # empty them for the next one.
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+        if len(self.url) > self.conn.limits.max_header_bytes:
+            raise HeadTooLarge(
+                f"the request line is over {self.conn.limits.max_header_bytes} bytes"
+            )
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        headers = self.headers
+        headers.append((name, value))
+        lower = name.lower()
+        index = self.index
+        if lower in index:
+            _repeated(index, lower, value)
+        else:
+            index[lower] = value
+        limits = self.conn.limits
+        if len(headers) > limits.max_headers:
+            raise HeadTooLarge(f"more than {limits.max_headers} header lines")
+        line = len(name) + len(value) + 4  # with ": " and CRLF
+        if line - 2 > limits.max_header_bytes:
+            raise HeadTooLarge(f"a header line is over {limits.max_header_bytes} bytes")
+        # Lines that came whole in one read (data_received counts the others).
+        self.head_bytes += line
+        if self.head_bytes > limits.max_head_bytes:
+            raise HeadTooLarge(f"the head is over {limits.max_head_bytes} bytes")
+
+    def on_headers_complete(self) -> None:
+        conn = self.conn
+        parser = self.parser
+        index = self.index
+        version = parser.get_http_version()
+        _check_framing(version, index)
+        head = RequestHead(
+            method=parser.get_method().decode("latin-1"),
+            target=self.url.decode("latin-1"),
+            version=version,
+            headers=self.headers,
+            peer=conn.peer,
+            keep_alive=parser.should_keep_alive(),
+            index=index,
+        )
+        self.url = b""
+        self.headers = []
+        self.index = {}
+        self.head_bytes = 0
+        self.head_seen = 0
+        conn.head_began = 0.0
+        expect = index.get(b"expect")
+        body = RequestBody(
+            conn, expects_continue=expect is not None and expect.lower() == b"100-continue"
+        )
+        self.parsing = body
+        self.parsed.append(Exchange(conn, head, body))
+
+    def on_body(self, body: bytes) -> None:
+        parsing = self.parsing
+        if parsing is not None:
+            parsing.feed(body)
+
+    def on_message_complete(self) -> None:
+        if self.headers:
+            # Trailer fields of a chunked body: not passed on, and not the
+            # next request's headers.
+            self.headers = []
+            self.index = {}
+        parsing = self.parsing
+        self.parsing = None
+        if parsing is not None:
+            parsing.finish()
 
 
 class ClientConnection(asyncio.Protocol):
@@ -629,21 +822,16 @@ class ClientConnection(asyncio.Protocol):
         "_connections",
         "_failed",
         "_fast",
-        "_head_bytes",
-        "_head_seen",
-        "_headers",
-        "_index",
-        "_last_active",
-        "_parsed",
-        "_parser",
-        "_parsing",
+        "_handing",
+        "_next_due",
         "_paused_for",
         "_pending",
-        "_url",
+        "_reader",
         "current",
         "cut_by_us",
         "handler",
         "head_began",
+        "last_active",
         "limits",
         "loop",
         "must_close",
@@ -655,12 +843,14 @@ class ClientConnection(asyncio.Protocol):
 
     def __init__(
         self,
-        handler: Handler,
+        handler: Handler | None,
         *,
         limits: ServerLimits,
         connections: Connections,
         fast: FastHandler | None = None,
     ) -> None:
+        if handler is None and fast is None:
+            raise ValueError("a connection needs a handler, a fast handler, or both")
         self.loop = asyncio.get_running_loop()
         self.handler = handler
         self._fast = fast
@@ -668,15 +858,8 @@ class ClientConnection(asyncio.Protocol):
         self._connections = connections
         self.transport: asyncio.Transport | None = None
         self.peer = ""
-        self._parser = httptools.HttpRequestParser(self)
-        self._url = b""
-        self._headers: list[tuple[bytes, bytes]] = []
-        self._index: dict[bytes, bytes] = {}  # lower-cased name -> value, built as they come
-        self._head_bytes = 0  # of the header lines parsed so far
-        self._head_seen = 0  # bytes read since the head began (a bound on its size)
+        self._reader = RequestReader(self)
         self.head_began = 0.0  # when the first byte of an unfinished head came; 0: none
-        self._parsing: RequestBody | None = None
-        self._parsed: list[Exchange] = []  # heads parsed in this read, not handed on yet
         self._pending: deque[Exchange] | None = None  # pipelined requests, rarely any
         self.current: Exchange | None = None
         self.task: asyncio.Task[None] | None = None
@@ -684,8 +867,10 @@ class ClientConnection(asyncio.Protocol):
         self.cut_by_us = False
         self._paused_for = 0  # a bit per reason reading is paused (_PAUSE_*)
         self.reading_paused_by_upstream = False
-        self._last_active = 0.0
+        self.last_active = 0.0
         self._failed = False
+        self._handing = False  # inside the fast handler's call
+        self._next_due = False  # a pipelined request to start once it returns
 
     # -- transport events ----------------------------------------------------------
 
@@ -694,64 +879,42 @@ class ClientConnection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = str(peer[0]) if isinstance(peer, tuple) else ""
-        self._last_active = self.loop.time()
+        self.last_active = self.loop.time()
         self._connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         if not self.cut_by_us:
-            self._cancel_handler()
+            self.cancel_handler()
         # The handler's cancellation aborts its replica connection, if any.
         if self.current is not None:
             self.current.body.detach()
         self._pending = None
-        self._parsed = []
         self._connections.discard(self)
-        # The parser refers back to this connection (its callbacks): without
-        # this, what it holds waits for the cyclic collector.
-        self._parser = _CLOSED
+        self._reader.close()
 
     def data_received(self, data: bytes) -> None:
         if self._failed:
             return  # lingering after an answer that ends the connection: discarded
         now = self.loop.time()
-        self._last_active = now
-        in_head = self._parsing is None
-        if in_head:
-            self._head_seen += len(data)
+        self.last_active = now
+        reader = self._reader
+        if reader.parsing is None:
+            reader.head_seen += len(data)
             if not self.head_began:
                 self.head_began = now
-        try:
-            self._parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            # Upgrade is hop-by-hop and never passed on: the request is served
-            # as a plain one and the connection closes after it.
-            self.must_close = True
-            if self._parsing is not None:
-                self._parsing.finish()
-                self._parsing = None
-            self.pause_body(_PAUSE_UPGRADE)
-        except httptools.HttpParserCallbackError as exc:
-            cause = exc.__context__
-            if isinstance(cause, RequestRejected):
-                self._reject(cause)
-            else:
-                log.error("request parsing failed in a callback", exc_info=cause)
-                self._reject(RequestRejected("the request could not be read"))
+        rejected = reader.feed(data)
+        if rejected is not None:
+            self.reject(rejected)
             return
-        except httptools.HttpParserError as exc:
-            # Mid-body (a malformed chunk), where the request ends is in doubt.
-            rejected = BadFraming if self._parsing is not None else RequestRejected
-            self._reject(rejected(str(exc)))
-            return
-        if self._parsed:
+        if reader.parsed:
             self._hand_on()
         if (
-            self._parsing is None
-            and self._head_seen > self.limits.max_head_bytes
+            reader.parsing is None
+            and reader.head_seen > self.limits.max_head_bytes
             and self.transport is not None
         ):
-            self._reject(
+            self.reject(
                 HeadTooLarge(f"more than {self.limits.max_head_bytes} bytes without its end")
             )
 
@@ -766,89 +929,16 @@ class ClientConnection(asyncio.Protocol):
         if current is not None and current.relay is not None:
             current.relay.resume_relay()
 
-    # -- parser callbacks ----------------------------------------------------------
-
-    # No on_message_begin (a callback per request saved): the head's buffers
-    # start empty, and on_headers_complete and on_message_complete (trailers)
-    # empty them for the next one.
-
-    def on_url(self, url: bytes) -> None:
-        self._url += url
-        if len(self._url) > self.limits.max_header_bytes:
-            raise HeadTooLarge(f"the request line is over {self.limits.max_header_bytes} bytes")
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        headers = self._headers
-        headers.append((name, value))
-        lower = name.lower()
-        index = self._index
-        if lower in index:
-            _repeated(index, lower, value)
-        else:
-            index[lower] = value
-        limits = self.limits
-        if len(headers) > limits.max_headers:
-            raise HeadTooLarge(f"more than {limits.max_headers} header lines")
-        line = len(name) + len(value) + 4  # with ": " and CRLF
-        if line - 2 > limits.max_header_bytes:
-            raise HeadTooLarge(f"a header line is over {limits.max_header_bytes} bytes")
-        # Lines that came whole in one read (data_received counts the others).
-        self._head_bytes += line
-        if self._head_bytes > limits.max_head_bytes:
-            raise HeadTooLarge(f"the head is over {limits.max_head_bytes} bytes")
-
-    def on_headers_complete(self) -> None:
-        parser = self._parser
-        index = self._index
-        version = parser.get_http_version()
-        _check_framing(version, index)
-        head = RequestHead(
-            method=parser.get_method().decode("latin-1"),
-            target=self._url.decode("latin-1"),
-            version=version,
-            headers=self._headers,
-            peer=self.peer,
-            keep_alive=parser.should_keep_alive(),
-            index=index,
-        )
-        self._url = b""
-        self._headers = []
-        self._index = {}
-        self._head_bytes = 0
-        self._head_seen = 0
-        self.head_began = 0.0
-        expect = index.get(b"expect")
-        body = RequestBody(
-            self, expects_continue=expect is not None and expect.lower() == b"100-continue"
-        )
-        self._parsing = body
-        self._parsed.append(Exchange(self, head, body))
-
-    def on_body(self, body: bytes) -> None:
-        parsing = self._parsing
-        if parsing is not None:
-            parsing.feed(body)
-
-    def on_message_complete(self) -> None:
-        if self._headers:
-            # Trailer fields of a chunked body: not passed on, and not the
-            # next request's headers.
-            self._headers = []
-            self._index = {}
-        parsing = self._parsing
-        self._parsing = None
-        if parsing is not None:
-            parsing.finish()
-
     # -- serving -------------------------------------------------------------------
 
     def _hand_on(self) -> None:
         """Start (or queue behind the one in progress) the requests this read completed."""
-        parsed = self._parsed
+        reader = self._reader
+        parsed = reader.parsed
         if len(parsed) == 1 and self.current is None and self.transport is not None:
             self._start(parsed.pop())  # nearly always: one request per read
             return
-        self._parsed = []
+        reader.parsed = []
         for exchange in parsed:
             if self.current is None and self.transport is not None:
                 self._start(exchange)
@@ -859,19 +949,44 @@ class ClientConnection(asyncio.Protocol):
                 self.pause_body(_PAUSE_PIPELINED)
 
     def _start(self, exchange: Exchange) -> None:
-        self.current = exchange
-        fast = self._fast
-        if fast is not None:
-            try:
-                if fast(exchange):
-                    return
-            except Exception:
-                exchange.handler_failed()
-                exchange.finish()
-                return
-        self.task = self.loop.create_task(self._serve(exchange))
+        """Hand ``exchange`` to the fast handler, else to the handler's task.
 
-    def _cancel_handler(self) -> None:
+        A fast handler may end the exchange before it returns (an answer of
+        its own): the next pipelined request then starts here, after it
+        returned, rather than inside its call, so a client's pipelined
+        requests never nest one handler call in another.
+        """
+        while True:
+            self.current = exchange
+            fast = self._fast
+            taken = False
+            if fast is not None:
+                self._handing = True
+                try:
+                    taken = fast(exchange)
+                except Exception:
+                    exchange.handler_failed()
+                    exchange.finish()
+                    taken = True
+                finally:
+                    self._handing = False
+            if not taken:
+                self.task = self.loop.create_task(self._serve(exchange))
+                return
+            if not self._next_due:
+                return
+            self._next_due = False
+            exchange = self._next_pending()
+
+    def _next_pending(self) -> Exchange:
+        pending = self._pending
+        assert pending
+        exchange = pending.popleft()
+        if not pending:
+            self.resume_body(_PAUSE_PIPELINED)
+        return exchange
+
+    def cancel_handler(self) -> None:
         """Stop the handler of the request in progress (its task, or a fast handler's work)."""
         task = self.task
         if task is not None:
@@ -883,18 +998,21 @@ class ClientConnection(asyncio.Protocol):
             cancel, current.cancel = current.cancel, None
             cancel()
 
-    async def _serve(self, exchange: Exchange, handler: Handler | None = None) -> None:
+    async def _serve(self, exchange: Exchange) -> None:
+        handler = self.handler
+        assert handler is not None
         try:
-            await (handler or self.handler)(exchange)
+            await handler(exchange)
         except asyncio.CancelledError:
             return
         except Exception:
             exchange.handler_failed()
         finally:
             exchange.body.detach()
-        self._finished(exchange)
+        self.end_exchange(exchange)
 
-    def _finished(self, exchange: Exchange) -> None:
+    def end_exchange(self, exchange: Exchange) -> None:
+        """``exchange`` is over: serve the next request, or close (:meth:`Exchange.finish`)."""
         self.current = None
         self.task = None
         transport = self.transport
@@ -907,25 +1025,27 @@ class ClientConnection(asyncio.Protocol):
             transport.close()
             return
         if self._pending:
-            self._start(self._pending.popleft())
-            if not self._pending:
-                self.resume_body(_PAUSE_PIPELINED)
+            if self._handing:
+                self._next_due = True  # _start starts it once the handler returned
+            else:
+                self._start(self._next_pending())
             return
         if self._paused_for:
             self.resume_body(_PAUSE_PIPELINED)
-        self._last_active = self.loop.time()
+        self.last_active = self.loop.time()
 
-    def _reject(self, exc: RequestRejected) -> None:
+    def reject(self, exc: RequestRejected) -> None:
         """A request that cannot be served as sent: answer it (unless another answer is
         under way) and close; what was parsed with it is dropped, unsent."""
         self.must_close = True
         self._failed = True
-        self._parsed = []
+        reader = self._reader
+        reader.parsed = []
         self._pending = None
         on_reject = self._connections.on_reject
         if on_reject is not None:
             on_reject(exc)
-        parsing, self._parsing = self._parsing, None
+        parsing, reader.parsing = reader.parsing, None
         current = self.current
         if current is None:
             if self.transport is not None:
@@ -934,7 +1054,7 @@ class ClientConnection(asyncio.Protocol):
         elif parsing is current.body:
             # The body of the request in progress broke its framing: its
             # handler answers (or cuts the answer it began).
-            parsing._fail(exc)
+            parsing.fail(exc)
         else:
             # A pipelined request behind the one in progress: no more is read.
             self.pause_body(_PAUSE_UPGRADE)
@@ -961,16 +1081,6 @@ class ClientConnection(asyncio.Protocol):
             transport.resume_reading()
         self.loop.call_later(_LINGER_S, transport.close)
 
-    def head_timed_out(self) -> None:
-        """The request head began ``head_s`` ago and has not ended: 408, then close."""
-        self.head_began = 0.0
-        if self.current is None:
-            self._reject(HeadTimeout(f"not complete within {self.limits.head_s:g}s"))
-        else:
-            # A pipelined head trickling in behind a request in progress.
-            self.must_close = True
-            self.pause_body(_PAUSE_UPGRADE)
-
     # -- flow control --------------------------------------------------------------
 
     def pause_body(self, reason: int = PAUSE_BUFFER) -> None:
@@ -991,36 +1101,6 @@ class ClientConnection(asyncio.Protocol):
         if not self._paused_for and self.transport is not None and not self._failed:
             with contextlib.suppress(RuntimeError):
                 self.transport.resume_reading()
-
-    @property
-    def idle_since(self) -> float | None:
-        """When the connection last did anything, if no request is in progress."""
-        return None if self.current is not None else self._last_active
-
-    def shut(self, answer: ShutAnswer) -> None:
-        """Close now (shutdown): an unanswered request gets ``answer``; a started one is cut."""
-        self._cancel_handler()
-        current = self.current
-        if current is not None and not current.started and self.transport is not None:
-            current.answer_error(
-                answer.status,
-                error_type=answer.error_type,
-                code=answer.code,
-                message=answer.message,
-                retry_after_s=answer.retry_after_s,
-                close=True,
-            )
-        self._pending = None
-        if self.transport is not None:
-            self.transport.close()
-
-    def close_if_idle(self) -> bool:
-        """Close now when no request is in progress (draining); True when closed."""
-        if self.current is None and self.transport is not None:
-            self.transport.close()
-            return True
-        self.must_close = True
-        return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ events, items of lists), so these functions need no client and are tested
 with literal dicts.
 
 - :func:`target_from_deployment` reads an opted-in Deployment's
-  ``routing.tidal.dev/*`` annotations. A bad value is reported
+  ``routing.tidal.dev/*`` annotations (docs/annotations.md). A bad value is reported
   (the returned problems name the key, the value and what is allowed) and
   its default is used, so one typo does not take a model off the data path;
   an unknown key is reported with the closest known one ("did you mean")
@@ -21,7 +21,7 @@ with literal dicts.
   looked up by name in the slice, since slices carry the Service's port
   names with the *target* port numbers. An endpoint whose ``nodeName`` is
   under an interruption notice (a spot node the cloud is taking back; see
-  :mod:`activator.replicas.notice_taints`) is draining too, though still ready in
+  :mod:`activator.kube.notice_taints`) is draining too, though still ready in
   the slice: no new request goes there, the ones in flight finish within
   the notice.
 - :func:`build_targets` joins Deployments, Services and slices (and the
@@ -87,7 +87,8 @@ class RoutingAnnotation:
     meaning: str
 
 
-#: Every routing annotation :func:`target_from_deployment` reads, in the reference's order.
+#: Every routing annotation :func:`target_from_deployment` reads, in the order
+#: docs/annotations.md lists them.
 ROUTING_ANNOTATIONS: tuple[RoutingAnnotation, ...] = (
     RoutingAnnotation(
         _R + "service",
