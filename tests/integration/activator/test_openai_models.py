@@ -12,10 +12,13 @@ Covers:
   an unknown one is a 404;
 - an unknown ``model`` is a 404 in the OpenAI error shape naming the model
   asked for and those served; a body that is not JSON (the parser's
-  position), not an object, or has no ``model`` string is a 400 of its own.
+  position), not an object, or has no ``model`` string is a 400 of its own;
+  the activator's log names each refusal as the client was told it.
 """
 
 from __future__ import annotations
+
+import logging
 
 import aiohttp
 import openai
@@ -142,8 +145,14 @@ async def test_a_path_route_still_claims_v1_models(client: aiohttp.ClientSession
     ],
 )
 async def test_model_errors_say_what_was_wrong(
-    client: aiohttp.ClientSession, body: bytes, status: int, code: str, words: list[str]
+    client: aiohttp.ClientSession,
+    body: bytes,
+    status: int,
+    code: str,
+    words: list[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="activator")
     source = StaticSource(
         spec("ml/llama", f"127.0.0.1:{free_port()}", models=("llama-3-8b",), path_prefix=None)
     )
@@ -160,3 +169,5 @@ async def test_model_errors_say_what_was_wrong(
     assert error["code"] == code
     for word in words:
         assert word in error["message"]
+    # The activator's log says it too, as the client was told.
+    assert f"refused {status} {code} (target -): {error['message']}" in caplog.messages
