@@ -285,21 +285,30 @@ class InvalidAnnotation(ValueError):
 
     problems: tuple[AnnotationProblem, ...]
 
-    def __init__(self, key: str, value: str, allowed: str, *, unsupported: bool = False) -> None:
-        self._set((AnnotationProblem(key, value, allowed, unsupported),))
-
-    def _set(self, problems: tuple[AnnotationProblem, ...]) -> None:
-        self.problems = problems
-        ValueError.__init__(self, "; ".join(str(p) for p in problems))
+    def __init__(
+        self,
+        key: str,
+        value: str,
+        allowed: str,
+        *,
+        unsupported: bool = False,
+        more: tuple[AnnotationProblem, ...] = (),
+    ) -> None:
+        self.problems = (AnnotationProblem(key, value, allowed, unsupported), *more)
+        super().__init__("; ".join(str(p) for p in self.problems))
 
     @classmethod
     def from_problems(cls, problems: tuple[AnnotationProblem, ...]) -> InvalidAnnotation:
         if not problems:
             raise ValueError("InvalidAnnotation needs at least one problem")
-        first = problems[0]
-        error = cls(first.key, first.value, first.allowed, unsupported=first.unsupported)
-        error._set(problems)
-        return error
+        first, *more = problems
+        return cls(
+            first.key,
+            first.value,
+            first.allowed,
+            unsupported=first.unsupported,
+            more=tuple(more),
+        )
 
     @property
     def key(self) -> str:

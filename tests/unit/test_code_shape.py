@@ -29,8 +29,6 @@ ALLOWED = frozenset(
         "scaler.app:build_app",  # being split
         "scaler.cli:argparse._SubParsersAction",  # being split
         "scaler.metrics:Metrics.__init__",  # being split
-        "scaler.policy.annotations:parse_scaling_config",  # being split
-        "scaler.policy.annotations:error._set",  # being split
         "scaler.policy.windows:new._last_value",  # being split
         "scaler.policy.windows:new._add_raw",  # being split
         "scaler.service:serve",  # being split
