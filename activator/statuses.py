@@ -47,13 +47,14 @@ before anything reaches a replica, and close the connection after the
 answer: the next request's start would be in doubt.
 
 503s carry ``Retry-After``, except ``not_woken``: nobody knows when an
-operator will fix the annotation. Why 503 for it: the client's request is
-fine (a 4xx would tell it to change the request); nothing timed out and
-waiting does not help (not a 504); no replica answered badly (not a 502);
-the model is unavailable on the server's side until its configuration is
-fixed, and the first request after the fix wakes it, which is what 503
-says. The body names the Deployment and the annotation, so whoever sees
-the error knows what to fix.
+operator will fix the annotation, so it says ``x-should-retry: false``
+instead (the header OpenAI's clients obey; they would retry it twice). Why
+503 for it: the client's request is fine (a 4xx would tell it to change the
+request); nothing timed out and waiting does not help (not a 504); no
+replica answered badly (not a 502); the model is unavailable on the server's
+side until its configuration is fixed, and the first request after the fix
+wakes it, which is what 503 says. The body names the Deployment and the
+annotation, so whoever sees the error knows what to fix.
 
 Nothing here parses HTTP: the data path's own failures (a body stalled or
 over the limit, a request refused as it was parsed) are its exceptions,

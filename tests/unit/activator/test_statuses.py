@@ -157,3 +157,12 @@ def test_every_503_where_waiting_helps_says_when_to_retry() -> None:
         spec.code for spec in ERROR_STATUS.values() if spec.status == 503 and not spec.retry_after
     }
     assert no_wait == {"not_woken"}
+
+
+def test_a_503_without_retry_after_tells_openai_clients_not_to_retry() -> None:
+    not_woken = error_response(NotWoken("fix it"), request_id="r", retry_after_s=3)
+    head = not_woken.split(b"\r\n\r\n", 1)[0].lower()
+    assert b"x-should-retry: false" in head and b"retry-after" not in head
+    full = error_response(Draining(), request_id="r", retry_after_s=3)
+    head = full.split(b"\r\n\r\n", 1)[0].lower()
+    assert b"retry-after: 3" in head and b"x-should-retry" not in head
