@@ -64,6 +64,7 @@ from activator.holding.held_bodies import HeldBodies
 from activator.holding.target import Target
 from activator.http1 import Exchange
 from activator.metrics import Metrics
+from activator.refusal_log import RefusalLog
 from activator.replicas.readiness import EndpointTracker
 from activator.statuses import (
     AllRefused,
@@ -112,20 +113,31 @@ class Forwarder:
 class Answers:
     """The activator's own answers, and the count of every request that ends."""
 
-    __slots__ = ("metrics", "retry_after_s")
+    __slots__ = ("metrics", "refusals", "retry_after_s")
 
     def __init__(self, metrics: Metrics, retry_after_s: int) -> None:
         self.metrics = metrics
         self.retry_after_s = retry_after_s
+        self.refusals = RefusalLog()
 
     def fail(self, exchange: Exchange, exc: Exception, target: str, started: float) -> None:
-        """Answer ``exc`` by the status table, or cut an answer already begun; then count it."""
+        """Answer ``exc`` by the status table, or cut an answer already begun; then count
+        it, and log it (one line per kind and target per interval: :mod:`refusal_log`)."""
         spec = status_of(exc)
         self.metrics.reject(target, spec.code)
+        error = error_document(exc, str(exc) if isinstance(exc, _DETAILED) else "")["error"]
+        said = self.refusals.note(
+            status=spec.status,
+            code=spec.code,
+            target=target,
+            message=error["message"],
+            now=time.monotonic(),
+        )
+        if said is not None:
+            log.log(*said)
         if exchange.started:
             exchange.cut()  # part of an answer went out: it cannot become a status
         else:
-            error = error_document(exc, str(exc) if isinstance(exc, _DETAILED) else "")["error"]
             exchange.answer_error(
                 spec.status,
                 error_type=error["type"],

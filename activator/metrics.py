@@ -200,7 +200,8 @@ class Metrics:
         )
         self.rejections = Counter(
             PREFIX + "rejections",
-            "requests the activator answered itself, by reason",
+            "requests the activator answered itself, by reason (target empty when refused "
+            "before it was routed)",
             ["target", "reason"],
             registry=registry,
         )

@@ -9,8 +9,12 @@ exception              status  when
 =====================  ======  ============================================
 NoTarget, GateClosed    404    no target matches (or it was removed); an
                                unknown ``model`` is named, with those served
-BadBody                 400    body must be parsed for ``model``: not JSON,
-                               or no ``model`` string
+InvalidJson             400    the body, read for ``model``, is not JSON (the
+                               parser's message and position, e.g. single
+                               quotes or an unclosed bracket)
+BodyNotObject           400    the body is JSON but not an object
+BadModel                400    the object has no ``model``, or it is not a
+                               non-empty string (what it is, is said)
 BodyStalled             408    the client stalled its body past the idle timeout
 BodyTooLarge            413    body over the limit
 BufferFull              503    ``max_buffered`` requests already held
@@ -43,13 +47,14 @@ before anything reaches a replica, and close the connection after the
 answer: the next request's start would be in doubt.
 
 503s carry ``Retry-After``, except ``not_woken``: nobody knows when an
-operator will fix the annotation. Why 503 for it: the client's request is
-fine (a 4xx would tell it to change the request); nothing timed out and
-waiting does not help (not a 504); no replica answered badly (not a 502);
-the model is unavailable on the server's side until its configuration is
-fixed, and the first request after the fix wakes it, which is what 503
-says. The body names the Deployment and the annotation, so whoever sees
-the error knows what to fix.
+operator will fix the annotation, so it says ``x-should-retry: false``
+instead (the header OpenAI's clients obey; they would retry it twice). Why
+503 for it: the client's request is fine (a 4xx would tell it to change the
+request); nothing timed out and waiting does not help (not a 504); no
+replica answered badly (not a 502); the model is unavailable on the server's
+side until its configuration is fixed, and the first request after the fix
+wakes it, which is what 503 says. The body names the Deployment and the
+annotation, so whoever sees the error knows what to fix.
 
 Nothing here parses HTTP: the data path's own failures (a body stalled or
 over the limit, a request refused as it was parsed) are its exceptions,
@@ -93,6 +98,8 @@ __all__ = [
     "ERROR_STATUS",
     "AllRefused",
     "BadBody",
+    "BadModel",
+    "BodyNotObject",
     "BodyStalled",
     "BodyTooLarge",
     "ConnectRefused",
@@ -101,6 +108,7 @@ __all__ = [
     "ErrorStatus",
     "Failure",
     "HeldBodiesFull",
+    "InvalidJson",
     "NoTarget",
     "ProxyError",
     "RefusedRequest",
@@ -120,7 +128,23 @@ class NoTarget(ProxyError):
 
 
 class BadBody(ProxyError):
-    pass
+    """A body the activator must read for ``model`` and cannot; ``detail`` says why."""
+
+    @property
+    def detail(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class InvalidJson(BadBody):
+    """The body is not JSON; ``detail`` is the parser's words and position."""
+
+
+class BodyNotObject(BadBody):
+    """The body is JSON, but not an object."""
+
+
+class BadModel(BadBody):
+    """The body is a JSON object without a non-empty ``model`` string."""
 
 
 class HeldBodiesFull(ProxyError):
@@ -166,8 +190,19 @@ class ErrorStatus:
 ERROR_STATUS: dict[type[Exception], ErrorStatus] = {
     NoTarget: ErrorStatus(404, "not_found_error", "no_target", "no target matches this request"),
     GateClosed: ErrorStatus(404, "not_found_error", "no_target", "the target was removed"),
-    BadBody: ErrorStatus(
-        400, "invalid_request_error", "bad_body", "the body must be a JSON object with a 'model'"
+    InvalidJson: ErrorStatus(400, "invalid_request_error", "invalid_json", "the body is not JSON"),
+    BodyNotObject: ErrorStatus(
+        400,
+        "invalid_request_error",
+        "body_not_object",
+        "the body must be a JSON object ({...}) with a 'model'",
+    ),
+    BadModel: ErrorStatus(
+        400,
+        "invalid_request_error",
+        "bad_model",
+        "the body's 'model' must be a non-empty string naming the model (GET /v1/models lists "
+        "them)",
     ),
     BodyStalled: ErrorStatus(
         408,

@@ -115,7 +115,8 @@ async def _account(
     while True:
         try:
             if book.synced:
-                ledger.account(clock(), book.snapshots(), warm.pool.asleep_count if warm else None)
+                asleep = warm.pool.asleep_count if warm else None
+                ledger.account(clock(), book.snapshots(), asleep, wanted=book.wanted)
         except Exception:  # a bug in accounting must not stop it for good
             log.exception("GPU accounting failed")
         await asyncio.sleep(every_s)

@@ -248,6 +248,10 @@ def error_head_and_body(
     headers = [(b"Content-Type", b"application/json")]
     if retry_after_s is not None:
         headers.append((b"Retry-After", str(retry_after_s).encode()))
+    elif status == 503:
+        # A 503 that names no time to retry is one waiting does not help
+        # (not_woken); OpenAI's clients would otherwise retry it twice.
+        headers.append((b"x-should-retry", b"false"))
     head = client_response_head(
         status,
         _REASONS[status],

@@ -8,7 +8,8 @@ with literal dicts.
   ``routing.tidal.dev/*`` annotations (docs/annotations.md). A bad value is reported
   (the returned problems name the key, the value and what is allowed) and
   its default is used, so one typo does not take a model off the data path;
-  the scaler raises the ``InvalidAnnotation`` event.
+  an unknown key is reported with the closest known one ("did you mean")
+  and ignored. The scaler raises the ``InvalidRouting`` event.
 - :func:`endpoints_from_slices` turns the EndpointSlices of the target's
   Service into endpoints: every address of every endpoint, with ``ready``
   as the slice says (an absent condition means ready, as the API
@@ -29,6 +30,7 @@ with literal dicts.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -196,6 +198,23 @@ def _int_in(value: str, lo: int, hi: int) -> int:
     return number
 
 
+def _unknown_keys(name: str, notes: Mapping[str, str]) -> list[str]:
+    """A problem for each ``routing.tidal.dev/*`` key not read here, with the closest
+    known key (difflib's ratio); the reference page lists them all."""
+    known = [a.key.removeprefix(_R) for a in ROUTING_ANNOTATIONS]
+    problems = []
+    for key, value in notes.items():
+        if key.startswith(_R) and key.removeprefix(_R) not in known:
+            # Names compared without the prefix, which would make every key look close.
+            close = difflib.get_close_matches(key.removeprefix(_R), known, n=1, cutoff=0.6)
+            hint = f" (did you mean {_R}{close[0]}?)" if close else ""
+            problems.append(
+                f"{name}: annotation {key}={value!r} is unknown, ignored{hint};"
+                " every key: docs/annotations.md"
+            )
+    return problems
+
+
 def target_from_deployment(deployment: Obj) -> Routing:
     meta = _meta(deployment)
     name = key_of(deployment)
@@ -207,6 +226,7 @@ def target_from_deployment(deployment: Obj) -> Routing:
             f"{name}: annotation {_R}{key}={notes.get(_R + key)!r} is invalid; {allowed}"
         )
 
+    problems.extend(_unknown_keys(name, notes))
     cold_s = DEFAULT_COLD_START_TIMEOUT_S
     if _R + "cold-start-timeout" in notes:
         try:

@@ -14,9 +14,10 @@ Main decisions:
   version it saw, so an unchanged Deployment is recognised by the identity of
   its annotations, without copying them or parsing the status JSON again; and
   the status annotation (ours) changing never re-parses the config.
-- **A bad annotation rejects the whole config**: the target is kept with its
-  problem (the controller reports it and leaves the scale alone) until the
-  annotations change; a WARNING is logged once per change.
+- **A bad annotation value rejects the whole config**: the target is kept
+  with its problem (the controller reports it and leaves the scale alone)
+  until the annotations change; a WARNING is logged once per change. An
+  unknown key of ours, or a bad routing annotation, only warns.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from scaler.kube.types import STATUS_ANNOTATION, ClusterView, DeploymentInfo, TargetSnapshot
+from scaler.policy.annotations import unknown_keys
 from scaler.policy.api import ScalingConfig
 from scaler.policy.protocol import InvalidTargetConfig, Policy, parse_for_setup
 from scaler.policy.routing_check import routing_problems
@@ -54,6 +56,9 @@ class TargetConfig:
     # Bad routing.tidal.dev/* annotations: the activator routes with their defaults,
     # so scaling goes on; the controller raises an InvalidRouting Warning.
     routing_problem: str | None = None
+    # Unknown autoscaling/placement keys: ignored, so scaling goes on; the controller
+    # raises an UnknownAnnotation Warning naming the closest known key.
+    unknown_keys: str | None = None
 
 
 class TargetBook:
@@ -103,6 +108,12 @@ class TargetBook:
     def get(self, key: str) -> TargetConfig | None:
         return self._entries.get(key)
 
+    def wanted(self, key: str) -> int | None:
+        """The replicas the status annotation says Tidal wants (``None``: not known yet)."""
+        entry = self._entries.get(key)
+        desired = (entry.seen_status or {}).get("desired") if entry is not None else None
+        return desired if isinstance(desired, int) and not isinstance(desired, bool) else None
+
     def _update(self, key: str, d: DeploymentInfo) -> None:
         self._seen[key] = d.annotations
         seen_status = parse_status(d.annotations.get(STATUS_ANNOTATION))
@@ -121,6 +132,9 @@ class TargetBook:
         routing = "; ".join(str(p) for p in routing_problems(annotations)) or None
         if routing is not None:
             log.warning("%s: routing annotations the activator cannot use: %s", key, routing)
+        unknown = "; ".join(str(p) for p in unknown_keys(annotations)) or None
+        if unknown is not None:
+            log.warning("%s: %s", key, unknown)
         self._entries[key] = TargetConfig(
             key=key,
             annotations=annotations,
@@ -129,6 +143,7 @@ class TargetBook:
             seen_status=seen_status,
             revision=0 if entry is None else entry.revision + 1,
             routing_problem=routing,
+            unknown_keys=unknown,
         )
 
     def poll_targets(self) -> list[TargetPods]:

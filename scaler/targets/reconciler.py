@@ -55,7 +55,7 @@ from scaler.gpu_ledger import CostView
 from scaler.kube.types import TargetSnapshot
 from scaler.policy.api import Decision
 from scaler.policy.decide import PolicyState
-from scaler.policy.events import INVALID_ROUTING
+from scaler.policy.events import INVALID_ROUTING, UNKNOWN_ANNOTATION
 from scaler.policy.fallback import FallbackState
 from scaler.policy.placement_plan import PlacementPlan
 from scaler.signals.hub import SignalView
@@ -341,11 +341,14 @@ class Reconciler:
 
     def _warnings_due(self, entry: TargetConfig) -> tuple[tuple[str, str], ...]:
         """The Warning Events (reason, message) to raise now, once per set of
-        annotations: routing annotations the activator cannot use."""
+        annotations: routing annotations the activator cannot use, and unknown
+        keys of ours."""
         notes = []
         if entry.routing_problem is not None:
             message = "the activator routes with the defaults of these annotations: "
             notes.append((INVALID_ROUTING, message + entry.routing_problem))
+        if entry.unknown_keys is not None:
+            notes.append((UNKNOWN_ANNOTATION, entry.unknown_keys))
         if not notes or not self.shared.actuator.records.warnings_due(self.key):
             return ()
         return tuple(notes)

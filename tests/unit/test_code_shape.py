@@ -26,8 +26,6 @@ MAX_FUNCTION_LINES = 100
 
 ALLOWED = frozenset(
     {
-        "scaler.policy.annotations:parse_scaling_config",  # being split
-        "scaler.policy.annotations:error._set",  # being split
         "scaler.sim.cli:configure",  # being split
         "scaler.sim.world:_World",  # being split
     }
