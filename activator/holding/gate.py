@@ -42,21 +42,22 @@ will not wake the target); :meth:`~Gate.take_period` and
 :meth:`~Gate.pods` for reports. The gate owns its target's
 :class:`~activator.replicas.readiness.TargetEndpoints` and is told of readiness
 changes through the callback it hands them at construction. When it holds a
-request while no endpoint is ready it puts the target on the
-:class:`~activator.holding.wake_queue.WakeQueue`, an event the reporter consumes: the
-gate itself never does I/O.
+request while no endpoint is ready it calls ``wake(name)``, a plain
+synchronous callback (in the activator it puts the target on the reporter's
+:class:`~activator.scaler_link.wake_queue.WakeQueue`): the gate itself never
+does I/O and knows nothing of the scaler.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 
 from activator.balancing.least_loaded import pick
 from activator.balancing.prefix_key import PromptBlocks, estimated_tokens
 from activator.clock import Clock, loop_time
 from activator.holding.prefix_balancing import PrefixBalancer
-from activator.holding.wake_queue import WakeQueue
 from activator.replicas.readiness import EndpointTracker, TargetEndpoints
 from activator.targets import DEFAULT_COLD_START_TIMEOUT_S
 from groundwork.hold_queue import HoldQueue
@@ -106,7 +107,7 @@ class Gate:
         activators: int = 1,
         rng: random.Random | None = None,
         clock: Clock = loop_time,
-        wake: WakeQueue | None = None,
+        wake: Callable[[str], None] | None = None,
     ) -> None:
         self.name = name
         self._rng = rng or random.Random()
@@ -253,7 +254,7 @@ class Gate:
         self._waiters.hold(fut, self._last_t)
         self.buffered += 1
         if not self.endpoints.ready and self._wake is not None:
-            self._wake.put(self.name)
+            self._wake(self.name)
         # One timer that fails the future, rather than asyncio.timeout (a
         # Timeout object, its timer and a cancellation to translate): held
         # requests are many, and each one's bytes count (10,000 held).

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from activator.clock import Clock, loop_time
 from activator.holding.gate import DrainEnded, Gate
-from activator.holding.wake_queue import WakeQueue
+from activator.replicas.readiness import TargetEndpoints
 from activator.routing.table import RoutingTable
 from activator.targets import TargetSpec
 
@@ -35,7 +35,7 @@ class Registry:
         *,
         rng: random.Random | None = None,
         clock: Clock = loop_time,
-        wake: WakeQueue | None = None,
+        wake: Callable[[str], None] | None = None,
         on_update: Callable[[], None] | None = None,
     ) -> None:
         self.table = RoutingTable()
@@ -92,6 +92,10 @@ class Registry:
         self.updates += 1
         if self._on_update is not None:
             self._on_update()
+
+    def endpoints(self) -> list[TargetEndpoints]:
+        """Every target's endpoints (what the prober probes)."""
+        return [gate.endpoints for gate in self.gates.values()]
 
     def set_sleeping(self, by_target: Mapping[str, Iterable[str]]) -> None:
         """The leading scaler's list of sleeping endpoints (``ip:port``) per target."""

@@ -30,8 +30,8 @@ import aiohttp
 import pytest
 
 from activator.app import start
+from activator.kube.notice_taints import parse_notice_taints
 from activator.kube.source import KubeSource
-from activator.replicas.notice_taints import parse_notice_taints
 from tests.e2e.activator.kube_support import (
     MERGE,
     Api,

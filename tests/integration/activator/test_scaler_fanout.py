@@ -29,11 +29,11 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from activator.holding.wake_queue import WakeQueue
 from activator.metrics import Metrics
 from activator.routing.registry import Registry
 from activator.scaler_link.peers import ScalerPeers, parse_scaler_urls, resolve_all
 from activator.scaler_link.reporting import Reporter
+from activator.scaler_link.wake_queue import WakeQueue
 from activator.settings import ActivatorSettings
 from tests.integration.activator.helpers import (
     StaticSource,
@@ -127,7 +127,7 @@ async def test_one_name_with_two_addresses_fans_out() -> None:
         return ["127.0.0.1", "127.0.0.2"]
 
     wake = WakeQueue()
-    registry = Registry(rng=random.Random(1), wake=wake)
+    registry = Registry(rng=random.Random(1), wake=wake.put)
     registry.apply({"default/llama": spec("default/llama", "127.0.0.1:9", ready=False)})
     gate = registry.gates["default/llama"]
     url = f"http://tidal-scaler.tidal-system:{first.port}"

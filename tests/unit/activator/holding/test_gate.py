@@ -21,9 +21,9 @@ import asyncio
 import pytest
 
 from activator.holding.gate import BufferFull, ColdStartTimeout, Gate, GateClosed
-from activator.holding.wake_queue import WakeQueue
 from activator.replicas.readiness import TargetEndpoints
 from activator.routing.registry import Registry
+from activator.scaler_link.wake_queue import WakeQueue
 from activator.targets import Endpoint, TargetSpec
 
 pytestmark = pytest.mark.looptime
@@ -49,7 +49,7 @@ def make_gate(
         max_buffered=max_buffered,
         container_concurrency=cc,
         clock=clock or Clock(),
-        wake=wake,
+        wake=wake.put if wake is not None else None,
     )
 
 
