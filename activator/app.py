@@ -154,7 +154,7 @@ class Activator:
 
     def requests_in_progress(self) -> int:
         """Held and in-flight requests over all targets."""
-        return sum(g.buffered + g.in_flight for g in self.registry.gates.values())
+        return self.registry.requests_in_progress()
 
     async def wait_idle(self, timeout_s: float) -> bool:
         """Wait until no request is held or in flight; False when ``timeout_s`` passed first."""
@@ -255,7 +255,7 @@ async def start(
     # per request.
     clock = asyncio.get_running_loop().time
     targets = Registry(rng=random.Random(), clock=clock, wake=wake.put)
-    metrics = Metrics(prom, gates=lambda: targets.gates)
+    metrics = Metrics(prom, targets=lambda: targets.targets)
     timeouts = settings.timeouts
     limits = settings.limits
     # The scaler's client only: the replicas are reached through the pool.
@@ -331,10 +331,7 @@ async def start(
         connections = activator.connections
         activator.data_server = await loop.create_server(
             lambda: http1.ClientConnection(
-                proxy.serve,
-                limits=server_limits,
-                connections=connections,
-                fast=proxy.begin,
+                None, limits=server_limits, connections=connections, fast=proxy.handle
             ),
             settings.host,
             settings.port,

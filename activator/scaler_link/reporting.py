@@ -75,7 +75,8 @@ ANSWER_FRESH_PERIODS = 3
 def build_report(*, activator: str, registry: Registry, elapsed_s: float) -> dict[str, Any]:
     """The ``/v1/stats`` body for the period that just ended (resets the period)."""
     targets: dict[str, Any] = {}
-    for name, gate in registry.gates.items():
+    for name, target in registry.targets.items():
+        gate = target.gate
         area, arrivals = gate.take_period()
         targets[name] = {
             "concurrency": round(area / elapsed_s, 4) if elapsed_s > 0 else 0.0,
@@ -164,9 +165,9 @@ class Reporter:
         """Consume the gates' wake events: each starts (or joins) that target's activation."""
         while True:
             name = await wake.get()
-            gate = self.registry.gates.get(name)
-            if gate is not None:
-                self.activate(gate)
+            target = self.registry.targets.get(name)
+            if target is not None:
+                self.activate(target.gate)
 
     async def send_stats(self, report: dict[str, Any], *, now: float) -> None:
         """Start one post of ``report`` to each replica that is neither busy nor backing off."""

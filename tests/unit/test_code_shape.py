@@ -29,14 +29,7 @@ ALLOWED = frozenset(
         # The activator's, split on this branch step by step.
         "activator.app:start",  # being split
         "activator.http1.server:ClientConnection",  # being split
-        "activator.http1.server:self.conn._finished",  # being split
-        "activator.http1.server:conn._serve",  # being split
-        "activator.http1.server:parsing._fail",  # being split
         "activator.http1.upstream:UpstreamConnection",  # being split
-        "activator.proxy:Proxy",  # being split
-        "activator.proxy:proxy._fail",  # being split
-        "activator.proxy:proxy._sending_again",  # being split
-        "activator.proxy:proxy._hold_and_forward",  # being split
         "scaler.app:build_app",  # being split
         "scaler.cli:argparse._SubParsersAction",  # being split
         "scaler.metrics:Metrics.__init__",  # being split
