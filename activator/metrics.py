@@ -120,9 +120,17 @@ class _TargetCollector(Collector):
             "by load)",
             labels=["target", "outcome"],
         )
+        held = GaugeMetricFamily(
+            PREFIX + "requests_held",
+            "requests held, waiting for a replica, by priority class (critical above 0, "
+            "standard at 0, sheddable below)",
+            labels=["target", "class"],
+        )
         for name, target in sorted(self._targets().items()):
             gate = target.gate
             buffered.add_metric([name], gate.buffered)
+            for label, n in gate.held_by_class.items():
+                held.add_metric([name, label], n)
             in_flight.add_metric([name], gate.in_flight)
             ready.add_metric([name], len(gate.endpoints.ready))
             capacity.add_metric([name], gate.max_buffered)
@@ -130,7 +138,7 @@ class _TargetCollector(Collector):
             if gate.prefix is not None:
                 for outcome, n in gate.prefix.routes.items():
                     prefix_routes.add_metric([name, outcome], n)
-        return [buffered, in_flight, ready, capacity, timeout, prefix_routes]
+        return [buffered, held, in_flight, ready, capacity, timeout, prefix_routes]
 
 
 class _Totals:
@@ -223,6 +231,29 @@ class Metrics:
             ["result"],
             registry=registry,
         )
+        # By class (groundwork.priority.class_label: three values); the tenant is
+        # never a label: tenants are unbounded, and a hash of a credential is
+        # still not something to publish.
+        self.hold_wait = Histogram(
+            PREFIX + "hold_wait_seconds",
+            "time a held request waited until a replica took it, by priority class",
+            ["target", "class"],
+            buckets=_COLD_BUCKETS,
+            registry=registry,
+        )
+        self.shed = Counter(
+            PREFIX + "shed",
+            "held requests shed (503 shed) to make room for a higher class or a lighter "
+            "tenant, or refused at zero (routing.tidal.dev/shed-at-zero), by priority class",
+            ["target", "class"],
+            registry=registry,
+        )
+        self.bad_priority = Counter(
+            PREFIX + "bad_priority",
+            "held requests whose x-tidal-priority did not parse (held at the default class)",
+            ["target"],
+            registry=registry,
+        )
         if targets is not None:
             registry.register(_TargetCollector(targets))
         self._cold: dict[str, Histogram] = {}
@@ -245,6 +276,16 @@ class Metrics:
         if hist is None:
             hist = self._cold[target] = self.cold_start_wait.labels(target)
         hist.observe(wait_s)
+
+    def observe_hold(self, target: str, label: str, wait_s: float) -> None:
+        """A held request of class ``label`` got a replica after ``wait_s``."""
+        self.hold_wait.labels(target, label).observe(wait_s)
+
+    def count_shed(self, target: str, label: str) -> None:
+        self.shed.labels(target, label).inc()
+
+    def count_bad_priority(self, target: str) -> None:
+        self.bad_priority.labels(target).inc()
 
     def count_resent(self, target: str) -> None:
         self.resent.labels(target).inc()
