@@ -1,7 +1,10 @@
 """Holding requests until a replica can take them, and waking the model.
 
-- :mod:`activator.holding.gate`: one Gate per target, a bounded FIFO of
-  waiting requests and a per-replica concurrency limit;
+- :mod:`activator.holding.gate`: one Gate per target, a bounded queue of
+  waiting requests (released by class, then across tenants) and a
+  per-replica concurrency limit;
+- :mod:`activator.holding.request_class`: a held request's class, tenant
+  and cost, from its headers;
 - :mod:`activator.holding.prefix_balancing`: a Gate's prefix-aware choice
   among its live replicas;
 - :mod:`activator.holding.held_bodies`: the cap on body bytes kept while

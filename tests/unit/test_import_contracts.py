@@ -128,7 +128,7 @@ def test_tree_as_is_keeps_contracts(tree_copy: Path) -> None:
             id="targets-imports-the-proxy",
         ),
         pytest.param(
-            "groundwork/hold_queue.py",
+            "groundwork/priority.py",
             "import asyncio\n",
             "the hold queues are pure",
             id="hold-queue-imports-asyncio",
