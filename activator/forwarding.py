@@ -61,7 +61,7 @@ from typing import Any
 
 from activator import http1
 from activator.balancing.prefix_key import PromptBlocks
-from activator.holding.gate import BufferFull, ColdStartTimeout, DrainEnded, HoldError, Shed
+from activator.holding.gate import ColdStartTimeout, DrainEnded, HoldError
 from activator.holding.held_bodies import HeldBodies
 from activator.holding.request_class import hold_class
 from activator.holding.target import Target
@@ -272,9 +272,9 @@ class Forwarding:
                     )
                     if place.bad_priority:
                         metrics.count_bad_priority(gate.name)
-                if gate.full and not gate.make_room(place):
-                    # Before the body is counted as held: a full buffer is the answer.
-                    raise BufferFull(gate.name)
+                # Before the body is counted as held: a full buffer (or a sheddable
+                # request at zero) is the answer.
+                gate.admit(place, shed_at_zero=spec.shed_at_zero)
                 if not forwarder.held_bodies.take(held_bytes):
                     raise HeldBodiesFull()
                 label = class_label(place.priority)
@@ -285,9 +285,6 @@ class Forwarding:
                 except ColdStartTimeout:
                     if refused:
                         raise AllRefused(f"{refused} connection attempt(s) refused") from None
-                    raise
-                except Shed:
-                    metrics.count_shed(gate.name, label)
                     raise
                 finally:
                     forwarder.held_bodies.give_back(held_bytes)

@@ -126,11 +126,21 @@ class _TargetCollector(Collector):
             "standard at 0, sheddable below)",
             labels=["target", "class"],
         )
+        # Counted by the gate in plain integers, as the prefix routes are.
+        shed = CounterMetricFamily(
+            PREFIX + "shed",
+            "requests answered 503 shed: displaced at max-buffered by a higher class or a "
+            "lighter tenant, or sheddable while no replica was ready "
+            "(routing.tidal.dev/shed-at-zero), by priority class",
+            labels=["target", "class"],
+        )
         for name, target in sorted(self._targets().items()):
             gate = target.gate
             buffered.add_metric([name], gate.buffered)
             for label, n in gate.held_by_class.items():
                 held.add_metric([name, label], n)
+            for label, n in gate.shed_by_class.items():
+                shed.add_metric([name, label], n)
             in_flight.add_metric([name], gate.in_flight)
             ready.add_metric([name], len(gate.endpoints.ready))
             capacity.add_metric([name], gate.max_buffered)
@@ -138,7 +148,7 @@ class _TargetCollector(Collector):
             if gate.prefix is not None:
                 for outcome, n in gate.prefix.routes.items():
                     prefix_routes.add_metric([name, outcome], n)
-        return [buffered, held, in_flight, ready, capacity, timeout, prefix_routes]
+        return [buffered, held, in_flight, ready, capacity, timeout, prefix_routes, shed]
 
 
 class _Totals:
@@ -241,13 +251,6 @@ class Metrics:
             buckets=_COLD_BUCKETS,
             registry=registry,
         )
-        self.shed = Counter(
-            PREFIX + "shed",
-            "held requests shed (503 shed) to make room for a higher class or a lighter "
-            "tenant, or refused at zero (routing.tidal.dev/shed-at-zero), by priority class",
-            ["target", "class"],
-            registry=registry,
-        )
         self.bad_priority = Counter(
             PREFIX + "bad_priority",
             "held requests whose x-tidal-priority did not parse (held at the default class)",
@@ -280,9 +283,6 @@ class Metrics:
     def observe_hold(self, target: str, label: str, wait_s: float) -> None:
         """A held request of class ``label`` got a replica after ``wait_s``."""
         self.hold_wait.labels(target, label).observe(wait_s)
-
-    def count_shed(self, target: str, label: str) -> None:
-        self.shed.labels(target, label).inc()
 
     def count_bad_priority(self, target: str) -> None:
         self.bad_priority.labels(target).inc()

@@ -134,9 +134,10 @@ class Gate:
         self._waiters: FairHoldQueue[asyncio.Future[EndpointTracker]] = FairHoldQueue(_waiting)
         self.endpoints = TargetEndpoints(name, on_change=self._dispatch)
         self.buffered = 0
-        # Held requests by class label, and those shed since the last report.
+        # Held requests by class label; those shed, in all and since the last report.
         self.held_by_class = dict.fromkeys(("critical", "standard", "sheddable"), 0)
         self.shed_by_class = dict.fromkeys(("critical", "standard", "sheddable"), 0)
+        self._shed_in_period = 0
         # Shed, their callers not yet woken: still in ``buffered``, no longer held.
         self._shedding = 0
         self.in_flight = 0
@@ -233,6 +234,23 @@ class Gate:
             self.in_flight += 1
         return tracker
 
+    def admit(self, place: HoldClass = ANONYMOUS, *, shed_at_zero: bool = False) -> None:
+        """May a request at ``place`` that found no endpoint be held? Raises :class:`Shed`
+        for a sheddable one while nothing is ready with ``shed_at_zero`` (after
+        asking for a wake), :class:`BufferFull` at ``max_buffered`` when it may
+        displace nobody (:meth:`make_room`)."""
+        if shed_at_zero and place.priority < 0 and not self.endpoints.ready:
+            if self._wake is not None:
+                self._wake(self.name)
+            self._count_shed(class_label(place.priority))
+            raise Shed(self.name)
+        if self.full and not self.make_room(place):
+            raise BufferFull(self.name)
+
+    def _count_shed(self, label: str) -> None:
+        self.shed_by_class[label] += 1
+        self._shed_in_period += 1
+
     def make_room(self, place: HoldClass = ANONYMOUS) -> bool:
         """At ``max_buffered``, shed the held request that a newcomer at ``place``
         displaces (:meth:`FairHoldQueue.shed_for`); False when none may go."""
@@ -260,14 +278,8 @@ class Gate:
         )
         if tracker is not None:
             return tracker
+        self.admit(place, shed_at_zero=shed_at_zero)
         label = class_label(place.priority)
-        if shed_at_zero and place.priority < 0 and not self.endpoints.ready:
-            if self._wake is not None:
-                self._wake(self.name)
-            self.shed_by_class[label] += 1
-            raise Shed(self.name)
-        if self.full and not self.make_room(place):
-            raise BufferFull(self.name)
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[EndpointTracker] = loop.create_future()
         self._touch()
@@ -300,7 +312,7 @@ class Gate:
                     self.release(fut.result())
                 elif isinstance(failed, Shed):
                     self._shedding -= 1
-                    self.shed_by_class[label] += 1
+                    self._count_shed(label)
             if len(self._waiters) > 2 * self.buffered + 64:
                 # Clients that left are dropped only when reached: many gone at
                 # once are dropped here, so that they do not pile up.
@@ -338,11 +350,9 @@ class Gate:
         must make room (:meth:`make_room`) or get :class:`BufferFull`."""
         return self.buffered - self._shedding >= self.max_buffered
 
-    def take_shed(self) -> dict[str, int]:
-        """Requests shed by class label since the last call; resets."""
-        got = dict(self.shed_by_class)
-        for label in got:
-            self.shed_by_class[label] = 0
+    def take_shed(self) -> int:
+        """Requests shed since the last call; resets."""
+        got, self._shed_in_period = self._shed_in_period, 0
         return got
 
     def close(self, reason: type[HoldError] = GateClosed) -> None:

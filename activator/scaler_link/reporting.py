@@ -93,7 +93,7 @@ def build_report(*, activator: str, registry: Registry, elapsed_s: float) -> dic
             targets[name]["prompt_tokens"] = prompt
             targets[name]["output_tokens"] = output
         # By priority class, only where classes are in use (else as before).
-        shed = sum(gate.take_shed().values())
+        shed = gate.take_shed()
         held = gate.held_by_class
         if shed or held["critical"] or held["sheddable"]:
             targets[name].update({f"held_{label}": n for label, n in held.items()})

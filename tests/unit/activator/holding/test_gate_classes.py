@@ -67,8 +67,8 @@ async def test_a_full_buffer_sheds_the_sheddable_and_counts_it_once() -> None:
         await gate.acquire(60, STANDARD)  # only standard held: nothing to displace
     results = await asyncio.gather(*low, return_exceptions=True)
     assert [type(r) for r in results] == [Shed, Shed]
-    assert gate.take_shed() == {"critical": 0, "standard": 0, "sheddable": 2}
-    assert gate.take_shed()["sheddable"] == 0  # reset by the report
+    assert gate.shed_by_class == {"critical": 0, "standard": 0, "sheddable": 2}
+    assert (gate.take_shed(), gate.take_shed()) == (2, 0)  # the report's count resets
     assert gate.held_by_class["standard"] == 2 and gate.buffered == 2
     gate.endpoints.update([EP])
     got = await asyncio.gather(*high)
@@ -82,7 +82,7 @@ async def test_shed_at_zero_refuses_a_sheddable_request_but_wakes_the_target() -
     with pytest.raises(Shed):
         await gate.acquire(60, SHEDDABLE, shed_at_zero=True)
     assert woken == ["ns/t"] and gate.buffered == 0
-    assert gate.take_shed()["sheddable"] == 1
+    assert gate.shed_by_class["sheddable"] == 1
     standard = asyncio.create_task(gate.acquire(60, STANDARD, shed_at_zero=True))
     await asyncio.sleep(0)
     assert gate.buffered == 1  # standard is held as ever
