@@ -260,6 +260,7 @@ class Metrics:
         if targets is not None:
             registry.register(_TargetCollector(targets))
         self._cold: dict[str, Histogram] = {}
+        self._hold: dict[str, dict[str, Histogram]] = {}
         self._rejections: dict[tuple[str, str], Counter] = {}
 
     def observe(self, target: str, status: int, duration_s: float) -> None:
@@ -282,7 +283,13 @@ class Metrics:
 
     def observe_hold(self, target: str, label: str, wait_s: float) -> None:
         """A held request of class ``label`` got a replica after ``wait_s``."""
-        self.hold_wait.labels(target, label).observe(wait_s)
+        by_label = self._hold.get(target)
+        if by_label is None:
+            by_label = self._hold[target] = {}
+        hist = by_label.get(label)
+        if hist is None:
+            hist = by_label[label] = self.hold_wait.labels(target, label)
+        hist.observe(wait_s)
 
     def count_bad_priority(self, target: str) -> None:
         self.bad_priority.labels(target).inc()
