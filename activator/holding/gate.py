@@ -17,7 +17,7 @@ endpoint:
   released in order without waking all of them for every slot;
 - at ``max_buffered`` waiting requests a newcomer sheds a held request of a
   lower class, or of a tenant holding more than its share, which fails with
-  :class:`Shed` (:meth:`Gate.make_room`); when none may go the newcomer fails
+  :class:`Shed` (:meth:`Gate.admit`); when none may go the newcomer fails
   at once with :class:`BufferFull` (Knative's breaker does the same with its
   queue depth);
 - past its cold-start deadline it fails with :class:`ColdStartTimeout`;
@@ -237,29 +237,23 @@ class Gate:
     def admit(self, place: HoldClass = ANONYMOUS, *, shed_at_zero: bool = False) -> None:
         """May a request at ``place`` that found no endpoint be held? Raises :class:`Shed`
         for a sheddable one while nothing is ready with ``shed_at_zero`` (after
-        asking for a wake), :class:`BufferFull` at ``max_buffered`` when it may
-        displace nobody (:meth:`make_room`)."""
+        asking for a wake). At ``max_buffered`` it sheds the held request the
+        newcomer displaces (:meth:`FairHoldQueue.shed_for`: its caller gets
+        :class:`Shed`), or raises :class:`BufferFull` when none may go."""
         if shed_at_zero and place.priority < 0 and not self.endpoints.ready:
             if self._wake is not None:
                 self._wake(self.name)
-            self._count_shed(class_label(place.priority))
+            self.shed_by_class[class_label(place.priority)] += 1
+            self._shed_in_period += 1
             raise Shed(self.name)
-        if self.full and not self.make_room(place):
-            raise BufferFull(self.name)
-
-    def _count_shed(self, label: str) -> None:
-        self.shed_by_class[label] += 1
-        self._shed_in_period += 1
-
-    def make_room(self, place: HoldClass = ANONYMOUS) -> bool:
-        """At ``max_buffered``, shed the held request that a newcomer at ``place``
-        displaces (:meth:`FairHoldQueue.shed_for`); False when none may go."""
+        if not self.full:
+            return
         shed = self._waiters.shed_for(place.priority, place.tenant)
         if shed is None:
-            return False
+            raise BufferFull(self.name)
+        # Counted when its caller wakes and leaves (in acquire), by its class.
         self._shedding += 1
         shed.set_exception(Shed(self.name))
-        return True
 
     async def acquire(
         self, timeout_s: float, place: HoldClass = ANONYMOUS, *, shed_at_zero: bool = False
@@ -312,7 +306,8 @@ class Gate:
                     self.release(fut.result())
                 elif isinstance(failed, Shed):
                     self._shedding -= 1
-                    self._count_shed(label)
+                    self.shed_by_class[label] += 1
+                    self._shed_in_period += 1
             if len(self._waiters) > 2 * self.buffered + 64:
                 # Clients that left are dropped only when reached: many gone at
                 # once are dropped here, so that they do not pile up.
@@ -347,7 +342,7 @@ class Gate:
     @property
     def full(self) -> bool:
         """``max_buffered`` requests held: a newcomer that cannot take an endpoint now
-        must make room (:meth:`make_room`) or get :class:`BufferFull`."""
+        must displace one (:meth:`admit`) or get :class:`BufferFull`."""
         return self.buffered - self._shedding >= self.max_buffered
 
     def take_shed(self) -> int:
