@@ -1,6 +1,6 @@
 """Prometheus metrics of the activator, around an injected ``CollectorRegistry``.
 
-Names follow DESIGN §8 with the ``tidal_activator_`` prefix; label values are
+Names follow docs/metrics.md with the ``tidal_activator_`` prefix; label values are
 bounded: ``target`` is one of the configured targets (or empty when none
 matched), ``code`` is a status class (``2xx`` ... ``5xx``), ``reason`` comes
 from :data:`REASONS`.
@@ -14,7 +14,7 @@ bisection, with the same rule as ``Histogram.observe``) and a collector
 turns them into the two families when the registry is collected, so every
 scrape reads exact totals. (A prometheus_client ``inc`` or ``observe`` takes
 a lock and, for a histogram, walks the buckets in Python: a few microseconds
-per request, on the path whose cost issue 14 measures.) Gauges of held and
+per request, on the path whose cost ``make bench`` measures.) Gauges of held and
 in-flight requests are not updated per request either: a custom collector
 reads the targets (their gates and specs) when Prometheus scrapes.
 
@@ -97,7 +97,7 @@ class _TargetCollector(Collector):
             labels=["target"],
         )
         # The target's limits, so that alerts compare what is held and how long
-        # it waits with what the target allows (DESIGN §3: max-buffered,
+        # it waits with what the target allows (docs/annotations.md: max-buffered,
         # cold-start-timeout) without copying the annotations into the rules.
         capacity = GaugeMetricFamily(
             PREFIX + "buffer_capacity",

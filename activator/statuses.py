@@ -2,7 +2,7 @@
 
 Every failure the activator answers itself is an exception, and
 :data:`ERROR_STATUS` is the one table that turns exceptions into statuses,
-each with a JSON body in the OpenAI error shape (DESIGN §3):
+each with a JSON body in the OpenAI error shape (docs/statuses.md):
 
 =====================  ======  ============================================
 exception              status  when

@@ -1,7 +1,7 @@
 """What the activator knows about a target: its routing keys, limits and endpoints.
 
 A *target* is one autoscaled model, named ``namespace/name`` after its
-Deployment. Two sources describe targets (DESIGN §3): Kubernetes (opted-in
+Deployment. Two sources describe targets (docs/architecture.md): Kubernetes (opted-in
 Deployments and their Services' EndpointSlices, in :mod:`activator.kube`) and
 a static routes file (:mod:`activator.routing.routes_file`). Both produce the same
 frozen values defined here and hand whole snapshots to a
@@ -42,7 +42,7 @@ __all__ = [
     "parse_target_name",
 ]
 
-# Defaults of the routing.tidal.dev/* annotations (DESIGN §2).
+# Defaults of the routing.tidal.dev/* annotations (docs/annotations.md).
 DEFAULT_COLD_START_TIMEOUT_S = 600.0
 DEFAULT_MAX_BUFFERED = 1000
 DEFAULT_CONTAINER_CONCURRENCY = 0
@@ -58,7 +58,7 @@ DEFAULT_RESEND_UNANSWERED = True
 DEFAULT_PRIORITY = 0
 PRIORITY_RANGE = (-1_000_000, 1_000_000)
 
-# Allowed ranges (DESIGN §2); the routes file and the annotations share them.
+# Allowed ranges (docs/annotations.md); the routes file and the annotations share them.
 COLD_START_TIMEOUT_RANGE_S = (1.0, 3600.0)
 MAX_BUFFERED_RANGE = (0, 100_000)
 CONTAINER_CONCURRENCY_RANGE = (0, 10_000)

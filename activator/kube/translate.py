@@ -5,7 +5,7 @@ events, items of lists), so these functions need no client and are tested
 with literal dicts.
 
 - :func:`target_from_deployment` reads an opted-in Deployment's
-  ``routing.tidal.dev/*`` annotations (DESIGN §2). A bad value is reported
+  ``routing.tidal.dev/*`` annotations (docs/annotations.md). A bad value is reported
   (the returned problems name the key, the value and what is allowed) and
   its default is used, so one typo does not take a model off the data path;
   the scaler raises the ``InvalidAnnotation`` event.
@@ -86,7 +86,8 @@ class RoutingAnnotation:
     meaning: str
 
 
-#: Every routing annotation :func:`target_from_deployment` reads, in DESIGN §2 order.
+#: Every routing annotation :func:`target_from_deployment` reads, in the order
+#: docs/annotations.md lists them.
 ROUTING_ANNOTATIONS: tuple[RoutingAnnotation, ...] = (
     RoutingAnnotation(
         _R + "service",

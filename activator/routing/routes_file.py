@@ -1,6 +1,6 @@
 """Targets from a static YAML routes file, for running without Kubernetes.
 
-The format is DESIGN §3's, exactly::
+The format is the one docs/architecture.md shows, exactly::
 
     targets:
       - name: default/llama          # namespace/name

@@ -1,6 +1,6 @@
 """Which target a request is for: an immutable table, rebuilt and swapped whole.
 
-The order is DESIGN §3's, first match wins:
+The order is the one docs/architecture.md gives, first match wins:
 
 1. ``X-Tidal-Target: namespace/name``, only when the activator runs with
    ``--allow-target-header`` (the proxy strips it before forwarding);

@@ -1,6 +1,6 @@
 """Telling the scaler what this activator sees: stats every second, activations at once.
 
-``POST /v1/stats`` (DESIGN §3) goes out every ``period_s`` with the bearer
+``POST /v1/stats`` (docs/architecture.md) goes out every ``period_s`` with the bearer
 token. For each known target it carries the time-weighted mean of
 ``in_flight + buffered`` over the period (from the gates' running integral,
 divided by the period actually elapsed, so a late tick does not inflate it),

@@ -26,10 +26,6 @@ MAX_FUNCTION_LINES = 100
 
 ALLOWED = frozenset(
     {
-        # The activator's, split on this branch step by step.
-        "activator.app:start",  # being split
-        "activator.http1.server:ClientConnection",  # being split
-        "activator.http1.upstream:UpstreamConnection",  # being split
         "scaler.app:build_app",  # being split
         "scaler.cli:argparse._SubParsersAction",  # being split
         "scaler.metrics:Metrics.__init__",  # being split
