@@ -80,7 +80,6 @@ from activator.statuses import (
     error_document,
     status_of,
 )
-from groundwork.priority import class_label
 
 __all__ = ["SERVE_ERRORS", "Answers", "Forwarder", "Forwarding", "in_task"]
 
@@ -277,7 +276,6 @@ class Forwarding:
                 gate.admit(place, shed_at_zero=spec.shed_at_zero)
                 if not forwarder.held_bodies.take(held_bytes):
                     raise HeldBodiesFull()
-                label = class_label(place.priority)
                 try:
                     tracker = await gate.acquire(
                         max(0.0, deadline - now), place, shed_at_zero=spec.shed_at_zero
@@ -290,7 +288,7 @@ class Forwarding:
                     forwarder.held_bodies.give_back(held_bytes)
                 waited = loop.time() - now
                 metrics.observe_cold_wait(gate.name, waited)
-                metrics.observe_hold(gate.name, label, waited)
+                metrics.observe_hold(gate.name, place.label, waited)
             pool = forwarder.pool
             try:
                 conn = pool.take_idle(tracker.host, tracker.port) or await pool.acquire(

@@ -162,6 +162,40 @@ class _Totals:
         self.total_s = 0.0
 
 
+_COLD_BOUNDS = (*_COLD_BUCKETS, math.inf)
+_COLD_LE = tuple("+Inf" if math.isinf(b) else repr(float(b)) for b in _COLD_BOUNDS)
+
+
+class _HoldWaitCollector(Collector):
+    """``hold_wait_seconds`` by target and class, from plain per-bucket counts (each
+    held request adds to one integer, as the request totals do)."""
+
+    def __init__(self, waits: Mapping[str, Mapping[str, tuple[list[int], list[float]]]]) -> None:
+        self._waits = waits
+
+    def _family(self) -> HistogramMetricFamily:
+        return HistogramMetricFamily(
+            PREFIX + "hold_wait_seconds",
+            "time a held request waited until a replica took it, by priority class "
+            "(critical above 0, standard at 0, sheddable below)",
+            labels=["target", "class"],
+        )
+
+    def describe(self) -> Iterable[Metric]:
+        return [self._family()]
+
+    def collect(self) -> Iterable[Metric]:
+        family = self._family()
+        for target, by_label in sorted(self._waits.items()):
+            for label, (counts, total) in sorted(by_label.items()):
+                cumulative, buckets = 0, []
+                for le, n in zip(_COLD_LE, counts, strict=True):
+                    cumulative += n
+                    buckets.append((le, cumulative))
+                family.add_metric([target, label], buckets, total[0])
+        return [family]
+
+
 class _RequestCollector(Collector):
     """``requests_total`` and ``request_duration_seconds`` from the per-target totals."""
 
@@ -243,14 +277,10 @@ class Metrics:
         )
         # By class (groundwork.priority.class_label: three values); the tenant is
         # never a label: tenants are unbounded, and a hash of a credential is
-        # still not something to publish.
-        self.hold_wait = Histogram(
-            PREFIX + "hold_wait_seconds",
-            "time a held request waited until a replica took it, by priority class",
-            ["target", "class"],
-            buckets=_COLD_BUCKETS,
-            registry=registry,
-        )
+        # still not something to publish. Per bucket, not cumulative (last:
+        # +Inf), and the sum in a one-item list.
+        self._hold: dict[str, dict[str, tuple[list[int], list[float]]]] = {}
+        registry.register(_HoldWaitCollector(self._hold))
         self.bad_priority = Counter(
             PREFIX + "bad_priority",
             "held requests whose x-tidal-priority did not parse (held at the default class)",
@@ -260,7 +290,6 @@ class Metrics:
         if targets is not None:
             registry.register(_TargetCollector(targets))
         self._cold: dict[str, Histogram] = {}
-        self._hold: dict[str, dict[str, Histogram]] = {}
         self._rejections: dict[tuple[str, str], Counter] = {}
 
     def observe(self, target: str, status: int, duration_s: float) -> None:
@@ -286,10 +315,11 @@ class Metrics:
         by_label = self._hold.get(target)
         if by_label is None:
             by_label = self._hold[target] = {}
-        hist = by_label.get(label)
-        if hist is None:
-            hist = by_label[label] = self.hold_wait.labels(target, label)
-        hist.observe(wait_s)
+        got = by_label.get(label)
+        if got is None:
+            got = by_label[label] = ([0] * len(_COLD_BOUNDS), [0.0])
+        got[0][bisect.bisect_left(_COLD_BOUNDS, wait_s)] += 1
+        got[1][0] += wait_s
 
     def count_bad_priority(self, target: str) -> None:
         self.bad_priority.labels(target).inc()

@@ -24,7 +24,8 @@ names ``critical``, ``standard`` and ``sheddable`` to 1, 0 and -1), a
    it is reached, never searched for; a tenant whose requests all left is
    dropped from the turn when it comes up (it vanished).
 4. **Deadlines in arrival order** (:meth:`FairHoldQueue.expire`): every
-   request is held for the same time, so those past it are the oldest.
+   request is held for the same time, so those past it are the oldest, at
+   the head of each tenant's requests.
 5. **Who goes when the buffer is full** (:meth:`FairHoldQueue.shed_for`,
    asked by the caller, which owns the limit): the newcomer displaces the
    newest request of the lowest class below its own, taken from the tenant
@@ -57,15 +58,11 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-class _Entry(Generic[T]):
-    __slots__ = ("cost", "gone", "item", "since")
-
-    def __init__(self, item: T, since: float, cost: int) -> None:
-        self.item = item
-        self.since = since
-        self.cost = cost
-        # Handed out, expired, shed or drained here, or found to have left.
-        self.gone = False
+# An entry: (item, held since, cost). A tuple, not an object: every held request
+# makes one, and a tuple costs a tenth of an instance with slots. An entry is
+# always removed from its flow when it leaves through the queue (handed out,
+# expired, shed, drained), so it needs no mark; one whose caller went away is
+# skipped (``alive``) when reached.
 
 
 class _Flow(Generic[T]):
@@ -74,7 +71,7 @@ class _Flow(Generic[T]):
     __slots__ = ("active", "entries", "seq", "vtime")
 
     def __init__(self) -> None:
-        self.entries: deque[_Entry[T]] = deque()
+        self.entries: deque[tuple[T, float, int]] = deque()
         self.vtime = 0  # cost handed to this tenant in this class
         self.seq = 0  # when it last joined the turn or was served (ties)
         self.active = False  # on the band's heap
@@ -97,24 +94,21 @@ class _Band(Generic[T]):
 class FairHoldQueue(Generic[T]):
     """Held requests, released by class, then by tenant in weighted turns."""
 
-    __slots__ = ("_alive", "_arrivals", "_bands", "_live", "_order")
+    __slots__ = ("_alive", "_bands", "_count", "_order")
 
     def __init__(self, alive: Callable[[T], bool] | None = None) -> None:
         # None: every entry waits until handed out, expired, shed or drained.
         self._alive = alive
         self._bands: dict[int, _Band[T]] = {}
         self._order: list[int] = []  # the bands' priorities, negated, ascending
-        # Every entry in arrival order, for deadlines; one that is gone is
-        # dropped when it reaches the head or when the deque is compacted.
-        self._arrivals: deque[_Entry[T]] = deque()
-        self._live = 0  # entries held and not known to be gone
+        self._count = 0  # entries in the flows, those that left and are not dropped included
 
     def __len__(self) -> int:
-        """Requests waiting, as far as known (one that left counts until it is reached)."""
-        return self._live
+        """Entries, including those that left and have not been dropped yet."""
+        return self._count
 
     def __bool__(self) -> bool:
-        return self._live > 0
+        return self._count > 0
 
     # -- holding ------------------------------------------------------------
 
@@ -130,40 +124,22 @@ class FairHoldQueue(Generic[T]):
         flow = band.flows.get(tenant)
         if flow is None:
             flow = band.flows[tenant] = _Flow()
-        entry = _Entry(item, since, max(1, cost))
-        flow.entries.append(entry)
+        flow.entries.append((item, since, cost if cost > 1 else 1))
+        self._count += 1
         if not flow.active:
             # Back after an idle spell: no credit for the time away.
-            flow.vtime = max(flow.vtime, band.vclock)
+            if flow.vtime < band.vclock:
+                flow.vtime = band.vclock
             band.seq += 1
             flow.seq = band.seq
             flow.active = True
             heapq.heappush(band.heap, (flow.vtime, flow.seq, tenant))
-        self._arrivals.append(entry)
-        self._live += 1
-        if len(self._arrivals) > 2 * self._live + 64:
-            self.compact()
-
-    def _waiting(self, entry: _Entry[T]) -> bool:
-        """Still waiting; one found to have left is marked gone here, once."""
-        if entry.gone:
-            return False
-        if self._alive is not None and not self._alive(entry.item):
-            entry.gone = True
-            self._live -= 1
-            return False
-        return True
-
-    def _gone(self, entry: _Entry[T]) -> T:
-        entry.gone = True
-        self._live -= 1
-        return entry.item
 
     # -- releasing ----------------------------------------------------------
 
     def _head(self) -> tuple[_Band[T], _Flow[T]] | None:
         """The band and flow whose head goes next, dropping what left on the way."""
-        order, bands = self._order, self._bands
+        order, bands, alive = self._order, self._bands, self._alive
         while order:
             priority = -order[0]
             band = bands[priority]
@@ -171,8 +147,10 @@ class FairHoldQueue(Generic[T]):
             while heap:
                 flow = band.flows[heap[0][2]]
                 entries = flow.entries
-                while entries and not self._waiting(entries[0]):
-                    entries.popleft()
+                if alive is not None:
+                    while entries and not alive(entries[0][0]):
+                        entries.popleft()
+                        self._count -= 1
                 if entries:
                     return band, flow
                 heapq.heappop(heap)  # every request of this tenant left or was served
@@ -194,36 +172,48 @@ class FairHoldQueue(Generic[T]):
             if found is None:
                 return
             band, flow = found
-            entry = flow.entries[0]
-            got = take(entry.item)
+            entries = flow.entries
+            item, since, cost = entries[0]
+            got = take(item)
             if got is None:
                 return
-            flow.entries.popleft()
-            self._gone(entry)
+            entries.popleft()
+            self._count -= 1
             band.vclock = flow.vtime
-            flow.vtime += entry.cost
+            flow.vtime += cost
             band.seq += 1
             flow.seq = band.seq
-            tenant = band.heap[0][2]
-            if flow.entries:
-                heapq.heapreplace(band.heap, (flow.vtime, flow.seq, tenant))
+            heap = band.heap
+            if entries:
+                heapq.heapreplace(heap, (flow.vtime, flow.seq, heap[0][2]))
             else:
-                heapq.heappop(band.heap)
+                heapq.heappop(heap)
                 flow.active = False
-            yield entry.item, entry.since, got
+            yield item, since, got
 
     # -- leaving ------------------------------------------------------------
 
+    def _waiting(self, entry: tuple[T, float, int]) -> bool:
+        return self._alive is None or self._alive(entry[0])
+
     def expire(self, held_for_s: float, now: float) -> list[T]:
         """Remove and return those held for ``held_for_s`` or more at ``now`` (the
-        requests still waiting; those that left are dropped)."""
-        arrivals = self._arrivals
-        out: list[T] = []
-        while arrivals and arrivals[0].since + held_for_s <= now:
-            entry = arrivals.popleft()
-            if self._waiting(entry):
-                out.append(self._gone(entry))
-        return out
+        requests still waiting, oldest first; those that left are dropped).
+
+        Every flow is in arrival order, so those past the deadline are at the
+        heads of the flows."""
+        out: list[tuple[float, T]] = []
+        cutoff = now - held_for_s
+        for band in self._bands.values():
+            for flow in band.flows.values():
+                entries = flow.entries
+                while entries and entries[0][1] <= cutoff:
+                    entry = entries.popleft()
+                    self._count -= 1
+                    if self._waiting(entry):
+                        out.append((entry[1], entry[0]))
+        out.sort(key=lambda e: e[0])
+        return [item for _, item in out]
 
     def shed_for(self, priority: int, tenant: str = "") -> T | None:
         """The buffer is full and a request of ``priority`` for ``tenant`` arrives:
@@ -247,6 +237,7 @@ class FairHoldQueue(Generic[T]):
         entries = flow.entries
         while entries and not self._waiting(entries[-1]):
             entries.pop()
+            self._count -= 1
         return len(entries)
 
     def _newest_of_heaviest(
@@ -262,24 +253,36 @@ class FairHoldQueue(Generic[T]):
             size = self._tidy_tail(flow)
             # A tie goes to the tenant whose newest request is newest: the
             # request shed is then the one that waited least.
-            if size > more_than and (size, flow.entries[-1].since) > best:
-                heaviest, best = flow, (size, flow.entries[-1].since)
+            if size > more_than and (size, flow.entries[-1][1]) > best:
+                heaviest, best = flow, (size, flow.entries[-1][1])
         if heaviest is None:
             return None
-        return self._gone(heaviest.entries.pop())
+        self._count -= 1
+        return heaviest.entries.pop()[0]
 
     def drain(self) -> list[T]:
-        """Remove and return every request still waiting (its target went away, or a
-        wake was refused)."""
-        out = [self._gone(e) for e in self._arrivals if self._waiting(e)]
-        self._arrivals.clear()
+        """Remove and return every request still waiting, oldest first (its target went
+        away, or a wake was refused)."""
+        out = [
+            (entry[1], entry[0])
+            for band in self._bands.values()
+            for flow in band.flows.values()
+            for entry in flow.entries
+            if self._waiting(entry)
+        ]
         self._bands.clear()
         self._order.clear()
-        return out
+        self._count = 0
+        out.sort(key=lambda e: e[0])
+        return [item for _, item in out]
 
     def compact(self) -> None:
-        """Drop every entry that is gone or left, wherever it is in the queue."""
-        self._arrivals = deque(e for e in self._arrivals if self._waiting(e))
+        """Drop every entry that left, wherever it is in the queue."""
+        if self._alive is None:
+            return
+        count = 0
         for band in self._bands.values():
             for flow in band.flows.values():
-                flow.entries = deque(e for e in flow.entries if not e.gone)
+                flow.entries = deque(e for e in flow.entries if self._waiting(e))
+                count += len(flow.entries)
+        self._count = count

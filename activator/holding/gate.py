@@ -65,7 +65,6 @@ from activator.holding.prefix_balancing import PrefixBalancer
 from activator.holding.request_class import ANONYMOUS, HoldClass
 from activator.replicas.readiness import EndpointTracker, TargetEndpoints
 from groundwork.fair_hold_queue import FairHoldQueue
-from groundwork.priority import class_label
 
 __all__ = [
     "BufferFull",
@@ -243,7 +242,7 @@ class Gate:
         if shed_at_zero and place.priority < 0 and not self.endpoints.ready:
             if self._wake is not None:
                 self._wake(self.name)
-            self.shed_by_class[class_label(place.priority)] += 1
+            self.shed_by_class[place.label] += 1
             self._shed_in_period += 1
             raise Shed(self.name)
         if not self.full:
@@ -272,8 +271,9 @@ class Gate:
         )
         if tracker is not None:
             return tracker
-        self.admit(place, shed_at_zero=shed_at_zero)
-        label = class_label(place.priority)
+        if shed_at_zero or self.buffered - self._shedding >= self.max_buffered:
+            self.admit(place, shed_at_zero=shed_at_zero)
+        label = place.label
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[EndpointTracker] = loop.create_future()
         self._touch()

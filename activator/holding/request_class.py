@@ -38,10 +38,10 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from activator.balancing.prefix_key import estimated_tokens
-from groundwork.priority import parse_priority
+from groundwork.priority import class_label, parse_priority
 
 __all__ = [
     "ANONYMOUS",
@@ -71,6 +71,11 @@ class HoldClass:
     tenant: str
     cost: int
     bad_priority: bool = False  # the header was there and did not parse
+    # The class's metric label (groundwork.priority.class_label), worked out once.
+    label: str = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "label", class_label(self.priority))
 
 
 # A request that names nothing, on a target with the default class: shared, so
