@@ -167,11 +167,11 @@ class FairHoldQueue(Generic[T]):
         ``take`` is called again only after the caller has used the previous
         capacity (the loop body runs in between), so it sees that capacity
         counted."""
-        while True:
-            found = self._head()
-            if found is None:
-                return
+        alive, order, bands = self._alive, self._order, self._bands
+        found = self._head()
+        while found is not None:
             band, flow = found
+            top = order[0]
             entries = flow.entries
             item, since, cost = entries[0]
             got = take(item)
@@ -184,12 +184,26 @@ class FairHoldQueue(Generic[T]):
             band.seq += 1
             flow.seq = band.seq
             heap = band.heap
-            if entries:
-                heapq.heapreplace(heap, (flow.vtime, flow.seq, heap[0][2]))
-            else:
+            tenant = heap[0][2]
+            if not entries:
                 heapq.heappop(heap)
                 flow.active = False
+            elif len(heap) == 1:
+                heap[0] = (flow.vtime, flow.seq, tenant)  # alone in its class: still next
+            else:
+                heapq.heapreplace(heap, (flow.vtime, flow.seq, tenant))
             yield item, since, got
+            # The common case (one class, one tenant: no headers) goes on with the
+            # same flow without looking for the next one.
+            if not (
+                entries
+                and len(heap) == 1
+                and order
+                and order[0] == top
+                and bands.get(-top) is band
+                and (alive is None or alive(entries[0][0]))
+            ):
+                found = self._head()
 
     # -- leaving ------------------------------------------------------------
 
