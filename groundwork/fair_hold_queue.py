@@ -18,8 +18,9 @@ names ``critical``, ``standard`` and ``sheddable`` to 1, 0 and -1), a
    requests and another's ten long ones get the same tokens. A tenant that
    comes back after an idle spell starts at the class's current virtual
    time: it cannot bank credit while away. Each tenant's own requests go in
-   arrival order. With one class and one tenant this is the FIFO of
-   :class:`~groundwork.hold_queue.HoldQueue`.
+   arrival order. With one class and one tenant (requests without the
+   headers) this is a plain FIFO in arrival order, and :meth:`hand_out`
+   serves it without searching for the next flow.
 3. **A request that left is skipped** (``alive`` says which still wait) when
    it is reached, never searched for; a tenant whose requests all left is
    dropped from the turn when it comes up (it vanished).
