@@ -1,4 +1,4 @@
-"""Activator reports: the activator view of demand (DESIGN §3 "Reporting", §4).
+"""Activator reports: the activator view of demand (docs/architecture.md, "The scaler").
 
 Every activator posts its per-target counts every ``period_s`` (1 s). The
 store keeps only each activator's latest report, stamped with the time it
@@ -21,14 +21,15 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from scaler.signals.base import SourceReading
+from scaler.policy.api import SignalKind
+from scaler.signals.base import COUNTS, SourceReading
 from scaler.signals.names import ACTIVATOR
 
 __all__ = ["ActivatorReport", "ActivatorReports", "ReportError", "TargetStats", "parse_report"]
 
 
 class ReportError(ValueError):
-    """A report body that does not have the shape of DESIGN §3."""
+    """A report body that does not have the shape of a report (see :func:`parse_report`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +180,11 @@ class ActivatorReports:
     def name(self) -> str:
         return ACTIVATOR
 
+    @property
+    def feeds(self) -> frozenset[SignalKind]:
+        """Requests held and in flight: the counts, nothing of the servers' state."""
+        return COUNTS
+
     def record(self, report: ActivatorReport, *, now: float) -> int:
         """Keep ``report`` as its activator's latest; the number of activators reporting."""
         self._expire(now)
@@ -233,6 +239,7 @@ class ActivatorReports:
             source=ACTIVATOR,
             fresh=fresh,
             reporters=len(self._latest),
+            activators=len(self._latest),
             concurrency=concurrency,
             queue_depth=float(buffered),
             busy=concurrency > 0 or in_flight > 0 or buffered > 0,

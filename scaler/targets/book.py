@@ -1,9 +1,10 @@
-"""Which Deployments the scaler manages, and with what config (DESIGN §2).
+"""Which Deployments the scaler manages, and with what config (docs/annotations.md).
 
 :class:`TargetBook` follows the cluster view's opted-in Deployments and keeps,
 per target, its validated :class:`~scaler.policy.api.ScalingConfig` (or the
-problem that makes it unusable) and the status annotation it carries. The
-controller syncs it before deciding; the signal hub reads the configs (which
+problem that makes it unusable) and the status annotation it carries. Every
+reader goes through :meth:`TargetBook.entries`, which follows the cluster
+view; the controller reads it before deciding; the signal hub reads the configs (which
 targets get windows) and the pulled sources read the pods to query
 (:meth:`TargetBook.poll_targets`), so neither has to ask the controller.
 
@@ -73,8 +74,19 @@ class TargetBook:
         """The cluster view's targets (``{}`` before it has synced)."""
         return self._cluster.targets() if self._cluster.synced else {}
 
-    def sync(self) -> Mapping[str, TargetConfig]:
+    def entries(self) -> Mapping[str, TargetConfig]:
         """Every target the cluster view holds now, its config up to date."""
+        self._follow()
+        return self._entries
+
+    def _follow(self) -> None:
+        """Follow the cluster view; the one place the book changes. A target whose
+        annotations did not change since the last call costs one identity check.
+
+        Readers ask and the book follows, rather than the controller syncing it
+        before it decides: the hub reads the configs at every arrival, and a
+        target that appeared since the last tick must get its samples before
+        its first decision."""
         snapshots = self.snapshots()
         for key in [k for k in self._entries if k not in snapshots]:
             del self._entries[key]
@@ -83,11 +95,10 @@ class TargetBook:
             d = snap.deployment
             if self._seen.get(key) is not d.annotations:
                 self._update(key, d)
-        return self._entries
 
     def configs(self) -> Mapping[str, ScalingConfig | None]:
         """Target -> its config, ``None`` while its annotations are invalid."""
-        return {key: entry.config for key, entry in self.sync().items()}
+        return {key: entry.config for key, entry in self.entries().items()}
 
     def get(self, key: str) -> TargetConfig | None:
         return self._entries.get(key)
@@ -123,7 +134,7 @@ class TargetBook:
     def poll_targets(self) -> list[TargetPods]:
         """Ready pods of every target, for the scrape and Prometheus loops (engine
         ``generic`` and port 8000 for a target whose config is invalid)."""
-        entries = self.sync()
+        entries = self.entries()
         out = []
         for key, snap in self.snapshots().items():
             entry = entries.get(key)
