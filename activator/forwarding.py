@@ -7,7 +7,9 @@ wraps hold, send and release in one call:
 1. **take an endpoint** from the gate: at once when one has room
    (:meth:`Gate.try_acquire`), else held until one does
    (:meth:`Gate.acquire`, one future per held request, bounded by the
-   target's cold-start timeout and by the cap on held bodies);
+   target's cold-start timeout and by the cap on held bodies), placed by its
+   class, tenant and cost (:func:`~activator.holding.request_class.hold_class`,
+   read only then: a request that never waits reads no such header);
 2. **take a connection** to it from the pool: an idle keep-alive one at
    once, else a new one (awaited);
 3. **send** the request over it (:func:`activator.http1.send`); the replica
@@ -59,8 +61,9 @@ from typing import Any
 
 from activator import http1
 from activator.balancing.prefix_key import PromptBlocks
-from activator.holding.gate import BufferFull, ColdStartTimeout, DrainEnded, HoldError
+from activator.holding.gate import ColdStartTimeout, DrainEnded, HoldError
 from activator.holding.held_bodies import HeldBodies
+from activator.holding.request_class import hold_class
 from activator.holding.target import Target
 from activator.http1 import Exchange
 from activator.metrics import Metrics
@@ -181,6 +184,7 @@ class Forwarding:
     __slots__ = (
         "body",
         "conn",
+        "document",
         "exchange",
         "forwarder",
         "prompt",
@@ -198,6 +202,7 @@ class Forwarding:
         started: float,
         body: bytes | None = None,
         prompt: PromptBlocks | None = None,
+        document: object = None,
     ) -> None:
         self.forwarder = forwarder
         self.exchange = exchange
@@ -207,6 +212,9 @@ class Forwarding:
         self.body = body
         # What a prefix-balanced model picks a replica by (None: by load).
         self.prompt = prompt
+        # The body parsed to route by ``model`` (None: not parsed): a held
+        # request's cost in tokens comes from it.
+        self.document = document
         self.tracker: EndpointTracker | None = None
         self.conn: http1.UpstreamConnection | None = None
         self.sent_again = False  # it went out once and came back unanswered
@@ -255,9 +263,11 @@ class Forwarding:
     async def _endpoint_and_connection(self) -> tuple[EndpointTracker, http1.UpstreamConnection]:
         """Steps 1 and 2: an endpoint, held for until the cold-start deadline, and a
         connection to it; an endpoint that refuses is marked down and another awaited."""
-        forwarder, gate = self.forwarder, self.target.gate
+        forwarder, gate, spec = self.forwarder, self.target.gate, self.target.spec
+        metrics = forwarder.answers.metrics
         loop = asyncio.get_running_loop()
-        timeout_s = self.target.spec.cold_start_timeout_s
+        timeout_s = spec.cold_start_timeout_s
+        place = None  # its class, tenant and cost, read when it first waits
         deadline = 0.0  # on the loop's clock, from the first wait or refusal
         refused = 0
         held_bytes = len(self.body) if self.body else 0
@@ -267,20 +277,30 @@ class Forwarding:
                 now = loop.time()
                 if not deadline:
                     deadline = now + timeout_s
-                if gate.full:
-                    # Before the body is counted as held: a full buffer is the answer.
-                    raise BufferFull(gate.name)
+                if place is None:
+                    place = hold_class(
+                        self.exchange.head.index, spec.default_priority, self.document
+                    )
+                    if place.bad_priority:
+                        metrics.count_bad_priority(gate.name)
+                # Before the body is counted as held: a full buffer (or a sheddable
+                # request at zero) is the answer.
+                gate.admit(place, shed_at_zero=spec.shed_at_zero)
                 if not forwarder.held_bodies.take(held_bytes):
                     raise HeldBodiesFull()
                 try:
-                    tracker = await gate.acquire(max(0.0, deadline - now))
+                    tracker = await gate.acquire(
+                        max(0.0, deadline - now), place, shed_at_zero=spec.shed_at_zero
+                    )
                 except ColdStartTimeout:
                     if refused:
                         raise AllRefused(f"{refused} connection attempt(s) refused") from None
                     raise
                 finally:
                     forwarder.held_bodies.give_back(held_bytes)
-                forwarder.answers.metrics.observe_cold_wait(gate.name, loop.time() - now)
+                waited = loop.time() - now
+                metrics.observe_cold_wait(gate.name, waited)
+                metrics.observe_hold(gate.name, place.label, waited)
             pool = forwarder.pool
             try:
                 conn = pool.take_idle(tracker.host, tracker.port) or await pool.acquire(

@@ -221,7 +221,7 @@ class Proxy:
         gate = target.gate
         gate.arrive(document)
         forwarding = Forwarding(
-            self.forwarder, exchange, target, started, body, gate.prompt_of(document)
+            self.forwarder, exchange, target, started, body, gate.prompt_of(document), document
         )
         if not forwarding.send_now():
             await forwarding.wait_and_send()

@@ -17,7 +17,12 @@ BadModel                400    the object has no ``model``, or it is not a
                                non-empty string (what it is, is said)
 BodyStalled             408    the client stalled its body past the idle timeout
 BodyTooLarge            413    body over the limit
-BufferFull              503    ``max_buffered`` requests already held
+BufferFull              503    ``max_buffered`` requests already held, none
+                               of which a newcomer may displace
+Shed                    503    displaced at ``max_buffered`` by a higher
+                               class or a lighter tenant, or sheddable and
+                               refused while no replica is ready
+                               (``routing.tidal.dev/shed-at-zero``)
 HeldBodiesFull          503    held request bodies reached the activator's cap
 Draining, DrainEnded    503    shutting down (DrainEnded: still held when
                                the drain timeout ended)
@@ -90,7 +95,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-from activator.holding.gate import BufferFull, ColdStartTimeout, DrainEnded, GateClosed
+from activator.holding.gate import BufferFull, ColdStartTimeout, DrainEnded, GateClosed, Shed
 from activator.http1.server import REJECTIONS, BodyStalled, BodyTooLarge
 from activator.scaler_link.wake_refusal import NotWoken
 
@@ -218,6 +223,14 @@ ERROR_STATUS: dict[type[Exception], ErrorStatus] = {
         "overloaded_error",
         "buffer_full",
         "too many requests are waiting for this model",
+        retry_after=True,
+    ),
+    Shed: ErrorStatus(
+        503,
+        "overloaded_error",
+        "shed",
+        "shed to make room for a request of a higher class or a lighter tenant, or refused "
+        "while the model wakes (a sheddable request)",
         retry_after=True,
     ),
     HeldBodiesFull: ErrorStatus(

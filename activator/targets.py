@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_COLD_START_TIMEOUT_S",
     "DEFAULT_CONTAINER_CONCURRENCY",
     "DEFAULT_MAX_BUFFERED",
+    "DEFAULT_PRIORITY",
     "DEFAULT_RESEND_UNANSWERED",
     "Endpoint",
     "TargetSink",
@@ -52,6 +53,10 @@ DEFAULT_BALANCING = "least-loaded"
 # A request whose replica closed the connection before a byte of answer is
 # sent once more (activator.statuses says why that suits inference).
 DEFAULT_RESEND_UNANSWERED = True
+# The class of a held request that names none (groundwork.priority: standard),
+# and the range a class may take.
+DEFAULT_PRIORITY = 0
+PRIORITY_RANGE = (-1_000_000, 1_000_000)
 
 # Allowed ranges (docs/annotations.md); the routes file and the annotations share them.
 COLD_START_TIMEOUT_RANGE_S = (1.0, 3600.0)
@@ -143,6 +148,10 @@ class TargetSpec:
     # Estimate each request's prompt tokens and max_tokens for the scaler (a model
     # sized in tokens: one with a TTFT objective); no cost for the others.
     counts_tokens: bool = False
+    # Class of a held request that names none; whether a sheddable request
+    # (class below 0) that finds no ready replica is refused at once.
+    default_priority: int = DEFAULT_PRIORITY
+    shed_at_zero: bool = False
 
     def __post_init__(self) -> None:
         parse_target_name(self.name)
@@ -161,6 +170,11 @@ class TargetSpec:
         if not lo <= self.max_buffered <= hi:
             raise ValueError(
                 f"{self.name}: max_buffered must be {lo}..{hi}, got {self.max_buffered}"
+            )
+        lo, hi = PRIORITY_RANGE
+        if not lo <= self.default_priority <= hi:
+            raise ValueError(
+                f"{self.name}: default_priority must be {lo}..{hi}, got {self.default_priority}"
             )
         if self.balancing not in BALANCING_MODES:
             raise ValueError(

@@ -14,6 +14,9 @@ line under the table: the objective and, live, the capacity the scaler has
 learned (prompt tokens per second per replica, or the prior it still uses)
 and the attainment measured over the last ten minutes (the servers' TTFT
 histograms), so the goal and what was delivered read side by side.
+Where requests carry priority classes, a line under the table gives the
+requests held by class across the activators and those shed in the last
+report (docs/priority.md).
 With the warm tier in use (``autoscaling.tidal.dev/sleep-after``), the live
 view also shows how many replicas sleep, the wakes so far and the last wake's
 duration.
@@ -346,6 +349,9 @@ def render_table(table: Sequence[Mapping[str, Any]], *, wide: bool = False) -> s
     slo_lines = [_slo_line(r) for r in table if r.get("slo")]
     if slo_lines:
         text += ["", "Time-to-first-token objectives (SLO-first scaling):", *slo_lines]
+    held = [line for r in table for line in [_held_line(r)] if line]
+    if held:
+        text += ["", "Held by priority class (all activators, live):", *held]
     if with_live:
         text += ["", *textwrap.wrap(_LEGEND, 100)]
     problems = [f"{r['namespace']}/{r['name']}: {r['problem']}" for r in table if r.get("problem")]
@@ -416,6 +422,21 @@ def _slo_line(row: Mapping[str, Any]) -> str:
         f"; measured {_percent(measured)} within {ttft} over the last 10m"
         f" ({live.get('measured_first_tokens', 0):,.0f} first tokens, servers' TTFT histograms)"
     )
+
+
+def _held_line(row: Mapping[str, Any]) -> str:
+    """Held requests by class and those shed in the last report, when classes are in use
+    (anything held outside ``standard``, or anything shed); else empty."""
+    observed = (row.get("live") or {}).get("observed") or {}
+    counts = {
+        label: int(observed.get(f"activator_held_{label}") or 0)
+        for label in ("critical", "standard", "sheddable")
+    }
+    shed = int(observed.get("activator_shed") or 0)
+    if not (counts["critical"] or counts["sheddable"] or shed):
+        return ""
+    held = ", ".join(f"{label} {n}" for label, n in counts.items())
+    return f"{row['namespace']}/{row['name']}: held {held}; shed {shed} in the last report"
 
 
 def _pair_line(row: Mapping[str, Any]) -> str:

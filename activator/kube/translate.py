@@ -49,6 +49,7 @@ from activator.targets import (
     TargetSpec,
     parse_duration_s,
 )
+from groundwork.priority import PRIORITY_ALLOWED, parse_priority
 
 __all__ = [
     "ENABLED_LABEL",
@@ -164,6 +165,22 @@ ROUTING_ANNOTATIONS: tuple[RoutingAnnotation, ...] = (
         "answer (RFC 9110 §9.2.2 lets a proxy resend only what it is configured to treat as "
         "idempotent; inference is, so the default is `true`)",
     ),
+    RoutingAnnotation(
+        _R + "default-priority",
+        "standard",
+        "",
+        "`critical`, `standard`, `sheddable` or a whole number -1000000 to 1000000",
+        "class of a held request without an `x-tidal-priority` header; higher classes are "
+        "released first and shed last ([priority and fairness](priority.md))",
+    ),
+    RoutingAnnotation(
+        _R + "shed-at-zero",
+        "false",
+        "",
+        "`true` or `false`",
+        "refuse a sheddable request (class below 0) at once with `503 shed` when no replica "
+        "is ready, rather than hold it through a cold start",
+    ),
 )
 
 
@@ -260,6 +277,16 @@ def target_from_deployment(deployment: Obj) -> Routing:
             resend = flag == "true"
         else:
             bad("resend-unanswered", "allowed: true or false")
+    priority = 0
+    if _R + "default-priority" in notes:
+        parsed = parse_priority(notes[_R + "default-priority"])
+        if parsed is None:
+            bad("default-priority", "allowed: " + PRIORITY_ALLOWED)
+        else:
+            priority = parsed
+    shed_at_zero = notes.get(_R + "shed-at-zero", "false").strip().lower()
+    if shed_at_zero not in ("true", "false"):
+        bad("shed-at-zero", "allowed: true or false")
     prefix = notes.get(_R + "path-prefix")
     if prefix is not None and not prefix.startswith("/"):
         bad("path-prefix", "allowed: a path starting with '/'")
@@ -285,6 +312,8 @@ def target_from_deployment(deployment: Obj) -> Routing:
         balancing=balancing,
         resend_unanswered=resend,
         counts_tokens=SLO_TTFT_ANNOTATION in notes,
+        default_priority=priority,
+        shed_at_zero=shed_at_zero == "true",
     )
     return Routing(spec=spec, service=service, port=port, problems=tuple(problems))
 

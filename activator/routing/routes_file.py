@@ -12,6 +12,8 @@ The format is the one docs/architecture.md shows, exactly::
         cold_start_timeout: 10m
         max_buffered: 1000
         resend_unanswered: true      # send once more what a replica closed on unanswered
+        default_priority: standard   # class of a held request without x-tidal-priority
+        shed_at_zero: false          # refuse sheddable requests at once while none is ready
 
 Left-out limits take the activator's defaults (``--defaults-*``). Durations
 are Go-style (``10m``, ``90s``) or plain seconds. A listed endpoint is *not*
@@ -47,6 +49,7 @@ from activator.targets import (
     parse_duration_s,
     parse_target_name,
 )
+from groundwork.priority import PRIORITY_ALLOWED, parse_priority
 
 __all__ = ["RoutesFileSource", "parse_endpoint", "parse_routes"]
 
@@ -63,6 +66,8 @@ _KEYS = {
     "max_buffered",
     "balancing",
     "resend_unanswered",
+    "default_priority",
+    "shed_at_zero",
 }
 
 
@@ -129,6 +134,15 @@ def parse_routes(text: str, *, defaults: Defaults | None = None) -> dict[str, Ta
         resend = entry.get("resend_unanswered", DEFAULT_RESEND_UNANSWERED)
         if not isinstance(resend, bool):
             raise ValueError(f"{where}.resend_unanswered: expected true or false, got {resend!r}")
+        shed_at_zero = entry.get("shed_at_zero", False)
+        if not isinstance(shed_at_zero, bool):
+            raise ValueError(f"{where}.shed_at_zero: expected true or false, got {shed_at_zero!r}")
+        written = entry.get("default_priority", "standard")
+        priority = parse_priority(str(written)) if isinstance(written, str | int) else None
+        if priority is None or isinstance(written, bool):
+            raise ValueError(
+                f"{where}.default_priority: expected {PRIORITY_ALLOWED}, got {written!r}"
+            )
         cold = entry.get("cold_start_timeout", defaults.cold_start_timeout_s)
         if not isinstance(cold, str | int | float):
             raise ValueError(f"{where}.cold_start_timeout: expected a duration such as 10m")
@@ -149,6 +163,8 @@ def parse_routes(text: str, *, defaults: Defaults | None = None) -> dict[str, Ta
                 endpoints=parsed,
                 balancing=str(entry.get("balancing", DEFAULT_BALANCING)),
                 resend_unanswered=resend,
+                default_priority=priority,
+                shed_at_zero=shed_at_zero,
             )
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from exc

@@ -65,6 +65,14 @@ def _anything(value: str) -> bool:
     return True
 
 
+def _priority(value: str) -> bool:
+    # groundwork.priority.parse_priority, restated (scaler.policy imports no Tidal code).
+    text = value.strip().lower()
+    if text in ("critical", "standard", "sheddable"):
+        return True
+    return bool(re.fullmatch(r"[+-]?[0-9]{1,7}", text)) and -1_000_000 <= int(text) <= 1_000_000
+
+
 # key (after the prefix) -> (check, what is allowed), in the order of docs/annotations.md.
 _RULES: dict[str, tuple[Callable[[str], bool], str]] = {
     "service": (_anything, "a Service name"),
@@ -80,6 +88,14 @@ _RULES: dict[str, tuple[Callable[[str], bool], str]] = {
         "least-loaded or prefix",
     ),
     "resend-unanswered": (
+        lambda v: v.strip().lower() in ("true", "false"),
+        "true or false",
+    ),
+    "default-priority": (
+        _priority,
+        "critical, standard, sheddable or a whole number -1000000..1000000",
+    ),
+    "shed-at-zero": (
         lambda v: v.strip().lower() in ("true", "false"),
         "true or false",
     ),

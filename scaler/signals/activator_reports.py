@@ -53,16 +53,28 @@ class TargetStats:
     # The fastest prefill among those first tokens: prompt tokens over the time
     # from reaching a replica to the first token (0: none).
     best_prefill_tokens_per_s: float = 0.0
+    # Held requests by priority class at the period's end, and those shed in
+    # it (optional in a report; shown by `tidal status`, never acted on).
+    held_critical: int = 0
+    held_standard: int = 0
+    held_sheddable: int = 0
+    shed: int = 0
 
 
-# TargetStats' optional token fields, as named in a report.
+# TargetStats' optional count fields, as named in a report.
 _TOKEN_FIELDS = (
     "prompt_tokens",
     "output_tokens",
     "first_tokens",
     "prefilled_tokens",
     "awaiting_first_token",
+    "held_critical",
+    "held_standard",
+    "held_sheddable",
+    "shed",
 )
+# Summed over the activators into the reading's observed values, as named there.
+_HOLD_FIELDS = ("held_critical", "held_standard", "held_sheddable", "shed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +218,7 @@ class ActivatorReports:
         concurrency = 0.0
         in_flight = buffered = arrivals = awaiting = 0
         pods: dict[str, float] = {}
+        hold = dict.fromkeys(_HOLD_FIELDS, 0)
         fresh = True
         for got in self._latest.values():
             if now - got.arrived_at > self._fresh_within_periods * got.report.period_s:
@@ -218,6 +231,8 @@ class ActivatorReports:
             buffered += stats.buffered
             arrivals += stats.arrivals
             awaiting += stats.awaiting_first_token
+            for name in _HOLD_FIELDS:
+                hold[name] += getattr(stats, name)
             for pod, n in stats.pods.items():
                 pods[pod] = pods.get(pod, 0.0) + n
         return SourceReading(
@@ -235,5 +250,6 @@ class ActivatorReports:
                 "activator_buffered": float(buffered),
                 "activator_arrivals": float(arrivals),
                 "activator_awaiting_first_token": float(awaiting),
+                **{f"activator_{name}": float(n) for name, n in hold.items()},
             },
         )

@@ -36,6 +36,7 @@ from scaler.policy import InvalidAnnotation, PlacementConfig, parse_duration_s
 from scaler.policy.annotations import AUTOSCALING_PREFIX
 from scaler.sim import synthetic, traces
 from scaler.sim.chat_trace import MEAN_TURNS, ChatSpec, generate_chat
+from scaler.sim.classes import class_table, ttft_by_class
 from scaler.sim.engine import LlmParams
 from scaler.sim.oracle import cacheable_tokens
 from scaler.sim.prefix_routing import ROUTINGS, balancer
@@ -133,6 +134,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="FIELD",
         help="field holding the prompt as a list of block hashes (as Mooncake's hash_ids): "
         "replicas then serve shared prefixes from an LRU prefix cache (default: none)",
+    )
+    src.add_argument(
+        "--class-field",
+        default=None,
+        metavar="FIELD",
+        help="field holding each request's priority class (critical, standard, sheddable or "
+        "a whole number, higher first): held requests are released by class, and TTFT is "
+        "reported per class (default: none, every request standard)",
+    )
+    src.add_argument(
+        "--tenant-field",
+        default=None,
+        metavar="FIELD",
+        help="field naming each request's tenant: within a class, held requests are released "
+        "in turns across tenants weighted by tokens (default: none, one tenant)",
     )
     src.add_argument(
         "--prefix-block-tokens",
@@ -445,6 +461,8 @@ def load_requests(args: argparse.Namespace, *, warn: bool = True) -> list[traces
             output_field=args.output_field,
             model_field=args.model_field,
             prefix_field=args.prefix_field,
+            class_field=args.class_field,
+            tenant_field=args.tenant_field,
             time_unit=args.time_unit,
             timestamps=args.timestamps,
             kind=args.format,
@@ -772,6 +790,7 @@ def run(args: argparse.Namespace) -> int:
         for path in written:
             print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
     elapsed = time.process_time() - started
+    results = [r.result for r in runs if r.result is not None]
     if args.json:
         policies = []
         for card, spread in rows:
@@ -779,7 +798,12 @@ def run(args: argparse.Namespace) -> int:
             if len(seeds) > 1:
                 row["spread"] = {k: [round(lo, 4), round(hi, 4)] for k, (lo, hi) in spread.items()}
             policies.append(row)
-        print(json.dumps({"policies": policies, "seeds": seeds, "cpu_s": round(elapsed, 2)}))
+        out: dict[str, object] = {"policies": policies, "seeds": seeds}
+        if args.class_field is not None:
+            out["ttft_by_class"] = {
+                r.name: {k: v.as_json() for k, v in ttft_by_class(r).items()} for r in results
+            }
+        print(json.dumps({**out, "cpu_s": round(elapsed, 2)}))
     else:
         print(
             f"{len(requests)} requests over {requests[-1].offset_s:.0f} s, cold start "
@@ -791,5 +815,8 @@ def run(args: argparse.Namespace) -> int:
         if len(seeds) > 1:
             print(f"spread over {len(seeds)} seeds (min..max):")
             print(_spread_table(rows))
+        if args.class_field is not None:
+            print(f"TTFT by class (seed {seeds[0]}):")
+            print(class_table(results))
         print(f"simulated in {elapsed:.1f} s of CPU")
     return 0

@@ -225,3 +225,22 @@ def test_the_default_table_fits_100_columns_and_wide_has_every_column() -> None:
     assert HELP_LEGEND in parser.format_help()
     for word in ("panic", "Steady", "Holding", "NoData", "-o wide"):
         assert word in HELP_LEGEND
+
+
+def test_held_requests_by_class_are_shown_where_classes_are_in_use() -> None:
+    observed = {"activator_held_critical": 2.0, "activator_held_standard": 7.0}
+    live = {
+        "default/ranked": {
+            "desired": 1,
+            "signals": {},
+            "observed": {**observed, "activator_shed": 3},
+        },
+        "default/plain": {"desired": 1, "signals": {}, "observed": {"activator_held_standard": 9}},
+    }
+    text = render_table(rows([deployment("ranked"), deployment("plain")], live))
+    assert "Held by priority class (all activators, live):" in text
+    assert (
+        "default/ranked: held critical 2, standard 7, sheddable 0; shed 3 in the last report"
+        in text
+    )
+    assert "default/plain:" not in text  # everything standard, nothing shed: as before

@@ -42,6 +42,10 @@ def test_the_keys_are_the_activators() -> None:
         {R + "balancing": "prefix", R + "max-buffered": "10"},
         {R + "balancing": "round-robin"},
         {R + "model": "llama", R + "max-buferd": "3"},
+        {R + "default-priority": "urgent", R + "shed-at-zero": "yes"},
+        {R + "default-priority": "1000001", R + "shed-at-zero": "True"},
+        {R + "default-priority": "sheddable", R + "max-buffered": "10"},
+        {R + "default-priority": "-40"},
     ],
 )
 def test_both_sides_find_the_same_keys_bad(annotations: dict[str, str]) -> None:
