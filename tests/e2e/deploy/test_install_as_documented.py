@@ -118,7 +118,9 @@ def test_install_block_runs_as_written(
         assert done.returncode == 0, done.stderr
     pages = (ROOT / "README.md").read_text() + (ROOT / "docs" / "operating.md").read_text()
     shown = sorted(set(_PORT_FORWARD.findall(pages)))
-    assert len(shown) >= 3, shown  # svc/tidal-activator, deploy/ and svc/tidal-scaler
+    # svc/tidal-activator, and deploy/tidal-scaler: through the Deployment, as a
+    # Service could reach a scaler replica that does not lead.
+    assert len(shown) >= 2, shown
     for target, ports in shown:
         _forward_and_ask(env, target, ports)
 

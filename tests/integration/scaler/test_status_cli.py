@@ -80,7 +80,14 @@ async def test_status_table_json_and_live(
     try:
         assert await run_status(["--kubeconfig", str(kubeconfig)]) == 0
         lines = capsys.readouterr().out.splitlines()
-        assert lines[0].split() == [
+        assert lines[0].split() == ["NAMESPACE", "NAME", "DESIRED", "READY", "MODE", "REASON"]
+        assert lines[1].split() == ["ml", "fresh", "-", "0", "-", "-"]
+        assert lines[2].split() == ["ml", "llama", "3", "3", "panic", "ScaledUp"]
+        assert len(lines) == 3
+        # -o wide adds the split by capacity type (every column there is).
+        assert await run_status(["--kubeconfig", str(kubeconfig), "-o", "wide"]) == 0
+        wide = capsys.readouterr().out.splitlines()
+        assert wide[0].split()[:8] == [
             "NAMESPACE",
             "NAME",
             "DESIRED",
@@ -90,9 +97,7 @@ async def test_status_table_json_and_live(
             "MODE",
             "REASON",
         ]
-        assert lines[1].split() == ["ml", "fresh", "-", "0", "-", "-", "-", "-"]
-        assert lines[2].split() == ["ml", "llama", "3", "3", "3", "0", "panic", "ScaledUp"]
-        assert len(lines) == 3
+        assert wide[2].split()[:8] == ["ml", "llama", "3", "3", "3", "0", "panic", "ScaledUp"]
         assert (
             await run_status(
                 [
