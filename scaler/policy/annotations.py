@@ -88,6 +88,7 @@ SLEEP_AFTER = _A + "sleep-after"
 SLEEP_LEVEL = _A + "sleep-level"
 SLO_TTFT = _A + "slo-ttft"
 SLO_ATTAINMENT = _A + "slo-attainment"
+ADAPTER_KEEP_ALIVE = _A + "adapter-keep-alive"
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +233,13 @@ SPECS: tuple[AnnotationSpec, ...] = (
         "99",
         "50 to 99.99 (percent); only with slo-ttft",
         "the share of requests that must meet slo-ttft",
+    ),
+    AnnotationSpec(
+        ADAPTER_KEEP_ALIVE,
+        "10m",
+        "1s to 24h",
+        "a LoRA adapter idle this long is unloaded from its replica by the activator"
+        " ([adapters](adapters.md))",
     ),
 )
 
@@ -599,6 +607,10 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
     if SLO_ATTAINMENT in annotations and SLO_TTFT not in annotations:
         r.bad(SLO_ATTAINMENT, f"only with {SLO_TTFT} (the objective it is a share of)")
 
+    # Read by the activator, which unloads idle adapters; checked here so that
+    # a bad value is an InvalidAnnotation Event like every other key.
+    adapter_keep_alive_s = r.duration(ADAPTER_KEEP_ALIVE, 1.0, 24 * 3600.0, 600.0)
+
     if r.problems:
         raise InvalidAnnotation.from_problems(tuple(r.problems))
 
@@ -631,6 +643,7 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
         sleep_level=sleep_level,
         slo_ttft_s=slo_ttft_s,
         slo_attainment=attainment_pct / 100.0,
+        adapter_keep_alive_s=adapter_keep_alive_s,
     )
 
 

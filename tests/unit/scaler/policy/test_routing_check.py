@@ -41,6 +41,12 @@ def test_the_keys_are_the_activators() -> None:
         {R + "container-concurrency": "0", R + "path-prefix": "/v1", R + "hosts": "a,b"},
         {R + "balancing": "prefix", R + "max-buffered": "10"},
         {R + "balancing": "round-robin"},
+        {R + "adapters": "sql=/models/sql, chat=org/chat-lora"},
+        {R + "adapters": "sql"},
+        {R + "adapters": "sql=a, sql=b"},
+        {R + "adapters": "s ql=a"},
+        {R + "adapters": "sql=/a b"},
+        {R + "adapters": " , "},
     ],
 )
 def test_both_sides_find_the_same_keys_bad(annotations: dict[str, str]) -> None:

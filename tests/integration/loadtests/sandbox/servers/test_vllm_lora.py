@@ -17,8 +17,8 @@ import time
 
 import aiohttp
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
+from activator.replicas.lora_state import LoraInfo, loaded_adapters, lora_info
 from loadtests.sandbox.servers.lora import RUNTIME_UPDATING_ENV, LoraParams
 from loadtests.sandbox.servers.server import ModelServer
 from loadtests.sandbox.servers.vllm import VllmApp
@@ -38,13 +38,10 @@ async def _post(session: aiohttp.ClientSession, url: str, body: object) -> tuple
         return resp.status, await resp.text()
 
 
-async def _lora_info(session: aiohttp.ClientSession, url: str) -> dict[str, str]:
+async def _lora_info(session: aiohttp.ClientSession, url: str) -> LoraInfo | None:
+    """The metric as the activator reads it."""
     async with session.get(f"{url}/metrics") as resp:
-        text = await resp.text()
-    for family in text_string_to_metric_families(text):
-        if family.name == "vllm:lora_requests_info":
-            return dict(family.samples[0].labels)
-    raise AssertionError("no vllm:lora_requests_info")
+        return lora_info(await resp.text())
 
 
 def test_runtime_updating_is_read_from_vllms_variable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -64,6 +61,7 @@ async def test_endpoints_need_runtime_updating_and_lora() -> None:
         async with ModelServer(off) as server:
             status, text = await _post(session, f"{server.url}/v1/load_lora_adapter", body)
             assert (status, text) == (404, '{"detail": "Not Found"}')
+            assert await _lora_info(session, server.url) is not None
         async with ModelServer(no_lora) as server:
             status, text = await _post(session, f"{server.url}/v1/load_lora_adapter", body)
             assert status == 400 and "--enable-lora" in text
@@ -87,7 +85,9 @@ async def test_load_serve_unload_and_the_batch_limit() -> None:
         status, text = await _post(session, load, {"lora_name": "b"})
         assert status == 400 and "Both 'lora_name' and 'lora_path'" in text
         async with session.get(f"{url}/v1/models") as resp:
-            cards = {c["id"]: c for c in (await resp.json())["data"]}
+            listing = await resp.json()
+        assert loaded_adapters(listing) == {"a"}
+        cards = {c["id"]: c for c in listing["data"]}
         assert cards["a"]["parent"] == "m" and cards["a"]["root"] == "org/a"
         assert cards["m"]["parent"] is None
         completion = f"{url}/v1/completions"
@@ -100,8 +100,7 @@ async def test_load_serve_unload_and_the_batch_limit() -> None:
         await asyncio.sleep(0.05)
         second = asyncio.create_task(_post(session, completion, {"model": "b", "prompt": "x"}))
         await asyncio.sleep(0.05)
-        info = await _lora_info(session, url)
-        assert info == {"running_lora_adapters": "a", "waiting_lora_adapters": "b", "max_lora": "1"}
+        assert await _lora_info(session, url) == LoraInfo(1, frozenset("a"), frozenset("b"))
         assert (await first)[0] == 200 and (await second)[0] == 200
         # Host memory holds two: loading c evicts a (least recently used); a is read again.
         await _post(session, load, {"lora_name": "c", "lora_path": "org/c"})
