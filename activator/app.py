@@ -24,7 +24,7 @@ one worker of :mod:`activator.workers`). The pieces:
 - background tasks: the target source, the prober and the reporter, each
   cancelled on the way out;
 - the collaborators are built here and passed in at construction: one
-  :class:`~activator.holding.wake_queue.WakeQueue` that the gates put cold targets
+  :class:`~activator.scaler_link.wake_queue.WakeQueue` that the gates put cold targets
   on and the reporter consumes, and the event loop's clock for everything.
 
 Drain (DESIGN §3): fail ``/readyz`` and keep serving for ``drain_grace_s``:
@@ -61,14 +61,14 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from activator import http1
-from activator.holding.wake_queue import WakeQueue
+from activator.kube.notice_taints import parse_notice_taints
 from activator.metrics import Metrics
 from activator.proxy import Proxy, ProxyOptions
-from activator.replicas.notice_taints import parse_notice_taints
 from activator.replicas.probing import Prober
 from activator.routing.registry import Registry
 from activator.scaler_link.peers import ScalerPeers, parse_scaler_urls
 from activator.scaler_link.reporting import Reporter
+from activator.scaler_link.wake_queue import WakeQueue
 from activator.settings import ActivatorSettings
 from activator.targets import TargetSource
 
@@ -154,7 +154,7 @@ class Activator:
 
     def requests_in_progress(self) -> int:
         """Held and in-flight requests over all targets."""
-        return sum(g.buffered + g.in_flight for g in self.registry.gates.values())
+        return self.registry.requests_in_progress()
 
     async def wait_idle(self, timeout_s: float) -> bool:
         """Wait until no request is held or in flight; False when ``timeout_s`` passed first."""
@@ -254,8 +254,8 @@ async def start(
     # getpid() system call on Python 3.11, and the gates read the clock twice
     # per request.
     clock = asyncio.get_running_loop().time
-    targets = Registry(rng=random.Random(), clock=clock, wake=wake)
-    metrics = Metrics(prom, gates=lambda: targets.gates)
+    targets = Registry(rng=random.Random(), clock=clock, wake=wake.put)
+    metrics = Metrics(prom, targets=lambda: targets.targets)
     timeouts = settings.timeouts
     limits = settings.limits
     # The scaler's client only: the replicas are reached through the pool.
@@ -293,7 +293,7 @@ async def start(
         clock=clock,
     )
     prober = Prober(
-        targets,
+        targets.endpoints,
         interval_s=settings.probe_interval_s,
         timeout_s=timeouts.probe_s,
         recheck_ready_s=settings.recheck_ready_s if settings.routes is not None else None,
@@ -331,10 +331,7 @@ async def start(
         connections = activator.connections
         activator.data_server = await loop.create_server(
             lambda: http1.ClientConnection(
-                proxy.serve,
-                limits=server_limits,
-                connections=connections,
-                fast=proxy.begin,
+                None, limits=server_limits, connections=connections, fast=proxy.handle
             ),
             settings.host,
             settings.port,

@@ -16,7 +16,7 @@ scrape reads exact totals. (A prometheus_client ``inc`` or ``observe`` takes
 a lock and, for a histogram, walks the buckets in Python: a few microseconds
 per request, on the path whose cost issue 14 measures.) Gauges of held and
 in-flight requests are not updated per request either: a custom collector
-reads the gates when Prometheus scrapes.
+reads the targets (their gates and specs) when Prometheus scrapes.
 
 With ``--workers`` each worker keeps its own registry; the serving process
 sums the workers' samples (:func:`merge_expositions`), which is correct for
@@ -41,7 +41,7 @@ from prometheus_client.core import (
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from activator.holding.gate import Gate
+from activator.holding.target import Target
 from activator.statuses import ERROR_STATUS
 
 __all__ = ["REASONS", "Metrics", "merge_expositions"]
@@ -78,9 +78,9 @@ _DURATION_LE = tuple("+Inf" if math.isinf(b) else repr(float(b)) for b in _DURAT
 _COLD_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 3600)
 
 
-class _GateCollector(Collector):
-    def __init__(self, gates: Callable[[], Mapping[str, Gate]]) -> None:
-        self._gates = gates
+class _TargetCollector(Collector):
+    def __init__(self, targets: Callable[[], Mapping[str, Target]]) -> None:
+        self._targets = targets
 
     def collect(self) -> Iterable[Metric]:
         buffered = GaugeMetricFamily(
@@ -120,12 +120,13 @@ class _GateCollector(Collector):
             "by load)",
             labels=["target", "outcome"],
         )
-        for name, gate in sorted(self._gates().items()):
+        for name, target in sorted(self._targets().items()):
+            gate = target.gate
             buffered.add_metric([name], gate.buffered)
             in_flight.add_metric([name], gate.in_flight)
             ready.add_metric([name], len(gate.endpoints.ready))
             capacity.add_metric([name], gate.max_buffered)
-            timeout.add_metric([name], gate.cold_start_timeout_s)
+            timeout.add_metric([name], target.spec.cold_start_timeout_s)
             if gate.prefix is not None:
                 for outcome, n in gate.prefix.routes.items():
                     prefix_routes.add_metric([name, outcome], n)
@@ -185,7 +186,7 @@ class Metrics:
         self,
         registry: CollectorRegistry,
         *,
-        gates: Callable[[], Mapping[str, Gate]] | None = None,
+        targets: Callable[[], Mapping[str, Target]] | None = None,
     ) -> None:
         self.registry = registry
         self._totals: dict[str, _Totals] = {}
@@ -222,8 +223,8 @@ class Metrics:
             ["result"],
             registry=registry,
         )
-        if gates is not None:
-            registry.register(_GateCollector(gates))
+        if targets is not None:
+            registry.register(_TargetCollector(targets))
         self._cold: dict[str, Histogram] = {}
         self._rejections: dict[tuple[str, str], Counter] = {}
 

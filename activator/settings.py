@@ -21,7 +21,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from activator.replicas.notice_taints import DEFAULT_NOTICE_TAINTS, parse_notice_taints
+from activator.kube.notice_taints import DEFAULT_NOTICE_TAINTS, parse_notice_taints
 from activator.scaler_link.peers import parse_scaler_urls
 from groundwork.settings_loading import ServiceSettings
 from groundwork.token_file import read_token

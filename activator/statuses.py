@@ -86,8 +86,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from activator.holding.gate import BufferFull, ColdStartTimeout, DrainEnded, GateClosed
-from activator.holding.wake_refusal import NotWoken
 from activator.http1.server import REJECTIONS, BodyStalled, BodyTooLarge
+from activator.scaler_link.wake_refusal import NotWoken
 
 __all__ = [
     "ERROR_STATUS",

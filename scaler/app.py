@@ -27,7 +27,7 @@ bad annotation (with ``target`` and ``problem`` beside ``error``): Tidal
 leaves such a Deployment's scale alone, so the activator would otherwise
 hold its requests until their cold-start timeout and answer a 504 that says
 nothing of why. The activator answers the requests it holds for that
-target with this message (``activator.holding.wake_refusal``). Every replica
+target with this message (``activator.scaler_link.wake_refusal``). Every replica
 answers it (each keeps the configs), and every activation asks again, so
 requests that arrive later, at any activator, get it too, and a fix takes
 effect at the next request.

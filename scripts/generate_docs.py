@@ -157,7 +157,7 @@ def metrics_page() -> str:
     scaler = CollectorRegistry()
     ScalerMetrics(scaler)
     activator = CollectorRegistry()
-    ActivatorMetrics(activator, gates=dict)
+    ActivatorMetrics(activator, targets=dict)
     lines = [
         "# Metrics",
         "",

@@ -5,8 +5,8 @@
 - :mod:`activator.holding.prefix_balancing`: a Gate's prefix-aware choice
   among its live replicas;
 - :mod:`activator.holding.held_bodies`: the cap on body bytes kept while
-  requests wait;
-- :mod:`activator.holding.wake_queue`: targets to wake, for the reporter;
-- :mod:`activator.holding.wake_refusal`: the scaler's refusal to wake a
-  target, and the answer its held requests get.
+  requests wait.
+
+Waking the model is the scaler link's (:mod:`activator.scaler_link`): a gate
+only calls the ``wake`` callback it was given.
 """

@@ -19,11 +19,9 @@ endpoint:
   cancelled and skipped, and an endpoint handed to it in the same instant is
   given back.
 
-``container-concurrency`` is a hard per-replica bound; this activator
-enforces ``max(1, cc // activators)`` of it, where ``activators`` is the
-number the scaler counts (its answer to ``/v1/stats``), so several
-activators together stay within the bound as long as there are no more of
-them than ``cc``.
+``limit`` is this activator's per-replica bound: its share of the target's
+``container-concurrency``, which the target works out
+(:class:`~activator.holding.target.Target`); the gate keeps no spec of its own.
 
 The gate also keeps what ``/v1/stats`` reports: arrivals (:meth:`Gate.arrive`),
 and the time integral of ``in_flight + buffered`` from which the period's
@@ -36,29 +34,29 @@ parsed to route it); other targets pay nothing for it.
 
 Its public surface is small: :meth:`~Gate.arrive`, :meth:`~Gate.try_acquire`,
 :meth:`~Gate.acquire`, :meth:`~Gate.release` and :meth:`~Gate.mark_down` on
-the request path; :meth:`~Gate.configure`, :meth:`~Gate.set_activators` and
-:meth:`~Gate.close` for the registry; :meth:`~Gate.refuse` for the reporter (Tidal
+the request path; :meth:`~Gate.configure` for its target, :meth:`~Gate.close` for the
+registry; :meth:`~Gate.refuse` for the reporter (Tidal
 will not wake the target); :meth:`~Gate.take_period` and
 :meth:`~Gate.pods` for reports. The gate owns its target's
 :class:`~activator.replicas.readiness.TargetEndpoints` and is told of readiness
 changes through the callback it hands them at construction. When it holds a
-request while no endpoint is ready it puts the target on the
-:class:`~activator.holding.wake_queue.WakeQueue`, an event the reporter consumes: the
-gate itself never does I/O.
+request while no endpoint is ready it calls ``wake(name)``, a plain
+synchronous callback (in the activator it puts the target on the reporter's
+:class:`~activator.scaler_link.wake_queue.WakeQueue`): the gate itself never
+does I/O and knows nothing of the scaler.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 
 from activator.balancing.least_loaded import pick
 from activator.balancing.prefix_key import PromptBlocks, estimated_tokens
 from activator.clock import Clock, loop_time
 from activator.holding.prefix_balancing import PrefixBalancer
-from activator.holding.wake_queue import WakeQueue
 from activator.replicas.readiness import EndpointTracker, TargetEndpoints
-from activator.targets import DEFAULT_COLD_START_TIMEOUT_S
 from groundwork.hold_queue import HoldQueue
 
 __all__ = ["BufferFull", "ColdStartTimeout", "DrainEnded", "Gate", "GateClosed", "HoldError"]
@@ -101,12 +99,10 @@ class Gate:
         name: str,
         *,
         max_buffered: int,
-        container_concurrency: int,
-        cold_start_timeout_s: float = DEFAULT_COLD_START_TIMEOUT_S,
-        activators: int = 1,
+        limit: int = 0,
         rng: random.Random | None = None,
         clock: Clock = loop_time,
-        wake: WakeQueue | None = None,
+        wake: Callable[[str], None] | None = None,
     ) -> None:
         self.name = name
         self._rng = rng or random.Random()
@@ -132,34 +128,23 @@ class Gate:
         self.area = 0.0
         self._last_t = 0.0
         self.max_buffered = 0
-        self.container_concurrency = 0
-        self.cold_start_timeout_s = 0.0
         self.limit = 0
-        self.activators = max(1, activators)
         # None: least in flight; else the routing annotation asked for prefix balancing.
         self.prefix: PrefixBalancer | None = None
-        self.configure(
-            max_buffered=max_buffered,
-            container_concurrency=container_concurrency,
-            cold_start_timeout_s=cold_start_timeout_s,
-        )
+        self.configure(max_buffered=max_buffered, limit=limit)
 
-    def configure(
-        self,
-        *,
-        max_buffered: int,
-        container_concurrency: int,
-        cold_start_timeout_s: float = DEFAULT_COLD_START_TIMEOUT_S,
-    ) -> None:
-        """The target's limits; ``cold_start_timeout_s`` bounds how long a request is held."""
+    def configure(self, *, max_buffered: int, limit: int) -> None:
+        """How many requests may wait, and how many each replica takes from this
+        activator (0: no bound); its target (:mod:`activator.holding.target`) derives
+        both from the spec and the activator count."""
         if max_buffered < 0:
             raise ValueError(f"max_buffered must be >= 0, got {max_buffered}")
-        if container_concurrency < 0:
-            raise ValueError(f"container_concurrency must be >= 0, got {container_concurrency}")
+        if limit < 0:
+            raise ValueError(f"limit must be >= 0, got {limit}")
         self.max_buffered = max_buffered
-        self.container_concurrency = container_concurrency
-        self.cold_start_timeout_s = cold_start_timeout_s
-        self._update_limit()
+        old, self.limit = self.limit, limit
+        if limit != old:
+            self._dispatch()
 
     def set_balancing(self, mode: str) -> None:
         """``least-loaded`` or ``prefix`` (a target's ``routing.tidal.dev/balancing``)."""
@@ -172,18 +157,6 @@ class Gate:
         """What :meth:`try_acquire` balances a request by, from its parsed JSON body
         (None: by load)."""
         return self.prefix.prompt_of(document) if self.prefix is not None else None
-
-    def set_activators(self, count: int) -> None:
-        """The scaler's count of reporting activators; this one takes its share of cc."""
-        self.activators = max(1, count)
-        self._update_limit()
-
-    def _update_limit(self) -> None:
-        cc = self.container_concurrency
-        old = self.limit
-        self.limit = 0 if cc == 0 else max(1, cc // self.activators)
-        if self.limit != old:
-            self._dispatch()
 
     # -- accounting ---------------------------------------------------------
 
@@ -253,7 +226,7 @@ class Gate:
         self._waiters.hold(fut, self._last_t)
         self.buffered += 1
         if not self.endpoints.ready and self._wake is not None:
-            self._wake.put(self.name)
+            self._wake(self.name)
         # One timer that fails the future, rather than asyncio.timeout (a
         # Timeout object, its timer and a cancellation to translate): held
         # requests are many, and each one's bytes count (10,000 held).

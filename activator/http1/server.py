@@ -3,11 +3,13 @@
 One :class:`ClientConnection` per client connection. ``httptools`` (the
 llhttp parser with a callback API, which uvicorn uses) turns the bytes into
 a :class:`~activator.http1.heads.RequestHead` and body chunks; each request
-becomes an :class:`Exchange` that a *handler* coroutine serves in its own
-task, unless a *fast handler* takes it first and serves it by callbacks
-alone (the proxy does for a request it can send at once over a pooled
-connection: most of them), which saves a task, a future and a wake-up per
-request. Everything else is callbacks: no stream objects, no per-chunk awaits.
+becomes an :class:`Exchange` handed to a *fast handler*, a plain call that
+takes it and ends it later (:meth:`Exchange.finish`) from whatever callback
+or task completes it; the activator's is :meth:`activator.proxy.Proxy.handle`,
+its one entry into the proxy. A connection may be given a *handler*
+coroutine instead (or for what the fast handler leaves), which serves each
+exchange in a task of its own. Everything else is callbacks: no stream
+objects, no per-chunk awaits.
 
 Decisions, and why:
 
@@ -27,7 +29,7 @@ Decisions, and why:
   connection as the request goes out never read it, and the proxy sends it
   once more; a larger body is not kept, and its request is not sent again.
 - **Client disconnect cancels the handler** (its task, or the fast handler's
-  ``Exchange.cancel``): a held request frees its place at once (DESIGN §3).
+  ``Exchange.cancel``): a held request frees its place at once.
 - **Timeouts are idle ones**: keep-alive idle (no request in progress),
   swept for all connections of a server by one timer (:class:`Connections`),
   and body idle (the client stops sending its body: 408), checked by one
@@ -53,7 +55,7 @@ from typing import Protocol, cast
 
 import httptools
 
-from activator.http1.heads import RequestHead, error_head_and_body
+from activator.http1.heads import RequestHead, client_response_head, error_head_and_body
 
 __all__ = [
     "PAUSE_BUFFER",
@@ -267,7 +269,7 @@ class RequestBody:
         self.received += len(chunk)
         self._last = self._conn.loop.time()
         if self._limit and self.received > self._limit:
-            self._fail(BodyTooLarge())
+            self.fail(BodyTooLarge())
             return
         if self._sink is not None:
             if self._kept is not None:
@@ -288,7 +290,8 @@ class RequestBody:
             on_end(None)
         self._wake()
 
-    def _fail(self, exc: BaseException) -> None:
+    def fail(self, exc: BaseException) -> None:
+        """The body cannot be had: too large, stalled, or its framing broke."""
         if self.error is not None:
             return
         self.error = exc
@@ -319,7 +322,7 @@ class RequestBody:
         self._limit = limit
         if limit and self.received > limit:
             # Also when the whole body is in already: it is over the limit all the same.
-            self._fail(BodyTooLarge())
+            self.fail(BodyTooLarge())
 
     async def read_all(self, limit: int) -> bytes:
         """The whole body, at most ``limit`` bytes; each pause bounded by the idle timeout."""
@@ -421,7 +424,7 @@ class RequestBody:
             self._timer = loop.call_at(due, self._check_idle)
             return
         self._timer = None
-        self._fail(BodyStalled())
+        self.fail(BodyStalled())
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:
@@ -445,7 +448,7 @@ class Exchange:
         self.relay: Relay | None = None
         # Set by a fast handler that took the exchange: what stops it when the
         # client goes away (a task-served exchange is cancelled with its task).
-        self.cancel: Callable[[], None] | None = None
+        self.cancel: Callable[[], object] | None = None
 
     @property
     def http10(self) -> bool:
@@ -467,7 +470,7 @@ class Exchange:
         retry_after_s: int | None = None,
         close: bool = False,
     ) -> None:
-        """One of the activator's own JSON answers (DESIGN §3)."""
+        """One of the activator's own JSON answers (the table of :mod:`activator.statuses`)."""
         conn = self.conn
         close = close or conn.must_close or not self.head.keep_alive or not self.body.done
         if close:
@@ -485,21 +488,29 @@ class Exchange:
             )
         )
 
-    def continue_in_task(self, handler: Handler) -> None:
-        """A fast handler hands this exchange to ``handler`` in a task, which ends it.
-
-        For what turns out to need waiting after all (a request sent again):
-        from here on the exchange is served like one a task took from the start.
-        """
-        self.cancel = None
+    def answer(self, status: int, reason: bytes, content_type: bytes, body: bytes) -> None:
+        """A whole answer the handler writes itself (not an error): head and body at once."""
         conn = self.conn
-        conn.task = conn.loop.create_task(conn._serve(self, handler))
+        close = conn.must_close or not self.head.keep_alive or not self.body.done
+        if close:
+            conn.must_close = True
+        head = client_response_head(
+            status,
+            reason,
+            [(b"Content-Type", content_type)],
+            request_id=self.request_id,
+            content_length=len(body),
+            chunked=False,
+            close=close,
+            http10=self.http10,
+        )
+        self.write(head if self.head.method == "HEAD" else head + body)
 
     def finish(self) -> None:
         """A fast handler is done with this exchange: the connection serves the next request."""
         self.cancel = None
         self.body.detach()
-        self.conn._finished(self)
+        self.conn.end_exchange(self)
 
     def handler_failed(self) -> None:
         """The handler raised: a 500 if nothing was answered yet, and the connection closes."""
@@ -524,9 +535,9 @@ class Exchange:
 
 
 Handler = Callable[[Exchange], Awaitable[None]]
-# Serves an exchange by callbacks if it can: True when it took it (and will
-# call ``Exchange.finish``, having set ``Exchange.cancel``), False to leave it
-# to the handler's task.
+# Serves an exchange by callbacks and tasks of its own: True when it took it
+# (and will call ``Exchange.finish``, with ``Exchange.cancel`` set while it
+# works), False to leave it to the handler's task.
 FastHandler = Callable[[Exchange], bool]
 
 
@@ -629,11 +640,13 @@ class ClientConnection(asyncio.Protocol):
         "_connections",
         "_failed",
         "_fast",
+        "_handing",
         "_head_bytes",
         "_head_seen",
         "_headers",
         "_index",
         "_last_active",
+        "_next_due",
         "_parsed",
         "_parser",
         "_parsing",
@@ -655,12 +668,14 @@ class ClientConnection(asyncio.Protocol):
 
     def __init__(
         self,
-        handler: Handler,
+        handler: Handler | None,
         *,
         limits: ServerLimits,
         connections: Connections,
         fast: FastHandler | None = None,
     ) -> None:
+        if handler is None and fast is None:
+            raise ValueError("a connection needs a handler, a fast handler, or both")
         self.loop = asyncio.get_running_loop()
         self.handler = handler
         self._fast = fast
@@ -686,6 +701,8 @@ class ClientConnection(asyncio.Protocol):
         self.reading_paused_by_upstream = False
         self._last_active = 0.0
         self._failed = False
+        self._handing = False  # inside the fast handler's call
+        self._next_due = False  # a pipelined request to start once it returns
 
     # -- transport events ----------------------------------------------------------
 
@@ -859,17 +876,42 @@ class ClientConnection(asyncio.Protocol):
                 self.pause_body(_PAUSE_PIPELINED)
 
     def _start(self, exchange: Exchange) -> None:
-        self.current = exchange
-        fast = self._fast
-        if fast is not None:
-            try:
-                if fast(exchange):
-                    return
-            except Exception:
-                exchange.handler_failed()
-                exchange.finish()
+        """Hand ``exchange`` to the fast handler, else to the handler's task.
+
+        A fast handler may end the exchange before it returns (an answer of
+        its own): the next pipelined request then starts here, after it
+        returned, rather than inside its call, so a client's pipelined
+        requests never nest one handler call in another.
+        """
+        while True:
+            self.current = exchange
+            fast = self._fast
+            taken = False
+            if fast is not None:
+                self._handing = True
+                try:
+                    taken = fast(exchange)
+                except Exception:
+                    exchange.handler_failed()
+                    exchange.finish()
+                    taken = True
+                finally:
+                    self._handing = False
+            if not taken:
+                self.task = self.loop.create_task(self._serve(exchange))
                 return
-        self.task = self.loop.create_task(self._serve(exchange))
+            if not self._next_due:
+                return
+            self._next_due = False
+            exchange = self._next_pending()
+
+    def _next_pending(self) -> Exchange:
+        pending = self._pending
+        assert pending
+        exchange = pending.popleft()
+        if not pending:
+            self.resume_body(_PAUSE_PIPELINED)
+        return exchange
 
     def _cancel_handler(self) -> None:
         """Stop the handler of the request in progress (its task, or a fast handler's work)."""
@@ -883,18 +925,21 @@ class ClientConnection(asyncio.Protocol):
             cancel, current.cancel = current.cancel, None
             cancel()
 
-    async def _serve(self, exchange: Exchange, handler: Handler | None = None) -> None:
+    async def _serve(self, exchange: Exchange) -> None:
+        handler = self.handler
+        assert handler is not None
         try:
-            await (handler or self.handler)(exchange)
+            await handler(exchange)
         except asyncio.CancelledError:
             return
         except Exception:
             exchange.handler_failed()
         finally:
             exchange.body.detach()
-        self._finished(exchange)
+        self.end_exchange(exchange)
 
-    def _finished(self, exchange: Exchange) -> None:
+    def end_exchange(self, exchange: Exchange) -> None:
+        """``exchange`` is over: serve the next request, or close (:meth:`Exchange.finish`)."""
         self.current = None
         self.task = None
         transport = self.transport
@@ -907,9 +952,10 @@ class ClientConnection(asyncio.Protocol):
             transport.close()
             return
         if self._pending:
-            self._start(self._pending.popleft())
-            if not self._pending:
-                self.resume_body(_PAUSE_PIPELINED)
+            if self._handing:
+                self._next_due = True  # _start starts it once the handler returned
+            else:
+                self._start(self._next_pending())
             return
         if self._paused_for:
             self.resume_body(_PAUSE_PIPELINED)
@@ -934,7 +980,7 @@ class ClientConnection(asyncio.Protocol):
         elif parsing is current.body:
             # The body of the request in progress broke its framing: its
             # handler answers (or cuts the answer it began).
-            parsing._fail(exc)
+            parsing.fail(exc)
         else:
             # A pipelined request behind the one in progress: no more is read.
             self.pause_body(_PAUSE_UPGRADE)

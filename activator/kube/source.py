@@ -10,7 +10,7 @@ loops, the scaler's own, keep local stores (an
   EndpointSlices carry);
 - EndpointSlices that belong to a Service (``kubernetes.io/service-name``);
 - Nodes (cluster-wide, read only), for their interruption-notice taints:
-  endpoints on a node under notice drain (:mod:`activator.replicas.notice_taints`).
+  endpoints on a node under notice drain (:mod:`activator.kube.notice_taints`).
   A node event schedules a rebuild only when the set of nodes under notice
   changes, so node status updates cost a set comparison. With no notice
   taint keys configured, Nodes are not watched at all.
@@ -35,8 +35,8 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from activator.kube.notice_taints import DEFAULT_NOTICE_TAINTS, nodes_under_notice
 from activator.kube.translate import SERVICE_NAME_LABEL, build_targets
-from activator.replicas.notice_taints import DEFAULT_NOTICE_TAINTS, nodes_under_notice
 from activator.targets import TargetSink
 from groundwork.kube.connection import connect
 from groundwork.kube.reflector import ObjectCache, Reflector

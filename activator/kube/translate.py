@@ -23,7 +23,7 @@ with literal dicts.
   looked up by name in the slice, since slices carry the Service's port
   names with the *target* port numbers. An endpoint whose ``nodeName`` is
   under an interruption notice (a spot node the cloud is taking back; see
-  :mod:`activator.replicas.notice_taints`) is draining too, though still ready in
+  :mod:`activator.kube.notice_taints`) is draining too, though still ready in
   the slice: no new request goes there, the ones in flight finish within
   the notice.
 - :func:`build_targets` joins Deployments, Services and slices (and the

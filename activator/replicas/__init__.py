@@ -4,7 +4,5 @@
   waiting for a ready one;
 - :mod:`activator.replicas.probing`: direct probes that find a cold replica
   the moment it listens;
-- :mod:`activator.replicas.notice_taints`: node taints that announce a spot
-  interruption;
 - :mod:`activator.replicas.denylist`: endpoint paths a client never reaches.
 """

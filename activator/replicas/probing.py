@@ -20,11 +20,10 @@ concurrently, each bounded by ``timeout_s``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from activator.clock import Clock, loop_time
 from activator.replicas.readiness import EndpointTracker, TargetEndpoints
-from activator.routing.registry import Registry
 
 __all__ = ["Prober", "tcp_probe"]
 
@@ -49,11 +48,15 @@ ProbeFn = Callable[[str, int, float], Awaitable[bool]]
 
 
 class Prober:
-    """Probes the registry's endpoints in the background."""
+    """Probes every target's endpoints in the background.
+
+    ``targets`` lists each target's endpoints when asked (the registry's, in
+    the activator): the prober knows endpoints, not how targets are kept.
+    """
 
     def __init__(
         self,
-        registry: Registry,
+        targets: Callable[[], Iterable[TargetEndpoints]],
         *,
         interval_s: float = 0.2,
         timeout_s: float = 0.5,
@@ -61,7 +64,7 @@ class Prober:
         probe: ProbeFn = tcp_probe,
         clock: Clock = loop_time,
     ) -> None:
-        self.registry = registry
+        self.targets = targets
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self.recheck_ready_s = recheck_ready_s
@@ -83,8 +86,7 @@ class Prober:
         if recheck:
             self._last_recheck = now
         jobs: list[Awaitable[None]] = []
-        for gate in list(self.registry.gates.values()):
-            endpoints = gate.endpoints
+        for endpoints in list(self.targets()):
             for tracker in list(endpoints.trackers.values()):
                 if tracker.draining:
                     continue  # going away: no probe may put it back

@@ -93,16 +93,16 @@ class TargetEndpoints:
         self.ready: tuple[EndpointTracker, ...] = ()
         self._changed = asyncio.Event()
         self._on_change = on_change
-        self._sleeping: frozenset[str] = frozenset()
 
-    def update(self, endpoints: Iterable[Endpoint]) -> None:
-        """Take the source's latest list: add, drop, and refresh source readiness."""
+    def update(self, endpoints: Iterable[Endpoint], sleeping: frozenset[str] = frozenset()) -> None:
+        """Take the source's latest list: add, drop, and refresh source readiness;
+        ``sleeping``: the keys asleep (the target's, which owns that list)."""
         fresh: dict[str, EndpointTracker] = {}
         for ep in endpoints:
             tracker = self.trackers.get(ep.key)
             if tracker is None:
                 tracker = EndpointTracker(ep)
-                tracker.sleeping = ep.key in self._sleeping
+                tracker.sleeping = ep.key in sleeping
             else:
                 if tracker.source_ready and not ep.ready:
                     # The source withdrew readiness (failing readiness probe):
@@ -117,12 +117,14 @@ class TargetEndpoints:
 
     def set_sleeping(self, keys: frozenset[str]) -> None:
         """The endpoints (``ip:port``) the warm tier has asleep; the others are awake."""
-        if keys == self._sleeping:
-            return
-        self._sleeping = keys
+        changed = False
         for key, tracker in self.trackers.items():
-            tracker.sleeping = key in keys
-        self._recompute()
+            asleep = key in keys
+            if tracker.sleeping != asleep:
+                tracker.sleeping = asleep
+                changed = True
+        if changed:
+            self._recompute()
 
     def set_probe_result(self, key: str, ok: bool) -> None:
         tracker = self.trackers.get(key)

@@ -13,12 +13,12 @@ zero only when every activator reports zero for it. The scaler's answer
 
 ``POST /v1/activate`` goes out the moment a request is held for a target with
 no ready replica: the gate puts the target on the
-:class:`~activator.holding.wake_queue.WakeQueue` and the reporter, which consumes
+:class:`~activator.scaler_link.wake_queue.WakeQueue` and the reporter, which consumes
 that queue in its own task, calls :meth:`Reporter.activate`. One task per
 target repeats the post with exponential backoff (0.5 s doubling to 8 s)
 until a replica is ready, waking early when one is; a second held request
 while that task runs costs nothing. A replica that refuses to wake the
-target (its annotations are invalid: :mod:`activator.holding.wake_refusal`) ends
+target (its annotations are invalid: :mod:`activator.scaler_link.wake_refusal`) ends
 the task, and the requests held for the target are answered with its
 reason.
 
@@ -55,11 +55,11 @@ import aiohttp
 
 from activator.clock import Clock, loop_time
 from activator.holding.gate import Gate
-from activator.holding.wake_queue import WakeQueue
-from activator.holding.wake_refusal import NotWoken, refusal
 from activator.metrics import Metrics
 from activator.routing.registry import Registry
 from activator.scaler_link.peers import Peer, ScalerPeers
+from activator.scaler_link.wake_queue import WakeQueue
+from activator.scaler_link.wake_refusal import NotWoken, refusal
 
 __all__ = ["ACTIVATE_BACKOFF_S", "STATS_BACKOFF_PERIODS", "Reporter", "build_report"]
 
@@ -75,7 +75,8 @@ ANSWER_FRESH_PERIODS = 3
 def build_report(*, activator: str, registry: Registry, elapsed_s: float) -> dict[str, Any]:
     """The ``/v1/stats`` body for the period that just ended (resets the period)."""
     targets: dict[str, Any] = {}
-    for name, gate in registry.gates.items():
+    for name, target in registry.targets.items():
+        gate = target.gate
         area, arrivals = gate.take_period()
         targets[name] = {
             "concurrency": round(area / elapsed_s, 4) if elapsed_s > 0 else 0.0,
@@ -164,9 +165,9 @@ class Reporter:
         """Consume the gates' wake events: each starts (or joins) that target's activation."""
         while True:
             name = await wake.get()
-            gate = self.registry.gates.get(name)
-            if gate is not None:
-                self.activate(gate)
+            target = self.registry.targets.get(name)
+            if target is not None:
+                self.activate(target.gate)
 
     async def send_stats(self, report: dict[str, Any], *, now: float) -> None:
         """Start one post of ``report`` to each replica that is neither busy nor backing off."""

@@ -87,8 +87,10 @@ async def _measure_round(mode: str) -> tuple[float, float]:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as client:
             url = f"http://127.0.0.1:{activator.data_port}/v1/completions"
             held = [asyncio.create_task(client.post(url, data=b"{}")) for _ in range(10)]
-            while (g := activator.registry.gates.get("bench/ready")) is None or g.buffered < 10:  # noqa: ASYNC110
+            targets = activator.registry.targets
+            while (t := targets.get("bench/ready")) is None or t.gate.buffered < 10:
                 await asyncio.sleep(0.01)  # a plain counter: nothing to await
+                targets = activator.registry.targets
             if mode == "probe":
                 await asyncio.sleep((time.perf_counter_ns() % 200_000_000) / 1e9)  # random phase
             await web.TCPSite(runner, "127.0.0.1", port).start()
@@ -147,7 +149,7 @@ async def _told_round() -> float:
     )  # fmt: skip
     activator = await start(settings, source=Source(spec))
     try:
-        while "bench/told" not in activator.registry.gates:  # noqa: ASYNC110
+        while "bench/told" not in activator.registry.targets:  # noqa: ASYNC110
             await asyncio.sleep(0.01)  # the source's first snapshot: nothing to await
         await asyncio.sleep(0.3)  # past the reporter's first DNS resolution
         async with aiohttp.ClientSession() as client:

@@ -30,8 +30,8 @@ import aiohttp
 import pytest
 
 from activator.app import start
+from activator.kube.notice_taints import parse_notice_taints
 from activator.kube.source import KubeSource
-from activator.replicas.notice_taints import parse_notice_taints
 from tests.e2e.activator.kube_support import (
     MERGE,
     Api,
@@ -100,8 +100,8 @@ async def run_notice_story(api: Api, activator: Any) -> None:
     registry = activator.registry
 
     def gate_endpoints() -> Any:
-        gate = registry.gates.get("default/llama")
-        return gate.endpoints if gate is not None else None
+        target = registry.targets.get("default/llama")
+        return target.gate.endpoints if target is not None else None
 
     def ready_ips() -> set[str]:
         eps = gate_endpoints()

@@ -221,13 +221,13 @@ async def test_watch_cuts_410_and_outage_keep_last_known_state(tmp_path: Path) -
             registry = activator.registry
 
             def ready_count() -> int:
-                gate = registry.gates.get("default/llama")
-                return len(gate.endpoints.ready) if gate is not None else 0
+                target = registry.targets.get("default/llama")
+                return len(target.gate.endpoints.ready) if target is not None else 0
 
             # Every snapshot the registry takes after the first: never empty.
             seen_empty: list[int] = []
             registry._on_update = lambda: (
-                seen_empty.append(registry.updates) if not registry.gates else None
+                seen_empty.append(registry.updates) if not registry.targets else None
             )
             try:
                 async with aiohttp.ClientSession() as client:
@@ -326,7 +326,7 @@ async def test_request_held_through_a_real_cold_start(tmp_path: Path) -> None:
         source = KubeSource(label_selector=SELECTOR, kubeconfig=cluster.kubeconfig)
         activator = await start(cfg, source=source)
         try:
-            await wait_for(lambda: "default/llama" in activator.registry.gates, 20)
+            await wait_for(lambda: "default/llama" in activator.registry.targets, 20)
             url = f"http://127.0.0.1:{activator.data_port}/v1/completions"
             body = {"model": "llama-3-8b", "prompt": "hello", "max_tokens": 4}
             sent = loop.time()

@@ -89,7 +89,7 @@ async def test_connect_timeout_goes_back_to_waiting(
             source = StaticSource(spec("default/llama", stalled))
             cfg = settings(scaler, timeouts={"connect_s": 0.2, "probe_s": 0.2})
             async with running_activator(source, cfg) as act:
-                gate = act.registry.gates["default/llama"]
+                gate = act.registry.targets["default/llama"].gate
                 pending = asyncio.create_task(client.get(f"http://127.0.0.1:{act.data_port}/x"))
                 # The only replica timed out on connect: out of rotation, request held.
                 await wait_until(lambda: not gate.endpoints.ready and gate.buffered == 1)
@@ -169,12 +169,12 @@ async def test_held_bodies_are_capped_per_activator(
             return json.dumps({"model": model, "prompt": "p" * 900}).encode()
 
         held = asyncio.create_task(client.post(url, data=body("a")))
-        await wait_until(lambda: act.registry.gates["default/a"].buffered == 1)
+        await wait_until(lambda: act.registry.targets["default/a"].gate.buffered == 1)
         async with client.post(url, data=body("b")) as resp:
             assert resp.status == 503
             assert resp.headers["Retry-After"] == "4"
             assert (await resp.json())["error"]["code"] == "held_bodies_full"
-        assert act.registry.gates["default/b"].buffered == 0
+        assert act.registry.targets["default/b"].gate.buffered == 0
         assert act.proxy.held_bodies.held_bytes == len(body("a"))
         held.cancel()
         await asyncio.gather(held, return_exceptions=True)

@@ -49,7 +49,7 @@ async def test_pooled_requests_are_served_without_a_task_and_counted() -> None:
                 "tidal_activator_requests_total", {"target": "default/llama", "code": "2xx"}
             )
             assert total == 5
-            gate = act.registry.gates["default/llama"]
+            gate = act.registry.targets["default/llama"].gate
             assert gate.in_flight == 0
     finally:
         await backend.stop()
@@ -63,7 +63,7 @@ async def test_client_leaving_a_pooled_request_aborts_the_replica_and_frees_its_
             StaticSource(spec("default/llama", backend.endpoint)), settings()
         ) as act:
             url = f"http://127.0.0.1:{act.data_port}/v1/stream"
-            gate = act.registry.gates["default/llama"]
+            gate = act.registry.targets["default/llama"].gate
             # Opens and pools the replica connection.
             async with aiohttp.ClientSession() as warm, warm.get(url) as resp:
                 assert resp.status == 200

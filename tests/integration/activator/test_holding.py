@@ -61,7 +61,7 @@ async def test_held_until_replica_listens_and_scaler_told_at_once(
         }
         assert scaler.activations[0][2] == "Bearer s3cret"
         assert not pending.done()
-        assert act.registry.gates["default/llama"].buffered == 1
+        assert act.registry.targets["default/llama"].gate.buffered == 1
         await backend.start(port)
         try:
             resp = await asyncio.wait_for(pending, 5)
@@ -80,7 +80,7 @@ async def test_buffer_full_gives_503_with_retry_after(
     async with running_activator(source, settings(scaler, retry_after_s=7)) as act:
         url = f"http://127.0.0.1:{act.data_port}/x"
         held = [asyncio.create_task(client.get(url)) for _ in range(2)]
-        gate = act.registry.gates["default/llama"]
+        gate = act.registry.targets["default/llama"].gate
         await wait_until(lambda: gate.buffered >= 2)
         async with client.get(url) as resp:
             assert resp.status == 503
@@ -119,7 +119,7 @@ async def test_client_disconnect_frees_its_place(
     )
     async with running_activator(source, settings(scaler)) as act:
         url = f"http://127.0.0.1:{act.data_port}/x"
-        gate = act.registry.gates["default/llama"]
+        gate = act.registry.targets["default/llama"].gate
         async with aiohttp.ClientSession() as other:
             first = asyncio.create_task(other.get(url))
             await wait_until(lambda: gate.buffered >= 1)
@@ -145,7 +145,7 @@ async def test_container_concurrency_never_exceeded(
             spec("default/llama", *(b.endpoint for b in backends), container_concurrency=3)
         )
         async with running_activator(source, settings(scaler)) as act:
-            gate = act.registry.gates["default/llama"]
+            gate = act.registry.targets["default/llama"].gate
             # Wait for the first report's answer to set this activator's share.
             await wait_until(lambda: gate.limit == expected_limit)
             url = f"http://127.0.0.1:{act.data_port}/x"
@@ -177,7 +177,7 @@ async def test_refused_connection_goes_back_to_waiting(
             for _ in range(20):
                 async with client.get(url) as resp:
                     assert resp.status == 200
-            gate = act.registry.gates["default/llama"]
+            gate = act.registry.targets["default/llama"].gate
             assert [t.key for t in gate.endpoints.ready] == [live.endpoint]
     finally:
         await live.stop()
@@ -268,7 +268,9 @@ async def test_drain_finishes_in_flight_and_held_work(
             in_flight = [asyncio.create_task(client.get(base + "/slow")) for _ in range(5)]
             held = asyncio.create_task(client.get(base + "/cold"))
             await wait_until(
-                lambda: slow.in_flight >= 5 and act.registry.gates["default/cold"].buffered >= 1
+                lambda: (
+                    slow.in_flight >= 5 and act.registry.targets["default/cold"].gate.buffered >= 1
+                )
             )
             drain = asyncio.create_task(act.drain())
             await wait_until(lambda: not act.ready)
@@ -348,7 +350,7 @@ async def test_requests_still_held_when_the_drain_ends_get_503(
                 return resp.status, resp.headers.get("Retry-After", ""), await resp.json()
 
         held = [asyncio.create_task(one()) for _ in range(3)]
-        gate = act.registry.gates["default/cold"]
+        gate = act.registry.targets["default/cold"].gate
         await wait_until(lambda: gate.buffered >= 3)
         await act.drain()
         answers = await asyncio.gather(*held)

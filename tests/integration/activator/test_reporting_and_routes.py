@@ -140,7 +140,7 @@ async def test_routes_file_cold_start_and_reload(
     try:
         base = f"http://127.0.0.1:{activator.data_port}"
         await wait_until(lambda: bool(activator.registry.updates))
-        gate = activator.registry.gates["default/llama"]
+        gate = activator.registry.targets["default/llama"].gate
         held = asyncio.create_task(client.get(base + "/llama/v1/models"))
         await wait_until(lambda: gate.buffered >= 1)
         await backend.start(port)
@@ -156,7 +156,7 @@ async def test_routes_file_cold_start_and_reload(
             + "  - name: default/other\n    path_prefix: /other\n"
             + f'    endpoints: ["{other.endpoint}"]\n'
         )
-        await wait_until(lambda: "default/other" in activator.registry.gates)
+        await wait_until(lambda: "default/other" in activator.registry.targets)
         async with client.get(base + "/other/x") as resp:
             assert resp.status == 200
             assert (await resp.json())["backend"] == "other"

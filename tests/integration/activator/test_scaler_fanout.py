@@ -29,11 +29,11 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from activator.holding.wake_queue import WakeQueue
 from activator.metrics import Metrics
 from activator.routing.registry import Registry
 from activator.scaler_link.peers import ScalerPeers, parse_scaler_urls, resolve_all
 from activator.scaler_link.reporting import Reporter
+from activator.scaler_link.wake_queue import WakeQueue
 from activator.settings import ActivatorSettings
 from tests.integration.activator.helpers import (
     StaticSource,
@@ -102,8 +102,8 @@ async def test_comma_list_reaches_every_replica_and_takes_the_largest_count(
         cfg = settings(None, scaler_url=f"{one.url}, {two.url}/")
         async with running_activator(source, cfg) as act:
             await wait_until(lambda: len(one.stats) >= 2 and len(two.stats) >= 2)
-            gate = act.registry.gates["default/llama"]
-            await wait_until(lambda: gate.activators == 3)
+            gate = act.registry.targets["default/llama"].gate
+            await wait_until(lambda: act.registry.targets["default/llama"].activators == 3)
             assert gate.limit == 3  # 9 // 3
             held = asyncio.create_task(client.get(f"http://127.0.0.1:{act.data_port}/x"))
             await wait_until(lambda: bool(one.activations and two.activations))
@@ -111,7 +111,9 @@ async def test_comma_list_reaches_every_replica_and_takes_the_largest_count(
             await asyncio.gather(held, return_exceptions=True)
             # Once the replica answering 3 is gone, its answer goes stale.
             await two.stop()
-            await wait_until(lambda: gate.activators == 1, timeout_s=10)
+            await wait_until(
+                lambda: act.registry.targets["default/llama"].activators == 1, timeout_s=10
+            )
     finally:
         await one.stop()
         await two.stop()
@@ -127,9 +129,9 @@ async def test_one_name_with_two_addresses_fans_out() -> None:
         return ["127.0.0.1", "127.0.0.2"]
 
     wake = WakeQueue()
-    registry = Registry(rng=random.Random(1), wake=wake)
+    registry = Registry(rng=random.Random(1), wake=wake.put)
     registry.apply({"default/llama": spec("default/llama", "127.0.0.1:9", ready=False)})
-    gate = registry.gates["default/llama"]
+    gate = registry.targets["default/llama"].gate
     url = f"http://tidal-scaler.tidal-system:{first.port}"
     session = aiohttp.ClientSession()
     reporter = Reporter(
@@ -138,7 +140,7 @@ async def test_one_name_with_two_addresses_fans_out() -> None:
         peers=ScalerPeers(parse_scaler_urls(url), resolve=resolve),
         token="t",
         activator="a",
-        metrics=Metrics(CollectorRegistry(), gates=lambda: registry.gates),
+        metrics=Metrics(CollectorRegistry(), targets=lambda: registry.targets),
         period_s=0.1,
         wake=wake,
     )

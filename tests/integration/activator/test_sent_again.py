@@ -151,7 +151,7 @@ async def test_a_pooled_request_closed_unanswered_is_sent_again() -> None:
         assert replica.ids == ["first", "second", "second"]
         assert replica.connections == 2  # sent again on a new connection
         assert _resent(act) == 1
-        assert act.registry.gates[TARGET].in_flight == 0
+        assert act.registry.targets[TARGET].gate.in_flight == 0
 
 
 async def test_a_first_request_closed_unanswered_is_sent_again() -> None:

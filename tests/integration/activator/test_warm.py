@@ -34,7 +34,7 @@ async def test_sleeping_replica_is_held_and_woken() -> None:
             running_activator(source, settings(scaler)) as act,
             aiohttp.ClientSession() as client,
         ):
-            gate = act.registry.gates["default/llama"]
+            gate = act.registry.targets["default/llama"].gate
             await wait_until(lambda: not gate.endpoints.ready)  # the stats answer arrived
             started = time.perf_counter()
             url = f"http://127.0.0.1:{act.data_port}/v1/completions"
@@ -57,7 +57,7 @@ async def test_a_followers_answer_changes_nothing() -> None:
         async with running_activator(source, settings(scaler)) as act:
             await asyncio.wait_for(scaler.reported.get(), 5)
             await asyncio.wait_for(scaler.reported.get(), 5)
-            assert act.registry.gates["default/llama"].endpoints.ready
+            assert act.registry.targets["default/llama"].gate.endpoints.ready
     finally:
         await scaler.stop()
         await backend.stop()

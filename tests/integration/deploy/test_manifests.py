@@ -409,7 +409,7 @@ def _registered() -> set[str]:
     names = set()
     scaler, activator = CollectorRegistry(), CollectorRegistry()
     ScalerMetrics(scaler)
-    ActivatorMetrics(activator, gates=dict)
+    ActivatorMetrics(activator, targets=dict)
     for registry in (scaler, activator):
         for family in registry.collect():
             names.add(family.name + ("_total" if family.type == "counter" else ""))

@@ -1,4 +1,4 @@
-"""The activator's modules import each other without a cycle (issue 10).
+"""The activator's modules import each other without a cycle.
 
 Counted with grimp (import-linter's graph), which sees imports inside
 functions and under ``TYPE_CHECKING`` too: a lazy import still ties two

@@ -12,19 +12,28 @@ and rejects a negative cap.
 
 from __future__ import annotations
 
+import json
 from http import HTTPStatus
 
 import pytest
 
+from activator.holding.gate import BufferFull, ColdStartTimeout, GateClosed
 from activator.holding.held_bodies import HeldBodies
-from activator.holding.wake_refusal import NotWoken
 from activator.http1.heads import error_head_and_body
 from activator.metrics import REASONS
+from activator.proxy import error_response
+from activator.scaler_link.wake_refusal import NotWoken
 from activator.statuses import (
     ERROR_STATUS,
+    AllRefused,
+    BadBody,
     BodyStalled,
     BodyTooLarge,
+    ConnectRefused,
+    Draining,
     Failure,
+    NoTarget,
+    RefusedRequest,
     UpstreamFailed,
     after_failure,
     error_document,
@@ -101,3 +110,37 @@ def test_every_answer_has_its_standard_reason_phrase() -> None:
             b"Content Too Large" if spec.status == 413 else HTTPStatus(spec.status).phrase.encode()
         )
         assert head.startswith(b"HTTP/1.1 %d %s\r\n" % (spec.status, phrase)), head[:40]
+
+
+@pytest.mark.parametrize(
+    ("exc", "status", "code", "retry_after"),
+    [
+        (NoTarget(), 404, "no_target", False),
+        (GateClosed("t"), 404, "no_target", False),
+        (BadBody(), 400, "bad_body", False),
+        (BodyStalled(), 408, "body_timeout", False),
+        (BodyTooLarge(), 413, "body_too_large", False),
+        (BufferFull("t"), 503, "buffer_full", True),
+        (Draining(), 503, "draining", True),
+        (ColdStartTimeout("t"), 504, "cold_start_timeout", False),
+        (AllRefused(), 502, "all_refused", False),
+        (UpstreamFailed(), 502, "upstream_failed", False),
+        (RefusedRequest(), 400, "refused_request", False),
+        (ConnectRefused(), 405, "refused_request", False),
+    ],
+)
+def test_error_status_table(exc: Exception, status: int, code: str, retry_after: bool) -> None:
+    # error_response writes the answer as bytes (the data path is byte-level).
+    answer = error_response(exc, request_id="r1", retry_after_s=3)
+    head, body_bytes = answer.split(b"\r\n\r\n", 1)
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in header_lines)
+    assert int(status_line.split(" ")[1]) == status
+    assert headers["Content-Type"] == "application/json"
+    assert int(headers["Content-Length"]) == len(body_bytes)
+    body = json.loads(body_bytes)
+    assert body["error"]["code"] == code
+    assert body["error"]["message"]
+    assert body["error"]["type"]
+    assert ("Retry-After" in headers) is retry_after
+    assert headers["X-Request-Id"] == "r1"

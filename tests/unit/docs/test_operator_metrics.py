@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from activator.holding.gate import Gate
+from activator.holding.target import Target
 from activator.metrics import Metrics as ActivatorMetrics
 from activator.metrics import merge_expositions
+from activator.targets import TargetSpec
 from scaler.metrics import Metrics as ScalerMetrics
 
 
@@ -36,19 +37,16 @@ def test_spot_fallback_per_target_and_forgotten_with_it() -> None:
     assert _value(registry, "tidal_scaler_spot_fallback_replicas", target="ns/a") is None
 
 
-def _gate(max_buffered: int, timeout_s: float) -> Gate:
-    return Gate(
-        "ns/t",
-        max_buffered=max_buffered,
-        container_concurrency=0,
-        cold_start_timeout_s=timeout_s,
+def _target(max_buffered: int, timeout_s: float) -> Target:
+    return Target.new(
+        TargetSpec(name="ns/t", max_buffered=max_buffered, cold_start_timeout_s=timeout_s),
         clock=lambda: 0.0,
     )
 
 
 def test_activator_exports_each_targets_limits() -> None:
     registry = CollectorRegistry()
-    ActivatorMetrics(registry, gates=lambda: {"ns/t": _gate(50, 120.0)})
+    ActivatorMetrics(registry, targets=lambda: {"ns/t": _target(50, 120.0)})
     assert _value(registry, "tidal_activator_buffer_capacity", target="ns/t") == 50
     assert _value(registry, "tidal_activator_cold_start_timeout_seconds", target="ns/t") == 120
     assert _value(registry, "tidal_activator_requests_buffered", target="ns/t") == 0
@@ -58,7 +56,7 @@ def test_workers_merge_sums_capacity_and_keeps_the_timeout() -> None:
     texts = []
     for capacity in (30, 20):
         registry = CollectorRegistry()
-        ActivatorMetrics(registry, gates=lambda c=capacity: {"ns/t": _gate(c, 600.0)})  # type: ignore[misc]
+        ActivatorMetrics(registry, targets=lambda c=capacity: {"ns/t": _target(c, 600.0)})  # type: ignore[misc]
         texts.append(generate_latest(registry).decode())
     merged = merge_expositions(texts)
     assert 'tidal_activator_buffer_capacity{target="ns/t"} 50.0' in merged

@@ -11,19 +11,20 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from activator.holding.gate import Gate
+from activator.holding.target import Target
 from activator.metrics import Metrics
+from activator.targets import TargetSpec
 from loadtests.demo.activator_gauges import HeldRequests, parse_gauges
 
 
 def exposition(counts: dict[str, tuple[int, int]]) -> str:
-    gates = {}
+    targets = {}
     for name, (buffered, in_flight) in counts.items():
-        gate = Gate(name, max_buffered=100, container_concurrency=0)
-        gate.buffered, gate.in_flight = buffered, in_flight
-        gates[name] = gate
+        target = Target.new(TargetSpec(name=name, max_buffered=100))
+        target.gate.buffered, target.gate.in_flight = buffered, in_flight
+        targets[name] = target
     registry = CollectorRegistry()
-    Metrics(registry, gates=lambda: gates)
+    Metrics(registry, targets=lambda: targets)
     return generate_latest(registry).decode()
 
 

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from activator.kube.translate import build_targets, endpoints_from_slices
-from activator.replicas.notice_taints import (
+from activator.kube.notice_taints import (
     DEFAULT_NOTICE_TAINTS,
     nodes_under_notice,
     parse_notice_taints,
 )
+from activator.kube.translate import build_targets, endpoints_from_slices
 from activator.settings import ActivatorSettings
 from activator.targets import Endpoint
 from groundwork.settings_loading import load_settings

@@ -21,9 +21,10 @@ import asyncio
 import pytest
 
 from activator.holding.gate import BufferFull, ColdStartTimeout, Gate, GateClosed
-from activator.holding.wake_queue import WakeQueue
+from activator.holding.target import Target
 from activator.replicas.readiness import TargetEndpoints
 from activator.routing.registry import Registry
+from activator.scaler_link.wake_queue import WakeQueue
 from activator.targets import Endpoint, TargetSpec
 
 pytestmark = pytest.mark.looptime
@@ -47,9 +48,9 @@ def make_gate(
     return Gate(
         "ns/t",
         max_buffered=max_buffered,
-        container_concurrency=cc,
+        limit=cc,
         clock=clock or Clock(),
-        wake=wake,
+        wake=wake.put if wake is not None else None,
     )
 
 
@@ -123,9 +124,11 @@ async def test_container_concurrency_share() -> None:
     for tracker in taken:
         assert tracker is not None
         gate.release(tracker)
-    gate.set_activators(3)
+    target = Target(TargetSpec(name="ns/t", container_concurrency=4, endpoints=(EP1, EP2)), gate)
+    assert gate.limit == 4
+    target.set_activators(3)
     assert gate.limit == 1
-    gate.set_activators(10)
+    target.set_activators(10)
     assert gate.limit == 1  # never zero: each activator may send one
     with pytest.raises(ValueError, match="max_buffered"):
         make_gate(max_buffered=-1)
@@ -181,11 +184,14 @@ async def test_readiness_wait_outcomes() -> None:
 def test_registry_gives_each_gate_its_targets_limits() -> None:
     registry = Registry()
     registry.apply({"ns/t": TargetSpec(name="ns/t", max_buffered=5, cold_start_timeout_s=30.0)})
-    gate = registry.gates["ns/t"]
-    assert (gate.max_buffered, gate.cold_start_timeout_s) == (5, 30.0)
+    target = registry.targets["ns/t"]
+    gate = target.gate
+    assert (gate.max_buffered, target.spec.cold_start_timeout_s) == (5, 30.0)
     registry.apply({"ns/t": TargetSpec(name="ns/t", max_buffered=7, cold_start_timeout_s=90.0)})
-    assert registry.gates["ns/t"] is gate  # kept: held requests survive a re-apply
-    assert (gate.max_buffered, gate.cold_start_timeout_s) == (7, 90.0)
+    assert registry.targets["ns/t"] is not target  # a new spec: the target replaced whole
+    assert registry.targets["ns/t"].gate is gate  # kept: held requests survive a re-apply
+    target = registry.targets["ns/t"]
+    assert (gate.max_buffered, target.spec.cold_start_timeout_s) == (7, 90.0)
 
 
 async def test_held_with_no_ready_endpoint_wakes_the_target_once() -> None:

@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry
 
 from activator.balancing.prefix_key import BLOCK_CHARS, estimated_tokens, prompt_blocks
 from activator.holding.gate import ColdStartTimeout, Gate
+from activator.holding.target import Target
 from activator.kube.translate import target_from_deployment
 from activator.metrics import PREFIX, Metrics
 from activator.routing.registry import Registry
@@ -81,7 +82,7 @@ def _body(messages: list[dict[str, str]]) -> object:
 
 
 def test_a_prefix_gate_keeps_a_conversation_on_one_replica() -> None:
-    gate = Gate("ns/t", max_buffered=10, container_concurrency=0, clock=lambda: 0.0)
+    gate = Gate("ns/t", max_buffered=10, clock=lambda: 0.0)
     gate.set_balancing("prefix")
     gate.endpoints.update(ENDPOINTS)
     for topic in ("rust", "go", "sql", "css", "bash", "c"):
@@ -95,13 +96,16 @@ def test_a_prefix_gate_keeps_a_conversation_on_one_replica() -> None:
 
 
 def test_prefix_picks_are_counted_by_outcome_and_a_load_gate_counts_none() -> None:
-    gate = Gate("ns/t", max_buffered=10, container_concurrency=0, clock=lambda: 0.0)
-    gate.set_balancing("prefix")
-    gate.endpoints.update(ENDPOINTS)
-    plain = Gate("ns/plain", max_buffered=10, container_concurrency=0, clock=lambda: 0.0)
-    plain.endpoints.update(ENDPOINTS)
+    prefixed = Target.new(
+        TargetSpec(name="ns/t", max_buffered=10, balancing="prefix", endpoints=tuple(ENDPOINTS)),
+        clock=lambda: 0.0,
+    )
+    by_load = Target.new(
+        TargetSpec(name="ns/plain", max_buffered=10, endpoints=tuple(ENDPOINTS)), clock=lambda: 0.0
+    )
+    gate, plain = prefixed.gate, by_load.gate
     registry = CollectorRegistry()
-    Metrics(registry, gates=lambda: {"ns/t": gate, "ns/plain": plain})
+    Metrics(registry, targets=lambda: {"ns/t": prefixed, "ns/plain": by_load})
 
     def routes(outcome: str, target: str = "ns/t") -> float | None:
         labels = {"target": target, "outcome": outcome}
@@ -129,7 +133,7 @@ def test_prefix_picks_are_counted_by_outcome_and_a_load_gate_counts_none() -> No
 
 
 async def test_a_held_request_is_counted_once() -> None:
-    gate = Gate("ns/t", max_buffered=10, container_concurrency=0, clock=lambda: 0.0)
+    gate = Gate("ns/t", max_buffered=10, clock=lambda: 0.0)
     gate.set_balancing("prefix")
     assert gate.prefix is not None
     assert gate.try_acquire(gate.prompt_of(_body(turns("rust", 1)[0]))) is None
@@ -140,7 +144,7 @@ async def test_a_held_request_is_counted_once() -> None:
 
 
 def test_the_default_gate_reads_no_prompt() -> None:
-    gate = Gate("ns/t", max_buffered=10, container_concurrency=0, clock=lambda: 0.0)
+    gate = Gate("ns/t", max_buffered=10, clock=lambda: 0.0)
     gate.endpoints.update(ENDPOINTS)
     assert gate.prefix is None
     assert gate.prompt_of(_body(turns("rust", 1)[0])) is None
@@ -149,9 +153,9 @@ def test_the_default_gate_reads_no_prompt() -> None:
 def test_the_registry_hands_the_gate_its_balancing() -> None:
     registry = Registry()
     registry.apply({"ns/t": TargetSpec(name="ns/t", balancing="prefix", endpoints=(ENDPOINTS[0],))})
-    assert registry.gates["ns/t"].prefix is not None
+    assert registry.targets["ns/t"].gate.prefix is not None
     registry.apply({"ns/t": TargetSpec(name="ns/t", endpoints=(ENDPOINTS[0],))})
-    assert registry.gates["ns/t"].prefix is None
+    assert registry.targets["ns/t"].gate.prefix is None
 
 
 @pytest.mark.parametrize(
@@ -187,7 +191,7 @@ def test_only_a_model_with_a_ttft_objective_counts_tokens() -> None:
         deployment = {"metadata": {"name": "m", "namespace": "ns", "annotations": notes}}
         registry = Registry()
         registry.apply({"ns/m": target_from_deployment(deployment).spec})
-        return registry.gates["ns/m"]
+        return registry.targets["ns/m"].gate
 
     body = {"model": "m", "prompt": "x" * 400, "max_tokens": 9}
     counted = gate_for({"autoscaling.tidal.dev/slo-ttft": "2s"})
