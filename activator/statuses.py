@@ -9,6 +9,8 @@ exception              status  when
 =====================  ======  ============================================
 NoTarget, GateClosed    404    no target matches (or it was removed); an
                                unknown ``model`` is named, with those served
+NoAdapter               404    an unknown ``model`` where LoRA adapters are
+                               declared: the message names the declared ones
 BadBody                 400    body must be parsed for ``model``: not JSON,
                                or no ``model`` string
 BodyStalled             408    the client stalled its body past the idle timeout
@@ -18,6 +20,8 @@ HeldBodiesFull          503    held request bodies reached the activator's cap
 Draining, DrainEnded    503    shutting down (DrainEnded: still held when
                                the drain timeout ended)
 ColdStartTimeout        504    no replica ready within the cold-start timeout
+AdapterLoadFailed       503    no replica could load the LoRA adapter (each
+                               asked refused it) within the cold-start timeout
 NotWoken                503    Tidal will not wake the model: its
                                ``autoscaling.tidal.dev/`` annotations are
                                invalid (the message names the Deployment and
@@ -91,6 +95,7 @@ from activator.scaler_link.wake_refusal import NotWoken
 
 __all__ = [
     "ERROR_STATUS",
+    "AdapterLoadFailed",
     "AllRefused",
     "BadBody",
     "BodyStalled",
@@ -101,6 +106,7 @@ __all__ = [
     "ErrorStatus",
     "Failure",
     "HeldBodiesFull",
+    "NoAdapter",
     "NoTarget",
     "ProxyError",
     "RefusedRequest",
@@ -117,6 +123,14 @@ class ProxyError(Exception):
 
 class NoTarget(ProxyError):
     pass
+
+
+class NoAdapter(ProxyError):
+    """A ``model`` no target serves, where some target declares LoRA adapters."""
+
+
+class AdapterLoadFailed(ProxyError):
+    """Every replica asked to load the adapter refused, and the deadline passed."""
 
 
 class BadBody(ProxyError):
@@ -166,6 +180,16 @@ class ErrorStatus:
 ERROR_STATUS: dict[type[Exception], ErrorStatus] = {
     NoTarget: ErrorStatus(404, "not_found_error", "no_target", "no target matches this request"),
     GateClosed: ErrorStatus(404, "not_found_error", "no_target", "the target was removed"),
+    NoAdapter: ErrorStatus(
+        404, "not_found_error", "no_adapter", "no declared LoRA adapter has this name"
+    ),
+    AdapterLoadFailed: ErrorStatus(
+        503,
+        "unavailable_error",
+        "adapter_load_failed",
+        "no replica could load this LoRA adapter in time",
+        retry_after=True,
+    ),
     BadBody: ErrorStatus(
         400, "invalid_request_error", "bad_body", "the body must be a JSON object with a 'model'"
     ),

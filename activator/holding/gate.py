@@ -55,6 +55,7 @@ from collections.abc import Callable
 from activator.balancing.least_loaded import pick
 from activator.balancing.prefix_key import PromptBlocks, estimated_tokens
 from activator.clock import Clock, loop_time
+from activator.holding.adapters import AdapterPicker
 from activator.holding.prefix_balancing import PrefixBalancer
 from activator.replicas.readiness import EndpointTracker, TargetEndpoints
 from groundwork.hold_queue import HoldQueue
@@ -111,6 +112,8 @@ class Gate:
         # Held requests' futures; one that is done (its caller went away, its time ran
         # out) has left and is skipped.
         self._waiters: HoldQueue[asyncio.Future[EndpointTracker]] = HoldQueue(_waiting)
+        # Held LoRA adapter requests' pickers (empty for a target without adapters).
+        self._pickers: dict[asyncio.Future[EndpointTracker], AdapterPicker] = {}
         self.endpoints = TargetEndpoints(name, on_change=self._dispatch)
         self.buffered = 0
         self.in_flight = 0
@@ -190,10 +193,17 @@ class Gate:
             self.prompt_tokens += prompt
             self.output_tokens += output
 
-    def try_acquire(self, prompt: PromptBlocks | None = None) -> EndpointTracker | None:
-        """An endpoint now, or None; never waits. Queued requests go first."""
+    def try_acquire(
+        self, prompt: PromptBlocks | None = None, picker: AdapterPicker | None = None
+    ) -> EndpointTracker | None:
+        """An endpoint now, or None; never waits. Queued requests go first.
+
+        ``picker``: a LoRA adapter's request picks its replica by what is loaded.
+        """
         if self._waiters or self.closed:
             return None
+        if picker is not None:
+            return self._took(picker.pick(self.endpoints.ready, self.limit, self._rng))
         if self.prefix is not None:
             tracker = self.prefix.pick(prompt, self.endpoints.ready, self.limit, self._rng)
         else:
@@ -207,14 +217,24 @@ class Gate:
             self.in_flight += 1
         return tracker
 
-    async def acquire(self, timeout_s: float) -> EndpointTracker:
-        """Hold until an endpoint is handed over; raises a :class:`HoldError` or cancels."""
+    async def acquire(
+        self, timeout_s: float, picker: AdapterPicker | None = None
+    ) -> EndpointTracker:
+        """Hold until an endpoint is handed over; raises a :class:`HoldError` or cancels.
+
+        A request with a ``picker`` (a LoRA adapter's) is handed a replica its
+        picker chooses; while it heads the queue and its picker finds none, the
+        requests behind it wait too (arrival order is kept).
+        """
         if self.closed:
             raise self._closed_reason(self.name)
         # The fast path just missed (and a prefix balancer counted its pick):
         # one more look by load, as a held request is balanced, counted once.
+        choose = picker.pick if picker is not None else pick
         tracker = (
-            None if self._waiters else self._took(pick(self.endpoints.ready, self.limit, self._rng))
+            None
+            if self._waiters
+            else self._took(choose(self.endpoints.ready, self.limit, self._rng))
         )
         if tracker is not None:
             return tracker
@@ -224,6 +244,8 @@ class Gate:
         fut: asyncio.Future[EndpointTracker] = loop.create_future()
         self._touch()
         self._waiters.hold(fut, self._last_t)
+        if picker is not None:
+            self._pickers[fut] = picker
         self.buffered += 1
         if not self.endpoints.ready and self._wake is not None:
             self._wake(self.name)
@@ -240,11 +262,15 @@ class Gate:
             expiry.cancel()
             self._touch()
             self.buffered -= 1
+            if picker is not None:
+                self._pickers.pop(fut, None)
             if not fut.done():
                 fut.cancel()
             elif not handed and not fut.cancelled() and fut.exception() is None:
                 # Handed an endpoint in the same instant we were cancelled or
                 # timed out: give it back to the next in line.
+                if picker is not None:
+                    picker.undo(fut.result())
                 self.release(fut.result())
             if len(self._waiters) > 2 * self.buffered + 64:
                 self._waiters.compact()
@@ -253,6 +279,12 @@ class Gate:
         self._touch()
         tracker.in_flight -= 1
         self.in_flight -= 1
+        if self._waiters:
+            self._dispatch()
+
+    def retry_held(self) -> None:
+        """What a held request may get changed outside the gate (an adapter was
+        unloaded, or a replica's adapter slots were learned): try the queue's head again."""
         if self._waiters:
             self._dispatch()
 
@@ -266,8 +298,15 @@ class Gate:
         if not ready:
             return
         touched = False
-        limit, rng = self.limit, self._rng
-        for head, _, tracker in self._waiters.hand_out(lambda _head: pick(ready, limit, rng)):
+        limit, rng, pickers = self.limit, self._rng, self._pickers
+
+        def take(head: asyncio.Future[EndpointTracker]) -> EndpointTracker | None:
+            picker = pickers.get(head) if pickers else None
+            if picker is not None:
+                return picker.pick(ready, limit, rng)
+            return pick(ready, limit, rng)
+
+        for head, _, tracker in self._waiters.hand_out(take):
             if not touched:
                 self._touch()
                 touched = True

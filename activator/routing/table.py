@@ -28,8 +28,9 @@ name (LoRA adapters with their ``parent``, as vLLM lists them), whether its
 target has replicas or is at zero, since OpenAI clients
 list models before they send anything. A ``model`` that no target serves is
 a 404 whose message names it and the models served
-(:meth:`RoutingTable.unknown_model`); a body with no ``model`` string is a
-400, like one that is not JSON.
+(:meth:`RoutingTable.unknown_model`; ``no_adapter`` naming the declared
+LoRA adapters, :meth:`RoutingTable.unknown_adapter`, where any are); a
+body with no ``model`` string is a 400, like one that is not JSON.
 
 Two targets claiming the same host, prefix or model is a configuration error;
 :meth:`RoutingTable.build` keeps the first by name and reports the rest as
@@ -185,6 +186,18 @@ class RoutingTable:
         if len(served) > _NAMES_IN_MESSAGE:
             listed += f" and {len(served) - _NAMES_IN_MESSAGE} more (GET {MODELS_PATH})"
         return f"model {model!r} is not served here; served: {listed or 'none'}"
+
+    def unknown_adapter(self, model: str) -> str:
+        """The 404 detail for a ``model`` no target serves, where adapters are declared."""
+        declared = sorted(self.parents)
+        listed = ", ".join(repr(name) for name in declared[:_NAMES_IN_MESSAGE])
+        if len(declared) > _NAMES_IN_MESSAGE:
+            listed += f" and {len(declared) - _NAMES_IN_MESSAGE} more (GET {MODELS_PATH})"
+        bases = sorted(set(self.models) - set(self.parents))
+        return (
+            f"model {model!r} is neither a declared LoRA adapter nor a base model; "
+            f"adapters: {listed}; base models: {', '.join(repr(b) for b in bases) or 'none'}"
+        )
 
     def route(self, *, host: str | None, path: str, header_target: str | None = None) -> str | None:
         """Steps 1-3 (everything but the body); ``header_target`` only when allowed."""

@@ -1,9 +1,8 @@
-"""Declared LoRA adapters: the annotation, the ConfigMap, and what a replica says it has.
+"""Declared LoRA adapters: the annotation and the ConfigMap (activator.targets, kube.translate).
 
 Covers: ``name=source`` lists and ConfigMap data parse to the same adapters;
 each bad form is refused naming what is allowed; the Deployment's
-annotations (with a ConfigMap, a bad keep-alive); a replica's model list and
-``vllm:lora_requests_info``, as the sandbox's fake vLLM writes them.
+annotations (with a ConfigMap, a missing one, a bad keep-alive).
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ from __future__ import annotations
 import pytest
 
 from activator.kube.translate import target_from_deployment
-from activator.replicas.lora_state import LoraInfo, loaded_adapters, lora_info
 from activator.targets import Adapter, adapters_from_mapping, parse_adapters
 
 
@@ -60,27 +58,3 @@ def test_the_deployment_declares_adapters_and_their_keep_alive() -> None:
     assert missing.spec.adapters == (Adapter("sql", "org/sql"),)
     bad = target_from_deployment(_deployment(**{"autoscaling.tidal.dev/adapter-keep-alive": "2d"}))
     assert bad.spec.adapter_keep_alive_s == 600.0  # the default; the scaler raises the Event
-
-
-def test_a_replicas_model_list_and_lora_metric() -> None:
-    models = {
-        "object": "list",
-        "data": [
-            {"id": "llama", "parent": None},
-            {"id": "sql", "root": "org/sql", "parent": "llama"},
-        ],
-    }
-    assert loaded_adapters(models) == frozenset({"sql"})
-    with pytest.raises(ValueError, match="'data' list"):
-        loaded_adapters({"models": []})
-    text = (
-        "# TYPE vllm:lora_requests_info gauge\n"
-        'vllm:lora_requests_info{max_lora="2",running_lora_adapters="a",'
-        'waiting_lora_adapters=""} 1.7e9\n'
-        'vllm:lora_requests_info{max_lora="2",running_lora_adapters="a,b",'
-        'waiting_lora_adapters="c"} 1.8e9\n'
-    )
-    assert lora_info(text) == LoraInfo(2, frozenset({"a", "b"}), frozenset({"c"}))
-    assert lora_info("vllm:num_requests_running 1\n") is None
-    with pytest.raises(ValueError, match="max_lora must be a whole number"):
-        lora_info('vllm:lora_requests_info{max_lora="x"} 1\n')
