@@ -1,7 +1,7 @@
 """Targets from Kubernetes: watches of opted-in Deployments, Services, EndpointSlices, Nodes.
 
 The only module of the activator (with its package) that imports
-kubernetes_asyncio. Three (or four) :class:`~groundwork.kube.reflector.Reflector`
+kubernetes_asyncio. Four (or five) :class:`~groundwork.kube.reflector.Reflector`
 loops, the scaler's own, keep local stores (an
 :class:`~groundwork.kube.reflector.ObjectCache` each):
 
@@ -9,6 +9,10 @@ loops, the scaler's own, keep local stores (an
 - Services (to map a ``routing.tidal.dev/port`` number to the port name the
   EndpointSlices carry);
 - EndpointSlices that belong to a Service (``kubernetes.io/service-name``);
+- ConfigMaps with the same label selector as the Deployments: the LoRA
+  adapter lists that ``routing.tidal.dev/adapters-configmap`` names (a
+  ConfigMap without the label is not seen, so none of a cluster's other
+  ConfigMaps is watched);
 - Nodes (cluster-wide, read only), for their interruption-notice taints:
   endpoints on a node under notice drain (:mod:`activator.kube.notice_taints`).
   A node event schedules a rebuild only when the set of nodes under notice
@@ -113,6 +117,7 @@ class KubeSource:
                 services.store,
                 slices.store.values(),
                 nodes_under_notice=self.nodes_under_notice,
+                configmaps=configmaps.store,
             )
             for problem in problems:
                 log.warning("%s", problem)
@@ -125,7 +130,8 @@ class KubeSource:
                 loop.call_soon(rebuild)
 
         ns = self.namespace
-        deployments, services, slices = (
+        deployments, services, slices, configmaps = (
+            ObjectCache(changed),
             ObjectCache(changed),
             ObjectCache(changed),
             ObjectCache(changed),
@@ -154,6 +160,16 @@ class KubeSource:
                 disc.list_namespaced_endpoint_slice,
                 namespace=ns,
                 label_selector=SERVICE_NAME_LABEL,
+            ),
+            # LoRA adapter lists (routing.tidal.dev/adapters-configmap): only the
+            # ConfigMaps opted in with the Deployments' label, never all of them.
+            _reflector(
+                "ConfigMap",
+                configmaps,
+                core.list_config_map_for_all_namespaces,
+                core.list_namespaced_config_map,
+                namespace=ns,
+                label_selector=self.label_selector,
             ),
         )
         if self.notice_taints:
