@@ -12,8 +12,10 @@ A target that declares adapters (``routing.tidal.dev/adapters``) gets one
 - **Loading while the request is held** (:meth:`AdapterSlots.ready`): the
   first request that chose a load performs it (unloading the evicted adapter
   first), the others for the same adapter and replica await the same
-  future. A refusal takes that replica off for that adapter (logged as a
-  warning, counted); the request then chooses again.
+  future. A refusal takes that replica off for that adapter for
+  ``REFUSAL_HOLD_S`` (logged as a warning, and reported to the scaler, which
+  raises an ``AdapterLoadRefused`` Warning Event on the Deployment); the
+  request then chooses again.
 - **Learning and keep-alive** (:meth:`AdapterSlots.refresh`, every few
   seconds from :mod:`activator.holding.adapter_keeper`): each ready
   replica's model list and ``vllm:lora_requests_info`` replace what is known
@@ -39,7 +41,7 @@ import asyncio
 import logging
 import random
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -50,7 +52,13 @@ from activator.replicas.lora_state import LoraInfo
 from activator.replicas.readiness import EndpointTracker
 from activator.targets import Adapter
 
-__all__ = ["AdapterIO", "AdapterPicker", "AdapterSlots", "LoadRefused"]
+__all__ = ["REFUSAL_HOLD_S", "AdapterIO", "AdapterPicker", "AdapterSlots", "LoadRefused"]
+
+# A replica that refused an adapter is not asked for it again for this long (a
+# refusal may be passing: a full disk, a slow Hub, a timeout).
+REFUSAL_HOLD_S = 60.0
+# Refusals kept for one report: a flood of them says no more than the first few.
+MAX_REPORTED_REFUSALS = 10
 
 log = logging.getLogger(__name__)
 
@@ -71,20 +79,24 @@ class _Replica:
     loading: dict[str, asyncio.Future[None]] = field(default_factory=dict)
     evicting: dict[str, str] = field(default_factory=dict)  # adapter to load -> to unload
     started: set[str] = field(default_factory=set)  # loads under way
-    refused: set[str] = field(default_factory=set)
+    refused: dict[str, float] = field(default_factory=dict)  # adapter -> when
+    # Loads (True) and unloads (False) this activator made, and when: a look that
+    # began before one ended cannot show it, so it does not override it.
+    touched: dict[str, tuple[float, bool]] = field(default_factory=dict)
     last_used: dict[str, float] = field(default_factory=dict)
     ours: Counter[str] = field(default_factory=Counter)
     server_busy: frozenset[str] = frozenset()
     max_loras: int = 1  # until the server says (vllm:lora_requests_info)
 
-    def view(self, in_flight: int) -> ReplicaAdapters:
+    def view(self, in_flight: int, now: float) -> ReplicaAdapters:
         loading = frozenset(self.loading)
+        refused = frozenset(n for n, t in self.refused.items() if now - t < REFUSAL_HOLD_S)
         return ReplicaAdapters(
             loaded=frozenset(self.loaded) | loading,
             max_loras=self.max_loras,
             in_flight=in_flight,
             busy=frozenset(+self.ours) | self.server_busy | loading,
-            refused=frozenset(self.refused),
+            refused=refused,
             last_used=self.last_used,
         )
 
@@ -118,12 +130,12 @@ class AdapterSlots:
         io: AdapterIO,
         *,
         clock: Clock,
-        on_refusal: Callable[[str], None] | None = None,
     ) -> None:
         self.io = io
         self._clock = clock
-        self._on_refusal = on_refusal
         self._replicas: dict[str, _Replica] = {}
+        # Refusals since the last report to the scaler, which raises them as Events.
+        self.refusals: list[str] = []
         self.configure(adapters, keep_alive_s)
 
     def configure(self, adapters: tuple[Adapter, ...], keep_alive_s: float) -> None:
@@ -151,14 +163,15 @@ class AdapterSlots:
         self, name: str, ready: Sequence[EndpointTracker], limit: int
     ) -> EndpointTracker | None:
         """Choose and reserve a replica for a request for ``name``; None: hold it."""
-        views = [self._replica(t.key).view(t.in_flight) for t in ready]
+        now = self._clock()
+        views = [self._replica(t.key).view(t.in_flight, now) for t in ready]
         choice = choose(name, views, limit)
         if choice is None:
             return None
         tracker = ready[choice.index]
         replica = self._replica(tracker.key)
         replica.ours[name] += 1
-        replica.last_used[name] = self._clock()
+        replica.last_used[name] = now
         if choice.move is Move.LOAD:
             replica.loading[name] = asyncio.get_running_loop().create_future()
             if choice.evict is not None:
@@ -178,24 +191,33 @@ class AdapterSlots:
         replica.started.add(name)
         try:
             evict = replica.evicting.pop(name, None)
-            if evict is not None and not await self.io.unload(tracker.base_url, evict):
-                replica.loaded.add(evict)  # still there: the load would pass max_loras
-                raise LoadRefused(f"{tracker.label} did not unload {evict!r} to make room")
+            if evict is not None:
+                replica.touched[evict] = (self._clock(), False)
+                if not await self.io.unload(tracker.base_url, evict):
+                    replica.loaded.add(evict)  # still there: the load would pass max_loras
+                    replica.touched.pop(evict, None)
+                    raise LoadRefused(f"{tracker.label} did not unload {evict!r} to make room")
             await self.io.load(tracker.base_url, name, self.sources[name])
         except LoadRefused as exc:
-            replica.refused.add(name)
+            replica.refused[name] = self._clock()
+            if len(self.refusals) < MAX_REPORTED_REFUSALS:
+                self.refusals.append(str(exc))
             log.warning("LoRA adapter %r taken off replica %s: %s", name, tracker.label, exc)
-            if self._on_refusal is not None:
-                self._on_refusal(name)
             future.set_exception(exc)
             future.exception()  # retrieved: the waiters each raise it themselves
             raise
         else:
             replica.loaded.add(name)
+            replica.touched[name] = (self._clock(), True)
             future.set_result(None)
         finally:
             replica.started.discard(name)
             del replica.loading[name]
+
+    def take_refusals(self) -> list[str]:
+        """The refusals since the last call (the reporter sends them to the scaler)."""
+        taken, self.refusals = self.refusals, []
+        return taken
 
     def done(self, name: str, tracker: EndpointTracker) -> None:
         """A request for ``name`` on ``tracker`` ended (or never went out)."""
@@ -228,7 +250,7 @@ class AdapterSlots:
             replica.loaded = set(loaded) - set(replica.evicting.values())
             replica.max_loras = info.max_lora if info is not None else 0
             replica.server_busy = info.running | info.waiting if info is not None else frozenset()
-            view = replica.view(tracker.in_flight)
+            view = replica.view(tracker.in_flight, now)
             due = idle_adapters(
                 view, managed=self.declared, keep_alive_s=self.keep_alive_s, now=now
             )
@@ -236,9 +258,11 @@ class AdapterSlots:
                 if name in replica.loading or replica.ours[name]:
                     continue
                 replica.loaded.discard(name)
+                replica.touched[name] = (self._clock(), False)
                 if await self.io.unload(tracker.base_url, name):
                     replica.last_used.pop(name, None)
                     unloaded.append((tracker.label, name))
                 else:
                     replica.loaded.add(name)
+                    replica.touched.pop(name, None)
         return unloaded

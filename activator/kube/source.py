@@ -100,43 +100,19 @@ class KubeSource:
         finally:
             await access.close()
 
-    async def _watch(self, api: client.ApiClient, sink: TargetSink) -> None:
-        apps: Any = client.AppsV1Api(api)
-        core: Any = client.CoreV1Api(api)
-        disc: Any = client.DiscoveryV1Api(api)
-        loop = asyncio.get_running_loop()
-        pending = False
-
-        def rebuild() -> None:
-            nonlocal pending
-            pending = False
-            if not all(r.synced for r in reflectors):
-                return
-            targets, problems = build_targets(
-                deployments.store.values(),
-                services.store,
-                slices.store.values(),
-                nodes_under_notice=self.nodes_under_notice,
-                configmaps=configmaps.store,
-            )
-            for problem in problems:
-                log.warning("%s", problem)
-            sink.apply(targets)
-
-        def changed() -> None:
-            nonlocal pending
-            if not pending:
-                pending = True
-                loop.call_soon(rebuild)
-
+    def _object_reflectors(
+        self,
+        apps: Any,
+        core: Any,
+        disc: Any,
+        deployments: ObjectCache,
+        services: ObjectCache,
+        slices: ObjectCache,
+        configmaps: ObjectCache,
+    ) -> tuple[Reflector, ...]:
+        """The watches of the namespaced objects targets are built from."""
         ns = self.namespace
-        deployments, services, slices, configmaps = (
-            ObjectCache(changed),
-            ObjectCache(changed),
-            ObjectCache(changed),
-            ObjectCache(changed),
-        )
-        reflectors: tuple[Reflector, ...] = (
+        return (
             _reflector(
                 "Deployment",
                 deployments,
@@ -171,6 +147,45 @@ class KubeSource:
                 namespace=ns,
                 label_selector=self.label_selector,
             ),
+        )
+
+    async def _watch(self, api: client.ApiClient, sink: TargetSink) -> None:
+        apps: Any = client.AppsV1Api(api)
+        core: Any = client.CoreV1Api(api)
+        disc: Any = client.DiscoveryV1Api(api)
+        loop = asyncio.get_running_loop()
+        pending = False
+
+        def rebuild() -> None:
+            nonlocal pending
+            pending = False
+            if not all(r.synced for r in reflectors):
+                return
+            targets, problems = build_targets(
+                deployments.store.values(),
+                services.store,
+                slices.store.values(),
+                nodes_under_notice=self.nodes_under_notice,
+                configmaps=configmaps.store,
+            )
+            for problem in problems:
+                log.warning("%s", problem)
+            sink.apply(targets)
+
+        def changed() -> None:
+            nonlocal pending
+            if not pending:
+                pending = True
+                loop.call_soon(rebuild)
+
+        deployments, services, slices, configmaps = (
+            ObjectCache(changed),
+            ObjectCache(changed),
+            ObjectCache(changed),
+            ObjectCache(changed),
+        )
+        reflectors = self._object_reflectors(
+            apps, core, disc, deployments, services, slices, configmaps
         )
         if self.notice_taints:
 

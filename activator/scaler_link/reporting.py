@@ -89,6 +89,8 @@ def build_report(*, activator: str, registry: Registry, elapsed_s: float) -> dic
             prompt, output = gate.take_tokens()
             targets[name]["prompt_tokens"] = prompt
             targets[name]["output_tokens"] = output
+        if target.adapters is not None and target.adapters.refusals:
+            targets[name]["adapter_refusals"] = target.adapters.take_refusals()
     return {"activator": activator, "period_s": round(elapsed_s, 4), "targets": targets}
 
 

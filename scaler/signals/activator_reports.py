@@ -52,6 +52,22 @@ class TargetStats:
     # The fastest prefill among those first tokens: prompt tokens over the time
     # from reaching a replica to the first token (0: none).
     best_prefill_tokens_per_s: float = 0.0
+    # LoRA adapter loads replicas refused in the period (each names the replica,
+    # the adapter and its answer), for an AdapterLoadRefused Event.
+    adapter_refusals: tuple[str, ...] = ()
+
+
+# A report's refusals per target beyond this are dropped, each cut to this length.
+MAX_ADAPTER_REFUSALS = 10
+MAX_REFUSAL_CHARS = 500
+
+
+def _refusals(raw: object, where: str) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(r, str) for r in raw):
+        raise ReportError(f"{where}: expected a list of strings, got {raw!r}")
+    return tuple(r[:MAX_REFUSAL_CHARS] for r in raw[:MAX_ADAPTER_REFUSALS])
 
 
 # TargetStats' optional token fields, as named in a report.
@@ -129,6 +145,9 @@ def parse_report(payload: object, *, max_targets: int = 100_000) -> ActivatorRep
             },
             best_prefill_tokens_per_s=_number(
                 raw.get("best_prefill_tokens_per_s", 0), f"targets[{key}].best_prefill_tokens_per_s"
+            ),
+            adapter_refusals=_refusals(
+                raw.get("adapter_refusals"), f"targets[{key}].adapter_refusals"
             ),
         )
     return ActivatorReport(activator=activator, period_s=period_s, targets=targets)

@@ -74,7 +74,7 @@ from scaler.metrics import Metrics
 from scaler.placement.placer import Placer, pair_counts
 from scaler.policy.api import Decision, Mode, Reason
 from scaler.policy.decide import PolicyState
-from scaler.policy.events import INVALID_ROUTING
+from scaler.policy.events import ADAPTER_LOAD_REFUSED, INVALID_ROUTING
 from scaler.policy.fallback import FallbackState
 from scaler.policy.placement_plan import PlacementPlan
 from scaler.policy.protocol import Policy
@@ -216,11 +216,12 @@ class Reconciler:
             step, plan = self._start(snap, entry, now)
             self._tend_warm(snap, entry, now)
             report = self._routing_due(entry)
-            if plan is None and report is None:
+            refused = self._refusals_due()
+            if plan is None and report is None and refused is None:
                 return Outcome(decision=self.decision)
             if plan is not None:
                 await self.lock.acquire()  # free: returns without yielding
-            writing = asyncio.ensure_future(self._write(step, plan, report))
+            writing = asyncio.ensure_future(self._write(step, plan, report, refused))
             writing.set_name(f"tidal-scaler-write:{self.key}")
             return Outcome(decision=self.decision, writing=writing)
         if trigger is Trigger.ACTIVATION:
@@ -366,16 +367,19 @@ class Reconciler:
                 return
             plan = next_plan
 
-    async def _write(self, step: _Step, plan: WritePlan | None, report: str | None) -> Outcome:
-        """A tick's writes, under the lock the tick took for them, and its Event."""
+    async def _write(
+        self, step: _Step, plan: WritePlan | None, report: str | None, refused: str | None = None
+    ) -> Outcome:
+        """A tick's writes, under the lock the tick took for them, and its Events."""
         writes = []
         if plan is not None:
             writes.append(self._locked_act(step, plan))
+        deployment, note = step.snap.deployment, self.shared.actuator.note
         if report is not None:
+            writes.append(note(deployment, reason=INVALID_ROUTING, message=report, warning=True))
+        if refused is not None:
             writes.append(
-                self.shared.actuator.note(
-                    step.snap.deployment, reason=INVALID_ROUTING, message=report, warning=True
-                )
+                note(deployment, reason=ADAPTER_LOAD_REFUSED, message=refused, warning=True)
             )
         await asyncio.gather(*writes)
         return Outcome(decision=self.decision)
@@ -385,6 +389,13 @@ class Reconciler:
             await self._act(step, plan)
         finally:
             self.lock.release()
+
+    def _refusals_due(self) -> str | None:
+        """The AdapterLoadRefused message for the refusals the activators reported."""
+        refusals = self.shared.signals.take_adapter_refusals(self.key)
+        if not refusals or not self.shared.leader.is_leader:
+            return None
+        return "; ".join(refusals)
 
     def _routing_due(self, entry: TargetConfig) -> str | None:
         """The InvalidRouting message to raise now, once per set of annotations."""
