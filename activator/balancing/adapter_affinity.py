@@ -56,6 +56,9 @@ class ReplicaAdapters:
     busy: frozenset[str] = frozenset()
     refused: frozenset[str] = frozenset()
     last_used: Mapping[str, float] = field(default_factory=dict)
+    # Being unloaded: not served there any more, yet its slot is taken until the
+    # server has let it go, and it is not loaded there again meanwhile.
+    unloading: frozenset[str] = frozenset()
 
 
 class Move(Enum):
@@ -94,8 +97,14 @@ def choose(adapter: str, replicas: Sequence[ReplicaAdapters], limit: int) -> Ada
     found = _least_loaded([(i, r) for i, r in roomy if adapter in r.loaded])
     if found is not None:
         return AdapterChoice(found, Move.SEND)
-    may_load = [(i, r) for i, r in roomy if adapter not in r.refused and r.max_loras > 0]
-    found = _least_loaded([(i, r) for i, r in may_load if len(r.loaded) < r.max_loras])
+    may_load = [
+        (i, r)
+        for i, r in roomy
+        if adapter not in r.refused and adapter not in r.unloading and r.max_loras > 0
+    ]
+    found = _least_loaded(
+        [(i, r) for i, r in may_load if len(r.loaded) + len(r.unloading) < r.max_loras]
+    )
     if found is not None:
         return AdapterChoice(found, Move.LOAD)
     evictable = [(i, r) for i, r in may_load if lru_idle(r) is not None]

@@ -35,7 +35,8 @@ class AdapterKeeper:
             slots = target.adapters
             if slots is None:
                 continue
-            for replica, name in await slots.refresh(target.gate.endpoints.ready):
+            endpoints = target.gate.endpoints
+            for replica, name in await slots.refresh(endpoints.ready, endpoints.trackers.keys()):
                 log.info("unloaded idle LoRA adapter %r from %s (%s)", name, replica, target.name)
             target.gate.retry_held()
 

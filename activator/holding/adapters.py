@@ -41,7 +41,7 @@ import asyncio
 import logging
 import random
 from collections import Counter
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -79,6 +79,7 @@ class _Replica:
     loading: dict[str, asyncio.Future[None]] = field(default_factory=dict)
     evicting: dict[str, str] = field(default_factory=dict)  # adapter to load -> to unload
     started: set[str] = field(default_factory=set)  # loads under way
+    unloading: set[str] = field(default_factory=set)  # unloads under way (idle or evicted)
     refused: dict[str, float] = field(default_factory=dict)  # adapter -> when
     # Loads (True) and unloads (False) this activator made, and when: a look that
     # began before one ended cannot show it, so it does not override it.
@@ -91,13 +92,15 @@ class _Replica:
     def view(self, in_flight: int, now: float) -> ReplicaAdapters:
         loading = frozenset(self.loading)
         refused = frozenset(n for n, t in self.refused.items() if now - t < REFUSAL_HOLD_S)
+        unloading = frozenset(self.unloading)
         return ReplicaAdapters(
-            loaded=frozenset(self.loaded) | loading,
+            loaded=(frozenset(self.loaded) | loading) - unloading,
             max_loras=self.max_loras,
             in_flight=in_flight,
             busy=frozenset(+self.ours) | self.server_busy | loading,
             refused=refused,
             last_used=self.last_used,
+            unloading=unloading,
         )
 
 
@@ -192,13 +195,23 @@ class AdapterSlots:
         try:
             evict = replica.evicting.pop(name, None)
             if evict is not None:
-                replica.touched[evict] = (self._clock(), False)
-                if not await self.io.unload(tracker.base_url, evict):
+                replica.unloading.add(evict)
+                try:
+                    gone = await self.io.unload(tracker.base_url, evict)
+                finally:
+                    replica.unloading.discard(evict)
+                if not gone:
                     replica.loaded.add(evict)  # still there: the load would pass max_loras
-                    replica.touched.pop(evict, None)
                     raise LoadRefused(f"{tracker.label} did not unload {evict!r} to make room")
+                # Gone now, whatever a look that began before this says.
+                replica.loaded.discard(evict)
+                replica.touched[evict] = (self._clock(), False)
             await self.io.load(tracker.base_url, name, self.sources[name])
-        except LoadRefused as exc:
+        except BaseException as exc:
+            if not isinstance(exc, LoadRefused):  # cancelled: the others choose again
+                future.set_exception(LoadRefused(f"the load of {name!r} was abandoned"))
+                future.exception()
+                raise
             replica.refused[name] = self._clock()
             if len(self.refusals) < MAX_REPORTED_REFUSALS:
                 self.refusals.append(str(exc))
@@ -229,25 +242,33 @@ class AdapterSlots:
 
     # -- learning and the keep-alive ----------------------------------------------------
 
-    async def refresh(self, ready: Sequence[EndpointTracker]) -> list[tuple[str, str]]:
+    async def refresh(
+        self, ready: Sequence[EndpointTracker], known: Collection[str]
+    ) -> list[tuple[str, str]]:
         """Learn each ready replica's adapters, then unload the idle; the (replica, adapter)
-        pairs unloaded."""
-        keys = {t.key for t in ready}
-        for key in [k for k in self._replicas if k not in keys]:
+        pairs unloaded. ``known``: every endpoint the target lists (``host:port``), ready
+        or not: what is known of one out of rotation for a moment is kept."""
+        for key in [k for k in self._replicas if k not in known]:
             if not self._replicas[key].loading:
                 del self._replicas[key]  # gone: a new replica there starts empty
         unloaded: list[tuple[str, str]] = []
         for tracker in ready:
+            began = self._clock()
             try:
                 loaded, info = await self.io.look(tracker.base_url)
-            except Exception as exc:
+            except Exception as exc:  # a replica's bad answer: keep what we knew
                 log.info("could not read LoRA adapters of %s: %r", tracker.label, exc)
                 continue
             replica = self._replica(tracker.key)
             now = self._clock()
-            for name in loaded - replica.loaded:
+            seen = set(loaded)
+            for name, (at, is_loaded) in replica.touched.items():
+                if at >= began:  # changed by us while it was looked at: ours is newer
+                    (seen.add if is_loaded else seen.discard)(name)
+            replica.touched = {n: t for n, t in replica.touched.items() if t[0] >= began}
+            for name in seen - replica.loaded:
                 replica.last_used.setdefault(name, now)  # idle from when first seen
-            replica.loaded = set(loaded) - set(replica.evicting.values())
+            replica.loaded = seen - set(replica.evicting.values())
             replica.max_loras = info.max_lora if info is not None else 0
             replica.server_busy = info.running | info.waiting if info is not None else frozenset()
             view = replica.view(tracker.in_flight, now)
@@ -257,12 +278,14 @@ class AdapterSlots:
             for name in due:
                 if name in replica.loading or replica.ours[name]:
                     continue
-                replica.loaded.discard(name)
-                replica.touched[name] = (self._clock(), False)
-                if await self.io.unload(tracker.base_url, name):
+                replica.unloading.add(name)
+                try:
+                    gone = await self.io.unload(tracker.base_url, name)
+                finally:
+                    replica.unloading.discard(name)
+                if gone:
+                    replica.loaded.discard(name)
+                    replica.touched[name] = (self._clock(), False)
                     replica.last_used.pop(name, None)
                     unloaded.append((tracker.label, name))
-                else:
-                    replica.loaded.add(name)
-                    replica.touched.pop(name, None)
         return unloaded

@@ -2,7 +2,8 @@
 
 Covers: loaded-and-room first, least loaded among those; else a free slot,
 least loaded; else a slot made by unloading the least recently used idle
-adapter; else hold; a replica that refused the adapter or is full is never
+adapter; else hold; an adapter being unloaded is neither sent to nor loaded
+again there, and keeps its slot; a replica that refused the adapter or is full is never
 chosen; the keep-alive decision unloads only managed, idle, overdue
 adapters, least recently used first.
 """
@@ -59,6 +60,15 @@ def test_no_free_slot_unloads_the_least_recently_used_idle_adapter() -> None:
     assert choose("a", replicas, limit=0) == AdapterChoice(1, Move.LOAD, evict="d")
     replicas[1] = _r("d,e", busy="d,e", in_flight=3)
     assert choose("a", replicas, limit=0) == AdapterChoice(2, Move.LOAD, evict="g")
+
+
+def test_an_adapter_being_unloaded_keeps_its_slot_and_is_not_sent_to() -> None:
+    unloading = ReplicaAdapters(
+        loaded=frozenset({"b"}), max_loras=2, in_flight=0, unloading=frozenset({"a"})
+    )
+    spare = _r(in_flight=3)
+    assert choose("a", [unloading, spare], limit=0) == AdapterChoice(1, Move.LOAD)
+    assert choose("c", [unloading], limit=0) == AdapterChoice(0, Move.LOAD, evict="b")
 
 
 def test_hold_when_nothing_can_take_it() -> None:
