@@ -6,11 +6,11 @@ SIGTERM path; :func:`serve` runs one until SIGTERM (a single process, or
 one worker of :mod:`activator.workers`). The pieces:
 
 - the **data port** is the byte-level HTTP/1.1 server of
-  :mod:`activator.http1` with the proxy's pipeline (``Proxy.begin`` runs it
-  by callbacks until a step must wait, then a task runs the rest; no router
-  or middleware on the hot path): a client that leaves while held frees its
-  place, a raised listen backlog, header and head-time limits and an
-  idle-connection timeout;
+  :mod:`activator.http1`, each connection handing every parsed request to
+  ``Proxy.handle`` (by callbacks until a step must wait, then a task runs
+  the rest; no router or middleware on the hot path): a client that leaves
+  while held frees its place, a raised listen backlog, header and head-time
+  limits and an idle-connection timeout;
 - the **admin port** (``/healthz``, ``/readyz``, ``/metrics``) is a separate
   server: admin endpoints are never served on the data port. ``/readyz``
   depends on neither the scaler nor any backend, but waits for the target
@@ -27,7 +27,7 @@ one worker of :mod:`activator.workers`). The pieces:
   :class:`~activator.scaler_link.wake_queue.WakeQueue` that the gates put cold targets
   on and the reporter consumes, and the event loop's clock for everything.
 
-Drain (DESIGN §3): fail ``/readyz`` and keep serving for ``drain_grace_s``:
+Drain (docs/architecture.md): fail ``/readyz`` and keep serving for ``drain_grace_s``:
 load balancers and Services take seconds to drop a pod that fails
 readiness, and what they still send meanwhile must be served, not refused
 (Knative's activator serves through its drain sleep too). Every answer from
@@ -129,6 +129,7 @@ class Activator:
     reporter: Reporter
     prober: Prober
     admin_runner: web.AppRunner | None
+    server_limits: http1.ServerLimits  # what each client connection of the data port may send
     data_server: asyncio.Server | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     ready: bool = False
@@ -146,8 +147,7 @@ class Activator:
         self.proxy.draining = True
         if self.data_server is not None:
             self.data_server.close()  # stop accepting; open connections stay
-        for conn in list(self.connections):
-            conn.close_if_idle()
+        self.connections.close_idle()
         await self.wait_idle(timeouts.drain_s)
         self.registry.end_drain()  # what is still held gets its 503 now
         await self._wait_answered(FLUSH_S)
@@ -188,16 +188,15 @@ class Activator:
         await self.reporter.close()
         if self.data_server is not None:
             self.data_server.close()
-        for conn in list(self.connections):
-            conn.shut(
-                http1.ShutAnswer(
-                    503,
-                    error_type="unavailable_error",
-                    code="draining",
-                    message="the activator is shutting down",
-                    retry_after_s=self.settings.retry_after_s,
-                )
+        self.connections.shut(
+            http1.ShutAnswer(
+                503,
+                error_type="unavailable_error",
+                code="draining",
+                message="the activator is shutting down",
+                retry_after_s=self.settings.retry_after_s,
             )
+        )
         self.connections.close()
         await self.pool.close()
         if self.data_server is not None:
@@ -254,6 +253,25 @@ async def start(
 ) -> Activator:
     """Start an activator; the caller drains or closes it."""
     prom = registry if registry is not None else CollectorRegistry()
+    activator = _assemble(settings, prom)
+    try:
+        await _run(activator, source, prom, reuse_port, admin_unix_path, serve_admin)
+    except BaseException:
+        await activator.close()
+        raise
+    activator.ready = True
+    log.info(
+        "activator %s serving on %s:%d (admin %d)",
+        activator.reporter.activator,
+        settings.host,
+        activator.data_port,
+        activator.admin_port,
+    )
+    return activator
+
+
+def _assemble(settings: ActivatorSettings, prom: CollectorRegistry) -> Activator:
+    """The parts of one activator, each handed what it needs; nothing runs yet."""
     wake = WakeQueue()
     # The running loop's clock, bound once: asyncio.get_running_loop() costs a
     # getpid() system call on Python 3.11, and the gates read the clock twice
@@ -316,7 +334,7 @@ async def start(
         max_headers=limits.max_headers,
         max_head_bytes=limits.max_head_bytes,
     )
-    activator = Activator(
+    return Activator(
         settings=settings,
         registry=targets,
         proxy=proxy,
@@ -331,55 +349,53 @@ async def start(
         reporter=reporter,
         prober=prober,
         admin_runner=None,
+        server_limits=server_limits,
     )
+
+
+async def _run(
+    activator: Activator,
+    source: TargetSource,
+    prom: CollectorRegistry,
+    reuse_port: bool,
+    admin_unix_path: str | None,
+    serve_admin: bool,
+) -> None:
+    """Start the background tasks and the data and admin servers."""
+    settings, targets, proxy = activator.settings, activator.registry, activator.proxy
     loop = asyncio.get_running_loop()
-    try:
-        activator.tasks.append(loop.create_task(_supervise("source", source.run(targets))))
-        activator.tasks.append(loop.create_task(_supervise("prober", prober.run())))
-        keeper = AdapterKeeper(
-            lambda: targets.targets.values(), interval_s=settings.adapter_refresh_s
-        )
-        activator.tasks.append(loop.create_task(_supervise("adapters", keeper.run())))
-        activator.tasks.append(loop.create_task(_supervise("reporter", reporter.run())))
-        connections = activator.connections
-        activator.data_server = await loop.create_server(
-            lambda: http1.ClientConnection(
-                None, limits=server_limits, connections=connections, fast=proxy.handle
-            ),
-            settings.host,
-            settings.port,
-            backlog=limits.backlog,
-            reuse_port=reuse_port or None,
-        )
-        activator.data_port = activator.data_server.sockets[0].getsockname()[1]
-
-        async def metrics_text() -> bytes:
-            return generate_latest(prom)
-
-        if serve_admin or admin_unix_path:
-            admin = web.AppRunner(
-                admin_app(is_ready=activator.is_ready, metrics_text=metrics_text),
-                access_log=None,
-            )
-            await admin.setup()
-            activator.admin_runner = admin
-            if admin_unix_path is not None:
-                await web.UnixSite(admin, admin_unix_path).start()
-            if serve_admin:
-                await web.TCPSite(admin, settings.admin_host, settings.admin_port).start()
-                activator.admin_port = next(a[1] for a in admin.addresses if isinstance(a, tuple))
-    except BaseException:
-        await activator.close()
-        raise
-    activator.ready = True
-    log.info(
-        "activator %s serving on %s:%d (admin %d)",
-        reporter.activator,
+    activator.tasks.append(loop.create_task(_supervise("source", source.run(targets))))
+    activator.tasks.append(loop.create_task(_supervise("prober", activator.prober.run())))
+    keeper = AdapterKeeper(lambda: targets.targets.values(), interval_s=settings.adapter_refresh_s)
+    activator.tasks.append(loop.create_task(_supervise("adapters", keeper.run())))
+    activator.tasks.append(loop.create_task(_supervise("reporter", activator.reporter.run())))
+    connections, server_limits = activator.connections, activator.server_limits
+    activator.data_server = await loop.create_server(
+        lambda: http1.ClientConnection(
+            None, limits=server_limits, connections=connections, fast=proxy.handle
+        ),
         settings.host,
-        activator.data_port,
-        activator.admin_port,
+        settings.port,
+        backlog=settings.limits.backlog,
+        reuse_port=reuse_port or None,
     )
-    return activator
+    activator.data_port = activator.data_server.sockets[0].getsockname()[1]
+
+    async def metrics_text() -> bytes:
+        return generate_latest(prom)
+
+    if serve_admin or admin_unix_path:
+        admin = web.AppRunner(
+            admin_app(is_ready=activator.is_ready, metrics_text=metrics_text),
+            access_log=None,
+        )
+        await admin.setup()
+        activator.admin_runner = admin
+        if admin_unix_path is not None:
+            await web.UnixSite(admin, admin_unix_path).start()
+        if serve_admin:
+            await web.TCPSite(admin, settings.admin_host, settings.admin_port).start()
+            activator.admin_port = next(a[1] for a in admin.addresses if isinstance(a, tuple))
 
 
 async def serve(

@@ -7,7 +7,9 @@ wraps hold, send and release in one call:
 1. **take an endpoint** from the gate: at once when one has room
    (:meth:`Gate.try_acquire`), else held until one does
    (:meth:`Gate.acquire`, one future per held request, bounded by the
-   target's cold-start timeout and by the cap on held bodies);
+   target's cold-start timeout and by the cap on held bodies), placed by its
+   class, tenant and cost (:func:`~activator.holding.request_class.hold_class`,
+   read only then: a request that never waits reads no such header);
 2. **take a connection** to it from the pool: an idle keep-alive one at
    once, else a new one (awaited);
 3. **send** the request over it (:func:`activator.http1.send`); the replica
@@ -59,11 +61,13 @@ from typing import Any
 
 from activator import http1
 from activator.balancing.prefix_key import PromptBlocks
-from activator.holding.gate import BufferFull, ColdStartTimeout, DrainEnded, HoldError
+from activator.holding.gate import ColdStartTimeout, DrainEnded, HoldError
 from activator.holding.held_bodies import HeldBodies
+from activator.holding.request_class import hold_class
 from activator.holding.target import Target
 from activator.http1 import Exchange
 from activator.metrics import Metrics
+from activator.refusal_log import RefusalLog
 from activator.replicas.lora_client import LoadRefused
 from activator.replicas.readiness import EndpointTracker
 from activator.statuses import (
@@ -122,20 +126,31 @@ class Forwarder:
 class Answers:
     """The activator's own answers, and the count of every request that ends."""
 
-    __slots__ = ("metrics", "retry_after_s")
+    __slots__ = ("metrics", "refusals", "retry_after_s")
 
     def __init__(self, metrics: Metrics, retry_after_s: int) -> None:
         self.metrics = metrics
         self.retry_after_s = retry_after_s
+        self.refusals = RefusalLog()
 
     def fail(self, exchange: Exchange, exc: Exception, target: str, started: float) -> None:
-        """Answer ``exc`` by the status table, or cut an answer already begun; then count it."""
+        """Answer ``exc`` by the status table, or cut an answer already begun; then count
+        it, and log it (one line per kind and target per interval: :mod:`refusal_log`)."""
         spec = status_of(exc)
         self.metrics.reject(target, spec.code)
+        error = error_document(exc, str(exc) if isinstance(exc, _DETAILED) else "")["error"]
+        said = self.refusals.note(
+            status=spec.status,
+            code=spec.code,
+            target=target,
+            message=error["message"],
+            now=time.monotonic(),
+        )
+        if said is not None:
+            log.log(*said)
         if exchange.started:
             exchange.cut()  # part of an answer went out: it cannot become a status
         else:
-            error = error_document(exc, str(exc) if isinstance(exc, _DETAILED) else "")["error"]
             exchange.answer_error(
                 spec.status,
                 error_type=error["type"],
@@ -180,6 +195,7 @@ class Forwarding:
         "adapter",
         "body",
         "conn",
+        "document",
         "exchange",
         "forwarder",
         "prompt",
@@ -197,6 +213,7 @@ class Forwarding:
         started: float,
         body: bytes | None = None,
         prompt: PromptBlocks | None = None,
+        document: object = None,
         adapter: str | None = None,
     ) -> None:
         self.forwarder = forwarder
@@ -207,6 +224,9 @@ class Forwarding:
         self.body = body
         # What a prefix-balanced model picks a replica by (None: by load).
         self.prompt = prompt
+        # The body parsed to route by ``model`` (None: not parsed): a held
+        # request's cost in tokens comes from it.
+        self.document = document
         # The LoRA adapter the request names (its target's adapter slots route it).
         self.adapter = adapter
         self.tracker: EndpointTracker | None = None
@@ -259,9 +279,11 @@ class Forwarding:
     async def _endpoint_and_connection(self) -> tuple[EndpointTracker, http1.UpstreamConnection]:
         """Steps 1 and 2: an endpoint, held for until the cold-start deadline, and a
         connection to it; an endpoint that refuses is marked down and another awaited."""
-        forwarder, gate = self.forwarder, self.target.gate
+        forwarder, gate, spec = self.forwarder, self.target.gate, self.target.spec
+        metrics = forwarder.answers.metrics
         loop = asyncio.get_running_loop()
-        timeout_s = self.target.spec.cold_start_timeout_s
+        timeout_s = spec.cold_start_timeout_s
+        place = None  # its class, tenant and cost, read when it first waits
         deadline = 0.0  # on the loop's clock, from the first wait or refusal
         refused = 0
         load_refusals = 0
@@ -274,13 +296,24 @@ class Forwarding:
                 now = loop.time()
                 if not deadline:
                     deadline = now + timeout_s
-                if gate.full:
-                    # Before the body is counted as held: a full buffer is the answer.
-                    raise BufferFull(gate.name)
+                if place is None:
+                    place = hold_class(
+                        self.exchange.head.index, spec.default_priority, self.document
+                    )
+                    if place.bad_priority:
+                        metrics.count_bad_priority(gate.name)
+                # Before the body is counted as held: a full buffer (or a sheddable
+                # request at zero) is the answer.
+                gate.admit(place, shed_at_zero=spec.shed_at_zero)
                 if not forwarder.held_bodies.take(held_bytes):
                     raise HeldBodiesFull()
                 try:
-                    tracker = await gate.acquire(max(0.0, deadline - now), picker)
+                    tracker = await gate.acquire(
+                        max(0.0, deadline - now),
+                        place,
+                        shed_at_zero=spec.shed_at_zero,
+                        picker=picker,
+                    )
                 except ColdStartTimeout:
                     if load_refusals:
                         raise AdapterLoadFailed(
@@ -291,7 +324,9 @@ class Forwarding:
                     raise
                 finally:
                     forwarder.held_bodies.give_back(held_bytes)
-                forwarder.answers.metrics.observe_cold_wait(gate.name, loop.time() - now)
+                waited = loop.time() - now
+                metrics.observe_cold_wait(gate.name, waited)
+                metrics.observe_hold(gate.name, place.label, waited)
             if slots is not None and self.adapter is not None:
                 try:
                     await slots.ready(self.adapter, tracker)  # loads it there, held meanwhile

@@ -1,6 +1,6 @@
 """Prometheus metrics of the activator, around an injected ``CollectorRegistry``.
 
-Names follow DESIGN §8 with the ``tidal_activator_`` prefix; label values are
+Names follow docs/metrics.md with the ``tidal_activator_`` prefix; label values are
 bounded: ``target`` is one of the configured targets (or empty when none
 matched), ``code`` is a status class (``2xx`` ... ``5xx``), ``reason`` comes
 from :data:`REASONS`.
@@ -14,7 +14,7 @@ bisection, with the same rule as ``Histogram.observe``) and a collector
 turns them into the two families when the registry is collected, so every
 scrape reads exact totals. (A prometheus_client ``inc`` or ``observe`` takes
 a lock and, for a histogram, walks the buckets in Python: a few microseconds
-per request, on the path whose cost issue 14 measures.) Gauges of held and
+per request, on the path whose cost ``make bench`` measures.) Gauges of held and
 in-flight requests are not updated per request either: a custom collector
 reads the targets (their gates and specs) when Prometheus scrapes.
 
@@ -97,7 +97,7 @@ class _TargetCollector(Collector):
             labels=["target"],
         )
         # The target's limits, so that alerts compare what is held and how long
-        # it waits with what the target allows (DESIGN §3: max-buffered,
+        # it waits with what the target allows (docs/annotations.md: max-buffered,
         # cold-start-timeout) without copying the annotations into the rules.
         capacity = GaugeMetricFamily(
             PREFIX + "buffer_capacity",
@@ -120,9 +120,27 @@ class _TargetCollector(Collector):
             "by load)",
             labels=["target", "outcome"],
         )
+        held = GaugeMetricFamily(
+            PREFIX + "requests_held",
+            "requests held, waiting for a replica, by priority class (critical above 0, "
+            "standard at 0, sheddable below)",
+            labels=["target", "class"],
+        )
+        # Counted by the gate in plain integers, as the prefix routes are.
+        shed = CounterMetricFamily(
+            PREFIX + "shed",
+            "requests answered 503 shed: displaced at max-buffered by a higher class or a "
+            "lighter tenant, or sheddable while no replica was ready "
+            "(routing.tidal.dev/shed-at-zero), by priority class",
+            labels=["target", "class"],
+        )
         for name, target in sorted(self._targets().items()):
             gate = target.gate
             buffered.add_metric([name], gate.buffered)
+            for label, n in gate.held_by_class.items():
+                held.add_metric([name, label], n)
+            for label, n in gate.shed_by_class.items():
+                shed.add_metric([name, label], n)
             in_flight.add_metric([name], gate.in_flight)
             ready.add_metric([name], len(gate.endpoints.ready))
             capacity.add_metric([name], gate.max_buffered)
@@ -130,7 +148,7 @@ class _TargetCollector(Collector):
             if gate.prefix is not None:
                 for outcome, n in gate.prefix.routes.items():
                     prefix_routes.add_metric([name, outcome], n)
-        return [buffered, in_flight, ready, capacity, timeout, prefix_routes]
+        return [buffered, held, in_flight, ready, capacity, timeout, prefix_routes, shed]
 
 
 class _Totals:
@@ -142,6 +160,40 @@ class _Totals:
         self.classes: dict[int, int] = {}
         self.buckets = [0] * len(_DURATION_BOUNDS)  # per bucket, not cumulative; last: +Inf
         self.total_s = 0.0
+
+
+_COLD_BOUNDS = (*_COLD_BUCKETS, math.inf)
+_COLD_LE = tuple("+Inf" if math.isinf(b) else repr(float(b)) for b in _COLD_BOUNDS)
+
+
+class _HoldWaitCollector(Collector):
+    """``hold_wait_seconds`` by target and class, from plain per-bucket counts (each
+    held request adds to one integer, as the request totals do)."""
+
+    def __init__(self, waits: Mapping[str, Mapping[str, tuple[list[int], list[float]]]]) -> None:
+        self._waits = waits
+
+    def _family(self) -> HistogramMetricFamily:
+        return HistogramMetricFamily(
+            PREFIX + "hold_wait_seconds",
+            "time a held request waited until a replica took it, by priority class "
+            "(critical above 0, standard at 0, sheddable below)",
+            labels=["target", "class"],
+        )
+
+    def describe(self) -> Iterable[Metric]:
+        return [self._family()]
+
+    def collect(self) -> Iterable[Metric]:
+        family = self._family()
+        for target, by_label in sorted(self._waits.items()):
+            for label, (counts, total) in sorted(by_label.items()):
+                cumulative, buckets = 0, []
+                for le, n in zip(_COLD_LE, counts, strict=True):
+                    cumulative += n
+                    buckets.append((le, cumulative))
+                family.add_metric([target, label], buckets, total[0])
+        return [family]
 
 
 class _RequestCollector(Collector):
@@ -200,7 +252,8 @@ class Metrics:
         )
         self.rejections = Counter(
             PREFIX + "rejections",
-            "requests the activator answered itself, by reason",
+            "requests the activator answered itself, by reason (target empty when refused "
+            "before it was routed)",
             ["target", "reason"],
             registry=registry,
         )
@@ -221,6 +274,18 @@ class Metrics:
             PREFIX + "stats_reports",
             "POST /v1/stats calls sent to the scaler, by result",
             ["result"],
+            registry=registry,
+        )
+        # By class (groundwork.priority.class_label: three values); the tenant is
+        # never a label: tenants are unbounded, and a hash of a credential is
+        # still not something to publish. Per bucket, not cumulative (last:
+        # +Inf), and the sum in a one-item list.
+        self._hold: dict[str, dict[str, tuple[list[int], list[float]]]] = {}
+        registry.register(_HoldWaitCollector(self._hold))
+        self.bad_priority = Counter(
+            PREFIX + "bad_priority",
+            "held requests whose x-tidal-priority did not parse (held at the default class)",
+            ["target"],
             registry=registry,
         )
         if targets is not None:
@@ -245,6 +310,20 @@ class Metrics:
         if hist is None:
             hist = self._cold[target] = self.cold_start_wait.labels(target)
         hist.observe(wait_s)
+
+    def observe_hold(self, target: str, label: str, wait_s: float) -> None:
+        """A held request of class ``label`` got a replica after ``wait_s``."""
+        by_label = self._hold.get(target)
+        if by_label is None:
+            by_label = self._hold[target] = {}
+        got = by_label.get(label)
+        if got is None:
+            got = by_label[label] = ([0] * len(_COLD_BOUNDS), [0.0])
+        got[0][bisect.bisect_left(_COLD_BOUNDS, wait_s)] += 1
+        got[1][0] += wait_s
+
+    def count_bad_priority(self, target: str) -> None:
+        self.bad_priority.labels(target).inc()
 
     def count_resent(self, target: str) -> None:
         self.resent.labels(target).inc()

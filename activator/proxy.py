@@ -12,7 +12,8 @@ relayed as a stream. The steps, in order, each written once:
    replica's development endpoints, and new requests once draining;
 2. route it (:mod:`activator.routing.table`): by header, host and path, else by
    the body's ``model`` (read whole, bounded, in a task); ``GET /v1/models``
-   that no route claims is answered here; a body over the limit is refused;
+   and ``GET /v1/models/{id}`` that no route claims are answered here; a
+   body over the limit is refused;
 3. to 5. (:mod:`activator.forwarding`): take an endpoint from the target's
    gate, at once when one has room, else held until one does
    (:mod:`activator.holding.gate`); forward over a pooled keep-alive
@@ -41,7 +42,6 @@ activator's own is written by :class:`activator.forwarding.Answers`.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 
@@ -53,10 +53,10 @@ from activator.http1 import Exchange
 from activator.http1.heads import error_head_and_body
 from activator.metrics import Metrics
 from activator.replicas.denylist import is_denied
+from activator.routing.model_body import model_of
 from activator.routing.registry import Registry
-from activator.routing.table import TARGET_HEADER, lists_models
+from activator.routing.table import TARGET_HEADER, lists_models, retrieved_model
 from activator.statuses import (
-    BadBody,
     ConnectRefused,
     DeniedEndpoint,
     Draining,
@@ -152,8 +152,17 @@ class Proxy:
             exchange.finish()
             return True
         if target is None:
-            if lists_models(exchange.head.method, exchange.head.target):
-                self.answers.json(exchange, self.registry.table.models_listing(), "", started)
+            head, table = exchange.head, self.registry.table
+            model = retrieved_model(head.method, head.target)
+            if lists_models(head.method, head.target):
+                self.answers.json(exchange, table.models_listing(), "", started)
+                exchange.finish()
+            elif model is not None:
+                entry = table.model_entry(model)
+                if entry is None:
+                    self.answers.fail(exchange, NoTarget(table.unknown_model(model)), "", started)
+                else:
+                    self.answers.json(exchange, entry, "", started)
                 exchange.finish()
             else:
                 in_task(exchange, lambda: self._route_by_model(exchange, started))
@@ -191,7 +200,11 @@ class Proxy:
             name = table.route_cached(head.index.get(b"host"), path)
         if name is not None:
             return self._target(exchange, name)
-        if not lists_models(head.method, path) and not table.wants_model(head.method, path):
+        if not (
+            lists_models(head.method, path)
+            or retrieved_model(head.method, path) is not None
+            or table.wants_model(head.method, path)
+        ):
             raise NoTarget()
         return None
 
@@ -213,7 +226,14 @@ class Proxy:
             model = document.get("model") if isinstance(document, dict) else None
             adapter = model if model in target.adapters.declared else None
         forwarding = Forwarding(
-            self.forwarder, exchange, target, started, body, gate.prompt_of(document), adapter
+            self.forwarder,
+            exchange,
+            target,
+            started,
+            body,
+            gate.prompt_of(document),
+            document,
+            adapter,
         )
         if not forwarding.send_now():
             await forwarding.wait_and_send()
@@ -226,14 +246,7 @@ class Proxy:
         if length is not None and length > limit:
             raise http1.BodyTooLarge()
         body = await exchange.body.read_all(limit)
-        try:
-            document = json.loads(body)
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            # RecursionError: JSON nested deeper than the interpreter's stack.
-            raise BadBody() from None
-        model = document.get("model") if isinstance(document, dict) else None
-        if not isinstance(model, str) or not model:
-            raise BadBody()
+        document, model = model_of(body)  # a BadBody that says what is wrong
         table = self.registry.table
         name = table.by_model(model)
         if name is None:

@@ -135,7 +135,8 @@ class Limits(BaseModel):
 
 
 class Defaults(BaseModel):
-    """Per-target values used when a routes-file entry leaves them out (DESIGN §2 defaults)."""
+    """Per-target values used when a routes-file entry leaves them out (the annotations'
+    defaults, docs/annotations.md)."""
 
     model_config = {"extra": "forbid"}
 

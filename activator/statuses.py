@@ -2,7 +2,7 @@
 
 Every failure the activator answers itself is an exception, and
 :data:`ERROR_STATUS` is the one table that turns exceptions into statuses,
-each with a JSON body in the OpenAI error shape (DESIGN §3):
+each with a JSON body in the OpenAI error shape (docs/statuses.md):
 
 =====================  ======  ============================================
 exception              status  when
@@ -11,11 +11,20 @@ NoTarget, GateClosed    404    no target matches (or it was removed); an
                                unknown ``model`` is named, with those served
 NoAdapter               404    an unknown ``model`` where LoRA adapters are
                                declared: the message names the declared ones
-BadBody                 400    body must be parsed for ``model``: not JSON,
-                               or no ``model`` string
+InvalidJson             400    the body, read for ``model``, is not JSON (the
+                               parser's message and position, e.g. single
+                               quotes or an unclosed bracket)
+BodyNotObject           400    the body is JSON but not an object
+BadModel                400    the object has no ``model``, or it is not a
+                               non-empty string (what it is, is said)
 BodyStalled             408    the client stalled its body past the idle timeout
 BodyTooLarge            413    body over the limit
-BufferFull              503    ``max_buffered`` requests already held
+BufferFull              503    ``max_buffered`` requests already held, none
+                               of which a newcomer may displace
+Shed                    503    displaced at ``max_buffered`` by a higher
+                               class or a lighter tenant, or sheddable and
+                               refused while no replica is ready
+                               (``routing.tidal.dev/shed-at-zero``)
 HeldBodiesFull          503    held request bodies reached the activator's cap
 Draining, DrainEnded    503    shutting down (DrainEnded: still held when
                                the drain timeout ended)
@@ -47,13 +56,14 @@ before anything reaches a replica, and close the connection after the
 answer: the next request's start would be in doubt.
 
 503s carry ``Retry-After``, except ``not_woken``: nobody knows when an
-operator will fix the annotation. Why 503 for it: the client's request is
-fine (a 4xx would tell it to change the request); nothing timed out and
-waiting does not help (not a 504); no replica answered badly (not a 502);
-the model is unavailable on the server's side until its configuration is
-fixed, and the first request after the fix wakes it, which is what 503
-says. The body names the Deployment and the annotation, so whoever sees
-the error knows what to fix.
+operator will fix the annotation, so it says ``x-should-retry: false``
+instead (the header OpenAI's clients obey; they would retry it twice). Why
+503 for it: the client's request is fine (a 4xx would tell it to change the
+request); nothing timed out and waiting does not help (not a 504); no
+replica answered badly (not a 502); the model is unavailable on the server's
+side until its configuration is fixed, and the first request after the fix
+wakes it, which is what 503 says. The body names the Deployment and the
+annotation, so whoever sees the error knows what to fix.
 
 Nothing here parses HTTP: the data path's own failures (a body stalled or
 over the limit, a request refused as it was parsed) are its exceptions,
@@ -89,7 +99,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-from activator.holding.gate import BufferFull, ColdStartTimeout, DrainEnded, GateClosed
+from activator.holding.gate import BufferFull, ColdStartTimeout, DrainEnded, GateClosed, Shed
 from activator.http1.server import REJECTIONS, BodyStalled, BodyTooLarge
 from activator.scaler_link.wake_refusal import NotWoken
 
@@ -98,6 +108,8 @@ __all__ = [
     "AdapterLoadFailed",
     "AllRefused",
     "BadBody",
+    "BadModel",
+    "BodyNotObject",
     "BodyStalled",
     "BodyTooLarge",
     "ConnectRefused",
@@ -106,6 +118,7 @@ __all__ = [
     "ErrorStatus",
     "Failure",
     "HeldBodiesFull",
+    "InvalidJson",
     "NoAdapter",
     "NoTarget",
     "ProxyError",
@@ -134,7 +147,23 @@ class AdapterLoadFailed(ProxyError):
 
 
 class BadBody(ProxyError):
-    pass
+    """A body the activator must read for ``model`` and cannot; ``detail`` says why."""
+
+    @property
+    def detail(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class InvalidJson(BadBody):
+    """The body is not JSON; ``detail`` is the parser's words and position."""
+
+
+class BodyNotObject(BadBody):
+    """The body is JSON, but not an object."""
+
+
+class BadModel(BadBody):
+    """The body is a JSON object without a non-empty ``model`` string."""
 
 
 class HeldBodiesFull(ProxyError):
@@ -190,8 +219,19 @@ ERROR_STATUS: dict[type[Exception], ErrorStatus] = {
         "no replica could load this LoRA adapter in time",
         retry_after=True,
     ),
-    BadBody: ErrorStatus(
-        400, "invalid_request_error", "bad_body", "the body must be a JSON object with a 'model'"
+    InvalidJson: ErrorStatus(400, "invalid_request_error", "invalid_json", "the body is not JSON"),
+    BodyNotObject: ErrorStatus(
+        400,
+        "invalid_request_error",
+        "body_not_object",
+        "the body must be a JSON object ({...}) with a 'model'",
+    ),
+    BadModel: ErrorStatus(
+        400,
+        "invalid_request_error",
+        "bad_model",
+        "the body's 'model' must be a non-empty string naming the model (GET /v1/models lists "
+        "them)",
     ),
     BodyStalled: ErrorStatus(
         408,
@@ -207,6 +247,14 @@ ERROR_STATUS: dict[type[Exception], ErrorStatus] = {
         "overloaded_error",
         "buffer_full",
         "too many requests are waiting for this model",
+        retry_after=True,
+    ),
+    Shed: ErrorStatus(
+        503,
+        "overloaded_error",
+        "shed",
+        "shed to make room for a request of a higher class or a lighter tenant, or refused "
+        "while the model wakes (a sheddable request)",
         retry_after=True,
     ),
     HeldBodiesFull: ErrorStatus(

@@ -1,7 +1,7 @@
 """What the activator knows about a target: its routing keys, limits and endpoints.
 
 A *target* is one autoscaled model, named ``namespace/name`` after its
-Deployment. Two sources describe targets (DESIGN §3): Kubernetes (opted-in
+Deployment. Two sources describe targets (docs/architecture.md): Kubernetes (opted-in
 Deployments and their Services' EndpointSlices, in :mod:`activator.kube`) and
 a static routes file (:mod:`activator.routing.routes_file`). Both produce the same
 frozen values defined here and hand whole snapshots to a
@@ -40,6 +40,7 @@ __all__ = [
     "DEFAULT_COLD_START_TIMEOUT_S",
     "DEFAULT_CONTAINER_CONCURRENCY",
     "DEFAULT_MAX_BUFFERED",
+    "DEFAULT_PRIORITY",
     "DEFAULT_RESEND_UNANSWERED",
     "Adapter",
     "Endpoint",
@@ -52,7 +53,7 @@ __all__ = [
     "parse_target_name",
 ]
 
-# Defaults of the routing.tidal.dev/* annotations (DESIGN §2).
+# Defaults of the routing.tidal.dev/* annotations (docs/annotations.md).
 DEFAULT_COLD_START_TIMEOUT_S = 600.0
 DEFAULT_MAX_BUFFERED = 1000
 DEFAULT_CONTAINER_CONCURRENCY = 0
@@ -63,8 +64,12 @@ DEFAULT_BALANCING = "least-loaded"
 # A request whose replica closed the connection before a byte of answer is
 # sent once more (activator.statuses says why that suits inference).
 DEFAULT_RESEND_UNANSWERED = True
+# The class of a held request that names none (groundwork.priority: standard),
+# and the range a class may take.
+DEFAULT_PRIORITY = 0
+PRIORITY_RANGE = (-1_000_000, 1_000_000)
 
-# Allowed ranges (DESIGN §2); the routes file and the annotations share them.
+# Allowed ranges (docs/annotations.md); the routes file and the annotations share them.
 COLD_START_TIMEOUT_RANGE_S = (1.0, 3600.0)
 MAX_BUFFERED_RANGE = (0, 100_000)
 CONTAINER_CONCURRENCY_RANGE = (0, 10_000)
@@ -224,6 +229,11 @@ class TargetSpec:
                 return adapter
         return None
 
+    # Class of a held request that names none; whether a sheddable request
+    # (class below 0) that finds no ready replica is refused at once.
+    default_priority: int = DEFAULT_PRIORITY
+    shed_at_zero: bool = False
+
     def __post_init__(self) -> None:
         parse_target_name(self.name)
         lo, hi = CONTAINER_CONCURRENCY_RANGE
@@ -241,6 +251,11 @@ class TargetSpec:
         if not lo <= self.max_buffered <= hi:
             raise ValueError(
                 f"{self.name}: max_buffered must be {lo}..{hi}, got {self.max_buffered}"
+            )
+        lo, hi = PRIORITY_RANGE
+        if not lo <= self.default_priority <= hi:
+            raise ValueError(
+                f"{self.name}: default_priority must be {lo}..{hi}, got {self.default_priority}"
             )
         if self.balancing not in BALANCING_MODES:
             raise ValueError(

@@ -10,7 +10,7 @@ worker enforces its share of ``container-concurrency``.
 The supervising process serves the admin port: ``/metrics`` fetches every
 worker's exposition over its Unix socket and sums them
 (:func:`activator.metrics.merge_expositions`, the "one serving process"
-option of DESIGN §8); ``/readyz`` is ready only while every worker is.
+option of docs/metrics.md); ``/readyz`` is ready only while every worker is.
 SIGTERM/SIGINT is passed on to the workers, which drain; the supervisor
 exits when they have. A worker that dies on its own takes the whole pod down
 (exit 1), so Kubernetes restarts it instead of running short of capacity.

@@ -17,9 +17,11 @@ the single copy, and both services (and the load tests) may import it:
   (flags over environment over a YAML file over defaults) whose errors name
   the flag, variable or file key, the value and what is allowed.
 - :mod:`groundwork.token_file`: reading a bearer token from a file.
-- :mod:`groundwork.hold_queue`: the FIFO of held requests, with no clock and
-  no event loop, that the activator's Gate holds with and the policy
-  simulator runs in simulated time (it must hold exactly as the Gate does).
+- :mod:`groundwork.fair_hold_queue`: the order of held requests (class,
+  then tenants in turns weighted by tokens; arrival order without either),
+  with no clock and no event loop, that the activator's Gate holds with and
+  the policy simulator runs in simulated time (it must hold exactly as the
+  Gate does); :mod:`groundwork.priority` reads a class as both write it.
 
 Why this name, and not "common" or "utils": a package named for being
 shared invites anything two modules happen to call. This one holds the

@@ -353,6 +353,7 @@ class FlagSpec:
     dotted: str  # timeouts.connect_s
     is_bool: bool
     help: str
+    metavar: str = "VALUE"
 
 
 def flag_specs(
@@ -368,15 +369,46 @@ def flag_specs(
         shown = "unset" if default is None or default == "" else repr(default)
         if isinstance(default, bool):
             shown = str(default).lower()
+        env = env_name(cls, dotted)
+        description = info.description or ""
+        # A description that explains its own default ("default: $POD_NAME") is not
+        # followed by a second one.
+        said = "" if "default" in description.lower() else f"default: {shown}; "
+        flag = _flag(dotted, flag_names)
         specs.append(
             FlagSpec(
-                flag=_flag(dotted, flag_names),
+                flag=flag,
                 dotted=dotted,
                 is_bool=info.annotation is bool,
-                help=f"{info.description} (default: {shown}; env {env_name(cls, dotted)})",
+                help=f"{description} ({said}env {env})",
+                metavar=_metavar(flag, dotted, info),
             )
         )
     return specs
+
+
+def _metavar(flag: str, dotted: str, info: FieldInfo) -> str:
+    """What a flag takes, for ``--help``: its unit or kind, not a bare ``VALUE``."""
+    kinds = [m for m in _members(info.annotation) if m is not type(None)]
+    kind = kinds[0] if len(kinds) == 1 else str
+    if typing.get_origin(kind) is typing.Literal:
+        return "{" + ",".join(str(a) for a in typing.get_args(kind)) + "}"
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return "{" + ",".join(str(m.value) for m in kind) + "}"
+    name = dotted.rpartition(".")[2]
+    if kind is float and name.endswith("_s"):
+        return "SECONDS"
+    if kind is int and name.endswith("_s"):
+        return "SECONDS"
+    if kind is int and name.endswith("port"):
+        return "PORT"
+    if kind in (int, float):
+        return "N" if kind is int else "NUMBER"
+    if kind is Path:
+        return "FILE"
+    if kind is SecretStr:
+        return "SECRET"
+    return flag.rpartition("-")[2].upper()
 
 
 _DEST = "setting__"
@@ -403,7 +435,7 @@ def add_setting_flags(
                 spec.flag, dest=dest, action="store_const", const=True, help=spec.help
             )
         else:
-            parser.add_argument(spec.flag, dest=dest, metavar="VALUE", help=spec.help)
+            parser.add_argument(spec.flag, dest=dest, metavar=spec.metavar, help=spec.help)
 
 
 def flags_from_args(args: argparse.Namespace) -> dict[str, Any]:

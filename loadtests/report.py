@@ -60,6 +60,7 @@ __all__ = [
     "ReportError",
     "Summary",
     "combine_replicas",
+    "draw_chart",
     "main",
     "merge",
     "plot",
@@ -574,7 +575,8 @@ def _zero_ready_spans(rows: Sequence[MergedRow]) -> list[tuple[float, float]]:
     return spans
 
 
-def _draw(ax: Any, chart: str, rows: Sequence[MergedRow]) -> None:
+def draw_chart(ax: Any, chart: str, rows: Sequence[MergedRow]) -> None:
+    """Draw one panel (a name of :data:`CHARTS`) on ``ax``, the no-replica stretches shaded."""
     for i, (a, b) in enumerate(_zero_ready_spans(rows)):
         ax.axvspan(a, b, color="0.9", zorder=0, label="no ready replica" if i == 0 else None)
     ax.set_title(_TITLES[chart], fontsize=10, loc="left")
@@ -652,7 +654,7 @@ def plot(rows: Sequence[MergedRow], prefix: Path, *, title: str = "") -> list[Pa
         len(charts), 1, figsize=(11, 2.4 * len(charts)), sharex=True, layout="constrained"
     )
     for ax, chart in zip(axes, charts, strict=True):
-        _draw(ax, chart, rows)
+        draw_chart(ax, chart, rows)
     axes[-1].set_xlabel(_xlabel(rows))
     if title:
         figure.suptitle(title)
@@ -662,7 +664,7 @@ def plot(rows: Sequence[MergedRow], prefix: Path, *, title: str = "") -> list[Pa
     written.append(overview)
     for chart in charts:
         figure, ax = plt.subplots(figsize=(11, 3.2), layout="constrained")
-        _draw(ax, chart, rows)
+        draw_chart(ax, chart, rows)
         ax.set_xlabel(_xlabel(rows))
         path = Path(f"{prefix}_{chart}.png")
         figure.savefig(path, dpi=110)

@@ -1,4 +1,4 @@
-"""Every write the scaler makes, in one place (DESIGN §4 "Acting").
+"""Every write the scaler makes, in one place (docs/architecture.md, "The scaler").
 
 A target's reconciler decides; this module acts. A decision that needs
 writes becomes a :class:`WritePlan` (:func:`plan_writes`, pure, from the
@@ -27,13 +27,16 @@ out of every other scaler module: :func:`kube_actuator` builds the actuator
 over them for the service. Companions whose Deployment is no longer opted in
 are removed through :meth:`Actuator.remove_orphan`.
 
-The actuator keeps no state of a target but its write backoff (and the
-deletion costs to put back after a half-done plan): what the status
-annotation holds and what is still to be written is the target's
-:class:`StatusRecord`, owned by its reconciler, handed in with the plan and
-handed back, as a new value, in the :class:`WriteOutcome`.
+The actuator keeps a target's write bookkeeping and nothing else of it: its
+write backoff, the deletion costs to put back after a half-done plan, and
+its :class:`StatusRecord` (what the status annotation holds, what is still
+to be written, the Warnings already raised), kept in one
+:class:`StatusRecords`: a plan is made from it (:meth:`Actuator.plan`) and
+the record a plan leaves is kept there; no caller carries it. This is also
+where leadership is checked for every write: a follower plans nothing,
+raises no Warning and removes no companion.
 
-Main decisions (DESIGN §4 "only the lease holder writes"):
+Main decisions (only the Lease holder writes):
 
 - **Fenced.** The Lease is checked before *each* write, not once per
   decision: a replica that lost it stops the sequence where it is
@@ -41,8 +44,8 @@ Main decisions (DESIGN §4 "only the lease holder writes"):
   ``resourceVersion`` the decision was based on; a 409 means the Deployment
   changed since, so the old value is never re-applied: the actuator re-reads
   ``/scale`` and hands the fresh state back (:attr:`WriteOutcome.fresh`) for
-  the controller to re-check the Lease and decide again. The status write
-  tests ``spec.replicas`` instead (the scale it records): the Deployment
+  the target's reconciler to decide again (its next plan re-checks the
+  Lease). The status write tests ``spec.replicas`` instead (the scale it records): the Deployment
   controller moves the ``resourceVersion`` on right after every scale, so a
   version precondition there would conflict with Tidal's own scale every
   time (:mod:`scaler.kube.writer`).
@@ -76,7 +79,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from groundwork.kube.connection import KubeAccess
 from groundwork.kube.errors import Conflict, KubeError
@@ -89,6 +92,7 @@ from scaler.kube.types import (
     PodInfo,
     ScaleState,
     ScaleTarget,
+    TargetSnapshot,
 )
 from scaler.kube.writer import KubeEvents, KubeScaleTarget
 from scaler.metrics import Metrics
@@ -116,6 +120,7 @@ __all__ = [
     "ActuatorSettings",
     "Decided",
     "StatusRecord",
+    "StatusRecords",
     "WriteOutcome",
     "WritePlan",
     "kube_actuator",
@@ -139,13 +144,84 @@ class StatusRecord:
     status whose write failed after its change took (its reason and time win
     over the previous ones at the next write); ``last_change_wall``: when the
     scale last changed (``lastChangeTime``); ``problem_reported``: the
-    ``InvalidAnnotation`` Warning of these annotations was raised.
+    ``InvalidAnnotation`` Warning of these annotations was raised;
+    ``warnings_reported``: so were the Warnings that leave scaling on
+    (``InvalidRouting``).
     """
 
     status: StatusDocument | None = None
     intended: StatusDocument | None = None
     last_change_wall: str | None = None
     problem_reported: bool = False
+    warnings_reported: bool = False
+
+    @property
+    def last_desired(self) -> object:
+        """The last target decided: the one a failed status write still intends, if
+        any, else the one the annotation holds."""
+        return (self.intended or self.status or {}).get("desired")
+
+
+class StatusRecords:
+    """Every target's :class:`StatusRecord`, with one owner: the actuator.
+
+    A plan is made from the target's record (:meth:`Actuator.plan`) and the
+    actuator keeps the record a plan leaves (:meth:`keep`); each target's
+    reconciler tells it what the Deployment carries at each sync (:meth:`seen`): a
+    changed config may report its problems again, and a follower copies the
+    status annotation the leader wrote, so that on taking over it rewrites it
+    only if its decision differs.
+    """
+
+    def __init__(self, leader: LeaderElector) -> None:
+        self._leader = leader
+        self._records: dict[str, StatusRecord] = {}
+
+    def get(self, key: str) -> StatusRecord:
+        return self._records.get(key, StatusRecord())
+
+    def start(self, key: str, status: StatusDocument | None) -> None:
+        """A new target: its status annotation as the Deployment carries it."""
+        self._records[key] = StatusRecord(status=status)
+
+    def seen(self, key: str, status: StatusDocument | None, *, changed: bool) -> None:
+        """The target as synced: ``changed`` config (its problems are reported
+        again); on a follower, the status annotation the leader wrote."""
+        record = self.get(key)
+        if changed:
+            record = replace(record, problem_reported=False, warnings_reported=False)
+        if not self._leader.is_leader:
+            record = replace(record, status=status)
+        self._records[key] = record
+
+    @property
+    def leading(self) -> bool:
+        """Whether this scaler holds the Lease now (Events are raised by the leader)."""
+        return self._leader.is_leader
+
+    def warnings_due(self, key: str) -> bool:
+        """True once per set of annotations, on the leader: raise the Warnings that
+        leave scaling on now (marked raised even if the Events are lost)."""
+        record = self.get(key)
+        if record.warnings_reported or not self._leader.is_leader:
+            return False
+        self._records[key] = replace(record, warnings_reported=True)
+        return True
+
+    def keep(self, plan: WritePlan, after: StatusRecord) -> None:
+        """The record as ``plan`` left it. A config change while it ran may have
+        cleared the problems already reported, and that clearing stands."""
+        key = plan.deployment.key
+        current = self.get(key)
+        reported_now = after.problem_reported and not plan.record.problem_reported
+        self._records[key] = replace(
+            after,
+            problem_reported=current.problem_reported or reported_now,
+            warnings_reported=current.warnings_reported,
+        )
+
+    def forget(self, key: str) -> None:
+        self._records.pop(key, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,8 +288,8 @@ class WritePlan:
 class WriteOutcome:
     """How far a plan got.
 
-    ``record``: the target's status record after the plan (the reconciler
-    keeps it); ``fresh``: after a conflict, the Deployment's scale as re-read
+    ``record``: the target's status record after the plan (already kept in
+    :attr:`Actuator.records`); ``fresh``: after a conflict, the Deployment's scale as re-read
     (decide again on it); ``fenced``: the Lease was lost, the sequence
     stopped; ``deferred``: not attempted (backoff, or an undo just ran and the
     plan's ranking is stale); ``conflict``: the 409 behind ``fresh``, not
@@ -363,6 +439,7 @@ class Actuator:
         self._slots = asyncio.Semaphore(self._settings.max_concurrent_writes)
         self._streaks: dict[str, _Streak] = {}
         self._undo: dict[str, dict[str, int | None]] = {}  # target -> pod -> cost to restore
+        self.records = StatusRecords(leader)
 
     def backing_off(self, key: str, now: float) -> bool:
         """True while ``key``'s writes wait out a backoff after failures."""
@@ -378,13 +455,33 @@ class Actuator:
         """``key`` is no longer a target."""
         self._streaks.pop(key, None)
         self._undo.pop(key, None)
+        self.records.forget(key)
+
+    def plan(self, snap: TargetSnapshot, decided: Decided, *, now: float) -> WritePlan | None:
+        """The writes ``decided`` needs, from the target's status record; ``None``
+        when it needs none, when this replica does not lead, or while the target
+        backs off (a wake from zero does not wait for a backoff)."""
+        if not self._leader.is_leader:
+            return None
+        decision = decided.decision
+        waking = decision is not None and decision.reason is Reason.ACTIVATED
+        key = snap.deployment.key
+        if self.backing_off(key, now) and not waking:
+            return None
+        return plan_writes(snap.deployment, snap.pods, decided, self.records.get(key))
 
     def _fence(self) -> None:
         if not self._leader.is_leader:
             raise _LeaseLost
 
     async def carry_out(self, plan: WritePlan, *, now: float) -> WriteOutcome:
-        """Perform ``plan`` at ``now``; failures are logged and counted, never raised."""
+        """Perform ``plan`` at ``now`` and keep the status record it leaves; failures
+        are logged and counted, never raised."""
+        outcome = await self._attempt(plan, now)
+        self.records.keep(plan, outcome.record)
+        return outcome
+
+    async def _attempt(self, plan: WritePlan, now: float) -> WriteOutcome:
         d = plan.deployment
         activation = plan.decision is not None and plan.decision.reason is Reason.ACTIVATED
         if self.backing_off(d.key, now) and not activation:
@@ -470,8 +567,8 @@ class Actuator:
 
     async def remove_orphan(self, companion: CompanionInfo) -> None:
         """A spot companion whose Deployment is no longer opted in: unpin, delete (fenced)."""
-        if self._placement is None:
-            return
+        if self._placement is None or not self._leader.is_leader:
+            return  # a follower leaves it to the leader
         key = f"{companion.namespace}/{companion.companion_of}"
         async with self._slots:
             try:

@@ -145,6 +145,134 @@ def _placement_view(state: TargetState) -> dict[str, Any]:
     return out
 
 
+async def _read_json(request: web.Request) -> Any:
+    try:
+        return await request.json(loads=json.loads)
+    except ValueError as exc:
+        raise ReportError(f"body is not JSON: {exc}") from exc
+
+
+def _target_of(body: Any) -> str | None:
+    """The ``namespace/name`` an activation names, or None when it names none."""
+    target = body.get("target") if isinstance(body, dict) else None
+    if not isinstance(target, str) or target.count("/") != 1 or "" in target.split("/"):
+        return None
+    return target
+
+
+class _Handlers:
+    """The endpoints of the table above, over the controller and the signal hub."""
+
+    def __init__(
+        self,
+        *,
+        controller: Controller,
+        signals: SignalHub,
+        metrics: Metrics,
+        token: str,
+        clock: Callable[[], float],
+        identity: str,
+        leader: Callable[[], bool],
+    ) -> None:
+        self._controller = controller
+        self._signals = signals
+        self._metrics = metrics
+        self._expected = f"Bearer {token}".encode()
+        self._clock = clock
+        self._identity = identity
+        self._leader = leader
+
+    def _authorized(self, request: web.Request) -> bool:
+        got = request.headers.get("Authorization", "").encode()
+        return hmac.compare_digest(got, self._expected)
+
+    def _warm_answer(self) -> dict[str, Any]:
+        # The warm tier: endpoints activators must not route to (asleep, being put to
+        # sleep or woken). Only the leader knows them; activators take the leader's word.
+        leading = self._leader()
+        body: dict[str, Any] = {"leader": leading}
+        warm = self._controller.warm
+        if leading and warm is not None:
+            body["sleeping"] = warm.pool.not_routable()
+        return body
+
+    def _warm_view(self, key: str) -> dict[str, Any]:
+        warm = self._controller.warm
+        if warm is None or not self._leader():
+            return {}
+        return {"warm": warm.pool.describe(key)}
+
+    async def stats(self, request: web.Request) -> web.Response:
+        metrics = self._metrics
+        if not self._authorized(request):
+            metrics.report("unauthorized")
+            return _error(401, "missing or wrong bearer token", "unauthorized")
+        try:
+            report = parse_report(await _read_json(request))
+            # Into the hub now, at its arrival time: samples are taken when they arrive.
+            count = self._signals.report(report, now=self._clock())
+        except ReportError as exc:
+            metrics.report("rejected")
+            return _error(400, str(exc), "invalid_request")
+        metrics.report("accepted")
+        metrics.activators.set(count)
+        return web.json_response({"activators": count, **self._warm_answer()})
+
+    async def activate(self, request: web.Request) -> web.Response:
+        metrics, controller = self._metrics, self._controller
+        if not self._authorized(request):
+            metrics.activation("unauthorized")
+            return _error(401, "missing or wrong bearer token", "unauthorized")
+        try:
+            body = await _read_json(request)
+        except ReportError as exc:
+            metrics.activation("rejected")
+            return _error(400, str(exc), "invalid_request")
+        target = _target_of(body)
+        if target is None:
+            metrics.activation("rejected")
+            named = body.get("target") if isinstance(body, dict) else None
+            return _error(
+                400, f"target: expected 'namespace/name', got {named!r}", "invalid_request"
+            )
+        problem = controller.not_woken(target)
+        if problem is not None:
+            metrics.activation("not_woken")
+            return _not_woken(target, problem)
+        if not await controller.activate(target, now=self._clock()):
+            metrics.activation("unknown_target")
+            return _error(404, f"no opted-in Deployment {target}", "not_found")
+        metrics.activation("accepted")
+        return web.json_response({"target": target, **self._warm_answer()}, status=202)
+
+    async def targets(self, request: web.Request) -> web.Response:
+        states = self._controller.target_states()
+        body = {
+            "identity": self._identity,
+            "leader": self._leader(),
+            "activators": self._signals.reporting(now=self._clock()),
+            "targets": [{**target_view(t), **self._warm_view(t.key)} for t in states],
+        }
+        return web.json_response(body)
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def readyz(self, request: web.Request) -> web.Response:
+        if not request.app[STATE_KEY].serving:
+            return _error(503, "shutting down", "unavailable")
+        return web.json_response({"status": "serving"})
+
+    async def metrics_text(self, request: web.Request) -> web.Response:
+        # Set when read: /metrics is the gauge's only reader, and a follower that
+        # never writes still says it follows.
+        self._metrics.set_leader(self._leader())
+        self._metrics.activators.set(self._signals.reporting(now=self._clock()))
+        resp = web.Response(body=generate_latest(self._metrics.registry))
+        resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return resp
+
+
 def build_app(
     *,
     controller: Controller,
@@ -158,103 +286,21 @@ def build_app(
 ) -> web.Application:
     if not token:
         raise ValueError("the scaler needs a bearer token for /v1/stats and /v1/activate")
-    expected = f"Bearer {token}".encode()
+    handlers = _Handlers(
+        controller=controller,
+        signals=signals,
+        metrics=metrics,
+        token=token,
+        clock=clock,
+        identity=identity,
+        leader=leader,
+    )
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app[STATE_KEY] = state or ServerState()
-
-    def warm_answer() -> dict[str, Any]:
-        # The warm tier: endpoints activators must not route to (asleep, being put to
-        # sleep or woken). Only the leader knows them; activators take the leader's word.
-        leading = leader()
-        body: dict[str, Any] = {"leader": leading}
-        if leading and controller.warm is not None:
-            body["sleeping"] = controller.warm.not_routable()
-        return body
-
-    def authorized(request: web.Request) -> bool:
-        got = request.headers.get("Authorization", "").encode()
-        return hmac.compare_digest(got, expected)
-
-    async def read_json(request: web.Request) -> Any:
-        try:
-            return await request.json(loads=json.loads)
-        except ValueError as exc:
-            raise ReportError(f"body is not JSON: {exc}") from exc
-
-    async def stats(request: web.Request) -> web.Response:
-        if not authorized(request):
-            metrics.report("unauthorized")
-            return _error(401, "missing or wrong bearer token", "unauthorized")
-        try:
-            report = parse_report(await read_json(request))
-            # Into the hub now, at its arrival time (DESIGN §4).
-            count = signals.report(report, now=clock())
-        except ReportError as exc:
-            metrics.report("rejected")
-            return _error(400, str(exc), "invalid_request")
-        metrics.report("accepted")
-        metrics.activators.set(count)
-        return web.json_response({"activators": count, **warm_answer()})
-
-    async def activate(request: web.Request) -> web.Response:
-        if not authorized(request):
-            metrics.activation("unauthorized")
-            return _error(401, "missing or wrong bearer token", "unauthorized")
-        try:
-            body = await read_json(request)
-        except ReportError as exc:
-            metrics.activation("rejected")
-            return _error(400, str(exc), "invalid_request")
-        target = body.get("target") if isinstance(body, dict) else None
-        if not isinstance(target, str) or target.count("/") != 1 or "" in target.split("/"):
-            metrics.activation("rejected")
-            return _error(
-                400, f"target: expected 'namespace/name', got {target!r}", "invalid_request"
-            )
-        problem = controller.not_woken(target)
-        if problem is not None:
-            metrics.activation("not_woken")
-            return _not_woken(target, problem)
-        if not await controller.activate(target, now=clock()):
-            metrics.activation("unknown_target")
-            return _error(404, f"no opted-in Deployment {target}", "not_found")
-        metrics.activation("accepted")
-        return web.json_response({"target": target, **warm_answer()}, status=202)
-
-    async def targets(request: web.Request) -> web.Response:
-        body = {
-            "identity": identity,
-            "leader": leader(),
-            "activators": signals.reporting(now=clock()),
-            "targets": [{**target_view(t), **warm_view(t.key)} for t in controller.target_states()],
-        }
-        return web.json_response(body)
-
-    def warm_view(key: str) -> dict[str, Any]:
-        if controller.warm is None or not leader():
-            return {}
-        return {"warm": controller.warm.describe(key)}
-
-    async def healthz(request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
-
-    async def readyz(request: web.Request) -> web.Response:
-        if not request.app[STATE_KEY].serving:
-            return _error(503, "shutting down", "unavailable")
-        return web.json_response({"status": "serving"})
-
-    async def metrics_text(request: web.Request) -> web.Response:
-        # Updated here too, so a follower that never ticks still says it follows.
-        metrics.set_leader(leader())
-        metrics.activators.set(signals.reporting(now=clock()))
-        resp = web.Response(body=generate_latest(metrics.registry))
-        resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
-        return resp
-
-    app.router.add_post("/v1/stats", stats)
-    app.router.add_post("/v1/activate", activate)
-    app.router.add_get("/v1/targets", targets)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", metrics_text)
+    app.router.add_post("/v1/stats", handlers.stats)
+    app.router.add_post("/v1/activate", handlers.activate)
+    app.router.add_get("/v1/targets", handlers.targets)
+    app.router.add_get("/healthz", handlers.healthz)
+    app.router.add_get("/readyz", handlers.readyz)
+    app.router.add_get("/metrics", handlers.metrics_text)
     return app

@@ -3,8 +3,9 @@
 Every subcommand lives in its own module, which this file imports only when
 that subcommand runs. Two reasons: ``tidal --help`` and ``tidal status`` stay
 fast (the sandbox pulls in schema validators, locust pulls in gevent), and the
-import contracts of DESIGN §1 hold (``scaler`` and ``activator`` never import
-each other; this file is the one allowed exception, and only lazily).
+import rules hold (``scaler`` and ``activator`` never import each other; this
+file is the one allowed exception, and only lazily; docs/architecture.md,
+"Layout and import rules").
 
 A subcommand module provides::
 
@@ -134,10 +135,13 @@ def build_parser(
     parser.add_argument("--version", action="version", version=f"tidal {_package_version()}")
     runners: dict[tuple[str, ...], Callable[[argparse.Namespace], int]] = {}
     top = parser.add_subparsers(dest="command", metavar="COMMAND")
-    groups: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
+    # Each group's subparsers, as the one call used of them (argparse's type is private).
+    AddParser = Callable[..., argparse.ArgumentParser]
+    groups: dict[str, AddParser] = {}
     for sub in available:
+        add_parser: AddParser
         if len(sub.path) == 1:
-            action = top
+            add_parser = top.add_parser
         else:
             group = sub.path[0]
             if group not in groups:
@@ -145,9 +149,10 @@ def build_parser(
                     group, help=GROUP_HELP.get(group, ""), description=GROUP_HELP.get(group)
                 )
                 gp.set_defaults(_tidal_group=gp)
-                groups[group] = gp.add_subparsers(dest=f"{group}_command", metavar="COMMAND")
-            action = groups[group]
-        sp = action.add_parser(sub.path[-1], help=sub.help, description=sub.help)
+                subparsers = gp.add_subparsers(dest=f"{group}_command", metavar="COMMAND")
+                groups[group] = subparsers.add_parser
+            add_parser = groups[group]
+        sp = add_parser(sub.path[-1], help=sub.help, description=sub.help)
         sp.set_defaults(_tidal_path=sub.path, _tidal_parser=sp)
         if sub is chosen:
             module = sub.load()

@@ -9,9 +9,10 @@ an interruption notice (the service pokes the ticker:
 targets in step with the opted-in Deployments
 (:class:`~scaler.targets.book.TargetBook`), one
 :class:`~scaler.targets.reconciler.Reconciler` each, and schedules: what a
-target decides, its lock, its write bookkeeping and its writes (through the
-fenced :class:`~scaler.actuator.Actuator`, leader only) are its
-reconciler's, and so are its warm-tier intents (sleeps due, wakes, the
+target decides, its lock and the order of its steps are its reconciler's;
+its writes and their bookkeeping (the status record, the backoff) are the
+fenced :class:`~scaler.actuator.Actuator`'s, leader only; its warm-tier
+intents are the reconciler's too (sleeps due, wakes, the
 fallback to a cold start) against the shared :class:`~scaler.warm.tier.WarmTier`,
 which reads the models' views and holds nothing of the controller. Beside the
 reconciles it removes orphaned spot companions and has the warm tier learn
@@ -22,7 +23,9 @@ live view reads.
 Every replica decides, so a follower that takes over has warm windows and a
 policy state that has long left its warm-up; a follower keeps its copy of
 the status annotation in step with what the leader wrote, so on taking over
-it rewrites nothing that did not change.
+it rewrites nothing that did not change. This module never asks whether
+this replica leads: the actuator and the warm tier, which make the writes
+and the replica calls, check the Lease where they fence them.
 
 Main decisions:
 
@@ -49,13 +52,14 @@ from dataclasses import dataclass
 
 from scaler.actuator import Actuator
 from scaler.gpu_ledger import GpuLedger
-from scaler.kube.types import LeaderElector
 from scaler.metrics import Metrics
 from scaler.placement.placer import Placer
 from scaler.policy.api import Decision
 from scaler.policy.protocol import Policy
 from scaler.signals.hub import SignalHub
 from scaler.targets.book import TargetBook, TargetConfig
+from scaler.targets.deciding import Decider
+from scaler.targets.publishing import Publisher
 from scaler.targets.reconciler import Outcome, Reconciler, Shared, Trigger
 from scaler.targets.state import TargetState
 from scaler.ticking import CallLater, RecheckTimers, SideTasks, Ticker
@@ -83,7 +87,6 @@ class Controller:
         signals: SignalHub,
         actuator: Actuator,
         policy: Policy,
-        leader: LeaderElector,
         metrics: Metrics,
         clock: Callable[[], float],
         settings: ControllerSettings | None = None,
@@ -97,22 +100,17 @@ class Controller:
         if warm is not None and board is None:
             raise ValueError("the warm tier reads the models' views: pass its ModelBoard too")
         self._book = targets
+        self._publisher = Publisher(metrics, board)
         self._shared = Shared(
             book=targets,
-            signals=signals,
-            policy=policy,
+            decider=Decider(signals=signals, policy=policy, placer=placer, wall_clock=wall_clock),
             actuator=actuator,
-            leader=leader,
-            metrics=metrics,
-            placer=placer,
+            publisher=self._publisher,
             clock=clock,
-            wall_clock=wall_clock,
             warm=warm,
-            board=board,
         )
         self._placer = placer  # removes orphan companions
         self._actuator = actuator
-        self._leader = leader
         self._metrics = metrics
         self._clock = clock
         self._settings = settings or ControllerSettings()
@@ -133,21 +131,19 @@ class Controller:
     # -- targets ------------------------------------------------------------
 
     def _sync(self, now: float) -> Mapping[str, TargetConfig]:
-        entries = self._book.sync()
+        """The one place the target book is brought up to date: one reconciler per
+        target, in step with its config."""
+        entries = self._book.entries()
         for key in [key for key in self._targets if key not in entries]:
-            gone = self._targets.pop(key)
-            gone.cancel()
-            if self._shared.board is not None:
-                self._shared.board.forget(key)
-            self._metrics.forget_target(key)
+            self._targets.pop(key).wakes.cancel()
+            self._publisher.forget(key)
             self._actuator.forget(key)
-        leading = self._leader.is_leader
         for key, entry in entries.items():
             reconciler = self._targets.get(key)
             if reconciler is None:
-                self._targets[key] = Reconciler.start(entry, self._shared, now)
+                self._targets[key] = Reconciler(entry, self._shared, now)
             else:
-                reconciler.sync(entry, leading=leading)
+                reconciler.sync(entry)
         return entries
 
     async def _reconcile(self, reconciler: Reconciler, now: float, trigger: Trigger) -> Outcome:
@@ -163,16 +159,15 @@ class Controller:
         """Reconcile every target at ``now``; writes when leader."""
         self.ticks += 1
         started = self._clock()
-        self._metrics.set_leader(self._leader.is_leader)
         if not self._book.synced:
             return
         snapshots = self._book.snapshots()
         self._last_tick = now
         self._sync(now)
         orphans = []
-        if self._placer is not None and self._leader.is_leader:
+        if self._placer is not None:
             # Companions of Deployments no longer opted in go, beside the decisions;
-            # their owners are unpinned.
+            # their owners are unpinned (by the leader: the actuator fences it).
             orphans = [self._actuator.remove_orphan(o) for o in self._placer.orphans(snapshots)]
         # Every target is decided at ``now`` before any write holds the tick up;
         # the writes run side by side.
@@ -195,8 +190,8 @@ class Controller:
             elif result.decision is not None:  # decided again after a conflict
                 self._schedule_recheck(reconciler.key, result.decision, now)
         warm = self._shared.warm
-        if warm is not None and self._leader.is_leader:
-            warm.learn(now)  # the models' GPU memory footprints
+        if warm is not None:
+            warm.learn(now)  # the models' GPU memory footprints (leader only)
         self._metrics.tick_duration.observe(max(0.0, self._clock() - started))
 
     async def activate(self, key: str, *, now: float | None = None) -> bool:
@@ -207,7 +202,7 @@ class Controller:
         known = await self.decide_now(key, now=now, activation=True)
         reconciler = self._targets.get(key)
         if known and reconciler is not None:
-            await reconciler.wake_for_activation()
+            await reconciler.wakes.for_activation()
         return known
 
     def not_woken(self, key: str) -> str | None:
@@ -215,7 +210,7 @@ class Controller:
         problem names each key, value and what is allowed); None when it would."""
         if not self._book.synced:
             return None
-        entry = self._book.sync().get(key)
+        entry = self._book.entries().get(key)
         return entry.problem if entry is not None else None
 
     async def decide_now(

@@ -97,10 +97,13 @@ class GpuLedger:
         now: float,
         snapshots: Mapping[str, TargetSnapshot],
         asleep: Callable[[str], int] | None = None,
+        wanted: Callable[[str], int | None] | None = None,
     ) -> float:
         """Charge the interval ending at ``now``; the GPU-seconds added over every target.
 
         ``asleep(target)``: how many of its ready replicas sleep (the warm tier).
+        ``wanted(target)``: the replicas the scaler wants, which the saving
+        against all on-demand is measured for (``None``: every replica holding GPUs).
         A target missing from ``snapshots`` is forgotten.
         """
         seconds = 0.0 if self._last is None else max(0.0, now - self._last)
@@ -112,8 +115,9 @@ class GpuLedger:
         for key, snap in snapshots.items():
             facts = self._facts(snap.pods)
             before = self._meters.get(key, CostMeter())
-            after = before.advance(facts, seconds=seconds, prices=self.prices)
-            rate = cost_rate(facts, self.prices)
+            want = wanted(key) if wanted is not None else None
+            after = before.advance(facts, seconds=seconds, prices=self.prices, wanted=want)
+            rate = cost_rate(facts, self.prices, wanted=want)
             self._meters[key] = after
             self._costs[key] = CostView(rate=rate, meter=after)
             self._metrics.account_cost(key, before=before, after=after, rate=rate)

@@ -1,4 +1,4 @@
-"""The scaler's Prometheus metrics (DESIGN §8), around an injected registry.
+"""The scaler's Prometheus metrics (docs/metrics.md), around an injected registry.
 
 Names start with ``tidal_scaler_`` and carry their unit; label values come
 from closed sets (signal names, directions, capacity types, results) or from
@@ -38,6 +38,7 @@ OBSERVED_SIGNALS = (
 )
 DIRECTIONS = ("up", "down")
 REPORT_RESULTS = ("accepted", "rejected", "unauthorized")
+PREFIX = "tidal_scaler_"
 ACTIVATION_RESULTS = ("accepted", "unknown_target", "not_woken", "rejected", "unauthorized")
 
 
@@ -51,7 +52,24 @@ class Metrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
-        p = "tidal_scaler_"
+        self._decision_series(registry)
+        self._cost_series(registry)
+        self._service_series(registry)
+        # Every labelled series per target, so that forgetting a target removes them all.
+        self._by_target: dict[str, dict[tuple[Any, tuple[str, ...]], Any]] = {}
+        for capacity in CAPACITY_TYPES:
+            self.gpu_seconds.labels(capacity)
+            self.gpu_cost.labels(capacity)
+        for state in ("awake", "asleep"):
+            self.gpu_seconds_by_state.labels(state)
+        for result in REPORT_RESULTS:
+            self.reports.labels(result)
+        for result in ACTIVATION_RESULTS:
+            self.activations.labels(result)
+
+    def _decision_series(self, registry: CollectorRegistry) -> None:
+        """What each decision saw and did, and the writes it made."""
+        p = PREFIX
         self.desired = Gauge(
             p + "desired_replicas",
             "Replicas the scaler wants, by target and capacity type",
@@ -106,6 +124,10 @@ class Metrics:
         self.leader = Gauge(
             p + "leader", "1 when this replica holds the tidal-scaler Lease", registry=registry
         )
+
+    def _cost_series(self, registry: CollectorRegistry) -> None:
+        """GPU-seconds and cost (the GPU ledger's), and spot cover."""
+        p = PREFIX
         self.gpu_seconds = Counter(
             p + "gpu_seconds",
             "GPU-seconds of replicas bound to nodes (Ready or not), by capacity type",
@@ -154,6 +176,10 @@ class Metrics:
             ["target"],
             registry=registry,
         )
+
+    def _service_series(self, registry: CollectorRegistry) -> None:
+        """The HTTP API, the warm tier and the loop itself."""
+        p = PREFIX
         self.reports = Counter(
             p + "reports", "POST /v1/stats by result", ["result"], registry=registry
         )
@@ -196,17 +222,6 @@ class Metrics:
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
             registry=registry,
         )
-        # Every labelled series per target, so that forgetting a target removes them all.
-        self._by_target: dict[str, dict[tuple[Any, tuple[str, ...]], Any]] = {}
-        for capacity in CAPACITY_TYPES:
-            self.gpu_seconds.labels(capacity)
-            self.gpu_cost.labels(capacity)
-        for state in ("awake", "asleep"):
-            self.gpu_seconds_by_state.labels(state)
-        for result in REPORT_RESULTS:
-            self.reports.labels(result)
-        for result in ACTIVATION_RESULTS:
-            self.activations.labels(result)
 
     def _child(self, target: str, metric: Any, *labels: str) -> Any:
         """The labelled child of ``metric`` for ``target``, cached: ``.labels()`` costs

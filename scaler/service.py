@@ -24,6 +24,7 @@ import signal
 import socket
 import sys
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import aiohttp
 import prometheus_client
@@ -31,7 +32,7 @@ import uvloop
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from groundwork.kube.connection import KubeConfigError, connect
+from groundwork.kube.connection import KubeAccess, KubeConfigError, connect
 from groundwork.settings_loading import add_setting_flags, flags_from_args
 from scaler.actuator import ActuatorSettings, kube_actuator
 from scaler.app import ServerState, build_app
@@ -44,6 +45,7 @@ from scaler.metrics import Metrics
 from scaler.placement.placer import Placer
 from scaler.policy.api import SignalKind
 from scaler.policy.protocol import PurePolicy
+from scaler.policy.providers import ProviderPreset
 from scaler.settings import (
     FLAGS,
     ScalerSettings,
@@ -113,7 +115,8 @@ async def _account(
     while True:
         try:
             if book.synced:
-                ledger.account(clock(), book.snapshots(), warm.asleep_count if warm else None)
+                asleep = warm.pool.asleep_count if warm else None
+                ledger.account(clock(), book.snapshots(), asleep, wanted=book.wanted)
         except Exception:  # a bug in accounting must not stop it for good
             log.exception("GPU accounting failed")
         await asyncio.sleep(every_s)
@@ -143,6 +146,245 @@ def _fresh_by_kind(settings: ScalerSettings) -> dict[SignalKind, float]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class _Sources:
+    """The demand sources: activator reports always, pod scrapes unless disabled,
+    Prometheus when a URL is set (and, with it, the warm tier's GPU memory)."""
+
+    reports: ActivatorReports
+    all: list[DemandSource]
+    polled: list[tuple[PolledSource, float]]  # each with its interval
+    memory: PrometheusGpuMemory | None
+
+
+def _sources(settings: ScalerSettings, session: aiohttp.ClientSession) -> _Sources:
+    reports = ActivatorReports(
+        drop_after_periods=settings.reports.drop_after_periods,
+        fresh_within_periods=settings.reports.fresh_within_periods,
+        expect_for_s=settings.reports.expect_for_s,
+    )
+    sources: list[DemandSource] = [reports]
+    polled: list[tuple[PolledSource, float]] = []
+    if settings.scrape.enabled:
+        scraper = PodScraper(
+            session=session,
+            timeout_s=settings.scrape.timeout_s,
+            stale_after_s=settings.scrape.stale_after_s,
+            max_concurrent=settings.scrape.max_concurrent,
+        )
+        sources.append(scraper)
+        polled.append((scraper, settings.scrape.interval_s))
+    prom = settings.prometheus
+    memory = None
+    if prom.url:
+        gpu = PrometheusGpu(
+            session=session,
+            url=prom.url,
+            metric=prom.metric,
+            pod_label=prom.pod_label,
+            namespace_label=prom.namespace_label,
+            timeout_s=prom.timeout_s,
+            stale_after_s=prom.stale_after_s,
+        )
+        sources.append(gpu)
+        polled.append((gpu, prom.interval_s))
+        # The warm tier's view of GPU memory (framebuffer used and free, by GPU).
+        memory = PrometheusGpuMemory(
+            session=session,
+            url=prom.url,
+            pod_label=prom.pod_label,
+            namespace_label=prom.namespace_label,
+            timeout_s=prom.timeout_s,
+            stale_after_s=prom.stale_after_s,
+        )
+    return _Sources(reports, sources, polled, memory)
+
+
+def _placement(
+    settings: ScalerSettings, access: KubeAccess, ticker: IntervalTicker, preset: ProviderPreset
+) -> tuple[PlacementWatch, Placer]:
+    """Nodes and spot companions watched, and the placer over them."""
+
+    def noticed(node: str) -> None:
+        # An interruption notice is an event, not a tick: cover it in a decision now.
+        log.info("node %s has an interruption notice: deciding now", node)
+        ticker.poke()
+
+    watch = PlacementWatch(
+        access.api,
+        preset=preset,
+        on_notice=noticed,
+        watch_timeout_s=settings.kube.watch_timeout_s,
+        request_timeout_s=settings.kube.request_timeout_s,
+    )
+    return watch, Placer(view=watch, preset=preset, hold_s=settings.placement.release_hold_s)
+
+
+def _elector(
+    settings: ScalerSettings, access: KubeAccess, identity: str, ticker: IntervalTicker
+) -> LeaseElector:
+    """The Lease election. On winning the Lease the controller decides for every
+    target at once, on its warm windows: the elector pokes the ticker."""
+
+    def elected() -> None:
+        log.info("%s is now the leader", identity)
+        ticker.poke()
+
+    return LeaseElector(
+        access.api,
+        on_elected=elected,
+        namespace=settings.leader.namespace or access.namespace,
+        identity=identity,
+        name=settings.leader.lease_name,
+        lease_duration_s=settings.leader.lease_duration_s,
+        renew_deadline_s=settings.leader.renew_deadline_s,
+        retry_period_s=settings.leader.retry_period_s,
+    )
+
+
+@dataclass(slots=True)
+class _Scaler:
+    """The named parts of a running scaler, built by :func:`_compose`."""
+
+    identity: str
+    cluster: KubeCluster
+    placement_watch: PlacementWatch
+    leader: LeaseElector
+    book: TargetBook
+    signals: SignalHub
+    sources: _Sources
+    ledger: GpuLedger
+    controller: Controller
+    warm: WarmTier
+    warm_events: ActuatorEvents
+    ticker: IntervalTicker
+
+
+def _compose(
+    settings: ScalerSettings,
+    access: KubeAccess,
+    session: aiohttp.ClientSession,
+    metrics: Metrics,
+    clock: Callable[[], float],
+) -> _Scaler:
+    """The composition root: every part, wired to the others."""
+    identity = _identity(settings)
+    sources = _sources(settings, session)
+    cluster = KubeCluster(
+        access.api,
+        watch_timeout_s=settings.kube.watch_timeout_s,
+        request_timeout_s=settings.kube.request_timeout_s,
+    )
+    ticker = IntervalTicker(settings.tick_interval_s)
+    preset = settings.placement.preset()
+    placement_watch, placer = _placement(settings, access, ticker, preset)
+    ledger = GpuLedger(
+        prices=settings.placement.price_table(
+            flat={
+                "on-demand": settings.prices.on_demand_per_gpu_hour,
+                "spot": settings.prices.spot_per_gpu_hour,
+            }
+        ),
+        metrics=metrics,
+        facts=placer.facts,
+    )
+    leader = _elector(settings, access, identity, ticker)
+    policy = PurePolicy()
+    book = TargetBook(cluster, policy, gpu_metrics=bool(settings.prometheus.url))
+    signals = SignalHub(
+        sources=sources.all,
+        catalog=book,
+        settings=HubSettings(
+            fresh_within_s=settings.fresh_within_s,
+            fresh_within_s_by_kind=_fresh_by_kind(settings),
+        ),
+    )
+    actuator = kube_actuator(
+        access,
+        identity=identity,
+        leader=leader,
+        metrics=metrics,
+        request_timeout_s=settings.kube.request_timeout_s,
+        settings=ActuatorSettings(max_concurrent_writes=settings.max_concurrent_writes),
+        preset=preset,
+    )
+    # The warm tier reads the models' views off the board the reconcilers
+    # publish on; its Events go through the actuator, fenced like every write.
+    board = ModelBoard()
+    warm_events = ActuatorEvents(actuator, book, metrics)
+    warm = WarmTier(
+        HttpReplicaCalls(session),
+        clock=clock,
+        views=board,
+        events=warm_events,
+        observe_wake=metrics.woke,
+        memory=sources.memory,
+        leading=lambda: leader.is_leader,
+        settings=WarmSettings(handoff_s=settings.sleep_handoff_s),
+    )
+    controller = Controller(
+        targets=book,
+        signals=signals,
+        actuator=actuator,
+        placer=placer,
+        ledger=ledger,
+        policy=policy,
+        metrics=metrics,
+        clock=clock,
+        settings=ControllerSettings(tick_interval_s=settings.tick_interval_s),
+        warm=warm,
+        board=board,
+    )
+    return _Scaler(
+        identity, cluster, placement_watch, leader, book, signals, sources, ledger,
+        controller, warm, warm_events, ticker,
+    )  # fmt: skip
+
+
+def _jobs(
+    parts: _Scaler, settings: ScalerSettings, clock: Callable[[], float]
+) -> list[tuple[str, Awaitable[None]]]:
+    """The background tasks: watches, the election, the loop, accounting, the polls."""
+    book = parts.book
+    jobs: list[tuple[str, Awaitable[None]]] = [
+        ("watch", parts.cluster.run()),
+        ("placement-watch", parts.placement_watch.run()),
+        ("leader", parts.leader.run()),
+        ("controller", parts.controller.run(parts.ticker)),
+        ("gpu-ledger", _account(parts.ledger, book, parts.warm, settings.tick_interval_s, clock)),
+    ]
+    jobs += [
+        (f"poll-{s.name}", _poll(s, every, book.poll_targets, parts.signals))
+        for s, every in parts.sources.polled
+    ]
+    memory = parts.sources.memory
+    if memory is not None:
+        jobs.append(("gpu-memory", _refresh_memory(memory, settings.prometheus.interval_s, clock)))
+    return jobs
+
+
+async def _listen(
+    parts: _Scaler, settings: ScalerSettings, metrics: Metrics, state: ServerState
+) -> web.AppRunner:
+    """The HTTP API on ``settings.host:port``."""
+    assert settings.token is not None
+    leader = parts.leader
+    app = build_app(
+        controller=parts.controller,
+        signals=parts.signals,
+        metrics=metrics,
+        token=settings.token.get_secret_value(),
+        clock=asyncio.get_running_loop().time,
+        identity=parts.identity,
+        leader=lambda: leader.is_leader,
+        state=state,
+    )
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, settings.host, settings.port).start()
+    return runner
+
+
 async def serve(
     settings: ScalerSettings,
     *,
@@ -161,195 +403,30 @@ async def serve(
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-    identity = _identity(settings)
     access = await connect(kubeconfig=settings.kube.kubeconfig, context=settings.kube.context)
     metrics = Metrics(CollectorRegistry())
     session = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=settings.scrape.max_concurrent + 8)
     )
     tasks: list[asyncio.Task[None]] = []
-    memory: PrometheusGpuMemory | None = None
     runner: web.AppRunner | None = None
-    controller: Controller | None = None
-    warm_events: ActuatorEvents | None = None
+    parts: _Scaler | None = None
     state = ServerState()
     try:
-        reports = ActivatorReports(
-            drop_after_periods=settings.reports.drop_after_periods,
-            fresh_within_periods=settings.reports.fresh_within_periods,
-            expect_for_s=settings.reports.expect_for_s,
-        )
-        sources: list[DemandSource] = [reports]
-        polled: list[tuple[PolledSource, float]] = []
-        if settings.scrape.enabled:
-            scraper = PodScraper(
-                session=session,
-                timeout_s=settings.scrape.timeout_s,
-                stale_after_s=settings.scrape.stale_after_s,
-                max_concurrent=settings.scrape.max_concurrent,
-            )
-            sources.append(scraper)
-            polled.append((scraper, settings.scrape.interval_s))
-        prom = settings.prometheus
-        if prom.url:
-            gpu = PrometheusGpu(
-                session=session,
-                url=prom.url,
-                metric=prom.metric,
-                pod_label=prom.pod_label,
-                namespace_label=prom.namespace_label,
-                timeout_s=prom.timeout_s,
-                stale_after_s=prom.stale_after_s,
-            )
-            sources.append(gpu)
-            polled.append((gpu, prom.interval_s))
-            # The warm tier's view of GPU memory (framebuffer used and free, by GPU).
-            memory = PrometheusGpuMemory(
-                session=session,
-                url=prom.url,
-                pod_label=prom.pod_label,
-                namespace_label=prom.namespace_label,
-                timeout_s=prom.timeout_s,
-                stale_after_s=prom.stale_after_s,
-            )
-        cluster = KubeCluster(
-            access.api,
-            watch_timeout_s=settings.kube.watch_timeout_s,
-            request_timeout_s=settings.kube.request_timeout_s,
-        )
-        # On winning the Lease the controller decides for every target at once, on
-        # its warm windows: the elector pokes the ticker, which ticks now.
-        ticker = IntervalTicker(settings.tick_interval_s)
-
-        def elected() -> None:
-            log.info("%s is now the leader", identity)
-            ticker.poke()
-
-        preset = settings.placement.preset()
-
-        def noticed(node: str) -> None:
-            # DESIGN §5: a notice is an event, not a tick; cover it in a decision now.
-            log.info("node %s has an interruption notice: deciding now", node)
-            ticker.poke()
-
-        placement_watch = PlacementWatch(
-            access.api,
-            preset=preset,
-            on_notice=noticed,
-            watch_timeout_s=settings.kube.watch_timeout_s,
-            request_timeout_s=settings.kube.request_timeout_s,
-        )
-        placer = Placer(
-            view=placement_watch, preset=preset, hold_s=settings.placement.release_hold_s
-        )
-        ledger = GpuLedger(
-            prices=settings.placement.price_table(
-                flat={
-                    "on-demand": settings.prices.on_demand_per_gpu_hour,
-                    "spot": settings.prices.spot_per_gpu_hour,
-                }
-            ),
-            metrics=metrics,
-            facts=placer.facts,
-        )
-
-        leader = LeaseElector(
-            access.api,
-            on_elected=elected,
-            namespace=settings.leader.namespace or access.namespace,
-            identity=identity,
-            name=settings.leader.lease_name,
-            lease_duration_s=settings.leader.lease_duration_s,
-            renew_deadline_s=settings.leader.renew_deadline_s,
-            retry_period_s=settings.leader.retry_period_s,
-        )
-        policy = PurePolicy()
-        book = TargetBook(cluster, policy, gpu_metrics=bool(prom.url))
-        signals = SignalHub(
-            sources=sources,
-            catalog=book,
-            settings=HubSettings(
-                fresh_within_s=settings.fresh_within_s,
-                fresh_within_s_by_kind=_fresh_by_kind(settings),
-            ),
-        )
-        actuator = kube_actuator(
-            access,
-            identity=identity,
-            leader=leader,
-            metrics=metrics,
-            request_timeout_s=settings.kube.request_timeout_s,
-            settings=ActuatorSettings(max_concurrent_writes=settings.max_concurrent_writes),
-            preset=preset,
-        )
-        # The warm tier reads the models' views off the board the reconcilers
-        # publish on; its Events go through the actuator, fenced like every write.
-        board = ModelBoard()
-        warm_events = ActuatorEvents(actuator, book, metrics)
-        warm = WarmTier(
-            HttpReplicaCalls(session),
-            clock=loop.time,
-            views=board,
-            events=warm_events,
-            observe_wake=metrics.woke,
-            memory=memory,
-            leading=lambda: leader.is_leader,
-            settings=WarmSettings(handoff_s=settings.sleep_handoff_s),
-        )
-        controller = Controller(
-            targets=book,
-            signals=signals,
-            actuator=actuator,
-            placer=placer,
-            ledger=ledger,
-            policy=policy,
-            leader=leader,
-            metrics=metrics,
-            clock=loop.time,
-            settings=ControllerSettings(tick_interval_s=settings.tick_interval_s),
-            warm=warm,
-            board=board,
-        )
-        app = build_app(
-            controller=controller,
-            signals=signals,
-            metrics=metrics,
-            token=settings.token.get_secret_value(),
-            clock=loop.time,
-            identity=identity,
-            leader=lambda: leader.is_leader,
-            state=state,
-        )
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, settings.host, settings.port)
-        await site.start()
+        parts = _compose(settings, access, session, metrics, loop.time)
+        runner = await _listen(parts, settings, metrics, state)
         if started is not None:
             started(int(runner.addresses[0][1]))  # the bound port, when asked for port 0
         log.info(
             "tidal scaler %s listening on %s:%s (kubernetes: %s, lease %s/%s)",
-            identity,
+            parts.identity,
             settings.host,
             settings.port,
             access.source,
             settings.leader.namespace or access.namespace,
             settings.leader.lease_name,
         )
-        jobs: list[tuple[str, Awaitable[None]]] = [
-            ("watch", cluster.run()),
-            ("placement-watch", placement_watch.run()),
-            ("leader", leader.run()),
-            ("controller", controller.run(ticker)),
-            (
-                "gpu-ledger",
-                _account(ledger, book, controller.warm, settings.tick_interval_s, loop.time),
-            ),
-        ]
-        jobs += [
-            (f"poll-{s.name}", _poll(s, every, book.poll_targets, signals)) for s, every in polled
-        ]
-        if memory is not None:
-            jobs.append(("gpu-memory", _refresh_memory(memory, prom.interval_s, loop.time)))
+        jobs = _jobs(parts, settings, loop.time)
         tasks = [asyncio.ensure_future(job) for _, job in jobs]
         for (name, _), task in zip(jobs, tasks, strict=True):
             task.set_name(f"tidal-scaler-{name}")
@@ -364,10 +441,9 @@ async def serve(
                 await task
         if runner is not None:
             await runner.cleanup()
-        if controller is not None and controller.warm is not None:
-            await controller.warm.close()
-        if warm_events is not None:
-            await warm_events.close()
+        if parts is not None:
+            await parts.warm.close()
+            await parts.warm_events.close()
         await session.close()
         await access.close()
 

@@ -228,9 +228,15 @@ def load_settings(
 
 
 def describe_settings() -> str:
-    """Every setting with its environment variable, default and meaning (for ``--help``)."""
-    lines = ["settings (flag > environment > --config YAML > default):"]
+    """Every setting without a flag, with its environment variable, default and meaning
+    (for ``--help``, under the flags, which say the same of theirs: each said once)."""
+    lines = [
+        "settings without a flag (flag > environment > --config YAML > default;",
+        "the flags above are settings too, their environment variables named beside them):",
+    ]
     for dotted, info in setting_fields(ScalerSettings):
+        if dotted in FLAGS:
+            continue
         env = env_name(ScalerSettings, dotted)
         default = info.get_default(call_default_factory=True)
         if isinstance(default, GpuMetric):

@@ -5,12 +5,18 @@ mode and last reason (from the ``autoscaling.tidal.dev/status`` annotation,
 which holds only discrete state). With ``--scaler-url`` it adds the live
 values the scaler serves at ``GET /v1/targets`` (signals move every tick, so
 they are never written to the API), and the cost rate and the saving against
-all on-demand. ``-o json`` prints the same rows as JSON.
+all on-demand. The default table fits 100 columns (the name, the replicas,
+mode and reasons, and live the concurrency); ``-o wide`` shows every column,
+as kubectl's does, and ``-o json`` the same rows as JSON. ``--help`` says
+what MODE and each reason mean.
 A model with a TTFT objective (``autoscaling.tidal.dev/slo-ttft``) gets a
 line under the table: the objective and, live, the capacity the scaler has
 learned (prompt tokens per second per replica, or the prior it still uses)
 and the attainment measured over the last ten minutes (the servers' TTFT
 histograms), so the goal and what was delivered read side by side.
+Where requests carry priority classes, a line under the table gives the
+requests held by class across the activators and those shed in the last
+report (docs/priority.md).
 With the warm tier in use (``autoscaling.tidal.dev/sleep-after``), the live
 view also shows how many replicas sleep, the wakes so far and the last wake's
 duration.
@@ -28,7 +34,8 @@ replicas (and, live, the cost), so the pair is obvious.
 
 Under the table, lines name what Tidal does not act on or cannot do:
 Deployments left alone for an invalid annotation, routing annotations the
-activator cannot use (it routes with the defaults), a warm tier whose server
+activator cannot use (it routes with the defaults), annotation keys of ours
+that Tidal does not know (ignored, with the closest known key), a warm tier whose server
 has no sleep mode, and Deployments whose opt-in label has a value other than
 ``true`` (``enabled: "yes"`` opts nothing in; it would otherwise be silent).
 Output cut short by its reader (``tidal status | head``) ends quietly.
@@ -45,6 +52,7 @@ import asyncio
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -55,11 +63,11 @@ from groundwork.kube.connection import KubeConfigError, connect
 from groundwork.kube.errors import KubeError
 from scaler.kube.listing import list_companions, list_not_opted_in, list_opted_in
 from scaler.kube.types import ENABLED_LABEL, STATUS_ANNOTATION, CompanionInfo, DeploymentInfo
-from scaler.policy.annotations import InvalidAnnotation, parse_scaling_config
+from scaler.policy.annotations import InvalidAnnotation, parse_scaling_config, unknown_keys
 from scaler.policy.companion import companion_name
 from scaler.policy.routing_check import routing_problems
 
-__all__ = ["configure", "render_table", "rows", "run"]
+__all__ = ["HELP_LEGEND", "configure", "render_table", "rows", "run"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -71,17 +79,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scaler-url",
         type=scaler_url,
-        help="scaler base URL (e.g. http://127.0.0.1:8090) for live signal values",
+        metavar="URL",
+        help="scaler base URL (e.g. http://127.0.0.1:8090) for live signal values "
+        "(default: none, the API server's view only)",
     )
     parser.add_argument(
         "--timeout-s",
         type=float,
         default=10.0,
+        metavar="SECONDS",
         help="timeout of each request, seconds (default 10)",
     )
     parser.add_argument(
-        "-o", "--output", choices=("table", "json"), default="table", help="output format"
+        "-o",
+        "--output",
+        choices=("table", "wide", "json"),
+        default="table",
+        help="table: the columns that fit 100 characters (default); wide: every column, "
+        "as kubectl's -o wide; json: the rows as JSON",
     )
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = HELP_LEGEND
 
 
 def scaler_url(text: str) -> str:
@@ -98,8 +116,29 @@ def scaler_url(text: str) -> str:
 
 _LEGEND = (
     "REASON: why the scale last changed (status annotation); "
-    "LIVE-REASON: what the scaler says now (GET /v1/targets)"
+    "LIVE-REASON: what the scaler says now (GET /v1/targets). "
+    "MODE panic beside LIVE-REASON Steady is usual: in panic the scale is never lowered, "
+    "so it stays where the burst put it. -o wide shows every column."
 )
+
+#: What MODE and the reasons mean, for ``tidal status --help``.
+HELP_LEGEND = """\
+columns:
+  DESIRED      replicas Tidal wants (live from the scaler with --scaler-url, else as
+               last written to the status annotation)
+  MODE         stable: sized on the stable window's average; panic: the panic window's
+               load reached panic-threshold-percentage of what the ready replicas can
+               take, so it scales up at once and never down, until a whole stable
+               window passes without crossing the threshold again
+  REASON       why the scale last changed: Activated (woken from zero by a request),
+               ScaledUp, ScaledDown, ScaledToZero, or InvalidAnnotation (left alone)
+  LIVE-REASON  what the scaler says now: one of the above, or Steady (no change),
+               Holding (would go lower, but the scale-down delay or the grace period
+               holds it), NoData (a signal needed to go lower is missing or stale)
+  CONCURRENCY  requests in flight plus held per model, stable window average
+  -o wide adds ON-DEMAND, SPOT, LIVE-DESIRED, QUEUE, KV-CACHE, GPU, $/H, SAVED-$/H
+  and the warm tier's ASLEEP, WAKES, LAST-WAKE.
+"""
 
 
 def _status(d: DeploymentInfo) -> dict[str, Any]:
@@ -153,6 +192,9 @@ def rows(
         routing = routing_problems(d.annotations)
         if routing:
             row["routing_problem"] = "; ".join(str(p) for p in routing)
+        unknown = unknown_keys(d.annotations)
+        if unknown:
+            row["unknown_keys"] = "; ".join(str(p) for p in unknown)
         companion = (companions or {}).get(d.key)
         if policy != "on-demand" or companion is not None:
             spot_ready = companion.ready_replicas if companion is not None else 0
@@ -214,7 +256,8 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def render_table(table: Sequence[Mapping[str, Any]]) -> str:
+def _wide_columns(table: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """Every column (``-o wide``): the status annotation's, the live ones, the warm tier's."""
     headers = ["NAMESPACE", "NAME", "DESIRED", "READY", "ON-DEMAND", "SPOT", "MODE", "REASON"]
     keys = ["namespace", "name", "desired", "ready", "on_demand", "spot", "mode", "reason"]
     with_live = any("live" in r for r in table)
@@ -235,27 +278,21 @@ def render_table(table: Sequence[Mapping[str, Any]]) -> str:
     lines = []
     for r in table:
         cells = [_fmt(r.get(k)) for k in keys]
+        live = r.get("live") or {}
         if with_live:
-            live = r.get("live") or {}
-            sig = live.get("signals") or {}
-
-            def stable(kind: str, sig: Mapping[str, Any] = sig) -> str:
-                got = sig.get(kind) or {}
-                return _fmt(got.get("stable"))
-
             cost = live.get("cost") or {}
             cells += [
                 _fmt(live.get("desired")),
                 _fmt(live.get("reason")),
-                stable("concurrency"),
-                stable("queue_depth"),
-                stable("kv_cache_utilization"),
-                stable("gpu_utilization"),
+                _stable(live, "concurrency"),
+                _stable(live, "queue_depth"),
+                _stable(live, "kv_cache_utilization"),
+                _stable(live, "gpu_utilization"),
                 _fmt(cost.get("dollars_per_hour")),
                 _fmt(cost.get("saving_dollars_per_hour")),
             ]
         if with_warm:
-            warm = (r.get("live") or {}).get("warm") or {}
+            warm = live.get("warm") or {}
             last = warm.get("last_wake_s")
             cells += [
                 _fmt(warm.get("asleep")),
@@ -263,6 +300,43 @@ def render_table(table: Sequence[Mapping[str, Any]]) -> str:
                 "-" if last is None else f"{last:.2f}s",
             ]
         lines.append(cells)
+    return headers, lines
+
+
+def _narrow_columns(table: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """The default columns, within 100 characters for names of a usual length: with live
+    values, DESIRED and MODE are the scaler's now, and the one signal every model has."""
+    headers = ["NAMESPACE", "NAME", "DESIRED", "READY", "MODE", "REASON"]
+    with_live = any("live" in r for r in table)
+    if with_live:
+        headers += ["LIVE-REASON", "CONCURRENCY"]
+    with_warm = any("warm" in (r.get("live") or {}) for r in table)
+    if with_warm:
+        headers += ["ASLEEP"]
+    lines = []
+    for r in table:
+        live = r.get("live") or {}
+        desired = live.get("desired", r.get("desired")) if with_live else r.get("desired")
+        mode = (live.get("mode") or r.get("mode")) if with_live else r.get("mode")
+        cells = [_fmt(v) for v in (r.get("namespace"), r.get("name"), desired, r.get("ready"))]
+        cells += [_fmt(mode), _fmt(r.get("reason"))]
+        if with_live:
+            cells += [_fmt(live.get("reason")), _stable(live, "concurrency")]
+        if with_warm:
+            cells += [_fmt((live.get("warm") or {}).get("asleep"))]
+        lines.append(cells)
+    return headers, lines
+
+
+def _stable(live: Mapping[str, Any], kind: str) -> str:
+    got = (live.get("signals") or {}).get(kind) or {}
+    return _fmt(got.get("stable"))
+
+
+def render_table(table: Sequence[Mapping[str, Any]], *, wide: bool = False) -> str:
+    """The table (``wide``: every column, as ``-o wide``), then the lines under it."""
+    headers, lines = _wide_columns(table) if wide else _narrow_columns(table)
+    with_live = any("live" in r for r in table)
     widths = [max(len(h), *(len(c[i]) for c in lines)) for i, h in enumerate(headers)]
     text = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     text += [
@@ -275,8 +349,11 @@ def render_table(table: Sequence[Mapping[str, Any]]) -> str:
     slo_lines = [_slo_line(r) for r in table if r.get("slo")]
     if slo_lines:
         text += ["", "Time-to-first-token objectives (SLO-first scaling):", *slo_lines]
+    held = [line for r in table for line in [_held_line(r)] if line]
+    if held:
+        text += ["", "Held by priority class (all activators, live):", *held]
     if with_live:
-        text += ["", _LEGEND]
+        text += ["", *textwrap.wrap(_LEGEND, 100)]
     problems = [f"{r['namespace']}/{r['name']}: {r['problem']}" for r in table if r.get("problem")]
     if problems:
         text += ["", "Left alone until fixed:", *problems]
@@ -288,6 +365,11 @@ def render_table(table: Sequence[Mapping[str, Any]]) -> str:
     if routing:
         text += ["", "Routing annotations the activator cannot use (it uses the defaults):"]
         text += routing
+    unknown = [
+        f"{r['namespace']}/{r['name']}: {r['unknown_keys']}" for r in table if r.get("unknown_keys")
+    ]
+    if unknown:
+        text += ["", "Annotation keys Tidal does not know (ignored; scaling goes on):", *unknown]
     asleep = [
         f"{r['namespace']}/{r['name']}: {w['sleep_mode_unavailable']}"
         for r in table
@@ -342,6 +424,21 @@ def _slo_line(row: Mapping[str, Any]) -> str:
     )
 
 
+def _held_line(row: Mapping[str, Any]) -> str:
+    """Held requests by class and those shed in the last report, when classes are in use
+    (anything held outside ``standard``, or anything shed); else empty."""
+    observed = (row.get("live") or {}).get("observed") or {}
+    counts = {
+        label: int(observed.get(f"activator_held_{label}") or 0)
+        for label in ("critical", "standard", "sheddable")
+    }
+    shed = int(observed.get("activator_shed") or 0)
+    if not (counts["critical"] or counts["sheddable"] or shed):
+        return ""
+    held = ", ".join(f"{label} {n}" for label, n in counts.items())
+    return f"{row['namespace']}/{row['name']}: held {held}; shed {shed} in the last report"
+
+
 def _pair_line(row: Mapping[str, Any]) -> str:
     pair = row["pair"]
     od, spot = pair["on_demand"], pair["spot"]
@@ -354,9 +451,14 @@ def _pair_line(row: Mapping[str, Any]) -> str:
     )
     cost = (row.get("live") or {}).get("cost")
     if cost:
+        saving = cost["saving_dollars_per_hour"]
+        # Negative while on-demand cover stands in for spot replicas still starting.
+        against = (
+            f"saving ${saving:.2f}/h" if saving >= 0 else f"${-saving:.2f}/h more (on-demand cover)"
+        )
         line += (
-            f"; ${cost['dollars_per_hour']:.2f}/h, saving ${cost['saving_dollars_per_hour']:.2f}/h"
-            f" against all on-demand (${cost['saved_dollars']:.2f} saved so far)"
+            f"; ${cost['dollars_per_hour']:.2f}/h, {against} against all on-demand for the"
+            f" replicas wanted (${cost['saved_dollars']:.2f} saved so far)"
         )
     return line
 
@@ -412,7 +514,7 @@ async def _main(args: argparse.Namespace) -> int:
         ]  # fmt: skip
         text = json.dumps(table, indent=2)
     elif table:
-        text = render_table(table)
+        text = render_table(table, wide=args.output == "wide")
     else:
         text = "no opted-in Deployments (label autoscaling.tidal.dev/enabled=true)"
     if args.output != "json":

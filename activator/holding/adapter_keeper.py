@@ -38,7 +38,8 @@ class AdapterKeeper:
             endpoints = target.gate.endpoints
             for replica, name in await slots.refresh(endpoints.ready, endpoints.trackers.keys()):
                 log.info("unloaded idle LoRA adapter %r from %s (%s)", name, replica, target.name)
-            target.gate.retry_held()
+            if target.gate.buffered:
+                target.gate.dispatch()
 
     async def run(self) -> None:
         while True:

@@ -1,4 +1,4 @@
-"""Per-target holding: a bounded FIFO of waiting requests and a per-replica limit.
+"""Per-target holding: a bounded, ordered queue of waiting requests and a per-replica limit.
 
 A :class:`Gate` stands in front of each target. A request asks it for an
 endpoint:
@@ -6,14 +6,20 @@ endpoint:
 - the fast path (:meth:`Gate.try_acquire`) is a plain function call with no
   awaiting: when nobody is waiting and a ready endpoint has a free slot, the
   request takes it at once;
-- otherwise the request is *held* (:meth:`Gate.acquire`): it gets a future at
-  the back of the :class:`~groundwork.hold_queue.HoldQueue`, the FIFO the
-  policy simulator holds with too. Whenever capacity appears (an endpoint
-  turns ready, a request finishes) the gate hands endpoints to the queue's
-  head, already counted in flight, so a burst of 2,000 held requests is
-  released in arrival order without waking all of them for every slot;
-- beyond ``max_buffered`` waiting requests it fails at once with
-  :class:`BufferFull` (Knative's breaker does the same with its queue depth);
+- otherwise the request is *held* (:meth:`Gate.acquire`): it gets a future in
+  the :class:`~groundwork.fair_hold_queue.FairHoldQueue`, which the policy
+  simulator holds with too, placed by its class, tenant and cost
+  (:class:`~activator.holding.request_class.HoldClass`). Whenever capacity
+  appears (an endpoint turns ready, a request finishes) the gate hands
+  endpoints to the requests whose turn it is (class first, then tenants in
+  turns weighted by tokens; arrival order when no request names a class or
+  a tenant), already counted in flight, so a burst of 2,000 held requests is
+  released in order without waking all of them for every slot;
+- at ``max_buffered`` waiting requests a newcomer sheds a held request of a
+  lower class, or of a tenant holding more than its share, which fails with
+  :class:`Shed` (:meth:`Gate.admit`); when none may go the newcomer fails
+  at once with :class:`BufferFull` (Knative's breaker does the same with its
+  queue depth);
 - past its cold-start deadline it fails with :class:`ColdStartTimeout`;
 - a cancelled caller (the client went away) leaves the queue: its future is
   cancelled and skipped, and an endpoint handed to it in the same instant is
@@ -36,8 +42,8 @@ Its public surface is small: :meth:`~Gate.arrive`, :meth:`~Gate.try_acquire`,
 :meth:`~Gate.acquire`, :meth:`~Gate.release` and :meth:`~Gate.mark_down` on
 the request path; :meth:`~Gate.configure` for its target, :meth:`~Gate.close` for the
 registry; :meth:`~Gate.refuse` for the reporter (Tidal
-will not wake the target); :meth:`~Gate.take_period` and
-:meth:`~Gate.pods` for reports. The gate owns its target's
+will not wake the target); :meth:`~Gate.dispatch` for the adapter keeper;
+:meth:`~Gate.take_period` and :meth:`~Gate.pods` for reports. The gate owns its target's
 :class:`~activator.replicas.readiness.TargetEndpoints` and is told of readiness
 changes through the callback it hands them at construction. When it holds a
 request while no endpoint is ready it calls ``wake(name)``, a plain
@@ -57,10 +63,19 @@ from activator.balancing.prefix_key import PromptBlocks, estimated_tokens
 from activator.clock import Clock, loop_time
 from activator.holding.adapters import AdapterPicker
 from activator.holding.prefix_balancing import PrefixBalancer
+from activator.holding.request_class import ANONYMOUS, HoldClass
 from activator.replicas.readiness import EndpointTracker, TargetEndpoints
-from groundwork.hold_queue import HoldQueue
+from groundwork.fair_hold_queue import FairHoldQueue
 
-__all__ = ["BufferFull", "ColdStartTimeout", "DrainEnded", "Gate", "GateClosed", "HoldError"]
+__all__ = [
+    "BufferFull",
+    "ColdStartTimeout",
+    "DrainEnded",
+    "Gate",
+    "GateClosed",
+    "HoldError",
+    "Shed",
+]
 
 
 class HoldError(Exception):
@@ -69,6 +84,11 @@ class HoldError(Exception):
 
 class BufferFull(HoldError):
     """``max_buffered`` requests already wait for this target."""
+
+
+class Shed(HoldError):
+    """Displaced by a higher class or a lighter tenant at ``max_buffered``, or a
+    sheddable request refused while no replica is ready."""
 
 
 class ColdStartTimeout(HoldError):
@@ -111,11 +131,17 @@ class Gate:
         self._wake = wake
         # Held requests' futures; one that is done (its caller went away, its time ran
         # out) has left and is skipped.
-        self._waiters: HoldQueue[asyncio.Future[EndpointTracker]] = HoldQueue(_waiting)
+        self._waiters: FairHoldQueue[asyncio.Future[EndpointTracker]] = FairHoldQueue(_waiting)
         # Held LoRA adapter requests' pickers (empty for a target without adapters).
         self._pickers: dict[asyncio.Future[EndpointTracker], AdapterPicker] = {}
-        self.endpoints = TargetEndpoints(name, on_change=self._dispatch)
+        self.endpoints = TargetEndpoints(name, on_change=self.dispatch)
         self.buffered = 0
+        # Held requests by class label; those shed, in all and since the last report.
+        self.held_by_class = dict.fromkeys(("critical", "standard", "sheddable"), 0)
+        self.shed_by_class = dict.fromkeys(("critical", "standard", "sheddable"), 0)
+        self._shed_in_period = 0
+        # Shed, their callers not yet woken: still in ``buffered``, no longer held.
+        self._shedding = 0
         self.in_flight = 0
         self.arrivals = 0
         # Estimated prompt tokens and max_tokens of the period's arrivals (only
@@ -147,7 +173,7 @@ class Gate:
         self.max_buffered = max_buffered
         old, self.limit = self.limit, limit
         if limit != old:
-            self._dispatch()
+            self.dispatch()
 
     def set_balancing(self, mode: str) -> None:
         """``least-loaded`` or ``prefix`` (a target's ``routing.tidal.dev/balancing``)."""
@@ -217,15 +243,43 @@ class Gate:
             self.in_flight += 1
         return tracker
 
+    def admit(self, place: HoldClass = ANONYMOUS, *, shed_at_zero: bool = False) -> None:
+        """May a request at ``place`` that found no endpoint be held? Raises :class:`Shed`
+        for a sheddable one while nothing is ready with ``shed_at_zero`` (after
+        asking for a wake). At ``max_buffered`` it sheds the held request the
+        newcomer displaces (:meth:`FairHoldQueue.shed_for`: its caller gets
+        :class:`Shed`), or raises :class:`BufferFull` when none may go."""
+        if shed_at_zero and place.priority < 0 and not self.endpoints.ready:
+            if self._wake is not None:
+                self._wake(self.name)
+            self.shed_by_class[place.label] += 1
+            self._shed_in_period += 1
+            raise Shed(self.name)
+        if not self.full:
+            return
+        shed = self._waiters.shed_for(place.priority, place.tenant)
+        if shed is None:
+            raise BufferFull(self.name)
+        # Counted when its caller wakes and leaves (in acquire), by its class.
+        self._shedding += 1
+        shed.set_exception(Shed(self.name))
+
     async def acquire(
-        self, timeout_s: float, picker: AdapterPicker | None = None
+        self,
+        timeout_s: float,
+        place: HoldClass = ANONYMOUS,
+        *,
+        shed_at_zero: bool = False,
+        picker: AdapterPicker | None = None,
     ) -> EndpointTracker:
         """Hold until an endpoint is handed over; raises a :class:`HoldError` or cancels.
 
-        A request with a ``picker`` (a LoRA adapter's) is handed a replica its
-        picker chooses; while it heads the queue and its picker finds none, the
-        requests behind it wait too (arrival order is kept).
-        """
+        ``place``: the request's class, tenant and cost; ``shed_at_zero``: a
+        sheddable request (class below 0) is refused with :class:`Shed` while
+        no replica is ready (the target is still woken). A request with a
+        ``picker`` (a LoRA adapter's) is handed a replica its picker chooses;
+        while it is next in line and its picker finds none, the requests behind
+        it wait too (the release order is kept)."""
         if self.closed:
             raise self._closed_reason(self.name)
         # The fast path just missed (and a prefix balancer counted its pick):
@@ -238,15 +292,17 @@ class Gate:
         )
         if tracker is not None:
             return tracker
-        if self.full:
-            raise BufferFull(self.name)
+        if shed_at_zero or self.buffered - self._shedding >= self.max_buffered:
+            self.admit(place, shed_at_zero=shed_at_zero)
+        label = place.label
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[EndpointTracker] = loop.create_future()
         self._touch()
-        self._waiters.hold(fut, self._last_t)
+        self._waiters.hold(fut, self._last_t, place.priority, place.tenant, place.cost)
         if picker is not None:
             self._pickers[fut] = picker
         self.buffered += 1
+        self.held_by_class[label] += 1
         if not self.endpoints.ready and self._wake is not None:
             self._wake(self.name)
         # One timer that fails the future, rather than asyncio.timeout (a
@@ -262,17 +318,26 @@ class Gate:
             expiry.cancel()
             self._touch()
             self.buffered -= 1
+            self.held_by_class[label] -= 1
             if picker is not None:
                 self._pickers.pop(fut, None)
             if not fut.done():
                 fut.cancel()
-            elif not handed and not fut.cancelled() and fut.exception() is None:
-                # Handed an endpoint in the same instant we were cancelled or
-                # timed out: give it back to the next in line.
-                if picker is not None:
-                    picker.undo(fut.result())
-                self.release(fut.result())
+            elif not handed and not fut.cancelled():
+                failed = fut.exception()
+                if failed is None:
+                    # Handed an endpoint in the same instant we were cancelled or
+                    # timed out: give it back to the next in line.
+                    if picker is not None:
+                        picker.undo(fut.result())
+                    self.release(fut.result())
+                elif isinstance(failed, Shed):
+                    self._shedding -= 1
+                    self.shed_by_class[label] += 1
+                    self._shed_in_period += 1
             if len(self._waiters) > 2 * self.buffered + 64:
+                # Clients that left are dropped only when reached: many gone at
+                # once are dropped here, so that they do not pile up.
                 self._waiters.compact()
 
     def release(self, tracker: EndpointTracker) -> None:
@@ -280,20 +345,16 @@ class Gate:
         tracker.in_flight -= 1
         self.in_flight -= 1
         if self._waiters:
-            self._dispatch()
-
-    def retry_held(self) -> None:
-        """What a held request may get changed outside the gate (an adapter was
-        unloaded, or a replica's adapter slots were learned): try the queue's head again."""
-        if self._waiters:
-            self._dispatch()
+            self.dispatch()
 
     def mark_down(self, tracker: EndpointTracker) -> None:
         """A connection to ``tracker`` failed before any byte went out: out of rotation."""
         self.endpoints.mark_down(tracker)
 
-    def _dispatch(self) -> None:
-        """Hand free endpoints to the waiters at the head of the queue."""
+    def dispatch(self) -> None:
+        """Hand free endpoints to the waiters at the head of the queue (also called from
+        outside when what a held request may get changed: a LoRA adapter unloaded, a
+        replica's adapter slots learned)."""
         ready = self.endpoints.ready
         if not ready:
             return
@@ -316,8 +377,14 @@ class Gate:
 
     @property
     def full(self) -> bool:
-        """A request that cannot take an endpoint now would get :class:`BufferFull`."""
-        return self.buffered >= self.max_buffered
+        """``max_buffered`` requests held: a newcomer that cannot take an endpoint now
+        must displace one (:meth:`admit`) or get :class:`BufferFull`."""
+        return self.buffered - self._shedding >= self.max_buffered
+
+    def take_shed(self) -> int:
+        """Requests shed since the last call; resets."""
+        got, self._shed_in_period = self._shed_in_period, 0
+        return got
 
     def close(self, reason: type[HoldError] = GateClosed) -> None:
         """Fail everyone waiting, and every later request, with ``reason``.

@@ -5,10 +5,13 @@
 - :mod:`activator.http1.server`: the client connection (parsing, request
   bodies, keep-alive, pipelining, flow control);
 - :mod:`activator.http1.upstream`: pooled keep-alive connections to replicas
-  that relay answers as bytes.
+  that relay answers as bytes;
+- :mod:`activator.http1.answer`: a replica's answer, parsed: where it ends
+  and what of it the client gets.
 
 What a request means (routing, holding, statuses) is not here: that is
-:mod:`activator.proxy`, which serves each :class:`Exchange`.
+:mod:`activator.proxy`, whose ``Proxy.handle`` each connection hands every
+parsed :class:`Exchange` to, and :mod:`activator.forwarding`.
 """
 
 from activator.http1.heads import RequestHead

@@ -5,7 +5,7 @@ head is a list of ``(name, value)`` byte pairs as the client sent them, plus
 a lower-cased index for the few lookups the proxy makes. The heads it writes
 are built by joining byte strings once.
 
-Header hygiene (DESIGN §3) lives here, in one place each way:
+Header hygiene (docs/activator-data-path.md) lives here, in one place each way:
 
 - to the replica (:func:`upstream_request_head`): hop-by-hop headers out
   (RFC 9110 §7.6.1: the fixed list plus every token named in
@@ -243,11 +243,15 @@ def error_head_and_body(
     close: bool,
     http10: bool,
 ) -> bytes:
-    """One of the activator's own answers: the OpenAI error shape as JSON (DESIGN §3)."""
+    """One of the activator's own answers: the OpenAI error shape as JSON (docs/statuses.md)."""
     body = json.dumps({"error": {"message": message, "type": error_type, "code": code}}).encode()
     headers = [(b"Content-Type", b"application/json")]
     if retry_after_s is not None:
         headers.append((b"Retry-After", str(retry_after_s).encode()))
+    elif status == 503:
+        # A 503 that names no time to retry is one waiting does not help
+        # (not_woken); OpenAI's clients would otherwise retry it twice.
+        headers.append((b"x-should-retry", b"false"))
     head = client_response_head(
         status,
         _REASONS[status],

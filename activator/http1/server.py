@@ -73,6 +73,7 @@ __all__ = [
     "HeadTooLarge",
     "Relay",
     "RequestBody",
+    "RequestReader",
     "RequestRejected",
     "ServerLimits",
     "ShutAnswer",
@@ -284,11 +285,13 @@ class RequestBody:
 
     def finish(self) -> None:
         self.done = True
-        self._cancel_timer()
+        if self._timer is not None:
+            self._cancel_timer()
         if self._sink is not None and self._on_end is not None:
             on_end, self._on_end = self._on_end, None
             on_end(None)
-        self._wake()
+        if self._waiter is not None:
+            self._wake()
 
     def fail(self, exc: BaseException) -> None:
         """The body cannot be had: too large, stalled, or its framing broke."""
@@ -376,7 +379,8 @@ class RequestBody:
         """The exchange is over: no more chunks to the sink, no timer."""
         self._sink = None
         self._on_end = None
-        self._cancel_timer()
+        if self._timer is not None:
+            self._cancel_timer()
 
     def _keep(self, chunks: Iterable[bytes]) -> None:
         """Keep ``chunks`` (piped now) for :meth:`rewind`, or give up past ``_KEEP_AT_MOST``."""
@@ -610,19 +614,202 @@ class Connections:
                 continue
             began = conn.head_began
             if began and began <= head_cutoff:
-                conn.head_timed_out()
-                continue
-            since = conn.idle_since
-            if since is not None and since <= cutoff:
+                self._head_timed_out(conn)
+            elif conn.current is None and conn.last_active <= cutoff:
                 conn.transport.close()
         if self._open:
             self._timer = loop.call_later(self._every_s, self._sweep, loop)
+
+    def _head_timed_out(self, conn: ClientConnection) -> None:
+        """``conn``'s request head began ``head_s`` ago and has not ended: 408, then close."""
+        conn.head_began = 0.0
+        if conn.current is None:
+            conn.reject(HeadTimeout(f"not complete within {self.head_s:g}s"))
+        else:
+            # A pipelined head trickling in behind a request in progress.
+            conn.must_close = True
+            conn.pause_body(_PAUSE_UPGRADE)
+
+    def close_idle(self) -> None:
+        """Close every connection with no request in progress now; the others close after
+        their answer (draining)."""
+        for conn in list(self._open):
+            if conn.current is None and conn.transport is not None:
+                conn.transport.close()
+            else:
+                conn.must_close = True
+
+    def shut(self, answer: ShutAnswer) -> None:
+        """Close every connection now (shutdown): an unanswered request gets ``answer``; a
+        started one is cut."""
+        for conn in list(self._open):
+            conn.cancel_handler()
+            current = conn.current
+            transport = conn.transport
+            if transport is None:
+                continue
+            if current is not None and not current.started:
+                current.answer_error(
+                    answer.status,
+                    error_type=answer.error_type,
+                    code=answer.code,
+                    message=answer.message,
+                    retry_after_s=answer.retry_after_s,
+                    close=True,
+                )
+            transport.close()
 
     def close(self) -> None:
         """Stop sweeping (the server is going away)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+
+class RequestReader:
+    """A client connection's bytes, parsed into exchanges: llhttp's callbacks, within the limits.
+
+    One per :class:`ClientConnection`. It builds each request head as its
+    lines come (a header index by lower-cased name, repeated headers
+    combined or refused), checks the head's framing, and makes an
+    :class:`Exchange` with its :class:`RequestBody`, which it feeds until the
+    body ends. The exchanges a read completed wait in ``parsed`` until the
+    connection hands them on.
+    """
+
+    __slots__ = (
+        "conn",
+        "head_bytes",
+        "head_seen",
+        "headers",
+        "index",
+        "parsed",
+        "parser",
+        "parsing",
+        "url",
+    )
+
+    def __init__(self, conn: ClientConnection) -> None:
+        self.conn = conn
+        self.parser = httptools.HttpRequestParser(self)
+        self.url = b""
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.index: dict[bytes, bytes] = {}  # lower-cased name -> value, built as they come
+        self.head_bytes = 0  # of the header lines parsed so far
+        self.head_seen = 0  # bytes read since the head began (a bound on its size)
+        self.parsing: RequestBody | None = None  # the body being read
+        self.parsed: list[Exchange] = []  # heads parsed in this read, not handed on yet
+
+    def failed(self, exc: Exception) -> RequestRejected | None:
+        """What the parser's ``exc`` means: the rejection when a request cannot be
+        served as sent, None for an upgrade (served as a plain request, then closed).
+
+        The connection calls the parser itself (``parser.feed_data``): a read
+        that parses costs no call of this reader's.
+        """
+        if isinstance(exc, httptools.HttpParserUpgrade):
+            # Upgrade is hop-by-hop and never passed on: the request is served
+            # as a plain one and the connection closes after it.
+            conn = self.conn
+            conn.must_close = True
+            if self.parsing is not None:
+                self.parsing.finish()
+                self.parsing = None
+            conn.pause_body(_PAUSE_UPGRADE)
+            return None
+        if isinstance(exc, httptools.HttpParserCallbackError):
+            cause = exc.__context__
+            if isinstance(cause, RequestRejected):
+                return cause
+            log.error("request parsing failed in a callback", exc_info=cause)
+            return RequestRejected("the request could not be read")
+        # Mid-body (a malformed chunk), where the request ends is in doubt.
+        rejected = BadFraming if self.parsing is not None else RequestRejected
+        return rejected(str(exc))
+
+    def close(self) -> None:
+        """The connection is gone: nothing more is parsed."""
+        self.parsed = []
+        # The parser refers back to this reader (its callbacks), and this reader
+        # to its connection: without this, what they hold waits for the cyclic
+        # collector.
+        self.parser = _CLOSED
+        del self.conn
+
+    # No on_message_begin (a callback per request saved): the head's buffers
+    # start empty, and on_headers_complete and on_message_complete (trailers)
+    # empty them for the next one.
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+        if len(self.url) > self.conn.limits.max_header_bytes:
+            raise HeadTooLarge(
+                f"the request line is over {self.conn.limits.max_header_bytes} bytes"
+            )
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        headers = self.headers
+        headers.append((name, value))
+        lower = name.lower()
+        index = self.index
+        if lower in index:
+            _repeated(index, lower, value)
+        else:
+            index[lower] = value
+        limits = self.conn.limits
+        if len(headers) > limits.max_headers:
+            raise HeadTooLarge(f"more than {limits.max_headers} header lines")
+        line = len(name) + len(value) + 4  # with ": " and CRLF
+        if line - 2 > limits.max_header_bytes:
+            raise HeadTooLarge(f"a header line is over {limits.max_header_bytes} bytes")
+        # Lines that came whole in one read (data_received counts the others).
+        self.head_bytes += line
+        if self.head_bytes > limits.max_head_bytes:
+            raise HeadTooLarge(f"the head is over {limits.max_head_bytes} bytes")
+
+    def on_headers_complete(self) -> None:
+        conn = self.conn
+        parser = self.parser
+        index = self.index
+        version = parser.get_http_version()
+        _check_framing(version, index)
+        head = RequestHead(
+            method=parser.get_method().decode("latin-1"),
+            target=self.url.decode("latin-1"),
+            version=version,
+            headers=self.headers,
+            peer=conn.peer,
+            keep_alive=parser.should_keep_alive(),
+            index=index,
+        )
+        self.url = b""
+        self.headers = []
+        self.index = {}
+        self.head_bytes = 0
+        self.head_seen = 0
+        conn.head_began = 0.0
+        expect = index.get(b"expect")
+        body = RequestBody(
+            conn, expects_continue=expect is not None and expect.lower() == b"100-continue"
+        )
+        self.parsing = body
+        self.parsed.append(Exchange(conn, head, body))
+
+    def on_body(self, body: bytes) -> None:
+        parsing = self.parsing
+        if parsing is not None:
+            parsing.feed(body)
+
+    def on_message_complete(self) -> None:
+        if self.headers:
+            # Trailer fields of a chunked body: not passed on, and not the
+            # next request's headers.
+            self.headers = []
+            self.index = {}
+        parsing = self.parsing
+        self.parsing = None
+        if parsing is not None:
+            parsing.finish()
 
 
 class ClientConnection(asyncio.Protocol):
@@ -641,22 +828,15 @@ class ClientConnection(asyncio.Protocol):
         "_failed",
         "_fast",
         "_handing",
-        "_head_bytes",
-        "_head_seen",
-        "_headers",
-        "_index",
-        "_last_active",
         "_next_due",
-        "_parsed",
-        "_parser",
-        "_parsing",
         "_paused_for",
         "_pending",
-        "_url",
+        "_reader",
         "current",
         "cut_by_us",
         "handler",
         "head_began",
+        "last_active",
         "limits",
         "loop",
         "must_close",
@@ -683,15 +863,8 @@ class ClientConnection(asyncio.Protocol):
         self._connections = connections
         self.transport: asyncio.Transport | None = None
         self.peer = ""
-        self._parser = httptools.HttpRequestParser(self)
-        self._url = b""
-        self._headers: list[tuple[bytes, bytes]] = []
-        self._index: dict[bytes, bytes] = {}  # lower-cased name -> value, built as they come
-        self._head_bytes = 0  # of the header lines parsed so far
-        self._head_seen = 0  # bytes read since the head began (a bound on its size)
+        self._reader = RequestReader(self)
         self.head_began = 0.0  # when the first byte of an unfinished head came; 0: none
-        self._parsing: RequestBody | None = None
-        self._parsed: list[Exchange] = []  # heads parsed in this read, not handed on yet
         self._pending: deque[Exchange] | None = None  # pipelined requests, rarely any
         self.current: Exchange | None = None
         self.task: asyncio.Task[None] | None = None
@@ -699,7 +872,7 @@ class ClientConnection(asyncio.Protocol):
         self.cut_by_us = False
         self._paused_for = 0  # a bit per reason reading is paused (_PAUSE_*)
         self.reading_paused_by_upstream = False
-        self._last_active = 0.0
+        self.last_active = 0.0
         self._failed = False
         self._handing = False  # inside the fast handler's call
         self._next_due = False  # a pipelined request to start once it returns
@@ -711,64 +884,45 @@ class ClientConnection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = str(peer[0]) if isinstance(peer, tuple) else ""
-        self._last_active = self.loop.time()
+        self.last_active = self.loop.time()
         self._connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         if not self.cut_by_us:
-            self._cancel_handler()
+            self.cancel_handler()
         # The handler's cancellation aborts its replica connection, if any.
         if self.current is not None:
             self.current.body.detach()
         self._pending = None
-        self._parsed = []
         self._connections.discard(self)
-        # The parser refers back to this connection (its callbacks): without
-        # this, what it holds waits for the cyclic collector.
-        self._parser = _CLOSED
+        self._reader.close()
 
     def data_received(self, data: bytes) -> None:
         if self._failed:
             return  # lingering after an answer that ends the connection: discarded
         now = self.loop.time()
-        self._last_active = now
-        in_head = self._parsing is None
-        if in_head:
-            self._head_seen += len(data)
+        self.last_active = now
+        reader = self._reader
+        if reader.parsing is None:
+            reader.head_seen += len(data)
             if not self.head_began:
                 self.head_began = now
         try:
-            self._parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            # Upgrade is hop-by-hop and never passed on: the request is served
-            # as a plain one and the connection closes after it.
-            self.must_close = True
-            if self._parsing is not None:
-                self._parsing.finish()
-                self._parsing = None
-            self.pause_body(_PAUSE_UPGRADE)
-        except httptools.HttpParserCallbackError as exc:
-            cause = exc.__context__
-            if isinstance(cause, RequestRejected):
-                self._reject(cause)
-            else:
-                log.error("request parsing failed in a callback", exc_info=cause)
-                self._reject(RequestRejected("the request could not be read"))
-            return
-        except httptools.HttpParserError as exc:
-            # Mid-body (a malformed chunk), where the request ends is in doubt.
-            rejected = BadFraming if self._parsing is not None else RequestRejected
-            self._reject(rejected(str(exc)))
-            return
-        if self._parsed:
+            reader.parser.feed_data(data)
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
+            rejected = reader.failed(exc)
+            if rejected is not None:
+                self.reject(rejected)
+                return
+        if reader.parsed:
             self._hand_on()
         if (
-            self._parsing is None
-            and self._head_seen > self.limits.max_head_bytes
+            reader.parsing is None
+            and reader.head_seen > self.limits.max_head_bytes
             and self.transport is not None
         ):
-            self._reject(
+            self.reject(
                 HeadTooLarge(f"more than {self.limits.max_head_bytes} bytes without its end")
             )
 
@@ -783,89 +937,16 @@ class ClientConnection(asyncio.Protocol):
         if current is not None and current.relay is not None:
             current.relay.resume_relay()
 
-    # -- parser callbacks ----------------------------------------------------------
-
-    # No on_message_begin (a callback per request saved): the head's buffers
-    # start empty, and on_headers_complete and on_message_complete (trailers)
-    # empty them for the next one.
-
-    def on_url(self, url: bytes) -> None:
-        self._url += url
-        if len(self._url) > self.limits.max_header_bytes:
-            raise HeadTooLarge(f"the request line is over {self.limits.max_header_bytes} bytes")
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        headers = self._headers
-        headers.append((name, value))
-        lower = name.lower()
-        index = self._index
-        if lower in index:
-            _repeated(index, lower, value)
-        else:
-            index[lower] = value
-        limits = self.limits
-        if len(headers) > limits.max_headers:
-            raise HeadTooLarge(f"more than {limits.max_headers} header lines")
-        line = len(name) + len(value) + 4  # with ": " and CRLF
-        if line - 2 > limits.max_header_bytes:
-            raise HeadTooLarge(f"a header line is over {limits.max_header_bytes} bytes")
-        # Lines that came whole in one read (data_received counts the others).
-        self._head_bytes += line
-        if self._head_bytes > limits.max_head_bytes:
-            raise HeadTooLarge(f"the head is over {limits.max_head_bytes} bytes")
-
-    def on_headers_complete(self) -> None:
-        parser = self._parser
-        index = self._index
-        version = parser.get_http_version()
-        _check_framing(version, index)
-        head = RequestHead(
-            method=parser.get_method().decode("latin-1"),
-            target=self._url.decode("latin-1"),
-            version=version,
-            headers=self._headers,
-            peer=self.peer,
-            keep_alive=parser.should_keep_alive(),
-            index=index,
-        )
-        self._url = b""
-        self._headers = []
-        self._index = {}
-        self._head_bytes = 0
-        self._head_seen = 0
-        self.head_began = 0.0
-        expect = index.get(b"expect")
-        body = RequestBody(
-            self, expects_continue=expect is not None and expect.lower() == b"100-continue"
-        )
-        self._parsing = body
-        self._parsed.append(Exchange(self, head, body))
-
-    def on_body(self, body: bytes) -> None:
-        parsing = self._parsing
-        if parsing is not None:
-            parsing.feed(body)
-
-    def on_message_complete(self) -> None:
-        if self._headers:
-            # Trailer fields of a chunked body: not passed on, and not the
-            # next request's headers.
-            self._headers = []
-            self._index = {}
-        parsing = self._parsing
-        self._parsing = None
-        if parsing is not None:
-            parsing.finish()
-
     # -- serving -------------------------------------------------------------------
 
     def _hand_on(self) -> None:
         """Start (or queue behind the one in progress) the requests this read completed."""
-        parsed = self._parsed
+        reader = self._reader
+        parsed = reader.parsed
         if len(parsed) == 1 and self.current is None and self.transport is not None:
             self._start(parsed.pop())  # nearly always: one request per read
             return
-        self._parsed = []
+        reader.parsed = []
         for exchange in parsed:
             if self.current is None and self.transport is not None:
                 self._start(exchange)
@@ -913,7 +994,7 @@ class ClientConnection(asyncio.Protocol):
             self.resume_body(_PAUSE_PIPELINED)
         return exchange
 
-    def _cancel_handler(self) -> None:
+    def cancel_handler(self) -> None:
         """Stop the handler of the request in progress (its task, or a fast handler's work)."""
         task = self.task
         if task is not None:
@@ -959,19 +1040,20 @@ class ClientConnection(asyncio.Protocol):
             return
         if self._paused_for:
             self.resume_body(_PAUSE_PIPELINED)
-        self._last_active = self.loop.time()
+        self.last_active = self.loop.time()
 
-    def _reject(self, exc: RequestRejected) -> None:
+    def reject(self, exc: RequestRejected) -> None:
         """A request that cannot be served as sent: answer it (unless another answer is
         under way) and close; what was parsed with it is dropped, unsent."""
         self.must_close = True
         self._failed = True
-        self._parsed = []
+        reader = self._reader
+        reader.parsed = []
         self._pending = None
         on_reject = self._connections.on_reject
         if on_reject is not None:
             on_reject(exc)
-        parsing, self._parsing = self._parsing, None
+        parsing, reader.parsing = reader.parsing, None
         current = self.current
         if current is None:
             if self.transport is not None:
@@ -1007,16 +1089,6 @@ class ClientConnection(asyncio.Protocol):
             transport.resume_reading()
         self.loop.call_later(_LINGER_S, transport.close)
 
-    def head_timed_out(self) -> None:
-        """The request head began ``head_s`` ago and has not ended: 408, then close."""
-        self.head_began = 0.0
-        if self.current is None:
-            self._reject(HeadTimeout(f"not complete within {self.limits.head_s:g}s"))
-        else:
-            # A pipelined head trickling in behind a request in progress.
-            self.must_close = True
-            self.pause_body(_PAUSE_UPGRADE)
-
     # -- flow control --------------------------------------------------------------
 
     def pause_body(self, reason: int = PAUSE_BUFFER) -> None:
@@ -1037,36 +1109,6 @@ class ClientConnection(asyncio.Protocol):
         if not self._paused_for and self.transport is not None and not self._failed:
             with contextlib.suppress(RuntimeError):
                 self.transport.resume_reading()
-
-    @property
-    def idle_since(self) -> float | None:
-        """When the connection last did anything, if no request is in progress."""
-        return None if self.current is not None else self._last_active
-
-    def shut(self, answer: ShutAnswer) -> None:
-        """Close now (shutdown): an unanswered request gets ``answer``; a started one is cut."""
-        self._cancel_handler()
-        current = self.current
-        if current is not None and not current.started and self.transport is not None:
-            current.answer_error(
-                answer.status,
-                error_type=answer.error_type,
-                code=answer.code,
-                message=answer.message,
-                retry_after_s=answer.retry_after_s,
-                close=True,
-            )
-        self._pending = None
-        if self.transport is not None:
-            self.transport.close()
-
-    def close_if_idle(self) -> bool:
-        """Close now when no request is in progress (draining); True when closed."""
-        if self.current is None and self.transport is not None:
-            self.transport.close()
-            return True
-        self.must_close = True
-        return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,8 +5,10 @@ address and opens new ones on demand; :func:`forward` sends one
 :class:`~activator.http1.server.Exchange` over one of them and relays the
 answer.
 
-Relaying: the replica's response head is parsed (``httptools``) and
-rewritten for the client (header hygiene in :mod:`activator.http1.heads`).
+Relaying: the replica's response head is parsed (``httptools``, through the
+connection's :class:`~activator.http1.answer.AnswerParser`, which keeps one
+answer's state) and rewritten for the client (header hygiene in
+:mod:`activator.http1.heads`).
 A Content-Length body is written to the client as it arrived, one ``write``
 per ``data_received``, counted so that no byte past its length goes out. A
 chunked body (server-sent events) is also written as it arrived, one
@@ -31,7 +33,7 @@ of the next answer they would desynchronise the client connection, whose
 next request might be someone else's behind a shared ingress. They are
 discarded and the replica connection is closed, not reused.
 
-Failures, in the terms DESIGN §3 uses:
+Failures, in the terms of the status table (:mod:`activator.statuses`):
 
 - :class:`NotSent`: the connection could not be opened (refused,
   unreachable, connect timeout). No byte reached the replica, so the request
@@ -78,9 +80,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import cast
 
-import httptools
-
-from activator.http1.heads import client_response_head, upstream_request_head
+from activator.http1.answer import AnswerParser
+from activator.http1.heads import upstream_request_head
 from activator.http1.server import PAUSE_UPSTREAM, Exchange
 
 __all__ = [
@@ -94,8 +95,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-_NO_BODY_STATUS = frozenset({204, 304})
 
 # How an exchange's end is told: ``(status, None)`` when the answer was
 # relayed whole, ``(0, exc)`` when it failed (:class:`ReplicaFailed`, or the
@@ -125,29 +124,12 @@ class UpstreamConnection(asyncio.Protocol):
     """One connection to a replica; relays one exchange at a time."""
 
     __slots__ = (
-        "_chunks",
-        "_close_delimited",
-        "_complete",
-        "_excess",
+        "_answer",
         "_exchange",
-        "_framed",
-        "_head",
-        "_head_done",
-        "_head_sent",
-        "_headers",
         "_heard",
-        "_interim",
-        "_is_head",
-        "_keep_alive",
         "_last",
         "_on_done",
-        "_parser",
-        "_pieces",
-        "_raw",
-        "_reason",
         "_relay_paused",
-        "_remaining",
-        "_status",
         "_timer",
         "authority",
         "body_sent",
@@ -168,7 +150,9 @@ class UpstreamConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.lost = False
         self.idle_since = 0.0
-        self._parser = httptools.HttpResponseParser(self)
+        self._answer = AnswerParser()
+        self._heard = False  # a byte of this answer arrived
+        self.body_sent = True
         self._exchange: Exchange | None = None
         self._on_done: OnDone | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -176,28 +160,6 @@ class UpstreamConnection(asyncio.Protocol):
         self._relay_paused = False
         # Held from connect until the first answer byte (see the module docstring).
         self.opening: asyncio.Semaphore | None = None
-        self._reset_message()
-
-    def _reset_message(self) -> None:
-        self._head = bytearray()
-        self._head_done = False
-        self._interim = 0
-        self._complete = False
-        self._status = 0
-        self._reason = b""
-        self._headers: list[tuple[bytes, bytes]] = []
-        self._raw = True  # relay body bytes as they came (else the parser's pieces)
-        self._chunks = False  # a chunked body relayed as it came (see data_received)
-        self._framed = True  # pieces go out as chunks (not to an HTTP/1.0 client)
-        self._remaining = -1  # Content-Length bytes still to relay; -1: not counted
-        self._pieces: list[bytes] = []  # body pieces parsed in this read, not written yet
-        self._excess = False  # the replica sent bytes past its answer
-        self._head_sent = False
-        self._heard = False  # a byte of this answer arrived
-        self._close_delimited = False
-        self._is_head = False
-        self.body_sent = True
-        self._keep_alive = True
 
     # -- transport events ----------------------------------------------------------
 
@@ -218,15 +180,17 @@ class UpstreamConnection(asyncio.Protocol):
             self._timer = None
         self.transport = None
         self.pool.forget(self)
-        if self._exchange is None:
-            return
-        if self._head_done and self._close_delimited and exc is None:
-            self._complete = True  # the replica's close ends this answer
-            self._finish()
-            return
-        self._fail(
-            f"the replica closed the connection ({exc or 'EOF'})", unanswered=not self._heard
-        )
+        answer = self._answer
+        if self._exchange is not None:
+            if answer.head_done and answer.close_delimited and exc is None:
+                answer.complete = True  # the replica's close ends this answer
+                self._finish()
+            else:
+                self._fail(
+                    f"the replica closed the connection ({exc or 'EOF'})",
+                    unanswered=not self._heard,
+                )
+        answer.close()
 
     def data_received(self, data: bytes) -> None:
         self._last = self.loop.time()
@@ -242,25 +206,34 @@ class UpstreamConnection(asyncio.Protocol):
             self._heard = True
             self._opened()
             exchange.body.keep_no_more()
-        if self._head_done:
-            if self._chunks:
+        answer = self._answer
+        if answer.head_done:
+            if answer.chunks:
                 if data[0] not in b"\r\n" and data.find(b"\r\n\r\n") < 0:
                     # The common case, an event: the answer cannot end in this
                     # read (it ends with CRLF CRLF; there is none here, nor a
                     # CR or LF first that could finish one begun before), so
                     # the read goes out as it came once the parser took it.
-                    if self._feed(data):
+                    failed = answer.feed(data)
+                    if failed is None:
                         exchange.write(data)
+                    else:
+                        self._fail(failed)
                     return
-                if not self._relay_chunks_end(exchange, data):
+                # The read may hold the answer's end: what follows it is held back.
+                data, failed = answer.up_to_end(data)
+                if failed is not None:
+                    self._fail(failed)
                     return
-            elif self._raw:
-                remaining = self._remaining
+                if data:
+                    exchange.write(data)
+            elif answer.raw:
+                remaining = answer.remaining
                 if remaining >= 0:
                     if len(data) > remaining:
                         data = data[:remaining]
-                        self._excess = True
-                    self._remaining = remaining - len(data)
+                        answer.excess = True
+                    answer.remaining = remaining - len(data)
                 if data:
                     exchange.write(data)
                 if not self._feed(data):
@@ -268,80 +241,27 @@ class UpstreamConnection(asyncio.Protocol):
             else:
                 if not self._feed(data):
                     return
-                if self._pieces or self._complete:
-                    exchange.write(self._take_pieces())
+                if answer.pieces or answer.complete:
+                    exchange.write(answer.take_pieces())
         else:
-            self._head += data
-            if not self._feed(data):
+            answer.head += data
+            failed = answer.feed(data)
+            if failed is not None:
+                self._fail(failed)
                 return
-            if not self._head_parsed():
+            if not answer.head_parsed():
                 return
-            self._send_head(exchange)
-        if self._complete:
+            exchange.write(answer.client_head(exchange))
+        if answer.complete:
             self._finish()
 
     def _feed(self, data: bytes | memoryview) -> bool:
         """Parse ``data``; False when the answer failed (the exchange is over)."""
-        try:
-            self._parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self._fail("the replica switched protocols, which the proxy never asks for")
-            return False
-        except httptools.HttpParserError as exc:
-            if self._complete:
-                # What follows the answer is not relayed (the callbacks stopped
-                # at its start); the connection is closed, not reused.
-                self._excess = True
-                return True
-            self._fail(f"malformed response: {exc}")
-            return False
-        return True
-
-    def _relay_chunks_end(self, exchange: Exchange, data: bytes) -> bool:
-        """Write the part of ``data`` up to the chunked answer's end, if it ends here.
-
-        The read may hold the end: it is parsed up to each place the end could
-        be, so the bytes after it are known and held back. False when the
-        answer failed.
-        """
-        # Parse up to each place the answer could end, to know where it did.
-        view = memoryview(data)
-        start = 0
-        for end in _possible_ends(data):
-            if not self._feed(view[start:end]):
-                return False
-            start = end
-            if self._complete:
-                break
-        else:
-            if not self._feed(view[start:]):
-                return False
-            start = len(data)
-        if start < len(data):
-            self._excess = True  # bytes past the answer: dropped, the connection closed
-            data = data[:start]
-        if data:
-            exchange.write(data)
-        return True
-
-    def _take_pieces(self) -> bytes:
-        """The chunked body's pieces parsed so far, framed again, and its end if it ended."""
-        pieces = self._pieces
-        if self._framed:
-            if len(pieces) == 1:
-                out = b"%x\r\n%b\r\n" % (len(pieces[0]), pieces[0])
-            else:
-                out = b"".join(b"%x\r\n%b\r\n" % (len(piece), piece) for piece in pieces)
-            if self._complete:
-                out += b"0\r\n\r\n"
-        else:
-            out = b"".join(pieces)
-        pieces.clear()
-        return out
-
-    def _head_parsed(self) -> bool:
-        # A method, not the attribute: the parser's callbacks set it inside feed_data.
-        return self._head_done
+        failed = self._answer.feed(data)
+        if failed is None:
+            return True
+        self._fail(failed)
+        return False
 
     def pause_writing(self) -> None:
         exchange = self._exchange
@@ -366,42 +286,6 @@ class UpstreamConnection(asyncio.Protocol):
             self._last = self.loop.time()
             self.transport.resume_reading()
 
-    # -- parser callbacks ----------------------------------------------------------
-
-    def on_message_begin(self) -> None:
-        if self._complete:
-            # A message after the answer: stop parsing here (see _feed).
-            raise _Excess
-
-    def on_status(self, reason: bytes) -> None:
-        self._reason += reason
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._headers.append((name, value))
-
-    def on_headers_complete(self) -> None:
-        status = self._parser.get_status_code()
-        if 100 <= status < 200:
-            return  # interim answer: dropped at message complete (the proxy sent no Expect)
-        self._status = status
-        self._head_done = True
-
-    def on_body(self, body: bytes) -> None:
-        # Before the head went out, whether the pieces are needed (a chunked
-        # body) is decided with the head; a raw body goes out as bytes.
-        if not self._raw or not self._head_sent:
-            self._pieces.append(body)
-
-    def on_message_complete(self) -> None:
-        if not self._head_done:
-            # The end of an interim (1xx) answer: forget it, wait for the real one.
-            self._interim += 1
-            self._reason = b""
-            self._headers = []
-            return
-        self._keep_alive = self._parser.should_keep_alive()
-        self._complete = True
-
     # -- one exchange --------------------------------------------------------------
 
     def begin(
@@ -414,9 +298,10 @@ class UpstreamConnection(asyncio.Protocol):
         (:meth:`UpstreamPool.write_soon`).
         """
         assert self.transport is not None
-        self._reset_message()
+        self._answer.reset(is_head=exchange.head.method == "HEAD")
+        self._heard = False
+        self.body_sent = True
         self._exchange = exchange
-        self._is_head = exchange.head.method == "HEAD"
         self._on_done = on_done
         exchange.relay = self
         self._last = self.loop.time()
@@ -452,78 +337,6 @@ class UpstreamConnection(asyncio.Protocol):
         exchange.body.set_limit(limit)
         exchange.body.pipe(send, on_end)
 
-    def _send_head(self, exchange: Exchange) -> None:
-        head = self._head
-        # Skip interim answers' heads, then the final head ends at the blank line.
-        start = 0
-        for _ in range(self._interim):
-            start = head.index(b"\r\n\r\n", start) + 4
-        end = head.index(b"\r\n\r\n", start) + 4
-        status = self._status
-        index = {name.lower(): value for name, value in self._headers}
-        length_value = index.get(b"content-length")
-        chunked = (index.get(b"transfer-encoding") or b"").lower().rstrip().endswith(b"chunked")
-        close = False
-        content_length: int | None = None
-        no_body = self._is_head or status in _NO_BODY_STATUS
-        rest = b""
-        if no_body:
-            content_length = int(length_value) if length_value is not None else None
-            if status in _NO_BODY_STATUS:
-                content_length = None
-            self._complete = True  # no body follows, whatever the headers say
-            if self._is_head:
-                # httptools cannot be told that an answer to HEAD has no body, so
-                # its parser would wait for one: the connection is not reused.
-                self._keep_alive = False
-            elif len(head) > end:
-                self._excess = True  # a body after a 204 or 304
-        elif length_value is not None and not chunked:
-            content_length = int(length_value)
-            rest = bytes(head[end : end + content_length])
-            if len(head) - end > content_length:
-                self._excess = True
-            self._remaining = content_length - len(rest)
-        elif chunked:
-            if exchange.http10:
-                self._raw = False
-                self._framed = False  # an HTTP/1.0 client cannot read chunks: de-chunk, then close
-                close = True
-            elif self._complete:
-                # The whole body came with the head, and maybe bytes past it:
-                # framed again from the pieces, which end where the answer does.
-                self._raw = False
-            else:
-                # All that came after the head is body the parser accepted.
-                self._chunks = True
-                rest = bytes(head[end:])
-        else:
-            self._close_delimited = True
-            close = True
-            rest = bytes(head[end:])
-        conn = exchange.conn
-        if close or not exchange.head.keep_alive or conn.must_close:
-            close = True
-            conn.must_close = True
-        out = client_response_head(
-            status,
-            self._reason,
-            self._headers,
-            request_id=exchange.request_id,
-            content_length=content_length,
-            chunked=chunked and self._framed,
-            close=close,
-            http10=exchange.http10,
-        )
-        self._head = bytearray()
-        self._head_sent = True
-        # Head and what came with it in one write: one syscall for a small answer.
-        if self._raw:
-            self._pieces.clear()
-            exchange.write(out + rest)
-        else:
-            exchange.write(out + self._take_pieces())
-
     def _check_idle(self, idle_s: float) -> None:
         self._timer = None
         if self._exchange is None:
@@ -541,14 +354,14 @@ class UpstreamConnection(asyncio.Protocol):
         on_done, self._on_done = self._on_done, None
         self._detach()
         if on_done is not None:
-            on_done(self._status, None)
+            on_done(self._answer.status, None)
 
     def _fail(self, message: str, *, unanswered: bool = False) -> None:
         exchange, on_done = self._exchange, self._on_done
         self._on_done = None
         started = exchange.started if exchange is not None else False
         self._detach()
-        self._keep_alive = False
+        self._answer.keep_alive = False
         if self.transport is not None:
             self.transport.abort()
         if started and exchange is not None:
@@ -557,7 +370,7 @@ class UpstreamConnection(asyncio.Protocol):
             failed = ReplicaFailed(
                 f"{self.key}: {message}",
                 started=started,
-                status=self._status,
+                status=self._answer.status,
                 unanswered=unanswered and not started,
             )
             on_done(0, failed)
@@ -567,7 +380,7 @@ class UpstreamConnection(asyncio.Protocol):
         exchange, on_done = self._exchange, self._on_done
         self._on_done = None
         self._detach()
-        self._keep_alive = False
+        self._answer.keep_alive = False
         if self.transport is not None:
             self.transport.abort()
         if exchange is not None and exchange.started:
@@ -589,9 +402,9 @@ class UpstreamConnection(asyncio.Protocol):
             not self.lost
             and self.transport is not None
             and not self.transport.is_closing()
-            and self._complete
-            and self._keep_alive
-            and not self._excess
+            and self._answer.complete
+            and self._answer.keep_alive
+            and not self._answer.excess
             and self.body_sent
             and self._exchange is None
         )
@@ -604,28 +417,6 @@ class UpstreamConnection(asyncio.Protocol):
             self._timer = None
         if self.transport is not None:
             self.transport.abort()
-
-
-def _possible_ends(data: bytes) -> list[int]:
-    """Offsets in ``data`` where a chunked answer's final CRLF CRLF could end, in order.
-
-    After each CRLF CRLF in ``data``, and within its first three bytes while
-    they are CR or LF (the rest of a CRLF CRLF begun in an earlier read).
-    """
-    ends: list[int] = []
-    for i in range(min(3, len(data))):
-        if data[i] not in b"\r\n":
-            break
-        ends.append(i + 1)
-    found = data.find(b"\r\n\r\n")
-    while found >= 0:
-        ends.append(found + 4)
-        found = data.find(b"\r\n\r\n", found + 1)
-    return ends
-
-
-class _Excess(Exception):
-    """Raised in a parser callback to stop parsing at the end of an answer."""
 
 
 class UpstreamPool:

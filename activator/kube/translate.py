@@ -5,10 +5,12 @@ events, items of lists), so these functions need no client and are tested
 with literal dicts.
 
 - :func:`target_from_deployment` reads an opted-in Deployment's
-  ``routing.tidal.dev/*`` annotations (DESIGN §2). A bad value is reported
+  ``routing.tidal.dev/*`` annotations (docs/annotations.md). A bad value is reported
   (the returned problems name the key, the value and what is allowed) and
   its default is used, so one typo does not take a model off the data path;
-  the scaler raises the ``InvalidAnnotation`` event. Declared LoRA
+  an unknown key is reported with the closest known one ("did you mean")
+  and ignored. The scaler raises the ``InvalidRouting`` event.
+  Declared LoRA
   adapters come from ``routing.tidal.dev/adapters`` and the ConfigMap named
   by ``routing.tidal.dev/adapters-configmap`` (the annotation wins a name
   both declare).
@@ -32,6 +34,7 @@ with literal dicts.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -55,6 +58,7 @@ from activator.targets import (
     parse_adapters,
     parse_duration_s,
 )
+from groundwork.priority import PRIORITY_ALLOWED, parse_priority
 
 __all__ = [
     "ENABLED_LABEL",
@@ -96,7 +100,8 @@ class RoutingAnnotation:
     meaning: str
 
 
-#: Every routing annotation :func:`target_from_deployment` reads, in DESIGN §2 order.
+#: Every routing annotation :func:`target_from_deployment` reads, in the order
+#: docs/annotations.md lists them.
 ROUTING_ANNOTATIONS: tuple[RoutingAnnotation, ...] = (
     RoutingAnnotation(
         _R + "service",
@@ -188,6 +193,22 @@ ROUTING_ANNOTATIONS: tuple[RoutingAnnotation, ...] = (
         "answer (RFC 9110 §9.2.2 lets a proxy resend only what it is configured to treat as "
         "idempotent; inference is, so the default is `true`)",
     ),
+    RoutingAnnotation(
+        _R + "default-priority",
+        "standard",
+        "",
+        "`critical`, `standard`, `sheddable` or a whole number -1000000 to 1000000",
+        "class of a held request without an `x-tidal-priority` header; higher classes are "
+        "released first and shed last ([priority and fairness](priority.md))",
+    ),
+    RoutingAnnotation(
+        _R + "shed-at-zero",
+        "false",
+        "",
+        "`true` or `false`",
+        "refuse a sheddable request (class below 0) at once with `503 shed` when no replica "
+        "is ready, rather than hold it through a cold start",
+    ),
 )
 
 
@@ -261,6 +282,23 @@ def _adapters(
     return tuple(sorted(adapters.values(), key=lambda a: a.name)), keep_alive
 
 
+def _unknown_keys(name: str, notes: Mapping[str, str]) -> list[str]:
+    """A problem for each ``routing.tidal.dev/*`` key not read here, with the closest
+    known key (difflib's ratio); the reference page lists them all."""
+    known = [a.key.removeprefix(_R) for a in ROUTING_ANNOTATIONS]
+    problems = []
+    for key, value in notes.items():
+        if key.startswith(_R) and key.removeprefix(_R) not in known:
+            # Names compared without the prefix, which would make every key look close.
+            close = difflib.get_close_matches(key.removeprefix(_R), known, n=1, cutoff=0.6)
+            hint = f" (did you mean {_R}{close[0]}?)" if close else ""
+            problems.append(
+                f"{name}: annotation {key}={value!r} is unknown, ignored{hint};"
+                " every key: docs/annotations.md"
+            )
+    return problems
+
+
 def target_from_deployment(deployment: Obj, configmaps: Mapping[str, Obj] | None = None) -> Routing:
     """``configmaps`` by ``namespace/name``: where ``adapters-configmap`` is looked up."""
     meta = _meta(deployment)
@@ -273,6 +311,7 @@ def target_from_deployment(deployment: Obj, configmaps: Mapping[str, Obj] | None
             f"{name}: annotation {_R}{key}={notes.get(_R + key)!r} is invalid; {allowed}"
         )
 
+    problems.extend(_unknown_keys(name, notes))
     cold_s = DEFAULT_COLD_START_TIMEOUT_S
     if _R + "cold-start-timeout" in notes:
         try:
@@ -306,6 +345,16 @@ def target_from_deployment(deployment: Obj, configmaps: Mapping[str, Obj] | None
             resend = flag == "true"
         else:
             bad("resend-unanswered", "allowed: true or false")
+    priority = 0
+    if _R + "default-priority" in notes:
+        parsed = parse_priority(notes[_R + "default-priority"])
+        if parsed is None:
+            bad("default-priority", "allowed: " + PRIORITY_ALLOWED)
+        else:
+            priority = parsed
+    shed_at_zero = notes.get(_R + "shed-at-zero", "false").strip().lower()
+    if shed_at_zero not in ("true", "false"):
+        bad("shed-at-zero", "allowed: true or false")
     prefix = notes.get(_R + "path-prefix")
     if prefix is not None and not prefix.startswith("/"):
         bad("path-prefix", "allowed: a path starting with '/'")
@@ -337,6 +386,8 @@ def target_from_deployment(deployment: Obj, configmaps: Mapping[str, Obj] | None
         counts_tokens=SLO_TTFT_ANNOTATION in notes,
         adapters=adapters,
         adapter_keep_alive_s=keep_alive_s,
+        default_priority=priority,
+        shed_at_zero=shed_at_zero == "true",
     )
     return Routing(spec=spec, service=service, port=port, problems=tuple(problems))
 

@@ -27,7 +27,7 @@ wakes its waiters. :meth:`TargetEndpoints.wait_ready` ends in one of:
 
 Requests themselves do not wait here: the target's gate
 (:mod:`activator.holding.gate`) builds its ``TargetEndpoints`` with an
-``on_change`` callback and hands endpoints to held requests in arrival order
+``on_change`` callback and hands endpoints to held requests in their order
 from it.
 """
 

@@ -1,6 +1,6 @@
 """Targets from a static YAML routes file, for running without Kubernetes.
 
-The format is DESIGN §3's, exactly::
+The format is the one docs/architecture.md shows, exactly::
 
     targets:
       - name: default/llama          # namespace/name
@@ -14,6 +14,8 @@ The format is DESIGN §3's, exactly::
         resend_unanswered: true      # send once more what a replica closed on unanswered
         adapters: {sql-lora: /models/loras/sql}   # LoRA adapters: name -> source
         adapter_keep_alive: 10m      # an adapter idle this long is unloaded
+        default_priority: standard   # class of a held request without x-tidal-priority
+        shed_at_zero: false          # refuse sheddable requests at once while none is ready
 
 Left-out limits take the activator's defaults (``--defaults-*``). Durations
 are Go-style (``10m``, ``90s``) or plain seconds. A listed endpoint is *not*
@@ -52,6 +54,7 @@ from activator.targets import (
     parse_duration_s,
     parse_target_name,
 )
+from groundwork.priority import PRIORITY_ALLOWED, parse_priority
 
 __all__ = ["RoutesFileSource", "parse_endpoint", "parse_routes"]
 
@@ -70,6 +73,8 @@ _KEYS = {
     "resend_unanswered",
     "adapters",
     "adapter_keep_alive",
+    "default_priority",
+    "shed_at_zero",
 }
 
 
@@ -145,6 +150,15 @@ def parse_routes(text: str, *, defaults: Defaults | None = None) -> dict[str, Ta
         resend = entry.get("resend_unanswered", DEFAULT_RESEND_UNANSWERED)
         if not isinstance(resend, bool):
             raise ValueError(f"{where}.resend_unanswered: expected true or false, got {resend!r}")
+        shed_at_zero = entry.get("shed_at_zero", False)
+        if not isinstance(shed_at_zero, bool):
+            raise ValueError(f"{where}.shed_at_zero: expected true or false, got {shed_at_zero!r}")
+        written = entry.get("default_priority", "standard")
+        priority = parse_priority(str(written)) if isinstance(written, str | int) else None
+        if priority is None or isinstance(written, bool):
+            raise ValueError(
+                f"{where}.default_priority: expected {PRIORITY_ALLOWED}, got {written!r}"
+            )
         cold = entry.get("cold_start_timeout", defaults.cold_start_timeout_s)
         if not isinstance(cold, str | int | float):
             raise ValueError(f"{where}.cold_start_timeout: expected a duration such as 10m")
@@ -173,6 +187,8 @@ def parse_routes(text: str, *, defaults: Defaults | None = None) -> dict[str, Ta
                 adapter_keep_alive_s=parse_duration_s(
                     keep_alive, key=f"{where}.adapter_keep_alive"
                 ),
+                default_priority=priority,
+                shed_at_zero=shed_at_zero,
             )
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from exc

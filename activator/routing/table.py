@@ -1,6 +1,6 @@
 """Which target a request is for: an immutable table, rebuilt and swapped whole.
 
-The order is DESIGN §3's, first match wins:
+The order is the one docs/architecture.md gives, first match wins:
 
 1. ``X-Tidal-Target: namespace/name``, only when the activator runs with
    ``--allow-target-header`` (the proxy strips it before forwarding);
@@ -26,11 +26,14 @@ The activator is also an OpenAI endpoint in its own right for one request:
 from the table (:meth:`RoutingTable.models_listing`): every model routed by
 name (LoRA adapters with their ``parent``, as vLLM lists them), whether its
 target has replicas or is at zero, since OpenAI clients
-list models before they send anything. A ``model`` that no target serves is
-a 404 whose message names it and the models served
-(:meth:`RoutingTable.unknown_model`; ``no_adapter`` naming the declared
-LoRA adapters, :meth:`RoutingTable.unknown_adapter`, where any are); a
-body with no ``model`` string is a 400, like one that is not JSON.
+list models before they send anything; ``GET /v1/models/{id}`` answers one
+of them the same way (:meth:`RoutingTable.model_entry`), as OpenAI's
+retrieval does. A ``model`` that no target serves is a 404 whose message
+names it and the models served (:meth:`RoutingTable.unknown_model`;
+``no_adapter`` naming the declared LoRA adapters,
+:meth:`RoutingTable.unknown_adapter`, where any are); a body
+that is not JSON, not an object, or has no ``model`` string is a 400 that
+says which (:mod:`activator.routing.model_body`).
 
 Two targets claiming the same host, prefix or model is a configuration error;
 :meth:`RoutingTable.build` keeps the first by name and reports the rest as
@@ -42,10 +45,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
+from urllib.parse import unquote
 
 from activator.targets import TargetSpec
 
-__all__ = ["MODELS_PATH", "TARGET_HEADER", "RoutingTable", "lists_models"]
+__all__ = ["MODELS_PATH", "TARGET_HEADER", "RoutingTable", "lists_models", "retrieved_model"]
 
 TARGET_HEADER = "X-Tidal-Target"
 MODELS_PATH = "/v1/models"
@@ -60,6 +64,20 @@ _CACHE_SIZE: Final = 4096
 def lists_models(method: str, path: str) -> bool:
     """Whether the request is OpenAI's model listing (``GET /v1/models``, any query)."""
     return method in ("GET", "HEAD") and path.split("?", 1)[0].rstrip("/") == MODELS_PATH
+
+
+def retrieved_model(method: str, path: str) -> str | None:
+    """The id of OpenAI's model retrieval (``GET /v1/models/{id}``), else None.
+
+    The id is the rest of the path, percent-decoded: model names often hold
+    a ``/`` (``meta-llama/Llama-3.1-8B``), which clients send as it is.
+    """
+    if method not in ("GET", "HEAD"):
+        return None
+    rest = path.split("?", 1)[0].removeprefix(MODELS_PATH + "/")
+    if rest == path.split("?", 1)[0] or not rest:
+        return None
+    return unquote(rest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +183,8 @@ class RoutingTable:
         """
         return {
             "object": "list",
+            # ``created`` is required by OpenAI's schema; the activator
+            # does not know when a model was made, so it says 0.
             "data": [
                 # ``created`` is required by OpenAI's schema; the activator
                 # does not know when a model was made, so it says 0.
@@ -178,6 +198,13 @@ class RoutingTable:
                 for model, target in sorted(self.models.items())
             ],
         }
+
+    def model_entry(self, model: str) -> dict[str, object] | None:
+        """The body of ``GET /v1/models/{model}`` in OpenAI's shape; None when not served."""
+        target = self.models.get(model)
+        if target is None:
+            return None
+        return {"id": model, "object": "model", "created": 0, "owned_by": target}
 
     def unknown_model(self, model: str) -> str:
         """The 404 detail for a ``model`` no target serves: what was asked, what is served."""

@@ -1,7 +1,7 @@
 """Where the scaler replicas are: every address of every ``--scaler-url``.
 
 Every scaler replica keeps its own windows warm from the reports it receives,
-and only the leader writes to the API (DESIGN §4). A report or an activation
+and only the leader writes to the API (docs/architecture.md). A report or an activation
 that lands on one replica behind a load-balanced Service therefore reaches
 only that replica: the others' windows go cold, and an activation that lands
 on a follower does nothing. So the activator talks to *every* replica.

@@ -1,12 +1,15 @@
 """Telling the scaler what this activator sees: stats every second, activations at once.
 
-``POST /v1/stats`` (DESIGN §3) goes out every ``period_s`` with the bearer
+``POST /v1/stats`` (docs/architecture.md) goes out every ``period_s`` with the bearer
 token. For each known target it carries the time-weighted mean of
 ``in_flight + buffered`` over the period (from the gates' running integral,
 divided by the period actually elapsed, so a late tick does not inflate it),
 the counts at the end of the period, the arrivals, and in-flight per replica;
 for a target with a TTFT objective also the estimated prompt tokens and the
-``max_tokens`` of the period's arrivals (:mod:`activator.holding.gate`).
+``max_tokens`` of the period's arrivals (:mod:`activator.holding.gate`); where
+priority classes are in use (anything held outside ``standard``, or anything
+shed in the period), the requests held by class and those shed, for
+``tidal status``.
 Every known target is listed, idle ones too: the scaler may take a model to
 zero only when every activator reports zero for it. The scaler's answer
 ``{"activators": n}`` sets this activator's share of container-concurrency.
@@ -89,6 +92,12 @@ def build_report(*, activator: str, registry: Registry, elapsed_s: float) -> dic
             prompt, output = gate.take_tokens()
             targets[name]["prompt_tokens"] = prompt
             targets[name]["output_tokens"] = output
+        # By priority class, only where classes are in use (else as before).
+        shed = gate.take_shed()
+        held = gate.held_by_class
+        if shed or held["critical"] or held["sheddable"]:
+            targets[name].update({f"held_{label}": n for label, n in held.items()})
+            targets[name]["shed"] = shed
         if target.adapters is not None and target.adapters.refusals:
             targets[name]["adapter_refusals"] = target.adapters.take_refusals()
     return {"activator": activator, "period_s": round(elapsed_s, 4), "targets": targets}

@@ -3,8 +3,8 @@
 The three stories of ``tidal demo`` (``scale``, ``warm``, ``spot``) differ in
 what they do and measure; everything around that is here, once:
 
-- **where the sandbox lives**: a temporary directory, removed after a clean
-  run and kept with its logs after a problem, or ``--dir``;
+- **where the sandbox lives**: ``--dir`` (``/tmp/tidal-sandbox`` unless
+  given, as for ``tidal sandbox up``), kept with its logs;
 - **where the text goes**: what a person reads to stdout, or to stderr with
   ``--json``, so that stdout carries the JSON line alone (``| jq`` works);
 - **Ctrl-C and SIGTERM**: the sandbox is stopped (its processes with it)
@@ -22,10 +22,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import shutil
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,7 +46,6 @@ class DemoSession:
     """Where one story runs and reports; :meth:`open` it from the parsed flags."""
 
     directory: Path
-    temporary: bool
     human: TextIO
     console: Console
     json: bool
@@ -56,14 +53,9 @@ class DemoSession:
 
     @classmethod
     def open(cls, args: argparse.Namespace) -> DemoSession:
-        temporary = args.dir is None
-        directory = (
-            Path(tempfile.mkdtemp(prefix="tidal-demo-")) if temporary else args.dir.resolve()
-        )
         human = sys.stderr if args.json else sys.stdout
         return cls(
-            directory=directory,
-            temporary=temporary,
+            directory=args.dir.resolve(),
             human=human,
             console=Console(human),
             json=bool(args.json),
@@ -118,12 +110,10 @@ class DemoSession:
         return ""
 
     def finish(self, problems: Sequence[str], figures: Mapping[str, object]) -> int:
-        """Keep the logs after a problem (else remove a temporary sandbox), print
-        ``figures`` as the JSON line with ``--json``; the exit code."""
+        """Name the logs after a problem, print ``figures`` as the JSON line with
+        ``--json``; the exit code."""
         if problems:
             print(f"logs are in {self.directory / 'logs'}", file=self.human, flush=True)
-        elif self.temporary:
-            shutil.rmtree(self.directory, ignore_errors=True)
         if self.json:
             print(json.dumps(dict(figures)), flush=True)
         return 1 if problems else 0

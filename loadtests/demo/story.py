@@ -15,7 +15,7 @@ and grace period, then tells a four-part story through the activator:
 4. **idle**: no traffic until the scaler takes the model back to zero and the
    last pod is gone.
 
-Everything reported is observed, never assumed (DESIGN §7): replica counts
+Everything reported is observed, never assumed: replica counts
 are sampled from the cluster's store (``spec.replicas``,
 ``status.readyReplicas``, the pods that exist), held and in-flight counts
 from the activator's ``/metrics``, latencies on the client's clock;
@@ -29,6 +29,9 @@ none was left at the end.
 The summary also measures every request against a time-to-first-token
 objective (``--slo-ttft``, 2 s by default) and shows the share that met it:
 the requests held through the cold start are the misses a user would see.
+It is written, with a chart of the same run (load, TTFT, replicas:
+:mod:`loadtests.demo.chart`), under ``--dir``'s ``demo/``, and the summary
+names both paths.
 
 Main sizing decision: the burst runs ``--burst-concurrency`` closed-loop
 streams (default 16) against a target concurrency of 4 per replica, so the
@@ -53,6 +56,7 @@ import aiohttp
 import uvloop
 
 from loadtests.demo.activator_gauges import HeldRequests, read_gauges
+from loadtests.demo.chart import render_svg
 from loadtests.demo.client import stream_chat
 from loadtests.demo.observe import ClusterSample, DemoTracker, RequestResult
 from loadtests.demo.session import INTERRUPTED, DemoSession
@@ -64,6 +68,7 @@ from loadtests.demo.view import (
     cold_start_rows,
     summary_table,
 )
+from loadtests.sandbox.directory import add_dir_flag
 from loadtests.sandbox.example import ExampleModel
 from loadtests.sandbox.example_flags import add_model_flags, duration_arg, model_from_args
 from loadtests.sandbox.stack import SandboxStack, StackSettings
@@ -104,13 +109,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print the summary as one line of JSON on stdout (the rest goes to stderr)",
     )
-    parser.add_argument(
-        "--dir",
-        type=Path,
-        default=None,
-        help="sandbox directory (kubeconfig, logs); default: a temporary one, "
-        "removed at the end unless the demo fails",
-    )
+    add_dir_flag(parser, "sandbox directory: kubeconfig, logs, and the demo's summary and chart")
     parser.add_argument(
         "--story",
         choices=("scale", "warm", "spot", "lora"),
@@ -465,12 +464,15 @@ async def _main(args: argparse.Namespace) -> int:
         ("burst -> zero", _fmt(zero_after_s)),
         ("wall time", _fmt(wall_s)),
     ]
+    table = summary_table(summary, extra=extra, problems=problems, notes=[COLD_START_NOTE])
+    summary_path, chart_path = write_outputs(session.directory, table, tracker, story.slo_ttft_s)
     print(
-        summary_table(summary, extra=extra, problems=problems, notes=[COLD_START_NOTE]),
+        f"{table}\nSummary: {summary_path}\nChart (load, TTFT, replicas): {chart_path}",
         file=session.human,
         flush=True,
     )
     figures: dict[str, object] = dict(summary.as_json())
+    figures["chart"] = str(chart_path)
     figures.update(
         first_ttft_s=_round(first.ttft_s if first else None),
         cold_start_s=_round(cold_start_s),
@@ -480,6 +482,25 @@ async def _main(args: argparse.Namespace) -> int:
     if failure:
         figures["error"] = failure
     return session.finish(problems, figures)
+
+
+def write_outputs(
+    directory: Path, table: str, tracker: DemoTracker, slo_ttft_s: float
+) -> tuple[Path, Path]:
+    """Write the summary and its chart under ``directory/demo``; their paths."""
+    out = directory / "demo"
+    out.mkdir(parents=True, exist_ok=True)
+    summary_path, chart_path = out / "summary.txt", out / "chart.svg"
+    summary_path.write_text(table + "\n")
+    chart_path.write_text(
+        render_svg(
+            tracker.samples,
+            tracker.results,
+            slo_ttft_s=slo_ttft_s,
+            title="tidal demo: a model woken from zero, a burst, back to zero",
+        )
+    )
+    return summary_path, chart_path
 
 
 def _fmt(value: float | None) -> str:

@@ -36,6 +36,7 @@ import uvloop
 
 import loadtests
 from loadtests.sandbox.cluster.cluster import DirectoryInUse
+from loadtests.sandbox.directory import add_dir_flag
 from loadtests.sandbox.example import ExampleModel
 from loadtests.sandbox.example_flags import add_model_flags, model_from_args
 from loadtests.sandbox.stack import SandboxStack, StackSettings
@@ -53,12 +54,7 @@ SANDBOX_MODEL = ExampleModel(
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--dir",
-        type=Path,
-        required=True,
-        help="directory for the kubeconfig, certificates and logs (created)",
-    )
+    add_dir_flag(parser, "directory for the kubeconfig, certificates and logs (created)")
     parser.add_argument(
         "--no-example",
         action="store_true",
@@ -167,8 +163,9 @@ def _describe(stack: SandboxStack, model: ExampleModel | None) -> str:
         lines += [
             "",
             "No example model: apply your own Deployment and Service with kubectl. Each pod",
-            "runs a fake vLLM serving the names in its Deployment's routing.tidal.dev/models",
-            "(docs/sandbox.md: the sandbox.tidal.dev/* pod annotations that shape it).",
+            "runs a fake vLLM serving its --served-model-name (else the names in its",
+            "Deployment's routing.tidal.dev/models); docs/sandbox.md has recipes and the",
+            "sandbox.tidal.dev/* pod annotations that shape it.",
         ]
     lines += ["", "Try (in another terminal):"]
     for what, command in try_commands(stack, model):

@@ -1,8 +1,8 @@
-"""Parse and validate a Deployment's annotations into a :class:`ScalingConfig` (DESIGN §2).
+"""Parse and validate a Deployment's annotations into a :class:`ScalingConfig`.
 
 ``parse_scaling_config(annotations)`` reads every ``autoscaling.tidal.dev/*``
-and ``placement.tidal.dev/*`` key, applies the defaults of the DESIGN §2
-table, and checks each value and the cross-field rules (min <= max,
+and ``placement.tidal.dev/*`` key, applies the defaults of the table in
+``docs/annotations.md``, and checks each value and the cross-field rules (min <= max,
 initial <= max, baseline <= max, overprovision <= max). It raises one
 :class:`InvalidAnnotation` that lists **every** problem, so the controller's
 ``InvalidAnnotation`` Event names each bad key at once and the user fixes them
@@ -10,13 +10,17 @@ in one round.
 
 Main decisions:
 
-- **Typos are errors.** An unknown ``autoscaling.tidal.dev/*`` or
-  ``placement.tidal.dev/*`` key is rejected with the list of known keys: a
-  misspelt ``min-scael`` must not silently leave the default in force.
+- **A typo in a key warns; a bad value refuses.** An unknown
+  ``autoscaling.tidal.dev/*`` or ``placement.tidal.dev/*`` key
+  (:func:`unknown_keys`) is named with the closest known key ("did you mean
+  ``max-scale``?", by difflib's ratio) and ignored: it cannot make a
+  scale unsafe, and refusing the whole Deployment for it would answer every
+  request at zero with a 503. A bad *value* of a known key still rejects
+  the config: the user asked for something Tidal cannot honour.
   ``autoscaling.tidal.dev/status`` (written by Tidal),
   ``autoscaling.tidal.dev/enabled`` (the opt-in label, sometimes copied into
   annotations) and ``placement.tidal.dev/on-demand-pin`` (written by Tidal
-  when it pins the Deployment to on-demand capacity) are allowed.
+  when it pins the Deployment to on-demand capacity) are known.
   ``routing.tidal.dev/*`` belongs to the activator and is ignored here.
 - ``scale-to-zero-grace-period: adaptive`` sets ``scale_to_zero_grace_adaptive``
   and keeps the 5-minute default as the fallback while the idle history is
@@ -34,15 +38,17 @@ Main decisions:
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 from scaler.policy.api import PlacementConfig, ScalingConfig
 
 __all__ = [
+    "ANNOTATIONS_PAGE",
     "AUTOSCALING_PREFIX",
     "KNOWN_KEYS",
     "PLACEMENT_PREFIX",
@@ -52,13 +58,18 @@ __all__ = [
     "AnnotationSpec",
     "InvalidAnnotation",
     "check_supported",
+    "did_you_mean",
     "parse_duration_s",
     "parse_scaling_config",
+    "unknown_key_problem",
+    "unknown_keys",
 ]
 
 AUTOSCALING_PREFIX = "autoscaling.tidal.dev/"
 PLACEMENT_PREFIX = "placement.tidal.dev/"
 STATUS_ANNOTATION = AUTOSCALING_PREFIX + "status"
+#: The reference page that lists every key, named in the message of an unknown one.
+ANNOTATIONS_PAGE = "docs/annotations.md"
 _ENABLED = AUTOSCALING_PREFIX + "enabled"
 
 _A = AUTOSCALING_PREFIX
@@ -107,8 +118,8 @@ class AnnotationSpec:
     meaning: str
 
 
-#: Every key this module reads, in the order of the DESIGN §2 table; the
-#: reference page docs/annotations.md is generated from it.
+#: Every key this module reads, in the order of the reference page
+#: docs/annotations.md, which is generated from it.
 SPECS: tuple[AnnotationSpec, ...] = (
     AnnotationSpec(MIN_SCALE, "0", "0 to max-scale", "fewest replicas"),
     AnnotationSpec(MAX_SCALE, "10", "1 to 1000", "most replicas"),
@@ -262,9 +273,12 @@ class AnnotationProblem:
     key: str
     value: str
     allowed: str
-    unsupported: bool = False  # the value is valid in DESIGN but not built yet
+    unsupported: bool = False  # a valid value this build cannot act on
+    unknown: bool = False  # the key itself is not known: ``allowed`` says what to do
 
     def __str__(self) -> str:
+        if self.unknown:
+            return f'{self.key}: "{self.value}" {self.allowed}'
         verdict = "is not supported yet" if self.unsupported else "is not allowed"
         return f'{self.key}: "{self.value}" {verdict}; allowed: {self.allowed}'
 
@@ -279,21 +293,30 @@ class InvalidAnnotation(ValueError):
 
     problems: tuple[AnnotationProblem, ...]
 
-    def __init__(self, key: str, value: str, allowed: str, *, unsupported: bool = False) -> None:
-        self._set((AnnotationProblem(key, value, allowed, unsupported),))
-
-    def _set(self, problems: tuple[AnnotationProblem, ...]) -> None:
-        self.problems = problems
-        ValueError.__init__(self, "; ".join(str(p) for p in problems))
+    def __init__(
+        self,
+        key: str,
+        value: str,
+        allowed: str,
+        *,
+        unsupported: bool = False,
+        more: tuple[AnnotationProblem, ...] = (),
+    ) -> None:
+        self.problems = (AnnotationProblem(key, value, allowed, unsupported), *more)
+        super().__init__("; ".join(str(p) for p in self.problems))
 
     @classmethod
     def from_problems(cls, problems: tuple[AnnotationProblem, ...]) -> InvalidAnnotation:
         if not problems:
             raise ValueError("InvalidAnnotation needs at least one problem")
-        first = problems[0]
-        error = cls(first.key, first.value, first.allowed, unsupported=first.unsupported)
-        error._set(problems)
-        return error
+        first, *more = problems
+        return cls(
+            first.key,
+            first.value,
+            first.allowed,
+            unsupported=first.unsupported,
+            more=tuple(more),
+        )
 
     @property
     def key(self) -> str:
@@ -477,69 +500,113 @@ class _Reader:
         return value
 
 
-def _unknown_keys(reader: _Reader) -> None:
-    known = frozenset(KNOWN_KEYS)
-    allowed = "known keys are " + ", ".join(KNOWN_KEYS)
-    for key in reader.annotations:
-        if (key.startswith((AUTOSCALING_PREFIX, PLACEMENT_PREFIX))) and not (
-            key in known or key in _ALLOWED_UNREAD
-        ):
-            reader.problems.append(
-                AnnotationProblem(key, reader.annotations[key], "unknown key; " + allowed)
-            )
+def did_you_mean(key: str, known: Sequence[str]) -> str:
+    """`` (did you mean K?)`` for the known key closest to ``key``, or ``""`` when none is close.
 
-
-def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
-    """Validate ``annotations`` and build the target's :class:`ScalingConfig`.
-
-    Raises :class:`InvalidAnnotation` naming every bad key (see the module
-    docstring for what counts as bad).
+    Closeness is difflib's ratio over the names after the prefix (the shared
+    prefix would make every key look close), with the cut-off of
+    ``difflib.get_close_matches``: ``max-scal`` finds ``max-scale``,
+    ``placement.tidal.dev/baseline`` finds ``on-demand-baseline``,
+    ``autoscaling.tidal.dev/policy`` finds ``placement.tidal.dev/policy``.
     """
-    r = _Reader(annotations)
-    _unknown_keys(r)
+    by_name = {k.rpartition("/")[2]: k for k in reversed(known)}
+    close = difflib.get_close_matches(key.rpartition("/")[2], list(by_name), n=1, cutoff=0.6)
+    return f" (did you mean {by_name[close[0]]}?)" if close else ""
 
+
+def unknown_key_problem(key: str, value: str, known: Sequence[str], page: str) -> AnnotationProblem:
+    """The problem of ``key``, under one of our prefixes but not in ``known``.
+
+    The message names the closest known key and points at the reference page
+    ``page`` rather than listing every key: an Event message holds 1,024 bytes
+    and the list alone is longer.
+    """
+    return AnnotationProblem(
+        key,
+        value,
+        f"is not a known key, ignored{did_you_mean(key, known)}; every key: {page}",
+        unknown=True,
+    )
+
+
+def unknown_keys(annotations: Mapping[str, str]) -> tuple[AnnotationProblem, ...]:
+    """Every ``autoscaling.tidal.dev/*`` or ``placement.tidal.dev/*`` key this module does not
+    read, each with the closest known key. They are warnings: scaling goes on with the keys
+    that are known (:func:`parse_scaling_config` ignores these)."""
+    known = frozenset(KNOWN_KEYS)
+    return tuple(
+        unknown_key_problem(key, value, KNOWN_KEYS, ANNOTATIONS_PAGE)
+        for key, value in annotations.items()
+        if key.startswith((AUTOSCALING_PREFIX, PLACEMENT_PREFIX))
+        and key not in known
+        and key not in _ALLOWED_UNREAD
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Scale:
+    min_scale: int
+    max_scale: int
+    initial_scale: int
+    limit: int  # max-scale, or 1000 when max-scale is itself bad
+    note: str  # "max-scale (N)", for the messages of the checks against it
+
+
+def _read_scale(r: _Reader) -> _Scale:
     # max-scale first: several ranges depend on it. A bad one falls back to
     # the default only for those checks (it is reported anyway).
     max_scale = r.int_in(MAX_SCALE, 1, 1000, 10, "an integer from 1 to 1000")
     max_known = not r.problems or r.problems[-1].key != MAX_SCALE
-    max_note = f"max-scale ({max_scale})"
+    note = f"max-scale ({max_scale})"
     # Against a bad max-scale (already reported) only the absolute range is checked.
     limit = max_scale if max_known else 1000
-    min_scale = r.int_in(MIN_SCALE, 0, 1000, 0, f"an integer from 0 to {max_note}")
+    min_scale = r.int_in(MIN_SCALE, 0, 1000, 0, f"an integer from 0 to {note}")
     if min_scale > limit:
-        r.bad(MIN_SCALE, f"an integer from 0 to {max_note}")
+        r.bad(MIN_SCALE, f"an integer from 0 to {note}")
         min_scale = 0
-    initial_scale = r.int_in(INITIAL_SCALE, 1, 1000, 1, f"an integer from 1 to {max_note}")
+    initial_scale = r.int_in(INITIAL_SCALE, 1, 1000, 1, f"an integer from 1 to {note}")
     if initial_scale > limit:
-        r.bad(INITIAL_SCALE, f"an integer from 1 to {max_note}")
+        r.bad(INITIAL_SCALE, f"an integer from 1 to {note}")
         initial_scale = 1
+    return _Scale(min_scale, max_scale, initial_scale, limit, note)
 
-    engine = r.choice(ENGINE, ENGINES, "vllm")
 
-    def positive(x: float) -> bool:
-        return x > 0
+def _positive(x: float) -> bool:
+    return x > 0
 
-    def percent(x: float) -> bool:
-        return 1 <= x <= 100
 
-    target_concurrency = r.number(
-        TARGET_CONCURRENCY, default=16.0, allowed="a number > 0", check=positive
+def _percent(x: float) -> bool:
+    return 1 <= x <= 100
+
+
+def _read_targets(
+    r: _Reader, engine: str
+) -> tuple[float, float | None, float | None, float | None]:
+    """target-concurrency, target-queue-depth, and the KV-cache and GPU targets as fractions."""
+    concurrency = r.number(
+        TARGET_CONCURRENCY, default=16.0, allowed="a number > 0", check=_positive
     )
-    target_queue_depth = r.optional_number(
-        TARGET_QUEUE_DEPTH, allowed="a number > 0", check=positive
+    queue_depth = r.optional_number(TARGET_QUEUE_DEPTH, allowed="a number > 0", check=_positive)
+    kv_pct = r.optional_number(
+        TARGET_KV_CACHE, allowed="a percentage from 1 to 100", check=_percent
     )
-    kv_pct = r.optional_number(TARGET_KV_CACHE, allowed="a percentage from 1 to 100", check=percent)
     if kv_pct is not None and engine != "vllm":
         r.bad(
             TARGET_KV_CACHE,
             f"only with {ENGINE} vllm (engine is {engine}: it exports no KV-cache usage)",
         )
         kv_pct = None
-    gpu_pct = r.optional_number(TARGET_GPU, allowed="a percentage from 1 to 100", check=percent)
+    gpu_pct = r.optional_number(TARGET_GPU, allowed="a percentage from 1 to 100", check=_percent)
+    kv = None if kv_pct is None else kv_pct / 100.0
+    gpu = None if gpu_pct is None else gpu_pct / 100.0
+    return concurrency, queue_depth, kv, gpu
 
+
+def _read_windows(r: _Reader) -> tuple[float, float, float, float, float, float]:
+    """window, panic window and threshold, scale-down delay, up and down rates."""
     window_s = r.duration(WINDOW, 6.0, 3600.0, 60.0)
     panic_window_pct = r.number(
-        PANIC_WINDOW_PCT, default=10.0, allowed="a percentage from 1 to 100", check=percent
+        PANIC_WINDOW_PCT, default=10.0, allowed="a percentage from 1 to 100", check=_percent
     )
     panic_threshold_pct = r.number(
         PANIC_THRESHOLD_PCT,
@@ -547,39 +614,44 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
         allowed="a percentage from 110 to 1000",
         check=lambda x: 110 <= x <= 1000,
     )
-    scale_down_delay_s = r.duration(SCALE_DOWN_DELAY, 0.0, 3600.0, 60.0)
-    up_rate = r.number(
-        MAX_SCALE_UP_RATE, default=1000.0, allowed="a number > 1", check=lambda x: x > 1
-    )
-    down_rate = r.number(
-        MAX_SCALE_DOWN_RATE, default=2.0, allowed="a number > 1", check=lambda x: x > 1
-    )
+    delay_s = r.duration(SCALE_DOWN_DELAY, 0.0, 3600.0, 60.0)
+    up = r.number(MAX_SCALE_UP_RATE, default=1000.0, allowed="a number > 1", check=lambda x: x > 1)
+    down = r.number(MAX_SCALE_DOWN_RATE, default=2.0, allowed="a number > 1", check=lambda x: x > 1)
+    return window_s, panic_window_pct, panic_threshold_pct, delay_s, up, down
 
-    grace_text = annotations.get(GRACE_PERIOD)
-    adaptive_grace = grace_text is not None and grace_text.strip() == "adaptive"
-    if adaptive_grace:
-        grace_s = 300.0  # the fixed fallback while the idle history is short
-    else:
-        grace_s = r.duration(GRACE_PERIOD, 0.0, 24 * 3600.0, 300.0, also=", or adaptive")
 
-    metrics_port = r.get(
-        METRICS_PORT, _port, "a port number from 1 to 65535 or a port name (IANA_SVC_NAME)"
-    )
+def _read_grace(r: _Reader) -> tuple[float, bool]:
+    """The grace period in seconds, and whether it is ``adaptive``."""
+    text = r.annotations.get(GRACE_PERIOD)
+    if text is not None and text.strip() == "adaptive":
+        return 300.0, True  # the fixed fallback while the idle history is short
+    return r.duration(GRACE_PERIOD, 0.0, 24 * 3600.0, 300.0, also=", or adaptive"), False
 
+
+def _read_placement(r: _Reader, scale: _Scale) -> PlacementConfig:
     policy = r.choice(PLACEMENT_POLICY, PLACEMENT_POLICIES, "on-demand")
-    baseline = r.int_in(ON_DEMAND_BASELINE, 0, 1000, 1, f"an integer from 0 to {max_note}")
-    if baseline > limit:
-        r.bad(ON_DEMAND_BASELINE, f"an integer from 0 to {max_note}")
+    within = f"an integer from 0 to {scale.note}"
+    baseline = r.int_in(ON_DEMAND_BASELINE, 0, 1000, 1, within)
+    if baseline > scale.limit:
+        r.bad(ON_DEMAND_BASELINE, within)
         baseline = 1
     fallback = r.choice(FALLBACK, FALLBACKS, "dynamic")
-    overprovision = r.int_in(SPOT_OVERPROVISION, 0, 1000, 0, f"an integer from 0 to {max_note}")
-    if overprovision > limit:
-        r.bad(SPOT_OVERPROVISION, f"an integer from 0 to {max_note}")
+    overprovision = r.int_in(SPOT_OVERPROVISION, 0, 1000, 0, within)
+    if overprovision > scale.limit:
+        r.bad(SPOT_OVERPROVISION, within)
         overprovision = 0
-    pending_timeout_s = r.duration(PENDING_TIMEOUT, 10.0, 3600.0, 180.0)
+    return PlacementConfig(
+        policy=policy,
+        on_demand_baseline=baseline,
+        fallback=fallback,
+        spot_overprovision=overprovision,
+        pending_timeout_s=r.duration(PENDING_TIMEOUT, 10.0, 3600.0, 180.0),
+    )
 
-    # The warm tier: off unless sleep-after is set; it needs vLLM's sleep mode
-    # and must come before the grace period on the same idle clock.
+
+def _read_warm(r: _Reader, engine: str, min_scale: int, grace_s: float) -> tuple[float | None, int]:
+    """The warm tier: off unless sleep-after is set; it needs vLLM's sleep mode
+    and must come before the grace period on the same idle clock."""
     sleep_after_s = r.get(SLEEP_AFTER, _duration, "a duration from 1s to 24h")
     if sleep_after_s is not None and not 1.0 <= sleep_after_s <= 24 * 3600.0:
         r.bad(SLEEP_AFTER, "a duration from 1s to 24h")
@@ -593,7 +665,11 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
             f"a duration shorter than {GRACE_PERIOD} ({_fmt_duration(grace_s)}): "
             "both count from the same idle start",
         )
+    return sleep_after_s, sleep_level
 
+
+def _read_slo(r: _Reader) -> tuple[float | None, float]:
+    """The TTFT objective in seconds, and the attainment as a fraction."""
     slo_ttft_s = r.get(SLO_TTFT, _duration, "a duration from 100ms to 10m")
     if slo_ttft_s is not None and not 0.1 <= slo_ttft_s <= 600.0:
         r.bad(SLO_TTFT, "a duration from 100ms to 10m")
@@ -604,45 +680,58 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
         allowed="a percentage from 50 to 99.99",
         check=lambda x: 50 <= x <= 99.99,
     )
-    if SLO_ATTAINMENT in annotations and SLO_TTFT not in annotations:
+    if SLO_ATTAINMENT in r.annotations and SLO_TTFT not in r.annotations:
         r.bad(SLO_ATTAINMENT, f"only with {SLO_TTFT} (the objective it is a share of)")
+    return slo_ttft_s, attainment_pct / 100.0
 
+
+def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
+    """Validate ``annotations`` and build the target's :class:`ScalingConfig`.
+
+    Raises :class:`InvalidAnnotation` naming every bad value (see the module
+    docstring for what counts as bad). Unknown keys are not read here:
+    :func:`unknown_keys` names them, as warnings.
+    """
+    r = _Reader(annotations)
+    scale = _read_scale(r)
+    engine = r.choice(ENGINE, ENGINES, "vllm")
+    concurrency, queue_depth, kv, gpu = _read_targets(r, engine)
+    window_s, panic_window_pct, panic_threshold_pct, delay_s, up, down = _read_windows(r)
+    grace_s, adaptive_grace = _read_grace(r)
+    metrics_port = r.get(
+        METRICS_PORT, _port, "a port number from 1 to 65535 or a port name (IANA_SVC_NAME)"
+    )
+    placement = _read_placement(r, scale)
+    sleep_after_s, sleep_level = _read_warm(r, engine, scale.min_scale, grace_s)
+    slo_ttft_s, attainment = _read_slo(r)
     # Read by the activator, which unloads idle adapters; checked here so that
     # a bad value is an InvalidAnnotation Event like every other key.
     adapter_keep_alive_s = r.duration(ADAPTER_KEEP_ALIVE, 1.0, 24 * 3600.0, 600.0)
-
     if r.problems:
         raise InvalidAnnotation.from_problems(tuple(r.problems))
-
     return ScalingConfig(
-        min_scale=min_scale,
-        max_scale=max_scale,
-        initial_scale=initial_scale,
+        min_scale=scale.min_scale,
+        max_scale=scale.max_scale,
+        initial_scale=scale.initial_scale,
         engine=engine,
-        target_concurrency=target_concurrency,
-        target_queue_depth=target_queue_depth,
-        target_kv_cache_utilization=None if kv_pct is None else kv_pct / 100.0,
-        target_gpu_utilization=None if gpu_pct is None else gpu_pct / 100.0,
+        target_concurrency=concurrency,
+        target_queue_depth=queue_depth,
+        target_kv_cache_utilization=kv,
+        target_gpu_utilization=gpu,
         window_s=window_s,
         panic_window_percentage=panic_window_pct,
         panic_threshold_percentage=panic_threshold_pct,
-        scale_down_delay_s=scale_down_delay_s,
-        max_scale_up_rate=up_rate,
-        max_scale_down_rate=down_rate,
+        scale_down_delay_s=delay_s,
+        max_scale_up_rate=up,
+        max_scale_down_rate=down,
         scale_to_zero_grace_s=grace_s,
         scale_to_zero_grace_adaptive=adaptive_grace,
         metrics_port=8000 if metrics_port is None else metrics_port,
-        placement=PlacementConfig(
-            policy=policy,
-            on_demand_baseline=baseline,
-            fallback=fallback,
-            spot_overprovision=overprovision,
-            pending_timeout_s=pending_timeout_s,
-        ),
+        placement=placement,
         sleep_after_s=sleep_after_s,
         sleep_level=sleep_level,
         slo_ttft_s=slo_ttft_s,
-        slo_attainment=attainment_pct / 100.0,
+        slo_attainment=attainment,
         adapter_keep_alive_s=adapter_keep_alive_s,
     )
 

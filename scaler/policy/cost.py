@@ -5,7 +5,10 @@ Pure bookkeeping with time passed in. Each tick the controller hands
 the GPUs each requests and the GPU model of its node) and the seconds since
 the last tick; the meter adds GPU-seconds and dollars per capacity type and
 what the same GPU-seconds would have cost on demand. :func:`cost_rate` is
-the same at one instant, in dollars per hour.
+the same at one instant, in dollars per hour. The saving is measured
+against all on demand for the replicas the scaler *wants*, not for every
+replica that holds a GPU: while on-demand cover stands in for a spot replica
+that is still starting, both hold GPUs, but only one is wanted.
 
 What counts: a replica holds its GPUs from the moment it is bound to a node
 until it ends, Ready or not (a cloud bills a loading model's GPU too).
@@ -45,6 +48,7 @@ __all__ = [
     "cost_rate",
     "gpus_requested",
     "holds_gpus",
+    "on_demand_equivalent_per_hour",
 ]
 
 ANY_MODEL = "*"
@@ -135,14 +139,36 @@ class CostRate:
         return self.on_demand_equivalent_per_hour - self.total_per_hour
 
 
-def cost_rate(pods: Iterable[PodFacts], prices: PriceTable) -> CostRate:
+def on_demand_equivalent_per_hour(
+    pods: Iterable[PodFacts], prices: PriceTable, *, wanted: int | None = None
+) -> float:
+    """What the model would cost per hour all on demand.
+
+    ``wanted`` (the replicas the scaler wants): that many replicas, each at
+    the on-demand price of the GPUs an average replica of ``pods`` holds. A
+    spot replica still starting beside the on-demand cover that replaces it
+    is not wanted twice, so the saving during a cover is not inflated (it may
+    be negative: the cover costs more than all on demand would). ``None``:
+    the GPUs ``pods`` hold, each at its on-demand price.
+    """
+    held = [p for p in pods if holds_gpus(p)]
+    total = sum(p.gpus * prices.price(CapacityType.ON_DEMAND, p.gpu_model) for p in held)
+    if wanted is None:
+        return total
+    return total / len(held) * wanted if held else 0.0
+
+
+def cost_rate(
+    pods: Iterable[PodFacts], prices: PriceTable, *, wanted: int | None = None
+) -> CostRate:
+    """Dollars per hour now; the saving against all on demand for ``wanted`` replicas
+    (:func:`on_demand_equivalent_per_hour`)."""
+    pods = list(pods)
     per_hour = dict.fromkeys(CapacityType, 0.0)
-    equivalent = 0.0
     for pod in pods:
-        if not holds_gpus(pod):
-            continue
-        per_hour[pod.capacity_type] += pod.gpus * prices.price(pod.capacity_type, pod.gpu_model)
-        equivalent += pod.gpus * prices.price(CapacityType.ON_DEMAND, pod.gpu_model)
+        if holds_gpus(pod):
+            per_hour[pod.capacity_type] += pod.gpus * prices.price(pod.capacity_type, pod.gpu_model)
+    equivalent = on_demand_equivalent_per_hour(pods, prices, wanted=wanted)
     return CostRate(per_hour=per_hour, on_demand_equivalent_per_hour=equivalent)
 
 
@@ -162,13 +188,24 @@ class CostMeter:
     def saved_dollars(self) -> float:
         return self.on_demand_equivalent_dollars - sum(self.dollars.values())
 
-    def advance(self, pods: Iterable[PodFacts], *, seconds: float, prices: PriceTable) -> CostMeter:
-        """The totals after ``seconds`` more with ``pods`` as they are now."""
+    def advance(
+        self,
+        pods: Iterable[PodFacts],
+        *,
+        seconds: float,
+        prices: PriceTable,
+        wanted: int | None = None,
+    ) -> CostMeter:
+        """The totals after ``seconds`` more with ``pods`` as they are now (the
+        on-demand equivalent for ``wanted`` replicas: :func:`on_demand_equivalent_per_hour`)."""
         if seconds < 0:
             raise ValueError(f"seconds must be >= 0, got {seconds}")
+        pods = list(pods)
         gpu_seconds = dict(self.gpu_seconds)
         dollars = dict(self.dollars)
-        equivalent = self.on_demand_equivalent_dollars
+        equivalent = self.on_demand_equivalent_dollars + (
+            on_demand_equivalent_per_hour(pods, prices, wanted=wanted) * seconds / 3600
+        )
         for pod in pods:
             if not holds_gpus(pod):
                 continue
@@ -177,7 +214,6 @@ class CostMeter:
             dollars[pod.capacity_type] += (
                 used / 3600 * prices.price(pod.capacity_type, pod.gpu_model)
             )
-            equivalent += used / 3600 * prices.price(CapacityType.ON_DEMAND, pod.gpu_model)
         return CostMeter(
             gpu_seconds=gpu_seconds, dollars=dollars, on_demand_equivalent_dollars=equivalent
         )

@@ -32,6 +32,7 @@ __all__ = [
     "SLEPT",
     "SPOT_FALLBACK",
     "SPOT_RECOVERED",
+    "UNKNOWN_ANNOTATION",
     "WAKE_FAILED",
     "WOKE",
     "WRITES_FAILING",
@@ -45,6 +46,7 @@ CHANGE_REASONS = frozenset(
 )
 INVALID_ANNOTATION = "InvalidAnnotation"
 INVALID_ROUTING = "InvalidRouting"
+UNKNOWN_ANNOTATION = "UnknownAnnotation"
 WRITES_FAILING = "WritesFailing"
 SPOT_FALLBACK = "SpotFallback"
 SPOT_RECOVERED = "SpotRecovered"
@@ -77,6 +79,13 @@ EVENT_REASONS: tuple[EventReason, ...] = (
         "an `autoscaling.tidal.dev/` or `placement.tidal.dev/` annotation is invalid (each key,"
         " value and what is allowed); the scale is left alone and requests held for the model"
         " are answered 503 `not_woken` until it is fixed",
+    ),
+    EventReason(
+        UNKNOWN_ANNOTATION,
+        True,
+        "a key under `autoscaling.tidal.dev/` or `placement.tidal.dev/` is not one Tidal reads"
+        " (a typo?): named with the closest known key and ignored; scaling goes on with the"
+        " keys that are known",
     ),
     EventReason(
         INVALID_ROUTING,

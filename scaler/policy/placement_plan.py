@@ -67,6 +67,11 @@ class PlacementPlan:
     events: tuple[tuple[str, str], ...] = ()
 
 
+def _replicas(count: int, kind: str) -> str:
+    """``1 spot replica``, ``3 spot replicas``."""
+    return f"{count} {kind} replica{'' if count == 1 else 's'}"
+
+
 def _why(counts: SpotCounts) -> str:
     reasons = Counter(str(r) for r in counts.unavailable.values())
     if not reasons:
@@ -140,7 +145,7 @@ def plan_placement(
         events.append(
             (
                 SPOT_FALLBACK,
-                f"on-demand covers {result.covering} of {result.spot} spot replicas "
+                f"on-demand covers {result.covering} of {_replicas(result.spot, 'spot')} "
                 f"({_why(counts)}); on-demand {result.on_demand}, spot {result.spot}",
             )
         )
@@ -151,7 +156,7 @@ def plan_placement(
         events.append(
             (
                 SPOT_RECOVERED,
-                f"{counts.ready} spot replicas ready; on-demand back to {result.on_demand} "
+                f"{_replicas(counts.ready, 'spot')} ready; on-demand back to {result.on_demand} "
                 f"(spot {result.spot})",
             )
         )

@@ -1,4 +1,4 @@
-"""The scaler's check of a Deployment's ``routing.tidal.dev/*`` annotations (DESIGN §2).
+"""The scaler's check of a Deployment's ``routing.tidal.dev/*`` annotations.
 
 Routing belongs to the activator, which reads these annotations, uses the
 default for a bad value (one typo must not take a model off the data path)
@@ -13,7 +13,9 @@ Main decisions:
   problem, a routing problem does not stop scaling: the activator routes
   with the defaults meanwhile, so the model is served.
 - **Unknown keys are typos** (``routing.tidal.dev/model`` for ``models``),
-  named with the known keys, as :mod:`scaler.policy.annotations` does.
+  named with the closest known key and a pointer to the reference page, as
+  :mod:`scaler.policy.annotations` does (the list of every key would not
+  fit an Event's 1,024 bytes).
 - **The same rules as the activator.** The scaler cannot import the
   activator (they talk over HTTP), so the keys and ranges are stated here
   again; a unit test runs both checks over the same annotations and fails
@@ -25,7 +27,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 
-from scaler.policy.annotations import AnnotationProblem, parse_duration_s
+from scaler.policy.annotations import (
+    ANNOTATIONS_PAGE,
+    AnnotationProblem,
+    parse_duration_s,
+    unknown_key_problem,
+)
 
 __all__ = ["ROUTING_KEYS", "ROUTING_PREFIX", "routing_problems"]
 
@@ -82,7 +89,15 @@ def _dns_name(value: str) -> bool:
     return bool(re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", value.strip()))
 
 
-# key (after the prefix) -> (check, what is allowed), in DESIGN §2 order.
+def _priority(value: str) -> bool:
+    # groundwork.priority.parse_priority, restated (scaler.policy imports no Tidal code).
+    text = value.strip().lower()
+    if text in ("critical", "standard", "sheddable"):
+        return True
+    return bool(re.fullmatch(r"[+-]?[0-9]{1,7}", text)) and -1_000_000 <= int(text) <= 1_000_000
+
+
+# key (after the prefix) -> (check, what is allowed), in the order of docs/annotations.md.
 _RULES: dict[str, tuple[Callable[[str], bool], str]] = {
     "service": (_anything, "a Service name"),
     "port": (_port, "a port number 1..65535 or a port name"),
@@ -106,6 +121,14 @@ _RULES: dict[str, tuple[Callable[[str], bool], str]] = {
         lambda v: v.strip().lower() in ("true", "false"),
         "true or false",
     ),
+    "default-priority": (
+        _priority,
+        "critical, standard, sheddable or a whole number -1000000..1000000",
+    ),
+    "shed-at-zero": (
+        lambda v: v.strip().lower() in ("true", "false"),
+        "true or false",
+    ),
 }
 
 #: Every routing annotation the activator reads.
@@ -120,8 +143,7 @@ def routing_problems(annotations: Mapping[str, str]) -> tuple[AnnotationProblem,
             continue
         rule = _RULES.get(key[len(ROUTING_PREFIX) :])
         if rule is None:
-            allowed = "unknown key; known keys are " + ", ".join(ROUTING_KEYS)
-            problems.append(AnnotationProblem(key, value, allowed))
+            problems.append(unknown_key_problem(key, value, ROUTING_KEYS, ANNOTATIONS_PAGE))
         elif not rule[0](value):
             problems.append(AnnotationProblem(key, value, rule[1]))
     return tuple(problems)

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from scaler.policy.api import ScalingConfig, SignalKind, SignalReading
@@ -199,15 +199,33 @@ class TrailingAverages:
         samples move together to the new bucket that holds its start time.
         """
         new = TrailingAverages(stable_window_s=stable_window_s, panic_window_s=panic_window_s)
-        if self._head is not None:
-            for k in range(self._head - self._n + 1, self._head + 1):
-                slot = k % self._n
-                count = self._counts[slot]
-                if count:
-                    new._add_raw(self._sums[slot], count, k * self.width_s)
-        new.last_recorded_s = self.last_recorded_s
-        new._last_value = self._last_value
+        new.restore(
+            self.buckets(), last_recorded_s=self.last_recorded_s, last_value=self.last_value
+        )
         return new
+
+    def buckets(self) -> Iterator[tuple[int, int, float]]:
+        """``(sum in units, samples, start time)`` of each bucket holding samples, oldest first."""
+        if self._head is None:
+            return
+        for k in range(self._head - self._n + 1, self._head + 1):
+            slot = k % self._n
+            count = self._counts[slot]
+            if count:
+                yield self._sums[slot], count, k * self.width_s
+
+    def restore(
+        self,
+        buckets: Iterable[tuple[int, int, float]],
+        *,
+        last_recorded_s: float | None,
+        last_value: float | None,
+    ) -> None:
+        """Take in another window's :meth:`buckets` and its last sample (a resize)."""
+        for units, count, at_s in buckets:
+            self._add_raw(units, count, at_s)
+        self.last_recorded_s = last_recorded_s
+        self._last_value = last_value
 
     def _add_raw(self, units: int, count: int, at_s: float) -> None:
         bucket = math.floor(at_s / self.width_s)

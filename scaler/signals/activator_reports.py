@@ -1,4 +1,4 @@
-"""Activator reports: the activator view of demand (DESIGN §3 "Reporting", §4).
+"""Activator reports: the activator view of demand (docs/architecture.md, "The scaler").
 
 Every activator posts its per-target counts every ``period_s`` (1 s). The
 store keeps only each activator's latest report, stamped with the time it
@@ -21,14 +21,15 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from scaler.signals.base import SourceReading
+from scaler.policy.api import SignalKind
+from scaler.signals.base import COUNTS, SourceReading
 from scaler.signals.names import ACTIVATOR
 
 __all__ = ["ActivatorReport", "ActivatorReports", "ReportError", "TargetStats", "parse_report"]
 
 
 class ReportError(ValueError):
-    """A report body that does not have the shape of DESIGN §3."""
+    """A report body that does not have the shape of a report (see :func:`parse_report`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,12 @@ class TargetStats:
     # The fastest prefill among those first tokens: prompt tokens over the time
     # from reaching a replica to the first token (0: none).
     best_prefill_tokens_per_s: float = 0.0
+    # Held requests by priority class at the period's end, and those shed in
+    # it (optional in a report; shown by `tidal status`, never acted on).
+    held_critical: int = 0
+    held_standard: int = 0
+    held_sheddable: int = 0
+    shed: int = 0
     # LoRA adapter loads replicas refused in the period (each names the replica,
     # the adapter and its answer), for an AdapterLoadRefused Event.
     adapter_refusals: tuple[str, ...] = ()
@@ -70,14 +77,20 @@ def _refusals(raw: object, where: str) -> tuple[str, ...]:
     return tuple(r[:MAX_REFUSAL_CHARS] for r in raw[:MAX_ADAPTER_REFUSALS])
 
 
-# TargetStats' optional token fields, as named in a report.
+# TargetStats' optional count fields, as named in a report.
 _TOKEN_FIELDS = (
     "prompt_tokens",
     "output_tokens",
     "first_tokens",
     "prefilled_tokens",
     "awaiting_first_token",
+    "held_critical",
+    "held_standard",
+    "held_sheddable",
+    "shed",
 )
+# Summed over the activators into the reading's observed values, as named there.
+_HOLD_FIELDS = ("held_critical", "held_standard", "held_sheddable", "shed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +199,11 @@ class ActivatorReports:
     def name(self) -> str:
         return ACTIVATOR
 
+    @property
+    def feeds(self) -> frozenset[SignalKind]:
+        """Requests held and in flight: the counts, nothing of the servers' state."""
+        return COUNTS
+
     def record(self, report: ActivatorReport, *, now: float) -> int:
         """Keep ``report`` as its activator's latest; the number of activators reporting."""
         self._expire(now)
@@ -219,6 +237,7 @@ class ActivatorReports:
         concurrency = 0.0
         in_flight = buffered = arrivals = awaiting = 0
         pods: dict[str, float] = {}
+        hold = dict.fromkeys(_HOLD_FIELDS, 0)
         fresh = True
         for got in self._latest.values():
             if now - got.arrived_at > self._fresh_within_periods * got.report.period_s:
@@ -231,12 +250,15 @@ class ActivatorReports:
             buffered += stats.buffered
             arrivals += stats.arrivals
             awaiting += stats.awaiting_first_token
+            for name in _HOLD_FIELDS:
+                hold[name] += getattr(stats, name)
             for pod, n in stats.pods.items():
                 pods[pod] = pods.get(pod, 0.0) + n
         return SourceReading(
             source=ACTIVATOR,
             fresh=fresh,
             reporters=len(self._latest),
+            activators=len(self._latest),
             concurrency=concurrency,
             queue_depth=float(buffered),
             busy=concurrency > 0 or in_flight > 0 or buffered > 0,
@@ -247,5 +269,6 @@ class ActivatorReports:
                 "activator_buffered": float(buffered),
                 "activator_arrivals": float(arrivals),
                 "activator_awaiting_first_token": float(awaiting),
+                **{f"activator_{name}": float(n) for name, n in hold.items()},
             },
         )

@@ -1,9 +1,10 @@
 """The one interface every demand source offers, and the values it hands over.
 
-Three sources feed the scaler (DESIGN §4): activator reports (pushed to us),
-model-server scrapes and Prometheus queries (pulled by us on their own
-schedule). Whatever their transport, the signal hub asks each the same
-question at decision time: "what do you know about target ``ns/name`` at
+Three sources feed the scaler (docs/architecture.md, "The scaler"):
+activator reports (pushed to us), model-server scrapes and Prometheus
+queries (pulled by us on their own schedule). Whatever their transport, each
+says which signals it measures (:attr:`DemandSource.feeds`), and the signal
+hub asks each the same question at decision time: "what do you know about target ``ns/name`` at
 ``now``?" and gets a :class:`SourceReading` back, or ``None`` when the source
 has no say for that target (no activator reports at all, engine ``generic``,
 no Prometheus URL). ``None`` means "not expected", which differs from a
@@ -21,13 +22,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from scaler.policy.api import SignalKind
+
 __all__ = [
+    "COUNTS",
     "DemandSource",
     "PodEndpoint",
     "PolledSource",
     "SourceReading",
     "TargetPods",
 ]
+
+
+#: The request counts: concurrency and queue depth.
+COUNTS = frozenset({SignalKind.CONCURRENCY, SignalKind.QUEUE_DEPTH})
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +52,7 @@ class SourceReading:
     source: str
     fresh: bool
     reporters: int  # activators reporting, or pods with data
+    activators: int = 0  # of those, activators (the count /v1/targets shows)
     concurrency: float | None = None  # requests held or running
     queue_depth: float | None = None  # requests waiting for a slot
     busy: bool = False  # anything held, running or waiting right now
@@ -58,10 +67,18 @@ class SourceReading:
 
 
 class DemandSource(Protocol):
-    """Anything the signal hub can ask about a target's demand."""
+    """Anything the signal hub can ask about a target's demand.
+
+    ``feeds``: the signals this source measures. The hub combines every
+    source the same way from it (:mod:`scaler.signals.combine`): counts across
+    the sources that measure them, a utilization from the most direct source
+    that measures it."""
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def feeds(self) -> frozenset[SignalKind]: ...
 
     def read(self, key: str, *, now: float) -> SourceReading | None:
         """This source's view of ``key`` (``namespace/name``) at ``now``, or

@@ -1,14 +1,22 @@
-"""Readings from every source -> the policy's signals for one target (DESIGN §4).
+"""Readings from every source -> the policy's signals for one target.
 
-- **concurrency** = max(activator concurrency, server running + waiting).
-  Never the sum: a request the activator forwarded is running on a server, and
-  adding both views would count it twice. The larger view wins because each
-  can miss requests the other sees (the activator misses traffic that bypasses
-  it; the servers miss requests still held in the activator).
-- **queue depth** = activator buffered + server waiting (Triton: pending): those
-  are different requests (held before a replica, queued inside one).
-- **KV cache utilization**: the server view; **GPU utilization**: Prometheus
-  (DCGM) when configured, else the server view (Triton's ``nv_gpu_utilization``).
+The rule knows no source by name: each source says which signals it
+measures (:attr:`~scaler.signals.base.DemandSource.feeds`), and every signal
+is combined from the sources that measure it.
+
+- **Counts add views, never requests twice.** *Concurrency* is the largest
+  of the views (activator concurrency, server running + waiting), never the
+  sum: a request the activator forwarded is running on a server, and adding
+  both views would count it twice. The larger view wins because each can
+  miss requests the other sees (the activator misses traffic that bypasses
+  it; the servers miss requests still held in the activator). *Queue depth*
+  is the sum (activator buffered + server waiting, Triton: pending): those
+  are different requests, held before a replica and queued inside one.
+- **A utilization comes from its most direct source**: of the sources that
+  measure it, the one that measures the fewest signals. GPU utilization is
+  DCGM's (through Prometheus, which measures nothing else) when configured,
+  else the server's own gauge (Triton's ``nv_gpu_utilization``); KV cache
+  utilization is the servers'.
 
 Main decision, freshness: a signal is *complete* only when every source that
 contributes to it is fresh. The value is still recorded when some contributor
@@ -27,35 +35,36 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scaler.policy.api import Demand, SignalKind
-from scaler.signals.base import SourceReading
-from scaler.signals.names import ACTIVATOR, PROMETHEUS, SCRAPE
+from scaler.signals.base import COUNTS, SourceReading
 
-__all__ = ["CombinedSignals", "combine", "fed_by", "share_within"]
+__all__ = ["CombinedSignals", "Fed", "combine", "fed_by", "share_within"]
+
+#: One source's reading (``None``: not expected for this target) with the
+#: signals that source measures.
+Fed = tuple[frozenset[SignalKind], SourceReading | None]
+
+_UTILIZATIONS = frozenset(SignalKind) - COUNTS
 
 
-_ALL_KINDS = frozenset(SignalKind)
-_COUNTS = frozenset({SignalKind.CONCURRENCY, SignalKind.QUEUE_DEPTH})
+def _most_direct(kind: SignalKind, feeds: Sequence[frozenset[SignalKind] | None]) -> int | None:
+    """Of the sources measuring ``kind`` (``None``: not present), the index of the
+    one that measures fewest signals (the first of equals)."""
+    measuring = [(len(f), i) for i, f in enumerate(feeds) if f is not None and kind in f]
+    return min(measuring)[1] if measuring else None
 
 
-def fed_by(source: str, *, prometheus: bool) -> frozenset[SignalKind]:
-    """The signals whose combined value changes when ``source`` brings news.
+def fed_by(source: int, every: Sequence[frozenset[SignalKind]]) -> frozenset[SignalKind]:
+    """The signals whose combined value changes when ``every[source]`` brings news.
 
-    The hub records only these at that source's arrival, so that a
-    slow source's last value is not recorded again at every faster arrival
-    (GPU utilization from Prometheus would otherwise be re-sampled at every
-    activator report). The server view feeds GPU utilization only when no
-    Prometheus is configured (Triton's ``nv_gpu_utilization``). A source of
-    another name (a test's fake) feeds everything.
+    The hub records only these at that source's arrival, so that a slow
+    source's last value is not recorded again at every faster arrival (GPU
+    utilization from Prometheus would otherwise be re-sampled at every
+    activator report): a source feeds the counts it measures and the
+    utilizations it is the most direct source of.
     """
-    if source == ACTIVATOR:
-        return _COUNTS
-    if source == SCRAPE:
-        if prometheus:
-            return _COUNTS | {SignalKind.KV_CACHE_UTILIZATION}
-        return _ALL_KINDS
-    if source == PROMETHEUS:
-        return frozenset({SignalKind.GPU_UTILIZATION})
-    return _ALL_KINDS
+    feeds = every[source]
+    direct = {kind for kind in feeds & _UTILIZATIONS if _most_direct(kind, every) == source}
+    return frozenset((feeds & COUNTS) | direct)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,41 +81,43 @@ class CombinedSignals:
     ttft_new: tuple[tuple[float, float], ...] = ()
 
 
-def _merge(
-    contributors: list[SourceReading], value: list[float | None]
-) -> tuple[list[float], bool]:
-    present = [v for v in value if v is not None]
-    return present, all(r.fresh for r in contributors)
+def _count(kind: SignalKind, readings: Sequence[Fed]) -> tuple[list[float], bool]:
+    """The values of a count from every source measuring it, and whether all of
+    them answered fresh with a value."""
+    counted = [r for feeds, r in readings if kind in feeds and r is not None]
+    present = [v for r in counted if (v := _value(kind, r)) is not None]
+    complete = bool(counted) and len(present) == len(counted) and all(r.fresh for r in counted)
+    return present, complete
 
 
-def combine(readings: Mapping[str, SourceReading | None]) -> CombinedSignals:
-    """Combine the readings of one target (keyed by source name, ``None``: not expected)."""
-    act = readings.get(ACTIVATOR)
-    scrape = readings.get(SCRAPE)
-    prom = readings.get(PROMETHEUS)
+def _value(kind: SignalKind, reading: SourceReading) -> float | None:
+    if kind is SignalKind.CONCURRENCY:
+        return reading.concurrency
+    if kind is SignalKind.QUEUE_DEPTH:
+        return reading.queue_depth
+    if kind is SignalKind.KV_CACHE_UTILIZATION:
+        return reading.kv_cache_utilization
+    return reading.gpu_utilization
+
+
+def combine(readings: Sequence[Fed]) -> CombinedSignals:
+    """Combine one target's readings, each with the signals its source measures."""
     values: dict[SignalKind, float] = {}
     complete: dict[SignalKind, bool] = {}
-
-    counted = [r for r in (act, scrape) if r is not None]
-    conc, conc_ok = _merge(counted, [r.concurrency for r in counted])
+    conc, complete[SignalKind.CONCURRENCY] = _count(SignalKind.CONCURRENCY, readings)
     if conc:
         values[SignalKind.CONCURRENCY] = max(conc)
-    complete[SignalKind.CONCURRENCY] = conc_ok and len(conc) == len(counted) and bool(counted)
-    queue, queue_ok = _merge(counted, [r.queue_depth for r in counted])
+    queue, complete[SignalKind.QUEUE_DEPTH] = _count(SignalKind.QUEUE_DEPTH, readings)
     if queue:
         values[SignalKind.QUEUE_DEPTH] = sum(queue)
-    complete[SignalKind.QUEUE_DEPTH] = queue_ok and len(queue) == len(counted) and bool(counted)
-
-    if scrape is not None and scrape.kv_cache_utilization is not None:
-        values[SignalKind.KV_CACHE_UTILIZATION] = scrape.kv_cache_utilization
-    complete[SignalKind.KV_CACHE_UTILIZATION] = scrape is not None and scrape.fresh
-
-    gpu_source = prom if prom is not None else scrape
-    if gpu_source is not None and gpu_source.gpu_utilization is not None:
-        values[SignalKind.GPU_UTILIZATION] = gpu_source.gpu_utilization
-    complete[SignalKind.GPU_UTILIZATION] = gpu_source is not None and gpu_source.fresh
-
-    present = [r for r in (act, scrape, prom) if r is not None]
+    for kind in (SignalKind.KV_CACHE_UTILIZATION, SignalKind.GPU_UTILIZATION):
+        direct = _most_direct(kind, [feeds if r is not None else None for feeds, r in readings])
+        source = readings[direct][1] if direct is not None else None
+        value = _value(kind, source) if source is not None else None
+        if value is not None:
+            values[kind] = value
+        complete[kind] = source is not None and source.fresh
+    present = [r for _, r in readings if r is not None]
     pod_load: dict[str, float] = {}
     observed: dict[str, float] = {}
     for r in present:
@@ -121,10 +132,10 @@ def combine(readings: Mapping[str, SourceReading | None]) -> CombinedSignals:
         values=values,
         complete=complete,
         demand=demand,
-        activators=act.reporters if act is not None else 0,
+        activators=sum(r.activators for r in present),
         pod_load=pod_load,
         observed=observed,
-        ttft_new=scrape.ttft_new if scrape is not None else (),
+        ttft_new=next((r.ttft_new for r in present if r.ttft_new), ()),
     )
 
 

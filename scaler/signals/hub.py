@@ -1,6 +1,9 @@
-"""The signals' one owner: sources in, observations out (DESIGN §4).
+"""The signals' one owner: sources in, observations out.
 
-The hub holds the demand sources, every target's
+The hub holds the demand sources (each behind the one small interface
+:class:`~scaler.signals.base.DemandSource`: its name, the signals it
+measures, a reading per target; the hub iterates them without knowing which
+is which), every target's
 :class:`~scaler.policy.windows.SignalWindows`, and the combination rule
 (:mod:`scaler.signals.combine`). News goes *in*: an activator report
 (:meth:`SignalHub.report`), or a pulled source that finished a refresh
@@ -31,7 +34,9 @@ Main decisions:
   :class:`~scaler.policy.api.LoadTotals` when it arrives, so the policy
   diffs two decisions' counters and sees every token between them however
   many reports came in; requests awaiting a first token are a level, the
-  sum of the activators' latest.
+  sum of the activators' latest. The counts a pulled source brings with a
+  refresh (the servers' new prompt tokens, their new first tokens by TTFT
+  bound) are added when that source arrives, once per refresh.
 - **Synchronous, time passed in**: no clock and no I/O, so a simulator drives
   it with simulated time as the scaler does with the loop's clock.
 """
@@ -51,9 +56,8 @@ from scaler.signals.activator_reports import (
     ActivatorReports,
     TargetStats,
 )
-from scaler.signals.base import DemandSource
-from scaler.signals.combine import CombinedSignals, combine, fed_by, share_within
-from scaler.signals.names import ACTIVATOR, PROMETHEUS, SCRAPE
+from scaler.signals.base import DemandSource, SourceReading
+from scaler.signals.combine import CombinedSignals, Fed, combine, fed_by, share_within
 
 __all__ = ["HubSettings", "SignalHub", "SignalView", "TargetCatalog"]
 
@@ -119,12 +123,15 @@ class SignalHub:
         if len(set(names)) != len(names):
             raise ValueError(f"demand sources must have distinct names, got {names}")
         self._sources = list(sources)
+        # What each source measures, read once, and what each arrival records.
+        self._feeds = [s.feeds for s in self._sources]
+        self._index = {s.name: i for i, s in enumerate(self._sources)}
+        self._fed = [fed_by(i, self._feeds) for i in range(len(self._sources))]
         self._catalog = catalog
         settings = settings or HubSettings()
         self._fresh_within_s = fresh_bounds(
             settings.fresh_within_s, settings.fresh_within_s_by_kind
         )
-        self._prometheus = PROMETHEUS in names
         self._reports = next((s for s in sources if isinstance(s, ActivatorReports)), None)
         self._windows: dict[str, SignalWindows] = {}
         self._demand_seen_at: dict[str, float] = {}
@@ -136,8 +143,11 @@ class SignalHub:
     def source_names(self) -> tuple[str, ...]:
         return tuple(s.name for s in self._sources)
 
+    def _read(self, key: str, now: float) -> list[Fed]:
+        return [(f, s.read(key, now=now)) for f, s in zip(self._feeds, self._sources, strict=True)]
+
     def _combine(self, key: str, now: float) -> CombinedSignals:
-        return combine({s.name: s.read(key, now=now) for s in self._sources})
+        return combine(self._read(key, now))
 
     def _tracked(self) -> dict[str, tuple[ScalingConfig, SignalWindows]]:
         """Windows for every valid target of the catalog (created on first sight,
@@ -177,7 +187,7 @@ class SignalHub:
             if stats.adapter_refusals:
                 kept = self._adapter_refusals.setdefault(key, [])
                 kept.extend(stats.adapter_refusals[: MAX_ADAPTER_REFUSALS - len(kept)])
-        self.arrived(ACTIVATOR, now=now)
+        self.arrived(self._reports.name, now=now)
         return count
 
     def take_adapter_refusals(self, key: str) -> list[str]:
@@ -207,14 +217,16 @@ class SignalHub:
     def arrived(self, source: str, *, now: float, keys: Iterable[str] | None = None) -> int:
         """``source`` brought news at ``now``: record the signals it feeds, for ``keys``
         (default: every target), into their windows. Returns the targets recorded."""
-        kinds = fed_by(source, prometheus=self._prometheus)
+        index = self._index.get(source)
+        kinds = self._fed[index] if index is not None else frozenset()
         tracked = self._tracked()
         wanted = tracked.keys() if keys is None else [k for k in keys if k in tracked]
         for key in wanted:
             config, windows = tracked[key]
-            combined = self._combine(key, now)
-            if source == SCRAPE:
-                self._count_served(key, combined, config.slo_ttft_s)
+            readings = self._read(key, now)
+            combined = combine(readings)
+            if index is not None:
+                self._count_brought(key, readings[index][1], config.slo_ttft_s)
             for kind, value in combined.values.items():
                 if kind in kinds:
                     windows.record(kind, value, now)
@@ -222,12 +234,16 @@ class SignalHub:
                 self._demand_seen_at[key] = now
         return len(wanted)
 
-    def _count_served(self, key: str, combined: CombinedSignals, slo_ttft_s: float | None) -> None:
-        """A refresh's new prompt tokens on the servers and, for a target with a TTFT
-        objective, its new first tokens within it (each counted by one refresh)."""
-        tokens = combined.observed.get("server_new_prompt_tokens", 0.0)
+    def _count_brought(
+        self, key: str, reading: SourceReading | None, slo_ttft_s: float | None
+    ) -> None:
+        """The counts one refresh brought: the servers' new prompt tokens and, for a
+        target with a TTFT objective, their new first tokens within it."""
+        if reading is None:
+            return
+        tokens = reading.observed.get("server_new_prompt_tokens", 0.0)
         within, counted = (
-            share_within(combined.ttft_new, slo_ttft_s) if slo_ttft_s is not None else (0.0, 0.0)
+            share_within(reading.ttft_new, slo_ttft_s) if slo_ttft_s is not None else (0.0, 0.0)
         )
         if tokens > 0 or counted > 0:
             was = self._totals.get(key, LoadTotals())

@@ -1,10 +1,9 @@
-"""The names of the demand sources, defined once (DESIGN §4).
+"""The names of the demand sources, defined once.
 
-Every :class:`~scaler.signals.base.DemandSource` answers to one of these, and
-:mod:`scaler.signals.combine` and :mod:`scaler.signals.hub` key on them: which
-view a reading is (activator or server) and which signals an arrival from it
-feeds. A source of any other name (a test's fake) is treated as feeding every
-signal.
+Every :class:`~scaler.signals.base.DemandSource` answers to one of these: a
+pulled source's arrival is announced to the hub by name, and the name is
+what logs, metrics and ``tidal status`` say. How a source's readings are
+combined follows from the signals it measures, not from its name.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The GPU view: DCGM utilization by pod, from a Prometheus server (DESIGN §4).
+"""The GPU view: DCGM utilization by pod, from a Prometheus server.
 
 One instant query per refresh covers every target:
 ``avg by (<pod label>, <namespace label>) (<metric>)``, where the metric is
@@ -24,6 +24,7 @@ from enum import StrEnum
 
 import aiohttp
 
+from scaler.policy.api import SignalKind
 from scaler.signals.base import SourceReading, TargetPods
 from scaler.signals.names import PROMETHEUS
 
@@ -104,6 +105,11 @@ class PrometheusGpu:
     @property
     def name(self) -> str:
         return PROMETHEUS
+
+    @property
+    def feeds(self) -> frozenset[SignalKind]:
+        """DCGM's GPU utilization, and only that."""
+        return frozenset({SignalKind.GPU_UTILIZATION})
 
     @property
     def query(self) -> str:

@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
+from scaler.policy.api import SignalKind
 from scaler.signals.base import PodEndpoint, SourceReading, TargetPods
 from scaler.signals.names import SCRAPE
 
@@ -260,6 +261,12 @@ class PodScraper:
     @property
     def name(self) -> str:
         return SCRAPE
+
+    @property
+    def feeds(self) -> frozenset[SignalKind]:
+        """Running and waiting requests, KV cache use, and GPU utilization where the
+        server reports it (Triton's ``nv_gpu_utilization``)."""
+        return frozenset(SignalKind)
 
     async def _fetch(self, pod: PodEndpoint, engine: str) -> PodMetrics:
         host = f"[{pod.ip}]" if ":" in pod.ip else pod.ip

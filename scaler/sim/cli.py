@@ -34,8 +34,9 @@ from typing import Any
 from activator.balancing.prefix_affinity import AffinityConfig
 from scaler.policy import InvalidAnnotation, PlacementConfig, parse_duration_s
 from scaler.policy.annotations import AUTOSCALING_PREFIX
-from scaler.sim import adapters, synthetic, traces
+from scaler.sim import adapter_cli, synthetic, traces
 from scaler.sim.chat_trace import MEAN_TURNS, ChatSpec, generate_chat
+from scaler.sim.classes import class_table, ttft_by_class
 from scaler.sim.engine import LlmParams
 from scaler.sim.oracle import cacheable_tokens
 from scaler.sim.prefix_routing import ROUTINGS, balancer
@@ -91,8 +92,11 @@ _FILE_BLOCK_TOKENS = 512
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Replay a request trace in simulated time through Tidal's own policy and the "
-        "baselines (always-on, Kubernetes HPA, KEDA + HTTP add-on, Knative KPA) and print "
-        "the scorecard: SLO attainment, goodput, cold starts, failures, GPU-seconds and cost."
+        "baselines (always-on, Kubernetes HPA, KEDA + HTTP add-on, Knative KPA, NVIDIA "
+        "Dynamo's SLA planner) and the oracle (a lower bound on the GPU-hours any schedule "
+        "needs for its SLO), and print the scorecard: SLO "
+        "attainment, goodput, cold starts, failures, GPU-seconds and cost. Durations are "
+        "Go-style (90s, 5m, 1h)."
     )
     src = parser.add_argument_group("workload")
     src.add_argument(
@@ -105,77 +109,154 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "multi-turn conversations with prompt block ids, for --routing)",
     )
     src.add_argument(
-        "--time-field", default="TIMESTAMP", help="timestamp field (default %(default)s)"
+        "--time-field",
+        default="TIMESTAMP",
+        metavar="FIELD",
+        help="timestamp field (default %(default)s)",
     )
     src.add_argument(
-        "--prompt-field", default="ContextTokens", help="prompt-token field (default %(default)s)"
+        "--prompt-field",
+        default="ContextTokens",
+        metavar="FIELD",
+        help="prompt-token field (default %(default)s)",
     )
     src.add_argument(
-        "--output-field", default="GeneratedTokens", help="output-token field (default %(default)s)"
+        "--output-field",
+        default="GeneratedTokens",
+        metavar="FIELD",
+        help="output-token field (default %(default)s)",
     )
-    src.add_argument("--model-field", default=None, help="model field (default: one model)")
+    src.add_argument(
+        "--model-field", default=None, metavar="FIELD", help="model field (default: one model)"
+    )
     src.add_argument(
         "--prefix-field",
         default=None,
+        metavar="FIELD",
         help="field holding the prompt as a list of block hashes (as Mooncake's hash_ids): "
         "replicas then serve shared prefixes from an LRU prefix cache (default: none)",
+    )
+    src.add_argument(
+        "--class-field",
+        default=None,
+        metavar="FIELD",
+        help="field holding each request's priority class (critical, standard, sheddable or "
+        "a whole number, higher first): held requests are released by class, and TTFT is "
+        "reported per class (default: none, every request standard)",
+    )
+    src.add_argument(
+        "--tenant-field",
+        default=None,
+        metavar="FIELD",
+        help="field naming each request's tenant: within a class, held requests are released "
+        "in turns across tenants weighted by tokens (default: none, one tenant)",
     )
     src.add_argument(
         "--prefix-block-tokens",
         type=int,
         default=None,
+        metavar="TOKENS",
         help="tokens per block hash in --prefix-field (default 512, the Mooncake traces'; "
         "synthetic:chat: 16, vLLM's block)",
     )
-    src.add_argument("--time-unit", choices=("s", "ms"), default="s", help="numeric timestamp unit")
+    src.add_argument(
+        "--time-unit", choices=("s", "ms"), default="s", help="numeric timestamp unit (default s)"
+    )
     src.add_argument(
         "--timestamps",
         choices=("auto", "absolute", "relative"),
         default="auto",
         help="absolute times are re-based to the first request; relative ones kept (default auto)",
     )
-    src.add_argument("--format", choices=("auto", "csv", "jsonl"), default="auto")
-    src.add_argument("--start", type=_duration, default=0.0, help="skip this much of the trace")
-    src.add_argument("--duration", type=_duration, default=None, help="replay only this much")
+    src.add_argument(
+        "--format",
+        choices=("auto", "csv", "jsonl"),
+        default="auto",
+        help="the trace file's format (default auto: by its extension)",
+    )
+    src.add_argument(
+        "--start",
+        type=_duration,
+        default=0.0,
+        metavar="DURATION",
+        help="skip this much of the trace (default 0s)",
+    )
+    src.add_argument(
+        "--duration",
+        type=_duration,
+        default=None,
+        metavar="DURATION",
+        help="replay only this much (default: all of it)",
+    )
     src.add_argument(
         "--load-factor",
         type=_positive,
         default=1.0,
+        metavar="F",
         help="scale the load: each request is sent int(F) times (spread within its second) "
-        "and once more with probability F - int(F), so 0.5 keeps half the requests (seeded)",
+        "and once more with probability F - int(F), so 0.5 keeps half the requests (seeded; "
+        "default 1)",
     )
-    src.add_argument("--synthetic-duration", type=_duration, default=3600.0)
+    src.add_argument(
+        "--synthetic-duration",
+        type=_duration,
+        default=3600.0,
+        metavar="DURATION",
+        help="length of a synthetic:KIND trace (default 1h)",
+    )
     src.add_argument(
         "--synthetic-rate",
         type=_positive,
         default=154.0,
-        help="requests/min (synthetic:chat: conversations start at this over their mean "
-        f"{MEAN_TURNS:.1f} turns)",
+        metavar="PER-MIN",
+        help="requests/min of a synthetic:KIND trace (default 154; synthetic:chat: "
+        f"conversations start at this over their mean {MEAN_TURNS:.1f} turns)",
     )
-    src.add_argument("--synthetic-models", type=int, default=100)
-    src.add_argument("--seed", type=int, default=1)
+    src.add_argument(
+        "--synthetic-models",
+        type=int,
+        default=100,
+        metavar="N",
+        help="models in a synthetic:KIND trace (default 100)",
+    )
+    src.add_argument(
+        "--seed", type=int, default=1, metavar="N", help="random seed of the run (default 1)"
+    )
     src.add_argument(
         "--seeds",
         type=int,
         default=1,
-        help="run this many seeds from --seed and report each column's mean and spread",
+        metavar="N",
+        help="run this many seeds from --seed and report each column's mean and spread (default 1)",
     )
 
     world = parser.add_argument_group("world")
     world.add_argument(
-        "--cold-start", type=_duration, default=60.0, help="median cold start (default 60s)"
+        "--cold-start",
+        type=_duration,
+        default=60.0,
+        metavar="DURATION",
+        help="median cold start (default 60s)",
     )
     world.add_argument(
         "--cold-start-sigma",
         type=float,
         default=0.0,
-        help="log-normal spread of cold starts (0: fixed; 0.45: p90 1.8x the median)",
+        metavar="SIGMA",
+        help="log-normal spread of cold starts (default 0: fixed; 0.45: p90 1.8x the median)",
     )
-    world.add_argument("--slo-ttft", type=_duration, default=2.0, help="TTFT threshold (2s)")
+    world.add_argument(
+        "--slo-ttft",
+        type=_duration,
+        default=2.0,
+        metavar="DURATION",
+        help="TTFT threshold (default 2s)",
+    )
     world.add_argument(
         "--context-length",
         type=int,
         default=LlmParams().max_model_len,
+        metavar="TOKENS",
         help="the model's context length: a longer prompt is refused with a 400, as vLLM does, "
         "and counts as failed (default %(default)s, Llama-3.1-8B's)",
     )
@@ -184,16 +265,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=_routings,
         default=None,
         help="how requests are balanced over a model's replicas: least-loaded (the "
-        "activator's default) or prefix (routing.tidal.dev/balancing: prefix, the activator's "
+        "activator's) or prefix (routing.tidal.dev/balancing: prefix, the activator's "
         "router); a comma list runs every policy under each. Adds a routing column and the "
         "prefix-cache hit rate (needs prompt block ids: --prefix-field or synthetic:chat). "
         "Default: least-loaded, without the columns",
     )
-    world.add_argument("--target-concurrency", type=_positive, default=16.0)
-    world.add_argument("--max-replicas", type=int, default=10)
+    world.add_argument(
+        "--target-concurrency",
+        type=_positive,
+        default=16.0,
+        metavar="N",
+        help="requests in flight per replica the baselines and Tidal aim at (default 16)",
+    )
+    world.add_argument(
+        "--max-replicas",
+        type=int,
+        default=10,
+        metavar="N",
+        help="most replicas of a model, for every policy (default 10)",
+    )
     world.add_argument(
         "--policies",
         default=",".join(POLICY_NAMES),
+        metavar="LIST",
         help=f"comma list from {', '.join(POLICY_NAMES + POOL_POLICIES)} (default: all "
         f"but {' and '.join(POOL_POLICIES)}, the shared pool with and without the warm tier)",
     )
@@ -201,6 +295,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--tidal-warm-start",
         type=int,
         default=0,
+        metavar="N",
         help="replicas Tidal's policies have warm at time 0 (default 0: start from zero)",
     )
     world.add_argument(
@@ -209,23 +304,40 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="a Tidal annotation for the tidal policies (repeatable), as on a Deployment: "
-        f"{AUTOSCALING_PREFIX}KEY=VALUE or the short KEY=VALUE",
+        f"{AUTOSCALING_PREFIX}KEY=VALUE or the short KEY=VALUE (default: none)",
     )
     warm = parser.add_argument_group("the warm tier (policies tidal-pool, tidal-warm)")
     warm.add_argument(
         "--sleep-after",
         default=WARM_ANNOTATIONS["autoscaling.tidal.dev/sleep-after"],
+        metavar="DURATION",
         help="tidal-warm's sleep-after annotation (default %(default)s)",
     )
-    warm.add_argument("--sleep-level", choices=("1", "2"), default="1")
     warm.add_argument(
-        "--gpu-slices", type=int, default=4, help="time-sliced replicas per GPU (default 4)"
+        "--sleep-level",
+        choices=("1", "2"),
+        default="1",
+        help="tidal-warm's sleep-level annotation (default 1)",
     )
-    warm.add_argument("--gpu-memory-mib", type=int, default=81_920, help="per GPU (H100 80GB)")
+    warm.add_argument(
+        "--gpu-slices",
+        type=int,
+        default=4,
+        metavar="N",
+        help="time-sliced replicas per GPU (default 4)",
+    )
+    warm.add_argument(
+        "--gpu-memory-mib",
+        type=int,
+        default=81_920,
+        metavar="MIB",
+        help="memory per GPU (default 81920: an H100 80GB)",
+    )
     warm.add_argument(
         "--pool-kv-cache-tokens",
         type=int,
         default=100_000,
+        metavar="TOKENS",
         help="KV cache of each model's pod, which sets how many fit awake (default 100000: two)",
     )
     spot = parser.add_argument_group("spot and prices")
@@ -233,48 +345,86 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--placement",
         choices=("on-demand", "spot", "spot-with-on-demand-baseline"),
         default="on-demand",
-        help="add a 'tidal-spot' policy with this placement (Tidal's SpotHedge split)",
+        help="add a 'tidal-spot' policy with this placement (Tidal's SpotHedge split; "
+        "default on-demand: none added)",
     )
-    spot.add_argument("--on-demand-baseline", type=int, default=1)
+    spot.add_argument(
+        "--on-demand-baseline",
+        type=int,
+        default=1,
+        metavar="N",
+        help="tidal-spot's on-demand baseline annotation (default 1)",
+    )
     spot.add_argument(
         "--spot-preemptions-per-hour",
         type=float,
         default=0.0,
-        help="Poisson rate of interruptions per spot replica-hour",
+        metavar="RATE",
+        help="Poisson rate of interruptions per spot replica-hour (default 0)",
     )
-    spot.add_argument("--spot-notice", type=_duration, default=120.0, help="AWS: 2m; GCP: 30s")
+    spot.add_argument(
+        "--spot-notice",
+        type=_duration,
+        default=120.0,
+        metavar="DURATION",
+        help="interruption notice (default 2m, AWS's; GCP: 30s)",
+    )
     spot.add_argument(
         "--spot-availability",
         type=float,
         default=1.0,
-        help="long-run share of time each zone has spot capacity (SkyPilot traces: 0.17-0.79)",
+        metavar="SHARE",
+        help="long-run share of time each zone has spot capacity (default 1; SkyPilot traces: "
+        "0.17-0.79)",
     )
     spot.add_argument(
         "--spot-changes-per-day",
         type=float,
         default=5.5,
-        help="spot availability state changes a day per zone (SkyPilot traces: about 5.5)",
+        metavar="N",
+        help="spot availability state changes a day per zone (default 5.5, as in SkyPilot's "
+        "traces)",
     )
     spot.add_argument(
         "--spot-zones",
         type=int,
         default=1,
+        metavar="N",
         help="zones whose spot capacity comes and goes independently; spot replicas spread "
-        "over the available ones (SkyServe spreads over zones)",
+        "over the available ones, as SkyServe does (default 1)",
     )
     spot.add_argument(
-        "--preemption-trace", type=Path, default=None, help="file of seconds, one per line"
+        "--preemption-trace",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="file of preemption times in seconds, one per line (default: none)",
     )
-    spot.add_argument("--price-on-demand", type=float, default=4.0, help="per GPU-hour")
-    spot.add_argument("--spot-price-ratio", type=float, default=0.35)
+    spot.add_argument(
+        "--price-on-demand",
+        type=float,
+        default=4.0,
+        metavar="DOLLARS",
+        help="on-demand price per GPU-hour (default 4.0)",
+    )
+    spot.add_argument(
+        "--spot-price-ratio",
+        type=float,
+        default=0.35,
+        metavar="RATIO",
+        help="spot price as a share of on-demand (default 0.35)",
+    )
 
-    adapters.configure(parser, _duration)
+    adapter_cli.configure(parser, _duration)
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print one JSON line, last on stdout")
-    out.add_argument("--charts", type=Path, default=None, help="write PNG charts to this folder")
+    out.add_argument(
+        "--charts", type=Path, default=None, metavar="DIR", help="write PNG charts to this folder"
+    )
     out.add_argument(
         "--chart-policy",
         default=None,
+        metavar="POLICY",
         help="policy for the replicas-vs-load chart (default tidal; needs --charts)",
     )
 
@@ -313,6 +463,8 @@ def load_requests(args: argparse.Namespace, *, warn: bool = True) -> list[traces
             output_field=args.output_field,
             model_field=args.model_field,
             prefix_field=args.prefix_field,
+            class_field=args.class_field,
+            tenant_field=args.tenant_field,
             time_unit=args.time_unit,
             timestamps=args.timestamps,
             kind=args.format,
@@ -610,7 +762,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.adapters:
         try:
-            return adapters.run(args)
+            return adapter_cli.run(args)
         except ValueError as error:
             print(f"tidal simulate: {error}", file=sys.stderr)
             return 2
@@ -649,6 +801,7 @@ def run(args: argparse.Namespace) -> int:
         for path in written:
             print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
     elapsed = time.process_time() - started
+    results = [r.result for r in runs if r.result is not None]
     if args.json:
         policies = []
         for card, spread in rows:
@@ -656,7 +809,12 @@ def run(args: argparse.Namespace) -> int:
             if len(seeds) > 1:
                 row["spread"] = {k: [round(lo, 4), round(hi, 4)] for k, (lo, hi) in spread.items()}
             policies.append(row)
-        print(json.dumps({"policies": policies, "seeds": seeds, "cpu_s": round(elapsed, 2)}))
+        out: dict[str, object] = {"policies": policies, "seeds": seeds}
+        if args.class_field is not None:
+            out["ttft_by_class"] = {
+                r.name: {k: v.as_json() for k, v in ttft_by_class(r).items()} for r in results
+            }
+        print(json.dumps({**out, "cpu_s": round(elapsed, 2)}))
     else:
         print(
             f"{len(requests)} requests over {requests[-1].offset_s:.0f} s, cold start "
@@ -668,5 +826,8 @@ def run(args: argparse.Namespace) -> int:
         if len(seeds) > 1:
             print(f"spread over {len(seeds)} seeds (min..max):")
             print(_spread_table(rows))
+        if args.class_field is not None:
+            print(f"TTFT by class (seed {seeds[0]}):")
+            print(class_table(results))
         print(f"simulated in {elapsed:.1f} s of CPU")
     return 0

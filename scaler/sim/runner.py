@@ -235,6 +235,8 @@ def _merge(name: str, results: Sequence[RunResult]) -> RunResult:
         timeline=tuple(timeline),
         end_s=max(r.end_s for r in results),
         preemptions=sum(r.preemptions for r in results),
+        priority=tuple(itertools.chain.from_iterable(r.priority for r in results)),
+        tenant=tuple(itertools.chain.from_iterable(r.tenant for r in results)),
     )
 
 

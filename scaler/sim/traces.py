@@ -17,7 +17,11 @@ objects (``usage.prompt_tokens``). A timestamp is either a date-time
 zone) or a number in the stated unit (``s`` or ``ms``). An optional prefix
 field holds the request's prompt as a list of block hashes (as the Mooncake
 traces' ``hash_ids``): requests that share leading blocks share a prompt
-prefix, which the engine model can serve from its prefix cache.
+prefix, which the engine model can serve from its prefix cache. Optional
+class and tenant fields give each request a priority class (as the
+activator's ``x-tidal-priority`` header: ``critical``, ``standard``,
+``sheddable`` or a whole number; a bad one is an error naming the row) and a
+tenant, which the simulated activator holds by.
 
 Main decision: *absolute* timestamps (date-times, or numbers that can only be
 epoch times) are re-based so that the earliest request is at 0, with no time
@@ -52,6 +56,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
+
+from groundwork.priority import PRIORITY_ALLOWED, parse_priority
 
 __all__ = [
     "TRACES_DIR_ENV",
@@ -101,6 +107,10 @@ class TraceRequest:
     model: str = ""  # empty: the trace has one model
     # The prompt as block hashes (the trace's prefix field); empty: unknown.
     prefix: tuple[int | str, ...] = ()
+    # Its priority class (groundwork.priority: higher first) and tenant, from
+    # the trace's class and tenant fields; 0 and "" when it has none.
+    priority: int = 0
+    tenant: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +126,8 @@ class TraceFormat:
     output_field: str = "GeneratedTokens"
     model_field: str | None = None
     prefix_field: str | None = None
+    class_field: str | None = None
+    tenant_field: str | None = None
     time_unit: TimeUnit = "s"
     timestamps: Timestamps = "auto"
     kind: FileKind = "auto"
@@ -132,13 +144,17 @@ class TraceFormat:
         for name in ("time_field", "prompt_field", "output_field"):
             if not getattr(self, name):
                 raise TraceError(f"{name} must name a field, got an empty string")
-        for name in ("model_field", "prefix_field"):
+        for name in ("model_field", "prefix_field", "class_field", "tenant_field"):
             if getattr(self, name) == "":
                 raise TraceError(f"{name} must name a field or be left out, got an empty string")
 
     @property
     def fields(self) -> tuple[str, ...]:
-        optional = tuple(f for f in (self.model_field, self.prefix_field) if f is not None)
+        optional = tuple(
+            f
+            for f in (self.model_field, self.prefix_field, self.class_field, self.tenant_field)
+            if f is not None
+        )
         return (self.time_field, self.prompt_field, self.output_field, *optional)
 
 
@@ -370,7 +386,7 @@ def parse_trace(
     empty or null (a failed request in some traces) is skipped and counted
     there; without it such a row is an error.
     """
-    raw: list[tuple[float, int, int, str, tuple[int | str, ...]]] = []
+    raw: list[tuple[float, int, int, str, tuple[int | str, ...], int, str]] = []
     saw_datetime = False
     empty: list[int] = []
     needed = (fmt.time_field, fmt.prompt_field, fmt.output_field)
@@ -401,8 +417,19 @@ def parse_trace(
                     f"{source}:{line_number}: cannot read {fmt.prefix_field!r} ({error}); "
                     "expected a list of block hashes such as [12, 13, 14]"
                 ) from error
+        priority = 0
+        if fmt.class_field is not None:
+            written = _field(row, fmt.class_field)
+            parsed = parse_priority(str(written)) if written is not None else None
+            if parsed is None:
+                raise TraceError(
+                    f"{source}:{line_number}: cannot read {fmt.class_field!r} as a class "
+                    f"(got {written!r}); allowed: {PRIORITY_ALLOWED}"
+                )
+            priority = parsed
+        tenant = "" if fmt.tenant_field is None else str(_field(row, fmt.tenant_field))
         saw_datetime = saw_datetime or is_datetime
-        raw.append((at_s, prompt, output, model, prefix))
+        raw.append((at_s, prompt, output, model, prefix, priority, tenant))
     if empty and notes is not None:
         notes.append(
             f"skipped {len(empty)} row(s) with an empty or null {' or '.join(map(repr, needed))} "
@@ -426,7 +453,7 @@ def parse_trace(
     if not absolute and first_s < 0:
         raise TraceError(f"{source}: relative timestamps must be >= 0, the earliest is {first_s} s")
     base = first_s if absolute else 0.0
-    return [TraceRequest(at_s - base, p, o, m, x) for at_s, p, o, m, x in raw]
+    return [TraceRequest(at_s - base, p, o, m, x, c, t) for at_s, p, o, m, x, c, t in raw]
 
 
 def _shown(row: Mapping[str, object]) -> str:

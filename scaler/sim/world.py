@@ -13,9 +13,12 @@ What runs here is the product's own code, not a copy:
   ``balancer`` builds (prefix-aware routing: :mod:`scaler.sim.prefix_routing`),
   with the activator's defaults for the hold (``activator.targets``: at most
   ``max-buffered`` requests held, each for at most ``cold-start-timeout``),
-  held in the Gate's own queue (``groundwork.hold_queue``): a request takes a
-  ready replica at once when nobody is waiting and one has room; otherwise it
-  joins the FIFO that ready replicas drain in arrival order;
+  held in the Gate's own queue (``groundwork.fair_hold_queue``): a request
+  takes a ready replica at once when nobody is waiting and one has room;
+  otherwise it is held, and ready replicas release the held by class, then
+  across tenants in turns weighted by tokens (in arrival order when the trace
+  has neither field); at ``max-buffered`` a newcomer sheds the lowest class
+  held (failure ``shed``) or is refused (``buffer-full``);
 - **engine**: each replica is a :class:`~scaler.sim.engine.LlmEngine`, the
   continuous-batching model that the sandbox's fake vLLM serves from;
 - **placement**: ``scaler.policy.split`` turns the autoscaler's total into spot
@@ -59,7 +62,7 @@ from typing import Protocol, TypeVar
 
 from activator.balancing.least_loaded import pick
 from activator.targets import DEFAULT_COLD_START_TIMEOUT_S, DEFAULT_MAX_BUFFERED
-from groundwork.hold_queue import HoldQueue
+from groundwork.fair_hold_queue import FairHoldQueue
 from scaler.policy import PlacementConfig, split
 from scaler.sim.engine import LlmEngine, LlmParams
 from scaler.sim.traces import TraceRequest
@@ -304,6 +307,9 @@ class RunResult:
     timeline: tuple[Second, ...]
     end_s: float
     preemptions: int
+    # Each request's priority class and tenant, as the trace gave them.
+    priority: tuple[int, ...] = ()
+    tenant: tuple[str, ...] = ()
 
 
 def run_world(
@@ -346,7 +352,7 @@ class _World:
         self.replicas: list[_Replica] = []  # alive (not ended)
         self.lives: list[ReplicaLife] = []
         self.next_rid = 0
-        self.held: HoldQueue[int] = HoldQueue()
+        self.held: FairHoldQueue[int] = FairHoldQueue()
         self.target = 0
         self.cold_starts = 0
         self.preemptions = 0
@@ -428,6 +434,8 @@ class _World:
             timeline=tuple(self.timeline),
             end_s=end_s,
             preemptions=self.preemptions,
+            priority=tuple(r.priority for r in self.reqs),
+            tenant=tuple(r.tenant for r in self.reqs),
         )
 
     def _advance(self, at_s: float) -> None:
@@ -456,10 +464,16 @@ class _World:
             if replica is not None:
                 self._assign(i, replica)
                 return
+        r = self.reqs[i]
         if len(self.held) >= self.config.max_buffered:
-            self._fail(i, "buffer-full")
-            return
-        self.held.hold(i, self.now)
+            shed = self.held.shed_for(r.priority, r.tenant)
+            if shed is None:
+                self._fail(i, "buffer-full")
+                return
+            self.held_cold.discard(shed)
+            self._fail(shed, "shed")
+        # Weighted by the tokens the request may use, as the activator does.
+        self.held.hold(i, self.now, r.priority, r.tenant, r.prompt_tokens + r.output_tokens)
         if self.ready_count == 0:
             self.held_cold.add(i)
         if self.target == 0:

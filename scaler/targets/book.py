@@ -1,9 +1,10 @@
-"""Which Deployments the scaler manages, and with what config (DESIGN §2).
+"""Which Deployments the scaler manages, and with what config (docs/annotations.md).
 
 :class:`TargetBook` follows the cluster view's opted-in Deployments and keeps,
 per target, its validated :class:`~scaler.policy.api.ScalingConfig` (or the
-problem that makes it unusable) and the status annotation it carries. The
-controller syncs it before deciding; the signal hub reads the configs (which
+problem that makes it unusable) and the status annotation it carries. Every
+reader goes through :meth:`TargetBook.entries`, which follows the cluster
+view; the controller reads it before deciding; the signal hub reads the configs (which
 targets get windows) and the pulled sources read the pods to query
 (:meth:`TargetBook.poll_targets`), so neither has to ask the controller.
 
@@ -13,9 +14,10 @@ Main decisions:
   version it saw, so an unchanged Deployment is recognised by the identity of
   its annotations, without copying them or parsing the status JSON again; and
   the status annotation (ours) changing never re-parses the config.
-- **A bad annotation rejects the whole config**: the target is kept with its
-  problem (the controller reports it and leaves the scale alone) until the
-  annotations change; a WARNING is logged once per change.
+- **A bad annotation value rejects the whole config**: the target is kept
+  with its problem (the controller reports it and leaves the scale alone)
+  until the annotations change; a WARNING is logged once per change. An
+  unknown key of ours, or a bad routing annotation, only warns.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from scaler.kube.types import STATUS_ANNOTATION, ClusterView, DeploymentInfo, TargetSnapshot
+from scaler.policy.annotations import unknown_keys
 from scaler.policy.api import ScalingConfig
 from scaler.policy.protocol import InvalidTargetConfig, Policy, parse_for_setup
 from scaler.policy.routing_check import routing_problems
@@ -53,6 +56,9 @@ class TargetConfig:
     # Bad routing.tidal.dev/* annotations: the activator routes with their defaults,
     # so scaling goes on; the controller raises an InvalidRouting Warning.
     routing_problem: str | None = None
+    # Unknown autoscaling/placement keys: ignored, so scaling goes on; the controller
+    # raises an UnknownAnnotation Warning naming the closest known key.
+    unknown_keys: str | None = None
 
 
 class TargetBook:
@@ -73,8 +79,19 @@ class TargetBook:
         """The cluster view's targets (``{}`` before it has synced)."""
         return self._cluster.targets() if self._cluster.synced else {}
 
-    def sync(self) -> Mapping[str, TargetConfig]:
+    def entries(self) -> Mapping[str, TargetConfig]:
         """Every target the cluster view holds now, its config up to date."""
+        self._follow()
+        return self._entries
+
+    def _follow(self) -> None:
+        """Follow the cluster view; the one place the book changes. A target whose
+        annotations did not change since the last call costs one identity check.
+
+        Readers ask and the book follows, rather than the controller syncing it
+        before it decides: the hub reads the configs at every arrival, and a
+        target that appeared since the last tick must get its samples before
+        its first decision."""
         snapshots = self.snapshots()
         for key in [k for k in self._entries if k not in snapshots]:
             del self._entries[key]
@@ -83,14 +100,19 @@ class TargetBook:
             d = snap.deployment
             if self._seen.get(key) is not d.annotations:
                 self._update(key, d)
-        return self._entries
 
     def configs(self) -> Mapping[str, ScalingConfig | None]:
         """Target -> its config, ``None`` while its annotations are invalid."""
-        return {key: entry.config for key, entry in self.sync().items()}
+        return {key: entry.config for key, entry in self.entries().items()}
 
     def get(self, key: str) -> TargetConfig | None:
         return self._entries.get(key)
+
+    def wanted(self, key: str) -> int | None:
+        """The replicas the status annotation says Tidal wants (``None``: not known yet)."""
+        entry = self._entries.get(key)
+        desired = (entry.seen_status or {}).get("desired") if entry is not None else None
+        return desired if isinstance(desired, int) and not isinstance(desired, bool) else None
 
     def _update(self, key: str, d: DeploymentInfo) -> None:
         self._seen[key] = d.annotations
@@ -110,6 +132,9 @@ class TargetBook:
         routing = "; ".join(str(p) for p in routing_problems(annotations)) or None
         if routing is not None:
             log.warning("%s: routing annotations the activator cannot use: %s", key, routing)
+        unknown = "; ".join(str(p) for p in unknown_keys(annotations)) or None
+        if unknown is not None:
+            log.warning("%s: %s", key, unknown)
         self._entries[key] = TargetConfig(
             key=key,
             annotations=annotations,
@@ -118,12 +143,13 @@ class TargetBook:
             seen_status=seen_status,
             revision=0 if entry is None else entry.revision + 1,
             routing_problem=routing,
+            unknown_keys=unknown,
         )
 
     def poll_targets(self) -> list[TargetPods]:
         """Ready pods of every target, for the scrape and Prometheus loops (engine
         ``generic`` and port 8000 for a target whose config is invalid)."""
-        entries = self.sync()
+        entries = self.entries()
         out = []
         for key, snap in self.snapshots().items():
             entry = entries.get(key)

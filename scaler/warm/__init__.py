@@ -1,6 +1,10 @@
 """The warm tier: replicas that sleep when idle and wake in about a second.
 
-``tier.py`` makes the sleep and wake calls and keeps which replicas sleep;
+``tier.py`` makes the sleep and wake calls (``calls.py`` is their HTTP
+seam) and hands each target's reconciler what a tick or an activation
+needs; ``pool.py`` keeps the books (which replicas are not awake, their
+addresses, counters, memory footprints); ``choices.py`` decides from the
+books and the models' views (what to sleep, what to wake, what makes room);
 ``views.py`` is what it reads of the models (a board each target's
 reconciler publishes on after a decision) and where its Events go;
 ``gpu_memory.py`` reads GPU memory from Prometheus so a wake can make room

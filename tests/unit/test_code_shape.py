@@ -26,22 +26,8 @@ MAX_FUNCTION_LINES = 100
 
 ALLOWED = frozenset(
     {
-        # The activator's, split on this branch step by step.
-        "activator.app:start",  # being split
-        "activator.http1.server:ClientConnection",  # being split
-        "activator.http1.upstream:UpstreamConnection",  # being split
-        "scaler.app:build_app",  # being split
-        "scaler.cli:argparse._SubParsersAction",  # being split
-        "scaler.metrics:Metrics.__init__",  # being split
-        "scaler.policy.annotations:parse_scaling_config",  # being split
-        "scaler.policy.annotations:error._set",  # being split
-        "scaler.policy.windows:new._last_value",  # being split
-        "scaler.policy.windows:new._add_raw",  # being split
-        "scaler.service:serve",  # being split
         "scaler.sim.cli:configure",  # being split
         "scaler.sim.world:_World",  # being split
-        "scaler.targets.reconciler:Reconciler",  # being split
-        "scaler.warm.tier:WarmTier",  # being split
     }
 )
 

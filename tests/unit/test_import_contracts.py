@@ -128,15 +128,15 @@ def test_tree_as_is_keeps_contracts(tree_copy: Path) -> None:
             id="targets-imports-the-proxy",
         ),
         pytest.param(
-            "groundwork/hold_queue.py",
+            "groundwork/priority.py",
             "import asyncio\n",
-            "the hold queue is pure",
+            "the hold queues are pure",
             id="hold-queue-imports-asyncio",
         ),
         pytest.param(
-            "groundwork/hold_queue.py",
+            "groundwork/fair_hold_queue.py",
             "import time\n",
-            "the hold queue is pure",
+            "the hold queues are pure",
             id="hold-queue-reads-a-clock",
         ),
         pytest.param(

@@ -25,6 +25,7 @@ from loadtests.sandbox.cluster.controllers.kubelet import KubeletSettings
 from loadtests.sandbox.cluster.nodes import DEFAULT_POOL, NodeSpec, load_nodes_file
 from loadtests.sandbox.cluster.quantity import parse_duration
 from loadtests.sandbox.cluster.spot_capacity import parse_gpus
+from loadtests.sandbox.directory import add_dir_flag
 
 if TYPE_CHECKING:
     from loadtests.sandbox.cluster.cluster import SandboxCluster
@@ -33,11 +34,8 @@ __all__ = ["configure", "run"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--dir",
-        type=Path,
-        required=True,
-        help="directory for kubeconfig, certificates, admin.json and pod logs (created)",
+    add_dir_flag(
+        parser, "directory for kubeconfig, certificates, admin.json and pod logs (created)"
     )
     parser.add_argument(
         "--nodes",
@@ -57,6 +55,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--crash-backoff",
         default="10s",
+        metavar="DURATION",
         help="first restart back-off of a crashed pod, doubling to 5m (default: 10s, as a kubelet)",
     )
 

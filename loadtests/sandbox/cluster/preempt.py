@@ -23,23 +23,25 @@ import aiohttp
 
 from loadtests.sandbox.cluster.admin import read_admin_file
 from loadtests.sandbox.cluster.quantity import parse_duration
+from loadtests.sandbox.directory import add_dir_flag
 
 __all__ = ["configure", "run"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("node", metavar="NODE", help="the node to preempt (kubectl get nodes)")
-    parser.add_argument(
-        "--dir", type=Path, required=True, help="the directory of the running sandbox cluster"
-    )
+    add_dir_flag(parser, "the directory of the running sandbox cluster")
     parser.add_argument(
         "--notice",
-        default="30s",
-        help="interruption notice before the node goes (default: 30s, as GCP; AWS gives 2m)",
+        default="10s",
+        metavar="DURATION",
+        help="interruption notice before the node goes (default: 10s, short for a demo; "
+        "GCP gives 30s, AWS 2m)",
     )
     parser.add_argument(
         "--return-after",
         default=None,
+        metavar="DURATION",
         help="bring the node back this long after it went (default: it stays gone)",
     )
 

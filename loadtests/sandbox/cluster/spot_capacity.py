@@ -22,6 +22,7 @@ from typing import Any
 import aiohttp
 
 from loadtests.sandbox.cluster.admin import read_admin_file
+from loadtests.sandbox.directory import add_dir_flag
 
 __all__ = ["configure", "parse_gpus", "run"]
 
@@ -33,9 +34,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="GPUS|unlimited",
         help="spot GPUs the cloud gives out in all (omit to show the current limit)",
     )
-    parser.add_argument(
-        "--dir", type=Path, required=True, help="the directory of the running sandbox cluster"
-    )
+    add_dir_flag(parser, "the directory of the running sandbox cluster")
 
 
 def parse_gpus(text: str) -> float | None:

@@ -50,8 +50,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="vllm",
         help="which server to imitate (default: vllm)",
     )
-    g.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    g.add_argument("--port", type=int, default=8000, help="port (default: 8000, as vLLM's; 0: any)")
+    g.add_argument(
+        "--host",
+        default="127.0.0.1",
+        metavar="ADDRESS",
+        help="address to listen on (default: 127.0.0.1)",
+    )
+    g.add_argument(
+        "--port",
+        type=int,
+        default=8000,
+        metavar="PORT",
+        help="port (default: 8000, as vLLM's; 0: any)",
+    )
     g.add_argument(
         "--model",
         default="llama-3.1-8b",
@@ -73,62 +84,78 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--speedup",
+        metavar="FACTOR",
         type=float,
         default=1.0,
         help="model time runs this many times faster than wall time (default: 1)",
     )
-    g.add_argument("--seed", type=int, default=None, help="seed for output lengths and faults")
+    g.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        metavar="N",
+        help="seed for output lengths and faults (default: a random one)",
+    )
     p = parser.add_argument_group("vLLM performance model (defaults: Llama-3.1-8B, 1x H100)")
     p.add_argument(
         "--max-num-seqs",
+        metavar="N",
         type=int,
         default=llm.max_num_seqs,
         help=f"most sequences in a batch; the rest wait (default: {llm.max_num_seqs})",
     )
     p.add_argument(
         "--max-num-batched-tokens",
+        metavar="TOKENS",
         type=int,
         default=llm.max_num_batched_tokens,
         help=f"token budget of one step (default: {llm.max_num_batched_tokens})",
     )
     p.add_argument(
         "--prefill-tokens-per-s",
+        metavar="TOKENS/S",
         type=float,
         default=llm.prefill_tokens_per_s,
         help=f"prefill rate, tokens/s (default: {llm.prefill_tokens_per_s:g})",
     )
     p.add_argument(
         "--step-base-s",
+        metavar="SECONDS",
         type=float,
         default=llm.step_base_s,
         help=f"decode step time at batch 0, seconds (default: {llm.step_base_s})",
     )
     p.add_argument(
         "--step-per-seq-s",
+        metavar="SECONDS",
         type=float,
         default=llm.step_per_seq_s,
         help=f"step time added per running sequence, seconds (default: {llm.step_per_seq_s})",
     )
     p.add_argument(
         "--kv-cache-tokens",
+        metavar="TOKENS",
         type=int,
         default=llm.kv_cache_tokens,
         help=f"KV-cache capacity in tokens (default: {llm.kv_cache_tokens})",
     )
     p.add_argument(
         "--block-size",
+        metavar="TOKENS",
         type=int,
         default=DEFAULT_BLOCK_SIZE,
         help=f"tokens per prefix-cache block, as vLLM's flag (default: {DEFAULT_BLOCK_SIZE})",
     )
     p.add_argument(
         "--mean-output-tokens",
+        metavar="TOKENS",
         type=float,
         default=179.0,
         help="mean natural output length without ignore_eos, tokens (default: 179)",
     )
     p.add_argument(
         "--max-model-len",
+        metavar="TOKENS",
         type=int,
         default=131_072,
         help="context length, tokens (default: 131072)",
@@ -136,18 +163,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
     t = parser.add_argument_group("Triton dynamic batcher")
     t.add_argument(
         "--max-batch-size",
+        metavar="N",
         type=int,
         default=batcher.max_batch_size,
         help=f"most items in one execution (default: {batcher.max_batch_size})",
     )
     t.add_argument(
         "--exec-base-s",
+        metavar="SECONDS",
         type=float,
         default=batcher.exec_base_s,
         help=f"execution time of a batch, seconds (default: {batcher.exec_base_s})",
     )
     t.add_argument(
         "--exec-per-item-s",
+        metavar="SECONDS",
         type=float,
         default=batcher.exec_per_item_s,
         help=f"execution time added per item, seconds (default: {batcher.exec_per_item_s})",
@@ -160,24 +190,28 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     s.add_argument(
         "--weights-mib",
+        metavar="MIB",
         type=int,
         default=DEFAULT_WEIGHTS_MIB,
         help=f"GPU memory of the weights, MiB (default: {DEFAULT_WEIGHTS_MIB}, Llama-3.1-8B bf16)",
     )
     s.add_argument(
         "--kv-cache-mib",
+        metavar="MIB",
         type=int,
         default=None,
         help="GPU memory of the KV cache, MiB (default: 128 KiB per --kv-cache-tokens token)",
     )
     s.add_argument(
         "--gpu-memory-mib",
+        metavar="MIB",
         type=int,
         default=81_920,
         help="framebuffer of the physical GPU, MiB; wakes past it fail (default: 81920; 0: none)",
     )
     s.add_argument(
         "--gpu-ledger-dir",
+        metavar="DIR",
         default=None,
         help="directory shared by the servers on one physical GPU (default: alone on it)",
     )
@@ -192,13 +226,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
     f = parser.add_argument_group("faults")
     f.add_argument(
         "--fail-rate",
+        metavar="SHARE",
         type=float,
         default=0.0,
         help="share of requests answered with a 5xx, 0-1 (default: 0)",
     )
-    f.add_argument("--fail-status", type=int, default=500, help="status of those (default: 500)")
+    f.add_argument(
+        "--fail-status",
+        type=int,
+        default=500,
+        metavar="STATUS",
+        help="status of those (default: 500)",
+    )
     f.add_argument(
         "--break-stream-rate",
+        metavar="SHARE",
         type=float,
         default=0.0,
         help="share of streams cut mid-way, 0-1 (default: 0)",
@@ -211,7 +253,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="exit abruptly this long after becoming ready (default: never)",
     )
     f.add_argument(
-        "--crash-exit-code", type=int, default=70, help="exit status of that crash (default: 70)"
+        "--crash-exit-code",
+        type=int,
+        default=70,
+        metavar="STATUS",
+        help="exit status of that crash (default: 70)",
     )
 
 

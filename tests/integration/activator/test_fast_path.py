@@ -1,16 +1,17 @@
 """Requests the proxy sends at once over a pooled connection, served by callbacks alone.
 
-:meth:`activator.proxy.Proxy.begin` takes a request when nothing in it
-needs waiting (routed without the body, an endpoint with room, an idle
+:meth:`activator.proxy.Proxy.handle` sends a request at once when nothing
+in it needs waiting (routed without the body, an endpoint with room, an idle
 pooled connection); it then has no task. These tests check that it is
-taken, and that what DESIGN §3 promises still holds on that path: the answer
-and its metrics, and a client that leaves mid-answer aborting the replica's
-connection and freeing its place.
+sent so, and that what docs/architecture.md promises still holds on that
+path: the answer and its metrics, and a client that leaves mid-answer
+aborting the replica's connection and freeing its place.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import aiohttp
 
@@ -71,11 +72,27 @@ async def test_client_leaving_a_pooled_request_aborts_the_replica_and_frees_its_
                     backend.sse_gate.put_nowait(None)  # type: ignore[union-attr]
                 await resp.read()
             assert act.pool.opened == 1
-            async with aiohttp.ClientSession() as leaving, leaving.get(url) as resp:
-                await resp.content.readuntil(b"chunk-0")
-                [conn] = _serving(act)
-                assert conn.task is None  # sent from Proxy.begin: no task
-                assert gate.in_flight == 1 and backend.in_flight == 1
+            loop = asyncio.get_running_loop()
+            tasks: list[str] = []
+
+            def counting(
+                loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any
+            ) -> asyncio.Task[Any]:
+                tasks.append(coro.__qualname__)
+                return asyncio.Task(coro, loop=loop, **kwargs)
+
+            loop.set_task_factory(counting)
+            try:
+                async with aiohttp.ClientSession() as leaving, leaving.get(url) as resp:
+                    await resp.content.readuntil(b"chunk-0")
+                    [conn] = _serving(act)
+                    # Sent from Proxy.handle at once: no task of the proxy's, none of the
+                    # connection's.
+                    assert conn.task is None
+                    assert not any(name.startswith("_guarded") for name in tasks), tasks
+                    assert gate.in_flight == 1 and backend.in_flight == 1
+            finally:
+                loop.set_task_factory(None)
             # The session closed the connection mid-answer: the replica's
             # connection is aborted (not pooled) and the place is free.
             await wait_until(lambda: gate.in_flight == 0 and not act.pool._open, timeout_s=5)

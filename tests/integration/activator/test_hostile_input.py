@@ -370,7 +370,7 @@ def _limit_rows() -> list[Any]:
             Case(
                 req(b"Content-Length: 200000\r\n", b"[" * 200_000, target=b"/v1/x"),
                 400,
-                code="bad_body",
+                code="invalid_json",
                 spec=model_spec,
             ),
             id="model-body-nested-too-deep",

@@ -86,8 +86,8 @@ async def test_model_routing_limits(scaler: FakeScaler, client: aiohttp.ClientSe
             url = f"http://127.0.0.1:{act.data_port}/v1/completions"
             cases = [
                 (b'{"model": "llama", "prompt": "' + b"a" * 4000 + b'"}', 413, "body_too_large"),
-                (b"not json", 400, "bad_body"),
-                (b'["model"]', 400, "bad_body"),
+                (b"not json", 400, "invalid_json"),
+                (b'["model"]', 400, "body_not_object"),
                 (b'{"model": "other"}', 404, "no_target"),
             ]
             for body, status, code in cases:

@@ -143,7 +143,7 @@ async def test_a_pooled_request_closed_unanswered_is_sent_again() -> None:
     async with _serving(replica) as (act, client, url):
         async with client.get(url, headers={"X-Request-Id": "first"}) as resp:
             assert resp.status == 200
-        # The second goes over the pooled connection (Proxy.begin), which the
+        # The second goes over the pooled connection (sent at once), which the
         # replica closes on reading it.
         async with client.get(url, headers={"X-Request-Id": "second"}) as resp:
             assert resp.status == 200, await resp.text()

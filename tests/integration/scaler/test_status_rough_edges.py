@@ -103,7 +103,7 @@ async def test_unreachable_scaler_still_shows_the_table(
     lines = out.splitlines()
     assert lines[0].split()[:2] == ["NAMESPACE", "NAME"]
     assert "LIVE-DESIRED" not in lines[0]
-    assert lines[1].split() == ["ml", "llama", "2", "2", "2", "0", "stable", "ScaledUp"]
+    assert lines[1].split() == ["ml", "llama", "2", "2", "stable", "ScaledUp"]
     assert "no live values" in err
     assert "http://127.0.0.1:9" in err
 

@@ -26,12 +26,14 @@ from activator.scaler_link.wake_refusal import NotWoken
 from activator.statuses import (
     ERROR_STATUS,
     AllRefused,
-    BadBody,
+    BadModel,
+    BodyNotObject,
     BodyStalled,
     BodyTooLarge,
     ConnectRefused,
     Draining,
     Failure,
+    InvalidJson,
     NoTarget,
     RefusedRequest,
     UpstreamFailed,
@@ -117,7 +119,9 @@ def test_every_answer_has_its_standard_reason_phrase() -> None:
     [
         (NoTarget(), 404, "no_target", False),
         (GateClosed("t"), 404, "no_target", False),
-        (BadBody(), 400, "bad_body", False),
+        (InvalidJson("x"), 400, "invalid_json", False),
+        (BodyNotObject("x"), 400, "body_not_object", False),
+        (BadModel("x"), 400, "bad_model", False),
         (BodyStalled(), 408, "body_timeout", False),
         (BodyTooLarge(), 413, "body_too_large", False),
         (BufferFull("t"), 503, "buffer_full", True),
@@ -144,3 +148,21 @@ def test_error_status_table(exc: Exception, status: int, code: str, retry_after:
     assert body["error"]["type"]
     assert ("Retry-After" in headers) is retry_after
     assert headers["X-Request-Id"] == "r1"
+
+
+def test_every_503_where_waiting_helps_says_when_to_retry() -> None:
+    # A held request refused for load or a drain is worth sending again soon;
+    # not_woken waits on a person fixing an annotation, so it names no time.
+    no_wait = {
+        spec.code for spec in ERROR_STATUS.values() if spec.status == 503 and not spec.retry_after
+    }
+    assert no_wait == {"not_woken"}
+
+
+def test_a_503_without_retry_after_tells_openai_clients_not_to_retry() -> None:
+    not_woken = error_response(NotWoken("fix it"), request_id="r", retry_after_s=3)
+    head = not_woken.split(b"\r\n\r\n", 1)[0].lower()
+    assert b"x-should-retry: false" in head and b"retry-after" not in head
+    full = error_response(Draining(), request_id="r", retry_after_s=3)
+    head = full.split(b"\r\n\r\n", 1)[0].lower()
+    assert b"retry-after: 3" in head and b"x-should-retry" not in head

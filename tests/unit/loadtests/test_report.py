@@ -162,7 +162,7 @@ def _latency_axes(rows: list[report.MergedRow]) -> object:
     import matplotlib.pyplot as plt
 
     figure, ax = plt.subplots()
-    report._draw(ax, "ttft", rows)
+    report.draw_chart(ax, "ttft", rows)
     plt.close(figure)
     return ax
 
@@ -219,3 +219,22 @@ def test_a_deployment_and_its_spot_companion_chart_as_one_fleet() -> None:
         (14.0, None, None),
         (15.0, 4, 3),
     ]
+
+
+def test_every_panel_ttft_included_shades_the_stretches_without_a_ready_replica() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ttft = [5.0, 4.0, None, 0.05, 0.05, None]
+    rows = [
+        report.MergedRow(t, 1e9 + t, 1, 1.0, 1.0, 0.0, t, 0, v, v, v, v, v, v, None, None, 1, r)
+        for t, (v, r) in enumerate(zip(ttft, [0, 0, 0, 1, 1, 0], strict=True))
+    ]
+    for chart in report.CHARTS:
+        figure, ax = plt.subplots()
+        report.draw_chart(ax, chart, rows)
+        shaded = [p for p in ax.patches if p.get_label() == "no ready replica"]
+        plt.close(figure)
+        assert shaded, chart

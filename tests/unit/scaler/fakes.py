@@ -25,8 +25,9 @@ from scaler.kube.types import (
     TargetSnapshot,
 )
 from scaler.metrics import Metrics
+from scaler.policy.api import SignalKind
 from scaler.policy.protocol import Policy, PurePolicy
-from scaler.signals.base import DemandSource, SourceReading
+from scaler.signals.base import COUNTS, DemandSource, SourceReading
 from scaler.signals.hub import SignalHub
 from scaler.targets.book import TargetBook
 from scaler.ticking import CallLater
@@ -195,8 +196,17 @@ class FakeLeader:
     identity: str = "test-scaler"
 
 
+# What each real source measures, by the name a fake takes from it.
+FEEDS = {
+    "activator": COUNTS,
+    "scrape": frozenset(SignalKind),
+    "prometheus": frozenset({SignalKind.GPU_UTILIZATION}),
+}
+
+
 class FakeSource:
-    """A demand source whose readings the test sets per target."""
+    """A demand source whose readings the test sets per target; it measures what
+    the real source of its name measures (everything, for another name)."""
 
     def __init__(self, name: str) -> None:
         self._name = name
@@ -205,6 +215,10 @@ class FakeSource:
     @property
     def name(self) -> str:
         return self._name
+
+    @property
+    def feeds(self) -> frozenset[SignalKind]:
+        return FEEDS.get(self._name, frozenset(SignalKind))
 
     def read(self, key: str, *, now: float) -> SourceReading | None:
         return self.readings.get(key)
@@ -310,7 +324,6 @@ def wire(
         signals=signals,
         actuator=actuator,
         policy=policy,
-        leader=leader,
         metrics=metrics,
         clock=clock,
         settings=ControllerSettings(tick_interval_s=tick_interval_s),

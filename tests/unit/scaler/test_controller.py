@@ -6,9 +6,11 @@ Covers:
 - a follower (not the Lease holder) decides and serves views but never writes;
 - a bad annotation: one ``InvalidAnnotation`` Warning Event, no scale write,
   until the annotations change; and unsupported signal/engine combinations;
-- a routing typo: one ``InvalidRouting`` Warning per set of annotations, and
-  the target scales as usual; LoRA adapter loads an activator reports
-  refused: one ``AdapterLoadRefused`` Warning naming them;
+- a routing typo, or a typo in a key of ours: one ``InvalidRouting`` or
+  ``UnknownAnnotation`` Warning per set of annotations, with "did you mean",
+  and the target scales as usual;
+  LoRA adapter loads an activator reports refused: one ``AdapterLoadRefused``
+  Warning naming them;
 - an API outage (every write fails) neither raises nor stops later writes
   (they back off, and resume once the backoff has passed);
 - stale or missing data never scales down or to zero, while fresh idleness
@@ -181,21 +183,32 @@ async def test_bad_annotation_reported_once_and_scale_left_alone() -> None:
     assert w.scale.scales[-1][1] > 3
 
 
-async def test_routing_typo_reported_once_and_scaling_goes_on() -> None:
-    typo = {"routing.tidal.dev/model": "llama", "routing.tidal.dev/max-buffered": "lots"}
+async def test_typos_in_keys_reported_once_and_scaling_goes_on() -> None:
+    typo = {
+        "routing.tidal.dev/model": "llama",
+        "routing.tidal.dev/max-buffered": "lots",
+        "autoscaling.tidal.dev/max-scal": "3",
+    }
     w = World(replicas=1, annotations=typo)
     w.set(loaded("activator", 200.0), idle("scrape"))
     await w.run_for(10)
     routing = [e for e in w.events.events if e[1] == "InvalidRouting"]
     [(key, _, message, warning)] = routing
     assert (key, warning) == (KEY, True)
-    assert 'routing.tidal.dev/model: "llama"' in message and "routing.tidal.dev/models" in message
+    assert 'routing.tidal.dev/model: "llama"' in message
+    assert "did you mean routing.tidal.dev/models?" in message
     assert 'routing.tidal.dev/max-buffered: "lots"' in message
+    [(key, _, message, warning)] = [e for e in w.events.events if e[1] == "UnknownAnnotation"]
+    assert (key, warning) == (KEY, True)
+    assert 'autoscaling.tidal.dev/max-scal: "3" is not a known key, ignored' in message
+    assert "did you mean autoscaling.tidal.dev/max-scale?" in message
+    assert "docs/annotations.md" in message and len(message.encode()) < 1024
     assert w.scale.scales and w.scale.scales[-1][1] > 1  # scaled as usual
     # Another change of the annotations, the typo still there: said again, once.
     w.cluster.put(deployment(replicas=w.scale.scales[-1][1], annotations={**typo, "x": "y"}))
     await w.run_for(6)
     assert [e[1] for e in w.events.events].count("InvalidRouting") == 2
+    assert [e[1] for e in w.events.events].count("UnknownAnnotation") == 2
 
 
 @pytest.mark.parametrize(

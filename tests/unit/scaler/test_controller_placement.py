@@ -37,7 +37,7 @@ from scaler.policy.companion import ON_DEMAND_PIN, template_hash
 from scaler.policy.cost import DEFAULT_PRICES
 from scaler.policy.protocol import PurePolicy
 from scaler.policy.providers import PRESETS
-from scaler.signals.base import SourceReading
+from scaler.signals.base import COUNTS, SourceReading
 from scaler.signals.hub import SignalHub
 from scaler.targets.book import TargetBook
 from tests.unit.scaler.fakes import FakeCluster, FakeEvents, FakeLeader
@@ -117,7 +117,6 @@ class World:
             signals=self.signals,
             actuator=actuator,
             policy=policy,
-            leader=self.leader,
             metrics=self.metrics,
             clock=lambda: self.now,
             settings=ControllerSettings(tick_interval_s=2.0),
@@ -246,6 +245,7 @@ class World:
 
 class _Source:
     name = "activator"
+    feeds = COUNTS
 
     def __init__(self) -> None:
         self.concurrency = 40.0

@@ -91,15 +91,15 @@ async def test_idle_sleeps_then_activation_wakes_one_and_demand_wakes_the_next()
     w = WarmWorld()
     w.set(0.0)
     await w.run_for(14)
-    assert w.warm.not_routable() == {KEY: ["10.0.0.1:8000", "10.0.0.2:8000"]}
-    assert w.warm.asleep_count(KEY) == 2
+    assert w.warm.pool.not_routable() == {KEY: ["10.0.0.1:8000", "10.0.0.2:8000"]}
+    assert w.warm.pool.asleep_count(KEY) == 2
     assert w.scale.scales == []  # sleeping is not scaling: both pods stay
     w.set(0.0, buffered=1.0)
     assert await w.controller.activate(KEY, now=w.now)
-    assert w.warm.asleep_count(KEY) == 1
+    assert w.warm.pool.asleep_count(KEY) == 1
     w.set(30.0)  # 30 in flight at 16 per replica: two wanted
     await w.run_for(4)
-    assert w.warm.asleep_count(KEY) == 0
+    assert w.warm.pool.asleep_count(KEY) == 0
     assert [c for c, _ in w.replicas.calls].count("warm_up") == 2
 
 
@@ -107,7 +107,7 @@ async def test_a_follower_puts_nothing_to_sleep() -> None:
     w = WarmWorld(leader=False)
     w.set(0.0)
     await w.run_for(14)
-    assert w.warm.asleep_count(KEY) == 0
+    assert w.warm.pool.asleep_count(KEY) == 0
     assert w.replicas.calls == []
 
 
@@ -127,10 +127,10 @@ async def test_losing_the_lease_forgets_the_sleeping_list_and_a_new_term_asks_th
     w = WarmWorld()
     w.set(0.0)
     await w.run_for(14)
-    assert w.warm.asleep_count(KEY) == 2
+    assert w.warm.pool.asleep_count(KEY) == 2
     w.leader.is_leader = False
     await w.run_for(2)
-    assert w.warm.not_routable() == {}
+    assert w.warm.pool.not_routable() == {}
     w.leader.is_leader = True
     await w.run_for(2)
-    assert w.warm.asleep_count(KEY) == 2  # learned again from /is_sleeping
+    assert w.warm.pool.asleep_count(KEY) == 2  # learned again from /is_sleeping

@@ -5,7 +5,9 @@ node's capacity type, Ready or not (a loading replica's GPU is billed), and
 an unbound pod counts nothing; the first call adds nothing; the totals by
 capacity type equal the per-target series (GPU-seconds and dollars), the
 cost view of ``/v1/targets`` and ``tidal status`` shows the same figures,
-and spot saves against the all-on-demand equivalent; the asleep share is
+and spot saves against the all-on-demand equivalent, for the replicas
+wanted when known (cover for a loading spot replica is not wanted twice);
+the asleep share is
 split out by state; one price table prices both the totals and the
 per-target dollars; a target that leaves is forgotten, and the metrics'
 forget removes its series.
@@ -116,3 +118,22 @@ def test_a_target_that_leaves_is_forgotten() -> None:
     # The totals keep what was counted.
     total = {"capacity_type": "spot"}
     assert metrics.registry.get_sample_value("tidal_scaler_gpu_seconds_total", total) == 10.0
+
+
+def test_the_saving_is_against_the_replicas_wanted() -> None:
+    # Two on-demand replicas cover a spot one that is still loading: two are wanted.
+    flat = PriceTable(
+        per_gpu_hour={CapacityType.ON_DEMAND: {ANY_MODEL: 4.0}, CapacityType.SPOT: {ANY_MODEL: 1.0}}
+    )
+    book = ledger(Metrics(CollectorRegistry()), flat)
+    snaps = snapshots(
+        pod("o0", "od-1"), pod("o1", "od-1"), pod("s0", "spot-1", ready=False), ready=2
+    )
+    book.account(0.0, snaps, wanted=lambda _: 2)
+    book.account(3600.0, snaps, wanted=lambda _: 2)
+    cost = book.cost(KEY)
+    assert cost is not None
+    assert cost.rate.total_per_hour == 9.0
+    assert cost.rate.on_demand_equivalent_per_hour == 8.0
+    assert cost.as_json()["saving_dollars_per_hour"] == -1.0
+    assert cost.as_json()["saved_dollars"] == -1.0

@@ -6,22 +6,25 @@ would otherwise look current), in the table and in JSON rows; a valid one
 keeps the reason from its status annotation. A spot pair: READY counts both
 halves, a line under the table names them (a companion not created yet
 too), and live cost columns and the saving show. Under the table: routing
-annotations the activator cannot use, a warm tier without sleep mode, and
+annotations the activator cannot use, unknown keys of ours, a warm tier without sleep mode, and
 Deployments whose opt-in label is not "true". A model with a TTFT objective:
 its goal from the annotations, and live the learned capacity and the
 attainment measured, in a line under the table and in JSON rows. Output cut
-short by its reader ends without a traceback.
+short by its reader ends without a traceback. The default table fits 100
+columns and ``-o wide`` has every column; ``--help`` explains MODE and the
+reasons.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
 
 from scaler.kube.types import CompanionInfo
 from scaler.policy.api import SloReport
-from scaler.status import not_opted_in_lines, render_table, rows
+from scaler.status import HELP_LEGEND, configure, not_opted_in_lines, render_table, rows
 from tests.unit.scaler.fakes import deployment
 
 
@@ -65,7 +68,7 @@ def test_warm_tier_columns_show_sleeping_replicas_and_wakes() -> None:
         "sleep_mode_unavailable": None,
     }  # fmt: skip
     assert "warm" not in table[1]["live"]
-    header, first, second = render_table(table).splitlines()[:3]
+    header, first, second = render_table(table, wide=True).splitlines()[:3]
     assert header.split()[-3:] == ["ASLEEP", "WAKES", "LAST-WAKE"]
     assert first.split()[-3:] == ["1", "1", "0.96s"]
     assert second.split()[-3:] == ["-", "-", "-"]
@@ -135,18 +138,21 @@ def test_spot_pair_and_cost() -> None:
     assert table[0]["ready"] == 4  # the pair's: 1 on demand + 3 spot
     assert table[0]["pair"]["spot"] == {"deployment": "llama-spot", "exists": True, "ready": 3}
     assert table[0]["live"]["cost"] == cost
-    text = render_table(table)
+    text = render_table(table, wide=True)
     assert "$/H" in text.splitlines()[0] and "SAVED-$/H" in text.splitlines()[0]
     assert (
         "default/llama: spot-with-on-demand-baseline: on-demand llama 1 ready, "
-        "spot llama-spot 3 ready; $7.79/h, saving $8.61/h against all on-demand "
-        "($1.50 saved so far)"
+        "spot llama-spot 3 ready; $7.79/h, saving $8.61/h against all on-demand for the "
+        "replicas wanted ($1.50 saved so far)"
     ) in text
     assert "default/fresh: spot: on-demand fresh 0 ready, spot fresh-spot (not created yet)" in text
 
 
 def test_what_tidal_does_not_act_on_is_said_under_the_table() -> None:
-    typo = deployment("typo", annotations={"routing.tidal.dev/model": "llama"})
+    typo = deployment(
+        "typo",
+        annotations={"routing.tidal.dev/model": "llama", "autoscaling.tidal.dev/max-scal": "3"},
+    )
     nosleep = deployment("nosleep")
     live = {
         "default/typo": {"desired": 1, "signals": {}},
@@ -161,6 +167,9 @@ def test_what_tidal_does_not_act_on_is_said_under_the_table() -> None:
     text = render_table(table)
     assert "Routing annotations the activator cannot use (it uses the defaults):" in text
     assert 'default/typo: routing.tidal.dev/model: "llama"' in text
+    assert "Annotation keys Tidal does not know (ignored; scaling goes on):" in text
+    assert "(did you mean autoscaling.tidal.dev/max-scale?)" in text
+    assert table[0]["reason"] != "InvalidAnnotation"  # an unknown key alone refuses nothing
     assert "Sleep mode unavailable (replicas stay awake):" in text
     assert "default/nosleep: default/nosleep-1 has no sleep mode" in text
     lines = not_opted_in_lines([("default/yes", "yes")])
@@ -182,3 +191,56 @@ def test_a_reader_that_stops_reading_ends_it_quietly() -> None:
     )
     assert proc.stdout == "row\n"
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+
+
+def test_the_default_table_fits_100_columns_and_wide_has_every_column() -> None:
+    spot = {"placement.tidal.dev/policy": "spot-with-on-demand-baseline"}
+    models = [deployment("llama-3-8b-instruct", annotations=spot), deployment("mistral-7b")]
+    view = {
+        "desired": 12,
+        "mode": "panic",
+        "reason": "ScaledToZero",
+        "signals": {k: {"stable": 123.45} for k in ("concurrency", "queue_depth")},
+        "cost": {
+            "dollars_per_hour": 123.45,
+            "saving_dollars_per_hour": 67.89,
+            "saved_dollars": 1.0,
+        },
+        "warm": {"pods": {"p": {"phase": "sleeping"}}, "wakes": 10, "lastWakeSeconds": 1.25},
+    }
+    live = {"default/llama-3-8b-instruct": view, "default/mistral-7b": view}
+    table = rows(models, live)
+    narrow = render_table(table).split("\n\n")[0].splitlines()
+    assert max(len(line) for line in narrow) <= 100, narrow
+    assert narrow[0].split() == [
+        "NAMESPACE", "NAME", "DESIRED", "READY", "MODE", "REASON", "LIVE-REASON", "CONCURRENCY",
+        "ASLEEP",
+    ]  # fmt: skip
+    assert narrow[1].split()[2] == "12" and narrow[1].split()[4] == "panic"  # the scaler's now
+    wide = render_table(table, wide=True).splitlines()[0].split()
+    for column in ("ON-DEMAND", "SPOT", "QUEUE", "KV-CACHE", "GPU", "$/H", "SAVED-$/H", "WAKES"):
+        assert column in wide
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    assert HELP_LEGEND in parser.format_help()
+    for word in ("panic", "Steady", "Holding", "NoData", "-o wide"):
+        assert word in HELP_LEGEND
+
+
+def test_held_requests_by_class_are_shown_where_classes_are_in_use() -> None:
+    observed = {"activator_held_critical": 2.0, "activator_held_standard": 7.0}
+    live = {
+        "default/ranked": {
+            "desired": 1,
+            "signals": {},
+            "observed": {**observed, "activator_shed": 3},
+        },
+        "default/plain": {"desired": 1, "signals": {}, "observed": {"activator_held_standard": 9}},
+    }
+    text = render_table(rows([deployment("ranked"), deployment("plain")], live))
+    assert "Held by priority class (all activators, live):" in text
+    assert (
+        "default/ranked: held critical 2, standard 7, sheddable 0; shed 3 in the last report"
+        in text
+    )
+    assert "default/plain:" not in text  # everything standard, nothing shed: as before

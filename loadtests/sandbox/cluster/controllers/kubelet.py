@@ -10,8 +10,11 @@ runs a :class:`PodWorker`:
   startup delay from the pod annotations ``sandbox.tidal.dev/engine``
   (``vllm``/``triton``), ``sandbox.tidal.dev/model`` and
   ``sandbox.tidal.dev/startup-delay`` (``30s``), extra server flags from
-  ``sandbox.tidal.dev/args``. Without a model annotation the server serves
-  the names its Deployment routes by (``routing.tidal.dev/models``, found up
+  ``sandbox.tidal.dev/args``. Without a model annotation a fake vLLM serves
+  what real vLLM would from the container's command and args
+  (``--served-model-name``, else ``--model`` or ``vllm serve MODEL``), so an
+  alias real vLLM would answer 404 is a 404 here too; with none of those,
+  the server serves the names its Deployment routes by (``routing.tidal.dev/models``, found up
   the owner chain: ReplicaSet, Deployment, and the user's Deployment above a
   spot companion), so a user's own manifest answers the names the activator
   sends it; ``sandbox-model`` when there are none. The port is the
@@ -192,6 +195,35 @@ def _served(routed: str | None, engine: str) -> str | None:
     return ",".join(names) if engine == "vllm" else names[0]
 
 
+def vllm_served_names(container: Obj) -> str | None:
+    """The names a real vLLM would serve, from the container's command and args.
+
+    As vLLM: ``--served-model-name`` (one or more names) when given, else the
+    model (``--model X``, or ``vllm serve X``); ``None`` when the container
+    names neither, and the sandbox falls back to the routed names.
+    """
+    words = [str(w) for w in (*(container.get("command") or ()), *(container.get("args") or ()))]
+    served: list[str] = []
+    model: str | None = None
+    for i, word in enumerate(words):
+        flag, eq, value = word.partition("=")
+        if flag == "--served-model-name":
+            if eq:
+                served.append(value)
+            else:
+                for name in words[i + 1 :]:
+                    if name.startswith("-"):
+                        break
+                    served.append(name)
+        elif flag == "--model":
+            model = value if eq else (words[i + 1] if i + 1 < len(words) else None)
+        elif word == "serve" and i + 1 < len(words) and not words[i + 1].startswith("-"):
+            model = words[i + 1]
+    if served:
+        return ",".join(served)
+    return model
+
+
 def server_spec_for(
     pod: Obj,
     *,
@@ -235,9 +267,13 @@ def server_spec_for(
         }
     )
     log_path = _log_path(pod, container, log_dir)
+    named = vllm_served_names(container) if engine == "vllm" else None
     return ServerSpec(
         engine=cast(Engine, engine),
-        model=annotations.get(ANNOTATION_MODEL) or _served(routed, engine) or DEFAULT_MODEL,
+        model=annotations.get(ANNOTATION_MODEL)
+        or named
+        or _served(routed, engine)
+        or DEFAULT_MODEL,
         host=host,
         port=_container_port(container, default_port),
         startup_delay_s=delay_s,

@@ -65,9 +65,12 @@ def test_deployment_annotations_translate() -> None:
             service="llama-svc",
             port="http",
             resend_unanswered="False",
+            default_priority="Sheddable",
+            shed_at_zero="true",
         )
     )
     assert routing.problems == ()
+    assert (routing.spec.default_priority, routing.spec.shed_at_zero) == (-1, True)
     assert routing.spec.resend_unanswered is False
     s = routing.spec
     assert s.name == "ml/llama"
@@ -77,12 +80,19 @@ def test_deployment_annotations_translate() -> None:
     assert (s.max_buffered, s.container_concurrency) == (50, 4)
     assert (routing.service, routing.port) == ("llama-svc", "http")
     bad = target_from_deployment(
-        deployment(max_buffered="lots", cold_start_timeout="3h", resend_unanswered="no")
+        deployment(
+            max_buffered="lots",
+            cold_start_timeout="3h",
+            resend_unanswered="no",
+            default_priority="urgent",
+        )
     )
+    assert bad.spec.default_priority == 0
+    assert "default-priority='urgent' is invalid; allowed: critical, standard" in bad.problems[-1]
     assert bad.spec.max_buffered == 1000
     assert bad.spec.cold_start_timeout_s == 600
     assert bad.spec.resend_unanswered is True
-    assert len(bad.problems) == 3
+    assert len(bad.problems) == 4
     assert "max-buffered='lots'" in bad.problems[1]
     assert "resend-unanswered='no' is invalid; allowed: true or false" in bad.problems[2]
     assert bad.service == "llama"

@@ -33,6 +33,9 @@ def test_design_example_parses() -> None:
     assert llama.max_buffered == 1000
     assert [e.key for e in llama.endpoints] == ["127.0.0.1:8001", "127.0.0.1:8002"]
     assert not any(e.ready for e in llama.endpoints)  # ready only once probed
+    assert (llama.default_priority, llama.shed_at_zero) == (0, False)
+    tuned = parse_routes("targets: [{name: a/b, default_priority: -5, shed_at_zero: true}]")
+    assert (tuned["a/b"].default_priority, tuned["a/b"].shed_at_zero) == (-5, True)
 
 
 @pytest.mark.parametrize(
@@ -50,6 +53,9 @@ def test_design_example_parses() -> None:
         ("targets: [{name: a/b}, {name: a/b}]", "listed twice"),
         ("targets: [{name: a/b, resend_unanswered: maybe}]", "resend_unanswered: expected true or"),
         ("targets: [{name: a/b, resend_unanswered: 1}]", "resend_unanswered: expected true or"),
+        ("targets: [{name: a/b, shed_at_zero: 1}]", "shed_at_zero: expected true or false"),
+        ("targets: [{name: a/b, default_priority: top}]", "default_priority: expected critical"),
+        ("targets: [{name: a/b, default_priority: true}]", "default_priority: expected critical"),
     ],
 )
 def test_routes_file_errors(text: str, message: str) -> None:

@@ -121,3 +121,18 @@ def test_bad_prices(table: dict[CapacityType, dict[str, float]], match: str) -> 
 def test_negative_time() -> None:
     with pytest.raises(ValueError, match="seconds must be >= 0"):
         CostMeter().advance([POD], seconds=-1.0, prices=PRICES)
+
+
+def test_the_saving_is_against_all_on_demand_for_the_replicas_wanted() -> None:
+    # Cover: two on-demand replicas ready, the spot one they stand in for still
+    # starting (bound, so billed). Two are wanted, not three.
+    od = replace(POD, name="od", capacity_type=OD, gpus=1)
+    pods = [od, replace(od, name="od2"), replace(POD, name="spot-starting")]
+    rate = cost_rate(pods, PRICES, wanted=2)
+    assert rate.total_per_hour == 4.0 + 4.0 + 1.0
+    assert rate.on_demand_equivalent_per_hour == 2 * 4.0
+    assert rate.saving_per_hour == -1.0  # the cover costs more than all on demand
+    assert cost_rate(pods, PRICES).on_demand_equivalent_per_hour == 3 * 4.0  # wanted unknown
+    meter = CostMeter().advance(pods, seconds=3600.0, prices=PRICES, wanted=2)
+    assert meter.on_demand_equivalent_dollars == pytest.approx(8.0)
+    assert meter.saved_dollars == pytest.approx(-1.0)

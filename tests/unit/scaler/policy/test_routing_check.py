@@ -1,6 +1,6 @@
 """The scaler's check of ``routing.tidal.dev/*`` agrees with the activator, which routes.
 
-Covers: a misspelt key is named with the known keys; bad values name key,
+Covers: a misspelt key is named with the closest known key; bad values name key,
 value and what is allowed; other prefixes are not this check's business; the
 keys are the activator's, and over the same values both sides find the same
 keys bad.
@@ -22,8 +22,8 @@ def test_a_misspelt_key_is_named_with_the_known_ones() -> None:
     (problem,) = routing_problems({R + "model": "llama", "autoscaling.tidal.dev/window": "x"})
     assert problem.key == R + "model"
     text = str(problem)
-    assert 'routing.tidal.dev/model: "llama"' in text
-    assert "unknown key" in text and R + "models" in text
+    assert 'routing.tidal.dev/model: "llama" is not a known key, ignored' in text
+    assert f"did you mean {R}models?" in text and "docs/annotations.md" in text
 
 
 def test_the_keys_are_the_activators() -> None:
@@ -41,6 +41,11 @@ def test_the_keys_are_the_activators() -> None:
         {R + "container-concurrency": "0", R + "path-prefix": "/v1", R + "hosts": "a,b"},
         {R + "balancing": "prefix", R + "max-buffered": "10"},
         {R + "balancing": "round-robin"},
+        {R + "model": "llama", R + "max-buferd": "3"},
+        {R + "default-priority": "urgent", R + "shed-at-zero": "yes"},
+        {R + "default-priority": "1000001", R + "shed-at-zero": "True"},
+        {R + "default-priority": "sheddable", R + "max-buffered": "10"},
+        {R + "default-priority": "-40"},
         {R + "adapters": "sql=/models/sql, chat=org/chat-lora"},
         {R + "adapters": "sql"},
         {R + "adapters": "sql=a, sql=b"},

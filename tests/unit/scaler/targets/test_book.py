@@ -39,10 +39,10 @@ def test_config_parsed_once_per_change() -> None:
     policy = CountingPolicy()
     book = TargetBook(cluster, policy)
     cluster.put(deployment(annotations={"autoscaling.tidal.dev/max-scale": "4"}))
-    first = book.sync()[KEY]
+    first = book.entries()[KEY]
     assert first.config is not None
     assert first.config.max_scale == 4
-    book.sync()
+    book.entries()
     assert policy.parsed == 1
     status = {"desired": 1, "reason": "ScaledUp"}
     cluster.put(
@@ -53,12 +53,12 @@ def test_config_parsed_once_per_change() -> None:
             }
         )
     )
-    entry = book.sync()[KEY]
+    entry = book.entries()[KEY]
     assert policy.parsed == 1  # our own status annotation does not re-parse
     assert entry.seen_status == status
     assert entry.revision == first.revision
     cluster.put(deployment(annotations={"autoscaling.tidal.dev/max-scale": "0"}))
-    bad = book.sync()[KEY]
+    bad = book.entries()[KEY]
     assert bad.config is None
     assert bad.problem is not None
     assert "autoscaling.tidal.dev/max-scale" in bad.problem
@@ -69,10 +69,10 @@ def test_config_parsed_once_per_change() -> None:
 def test_gpu_target_needs_gpu_metrics() -> None:
     cluster = FakeCluster()
     cluster.put(deployment(annotations={"autoscaling.tidal.dev/target-gpu-utilization": "70"}))
-    without = TargetBook(cluster, PurePolicy()).sync()[KEY]
+    without = TargetBook(cluster, PurePolicy()).entries()[KEY]
     assert without.problem is not None
     assert "allowed" in without.problem
-    with_gpu = TargetBook(cluster, PurePolicy(), gpu_metrics=True).sync()[KEY]
+    with_gpu = TargetBook(cluster, PurePolicy(), gpu_metrics=True).entries()[KEY]
     assert with_gpu.problem is None
 
 
@@ -80,12 +80,12 @@ def test_removed_and_unsynced() -> None:
     cluster = FakeCluster(synced=False)
     cluster.put(deployment())
     book = TargetBook(cluster, PurePolicy())
-    assert book.sync() == {}
+    assert book.entries() == {}
     assert book.poll_targets() == []
     cluster.synced = True
-    assert set(book.sync()) == {KEY}
+    assert set(book.entries()) == {KEY}
     del cluster.snapshots[KEY]
-    assert book.sync() == {}
+    assert book.entries() == {}
     assert book.get(KEY) is None
 
 

@@ -49,11 +49,11 @@ async def test_room_is_made_before_the_wake_from_learned_memory() -> None:
     replicas = FakeReplicas(room=1)
     w = World(replicas)
     memory = GpuMemory()
-    w.tier._memory = memory
+    w.tier.pool.memory = memory
     w.views.used.update({"ml/a": 50.0, "ml/b": 10.0, "ml/c": 30.0})
     pods = {t: pod(f"{t[3]}-1", f"10.0.0.{i}") for i, t in enumerate(("ml/a", "ml/b", "ml/c"), 1)}
     for target, p in pods.items():
-        w.tier.remember_addresses(target, CONFIG, [p])
+        w.tier.pool.remember(target, CONFIG, [p])
     # All three awake once (learned 24 600 MiB each), then a asleep and b, c awake.
     memory.snapshot = GpuMemorySnapshot(
         at=0.0,
@@ -71,8 +71,8 @@ async def test_room_is_made_before_the_wake_from_learned_memory() -> None:
         free={"GPU-1": 200},
     )  # fmt: skip
     assert w.tier.learn(1.0) == 3
-    assert w.tier.book.wake_need_mib("ml/a") == 24_000
-    assert w.tier.plan_room("ml/a-1", "ml/a", 1.0) == (["ml/b-1"], True)  # b: least recent
+    assert w.tier.pool.book.wake_need_mib("ml/a") == 24_000
+    assert w.tier.choices.plan_room("ml/a-1", "ml/a", 1.0) == (["ml/b-1"], True)  # b: least recent
     replicas.calls.clear()
     outcome = await w.tier.wake("ml/a")
     assert outcome.woke == "ml/a-1" and outcome.evicted == ("ml/b-1",)
@@ -83,5 +83,5 @@ async def test_room_is_made_before_the_wake_from_learned_memory() -> None:
 def test_without_memory_the_plan_is_to_try() -> None:
     w = World(FakeReplicas())
     config = dataclasses.replace(ScalingConfig(), sleep_after_s=5.0)
-    w.tier.remember_addresses("ml/a", config, [pod("a-1", "10.0.0.1")])
-    assert w.tier.plan_room("ml/a-1", "ml/a", 0.0) == ([], True)
+    w.tier.pool.remember("ml/a", config, [pod("a-1", "10.0.0.1")])
+    assert w.tier.choices.plan_room("ml/a-1", "ml/a", 0.0) == ([], True)

@@ -123,11 +123,11 @@ async def test_idle_replicas_sleep_after_the_handoff_and_busy_ones_do_not() -> N
     assert w.tier.consider_sleep("ml/a", CONFIG, pods, now=10.0) == []  # not due yet
     assert w.tier.consider_sleep("ml/a", CONFIG, pods, now=30.0) == ["ml/a-1"]
     # Announced at once, asleep only after the handoff.
-    assert w.tier.not_routable() == {"ml/a": ["10.0.0.1:8000"]}
+    assert w.tier.pool.not_routable() == {"ml/a": ["10.0.0.1:8000"]}
     assert replicas.calls == []
     await asyncio.sleep(PAST_HANDOFF_S)
     assert replicas.calls == [("sleep", "http://10.0.0.1:8000")]
-    assert w.tier.phase_of("ml/a-1") is Phase.SLEEPING
+    assert w.tier.pool.phase_of("ml/a-1") is Phase.SLEEPING
     assert w.events == [("ml/a", "Slept")]
 
 
@@ -142,15 +142,15 @@ async def test_a_server_without_sleep_mode_is_reported_once_and_not_asked_again(
         await asyncio.sleep(PAST_HANDOFF_S)
     assert replicas.calls == [("sleep", "http://10.0.0.1:8000")]
     assert w.events == [("ml/a", "SleepModeUnavailable")]
-    assert w.tier.not_routable() == {}  # back in rotation, awake
-    said = w.tier.describe("ml/a")["sleepModeUnavailable"]
+    assert w.tier.pool.not_routable() == {}  # back in rotation, awake
+    said = w.tier.pool.describe("ml/a")["sleepModeUnavailable"]
     assert "ml/a-1" in said and "--enable-sleep-mode" in said
     # A new replica (say, after a rollout that enabled sleep mode) is asked.
     replicas.sleep_mode = True
     w.tier.consider_sleep("ml/a", CONFIG, [*pods, pod("a-2", "10.0.0.2")], now=36.0)
     await asyncio.sleep(PAST_HANDOFF_S)
     assert replicas.calls[-1] == ("sleep", "http://10.0.0.2:8000")
-    assert w.tier.describe("ml/a")["sleepModeUnavailable"] is None
+    assert w.tier.pool.describe("ml/a")["sleepModeUnavailable"] is None
     assert w.events[-1] == ("ml/a", "Slept")
 
 
@@ -162,7 +162,7 @@ async def test_work_arriving_during_the_handoff_cancels_the_sleep() -> None:
     w.idle["ml/a"] = None  # a request: the idle clock stopped
     await asyncio.sleep(PAST_HANDOFF_S)
     assert replicas.calls == []
-    assert w.tier.not_routable() == {}
+    assert w.tier.pool.not_routable() == {}
 
 
 async def test_level_one_wake_then_warm_up() -> None:
@@ -177,8 +177,8 @@ async def test_level_one_wake_then_warm_up() -> None:
         ("wake_up", "http://10.0.0.1:8000"),
         ("warm_up", "http://10.0.0.1:8000"),
     ]
-    assert w.tier.not_routable() == {}
-    assert w.tier.describe("ml/a")["wakes"] == 1
+    assert w.tier.pool.not_routable() == {}
+    assert w.tier.pool.describe("ml/a")["wakes"] == 1
     # Nothing left asleep: a second activation wakes nothing.
     assert (await w.tier.wake("ml/a")).reason == "nothing sleeps"
 
@@ -203,13 +203,13 @@ async def test_a_wake_without_room_sleeps_the_lru_model_first() -> None:
     w.tier.consider_sleep("ml/a", CONFIG, [pod("a-1", "10.0.0.1")], now=30.0)
     await asyncio.sleep(PAST_HANDOFF_S)
     b = pod("b-1", "10.0.0.2")
-    w.tier.remember_addresses("ml/b", CONFIG, [b])
+    w.tier.pool.remember("ml/b", CONFIG, [b])
     replicas.calls.append(("serve", "http://10.0.0.2:8000"))  # b is awake on the GPU
     outcome = await w.tier.wake("ml/a", lru=lambda node, target: [("ml/b", "ml/b-1", 1)])
     assert outcome.woke == "ml/a-1"
     assert outcome.evicted == ("ml/b-1",)
-    assert w.tier.phase_of("ml/b-1") is Phase.SLEEPING
-    assert w.tier.not_routable() == {"ml/b": ["10.0.0.2:8000"]}
+    assert w.tier.pool.phase_of("ml/b-1") is Phase.SLEEPING
+    assert w.tier.pool.not_routable() == {"ml/b": ["10.0.0.2:8000"]}
 
 
 async def test_a_failed_wake_leaves_it_asleep_and_says_why() -> None:
@@ -221,7 +221,7 @@ async def test_a_failed_wake_leaves_it_asleep_and_says_why() -> None:
     replicas.fail_wake = True
     outcome = await w.tier.wake("ml/a")
     assert outcome.woke is None and "boom" in outcome.reason
-    assert w.tier.phase_of("ml/a-1") is Phase.SLEEPING
+    assert w.tier.pool.phase_of("ml/a-1") is Phase.SLEEPING
     assert ("ml/a", "WakeFailed") in w.events
 
 
@@ -231,9 +231,9 @@ async def test_a_new_leader_learns_who_sleeps_from_the_pods() -> None:
     w = World(replicas)
     w.tier.reconcile("ml/a", CONFIG, [pod("a-1", "10.0.0.1"), pod("a-2", "10.0.0.2")])
     await asyncio.sleep(0.01)
-    assert w.tier.not_routable() == {"ml/a": ["10.0.0.1:8000"]}
-    w.tier.forget_missing("ml/a", [pod("a-2", "10.0.0.2")])
-    assert w.tier.not_routable() == {}
+    assert w.tier.pool.not_routable() == {"ml/a": ["10.0.0.1:8000"]}
+    w.tier.pool.forget_missing("ml/a", [pod("a-2", "10.0.0.2")])
+    assert w.tier.pool.not_routable() == {}
     await w.tier.close()
 
 
@@ -248,7 +248,7 @@ async def test_idle_awake_on_lists_other_idle_models_lru_first(busy: bool) -> No
         "ml/b": [pod("b-1", "10.0.0.2")],
         "ml/c": [pod("c-1", "10.0.0.3"), pod("c-2", "10.0.0.4", node="n2")],
     }
-    ranked = w.tier.idle_awake_on("n1", exclude_target="ml/a", pods=pods)
+    ranked = w.tier.choices.idle_awake_on("n1", exclude_target="ml/a", pods=pods)
     expected = (
         [(3.0, "ml/c", "ml/c-1")] if busy else [(1.0, "ml/b", "ml/b-1"), (3.0, "ml/c", "ml/c-1")]
     )
@@ -263,5 +263,5 @@ def test_lru_on_ranks_the_warm_tier_models_the_views_show() -> None:
     # Not in the warm tier (no sleep-after): never put to sleep, however idle.
     board.publish("ml/c", ModelView(last_used=0.0, pods=(c,), sleep_level=None))
     tier = WarmTier(FakeReplicas(), clock=lambda: 0.0, views=board)
-    assert tier.lru_on("n1", "ml/x") == [("ml/b", "ml/b-1", 2), ("ml/a", "ml/a-1", 1)]
-    assert tier.lru_on("n1", "ml/b") == [("ml/a", "ml/a-1", 1)]
+    assert tier.choices.lru_on("n1", "ml/x") == [("ml/b", "ml/b-1", 2), ("ml/a", "ml/a-1", 1)]
+    assert tier.choices.lru_on("n1", "ml/b") == [("ml/a", "ml/a-1", 1)]

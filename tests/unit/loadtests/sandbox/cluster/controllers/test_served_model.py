@@ -3,13 +3,16 @@
 Covers: the names of ``routing.tidal.dev/models`` found up the owner chain
 (pod -> ReplicaSet -> Deployment, and past a spot companion to the user's
 Deployment), normalised for vLLM and cut to the first for Triton; a pod's
-own ``sandbox.tidal.dev/model`` wins; no routing annotation leaves the
-default.
+own ``sandbox.tidal.dev/model`` wins; a fake vLLM whose container args
+name the served model (``--served-model-name``, ``--model``, ``vllm serve``)
+serves those, as vLLM does; no routing annotation leaves the default.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import pytest
 
 from loadtests.sandbox.cluster.controllers.base import DEPLOYMENTS, NAMESPACES, PODS, REPLICASETS
 from loadtests.sandbox.cluster.controllers.kubelet import routed_models, server_spec_for
@@ -26,10 +29,16 @@ def _owned(name: str, kind: str, owner: str | None, **meta: Any) -> dict[str, An
     }
 
 
-def _pod(store: Store, name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+def _pod(
+    store: Store,
+    name: str,
+    annotations: dict[str, str] | None = None,
+    args: list[str] | None = None,
+) -> dict[str, Any]:
     pod = _owned(name, "ReplicaSet", "llama-spot-abc")
     pod["metadata"]["annotations"] = annotations or {}
-    pod["spec"] = {"containers": [{"name": "vllm", "image": "vllm/vllm-openai"}]}
+    container = {"name": "vllm", "image": "vllm/vllm-openai", "args": args or []}
+    pod["spec"] = {"containers": [container]}
     return store.create(PODS, pod)
 
 
@@ -66,3 +75,20 @@ def test_no_routing_annotation_leaves_the_default() -> None:
     pod = _pod(store, "a")
     assert routed_models(store, pod) is None
     assert _spec_model(pod, store) == "sandbox-model"
+
+
+@pytest.mark.parametrize(
+    ("args", "served"),
+    [
+        (["--model", "meta-llama/Llama-3.1-8B", "--served-model-name", "llama-3-8b"], "llama-3-8b"),
+        (["--served-model-name", "a", "b", "--port", "8000"], "a,b"),
+        (["--served-model-name=a"], "a"),
+        (["--model=meta-llama/Llama-3.1-8B"], "meta-llama/Llama-3.1-8B"),
+        (["vllm", "serve", "meta-llama/Llama-3.1-8B", "--port", "8000"], "meta-llama/Llama-3.1-8B"),
+    ],
+)
+def test_a_fake_vllm_serves_what_its_args_name_as_vllm_does(args: list[str], served: str) -> None:
+    store = Store()
+    _chain(store, "llama-3-8b, llama")  # the alias "llama" is routed but not served
+    pod = _pod(store, "a", args=args)
+    assert _spec_model(pod, store) == served

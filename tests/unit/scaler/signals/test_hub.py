@@ -177,3 +177,26 @@ def test_first_tokens_within_the_objective_are_counted_for_a_target_with_an_slo(
     load = hub.observe("ns/a", slo, now=2.0).load
     assert load is not None and (load.ttft_within_slo, load.ttft_counted) == (120.0, 140.0)
     assert hub.observe("ns/b", ScalingConfig(), now=2.0).load is None  # no objective, no count
+
+
+def test_held_by_class_and_sheds_are_summed_over_the_activators() -> None:
+    catalog = Catalog()
+    catalog.targets = {"ns/a": ScalingConfig()}
+    hub = SignalHub(sources=[ActivatorReports()], catalog=catalog)
+
+    def held(activator: str, critical: int, sheddable: int, shed: int) -> object:
+        stats = {"concurrency": 1, "held_critical": critical, "held_standard": 2}
+        stats |= {"held_sheddable": sheddable, "shed": shed}
+        return {"activator": activator, "period_s": 1.0, "targets": {"ns/a": stats}}
+
+    hub.report(parse_report(held("act-1", 3, 10, 4)), now=1.0)
+    hub.report(parse_report(held("act-2", 1, 0, 1)), now=1.5)
+    combined = hub.observe("ns/a", ScalingConfig(), now=2.0).combined
+    assert combined is not None
+    got = {k: v for k, v in combined.observed.items() if "held_" in k or k.endswith("_shed")}
+    assert got == {
+        "activator_held_critical": 4.0,
+        "activator_held_standard": 4.0,
+        "activator_held_sheddable": 10.0,
+        "activator_shed": 5.0,
+    }

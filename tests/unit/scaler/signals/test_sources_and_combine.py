@@ -24,9 +24,10 @@ import pytest
 from scaler.policy.api import SignalKind
 from scaler.signals.activator_reports import ActivatorReports, ReportError, parse_report
 from scaler.signals.base import SourceReading
-from scaler.signals.combine import combine, share_within
+from scaler.signals.combine import Fed, combine, share_within
 from scaler.signals.prometheus import PrometheusError, parse_vector
 from scaler.signals.scrape import PodMetrics, ScrapeError, _with_rates, parse_pod_metrics
+from tests.unit.scaler.fakes import FEEDS
 
 
 def report(name: str, targets: dict[str, dict[str, object]], period_s: float = 1.0) -> object:
@@ -216,16 +217,23 @@ def test_parse_prometheus_vector() -> None:
         )
 
 
+def by_name(readings: dict[str, SourceReading | None]) -> list[Fed]:
+    """Readings keyed by source name, each with what that source measures."""
+    return [(FEEDS[name], reading) for name, reading in readings.items()]
+
+
 def r(source: str, *, fresh: bool = True, **kw: object) -> SourceReading:
     return SourceReading(source=source, fresh=fresh, reporters=1, **kw)  # type: ignore[arg-type]
 
 
 def test_combine_max_concurrency_sum_queue() -> None:
     c = combine(
-        {
-            "activator": r("activator", concurrency=6.0, queue_depth=2.0, busy=True),
-            "scrape": r("scrape", concurrency=5.0, queue_depth=3.0, kv_cache_utilization=0.5),
-        }
+        by_name(
+            {
+                "activator": r("activator", concurrency=6.0, queue_depth=2.0, busy=True),
+                "scrape": r("scrape", concurrency=5.0, queue_depth=3.0, kv_cache_utilization=0.5),
+            }
+        )
     )
     assert c.values[SignalKind.CONCURRENCY] == 6.0
     assert c.values[SignalKind.QUEUE_DEPTH] == 5.0
@@ -237,18 +245,20 @@ def test_combine_max_concurrency_sum_queue() -> None:
 
 def test_combine_completeness_and_gpu_preference() -> None:
     c = combine(
-        {
-            "activator": r("activator", fresh=False),  # silent: no values, stale
-            "scrape": r("scrape", concurrency=1.0, queue_depth=0.0, gpu_utilization=0.9),
-            "prometheus": r("prometheus", gpu_utilization=0.3),
-        }
+        by_name(
+            {
+                "activator": r("activator", fresh=False),  # silent: no values, stale
+                "scrape": r("scrape", concurrency=1.0, queue_depth=0.0, gpu_utilization=0.9),
+                "prometheus": r("prometheus", gpu_utilization=0.3),
+            }
+        )
     )
     assert c.values[SignalKind.CONCURRENCY] == 1.0  # may still raise
     assert not c.complete[SignalKind.CONCURRENCY]
     assert c.values[SignalKind.GPU_UTILIZATION] == 0.3
     assert c.complete[SignalKind.GPU_UTILIZATION]
     assert not c.demand.all_sources_fresh
-    nothing = combine({"activator": None, "scrape": None})
+    nothing = combine(by_name({"activator": None, "scrape": None}))
     assert nothing.values == {}
     assert not nothing.complete[SignalKind.CONCURRENCY]
     assert not nothing.demand.all_sources_fresh
