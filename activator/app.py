@@ -61,9 +61,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from activator import http1
+from activator.holding.adapter_keeper import AdapterKeeper
 from activator.kube.notice_taints import parse_notice_taints
 from activator.metrics import Metrics
 from activator.proxy import Proxy, ProxyOptions
+from activator.replicas.lora_client import HttpAdapterIO
 from activator.replicas.probing import Prober
 from activator.routing.registry import Registry
 from activator.scaler_link.peers import ScalerPeers, parse_scaler_urls
@@ -79,6 +81,9 @@ log = logging.getLogger(__name__)
 # After the drain: how long the last answers may take to be written before
 # what is left (a response still streaming from a replica) is cut.
 FLUSH_S = 2.0
+# How long one LoRA adapter load may take before the replica counts as refusing it
+# (vLLM reads the adapter from disk or the Hub: seconds, not minutes).
+ADAPTER_LOAD_TIMEOUT_S = 60.0
 # How often the drain looks at the gates' and connections' counts (plain
 # integers: no event).
 _DRAIN_POLL_S = 0.05
@@ -272,15 +277,19 @@ def _assemble(settings: ActivatorSettings, prom: CollectorRegistry) -> Activator
     # getpid() system call on Python 3.11, and the gates read the clock twice
     # per request.
     clock = asyncio.get_running_loop().time
-    targets = Registry(rng=random.Random(), clock=clock, wake=wake.put)
-    metrics = Metrics(prom, targets=lambda: targets.targets)
     timeouts = settings.timeouts
     limits = settings.limits
-    # The scaler's client only: the replicas are reached through the pool.
+    # The scaler's client, and the replicas' for LoRA adapters (load, unload, look);
+    # requests reach the replicas through the pool.
     session = aiohttp.ClientSession(
         timeout=aiohttp.ClientTimeout(total=None, connect=timeouts.connect_s),
         cookie_jar=aiohttp.DummyCookieJar(),
     )
+    adapter_io = HttpAdapterIO(
+        session, timeout_s=timeouts.probe_s + 1.0, load_timeout_s=ADAPTER_LOAD_TIMEOUT_S
+    )
+    targets = Registry(rng=random.Random(), clock=clock, wake=wake.put, adapter_io=adapter_io)
+    metrics = Metrics(prom, targets=lambda: targets.targets)
     pool = http1.UpstreamPool(
         connect_timeout_s=timeouts.connect_s, max_connections=limits.upstream_connections
     )
@@ -357,6 +366,8 @@ async def _run(
     loop = asyncio.get_running_loop()
     activator.tasks.append(loop.create_task(_supervise("source", source.run(targets))))
     activator.tasks.append(loop.create_task(_supervise("prober", activator.prober.run())))
+    keeper = AdapterKeeper(lambda: targets.targets.values(), interval_s=settings.adapter_refresh_s)
+    activator.tasks.append(loop.create_task(_supervise("adapters", keeper.run())))
     activator.tasks.append(loop.create_task(_supervise("reporter", activator.reporter.run())))
     connections, server_limits = activator.connections, activator.server_limits
     activator.data_server = await loop.create_server(

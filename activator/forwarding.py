@@ -68,12 +68,15 @@ from activator.holding.target import Target
 from activator.http1 import Exchange
 from activator.metrics import Metrics
 from activator.refusal_log import RefusalLog
+from activator.replicas.lora_client import LoadRefused
 from activator.replicas.readiness import EndpointTracker
 from activator.statuses import (
+    AdapterLoadFailed,
     AllRefused,
     Draining,
     Failure,
     HeldBodiesFull,
+    NoAdapter,
     NoTarget,
     ProxyError,
     UpstreamFailed,
@@ -95,7 +98,14 @@ SERVE_ERRORS = (
     http1.RequestRejected,
 )
 # Failures whose text the client is told (it names the model, the replica, the refusal).
-_DETAILED = (UpstreamFailed, AllRefused, NoTarget, http1.RequestRejected)
+_DETAILED = (
+    UpstreamFailed,
+    AllRefused,
+    NoTarget,
+    NoAdapter,
+    AdapterLoadFailed,
+    http1.RequestRejected,
+)
 # Failures after which the connection closes: the drain, or a body not read to its end.
 _CLOSING = (Draining, DrainEnded, http1.BodyStalled, http1.BodyTooLarge, http1.RequestRejected)
 
@@ -182,6 +192,7 @@ class Forwarding:
     """One request from its target's gate to the end of its answer (module docstring)."""
 
     __slots__ = (
+        "adapter",
         "body",
         "conn",
         "document",
@@ -203,6 +214,7 @@ class Forwarding:
         body: bytes | None = None,
         prompt: PromptBlocks | None = None,
         document: object = None,
+        adapter: str | None = None,
     ) -> None:
         self.forwarder = forwarder
         self.exchange = exchange
@@ -215,6 +227,8 @@ class Forwarding:
         # The body parsed to route by ``model`` (None: not parsed): a held
         # request's cost in tokens comes from it.
         self.document = document
+        # The LoRA adapter the request names (its target's adapter slots route it).
+        self.adapter = adapter
         self.tracker: EndpointTracker | None = None
         self.conn: http1.UpstreamConnection | None = None
         self.sent_again = False  # it went out once and came back unanswered
@@ -229,6 +243,8 @@ class Forwarding:
 
     def send_now(self) -> bool:
         """Steps 1 to 3 with no waiting; False (nothing taken) when one must wait."""
+        if self.adapter is not None:
+            return False  # its adapter may need a load: awaited in a task
         gate = self.target.gate
         tracker = gate.try_acquire(self.prompt)
         if tracker is None:
@@ -270,9 +286,12 @@ class Forwarding:
         place = None  # its class, tenant and cost, read when it first waits
         deadline = 0.0  # on the loop's clock, from the first wait or refusal
         refused = 0
+        load_refusals = 0
         held_bytes = len(self.body) if self.body else 0
+        slots = self.target.adapters if self.adapter is not None else None
+        picker = slots.picker(self.adapter) if slots is not None and self.adapter else None
         while True:
-            tracker = gate.try_acquire(self.prompt)
+            tracker = gate.try_acquire(self.prompt, picker)
             if tracker is None:
                 now = loop.time()
                 if not deadline:
@@ -290,9 +309,16 @@ class Forwarding:
                     raise HeldBodiesFull()
                 try:
                     tracker = await gate.acquire(
-                        max(0.0, deadline - now), place, shed_at_zero=spec.shed_at_zero
+                        max(0.0, deadline - now),
+                        place,
+                        shed_at_zero=spec.shed_at_zero,
+                        picker=picker,
                     )
                 except ColdStartTimeout:
+                    if load_refusals:
+                        raise AdapterLoadFailed(
+                            f"{load_refusals} replica(s) refused to load {self.adapter!r}"
+                        ) from None
                     if refused:
                         raise AllRefused(f"{refused} connection attempt(s) refused") from None
                     raise
@@ -301,6 +327,18 @@ class Forwarding:
                 waited = loop.time() - now
                 metrics.observe_cold_wait(gate.name, waited)
                 metrics.observe_hold(gate.name, place.label, waited)
+            if slots is not None and self.adapter is not None:
+                try:
+                    await slots.ready(self.adapter, tracker)  # loads it there, held meanwhile
+                except LoadRefused:
+                    load_refusals += 1
+                    self._give_back(tracker)
+                    if not deadline:
+                        deadline = loop.time() + timeout_s
+                    continue
+                except BaseException:
+                    self._give_back(tracker)
+                    raise
             pool = forwarder.pool
             try:
                 conn = pool.take_idle(tracker.host, tracker.port) or await pool.acquire(
@@ -311,18 +349,24 @@ class Forwarding:
                     Failure.NOT_SENT, client_body=None, replica=tracker.label, what=str(exc)
                 )
                 if answer is not None:
-                    gate.release(tracker)
+                    self._give_back(tracker)
                     raise answer from exc
                 refused += 1
                 gate.mark_down(tracker)  # before the release, which may hand it on
-                gate.release(tracker)
+                self._give_back(tracker)
                 if not deadline:
                     deadline = loop.time() + timeout_s
                 continue
             except BaseException:
-                gate.release(tracker)
+                self._give_back(tracker)
                 raise
             return tracker, conn
+
+    def _give_back(self, tracker: EndpointTracker) -> None:
+        """The endpoint taken for this request, back to its gate (and adapter slots)."""
+        if self.adapter is not None and self.target.adapters is not None:
+            self.target.adapters.done(self.adapter, tracker)
+        self.target.gate.release(tracker)
 
     def _send(self, tracker: EndpointTracker, conn: http1.UpstreamConnection) -> None:
         """Step 3: send over ``conn``; the replica connection calls :meth:`done` at the end."""
@@ -413,7 +457,7 @@ class Forwarding:
         if conn is not None:
             self.forwarder.pool.release(conn)
         if tracker is not None:
-            self.target.gate.release(tracker)
+            self._give_back(tracker)
 
     def cancel(self) -> None:
         """The client went away (or the server shuts): abandon the replica's answer."""

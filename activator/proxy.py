@@ -60,6 +60,7 @@ from activator.statuses import (
     ConnectRefused,
     DeniedEndpoint,
     Draining,
+    NoAdapter,
     NoTarget,
     RefusedRequest,
     error_document,
@@ -220,8 +221,19 @@ class Proxy:
             return
         gate = target.gate
         gate.arrive(document)
+        adapter = None
+        if target.adapters is not None:  # the model may be one of its LoRA adapters
+            model = document.get("model") if isinstance(document, dict) else None
+            adapter = model if model in target.adapters.declared else None
         forwarding = Forwarding(
-            self.forwarder, exchange, target, started, body, gate.prompt_of(document), document
+            self.forwarder,
+            exchange,
+            target,
+            started,
+            body,
+            gate.prompt_of(document),
+            document,
+            adapter,
         )
         if not forwarding.send_now():
             await forwarding.wait_and_send()
@@ -238,6 +250,8 @@ class Proxy:
         table = self.registry.table
         name = table.by_model(model)
         if name is None:
+            if table.parents:
+                raise NoAdapter(table.unknown_adapter(model))
             raise NoTarget(table.unknown_model(model))
         return body, name, document
 

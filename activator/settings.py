@@ -198,6 +198,12 @@ class ActivatorSettings(ServiceSettings):
     probe_interval_s: float = Field(
         default=0.2, gt=0, description="seconds between probes of endpoints not yet ready"
     )
+    adapter_refresh_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="seconds between reads of each replica's LoRA adapters (model list and "
+        "metrics), after which adapters idle past their keep-alive are unloaded",
+    )
     recheck_ready_s: float = Field(
         default=1.0,
         gt=0,

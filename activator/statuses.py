@@ -9,6 +9,8 @@ exception              status  when
 =====================  ======  ============================================
 NoTarget, GateClosed    404    no target matches (or it was removed); an
                                unknown ``model`` is named, with those served
+NoAdapter               404    an unknown ``model`` where LoRA adapters are
+                               declared: the message names the declared ones
 InvalidJson             400    the body, read for ``model``, is not JSON (the
                                parser's message and position, e.g. single
                                quotes or an unclosed bracket)
@@ -27,6 +29,8 @@ HeldBodiesFull          503    held request bodies reached the activator's cap
 Draining, DrainEnded    503    shutting down (DrainEnded: still held when
                                the drain timeout ended)
 ColdStartTimeout        504    no replica ready within the cold-start timeout
+AdapterLoadFailed       503    no replica could load the LoRA adapter (each
+                               asked refused it) within the cold-start timeout
 NotWoken                503    Tidal will not wake the model: its
                                ``autoscaling.tidal.dev/`` annotations are
                                invalid (the message names the Deployment and
@@ -101,6 +105,7 @@ from activator.scaler_link.wake_refusal import NotWoken
 
 __all__ = [
     "ERROR_STATUS",
+    "AdapterLoadFailed",
     "AllRefused",
     "BadBody",
     "BadModel",
@@ -114,6 +119,7 @@ __all__ = [
     "Failure",
     "HeldBodiesFull",
     "InvalidJson",
+    "NoAdapter",
     "NoTarget",
     "ProxyError",
     "RefusedRequest",
@@ -130,6 +136,14 @@ class ProxyError(Exception):
 
 class NoTarget(ProxyError):
     pass
+
+
+class NoAdapter(ProxyError):
+    """A ``model`` no target serves, where some target declares LoRA adapters."""
+
+
+class AdapterLoadFailed(ProxyError):
+    """Every replica asked to load the adapter refused, and the deadline passed."""
 
 
 class BadBody(ProxyError):
@@ -195,6 +209,16 @@ class ErrorStatus:
 ERROR_STATUS: dict[type[Exception], ErrorStatus] = {
     NoTarget: ErrorStatus(404, "not_found_error", "no_target", "no target matches this request"),
     GateClosed: ErrorStatus(404, "not_found_error", "no_target", "the target was removed"),
+    NoAdapter: ErrorStatus(
+        404, "not_found_error", "no_adapter", "no declared LoRA adapter has this name"
+    ),
+    AdapterLoadFailed: ErrorStatus(
+        503,
+        "unavailable_error",
+        "adapter_load_failed",
+        "no replica could load this LoRA adapter in time",
+        retry_after=True,
+    ),
     InvalidJson: ErrorStatus(400, "invalid_request_error", "invalid_json", "the body is not JSON"),
     BodyNotObject: ErrorStatus(
         400,

@@ -14,6 +14,12 @@ refused connection marks a "ready" one down until a probe succeeds again
 (:mod:`activator.replicas.readiness`). A *draining* endpoint is the exception: the
 source says it is going away, and nothing the activator sees overrides that.
 
+A target may declare LoRA adapters (:class:`Adapter`: a name a request puts
+in ``model`` and the source its replicas load it from); requests for one
+are routed by :mod:`activator.balancing.adapter_affinity`.
+:func:`parse_adapters` reads the annotation's ``name=source`` list and
+:func:`adapters_from_mapping` a ConfigMap's data, with the same rules.
+
 Durations are Go-style strings in annotations and routes files (``90s``,
 ``5m``, ``1h30m``, ``250ms``); :func:`parse_duration_s` turns them into
 seconds and says what is allowed when it cannot.
@@ -27,17 +33,22 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 __all__ = [
+    "ADAPTER_KEEP_ALIVE_RANGE_S",
     "BALANCING_MODES",
+    "DEFAULT_ADAPTER_KEEP_ALIVE_S",
     "DEFAULT_BALANCING",
     "DEFAULT_COLD_START_TIMEOUT_S",
     "DEFAULT_CONTAINER_CONCURRENCY",
     "DEFAULT_MAX_BUFFERED",
     "DEFAULT_PRIORITY",
     "DEFAULT_RESEND_UNANSWERED",
+    "Adapter",
     "Endpoint",
     "TargetSink",
     "TargetSource",
     "TargetSpec",
+    "adapters_from_mapping",
+    "parse_adapters",
     "parse_duration_s",
     "parse_target_name",
 ]
@@ -62,6 +73,10 @@ PRIORITY_RANGE = (-1_000_000, 1_000_000)
 COLD_START_TIMEOUT_RANGE_S = (1.0, 3600.0)
 MAX_BUFFERED_RANGE = (0, 100_000)
 CONTAINER_CONCURRENCY_RANGE = (0, 10_000)
+
+# autoscaling.tidal.dev/adapter-keep-alive: an adapter idle this long is unloaded.
+DEFAULT_ADAPTER_KEEP_ALIVE_S = 600.0
+ADAPTER_KEEP_ALIVE_RANGE_S = (1.0, 24 * 3600.0)
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -106,6 +121,61 @@ def parse_target_name(value: str, *, key: str = "name") -> str:
     return value
 
 
+# An adapter name as vLLM takes it in ``model`` and a ConfigMap takes it as a key.
+ADAPTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+_ADAPTER_SOURCE = re.compile(r"[^\s,=]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Adapter:
+    """One declared LoRA adapter: the ``model`` name and where vLLM loads it from."""
+
+    name: str
+    source: str
+
+
+def adapters_from_mapping(
+    pairs: Mapping[str, str], *, base_models: tuple[str, ...] = (), where: str = "adapters"
+) -> tuple[Adapter, ...]:
+    """Name -> source pairs as adapters, in name order; ValueError naming the first bad one."""
+    adapters = []
+    for name, source in sorted(pairs.items()):
+        name, source = name.strip(), source.strip()
+        if not ADAPTER_NAME.fullmatch(name):
+            raise ValueError(
+                f"{where}: adapter name {name!r} is not allowed; use letters, digits, "
+                "'.', '_' and '-', starting with a letter or digit"
+            )
+        if not _ADAPTER_SOURCE.fullmatch(source):
+            raise ValueError(
+                f"{where}: adapter {name!r} needs a source (a path or a Hugging Face id, "
+                f"without spaces, ',' or '='); got {source!r}"
+            )
+        if name in base_models:
+            raise ValueError(f"{where}: adapter {name!r} has the name of the base model")
+        adapters.append(Adapter(name, source))
+    return tuple(adapters)
+
+
+def parse_adapters(text: str, *, base_models: tuple[str, ...] = ()) -> tuple[Adapter, ...]:
+    """``"sql=/models/sql-lora, chat=org/chat-lora"`` -> adapters; ValueError when bad."""
+    pairs: dict[str, str] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, source = item.partition("=")
+        if not sep:
+            raise ValueError(
+                f"adapters: {item!r} is not name=source, such as sql-lora=/models/sql-lora"
+            )
+        if name.strip() in pairs:
+            raise ValueError(f"adapters: {name.strip()!r} is declared twice")
+        pairs[name.strip()] = source
+    if not pairs:
+        raise ValueError("adapters: the list is empty; expected name=source, ...")
+    return adapters_from_mapping(pairs, base_models=base_models)
+
+
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     """One replica's address, as the source sees it."""
@@ -148,6 +218,17 @@ class TargetSpec:
     # Estimate each request's prompt tokens and max_tokens for the scaler (a model
     # sized in tokens: one with a TTFT objective); no cost for the others.
     counts_tokens: bool = False
+    # LoRA adapters its replicas may load, and how long one stays loaded idle.
+    adapters: tuple[Adapter, ...] = ()
+    adapter_keep_alive_s: float = DEFAULT_ADAPTER_KEEP_ALIVE_S
+
+    def adapter(self, name: str) -> Adapter | None:
+        """The declared adapter a request's ``model`` names, if any."""
+        for adapter in self.adapters:
+            if adapter.name == name:
+                return adapter
+        return None
+
     # Class of a held request that names none; whether a sheddable request
     # (class below 0) that finds no ready replica is refused at once.
     default_priority: int = DEFAULT_PRIORITY
@@ -186,9 +267,11 @@ class TargetSpec:
                 f"{self.name}: path_prefix must start with '/', got {self.path_prefix!r}"
             )
 
-    def routing_keys(self) -> tuple[tuple[str, ...], str | None, tuple[str, ...]]:
+    def routing_keys(
+        self,
+    ) -> tuple[tuple[str, ...], str | None, tuple[str, ...], tuple[Adapter, ...]]:
         """What routing reads; a change here means the routing table is rebuilt."""
-        return (self.hosts, self.path_prefix, self.models)
+        return (self.hosts, self.path_prefix, self.models, self.adapters)
 
 
 class TargetSink(Protocol):

@@ -194,6 +194,11 @@ class StatusRecords:
             record = replace(record, status=status)
         self._records[key] = record
 
+    @property
+    def leading(self) -> bool:
+        """Whether this scaler holds the Lease now (Events are raised by the leader)."""
+        return self._leader.is_leader
+
     def warnings_due(self, key: str) -> bool:
         """True once per set of annotations, on the leader: raise the Warnings that
         leave scaling on now (marked raised even if the Events are lost)."""

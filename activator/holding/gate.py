@@ -42,8 +42,8 @@ Its public surface is small: :meth:`~Gate.arrive`, :meth:`~Gate.try_acquire`,
 :meth:`~Gate.acquire`, :meth:`~Gate.release` and :meth:`~Gate.mark_down` on
 the request path; :meth:`~Gate.configure` for its target, :meth:`~Gate.close` for the
 registry; :meth:`~Gate.refuse` for the reporter (Tidal
-will not wake the target); :meth:`~Gate.take_period` and
-:meth:`~Gate.pods` for reports. The gate owns its target's
+will not wake the target); :meth:`~Gate.dispatch` for the adapter keeper;
+:meth:`~Gate.take_period` and :meth:`~Gate.pods` for reports. The gate owns its target's
 :class:`~activator.replicas.readiness.TargetEndpoints` and is told of readiness
 changes through the callback it hands them at construction. When it holds a
 request while no endpoint is ready it calls ``wake(name)``, a plain
@@ -61,6 +61,7 @@ from collections.abc import Callable
 from activator.balancing.least_loaded import pick
 from activator.balancing.prefix_key import PromptBlocks, estimated_tokens
 from activator.clock import Clock, loop_time
+from activator.holding.adapters import AdapterPicker
 from activator.holding.prefix_balancing import PrefixBalancer
 from activator.holding.request_class import ANONYMOUS, HoldClass
 from activator.replicas.readiness import EndpointTracker, TargetEndpoints
@@ -131,7 +132,9 @@ class Gate:
         # Held requests' futures; one that is done (its caller went away, its time ran
         # out) has left and is skipped.
         self._waiters: FairHoldQueue[asyncio.Future[EndpointTracker]] = FairHoldQueue(_waiting)
-        self.endpoints = TargetEndpoints(name, on_change=self._dispatch)
+        # Held LoRA adapter requests' pickers (empty for a target without adapters).
+        self._pickers: dict[asyncio.Future[EndpointTracker], AdapterPicker] = {}
+        self.endpoints = TargetEndpoints(name, on_change=self.dispatch)
         self.buffered = 0
         # Held requests by class label; those shed, in all and since the last report.
         self.held_by_class = dict.fromkeys(("critical", "standard", "sheddable"), 0)
@@ -170,7 +173,7 @@ class Gate:
         self.max_buffered = max_buffered
         old, self.limit = self.limit, limit
         if limit != old:
-            self._dispatch()
+            self.dispatch()
 
     def set_balancing(self, mode: str) -> None:
         """``least-loaded`` or ``prefix`` (a target's ``routing.tidal.dev/balancing``)."""
@@ -216,10 +219,17 @@ class Gate:
             self.prompt_tokens += prompt
             self.output_tokens += output
 
-    def try_acquire(self, prompt: PromptBlocks | None = None) -> EndpointTracker | None:
-        """An endpoint now, or None; never waits. Queued requests go first."""
+    def try_acquire(
+        self, prompt: PromptBlocks | None = None, picker: AdapterPicker | None = None
+    ) -> EndpointTracker | None:
+        """An endpoint now, or None; never waits. Queued requests go first.
+
+        ``picker``: a LoRA adapter's request picks its replica by what is loaded.
+        """
         if self._waiters or self.closed:
             return None
+        if picker is not None:
+            return self._took(picker.pick(self.endpoints.ready, self.limit, self._rng))
         if self.prefix is not None:
             tracker = self.prefix.pick(prompt, self.endpoints.ready, self.limit, self._rng)
         else:
@@ -255,19 +265,30 @@ class Gate:
         shed.set_exception(Shed(self.name))
 
     async def acquire(
-        self, timeout_s: float, place: HoldClass = ANONYMOUS, *, shed_at_zero: bool = False
+        self,
+        timeout_s: float,
+        place: HoldClass = ANONYMOUS,
+        *,
+        shed_at_zero: bool = False,
+        picker: AdapterPicker | None = None,
     ) -> EndpointTracker:
         """Hold until an endpoint is handed over; raises a :class:`HoldError` or cancels.
 
         ``place``: the request's class, tenant and cost; ``shed_at_zero``: a
         sheddable request (class below 0) is refused with :class:`Shed` while
-        no replica is ready (the target is still woken)."""
+        no replica is ready (the target is still woken). A request with a
+        ``picker`` (a LoRA adapter's) is handed a replica its picker chooses;
+        while it is next in line and its picker finds none, the requests behind
+        it wait too (the release order is kept)."""
         if self.closed:
             raise self._closed_reason(self.name)
         # The fast path just missed (and a prefix balancer counted its pick):
         # one more look by load, as a held request is balanced, counted once.
+        choose = picker.pick if picker is not None else pick
         tracker = (
-            None if self._waiters else self._took(pick(self.endpoints.ready, self.limit, self._rng))
+            None
+            if self._waiters
+            else self._took(choose(self.endpoints.ready, self.limit, self._rng))
         )
         if tracker is not None:
             return tracker
@@ -278,6 +299,8 @@ class Gate:
         fut: asyncio.Future[EndpointTracker] = loop.create_future()
         self._touch()
         self._waiters.hold(fut, self._last_t, place.priority, place.tenant, place.cost)
+        if picker is not None:
+            self._pickers[fut] = picker
         self.buffered += 1
         self.held_by_class[label] += 1
         if not self.endpoints.ready and self._wake is not None:
@@ -296,6 +319,8 @@ class Gate:
             self._touch()
             self.buffered -= 1
             self.held_by_class[label] -= 1
+            if picker is not None:
+                self._pickers.pop(fut, None)
             if not fut.done():
                 fut.cancel()
             elif not handed and not fut.cancelled():
@@ -303,6 +328,8 @@ class Gate:
                 if failed is None:
                     # Handed an endpoint in the same instant we were cancelled or
                     # timed out: give it back to the next in line.
+                    if picker is not None:
+                        picker.undo(fut.result())
                     self.release(fut.result())
                 elif isinstance(failed, Shed):
                     self._shedding -= 1
@@ -318,20 +345,29 @@ class Gate:
         tracker.in_flight -= 1
         self.in_flight -= 1
         if self._waiters:
-            self._dispatch()
+            self.dispatch()
 
     def mark_down(self, tracker: EndpointTracker) -> None:
         """A connection to ``tracker`` failed before any byte went out: out of rotation."""
         self.endpoints.mark_down(tracker)
 
-    def _dispatch(self) -> None:
-        """Hand free endpoints to the waiters at the head of the queue."""
+    def dispatch(self) -> None:
+        """Hand free endpoints to the waiters at the head of the queue (also called from
+        outside when what a held request may get changed: a LoRA adapter unloaded, a
+        replica's adapter slots learned)."""
         ready = self.endpoints.ready
         if not ready:
             return
         touched = False
-        limit, rng = self.limit, self._rng
-        for head, _, tracker in self._waiters.hand_out(lambda _head: pick(ready, limit, rng)):
+        limit, rng, pickers = self.limit, self._rng, self._pickers
+
+        def take(head: asyncio.Future[EndpointTracker]) -> EndpointTracker | None:
+            picker = pickers.get(head) if pickers else None
+            if picker is not None:
+                return picker.pick(ready, limit, rng)
+            return pick(ready, limit, rng)
+
+        for head, _, tracker in self._waiters.hand_out(take):
             if not touched:
                 self._touch()
                 touched = True

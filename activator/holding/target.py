@@ -20,7 +20,11 @@ reasons, and is the only writer of each:
   activator enforces ``max(1, cc // activators)`` of ``container-concurrency``
   per replica, so several activators together stay within the bound as long
   as there are no more of them than ``cc`` (Knative's revision throttler
-  shares its breaker's capacity the same way).
+  shares its breaker's capacity the same way);
+- its **LoRA adapters** on its replicas
+  (:class:`~activator.holding.adapters.AdapterSlots`), only when its spec
+  declares some: None otherwise, so a target without adapters pays nothing.
+  Like the gate it passes to the replacement, reconfigured.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import random
 from collections.abc import Callable
 
 from activator.clock import Clock, loop_time
+from activator.holding.adapters import AdapterIO, AdapterSlots
 from activator.holding.gate import Gate
 from activator.targets import TargetSpec
 
@@ -45,7 +50,7 @@ def replica_limit(container_concurrency: int, activators: int) -> int:
 class Target:
     """A target's spec, gate, sleeping endpoints and activator count (module docstring)."""
 
-    __slots__ = ("activators", "gate", "name", "sleeping", "spec")
+    __slots__ = ("activators", "adapters", "gate", "name", "sleeping", "spec")
 
     def __init__(
         self,
@@ -54,8 +59,10 @@ class Target:
         *,
         sleeping: frozenset[str] = frozenset(),
         activators: int = 1,
+        adapters: AdapterSlots | None = None,
     ) -> None:
         self.name = spec.name
+        self.adapters = adapters
         self.spec = spec
         self.gate = gate
         self.sleeping = sleeping
@@ -79,14 +86,30 @@ class Target:
         rng: random.Random | None = None,
         clock: Clock = loop_time,
         wake: Callable[[str], None] | None = None,
+        adapter_io: AdapterIO | None = None,
     ) -> Target:
-        """A target seen for the first time, with a new gate."""
+        """A target seen for the first time, with a new gate (and adapter slots, when it
+        declares adapters and the activator can reach replicas: ``adapter_io``)."""
         gate = Gate(spec.name, max_buffered=spec.max_buffered, rng=rng, clock=clock, wake=wake)
-        return cls(spec, gate, sleeping=sleeping, activators=activators)
+        slots = None
+        if spec.adapters and adapter_io is not None:
+            slots = AdapterSlots(spec.adapters, spec.adapter_keep_alive_s, adapter_io, clock=clock)
+        return cls(spec, gate, sleeping=sleeping, activators=activators, adapters=slots)
 
-    def with_spec(self, spec: TargetSpec) -> Target:
-        """This target under a new spec: a new owner, the same gate."""
-        return Target(spec, self.gate, sleeping=self.sleeping, activators=self.activators)
+    def with_spec(
+        self, spec: TargetSpec, adapter_io: AdapterIO | None = None, clock: Clock = loop_time
+    ) -> Target:
+        """This target under a new spec: a new owner, the same gate and adapter slots."""
+        slots = self.adapters
+        if not spec.adapters:
+            slots = None
+        elif slots is not None:
+            slots.configure(spec.adapters, spec.adapter_keep_alive_s)
+        elif adapter_io is not None:
+            slots = AdapterSlots(spec.adapters, spec.adapter_keep_alive_s, adapter_io, clock=clock)
+        return Target(
+            spec, self.gate, sleeping=self.sleeping, activators=self.activators, adapters=slots
+        )
 
     def set_sleeping(self, keys: frozenset[str]) -> None:
         """The endpoints (``ip:port``) the warm tier has asleep; the others are awake."""

@@ -1,7 +1,7 @@
 """Targets from Kubernetes: watches of opted-in Deployments, Services, EndpointSlices, Nodes.
 
 The only module of the activator (with its package) that imports
-kubernetes_asyncio. Three (or four) :class:`~groundwork.kube.reflector.Reflector`
+kubernetes_asyncio. Four (or five) :class:`~groundwork.kube.reflector.Reflector`
 loops, the scaler's own, keep local stores (an
 :class:`~groundwork.kube.reflector.ObjectCache` each):
 
@@ -9,6 +9,10 @@ loops, the scaler's own, keep local stores (an
 - Services (to map a ``routing.tidal.dev/port`` number to the port name the
   EndpointSlices carry);
 - EndpointSlices that belong to a Service (``kubernetes.io/service-name``);
+- ConfigMaps with the same label selector as the Deployments: the LoRA
+  adapter lists that ``routing.tidal.dev/adapters-configmap`` names (a
+  ConfigMap without the label is not seen, so none of a cluster's other
+  ConfigMaps is watched);
 - Nodes (cluster-wide, read only), for their interruption-notice taints:
   endpoints on a node under notice drain (:mod:`activator.kube.notice_taints`).
   A node event schedules a rebuild only when the set of nodes under notice
@@ -96,41 +100,19 @@ class KubeSource:
         finally:
             await access.close()
 
-    async def _watch(self, api: client.ApiClient, sink: TargetSink) -> None:
-        apps: Any = client.AppsV1Api(api)
-        core: Any = client.CoreV1Api(api)
-        disc: Any = client.DiscoveryV1Api(api)
-        loop = asyncio.get_running_loop()
-        pending = False
-
-        def rebuild() -> None:
-            nonlocal pending
-            pending = False
-            if not all(r.synced for r in reflectors):
-                return
-            targets, problems = build_targets(
-                deployments.store.values(),
-                services.store,
-                slices.store.values(),
-                nodes_under_notice=self.nodes_under_notice,
-            )
-            for problem in problems:
-                log.warning("%s", problem)
-            sink.apply(targets)
-
-        def changed() -> None:
-            nonlocal pending
-            if not pending:
-                pending = True
-                loop.call_soon(rebuild)
-
+    def _object_reflectors(
+        self,
+        apps: Any,
+        core: Any,
+        disc: Any,
+        deployments: ObjectCache,
+        services: ObjectCache,
+        slices: ObjectCache,
+        configmaps: ObjectCache,
+    ) -> tuple[Reflector, ...]:
+        """The watches of the namespaced objects targets are built from."""
         ns = self.namespace
-        deployments, services, slices = (
-            ObjectCache(changed),
-            ObjectCache(changed),
-            ObjectCache(changed),
-        )
-        reflectors: tuple[Reflector, ...] = (
+        return (
             _reflector(
                 "Deployment",
                 deployments,
@@ -155,6 +137,55 @@ class KubeSource:
                 namespace=ns,
                 label_selector=SERVICE_NAME_LABEL,
             ),
+            # LoRA adapter lists (routing.tidal.dev/adapters-configmap): only the
+            # ConfigMaps opted in with the Deployments' label, never all of them.
+            _reflector(
+                "ConfigMap",
+                configmaps,
+                core.list_config_map_for_all_namespaces,
+                core.list_namespaced_config_map,
+                namespace=ns,
+                label_selector=self.label_selector,
+            ),
+        )
+
+    async def _watch(self, api: client.ApiClient, sink: TargetSink) -> None:
+        apps: Any = client.AppsV1Api(api)
+        core: Any = client.CoreV1Api(api)
+        disc: Any = client.DiscoveryV1Api(api)
+        loop = asyncio.get_running_loop()
+        pending = False
+
+        def rebuild() -> None:
+            nonlocal pending
+            pending = False
+            if not all(r.synced for r in reflectors):
+                return
+            targets, problems = build_targets(
+                deployments.store.values(),
+                services.store,
+                slices.store.values(),
+                nodes_under_notice=self.nodes_under_notice,
+                configmaps=configmaps.store,
+            )
+            for problem in problems:
+                log.warning("%s", problem)
+            sink.apply(targets)
+
+        def changed() -> None:
+            nonlocal pending
+            if not pending:
+                pending = True
+                loop.call_soon(rebuild)
+
+        deployments, services, slices, configmaps = (
+            ObjectCache(changed),
+            ObjectCache(changed),
+            ObjectCache(changed),
+            ObjectCache(changed),
+        )
+        reflectors = self._object_reflectors(
+            apps, core, disc, deployments, services, slices, configmaps
         )
         if self.notice_taints:
 

@@ -10,6 +10,10 @@ with literal dicts.
   its default is used, so one typo does not take a model off the data path;
   an unknown key is reported with the closest known one ("did you mean")
   and ignored. The scaler raises the ``InvalidRouting`` event.
+  Declared LoRA
+  adapters come from ``routing.tidal.dev/adapters`` and the ConfigMap named
+  by ``routing.tidal.dev/adapters-configmap`` (the annotation wins a name
+  both declare).
 - :func:`endpoints_from_slices` turns the EndpointSlices of the target's
   Service into endpoints: every address of every endpoint, with ``ready``
   as the slice says (an absent condition means ready, as the API
@@ -31,22 +35,27 @@ with literal dicts.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from activator.targets import (
+    ADAPTER_KEEP_ALIVE_RANGE_S,
     BALANCING_MODES,
     COLD_START_TIMEOUT_RANGE_S,
     CONTAINER_CONCURRENCY_RANGE,
+    DEFAULT_ADAPTER_KEEP_ALIVE_S,
     DEFAULT_BALANCING,
     DEFAULT_COLD_START_TIMEOUT_S,
     DEFAULT_CONTAINER_CONCURRENCY,
     DEFAULT_MAX_BUFFERED,
     DEFAULT_RESEND_UNANSWERED,
     MAX_BUFFERED_RANGE,
+    Adapter,
     Endpoint,
     TargetSpec,
+    adapters_from_mapping,
+    parse_adapters,
     parse_duration_s,
 )
 from groundwork.priority import PRIORITY_ALLOWED, parse_priority
@@ -66,6 +75,9 @@ ENABLED_LABEL = "autoscaling.tidal.dev/enabled"
 # A model with a TTFT objective is sized in prompt tokens: its requests' token
 # estimates are worth counting (the scaler validates the value; here only its presence).
 SLO_TTFT_ANNOTATION = "autoscaling.tidal.dev/slo-ttft"
+# How long a LoRA adapter stays loaded idle: the activator unloads it, so it
+# reads the key; the scaler validates it with the other autoscaling keys.
+ADAPTER_KEEP_ALIVE_ANNOTATION = "autoscaling.tidal.dev/adapter-keep-alive"
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 _R = "routing.tidal.dev/"
 
@@ -125,6 +137,22 @@ ROUTING_ANNOTATIONS: tuple[RoutingAnnotation, ...] = (
         "none",
         "comma-separated names",
         "OpenAI `model` names served (listed by `GET /v1/models`)",
+    ),
+    RoutingAnnotation(
+        _R + "adapters",
+        "",
+        "none",
+        "comma-separated `name=source` (source: a path or Hugging Face id vLLM loads from)",
+        "LoRA adapters the replicas may load on demand; a request names one in `model` "
+        "([adapters](adapters.md))",
+    ),
+    RoutingAnnotation(
+        _R + "adapters-configmap",
+        "",
+        "none",
+        "a ConfigMap name in the Deployment's namespace",
+        "more adapters: each key of the ConfigMap's `data` an adapter name, its value the "
+        "source (for hundreds)",
     ),
     RoutingAnnotation(
         _R + "cold-start-timeout",
@@ -215,6 +243,45 @@ def _int_in(value: str, lo: int, hi: int) -> int:
     return number
 
 
+def _adapters(
+    notes: Mapping[str, str],
+    configmaps: Mapping[str, Obj],
+    namespace: str,
+    base_models: tuple[str, ...],
+    bad: Callable[[str, str], None],
+) -> tuple[tuple[Adapter, ...], float]:
+    """The declared adapters (annotation, then ConfigMap) and their keep-alive."""
+    adapters: dict[str, Adapter] = {}
+    if _R + "adapters" in notes:
+        try:
+            adapters.update(
+                (a.name, a) for a in parse_adapters(notes[_R + "adapters"], base_models=base_models)
+            )
+        except ValueError as exc:
+            bad("adapters", f"allowed: comma-separated name=source ({exc})")
+    cm_name = (notes.get(_R + "adapters-configmap") or "").strip()
+    if cm_name:
+        data = (configmaps.get(f"{namespace}/{cm_name}") or {}).get("data")
+        try:
+            if not isinstance(data, Mapping):
+                raise ValueError(f"no ConfigMap {namespace}/{cm_name} with data")
+            where = f"ConfigMap {namespace}/{cm_name}"
+            found = adapters_from_mapping(data, base_models=base_models, where=where)
+            adapters.update((a.name, a) for a in found if a.name not in adapters)
+        except ValueError as exc:
+            bad("adapters-configmap", f"allowed: a ConfigMap of name: source ({exc})")
+    keep_alive = DEFAULT_ADAPTER_KEEP_ALIVE_S
+    if ADAPTER_KEEP_ALIVE_ANNOTATION in notes:
+        try:
+            keep_alive = parse_duration_s(notes[ADAPTER_KEEP_ALIVE_ANNOTATION], key="keep-alive")
+            lo, hi = ADAPTER_KEEP_ALIVE_RANGE_S
+            if not lo <= keep_alive <= hi:
+                raise ValueError
+        except ValueError:
+            keep_alive = DEFAULT_ADAPTER_KEEP_ALIVE_S  # the scaler raises the Event
+    return tuple(sorted(adapters.values(), key=lambda a: a.name)), keep_alive
+
+
 def _unknown_keys(name: str, notes: Mapping[str, str]) -> list[str]:
     """A problem for each ``routing.tidal.dev/*`` key not read here, with the closest
     known key (difflib's ratio); the reference page lists them all."""
@@ -232,7 +299,8 @@ def _unknown_keys(name: str, notes: Mapping[str, str]) -> list[str]:
     return problems
 
 
-def target_from_deployment(deployment: Obj) -> Routing:
+def target_from_deployment(deployment: Obj, configmaps: Mapping[str, Obj] | None = None) -> Routing:
+    """``configmaps`` by ``namespace/name``: where ``adapters-configmap`` is looked up."""
     meta = _meta(deployment)
     name = key_of(deployment)
     notes: Mapping[str, str] = meta.get("annotations") or {}
@@ -301,17 +369,23 @@ def target_from_deployment(deployment: Obj) -> Routing:
         else:
             bad("port", "allowed: a port number 1..65535 or a port name")
     service = (notes.get(_R + "service") or "").strip() or str(meta.get("name", ""))
+    models = _list(notes.get(_R + "models", ""))
+    adapters, keep_alive_s = _adapters(
+        notes, configmaps or {}, str(meta.get("namespace", "")), models, bad
+    )
     spec = TargetSpec(
         name=name,
         hosts=_list(notes.get(_R + "hosts", "")),
         path_prefix=prefix,
-        models=_list(notes.get(_R + "models", "")),
+        models=models,
         container_concurrency=cc,
         cold_start_timeout_s=cold_s,
         max_buffered=max_buffered,
         balancing=balancing,
         resend_unanswered=resend,
         counts_tokens=SLO_TTFT_ANNOTATION in notes,
+        adapters=adapters,
+        adapter_keep_alive_s=keep_alive_s,
         default_priority=priority,
         shed_at_zero=shed_at_zero == "true",
     )
@@ -392,10 +466,12 @@ def build_targets(
     slices: Iterable[Obj],
     *,
     nodes_under_notice: frozenset[str] = frozenset(),
+    configmaps: Mapping[str, Obj] | None = None,
 ) -> tuple[dict[str, TargetSpec], list[str]]:
     """Join the three kinds; ``services`` by ``namespace/name``. Returns (targets, problems).
 
-    Endpoints on a node in ``nodes_under_notice`` are draining.
+    Endpoints on a node in ``nodes_under_notice`` are draining; ``configmaps``
+    (by ``namespace/name``) hold the adapter lists ``adapters-configmap`` names.
     """
     by_service: dict[str, list[Obj]] = {}
     for sl in slices:
@@ -410,7 +486,7 @@ def build_targets(
         if labels.get(ENABLED_LABEL) != "true":
             continue
         try:
-            routing = target_from_deployment(dep)
+            routing = target_from_deployment(dep, configmaps)
         except ValueError as exc:  # a name that is not namespace/name: skip it
             problems.append(str(exc))
             continue

@@ -23,6 +23,7 @@ import random
 from collections.abc import Callable, Iterable, Mapping
 
 from activator.clock import Clock, loop_time
+from activator.holding.adapters import AdapterIO
 from activator.holding.gate import DrainEnded
 from activator.holding.target import Target
 from activator.replicas.readiness import TargetEndpoints
@@ -44,8 +45,10 @@ class Registry:
         clock: Clock = loop_time,
         wake: Callable[[str], None] | None = None,
         on_update: Callable[[], None] | None = None,
+        adapter_io: AdapterIO | None = None,
     ) -> None:
         self.table = RoutingTable()
+        self._adapter_io = adapter_io
         self.targets: dict[str, Target] = {}
         self._rng = rng or random.Random()
         self._clock = clock
@@ -69,9 +72,10 @@ class Registry:
                     rng=self._rng,
                     clock=self._clock,
                     wake=self._wake,
+                    adapter_io=self._adapter_io,
                 )
             elif current.spec != spec:
-                targets[name] = current.with_spec(spec)
+                targets[name] = current.with_spec(spec, self._adapter_io, self._clock)
             else:
                 targets[name] = current
         for name, gone in old.items():

@@ -12,6 +12,8 @@ The format is the one docs/architecture.md shows, exactly::
         cold_start_timeout: 10m
         max_buffered: 1000
         resend_unanswered: true      # send once more what a replica closed on unanswered
+        adapters: {sql-lora: /models/loras/sql}   # LoRA adapters: name -> source
+        adapter_keep_alive: 10m      # an adapter idle this long is unloaded
         default_priority: standard   # class of a held request without x-tidal-priority
         shed_at_zero: false          # refuse sheddable requests at once while none is ready
 
@@ -41,11 +43,14 @@ import yaml
 from activator.routing.table import RoutingTable
 from activator.settings import Defaults
 from activator.targets import (
+    DEFAULT_ADAPTER_KEEP_ALIVE_S,
     DEFAULT_BALANCING,
     DEFAULT_RESEND_UNANSWERED,
+    Adapter,
     Endpoint,
     TargetSink,
     TargetSpec,
+    adapters_from_mapping,
     parse_duration_s,
     parse_target_name,
 )
@@ -66,9 +71,20 @@ _KEYS = {
     "max_buffered",
     "balancing",
     "resend_unanswered",
+    "adapters",
+    "adapter_keep_alive",
     "default_priority",
     "shed_at_zero",
 }
+
+
+def _adapters(entry: dict[str, object], models: tuple[str, ...], where: str) -> tuple[Adapter, ...]:
+    raw = entry.get("adapters") or {}
+    if not isinstance(raw, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in raw.items()
+    ):
+        raise ValueError(f"{where}.adapters: expected a mapping of adapter name to source")
+    return adapters_from_mapping(raw, base_models=models, where=f"{where}.adapters")
 
 
 def parse_endpoint(text: object, *, where: str) -> Endpoint:
@@ -146,12 +162,16 @@ def parse_routes(text: str, *, defaults: Defaults | None = None) -> dict[str, Ta
         cold = entry.get("cold_start_timeout", defaults.cold_start_timeout_s)
         if not isinstance(cold, str | int | float):
             raise ValueError(f"{where}.cold_start_timeout: expected a duration such as 10m")
+        keep_alive = entry.get("adapter_keep_alive", DEFAULT_ADAPTER_KEEP_ALIVE_S)
+        if not isinstance(keep_alive, str | int | float):
+            raise ValueError(f"{where}.adapter_keep_alive: expected a duration such as 10m")
         try:
+            models = _str_list(entry.get("models"), where=f"{where}.models")
             specs[name] = TargetSpec(
                 name=name,
                 hosts=_str_list(entry.get("hosts"), where=f"{where}.hosts"),
                 path_prefix=prefix,
-                models=_str_list(entry.get("models"), where=f"{where}.models"),
+                models=models,
                 container_concurrency=_int(
                     entry.get("container_concurrency", defaults.container_concurrency),
                     where=f"{where}.container_concurrency",
@@ -163,6 +183,10 @@ def parse_routes(text: str, *, defaults: Defaults | None = None) -> dict[str, Ta
                 endpoints=parsed,
                 balancing=str(entry.get("balancing", DEFAULT_BALANCING)),
                 resend_unanswered=resend,
+                adapters=_adapters(entry, models, where),
+                adapter_keep_alive_s=parse_duration_s(
+                    keep_alive, key=f"{where}.adapter_keep_alive"
+                ),
                 default_priority=priority,
                 shed_at_zero=shed_at_zero,
             )

@@ -24,11 +24,14 @@ paths over and over.
 The activator is also an OpenAI endpoint in its own right for one request:
 ``GET /v1/models`` that no header, host or path route claims is answered
 from the table (:meth:`RoutingTable.models_listing`): every model routed by
-name, whether its target has replicas or is at zero, since OpenAI clients
+name (LoRA adapters with their ``parent``, as vLLM lists them), whether its
+target has replicas or is at zero, since OpenAI clients
 list models before they send anything; ``GET /v1/models/{id}`` answers one
 of them the same way (:meth:`RoutingTable.model_entry`), as OpenAI's
 retrieval does. A ``model`` that no target serves is a 404 whose message
-names it and the models served (:meth:`RoutingTable.unknown_model`); a body
+names it and the models served (:meth:`RoutingTable.unknown_model`;
+``no_adapter`` naming the declared LoRA adapters,
+:meth:`RoutingTable.unknown_adapter`, where any are); a body
 that is not JSON, not an object, or has no ``model`` string is a 400 that
 says which (:mod:`activator.routing.model_body`).
 
@@ -86,6 +89,8 @@ class RoutingTable:
     wildcard_hosts: dict[str, str] = field(default_factory=dict)  # ".example.com" -> target
     prefixes: dict[str, str] = field(default_factory=dict)  # "/llama" -> target
     models: dict[str, str] = field(default_factory=dict)
+    # LoRA adapter name -> its base model's name (routed by ``models`` too).
+    parents: dict[str, str] = field(default_factory=dict)
     conflicts: tuple[str, ...] = ()
     # (Host header, path) -> route(host=..., path=path); the table never changes.
     _cache: dict[tuple[bytes | None, str], str | None] = field(
@@ -98,6 +103,7 @@ class RoutingTable:
         wild: dict[str, str] = {}
         prefixes: dict[str, str] = {}
         models: dict[str, str] = {}
+        parents: dict[str, str] = {}
         conflicts: list[str] = []
         names: list[str] = []
 
@@ -120,12 +126,17 @@ class RoutingTable:
                 claim(prefixes, _normalise_prefix(spec.path_prefix), spec.name, "path prefix")
             for model in spec.models:
                 claim(models, model, spec.name, "model")
+            for adapter in spec.adapters:
+                claim(models, adapter.name, spec.name, "model")
+                if models[adapter.name] == spec.name:
+                    parents[adapter.name] = spec.models[0] if spec.models else spec.name
         return cls(
             targets=frozenset(names),
             exact_hosts=exact,
             wildcard_hosts=wild,
             prefixes=prefixes,
             models=models,
+            parents=parents,
             conflicts=tuple(conflicts),
         )
 
@@ -165,13 +176,25 @@ class RoutingTable:
         return self.models.get(model) if isinstance(model, str) else None
 
     def models_listing(self) -> dict[str, object]:
-        """The body of ``GET /v1/models`` in OpenAI's shape: every model routed by name."""
+        """The body of ``GET /v1/models`` in OpenAI's shape: every model routed by name.
+
+        A LoRA adapter's ``parent`` is its base model, a base model's is null,
+        as vLLM lists them.
+        """
         return {
             "object": "list",
             # ``created`` is required by OpenAI's schema; the activator
             # does not know when a model was made, so it says 0.
             "data": [
-                {"id": model, "object": "model", "created": 0, "owned_by": target}
+                # ``created`` is required by OpenAI's schema; the activator
+                # does not know when a model was made, so it says 0.
+                {
+                    "id": model,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": target,
+                    "parent": self.parents.get(model),
+                }
                 for model, target in sorted(self.models.items())
             ],
         }
@@ -190,6 +213,18 @@ class RoutingTable:
         if len(served) > _NAMES_IN_MESSAGE:
             listed += f" and {len(served) - _NAMES_IN_MESSAGE} more (GET {MODELS_PATH})"
         return f"model {model!r} is not served here; served: {listed or 'none'}"
+
+    def unknown_adapter(self, model: str) -> str:
+        """The 404 detail for a ``model`` no target serves, where adapters are declared."""
+        declared = sorted(self.parents)
+        listed = ", ".join(repr(name) for name in declared[:_NAMES_IN_MESSAGE])
+        if len(declared) > _NAMES_IN_MESSAGE:
+            listed += f" and {len(declared) - _NAMES_IN_MESSAGE} more (GET {MODELS_PATH})"
+        bases = sorted(set(self.models) - set(self.parents))
+        return (
+            f"model {model!r} is neither a declared LoRA adapter nor a base model; "
+            f"adapters: {listed}; base models: {', '.join(repr(b) for b in bases) or 'none'}"
+        )
 
     def route(self, *, host: str | None, path: str, header_target: str | None = None) -> str | None:
         """Steps 1-3 (everything but the body); ``header_target`` only when allowed."""

@@ -98,6 +98,8 @@ def build_report(*, activator: str, registry: Registry, elapsed_s: float) -> dic
         if shed or held["critical"] or held["sheddable"]:
             targets[name].update({f"held_{label}": n for label, n in held.items()})
             targets[name]["shed"] = shed
+        if target.adapters is not None and target.adapters.refusals:
+            targets[name]["adapter_refusals"] = target.adapters.take_refusals()
     return {"activator": activator, "period_s": round(elapsed_s, 4), "targets": targets}
 
 

@@ -112,11 +112,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_dir_flag(parser, "sandbox directory: kubeconfig, logs, and the demo's summary and chart")
     parser.add_argument(
         "--story",
-        choices=("scale", "warm", "spot"),
+        choices=("scale", "warm", "spot", "lora"),
         default="scale",
         help="scale: from zero, a burst, back to zero (default); "
         "warm: a wake from sleep beside a cold start (docs/warm-tier.md); "
-        "spot: a spot preemption under streaming load, covered by on-demand (docs/placement.md)",
+        "spot: a spot preemption under streaming load, covered by on-demand (docs/placement.md); "
+        "lora: ten LoRA adapters on two replicas, loaded on demand, unloaded when idle "
+        "(docs/adapters.md)",
     )
     story = parser.add_argument_group("the story")
     defaults = Story()
@@ -512,6 +514,10 @@ def run(args: argparse.Namespace) -> int:
             from loadtests.demo.warm_story import warm_main
 
             return runner.run(warm_main(args))
+        if story == "lora":
+            from loadtests.demo.lora_story import lora_main
+
+            return runner.run(lora_main(args))
         if story == "spot":
             from loadtests.demo.spot_story import run_spot
 

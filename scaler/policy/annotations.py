@@ -99,6 +99,7 @@ SLEEP_AFTER = _A + "sleep-after"
 SLEEP_LEVEL = _A + "sleep-level"
 SLO_TTFT = _A + "slo-ttft"
 SLO_ATTAINMENT = _A + "slo-attainment"
+ADAPTER_KEEP_ALIVE = _A + "adapter-keep-alive"
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +244,13 @@ SPECS: tuple[AnnotationSpec, ...] = (
         "99",
         "50 to 99.99 (percent); only with slo-ttft",
         "the share of requests that must meet slo-ttft",
+    ),
+    AnnotationSpec(
+        ADAPTER_KEEP_ALIVE,
+        "10m",
+        "1s to 24h",
+        "a LoRA adapter idle this long is unloaded from its replica by the activator"
+        " ([adapters](adapters.md))",
     ),
 )
 
@@ -696,6 +704,9 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
     placement = _read_placement(r, scale)
     sleep_after_s, sleep_level = _read_warm(r, engine, scale.min_scale, grace_s)
     slo_ttft_s, attainment = _read_slo(r)
+    # Read by the activator, which unloads idle adapters; checked here so that
+    # a bad value is an InvalidAnnotation Event like every other key.
+    adapter_keep_alive_s = r.duration(ADAPTER_KEEP_ALIVE, 1.0, 24 * 3600.0, 600.0)
     if r.problems:
         raise InvalidAnnotation.from_problems(tuple(r.problems))
     return ScalingConfig(
@@ -721,6 +732,7 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
         sleep_level=sleep_level,
         slo_ttft_s=slo_ttft_s,
         slo_attainment=attainment,
+        adapter_keep_alive_s=adapter_keep_alive_s,
     )
 
 

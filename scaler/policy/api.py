@@ -110,6 +110,9 @@ class ScalingConfig:
     # in tokens against a learned capacity instead of per-replica targets.
     slo_ttft_s: float | None = None
     slo_attainment: float = 0.99  # fraction 0..1
+    # LoRA adapters idle this long are unloaded (the activator does it; the
+    # scaler validates the key and reports it).
+    adapter_keep_alive_s: float = 600.0
 
     @property
     def panic_window_s(self) -> float:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from scaler.policy.api import Decision, Reason
 
 __all__ = [
+    "ADAPTER_LOAD_REFUSED",
     "CHANGE_REASONS",
     "EVENT_REASONS",
     "INVALID_ANNOTATION",
@@ -54,6 +55,7 @@ SLEPT = "Slept"
 WOKE = "Woke"
 WAKE_FAILED = "WakeFailed"
 SLEEP_MODE_UNAVAILABLE = "SleepModeUnavailable"
+ADAPTER_LOAD_REFUSED = "AdapterLoadRefused"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +115,12 @@ EVENT_REASONS: tuple[EventReason, ...] = (
         True,
         "warm tier: `sleep-after` is set but the model server has no sleep mode (vLLM needs"
         " `VLLM_SERVER_DEV_MODE=1` and `--enable-sleep-mode`); its replicas stay awake",
+    ),
+    EventReason(
+        ADAPTER_LOAD_REFUSED,
+        True,
+        "a replica refused to load a LoRA adapter (the message names the replica, the adapter"
+        " and its answer); the activator sends that adapter's requests elsewhere for a minute",
     ),
 )
 

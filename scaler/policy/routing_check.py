@@ -65,6 +65,30 @@ def _anything(value: str) -> bool:
     return True
 
 
+_ADAPTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+_ADAPTER_SOURCE = re.compile(r"[^\s,=]+")
+
+
+def _adapters(value: str) -> bool:
+    """``name=source, ...``: names unique, each source a path or hub id without spaces."""
+    names: set[str] = set()
+    for item in (part.strip() for part in value.split(",")):
+        if not item:
+            continue
+        name, sep, source = item.partition("=")
+        name, source = name.strip(), source.strip()
+        if not sep or not _ADAPTER_NAME.fullmatch(name) or not _ADAPTER_SOURCE.fullmatch(source):
+            return False
+        if name in names:
+            return False
+        names.add(name)
+    return bool(names)
+
+
+def _dns_name(value: str) -> bool:
+    return bool(re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", value.strip()))
+
+
 def _priority(value: str) -> bool:
     # groundwork.priority.parse_priority, restated (scaler.policy imports no Tidal code).
     text = value.strip().lower()
@@ -80,6 +104,12 @@ _RULES: dict[str, tuple[Callable[[str], bool], str]] = {
     "hosts": (_anything, "comma-separated host names"),
     "path-prefix": (lambda v: v.startswith("/"), "a path starting with '/'"),
     "models": (_anything, "comma-separated model names"),
+    "adapters": (
+        _adapters,
+        "comma-separated name=source, each name once (letters, digits, '.', '_', '-') and "
+        "each source a path or Hugging Face id without spaces",
+    ),
+    "adapters-configmap": (_dns_name, "a ConfigMap name (lowercase DNS name)"),
     "cold-start-timeout": (_duration_1s_1h, "a duration from 1s to 1h, such as 10m"),
     "max-buffered": (_whole(0, 100_000), "a whole number 0..100000"),
     "container-concurrency": (_whole(0, 10_000), "a whole number 0..10000 (0: no limit)"),

@@ -59,6 +59,22 @@ class TargetStats:
     held_standard: int = 0
     held_sheddable: int = 0
     shed: int = 0
+    # LoRA adapter loads replicas refused in the period (each names the replica,
+    # the adapter and its answer), for an AdapterLoadRefused Event.
+    adapter_refusals: tuple[str, ...] = ()
+
+
+# A report's refusals per target beyond this are dropped, each cut to this length.
+MAX_ADAPTER_REFUSALS = 10
+MAX_REFUSAL_CHARS = 500
+
+
+def _refusals(raw: object, where: str) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(r, str) for r in raw):
+        raise ReportError(f"{where}: expected a list of strings, got {raw!r}")
+    return tuple(r[:MAX_REFUSAL_CHARS] for r in raw[:MAX_ADAPTER_REFUSALS])
 
 
 # TargetStats' optional count fields, as named in a report.
@@ -142,6 +158,9 @@ def parse_report(payload: object, *, max_targets: int = 100_000) -> ActivatorRep
             },
             best_prefill_tokens_per_s=_number(
                 raw.get("best_prefill_tokens_per_s", 0), f"targets[{key}].best_prefill_tokens_per_s"
+            ),
+            adapter_refusals=_refusals(
+                raw.get("adapter_refusals"), f"targets[{key}].adapter_refusals"
             ),
         )
     return ActivatorReport(activator=activator, period_s=period_s, targets=targets)

@@ -50,7 +50,12 @@ from typing import Protocol
 from scaler.policy.api import LoadTotals, Observation, ScalingConfig, SignalKind, SignalReading
 from scaler.policy.freshness import fresh_bounds, readings
 from scaler.policy.windows import SignalWindows
-from scaler.signals.activator_reports import ActivatorReport, ActivatorReports, TargetStats
+from scaler.signals.activator_reports import (
+    MAX_ADAPTER_REFUSALS,
+    ActivatorReport,
+    ActivatorReports,
+    TargetStats,
+)
 from scaler.signals.base import DemandSource, SourceReading
 from scaler.signals.combine import CombinedSignals, Fed, combine, fed_by, share_within
 
@@ -131,6 +136,8 @@ class SignalHub:
         self._windows: dict[str, SignalWindows] = {}
         self._demand_seen_at: dict[str, float] = {}
         self._totals: dict[str, LoadTotals] = {}
+        # Refused LoRA adapter loads per target, until a reconciler raises them.
+        self._adapter_refusals: dict[str, list[str]] = {}
 
     @property
     def source_names(self) -> tuple[str, ...]:
@@ -177,8 +184,15 @@ class SignalHub:
                 if key not in configs:
                     continue
             self._count(key, stats)
+            if stats.adapter_refusals:
+                kept = self._adapter_refusals.setdefault(key, [])
+                kept.extend(stats.adapter_refusals[: MAX_ADAPTER_REFUSALS - len(kept)])
         self.arrived(self._reports.name, now=now)
         return count
+
+    def take_adapter_refusals(self, key: str) -> list[str]:
+        """LoRA adapter loads refused for ``key`` since the last call (for one Event)."""
+        return self._adapter_refusals.pop(key, [])
 
     def _count(self, key: str, stats: TargetStats) -> None:
         """Add one report's per-period counts to ``key``'s counters (each report's

@@ -34,7 +34,7 @@ from typing import Any
 from activator.balancing.prefix_affinity import AffinityConfig
 from scaler.policy import InvalidAnnotation, PlacementConfig, parse_duration_s
 from scaler.policy.annotations import AUTOSCALING_PREFIX
-from scaler.sim import synthetic, traces
+from scaler.sim import adapter_cli, synthetic, traces
 from scaler.sim.chat_trace import MEAN_TURNS, ChatSpec, generate_chat
 from scaler.sim.classes import class_table, ttft_by_class
 from scaler.sim.engine import LlmParams
@@ -101,9 +101,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     src = parser.add_argument_group("workload")
     src.add_argument(
         "--trace",
-        required=True,
-        help="a CSV or JSONL file; code or conv, the Azure LLM inference traces 2023 "
-        "shipped with Tidal (CC-BY-4.0; or any file in $TIDAL_TRACES_DIR); or "
+        default=None,
+        help="required unless --adapters: a CSV or JSONL file; code or conv, the Azure LLM "
+        "inference traces 2023 shipped with Tidal (CC-BY-4.0; or any file in "
+        "$TIDAL_TRACES_DIR); or "
         f"synthetic:KIND with KIND one of {', '.join((*synthetic.KINDS, 'chat'))} (chat: "
         "multi-turn conversations with prompt block ids, for --routing)",
     )
@@ -414,6 +415,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="spot price as a share of on-demand (default 0.35)",
     )
 
+    adapter_cli.configure(parser, _duration)
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print one JSON line, last on stdout")
     out.add_argument(
@@ -757,6 +759,15 @@ def run(args: argparse.Namespace) -> int:
     started = time.process_time()
     if args.seeds < 1:
         print(f"tidal simulate: --seeds must be >= 1, got {args.seeds}", file=sys.stderr)
+        return 2
+    if args.adapters:
+        try:
+            return adapter_cli.run(args)
+        except ValueError as error:
+            print(f"tidal simulate: {error}", file=sys.stderr)
+            return 2
+    if args.trace is None:
+        print("tidal simulate: --trace is required (or --adapters N)", file=sys.stderr)
         return 2
     seeds = [args.seed + i for i in range(args.seeds)]
     per_seed: list[list[PolicyRun]] = []

@@ -55,7 +55,7 @@ from scaler.gpu_ledger import CostView
 from scaler.kube.types import TargetSnapshot
 from scaler.policy.api import Decision
 from scaler.policy.decide import PolicyState
-from scaler.policy.events import INVALID_ROUTING, UNKNOWN_ANNOTATION
+from scaler.policy.events import ADAPTER_LOAD_REFUSED, INVALID_ROUTING, UNKNOWN_ANNOTATION
 from scaler.policy.fallback import FallbackState
 from scaler.policy.placement_plan import PlacementPlan
 from scaler.signals.hub import SignalView
@@ -191,7 +191,7 @@ class Reconciler:
         if entry.config is not None:  # 7
             idle = self.state.idle_since_s is not None
             self.wakes.tend(snap, entry.config, self.decision, idle=idle, now=now)
-        report = self._warnings_due(entry)  # 6
+        report = self._warnings_due(entry) + self._refusals_due()  # 6
         if plan is None and not report:
             return Outcome(decision=self.decision)
         if plan is not None:
@@ -338,6 +338,14 @@ class Reconciler:
             await self._act(step, plan)
         finally:
             self.lock.release()
+
+    def _refusals_due(self) -> tuple[tuple[str, str], ...]:
+        """An AdapterLoadRefused Warning for the LoRA adapter loads the activators
+        reported refused since the last tick (leader only; they are taken either way)."""
+        refusals = self.shared.decider.signals.take_adapter_refusals(self.key)
+        if not refusals or not self.shared.actuator.records.leading:
+            return ()
+        return ((ADAPTER_LOAD_REFUSED, "; ".join(refusals)),)
 
     def _warnings_due(self, entry: TargetConfig) -> tuple[tuple[str, str], ...]:
         """The Warning Events (reason, message) to raise now, once per set of

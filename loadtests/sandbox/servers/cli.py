@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from loadtests.sandbox.cluster.quantity import parse_duration
 from loadtests.sandbox.servers.faults import Faults
+from loadtests.sandbox.servers.lora import LoraParams, parse_lora_module
 from loadtests.sandbox.servers.prompt_blocks import DEFAULT_BLOCK_SIZE
 from loadtests.sandbox.servers.server import ServerConfig, run_process
 from loadtests.sandbox.servers.sleep_mode import DEFAULT_WEIGHTS_MIB, SleepParams, kv_cache_mib
@@ -221,6 +222,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="extra time of the first request after a wake (default: 3s)",
     )
+    _configure_lora(parser)
     f = parser.add_argument_group("faults")
     f.add_argument(
         "--fail-rate",
@@ -256,6 +258,51 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=70,
         metavar="STATUS",
         help="exit status of that crash (default: 70)",
+    )
+
+
+def _lora_module(text: str) -> tuple[str, str]:
+    try:
+        return parse_lora_module(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _configure_lora(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group(
+        "LoRA adapters (vLLM only; runtime loading also needs "
+        "VLLM_ALLOW_RUNTIME_LORA_UPDATING=true in the environment, as in vLLM)"
+    )
+    g.add_argument("--enable-lora", action="store_true", help="serve LoRA adapters (default: off)")
+    g.add_argument(
+        "--max-loras",
+        type=int,
+        default=1,
+        metavar="N",
+        help="distinct adapters in one running batch; others wait (default: 1, as vLLM)",
+    )
+    g.add_argument(
+        "--max-cpu-loras",
+        type=int,
+        default=None,
+        metavar="N",
+        help="adapters kept in host memory; more are evicted, least recently used first, "
+        "and read again on their next request (default: --max-loras)",
+    )
+    g.add_argument(
+        "--lora-modules",
+        type=_lora_module,
+        nargs="+",
+        default=[],
+        metavar="NAME=PATH",
+        help="adapters loaded at start (default: none)",
+    )
+    g.add_argument(
+        "--lora-load-time",
+        type=_duration,
+        default=0.5,
+        metavar="DURATION",
+        help="model time to read one adapter into memory (default: 0.5s)",
     )
 
 
@@ -306,6 +353,14 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             first_request_penalty_s=args.first_request_penalty,
         ),
         gpu_ledger_dir=args.gpu_ledger_dir,
+        lora=LoraParams(
+            enable_lora=args.enable_lora,
+            max_loras=args.max_loras,
+            max_cpu_loras=args.max_cpu_loras,
+            lora_modules=tuple(args.lora_modules),
+            load_time_s=args.lora_load_time,
+            allow_runtime_updating=LoraParams.runtime_updating_from_env(),
+        ),
     )
 
 

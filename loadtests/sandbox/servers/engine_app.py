@@ -22,6 +22,7 @@ from aiohttp import web
 
 from loadtests.sandbox.servers.engine_runtime import ModelClock
 from loadtests.sandbox.servers.faults import Faults
+from loadtests.sandbox.servers.lora import LoraParams
 from loadtests.sandbox.servers.prompt_blocks import DEFAULT_BLOCK_SIZE
 from loadtests.sandbox.servers.sleep_mode import SleepParams
 from scaler.sim.engine import BatcherParams, LlmParams
@@ -59,6 +60,8 @@ class ServerConfig:
     sleep: SleepParams = field(default_factory=SleepParams)
     # The shared ledger of the physical GPU this server runs on (see sleep_mode).
     gpu_ledger_dir: str | None = None
+    # LoRA adapters (vLLM only): --enable-lora, --max-loras, --lora-modules ...
+    lora: LoraParams = field(default_factory=LoraParams)
 
     def __post_init__(self) -> None:
         if self.engine not in ("vllm", "triton"):

@@ -56,6 +56,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from loadtests.sandbox.servers.engine_app import RuntimeApp, ServerConfig
 from loadtests.sandbox.servers.engine_runtime import LlmRuntime, TokenStream
 from loadtests.sandbox.servers.faults import FaultInjector
+from loadtests.sandbox.servers.lora import LoraEndpoints, LoraInfoCollector, LoraState
 from loadtests.sandbox.servers.prompt_blocks import chat_blocks, prompt_blocks
 from loadtests.sandbox.servers.sleep_mode import (
     GpuLedger,
@@ -262,6 +263,7 @@ class _Job:
     include_usage: bool
     model: str  # the served name the request asked for (the first when it named none)
     blocks: tuple[bytes, ...] = ()  # the prompt's chained block hashes
+    adapter: str | None = None  # the LoRA adapter the request named
 
 
 class _Chunks:
@@ -326,6 +328,10 @@ class VllmApp(RuntimeApp[LlmRuntime]):
         app.router.add_get("/version", self.version)
         app.router.add_get("/metrics", self.metrics_endpoint)
         app.router.add_get("/sandbox/gpu", self.gpu)
+        self.lora = LoraState(config.lora, sleep=self._model_sleep)
+        if config.lora.enable_lora:
+            self.registry.register(LoraInfoCollector(self.lora))
+        LoraEndpoints(self.lora).add_routes(app)
         self.sleep = SleepMachine(config.sleep)
         ledger_dir = Path(config.gpu_ledger_dir) if config.gpu_ledger_dir else None
         self.ledger = GpuLedger(ledger_dir, budget_mib=config.sleep.gpu_memory_mib)
@@ -445,6 +451,7 @@ class VllmApp(RuntimeApp[LlmRuntime]):
             }
             for name in self.names
         ]
+        cards += self.lora.cards(parent=self.names[0], created=self._created)
         return web.json_response({"object": "list", "data": cards})
 
     async def metrics_endpoint(self, request: web.Request) -> web.Response:
@@ -485,33 +492,40 @@ class VllmApp(RuntimeApp[LlmRuntime]):
             # The first request after a wake finds cold caches (vLLM's post:
             # 4.12 s against 0.96 s after a one-token warm-up).
             await self._model_sleep(self.sleep.take_penalty(job.output_tokens))
+            if job.adapter is not None:
+                await self.lora.admit(job.adapter)
             try:
-                stream = self.runtime.submit(
-                    prompt_tokens=job.prompt_tokens,
-                    output_tokens=job.output_tokens,
-                    prefix=job.blocks,
-                )
-                self.metrics.queried(job.prompt_tokens)
-            except ValueError as e:  # does not fit the KV cache
-                return error_response(str(e), status=400)
-            request_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
-            try:
-                if job.stream:
-                    return await self._stream(
-                        request, stream, job, chat=chat, request_id=request_id
-                    )
-                return await self._whole(stream, job, chat=chat, request_id=request_id)
+                return await self._run(request, job, chat=chat)
             finally:
-                if not stream.done:
-                    self.runtime.cancel(stream)
+                if job.adapter is not None:
+                    await self.lora.release(job.adapter)
         finally:
             self._inflight -= 1
+
+    async def _run(self, request: web.Request, job: _Job, *, chat: bool) -> web.StreamResponse:
+        try:
+            stream = self.runtime.submit(
+                prompt_tokens=job.prompt_tokens,
+                output_tokens=job.output_tokens,
+                prefix=job.blocks,
+            )
+            self.metrics.queried(job.prompt_tokens)
+        except ValueError as e:  # does not fit the KV cache
+            return error_response(str(e), status=400)
+        request_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+        try:
+            if job.stream:
+                return await self._stream(request, stream, job, chat=chat, request_id=request_id)
+            return await self._whole(stream, job, chat=chat, request_id=request_id)
+        finally:
+            if not stream.done:
+                self.runtime.cancel(stream)
 
     def _parse(self, body: Any, *, chat: bool) -> _Job:
         if not isinstance(body, dict):
             raise BadRequest("the request body must be a JSON object")
         model = body.get("model")
-        if model is not None and model not in self.names:
+        if model is not None and model not in self.names and not self.lora.serves(model):
             raise BadRequest(f"The model `{model}` does not exist.", status=404, param="model")
         block_size = self.config.llm.prefix_block_tokens
         block_chars = block_size * CHARS_PER_TOKEN
@@ -566,6 +580,7 @@ class VllmApp(RuntimeApp[LlmRuntime]):
             include_usage=include_usage,
             model=model if isinstance(model, str) else self.names[0],
             blocks=blocks,
+            adapter=model if isinstance(model, str) and model not in self.names else None,
         )
 
     async def _whole(

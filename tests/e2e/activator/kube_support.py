@@ -109,6 +109,7 @@ class Api:
         path = {
             "Deployment": f"/apis/apps/v1/namespaces/{ns}/deployments",
             "Service": f"/api/v1/namespaces/{ns}/services",
+            "ConfigMap": f"/api/v1/namespaces/{ns}/configmaps",
             "ServiceAccount": f"/api/v1/namespaces/{ns}/serviceaccounts",
             "Namespace": "/api/v1/namespaces",
             "Lease": f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",

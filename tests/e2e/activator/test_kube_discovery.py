@@ -3,7 +3,8 @@
 Covers:
 - an opted-in Deployment becomes a target with every routing annotation read
   (models, hosts, path-prefix, service, port by name, container-concurrency,
-  max-buffered, cold-start-timeout); its endpoints come from the named
+  max-buffered, cold-start-timeout, adapters from the annotation and from an
+  opted-in ConfigMap); its endpoints come from the named
   Service's EndpointSlices on the named port; a Deployment without the
   opt-in label is ignored though annotated the same;
 - endpoints follow the slices: new pods appear (not ready, then ready), a
@@ -62,6 +63,19 @@ ROUTING = {
     "routing.tidal.dev/container-concurrency": "4",
     "routing.tidal.dev/max-buffered": "250",
     "routing.tidal.dev/cold-start-timeout": "90s",
+    "routing.tidal.dev/adapters": "sql-lora=/models/sql",
+    "routing.tidal.dev/adapters-configmap": "llama-adapters",
+}
+# The adapters ConfigMap carries the opt-in label, as the Deployment does.
+ADAPTERS_CONFIGMAP = {
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {
+        "name": "llama-adapters",
+        "namespace": "default",
+        "labels": {"autoscaling.tidal.dev/enabled": "true"},
+    },
+    "data": {"chat-lora": "org/chat-lora", "sql-lora": "org/overridden-by-the-annotation"},
 }
 # The Service lists a metrics port first, so "first port" would be wrong.
 PORTS = [
@@ -90,6 +104,7 @@ async def pod_names(api: Api, app: str) -> list[str]:
 async def test_discovery_annotations_endpoints_changes_and_deletion(tmp_path: Path) -> None:
     async with running_cluster(tmp_path / "cluster") as cluster, Api(cluster) as api:
         await api.create(service("llama-svc", app="llama", ports=PORTS))
+        await api.create(ADAPTERS_CONFIGMAP)
         await api.create(deployment("llama", replicas=2, annotations=ROUTING))
         # Same annotations, no opt-in label: never a target.
         await api.create(service("other", app="other"))
@@ -105,6 +120,10 @@ async def test_discovery_annotations_endpoints_changes_and_deletion(tmp_path: Pa
             assert spec.container_concurrency == 4
             assert spec.max_buffered == 250
             assert spec.cold_start_timeout_s == 90.0
+            assert [(a.name, a.source) for a in spec.adapters] == [
+                ("chat-lora", "org/chat-lora"),
+                ("sql-lora", "/models/sql"),
+            ]
             pods = await api.pods("llama")
             ips = {p["status"]["podIP"] for p in pods}
             assert ready_hosts(spec) == ips

@@ -15,6 +15,8 @@ Covers:
 - the shipped ``code`` trace runs from any folder with nothing beside it;
 - a trace read in the wrong unit warns and names the flag;
 - a trace with a missing column exits 2 and names the column and the flag;
+- ``--adapters 20`` compares per-adapter Deployments, pinned adapters and
+  on-demand loading; without it ``--trace`` is required;
 - a bad ``--spot-zones`` exits 2 and says what is allowed; so do
   ``--chart-policy`` without ``--charts``, an unwritable ``--charts`` folder
   and an ``--annotation`` of another prefix; the short form
@@ -251,3 +253,15 @@ def test_the_prefix_field_lowers_ttft_on_shared_prompts(tmp_path: Path) -> None:
     assert "routing" not in plain and "prefix_hit_rate" not in plain
     assert [r["routing"] for r in routed] == ["least-loaded", "prefix"]
     assert all(0.8 < r["prefix_hit_rate"] < 1 for r in routed)
+
+
+def test_adapters_compare_three_ways_of_serving_them_and_trace_is_needed_otherwise() -> None:
+    done = simulate(
+        "--adapters", "20", "--adapter-rate", "4", "--adapter-duration", "12m", "--json"
+    )
+    rows = {row["mode"]: row for row in last_json(done)["adapters"]}
+    assert set(rows) == {"per-adapter", "pinned", "tidal"}
+    assert rows["tidal"]["loads"] > 0 and rows["per-adapter"]["loads"] == 0
+    assert rows["tidal"]["gpu_hours"] < rows["per-adapter"]["gpu_hours"]
+    missing = simulate("--json")
+    assert missing.returncode == 2 and "--trace is required (or --adapters N)" in missing.stderr

@@ -94,6 +94,7 @@ _OTHER_VALUES = {
     "sleep-level": "2",
     "slo-ttft": "2s",
     "slo-attainment": "95",
+    "adapter-keep-alive": "30s",
 }
 
 # Keys that are only valid beside another one.

@@ -9,6 +9,8 @@ Covers:
 - a routing typo, or a typo in a key of ours: one ``InvalidRouting`` or
   ``UnknownAnnotation`` Warning per set of annotations, with "did you mean",
   and the target scales as usual;
+  LoRA adapter loads an activator reports refused: one ``AdapterLoadRefused``
+  Warning naming them;
 - an API outage (every write fails) neither raises nor stops later writes
   (they back off, and resume once the backoff has passed);
 - stale or missing data never scales down or to zero, while fresh idleness
@@ -45,6 +47,7 @@ from scaler.policy.api import (
 )
 from scaler.policy.decide import PolicyState
 from scaler.policy.protocol import InvalidTargetConfig, Policy
+from scaler.signals.activator_reports import ActivatorReports, parse_report
 from scaler.signals.base import SourceReading
 from scaler.ticking import CallLater
 from tests.unit.scaler.fakes import (
@@ -93,6 +96,7 @@ class World:
         tick_interval_s: float = 2.0,
         call_later: CallLater | None = None,
         extra_sources: tuple[FakeSource, ...] = (),
+        reports: ActivatorReports | None = None,
     ) -> None:
         self.cluster = FakeCluster()
         self.cluster.put(deployment(replicas=replicas, annotations=annotations))
@@ -106,7 +110,7 @@ class World:
         self.wired = wire(
             self.cluster,
             policy=policy,
-            sources=[self.activator, self.scrape, *extra_sources],
+            sources=[reports or self.activator, self.scrape, *extra_sources],
             scale_target=self.scale,
             events=self.events,
             leader=self.leader,
@@ -496,3 +500,14 @@ async def test_short_request_between_ticks_restarts_the_grace_period() -> None:
     await w.run_for(2)
     assert w.replicas() == 0
     assert w.events.reasons()[-1] == "ScaledToZero"
+
+
+async def test_refused_adapter_loads_become_one_warning_event() -> None:
+    w = World(replicas=1, reports=ActivatorReports())  # real reports: what the activator posts
+    w.scrape.readings[KEY] = idle("scrape")
+    refusal = "http://10.0.0.7:8000 refused to load 'sql-lora': 404 Not Found"
+    body = {"activator": "a", "period_s": 1.0, "targets": {KEY: {"adapter_refusals": [refusal]}}}
+    w.signals.report(parse_report(body), now=w.now)
+    await w.run_for(6)
+    [(key, _, message, warning)] = [e for e in w.events.events if e[1] == "AdapterLoadRefused"]
+    assert (key, message, warning) == (KEY, refusal, True)

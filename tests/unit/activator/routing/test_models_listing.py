@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from activator.routing.table import RoutingTable, lists_models
-from activator.targets import TargetSpec
+from activator.targets import Adapter, TargetSpec
 
 
 @pytest.mark.parametrize(
@@ -47,10 +47,31 @@ def test_listing_has_every_model_routed_by_name() -> None:
     listing = table.models_listing()
     assert listing["object"] == "list"
     assert listing["data"] == [
-        {"id": "llama-3-8b", "object": "model", "created": 0, "owned_by": "ml/llama"},
-        {"id": "llama-3-8b-instruct", "object": "model", "created": 0, "owned_by": "ml/llama"},
-        {"id": "mistral-7b", "object": "model", "created": 0, "owned_by": "ml/mistral"},
+        {"id": name, "object": "model", "created": 0, "owned_by": owner, "parent": None}
+        for name, owner in [
+            ("llama-3-8b", "ml/llama"),
+            ("llama-3-8b-instruct", "ml/llama"),
+            ("mistral-7b", "ml/mistral"),
+        ]
     ]
+
+
+def test_adapters_are_routed_to_their_base_model_and_listed_with_it() -> None:
+    llama = TargetSpec(
+        name="ml/llama",
+        models=("llama-3-8b",),
+        adapters=(Adapter("sql-lora", "org/sql-lora"),),
+    )
+    table = _table(llama, TargetSpec(name="ml/other", adapters=(Adapter("sql-lora", "x"),)))
+    assert table.by_model("sql-lora") == "ml/llama"
+    assert table.conflicts == (
+        "model 'sql-lora' is claimed by ml/llama and ml/other; ml/llama keeps it",
+    )
+    data = table.models_listing()["data"]
+    assert isinstance(data, list)
+    cards = {c["id"]: c for c in data}
+    assert cards["sql-lora"]["parent"] == "llama-3-8b"
+    assert cards["llama-3-8b"]["parent"] is None
 
 
 def test_listing_is_empty_without_models() -> None:

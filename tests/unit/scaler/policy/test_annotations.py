@@ -305,7 +305,7 @@ def test_unknown_keys_without_a_close_one_and_many_fit_an_event() -> None:
 
 
 def test_known_keys_cover_the_design_table() -> None:
-    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 25
+    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 26
     for key in KNOWN_KEYS:
         assert key.startswith((A, P))
 

@@ -46,6 +46,12 @@ def test_the_keys_are_the_activators() -> None:
         {R + "default-priority": "1000001", R + "shed-at-zero": "True"},
         {R + "default-priority": "sheddable", R + "max-buffered": "10"},
         {R + "default-priority": "-40"},
+        {R + "adapters": "sql=/models/sql, chat=org/chat-lora"},
+        {R + "adapters": "sql"},
+        {R + "adapters": "sql=a, sql=b"},
+        {R + "adapters": "s ql=a"},
+        {R + "adapters": "sql=/a b"},
+        {R + "adapters": " , "},
     ],
 )
 def test_both_sides_find_the_same_keys_bad(annotations: dict[str, str]) -> None:
