@@ -266,12 +266,15 @@ def response_head(
     http10: bool,
 ) -> bytes:
     """A response head for the client from :func:`response_lines`' ``lines`` (consumed)."""
-    parts = [b"HTTP/1.1 %d " % status, reason, _CRLF]
+    parts = [_STATUS_LINES.get((status, reason)) or _status_line(status, reason)]
     parts += lines
     if not has_id:
         parts += (b"X-Request-Id: ", request_id, _CRLF)
     if content_length is not None:
-        parts.append(b"Content-Length: %d\r\n" % content_length)
+        line = _LENGTH_LINES.get(content_length)
+        if line is None:
+            line = _length_line(content_length)
+        parts.append(line)
     elif chunked:
         parts.append(b"Transfer-Encoding: chunked\r\n")
     if close:
@@ -281,6 +284,27 @@ def response_head(
     else:
         parts.append(_CRLF)
     return b"".join(parts)
+
+
+# A replica answers with few distinct status lines and, for small answers, few
+# distinct lengths: each line is formatted once (bounded, as replicas come and go).
+_STATUS_LINES: dict[tuple[int, bytes], bytes] = {}
+_LENGTH_LINES: dict[int, bytes] = {}
+_CACHED_AT_MOST = 1024
+
+
+def _status_line(status: int, reason: bytes) -> bytes:
+    if len(_STATUS_LINES) >= _CACHED_AT_MOST:
+        _STATUS_LINES.clear()
+    line = _STATUS_LINES[(status, reason)] = b"HTTP/1.1 %d %b\r\n" % (status, reason)
+    return line
+
+
+def _length_line(length: int) -> bytes:
+    if len(_LENGTH_LINES) >= _CACHED_AT_MOST:
+        _LENGTH_LINES.clear()
+    line = _LENGTH_LINES[length] = b"Content-Length: %d\r\n" % length
+    return line
 
 
 def client_response_head(

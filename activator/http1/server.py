@@ -943,7 +943,10 @@ class ClientConnection(asyncio.Protocol):
             if rejected is not None:
                 self.reject(rejected)
                 return
-        if reader.parsed:
+        parsed = reader.parsed
+        if len(parsed) == 1 and self.current is None and self.transport is not None:
+            self._start(parsed.pop())  # nearly always: one request per read
+        elif parsed:
             self._hand_on()
         if (
             reader.parsing is None
@@ -971,9 +974,6 @@ class ClientConnection(asyncio.Protocol):
         """Start (or queue behind the one in progress) the requests this read completed."""
         reader = self._reader
         parsed = reader.parsed
-        if len(parsed) == 1 and self.current is None and self.transport is not None:
-            self._start(parsed.pop())  # nearly always: one request per read
-            return
         reader.parsed = []
         for exchange in parsed:
             if self.current is None and self.transport is not None:
