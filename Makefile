@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 # TEST_WORKERS=0 runs them one at a time in one process.
 TEST_WORKERS ?= 4
 
-.PHONY: demo test test-fast bench lint format docs sim-docs clean debs
+.PHONY: demo test test-fast bench bench-profile lint format docs sim-docs clean debs
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Tidal needs Python 3.11 or newer; set PYTHON=python3.11 or newer")'
@@ -51,6 +51,11 @@ test-fast: $(STAMP_DEV)
 
 bench: $(STAMP_DEV) debs
 	$(BIN)/python -m loadtests.bench
+
+# bench's companion: Python calls, allocations and system calls per relayed request
+# (counts, which compare across versions where timings on a busy machine do not).
+bench-profile: $(STAMP_DEV) debs
+	$(BIN)/python -m loadtests.bench.profile_relay
 
 lint: $(STAMP_DEV)
 	$(BIN)/ruff check .

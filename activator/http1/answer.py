@@ -24,7 +24,7 @@ from typing import cast
 
 import httptools
 
-from activator.http1.heads import client_response_head
+from activator.http1.heads import response_head, response_lines
 from activator.http1.server import Exchange
 
 __all__ = ["AnswerParser", "possible_ends"]
@@ -66,7 +66,8 @@ class AnswerParser:
 
     def reset(self, *, is_head: bool) -> None:
         """Ready for the next answer (``is_head``: to a HEAD request, so without a body)."""
-        self.head = bytearray()
+        # The head's bytes as read: the read itself when it held the whole head.
+        self.head: bytes | bytearray = b""
         self.head_done = False
         self.interim = 0
         self.complete = False
@@ -125,10 +126,6 @@ class AnswerParser:
             self.excess = True
             data = data[:start]
         return data, None
-
-    def head_parsed(self) -> bool:
-        # A method, not the attribute: the parser's callbacks set it inside feed_data.
-        return self.head_done
 
     def close(self) -> None:
         """The connection is gone: the parser no longer refers back to this object."""
@@ -197,13 +194,13 @@ class AnswerParser:
             start = head.index(b"\r\n\r\n", start) + 4
         end = head.index(b"\r\n\r\n", start) + 4
         status = self.status
-        index = {name.lower(): value for name, value in self.headers}
-        length_value = index.get(b"content-length")
-        chunked = (index.get(b"transfer-encoding") or b"").lower().rstrip().endswith(b"chunked")
+        # One pass over the headers: the lines that go out, and the framing.
+        lines, length_value, coding, has_id = response_lines(self.headers)
+        chunked = coding is not None and coding.lower().rstrip().endswith(b"chunked")
         close = False
         content_length: int | None = None
         no_body = self.is_head or status in _NO_BODY_STATUS
-        rest = b""
+        rest: bytes | bytearray = b""
         if no_body:
             content_length = int(length_value) if length_value is not None else None
             if status in _NO_BODY_STATUS:
@@ -217,7 +214,7 @@ class AnswerParser:
                 self.excess = True  # a body after a 204 or 304
         elif length_value is not None and not chunked:
             content_length = int(length_value)
-            rest = bytes(head[end : end + content_length])
+            rest = head[end : end + content_length]
             if len(head) - end > content_length:
                 self.excess = True
             self.remaining = content_length - len(rest)
@@ -233,26 +230,27 @@ class AnswerParser:
             else:
                 # All that came after the head is body the parser accepted.
                 self.chunks = True
-                rest = bytes(head[end:])
+                rest = head[end:]
         else:
             self.close_delimited = True
             close = True
-            rest = bytes(head[end:])
+            rest = head[end:]
         conn = exchange.conn
         if close or not exchange.head.keep_alive or conn.must_close:
             close = True
             conn.must_close = True
-        out = client_response_head(
+        out = response_head(
             status,
             self.reason,
-            self.headers,
+            lines,
+            has_id=has_id,
             request_id=exchange.request_id,
             content_length=content_length,
             chunked=chunked and self.framed,
             close=close,
             http10=http10,
         )
-        self.head = bytearray()
+        self.head = b""
         self.head_sent = True
         # Head and what came with it in one write: one syscall for a small answer.
         if self.raw:

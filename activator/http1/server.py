@@ -55,7 +55,12 @@ from typing import Protocol, cast
 
 import httptools
 
-from activator.http1.heads import RequestHead, client_response_head, error_head_and_body
+from activator.http1.heads import (
+    REQUEST_SKIP,
+    RequestHead,
+    client_response_head,
+    error_head_and_body,
+)
 
 __all__ = [
     "PAUSE_BUFFER",
@@ -679,6 +684,7 @@ class RequestReader:
 
     __slots__ = (
         "conn",
+        "forward",
         "head_bytes",
         "head_seen",
         "headers",
@@ -695,6 +701,9 @@ class RequestReader:
         self.url = b""
         self.headers: list[tuple[bytes, bytes]] = []
         self.index: dict[bytes, bytes] = {}  # lower-cased name -> value, built as they come
+        # The lines the replica gets, as pieces (RequestHead.forward): the
+        # name is lower-cased here once, not again when the head is written.
+        self.forward: list[bytes] = []
         self.head_bytes = 0  # of the header lines parsed so far
         self.head_seen = 0  # bytes read since the head began (a bound on its size)
         self.parsing: RequestBody | None = None  # the body being read
@@ -756,6 +765,8 @@ class RequestReader:
             _repeated(index, lower, value)
         else:
             index[lower] = value
+        if lower not in REQUEST_SKIP:
+            self.forward += (name, b": ", value, b"\r\n")
         limits = self.conn.limits
         if len(headers) > limits.max_headers:
             raise HeadTooLarge(f"more than {limits.max_headers} header lines")
@@ -772,18 +783,31 @@ class RequestReader:
         parser = self.parser
         index = self.index
         version = parser.get_http_version()
-        _check_framing(version, index)
+        if (
+            version != "1.1"
+            or b"host" not in index
+            or b"content-length" in index
+            or b"transfer-encoding" in index
+        ):
+            _check_framing(version, index)  # else nothing in it to check: no call
+        method = parser.get_method()
+        url = self.url
         head = RequestHead(
-            method=parser.get_method().decode("latin-1"),
-            target=self.url.decode("latin-1"),
+            method=method.decode("latin-1"),
+            target=url.decode("latin-1"),
             version=version,
             headers=self.headers,
             peer=conn.peer,
             keep_alive=parser.should_keep_alive(),
             index=index,
+            raw_method=method,
+            raw_target=url,
+            peer_bytes=conn.peer_bytes,
+            forward=self.forward,
         )
         self.url = b""
         self.headers = []
+        self.forward = []
         self.index = {}
         self.head_bytes = 0
         self.head_seen = 0
@@ -806,6 +830,7 @@ class RequestReader:
             # next request's headers.
             self.headers = []
             self.index = {}
+            self.forward = []
         parsing = self.parsing
         self.parsing = None
         if parsing is not None:
@@ -841,6 +866,7 @@ class ClientConnection(asyncio.Protocol):
         "loop",
         "must_close",
         "peer",
+        "peer_bytes",
         "reading_paused_by_upstream",
         "task",
         "transport",
@@ -863,6 +889,7 @@ class ClientConnection(asyncio.Protocol):
         self._connections = connections
         self.transport: asyncio.Transport | None = None
         self.peer = ""
+        self.peer_bytes = b""  # the peer's address as X-Forwarded-For gets it
         self._reader = RequestReader(self)
         self.head_began = 0.0  # when the first byte of an unfinished head came; 0: none
         self._pending: deque[Exchange] | None = None  # pipelined requests, rarely any
@@ -884,6 +911,7 @@ class ClientConnection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = str(peer[0]) if isinstance(peer, tuple) else ""
+        self.peer_bytes = self.peer.encode("latin-1")
         self.last_active = self.loop.time()
         self._connections.add(self)
 
@@ -915,7 +943,10 @@ class ClientConnection(asyncio.Protocol):
             if rejected is not None:
                 self.reject(rejected)
                 return
-        if reader.parsed:
+        parsed = reader.parsed
+        if len(parsed) == 1 and self.current is None and self.transport is not None:
+            self._start(parsed.pop())  # nearly always: one request per read
+        elif parsed:
             self._hand_on()
         if (
             reader.parsing is None
@@ -943,9 +974,6 @@ class ClientConnection(asyncio.Protocol):
         """Start (or queue behind the one in progress) the requests this read completed."""
         reader = self._reader
         parsed = reader.parsed
-        if len(parsed) == 1 and self.current is None and self.transport is not None:
-            self._start(parsed.pop())  # nearly always: one request per read
-            return
         reader.parsed = []
         for exchange in parsed:
             if self.current is None and self.transport is not None:

@@ -204,16 +204,15 @@ class UpstreamConnection(asyncio.Protocol):
             # The first byte of an answer: the replica took the connection and
             # the request; from now on the request is not sent again.
             self._heard = True
-            self._opened()
+            if self.opening is not None:
+                self._opened()
             exchange.body.keep_no_more()
         answer = self._answer
-        if answer.head_done:
+        if answer.head_sent:  # the head went out in the read that completed it
             if answer.chunks:
                 if data[0] not in b"\r\n" and data.find(b"\r\n\r\n") < 0:
-                    # The common case, an event: the answer cannot end in this
-                    # read (it ends with CRLF CRLF; there is none here, nor a
-                    # CR or LF first that could finish one begun before), so
-                    # the read goes out as it came once the parser took it.
+                    # An event: the answer cannot end in this read (no CRLF CRLF,
+                    # no CR or LF first to end one begun before): out once parsed.
                     failed = answer.feed(data)
                     if failed is None:
                         exchange.write(data)
@@ -244,12 +243,16 @@ class UpstreamConnection(asyncio.Protocol):
                 if answer.pieces or answer.complete:
                     exchange.write(answer.take_pieces())
         else:
-            answer.head += data
+            head = answer.head
+            if isinstance(head, bytearray):
+                head += data  # a head over several reads grows in place
+            else:  # nearly always the whole head in one read: kept, not copied
+                answer.head = bytearray(head) + data if head else data
             failed = answer.feed(data)
             if failed is not None:
                 self._fail(failed)
                 return
-            if not answer.head_parsed():
+            if not answer.head_done:  # set by the parser's callbacks in feed
                 return
             exchange.write(answer.client_head(exchange))
         if answer.complete:
@@ -502,7 +505,8 @@ class UpstreamPool:
 
     def take_idle(self, host: str, port: int) -> UpstreamConnection | None:
         """An idle pooled connection to ``host:port`` ready for a request, if there is one."""
-        return self._take_idle(self._key(host, port))
+        key = self._keys.get((host, port))
+        return self._take_idle(key if key is not None else self._key(host, port))
 
     def _take_idle(self, key: str) -> UpstreamConnection | None:
         idle = self._idle.get(key)
@@ -606,8 +610,15 @@ def send(
     pool (:meth:`UpstreamPool.release`) and detaches the client's body.
     """
     request = exchange.head
-    chunked = body is None and request.chunked
-    length = len(body) if body is not None else request.content_length
+    if body is None:
+        # Read from the index: the parser checked both headers' values.
+        index = request.index
+        chunked = b"transfer-encoding" in index and request.chunked
+        value = index.get(b"content-length")
+        length = int(value) if value is not None else None
+    else:
+        chunked = False
+        length = len(body)
     head = upstream_request_head(
         request,
         authority=conn.authority,

@@ -18,9 +18,11 @@ import json
 import pytest
 
 from activator.http1.heads import (
+    REQUEST_SKIP,
     RequestHead,
     client_response_head,
     error_head_and_body,
+    forward_lines,
     upstream_request_head,
 )
 
@@ -151,6 +153,28 @@ def response(*headers: tuple[str, str], **kwargs: object) -> tuple[str, list[tup
     options.update(kwargs)
     pairs = [(n.encode(), v.encode()) for n, v in headers]
     return parse(client_response_head(200, b"OK", pairs, **options))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        (("Host", "m.example"), ("Accept", "*/*")),
+        (("Host", "m.example"), ("Connection", "X-Secret"), ("X-Secret", "1"), ("Te", "x")),
+        (("Host", "m.example"), ("X-Tidal-Target", "default/llama"), ("Accept", "*/*")),
+    ],
+)
+def test_the_parsers_kept_lines_give_the_same_head(sent: tuple[tuple[str, str], ...]) -> None:
+    # What the parser keeps as it reads (method, target and peer as bytes, the
+    # lines past the fixed skip list) must change nothing the replica gets,
+    # the Connection-named and stripped headers included.
+    plain = head(*sent)
+    kept = head(*sent)
+    kept.raw_method, kept.raw_target = b"POST", b"/v1/chat/completions?x=1"
+    kept.peer_bytes = b"10.0.0.7"
+    kept.forward = forward_lines(kept.headers, REQUEST_SKIP)
+    strip = frozenset({b"x-tidal-target"})
+    assert upstream(kept, strip=strip) == upstream(plain, strip=strip)
+    assert "x-tidal-target" not in names(upstream(kept, strip=strip)[1])
 
 
 def test_response_hygiene() -> None:
