@@ -177,10 +177,7 @@ class Gate:
 
     def set_balancing(self, mode: str) -> None:
         """``least-loaded`` or ``prefix`` (a target's ``routing.tidal.dev/balancing``)."""
-        if mode == "prefix":
-            self.prefix = self.prefix or PrefixBalancer()
-        else:
-            self.prefix = None
+        self.prefix = (self.prefix or PrefixBalancer()) if mode == "prefix" else None
 
     def prompt_of(self, document: object) -> PromptBlocks | None:
         """What :meth:`try_acquire` balances a request by, from its parsed JSON body
@@ -198,8 +195,7 @@ class Gate:
         """(level-seconds, arrivals) since the last call; resets both."""
         self._touch()
         area, arrivals = self.area, self.arrivals
-        self.area = 0.0
-        self.arrivals = 0
+        self.area, self.arrivals = 0.0, 0
         return area, arrivals
 
     # -- the request path ---------------------------------------------------
