@@ -94,6 +94,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "baselines (always-on, Kubernetes HPA, KEDA + HTTP add-on, Knative KPA) and print "
         "the scorecard: SLO attainment, goodput, cold starts, failures, GPU-seconds and cost."
     )
+    _workload_flags(parser)
+    _world_flags(parser)
+    _warm_flags(parser)
+    _spot_flags(parser)
+    _output_flags(parser)
+
+
+def _workload_flags(parser: argparse.ArgumentParser) -> None:
     src = parser.add_argument_group("workload")
     src.add_argument(
         "--trace",
@@ -160,6 +168,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="run this many seeds from --seed and report each column's mean and spread",
     )
 
+
+def _world_flags(parser: argparse.ArgumentParser) -> None:
     world = parser.add_argument_group("world")
     world.add_argument(
         "--cold-start", type=_duration, default=60.0, help="median cold start (default 60s)"
@@ -210,6 +220,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="a Tidal annotation for the tidal policies (repeatable), as on a Deployment: "
         f"{AUTOSCALING_PREFIX}KEY=VALUE or the short KEY=VALUE",
     )
+
+
+def _warm_flags(parser: argparse.ArgumentParser) -> None:
     warm = parser.add_argument_group("the warm tier (policies tidal-pool, tidal-warm)")
     warm.add_argument(
         "--sleep-after",
@@ -227,6 +240,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=100_000,
         help="KV cache of each model's pod, which sets how many fit awake (default 100000: two)",
     )
+
+
+def _spot_flags(parser: argparse.ArgumentParser) -> None:
     spot = parser.add_argument_group("spot and prices")
     spot.add_argument(
         "--placement",
@@ -267,6 +283,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     spot.add_argument("--price-on-demand", type=float, default=4.0, help="per GPU-hour")
     spot.add_argument("--spot-price-ratio", type=float, default=0.35)
 
+
+def _output_flags(parser: argparse.ArgumentParser) -> None:
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print one JSON line, last on stdout")
     out.add_argument("--charts", type=Path, default=None, help="write PNG charts to this folder")
