@@ -103,7 +103,7 @@ from dataclasses import dataclass
 from scaler.sim.engine import LlmParams
 from scaler.sim.traces import TraceRequest
 
-__all__ = ["OracleBound", "cacheable_tokens", "oracle_bound"]
+__all__ = ["OracleBound", "cacheable_tokens", "oracle_bound", "servable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +184,30 @@ def cacheable_tokens(requests: Sequence[TraceRequest], block_tokens: int) -> lis
         out.append(hits * block_tokens)
         seen.update(r.prefix)
     return out
+
+
+def servable(
+    requests: Sequence[TraceRequest],
+    *,
+    params: LlmParams,
+    slo_ttft_s: float,
+    cached_tokens: Sequence[int] | None = None,
+) -> int:
+    """How many of ``requests`` any schedule could meet the objective for (term 1).
+
+    A prompt at or over the context length is refused; one whose prefill
+    alone, on an idle replica, takes longer than the objective misses.
+    """
+    limit = min(params.max_model_len, params.kv_cache_tokens)
+    count = 0
+    for index, r in enumerate(requests):
+        prompt = max(1, r.prompt_tokens)
+        if prompt >= limit:
+            continue
+        cached = 0 if cached_tokens is None else min(cached_tokens[index], prompt - 1)
+        if _ttft_min(prompt - cached, params) <= slo_ttft_s + 1e-9:
+            count += 1
+    return count
 
 
 def oracle_bound(
