@@ -63,7 +63,7 @@ from dataclasses import dataclass, field, replace
 from scaler.policy import PlacementConfig
 from scaler.sim.baselines import HOLD_TIMEOUTS_S, AlwaysOn, Hpa, Keda, Knative
 from scaler.sim.frontier import FleetPoint, Frontier, fleet_frontier
-from scaler.sim.oracle import cacheable_tokens, oracle_bound, servable
+from scaler.sim.oracle import cacheable_tokens, fleet_cache_hits, oracle_bound, servable
 from scaler.sim.planner import Planner
 from scaler.sim.profile import DEFAULT_ITL_S, decode_tokens_per_s, prefill_tokens_per_s
 from scaler.sim.reactive import FIRST_MINUTE_S, Reactive, demand_per_second, first_minute_fleet
@@ -483,6 +483,15 @@ def _pool_row(
     return PolicyRun(pooled.scorecard, pooled.result)
 
 
+def _fleet_cached_tokens(group: Sequence[TraceRequest], options: SimulationOptions) -> int:
+    """The most prompt tokens the ceiling's caches together can serve (the oracle's cap)."""
+    engine = options.world.engine
+    if not any(r.prefix for r in group):
+        return 0
+    blocks = options.max_replicas * engine.kv_cache_tokens // engine.prefix_block_tokens
+    return fleet_cache_hits(group, blocks) * engine.prefix_block_tokens
+
+
 def _oracle_card(
     requests: Sequence[TraceRequest],
     models: Sequence[Sequence[TraceRequest]],
@@ -501,6 +510,7 @@ def _oracle_card(
                 options.world.engine.max_model_len, options.world.engine.kv_cache_tokens
             ),
             cached_tokens=cacheable_tokens(group, options.world.engine.prefix_block_tokens),
+            fleet_cached_tokens=_fleet_cached_tokens(group, options),
         )
         for group in models
     ]
