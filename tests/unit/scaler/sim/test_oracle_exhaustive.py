@@ -99,7 +99,7 @@ def trace(seed: int) -> tuple[list[TraceRequest], float]:
     requests = []
     for i in range(rng.randint(2, 4)):
         prompt = rng.choice((50, 400, 1_500, 3_000))
-        blocks = ()
+        blocks: tuple[int, ...] = ()
         if seed % 2 == 0:
             # Half the traces carry prompt blocks: the shared prefix, then their own.
             own = prompt // PARAMS.prefix_block_tokens

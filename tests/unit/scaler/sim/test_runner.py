@@ -9,8 +9,8 @@ above the first meeting every servable request carried from it, an
 autoscaler the fleet the first minute needs (no request lost to a first cold
 start) and a zero start none, fixed fleets warm in both; every policy of
 the list runs, in order, on the same requests; a trace naming models runs
-one world per model and the scorecard adds them up; a spot placement adds a tidal-spot run; bad options are named;
-always-on says when no fleet up to the ceiling reaches 99 %; each baseline
+one world per model and the scorecard adds them up; a spot placement adds
+a tidal-spot run; bad options are named; always-on says when no fleet up to the ceiling reaches 99 %; each baseline
 holds requests for its own proxy's timeout (KEDA's interceptor 20 s,
 Knative's activator 300 s), so a 60 s cold start fails KEDA's held requests.
 """
