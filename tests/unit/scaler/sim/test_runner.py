@@ -3,16 +3,17 @@
 Covers: always-on is the smallest fleet that meets the attainment goal (one
 fewer misses it), and the frontier scores every fleet to the ceiling, those
 above the first meeting every servable request carried from it, an
-``always-on-N`` row the frontier's point N; ``tidal-spot``, ``tidal-pool`` and
-``tidal-warm`` parse to ``tidal``'s configuration, objective included, and
-``tidal-concurrency`` to the defaults without one; a warm start gives every
-autoscaler the fleet the first minute needs (no request lost to a first cold
-start) and a zero start none, fixed fleets warm in both; every policy of
-the list runs, in order, on the same requests; a trace naming models runs
-one world per model and the scorecard adds them up; a spot placement adds
-a tidal-spot run; bad options are named; always-on says when no fleet up to the ceiling reaches 99 %; each baseline
-holds requests for its own proxy's timeout (KEDA's interceptor 20 s,
-Knative's activator 300 s), so a 60 s cold start fails KEDA's held requests.
+``always-on-N`` row the frontier's point N; ``tidal-spot``, ``tidal-pool``
+and ``tidal-warm`` parse to ``tidal``'s configuration, objective included,
+and ``tidal-concurrency`` to the defaults without one; a warm start gives
+every autoscaler the fleet the first minute needs (no request lost to a
+first cold start) and a zero start none, fixed fleets warm in both; every
+policy of the list runs, in order, on the same requests; a trace naming
+models runs one world per model and the scorecard adds them up; a spot
+placement adds a tidal-spot run; bad options are named; always-on says when
+no fleet up to the ceiling reaches 99 %; each baseline holds requests for
+its own proxy's timeout (KEDA's interceptor 20 s, Knative's activator
+300 s), so a 60 s cold start fails KEDA's held requests.
 """
 
 from __future__ import annotations
