@@ -33,6 +33,7 @@ import re
 import shlex
 import sys
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from scaler.sim import cli
@@ -60,8 +61,8 @@ COMMANDS: dict[str, tuple[str, ...]] = {
         "--trace", "code", "--cold-start-sigma", "0.45", "--seeds", "3", "--policies", _BASELINES,
     ),
     "diurnal-peak": (
-        "--trace", "synthetic:diurnal", "--synthetic-rate", "1500", "--skip", "25m",
-        "--duration", "10m", "--policies", "always-on",
+        "--trace", "synthetic:diurnal", "--synthetic-rate", "1500", "--synthetic-duration", "20m",
+        "--skip", "8m", "--duration", "4m", "--policies", "always-on",
     ),
     "sweep-default": ("--trace", "code", "--policies", "tidal-concurrency"),
     "sweep-panic": (
@@ -71,6 +72,10 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "sweep-grace": (
         "--trace", "code", "--policies", "tidal-concurrency",
         "--annotation", "scale-to-zero-grace-period=120s",
+    ),
+    "chat-routing": (
+        "--trace", "synthetic:chat", "--synthetic-duration", "5m", "--synthetic-rate", "5500",
+        "--routing", "least-loaded,prefix", "--policies", "always-on,oracle",
     ),
     "spot": (
         "--trace", "code", "--policies", "tidal", "--placement", "spot",
@@ -106,7 +111,10 @@ SCENARIOS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("code", ("--trace", "code")),
     ("conv", ("--trace", "conv")),
     ("bursts", ("--trace", "synthetic:bursts")),
-    ("diurnal", ("--trace", "synthetic:diurnal", "--synthetic-rate", "1500")),
+    (
+        "diurnal",
+        ("--trace", "synthetic:diurnal", "--synthetic-rate", "1500", "--synthetic-duration", "20m"),
+    ),
     (
         "chat",
         ("--trace", "synthetic:chat", "--synthetic-rate", "5500", "--synthetic-duration", "10m"),
@@ -125,36 +133,45 @@ def _pair(card: Scorecard) -> str:
     return f"{card.slo_attainment * 100:.1f} %, {card.gpu_seconds / 3600:.2f}"
 
 
+def _scenario_row(scenario: tuple[str, tuple[str, ...]]) -> str:
+    label, flags = scenario
+    runs = _scenario_runs(flags)
+    cards = {r.scorecard.name: r.scorecard for r in runs}
+    fleets = next(r.fleets for r in runs if r.fleets)
+    tidal, planner = cards["tidal"], cards["planner"]
+    # The largest fleet costing no more than the planner (at least one replica).
+    within = [p for p in fleets if p.gpu_seconds <= planner.gpu_seconds * (1 + 1e-9)]
+    fleet = within[-1] if within else fleets[0]
+    ratio = planner.slo_attainment / fleet.slo_attainment if fleet.slo_attainment else 0
+    dominating = [
+        str(p.replicas)
+        for p in fleets
+        if p.slo_attainment > tidal.slo_attainment and p.gpu_seconds < tidal.gpu_seconds
+    ]
+    row = (
+        f"| {label} | {_pair(tidal)} | {_pair(cards['reactive'])} | {_pair(planner)} "
+        f"| {fleet.replicas}: {fleet.slo_attainment * 100:.1f} %, "
+        f"{fleet.gpu_seconds / 3600:.2f} | {ratio * 100:.0f} % | {_pair(cards['oracle'])} "
+        f"| {', '.join(dominating) or 'none'} |"
+    )
+    print(row, file=sys.stderr, flush=True)
+    return row
+
+
 def slo_scenarios() -> str:
+    """One row per scenario; three scenarios at a time, each in its own process."""
     lines = [
         "| scenario | `tidal` SLO, GPU-h | `reactive` | `planner` | fleet the planner "
         "spends as much as: SLO, GPU-h | planner / that fleet's SLO | `oracle` "
         "| fleets dominating `tidal` |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    commands = []
-    for label, flags in SCENARIOS:
-        runs = _scenario_runs(flags)
-        cards = {r.scorecard.name: r.scorecard for r in runs}
-        fleets = next(r.fleets for r in runs if r.fleets)
-        tidal, planner = cards["tidal"], cards["planner"]
-        # The largest fleet costing no more than the planner (at least one replica).
-        within = [p for p in fleets if p.gpu_seconds <= planner.gpu_seconds * (1 + 1e-9)]
-        fleet = within[-1] if within else fleets[0]
-        ratio = planner.slo_attainment / fleet.slo_attainment if fleet.slo_attainment else 0
-        dominating = [
-            str(p.replicas)
-            for p in fleets
-            if p.slo_attainment > tidal.slo_attainment and p.gpu_seconds < tidal.gpu_seconds
-        ]
-        lines.append(
-            f"| {label} | {_pair(tidal)} | {_pair(cards['reactive'])} | {_pair(planner)} "
-            f"| {fleet.replicas}: {fleet.slo_attainment * 100:.1f} %, "
-            f"{fleet.gpu_seconds / 3600:.2f} | {ratio * 100:.0f} % | {_pair(cards['oracle'])} "
-            f"| {', '.join(dominating) or 'none'} |"
-        )
-        commands.append(f"{label}: tidal simulate {shlex.join(flags)} --policies {_BASELINES}")
-        print(lines[-1], file=sys.stderr, flush=True)
+    with ProcessPoolExecutor(max_workers=3) as pool:
+        lines.extend(pool.map(_scenario_row, SCENARIOS))
+    commands = [
+        f"{label}: tidal simulate {shlex.join(flags)} --policies {_BASELINES}"
+        for label, flags in SCENARIOS
+    ]
     return "\n".join(lines) + "\n\n```\n" + "\n".join(commands) + "\n```"
 
 
