@@ -136,6 +136,9 @@ class Planner:
         return self.min_replicas
 
     def tick(self, view: View, *, activation: bool) -> int | None:
+        if view.spec < self.min_replicas:
+            # Dynamo keeps at least ``min_endpoint`` workers whatever the interval.
+            return self.min_replicas
         if activation:
             return None
         # The frontend's counters: requests and their lengths since the last tick.

@@ -7,7 +7,8 @@ Covers:
 - every 180 s the planner asks for ceil(predicted prompt tokens/s over
   prefill throughput + predicted output tokens/s over decode throughput),
   the two phases' shares of an aggregated replica, never below one nor over
-  the ceiling; an idle interval asks for one;
+  the ceiling; an idle interval asks for one, and below its minimum it asks
+  for the minimum at once;
 - its ARIMA predictor follows a trend and keeps Dynamo's guard rails
   (leading zeros skipped, short or flat history: the last value).
 """
@@ -93,6 +94,13 @@ def test_planner_asks_for_the_sum_of_the_phases_shares_each_interval(
     assert _drive(planner, 360, arrivals=25, isl=1000, osl=50) == [want, want]
     assert planner.last_shares == pytest.approx(shares)
     assert seen[-1] == (1000.0, 50.0)
+
+
+def test_planner_keeps_its_minimum_at_once_even_between_intervals() -> None:
+    planner = Planner(prefill=lambda isl: 1.0, decode=lambda isl, osl: 1.0, max_replicas=8)
+    empty = View(now=5.0, ready=0, spec=0, concurrency=1.0, busy=True, held=1, in_flight=0)
+    assert planner.tick(empty, activation=True) == 1
+    assert planner.tick(empty, activation=False) == 1
 
 
 def test_planner_asks_for_one_when_idle_and_never_over_the_ceiling() -> None:
