@@ -327,6 +327,194 @@ def run_world(
     return _World(requests, autoscaler, config or WorldConfig()).run(until_s)
 
 
+class _Fleet:
+    """A model's replicas: creating, starting, readying, removing and interrupting them.
+
+    The world owns time and requests; the fleet keeps each capacity pool at
+    what ``split`` asks for :attr:`target`, schedules replica events through
+    ``push``, hands held requests out through ``dispatch`` when a replica
+    turns ready and reports through ``lose`` each request a killed node took
+    with it.
+    """
+
+    def __init__(
+        self,
+        config: WorldConfig,
+        push: Callable[[float, int, int, object], None],
+        dispatch: Callable[[], None],
+        lose: Callable[[int], None],
+    ) -> None:
+        self.config = config
+        self.push = push
+        self.dispatch = dispatch
+        self.lose = lose
+        self.now = 0.0
+        self.cold_rng = random.Random(config.seed + 1)
+        self.spot_rng = random.Random(config.seed + 2)
+        self.replicas: list[_Replica] = []  # alive (not ended)
+        self.lives: list[ReplicaLife] = []
+        self.next_rid = 0
+        self.target = 0
+        self.cold_starts = 0
+        self.preemptions = 0
+        self.ready_count = 0
+        # Per zone: does it have spot capacity now?
+        self.spot_available = [True] * config.spot.zones
+
+    def open_market(self) -> None:
+        """Draw each zone's spot state at time 0 and schedule its first change."""
+        if self.config.spot.availability < 1:
+            for zone in range(self.config.spot.zones):
+                self.spot_available[zone] = self.spot_rng.random() < self.config.spot.availability
+                self.schedule_market(zone)
+
+    def serving(self) -> list[_Replica]:
+        return [r for r in self.replicas if r.serving]
+
+    def create(self, capacity: str, *, warm: bool) -> None:
+        replica = _Replica(
+            rid=self.next_rid,
+            capacity=capacity,
+            created_s=self.now,
+            engine=LlmEngine(self.config.engine),
+        )
+        self.next_rid += 1
+        self.replicas.append(replica)
+        if capacity == SPOT:
+            zone = self.spot_zone()
+            if zone is None:
+                replica.pending = True
+                return
+            replica.zone = zone
+        self.start(replica, warm=warm)
+
+    def spot_zone(self) -> int | None:
+        """The available zone with the fewest live spot replicas (None: no zone has spot)."""
+        counts = [0] * self.config.spot.zones
+        for r in self.replicas:
+            if r.capacity == SPOT and not r.pending and not r.noticed and r.ended_s is None:
+                counts[r.zone] += 1
+        open_zones = [z for z, ok in enumerate(self.spot_available) if ok]
+        return min(open_zones, key=lambda z: (counts[z], z), default=None)
+
+    def start(self, replica: _Replica, *, warm: bool = False) -> None:
+        """The replica has a node: its GPU is held from now, its cold start begins."""
+        replica.pending = False
+        replica.created_s = self.now
+        if warm:
+            replica.ready = True
+            self.ready_count += 1
+        else:
+            self.push(self.now + self.config.cold_start.draw(self.cold_rng), _READY, 0, replica)
+        if replica.capacity == SPOT and self.config.spot.rate_per_hour > 0:
+            hours = self.spot_rng.expovariate(self.config.spot.rate_per_hour)
+            self.push(self.now + hours * 3600.0, _NOTICE, 0, replica)
+
+    def schedule_market(self, zone: int) -> None:
+        mean = self.config.spot.mean_stretch_s(available=self.spot_available[zone])
+        self.push(self.now + self.spot_rng.expovariate(1.0 / mean), _MARKET, zone, None)
+
+    def market(self, zone: int) -> None:
+        self.spot_available[zone] = not self.spot_available[zone]
+        if self.spot_available[zone]:
+            for replica in [r for r in self.replicas if r.pending]:
+                replica.zone = zone
+                self.start(replica)
+        else:
+            for replica in [
+                r for r in self.replicas if r.capacity == SPOT and not r.pending and r.zone == zone
+            ]:
+                self.notice(replica)
+        self.schedule_market(zone)
+
+    def ready(self, replica: _Replica) -> None:
+        if replica.ended_s is not None or replica.draining:
+            return
+        replica.ready = True
+        if not replica.noticed:
+            if self.ready_count == 0:
+                self.cold_starts += 1
+            self.ready_count += 1
+            self.dispatch()
+
+    def end(self, replica: _Replica) -> None:
+        if replica.ended_s is not None:
+            return
+        if replica.serving:
+            self.ready_count -= 1
+        replica.ended_s = self.now
+        self.replicas.remove(replica)
+        if replica.pending:
+            return  # never had a node: no GPU time
+        self.lives.append(
+            ReplicaLife(
+                capacity=replica.capacity,
+                created_s=replica.created_s,
+                ended_s=self.now,
+                busy_s=replica.engine.busy_time_s(self.now),
+                cached_tokens=replica.engine.cached_tokens,
+                queried_tokens=replica.engine.queried_tokens,
+            )
+        )
+
+    def remove(self, replica: _Replica) -> None:
+        """A scale-down picked this replica: stop sending to it; end it once empty."""
+        if replica.serving:
+            self.ready_count -= 1
+        replica.draining = True
+        if replica.in_flight == 0:
+            self.end(replica)
+
+    def notice(self, replica: _Replica) -> None:
+        if replica.ended_s is not None or replica.noticed or replica.pending:
+            return
+        if replica.serving:
+            self.ready_count -= 1
+        replica.noticed = True
+        self.preemptions += 1
+        self.push(self.now + self.config.spot.notice_s, _KILL, 0, replica)
+        self.reconcile()
+
+    def notice_oldest_spot(self) -> None:
+        """A preemption trace's entry: the oldest live spot replica gets its notice."""
+        spot = [r for r in self.replicas if r.capacity == SPOT and not r.noticed]
+        if spot:
+            self.notice(min(spot, key=lambda r: r.created_s))
+
+    def kill(self, replica: _Replica) -> None:
+        if replica.ended_s is not None:
+            return
+        for i in list(replica.requests):
+            # The node is gone: what was still running on it is lost.
+            replica.engine.abort(i)
+            self.lose(i)
+        replica.requests.clear()
+        replica.in_flight = 0
+        self.end(replica)
+        self.reconcile()
+
+    def reconcile(self, *, warm: bool = False) -> None:
+        """Bring each capacity pool to what ``split`` asks for the current target."""
+        for capacity in (SPOT, ON_DEMAND):
+            # Spot first: a warm start makes spot replicas ready at once, and
+            # the on-demand count must see them (or it would cover them too).
+            alive = [r for r in self.replicas if not r.draining and not r.noticed]
+            ready_spot = sum(1 for r in alive if r.capacity == SPOT and r.ready)
+            want = split(target=self.target, placement=self.config.placement, ready_spot=ready_spot)
+            count = want.spot if capacity == SPOT else want.on_demand
+            pool = [r for r in alive if r.capacity == capacity]
+            if len(pool) < count:
+                for _ in range(count - len(pool)):
+                    self.create(capacity, warm=warm)
+            elif len(pool) > count:
+                # Starting replicas first (newest first), then the least loaded.
+                pool.sort(key=lambda r: (r.ready, r.in_flight, -r.created_s))
+                for replica in pool[: len(pool) - count]:
+                    self.remove(replica)
+        if warm:
+            self.dispatch()
+
+
 class _World:
     def __init__(
         self, requests: Sequence[TraceRequest], autoscaler: Autoscaler, config: WorldConfig
@@ -345,22 +533,13 @@ class _World:
         self.where: dict[int, _Replica] = {}
         self.rng = random.Random(config.seed)
         self.balancer = config.balancer(self.rng) if config.balancer is not None else None
-        self.cold_rng = random.Random(config.seed + 1)
-        self.spot_rng = random.Random(config.seed + 2)
         self.events: list[tuple[float, int, int, int, object]] = []
         self.order = 0
-        self.replicas: list[_Replica] = []  # alive (not ended)
-        self.lives: list[ReplicaLife] = []
-        self.next_rid = 0
+        self.fleet = _Fleet(config, self._push, self._dispatch, self._lose)
         self.held: FairHoldQueue[int] = FairHoldQueue()
-        self.target = 0
-        self.cold_starts = 0
-        self.preemptions = 0
-        self.ready_count = 0
         # Held + in-flight, and its time integral since the last tick.
         self.outstanding = 0
         self.integral = 0.0
-        self.last_change_s = 0.0
         self.busy_in_second = False
         self.arrivals_in_second = 0
         self.tokens_in_second = (0, 0)
@@ -371,8 +550,6 @@ class _World:
         self.timeline: list[Second] = []
         self.now = 0.0
         self.spot_times = deque(sorted(config.spot.times_s))
-        # Per zone: does it have spot capacity now?
-        self.spot_available = [True] * config.spot.zones
 
     # --- events -------------------------------------------------------------------------
 
@@ -385,17 +562,14 @@ class _World:
             self._push(r.offset_s, _ARRIVAL, i)
         last_arrival = self.reqs[-1].offset_s
         horizon = max(math.floor(last_arrival) + 1.0, until_s or 0.0)
+        fleet = self.fleet
         # The zones' spot state is drawn before the warm start, so that warm
         # spot replicas go only to zones that have spot at time 0.
-        if self.config.spot.availability < 1:
-            for zone in range(self.config.spot.zones):
-                available = self.spot_rng.random() < self.config.spot.availability
-                self.spot_available[zone] = available
-                self._schedule_market(zone)
+        fleet.open_market()
         initial = self.autoscaler.initial
         if initial > 0:
-            self.target = initial
-            self._reconcile(warm=True)
+            fleet.target = initial
+            fleet.reconcile(warm=True)
         self._push(0.0, _TICK, 0)
         events = self.events
         while events:
@@ -411,16 +585,16 @@ class _World:
                     break  # every policy's run ends at the same time once all is answered
                 self._push(at_s + 1.0, _TICK, 0)
             elif kind == _READY:
-                self._ready(payload)  # type: ignore[arg-type]
+                fleet.ready(payload)  # type: ignore[arg-type]
             elif kind == _NOTICE:
-                self._notice(payload)  # type: ignore[arg-type]
+                fleet.notice(payload)  # type: ignore[arg-type]
             elif kind == _KILL:
-                self._kill(payload)  # type: ignore[arg-type]
+                fleet.kill(payload)  # type: ignore[arg-type]
             elif kind == _MARKET:
-                self._market(key)
+                fleet.market(key)
         end_s = self.now
-        for replica in list(self.replicas):
-            self._end(replica)
+        for replica in list(fleet.replicas):
+            fleet.end(replica)
         return RunResult(
             name=self.autoscaler.name,
             arrival_s=tuple(r.offset_s for r in self.reqs),
@@ -429,11 +603,11 @@ class _World:
             output_tokens=tuple(r.output_tokens for r in self.reqs),
             failed_reason=tuple(self.failed),
             cold_start_wait_s=tuple(self.cold_waits),
-            cold_starts=self.cold_starts,
-            replicas=tuple(self.lives),
+            cold_starts=fleet.cold_starts,
+            replicas=tuple(fleet.lives),
             timeline=tuple(self.timeline),
             end_s=end_s,
-            preemptions=self.preemptions,
+            preemptions=fleet.preemptions,
             priority=tuple(r.priority for r in self.reqs),
             tenant=tuple(r.tenant for r in self.reqs),
         )
@@ -442,6 +616,7 @@ class _World:
         if at_s > self.now:
             self.integral += self.outstanding * (at_s - self.now)
             self.now = at_s
+            self.fleet.now = at_s
 
     def _change_outstanding(self, delta: int) -> None:
         self.outstanding += delta
@@ -474,9 +649,9 @@ class _World:
             self._fail(shed, "shed")
         # Weighted by the tokens the request may use, as the activator does.
         self.held.hold(i, self.now, r.priority, r.tenant, r.prompt_tokens + r.output_tokens)
-        if self.ready_count == 0:
+        if self.fleet.ready_count == 0:
             self.held_cold.add(i)
-        if self.target == 0:
+        if self.fleet.target == 0:
             self._decide(activation=True)
 
     def _fail(self, i: int, reason: str) -> None:
@@ -485,8 +660,13 @@ class _World:
         self.failed[i] = reason
         self._change_outstanding(-1)
 
+    def _lose(self, i: int) -> None:
+        """A killed node took request ``i`` with it."""
+        del self.where[i]
+        self._fail(i, "preempted")
+
     def _pick(self, i: int) -> _Replica | None:
-        serving = [r for r in self.replicas if r.serving]
+        serving = self.fleet.serving()
         if not serving:
             return None
         if self.balancer is not None:
@@ -562,148 +742,8 @@ class _World:
         if replica.engine.has_work:
             self._begin_step(replica)
         elif replica.draining and replica.in_flight == 0:
-            self._end(replica)
+            self.fleet.end(replica)
         if outcome.finished and self.held and self.config.container_concurrency > 0:
-            self._dispatch()
-
-    # --- replicas -------------------------------------------------------------------------
-
-    def _create(self, capacity: str, *, warm: bool) -> None:
-        replica = _Replica(
-            rid=self.next_rid,
-            capacity=capacity,
-            created_s=self.now,
-            engine=LlmEngine(self.config.engine),
-        )
-        self.next_rid += 1
-        self.replicas.append(replica)
-        if capacity == SPOT:
-            zone = self._spot_zone()
-            if zone is None:
-                replica.pending = True
-                return
-            replica.zone = zone
-        self._start(replica, warm=warm)
-
-    def _spot_zone(self) -> int | None:
-        """The available zone with the fewest live spot replicas (None: no zone has spot)."""
-        counts = [0] * self.config.spot.zones
-        for r in self.replicas:
-            if r.capacity == SPOT and not r.pending and not r.noticed and r.ended_s is None:
-                counts[r.zone] += 1
-        open_zones = [z for z, ok in enumerate(self.spot_available) if ok]
-        return min(open_zones, key=lambda z: (counts[z], z), default=None)
-
-    def _start(self, replica: _Replica, *, warm: bool = False) -> None:
-        """The replica has a node: its GPU is held from now, its cold start begins."""
-        replica.pending = False
-        replica.created_s = self.now
-        if warm:
-            replica.ready = True
-            self.ready_count += 1
-        else:
-            self._push(self.now + self.config.cold_start.draw(self.cold_rng), _READY, 0, replica)
-        if replica.capacity == SPOT and self.config.spot.rate_per_hour > 0:
-            hours = self.spot_rng.expovariate(self.config.spot.rate_per_hour)
-            self._push(self.now + hours * 3600.0, _NOTICE, 0, replica)
-
-    def _schedule_market(self, zone: int) -> None:
-        mean = self.config.spot.mean_stretch_s(available=self.spot_available[zone])
-        self._push(self.now + self.spot_rng.expovariate(1.0 / mean), _MARKET, zone)
-
-    def _market(self, zone: int) -> None:
-        self.spot_available[zone] = not self.spot_available[zone]
-        if self.spot_available[zone]:
-            for replica in [r for r in self.replicas if r.pending]:
-                replica.zone = zone
-                self._start(replica)
-        else:
-            for replica in [
-                r for r in self.replicas if r.capacity == SPOT and not r.pending and r.zone == zone
-            ]:
-                self._notice(replica)
-        self._schedule_market(zone)
-
-    def _ready(self, replica: _Replica) -> None:
-        if replica.ended_s is not None or replica.draining:
-            return
-        replica.ready = True
-        if not replica.noticed:
-            if self.ready_count == 0:
-                self.cold_starts += 1
-            self.ready_count += 1
-            self._dispatch()
-
-    def _end(self, replica: _Replica) -> None:
-        if replica.ended_s is not None:
-            return
-        if replica.serving:
-            self.ready_count -= 1
-        replica.ended_s = self.now
-        self.replicas.remove(replica)
-        if replica.pending:
-            return  # never had a node: no GPU time
-        self.lives.append(
-            ReplicaLife(
-                capacity=replica.capacity,
-                created_s=replica.created_s,
-                ended_s=self.now,
-                busy_s=replica.engine.busy_time_s(self.now),
-                cached_tokens=replica.engine.cached_tokens,
-                queried_tokens=replica.engine.queried_tokens,
-            )
-        )
-
-    def _remove(self, replica: _Replica) -> None:
-        """A scale-down picked this replica: stop sending to it; end it once empty."""
-        if replica.serving:
-            self.ready_count -= 1
-        replica.draining = True
-        if replica.in_flight == 0:
-            self._end(replica)
-
-    def _notice(self, replica: _Replica) -> None:
-        if replica.ended_s is not None or replica.noticed or replica.pending:
-            return
-        if replica.serving:
-            self.ready_count -= 1
-        replica.noticed = True
-        self.preemptions += 1
-        self._push(self.now + self.config.spot.notice_s, _KILL, 0, replica)
-        self._reconcile()
-
-    def _kill(self, replica: _Replica) -> None:
-        if replica.ended_s is not None:
-            return
-        for i in list(replica.requests):
-            # The node is gone: what was still running on it is lost.
-            replica.engine.abort(i)
-            del self.where[i]
-            self._fail(i, "preempted")
-        replica.requests.clear()
-        replica.in_flight = 0
-        self._end(replica)
-        self._reconcile()
-
-    def _reconcile(self, *, warm: bool = False) -> None:
-        """Bring each capacity pool to what ``split`` asks for the current target."""
-        for capacity in (SPOT, ON_DEMAND):
-            # Spot first: a warm start makes spot replicas ready at once, and
-            # the on-demand count must see them (or it would cover them too).
-            alive = [r for r in self.replicas if not r.draining and not r.noticed]
-            ready_spot = sum(1 for r in alive if r.capacity == SPOT and r.ready)
-            want = split(target=self.target, placement=self.config.placement, ready_spot=ready_spot)
-            count = want.spot if capacity == SPOT else want.on_demand
-            pool = [r for r in alive if r.capacity == capacity]
-            if len(pool) < count:
-                for _ in range(count - len(pool)):
-                    self._create(capacity, warm=warm)
-            elif len(pool) > count:
-                # Starting replicas first (newest first), then the least loaded.
-                pool.sort(key=lambda r: (r.ready, r.in_flight, -r.created_s))
-                for replica in pool[: len(pool) - count]:
-                    self._remove(replica)
-        if warm:
             self._dispatch()
 
     # --- control ----------------------------------------------------------------------------
@@ -712,8 +752,8 @@ class _World:
         in_flight = self.outstanding - len(self.held)
         return View(
             now=self.now,
-            ready=self.ready_count,
-            spec=self.target,
+            ready=self.fleet.ready_count,
+            spec=self.fleet.target,
             concurrency=concurrency,
             busy=self.busy_in_second or self.outstanding > 0,
             held=len(self.held),
@@ -731,28 +771,26 @@ class _World:
         if concurrency is None:
             concurrency = float(self.outstanding)
         desired = self.autoscaler.tick(self._view(concurrency), activation=activation)
-        if desired is not None and desired != self.target:
+        if desired is not None and desired != self.fleet.target:
             if desired < 0:
                 raise ValueError(f"{self.autoscaler.name} asked for {desired} replicas")
-            self.target = desired
-        self._reconcile()
+            self.fleet.target = desired
+        self.fleet.reconcile()
 
     def _tick(self) -> None:
         concurrency = self.integral  # over the last second (ticks are 1 s apart)
         self._expire_held()
         while self.spot_times and self.spot_times[0] <= self.now:
             self.spot_times.popleft()
-            spot = [r for r in self.replicas if r.capacity == SPOT and not r.noticed]
-            if spot:
-                self._notice(min(spot, key=lambda r: r.created_s))
+            self.fleet.notice_oldest_spot()
         self._decide(activation=False, concurrency=concurrency)
         self.timeline.append(
             Second(
                 at_s=self.now,
                 arrivals=self.arrivals_in_second,
                 concurrency=concurrency,
-                ready=self.ready_count,
-                spec=self.target,
+                ready=self.fleet.ready_count,
+                spec=self.fleet.target,
             )
         )
         self.integral = 0.0

@@ -88,7 +88,7 @@ def test_simulate_reports_ttft_by_class(tmp_path: Path, capsys: pytest.CaptureFi
     argv = [
         "--trace", str(trace), "--time-field", "t", "--prompt-field", "p", "--output-field",
         "o", "--class-field", "c", "--timestamps", "relative", "--policies", "knative-kpa",
-        "--cold-start", "20s",
+        "--cold-start", "20s", "--start", "zero",
     ]  # fmt: skip
     parser = argparse.ArgumentParser(prog="tidal simulate")
     cli.configure(parser)

@@ -164,12 +164,12 @@ def test_spot_spreads_over_zones_and_a_zone_loss_notices_only_its_replicas() -> 
         placement=PlacementConfig(policy="spot", on_demand_baseline=0),
         spot=SpotModel(availability=0.5, changes_per_day=0.001, zones=2),
     )
-    w = world_module._World([req(0.0)], Scripted(wake=4), config)
+    w = world_module._World([req(0.0)], Scripted(wake=4), config).fleet
     w.target = 4
-    w._reconcile(warm=True)
+    w.reconcile(warm=True)
     zones = sorted(r.zone for r in w.replicas if r.capacity == SPOT)
     assert zones == [0, 0, 1, 1]  # spread: two per zone
-    w._market(1)  # zone 1 loses its spot capacity
+    w.market(1)  # zone 1 loses its spot capacity
     noticed = [r for r in w.replicas if r.noticed]
     assert len(noticed) == 2 and {r.zone for r in noticed} == {1}
     # The replacements go to the zone that still has spot, not to pending.
@@ -186,14 +186,14 @@ def test_with_every_zone_gone_spot_waits_pending_until_one_comes_back() -> None:
         placement=PlacementConfig(policy="spot", on_demand_baseline=0),
         spot=SpotModel(availability=0.5, changes_per_day=0.001, zones=2),
     )
-    w = world_module._World([req(0.0)], Scripted(wake=2), config)
-    w._market(0)
-    w._market(1)
+    w = world_module._World([req(0.0)], Scripted(wake=2), config).fleet
+    w.market(0)
+    w.market(1)
     w.target = 2
-    w._reconcile()
+    w.reconcile()
     spot = [r for r in w.replicas if r.capacity == SPOT]
     assert len(spot) == 2 and all(r.pending for r in spot)
-    w._market(1)  # zone 1 has spot again
+    w.market(1)  # zone 1 has spot again
     assert all(not r.pending and r.zone == 1 for r in spot)
 
 
