@@ -1,6 +1,6 @@
 """Connecting to the API server: kubeconfig or in-cluster, and our namespace.
 
-Order (DESIGN §4, §7): an explicit kubeconfig path, else ``$KUBECONFIG``, else
+Order (docs/architecture.md and README.md): an explicit kubeconfig path, else ``$KUBECONFIG``, else
 the in-cluster service account when ``KUBERNETES_SERVICE_HOST`` is set, else
 ``~/.kube/config``. Each connection gets a ``Configuration`` of its own
 rather than the library's process-wide default, so two clients in one process

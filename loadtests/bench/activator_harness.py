@@ -2,7 +2,7 @@
 
 A benchmark of a proxy is only as good as the tools around it: a Python load
 generator or backend saturates before the proxy does and hides its cost
-(DESIGN §9). So every tool here is native and from Debian, or a small C
+(docs/architecture.md, "Working rules"). So every tool here is native and from Debian, or a small C
 program built with Debian's gcc, and every benchmark also measures the
 tools *directly* (no proxy) in the same run, to show that they outrun the
 proxy (:func:`outrun_check`):

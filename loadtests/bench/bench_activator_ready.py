@@ -1,7 +1,7 @@
 """From "endpoint ready" to the first held request's byte at the replica.
 
 Also, first: from a request sent for a cold target to its ``/v1/activate``
-arriving at a (fake) scaler, the "told at once" of DESIGN §3. Target: under
+arriving at a (fake) scaler, the "told at once" of docs/architecture.md. Target: under
 20 ms as well (the gate's wake event, one loop turn, one local POST).
 
 Two paths, each repeated and measured in one process on the activator's own

@@ -18,7 +18,7 @@ over TLS with a bearer token, as the scaler's client does); the scaler's path
 is one ``/v1/activate`` trip plus a read and a patch of ``/scale``, so about
 three round trips is the floor.
 
-Target (DESIGN §4 / issue 6): under 50 ms.
+Target (docs/architecture.md, "The scaler"): under 50 ms.
 
 ``python -m loadtests.bench.bench_scaler_activation [--rounds N]``
 """

@@ -1,7 +1,7 @@
 """Read how many requests an activator holds and has in flight, from its ``/metrics``.
 
 The demo shows requests being held through a cold start; the activator
-already says so on its admin port (DESIGN §3, §8), so this reads
+already says so on its admin port (docs/architecture.md and docs/metrics.md), so this reads
 ``tidal_activator_requests_buffered`` and ``tidal_activator_requests_in_flight``
 for one target rather than inferring anything on the client side. Parsing
 is pure (:func:`parse_gauges`); :func:`read_gauges` adds one HTTP GET and

@@ -2,7 +2,7 @@
 
 Everything here is pure: samples go in with the time they were taken, and the
 summary is computed from them, so every figure the demo prints is observed,
-never assumed (DESIGN §7):
+never assumed (README.md, "Watch it once"):
 
 - ``peak_replicas`` is the highest ``readyReplicas`` seen;
 - ``cold_starts`` counts transitions from zero ready replicas to some;

@@ -125,7 +125,7 @@ def summary_table(
     problems: Sequence[str] = (),
     notes: Sequence[str] = (),
 ) -> str:
-    """The closing table: every figure of DESIGN §7, notes that explain them, the verdict."""
+    """The closing table: every figure the demo reports, notes that explain them, the verdict."""
     rows: list[tuple[str, str]] = [
         ("requests", str(summary.requests)),
         ("succeeded", str(summary.succeeded)),

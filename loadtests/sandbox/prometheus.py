@@ -1,7 +1,7 @@
 """A real Prometheus server (Debian's ``/usr/bin/prometheus``) for the sandbox.
 
-DESIGN §9: it runs with a temporary config, its own ``--storage.tsdb.path``
-and a 1 s scrape interval, listening on the sandbox's loopback block. It
+It runs with a temporary config (docs/architecture.md, "Working rules"), its
+own ``--storage.tsdb.path`` and a 1 s scrape interval, listening on the sandbox's loopback block. It
 scrapes the targets it is given (the sandbox's DCGM exporter) and serves the
 query API the scaler's GPU view uses (``/api/v1/query``). Tests that check
 Tidal's own monitoring also give it further scrape jobs (``jobs``: the

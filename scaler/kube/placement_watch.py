@@ -4,7 +4,7 @@
   model) and taints. When a node gains one of the provider's notice taints
   (:meth:`~scaler.policy.providers.ProviderPreset.under_notice`),
   ``on_notice(node_name)`` is called at once, so the controller decides for
-  the targets on that node now rather than at the next tick (DESIGN §5: a
+  the targets on that node now rather than at the next tick (docs/placement.md: a
   notice is an event, not a tick).
 - **Spot companions** (one watch of Deployments labelled
   ``placement.tidal.dev/capacity-type=spot`` and annotated

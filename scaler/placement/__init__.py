@@ -1,4 +1,4 @@
-"""Spot and on-demand placement beside the loop (DESIGN §5).
+"""Spot and on-demand placement beside the loop (docs/placement.md).
 
 ``placer.py`` plans each target's split and keeps its fallback state,
 ``actuation.py`` carries out the placement writes for the actuator (the

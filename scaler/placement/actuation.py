@@ -1,6 +1,6 @@
 """Carrying out a placement plan: the companion, the pin, the spot scale, the Events.
 
-The actuator's placement half (DESIGN §1: only the actuator writes). For a
+The actuator's placement half (only the actuator writes: docs/architecture.md). For a
 spot policy, in this order, so that capacity is never taken away before its
 replacement is asked for:
 

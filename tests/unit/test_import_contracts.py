@@ -1,4 +1,4 @@
-"""The import contracts of DESIGN §1 hold and really bite.
+"""The import contracts of docs/architecture.md, "Layout and import rules" hold and really bite.
 
 Covers: the tree as it is passes ``lint-imports``; each kind of violation
 (I/O in ``scaler.policy``, kubernetes_asyncio outside the kube packages, the

@@ -3,7 +3,7 @@
 **Default pool**: 2 on-demand and 4 spot nodes with 8 ``nvidia.com/gpu``
 each, across two zones (``us-east-1a``/``us-east-1b``). Every node carries
 the labels the providers' node selectors use, so a scaler configured for any
-provider (DESIGN §5) finds its capacity type: Karpenter's
+provider (docs/placement.md) finds its capacity type: Karpenter's
 ``karpenter.sh/capacity-type`` (``spot``/``on-demand``), EKS's
 ``eks.amazonaws.com/capacityType`` (``SPOT``/``ON_DEMAND``), and on spot
 nodes GKE's ``cloud.google.com/gke-spot: "true"`` and AKS's

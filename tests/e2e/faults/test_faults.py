@@ -1,4 +1,4 @@
-"""Every request gets an answer while faults strike (issue 13, DESIGN §9).
+"""Every request gets an answer while faults strike (docs/architecture.md, "Working rules").
 
 Open-loop streaming load goes through TWO real activators on the sandbox
 (real scaler, real fake-vLLM replicas) while every fault strikes, one after
@@ -23,7 +23,7 @@ clean errors only where they are the design:
   for the requests an activator still held when its drain ended, only from
   that activator;
 - ``502 upstream_failed`` only for a request whose bytes had reached the
-  replica that was SIGKILLed (DESIGN §3's row for it), at the kill.
+  replica that was SIGKILLed (its row in docs/statuses.md), at the kill.
 
 The graceful faults (a pod deleted, a node preempted with notice, the
 scaler killed and restarted, the API server unavailable, with a replica

@@ -7,7 +7,7 @@
   optionally process-less pods (Running and Ready without a fake server, for
   tests that need replicas but no traffic);
 - :class:`Reporter`: a synthetic activator posting ``/v1/stats`` in the shape
-  of DESIGN §3 to one or several scalers, every 0.5 s, until stopped;
+  of docs/architecture.md, "The activator" to one or several scalers, every 0.5 s, until stopped;
 - readers straight from the cluster's store: Events of a Deployment, its
   status annotation, the Lease holder; and :func:`wait_until`, bounded.
 """

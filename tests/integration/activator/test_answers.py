@@ -1,4 +1,4 @@
-"""Every request the activator accepts gets an answer (DESIGN §9), over loopback.
+"""Every request the activator accepts gets an answer ("Working rules" in docs/architecture.md).
 
 Covers (raw sockets where a client must misbehave):
 - a replica whose listen backlog is full makes the connect time out: the

@@ -1,7 +1,7 @@
 """Reports to the scaler and the routes-file source, over loopback.
 
 Covers:
-- ``/v1/stats`` arrives periodically with the bearer token and DESIGN §3's
+- ``/v1/stats`` arrives periodically with the bearer token and the
   shape; while requests are held it reports them as buffered with a
   positive concurrency and counts arrivals; per-pod in-flight is keyed by
   the endpoint;

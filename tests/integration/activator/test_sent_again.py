@@ -2,7 +2,7 @@
 
 This is what a server does to a keep-alive connection it closes as idle, or
 at shutdown (uvicorn, so vLLM, closes every idle one at SIGTERM): a request
-written as it closes is never read. DESIGN §3's "no request dropped without
+written as it closes is never read. The "no request dropped without
 an answer" needs a second attempt, on a new connection; ``activator.statuses``
 says why that is safe for inference and why only once.
 

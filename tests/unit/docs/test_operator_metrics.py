@@ -1,4 +1,4 @@
-"""The metrics that deploy/monitoring's alerts and dashboard need, beyond DESIGN §8's list.
+"""The metrics that deploy/monitoring's alerts and dashboard need, beyond docs/metrics.md's list.
 
 Covers (cost by capacity type at the configured prices:
 tests/unit/scaler/test_gpu_ledger.py):

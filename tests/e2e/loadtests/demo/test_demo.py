@@ -1,7 +1,7 @@
 """``tidal demo --json`` end to end, as ``make demo`` runs it (plus ``--json``).
 
 Covers: the whole story runs to the end in a subprocess, well inside three
-minutes, and exits 0; its stdout is one line, the JSON of DESIGN §7, with
+minutes, and exits 0; its stdout is one line, the JSON of README.md, "Watch it once", with
 every figure present and consistent (no failed request, a cold start, more
 than one replica ready at peak, none at the end, a request held at the
 activator, a first TTFT about the cold start, the share of requests within

@@ -10,7 +10,7 @@ import pytest
 
 from activator.routing.routes_file import parse_routes
 
-DESIGN_EXAMPLE = """
+DOCUMENTED_EXAMPLE = """
 targets:
   - name: default/llama          # namespace/name
     models: [llama-3-8b]         # optional, as are hosts and path_prefix
@@ -24,7 +24,7 @@ targets:
 
 
 def test_design_example_parses() -> None:
-    specs = parse_routes(DESIGN_EXAMPLE)
+    specs = parse_routes(DOCUMENTED_EXAMPLE)
     llama = specs["default/llama"]
     assert llama.models == ("llama-3-8b",)
     assert llama.hosts == ("llama.example.com",)

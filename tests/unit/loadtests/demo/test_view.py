@@ -2,7 +2,7 @@
 
 Covers: the status line carries phase, replicas, held/in-flight, requests and
 TTFT, and '?' when the activator's metrics could not be read; the summary
-table lists every DESIGN §7 figure and says OK or lists the problems; on a
+table lists every README.md, "Watch it once" figure and says OK or lists the problems; on a
 terminal the status line is redrawn in place (and cut to the width), while
 anything else gets plain lines with no escape sequences at all.
 """
