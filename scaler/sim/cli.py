@@ -34,7 +34,7 @@ from typing import Any
 from activator.balancing.prefix_affinity import AffinityConfig
 from scaler.policy import InvalidAnnotation, PlacementConfig, parse_duration_s
 from scaler.policy.annotations import AUTOSCALING_PREFIX
-from scaler.sim import synthetic, traces
+from scaler.sim import prefix_workloads, synthetic, traces
 from scaler.sim.chat_trace import MEAN_TURNS, ChatSpec, generate_chat
 from scaler.sim.engine import LlmParams
 from scaler.sim.oracle import cacheable_tokens
@@ -100,8 +100,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="a CSV or JSONL file; code or conv, the Azure LLM inference traces 2023 "
         "shipped with Tidal (CC-BY-4.0; or any file in $TIDAL_TRACES_DIR); or "
-        f"synthetic:KIND with KIND one of {', '.join((*synthetic.KINDS, 'chat'))} (chat: "
-        "multi-turn conversations with prompt block ids, for --routing)",
+        f"synthetic:KIND with KIND one of "
+        f"{', '.join((*synthetic.KINDS, 'chat', *prefix_workloads.WORKLOADS))} (chat, "
+        "documents, agents, few-shot: prompts with block ids that share prefixes, for "
+        "--routing; documents and few-shot: --synthetic-rate requests/min, agents: tasks/min)",
     )
     src.add_argument(
         "--time-field", default="TIMESTAMP", help="timestamp field (default %(default)s)"
@@ -293,6 +295,16 @@ def load_requests(args: argparse.Namespace, *, warn: bool = True) -> list[traces
                 seed=args.seed,
             )
         )
+    elif name.removeprefix("synthetic:") in prefix_workloads.WORKLOADS:
+        records = prefix_workloads.generate_workload(
+            prefix_workloads.WorkloadSpec(
+                kind=name.removeprefix("synthetic:"),
+                duration_s=args.synthetic_duration,
+                rate_per_s=args.synthetic_rate / 60.0,
+                block_tokens=block_tokens(args),
+                seed=args.seed,
+            )
+        )
     elif name.startswith("synthetic:"):
         kind = name.removeprefix("synthetic:")
         records = synthetic.generate(
@@ -391,7 +403,10 @@ def block_tokens(args: argparse.Namespace) -> int:
         if args.prefix_block_tokens < 1:
             raise ValueError(f"--prefix-block-tokens must be >= 1, got {args.prefix_block_tokens}")
         return int(args.prefix_block_tokens)
-    return _CHAT_BLOCK_TOKENS if args.trace == _CHAT_TRACE else _FILE_BLOCK_TOKENS
+    synthetic_blocks = args.trace == _CHAT_TRACE or (
+        args.trace.removeprefix("synthetic:") in prefix_workloads.WORKLOADS
+    )
+    return _CHAT_BLOCK_TOKENS if synthetic_blocks else _FILE_BLOCK_TOKENS
 
 
 def affinity_config(args: argparse.Namespace) -> AffinityConfig:
@@ -588,7 +603,13 @@ def routed_policies(
     config = affinity_config(args)
     out: list[PolicyRun] = []
     for routing in args.routing:
-        world = replace(options.world, balancer=balancer(routing, 1, config))
+        anchors = (
+            prefix_workloads.anchor_of
+            if args.trace.removeprefix("synthetic:") in prefix_workloads.WORKLOADS
+            else None
+        )
+        make = balancer(routing, 1, config, engine=options.world.engine, anchor_of=anchors)
+        world = replace(options.world, balancer=make)
         for run in run_policies(requests, replace(options, world=world)):
             if not with_blocks:
                 hit = None
