@@ -47,8 +47,10 @@ import sys
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import cast
+from typing import Protocol, cast
 
+from activator.balancing.kv_events import apply_batch
+from activator.balancing.kv_events import batch as kv_batch
 from activator.balancing.least_loaded import pick
 from activator.balancing.prefix_affinity import AffinityConfig, PrefixAffinity
 from scaler.sim.baselines import AlwaysOn
@@ -126,6 +128,9 @@ class PrefixRouted:
 
     ``anchor_of``: a request's anchor depth, where the trace knows it (the
     synthetic workloads name their system prompt; None: the config's).
+    ``exact``: the replicas publish their KV-cache events (vLLM's
+    ``--kv-events-config``), and every router applies them before each pick
+    instead of recording what it sent.
     """
 
     def __init__(
@@ -135,6 +140,7 @@ class PrefixRouted:
         activators: int,
         config: AffinityConfig,
         anchor_of: Callable[[TraceRequest], int | None] | None = None,
+        exact: bool = False,
     ) -> None:
         if activators < 1:
             raise ValueError(f"activators must be at least 1, got {activators}")
@@ -145,9 +151,12 @@ class PrefixRouted:
         ]
         self.reasons: dict[str, int] = defaultdict(int)
         self.anchor_of = anchor_of
+        self.exact = exact
 
     def pick(self, request: TraceRequest, serving: Sequence[R], limit: int) -> R | None:
         self.spread.sample(request.offset_s, serving)
+        if self.exact:
+            self._apply_events(serving)
         # One activator needs no draw: the run's random sequence stays least-loaded's.
         many = len(self.routers) > 1
         router = self.routers[self.rng.randrange(len(self.routers))] if many else self.routers[0]
@@ -157,6 +166,21 @@ class PrefixRouted:
         if reason == "no-blocks":
             return pick(serving, limit, self.rng)
         return cast("R | None", chosen)
+
+    def _apply_events(self, serving: Sequence[ServingReplica]) -> None:
+        for replica in serving:
+            engine: _Publishing = getattr(replica, "engine")  # noqa: B009 (the world's replicas)
+            engine.publish_kv_events()
+            events = engine.take_kv_events()
+            if events:
+                for router in self.routers:
+                    apply_batch(router.index, _replica_name(replica), kv_batch(0.0, events))
+
+
+class _Publishing(Protocol):
+    def publish_kv_events(self) -> None: ...
+
+    def take_kv_events(self) -> list[list[object]]: ...
 
 
 def _replica_name(replica: ServingReplica) -> str:
@@ -198,6 +222,7 @@ def balancer(
     *,
     engine: LlmParams | None = None,
     anchor_of: Callable[[TraceRequest], int | None] | None = None,
+    exact: bool = False,
 ) -> Callable[[random.Random], Routed]:
     """The world's balancer factory for ``routing`` (one of :data:`ROUTINGS`).
 
@@ -214,7 +239,7 @@ def balancer(
     if routing == "prefix":
         routed = config
         return lambda rng: PrefixRouted(
-            rng, activators=activators, config=routed, anchor_of=anchor_of
+            rng, activators=activators, config=routed, anchor_of=anchor_of, exact=exact
         )
     raise ValueError(f"unknown routing {routing!r}; choose from {list(ROUTINGS)}")
 
@@ -261,6 +286,7 @@ def compare(
     fleet: int | None = None,
     anchor_of: Callable[[TraceRequest], int | None] | None = None,
     autoscaled: bool = False,
+    exact: bool = False,
 ) -> Comparison:
     """A row per routing (prefix: per activator count), and the ceilings.
 
@@ -275,7 +301,7 @@ def compare(
     shared_fleet = fleet
     for routing, n in plans:
         built: list[Routed] = []
-        make = balancer(routing, n, config, engine=engine, anchor_of=anchor_of)
+        make = balancer(routing, n, config, engine=engine, anchor_of=anchor_of, exact=exact)
         world = replace(options.world, balancer=_recording(make, built))
         routed = replace(options, world=world)
         if fleet is None:
@@ -311,7 +337,9 @@ def compare(
         fleet=shared_fleet,
         rows=rows,
         autoscaled=(
-            autoscaled_rows(requests, options, plans, config, anchor_of) if autoscaled else []
+            autoscaled_rows(requests, options, plans, config, anchor_of, exact=exact)
+            if autoscaled
+            else []
         ),
     )
 
@@ -322,11 +350,14 @@ def autoscaled_rows(
     plans: Sequence[tuple[str, int]],
     config: AffinityConfig | None = None,
     anchor_of: Callable[[TraceRequest], int | None] | None = None,
+    *,
+    exact: bool = False,
 ) -> list[AutoscaledRow]:
     """Each (routing, activators) with Tidal's policy (the ``tidal`` row) scaling the fleet."""
     out = []
     for routing, n in plans:
-        make = balancer(routing, n, config, engine=options.world.engine, anchor_of=anchor_of)
+        engine = options.world.engine
+        make = balancer(routing, n, config, engine=engine, anchor_of=anchor_of, exact=exact)
         world = replace(options.world, balancer=make)
         (run,) = run_policies(requests, replace(options, world=world, policies=("tidal",)))
         assert run.result is not None
@@ -432,6 +463,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--autoscaled", action="store_true", help="also each routing with Tidal scaling the fleet"
     )
+    parser.add_argument(
+        "--exact",
+        action="store_true",
+        help="replicas publish KV-cache events and the routers track them exactly "
+        "(default: each router records what it sent, aged as the cache would)",
+    )
     parser.add_argument("--slo-ttft", type=float, default=2.0, metavar="S", help="TTFT objective")
     parser.add_argument("--max-replicas", type=int, default=16, metavar="N", help="fleet ceiling")
     parser.add_argument("--seed", type=int, default=1, metavar="N", help="random seed")
@@ -505,6 +542,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         fleet=args.fleet,
         anchor_of=anchors,
         autoscaled=args.autoscaled,
+        exact=args.exact,
     )
     if args.json:
         print(json.dumps(asdict(result)))
