@@ -31,10 +31,11 @@ Two modes, per replica:
 
 Main decision: one index, many LRU orders. Each replica's LRU order is its
 own ``OrderedDict`` (O(1) touch and evict); the index maps a block to the
-set of replicas holding it, so :meth:`BlockIndex.matches` costs one set
-intersection per matched block, at most the prompt's length times the
-replica count and usually far less (it stops where the last holder drops
-out).
+replicas holding it as a bit mask (each replica a bit, reused when it
+leaves), so :meth:`BlockIndex.matches` costs one integer AND per matched
+block and stops where the last holder drops out. Sets instead of masks cost
+twice as much per request, which matters: this runs on every request of a
+prefix-balanced model.
 """
 
 from __future__ import annotations
@@ -48,14 +49,16 @@ __all__ = ["BlockIndex"]
 class BlockIndex:
     """Per replica name, the blocks it holds (approximate or exact, see the module)."""
 
-    __slots__ = ("_exact", "_holders", "_lru", "capacity")
+    __slots__ = ("_bits", "_exact", "_holders", "_lru", "_names", "capacity")
 
     def __init__(self, capacity: int) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be at least 1 block, got {capacity!r}")
         self.capacity = capacity
-        self._holders: dict[Hashable, set[str]] = {}
+        self._holders: dict[Hashable, int] = {}  # block -> mask of the replicas holding it
         self._lru: dict[str, OrderedDict[Hashable, None]] = {}
+        self._bits: dict[str, int] = {}  # replica -> its bit
+        self._names: dict[int, str] = {}  # bit -> replica
         self._exact: set[str] = set()
 
     def held(self, name: str) -> int:
@@ -72,50 +75,68 @@ class BlockIndex:
 
     def matches(self, blocks: Sequence[Hashable], names: Iterable[str]) -> dict[str, int]:
         """Per name, how many of ``blocks``' leading blocks it holds (absent: none)."""
-        alive = set(names)
+        bits = self._bits
+        alive = 0
+        for name in names:
+            alive |= bits.get(name, 0)
         out: dict[str, int] = {}
-        holders = self._holders
+        get = self._holders.get
         depth = 0
         for block in blocks:
-            have = holders.get(block)
-            if not have:
+            if not alive:
                 break
-            still = alive & have
-            if not still:
-                break
-            if len(still) < len(alive):
-                for name in alive - still:
-                    out[name] = depth
-            alive = still
+            have = get(block, 0) & alive
+            if have != alive and depth:
+                self._name_bits(alive & ~have, depth, out)
+            alive = have
             depth += 1
-        if depth:
-            for name in alive:
-                out[name] = depth
-        return {n: d for n, d in out.items() if d}
+        if alive:
+            self._name_bits(alive, depth, out)
+        return out
+
+    def _name_bits(self, mask: int, depth: int, out: dict[str, int]) -> None:
+        names = self._names
+        while mask:
+            low = mask & -mask
+            out[names[low]] = depth
+            mask ^= low
 
     def sent(self, name: str, blocks: Sequence[Hashable]) -> None:
         """The router sent ``blocks`` to ``name``: approximate mode records them."""
         if name in self._exact:
             return
-        lru = self._lru.setdefault(name, OrderedDict())
+        bit = self._bit_of(name)
+        lru = self._lru[name]
         holders = self._holders
+        get = holders.get
+        touch = lru.move_to_end
         for block in blocks:
             if block in lru:
-                lru.move_to_end(block)
+                touch(block)
             else:
                 lru[block] = None
-                holders.setdefault(block, set()).add(name)
-        self._trim(name, lru, self.capacity)
+                holders[block] = get(block, 0) | bit
+        if len(lru) > self.capacity:
+            keep = ~bit
+            pop = lru.popitem
+            for _ in range(len(lru) - self.capacity):
+                block, _ = pop(last=False)
+                mask = holders[block] & keep
+                if mask:
+                    holders[block] = mask
+                else:
+                    del holders[block]
 
     def stored(self, name: str, blocks: Iterable[Hashable]) -> None:
         """``name`` published that it stored ``blocks``: from now on it runs exact."""
         self._exact.add(name)
-        lru = self._lru.setdefault(name, OrderedDict())
+        bit = self._bit_of(name)
+        lru = self._lru[name]
         holders = self._holders
         for block in blocks:
             if block not in lru:
                 lru[block] = None
-                holders.setdefault(block, set()).add(name)
+                holders[block] = holders.get(block, 0) | bit
 
     def removed(self, name: str, blocks: Iterable[Hashable]) -> None:
         """``name`` published that it evicted ``blocks``."""
@@ -123,36 +144,48 @@ class BlockIndex:
         lru = self._lru.get(name)
         if lru is None:
             return
+        bit = self._bits[name]
         for block in blocks:
             if block in lru:
                 del lru[block]
-                self._unhold(block, name)
+                self._unhold(block, bit)
 
     def cleared(self, name: str) -> None:
         """``name`` published that it dropped every block (a cache reset)."""
         self._exact.add(name)
         self._forget(name)
-        self._lru[name] = OrderedDict()
+        self._bit_of(name)
 
     def drop(self, name: str) -> None:
         """``name`` is gone (scaled in, asleep, preempted): its cache with it."""
         self._exact.discard(name)
         self._forget(name)
 
+    def _bit_of(self, name: str) -> int:
+        bit = self._bits.get(name)
+        if bit is None:
+            used = 0
+            for b in self._names:
+                used |= b
+            bit = (used + 1) & ~used  # the lowest free bit
+            self._bits[name] = bit
+            self._names[bit] = name
+            self._lru[name] = OrderedDict()
+        return bit
+
     def _forget(self, name: str) -> None:
         lru = self._lru.pop(name, None)
+        bit = self._bits.pop(name, None)
+        if bit is None:
+            return
+        del self._names[bit]
         if lru is not None:
             for block in lru:
-                self._unhold(block, name)
+                self._unhold(block, bit)
 
-    def _trim(self, name: str, lru: OrderedDict[Hashable, None], capacity: int) -> None:
-        while len(lru) > capacity:
-            block, _ = lru.popitem(last=False)
-            self._unhold(block, name)
-
-    def _unhold(self, block: Hashable, name: str) -> None:
-        have = self._holders.get(block)
-        if have is not None:
-            have.discard(name)
-            if not have:
-                del self._holders[block]
+    def _unhold(self, block: Hashable, bit: int) -> None:
+        mask = self._holders.get(block, 0) & ~bit
+        if mask:
+            self._holders[block] = mask
+        else:
+            self._holders.pop(block, None)

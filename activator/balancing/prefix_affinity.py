@@ -235,6 +235,7 @@ class PrefixAffinity(Generic[T]):
         limit: int,
         *,
         anchor: int | None = None,
+        anchor_key: int | None = None,
     ) -> tuple[T | None, str]:
         """The replica for a prompt of ``blocks``, and how it was found.
 
@@ -246,8 +247,11 @@ class PrefixAffinity(Generic[T]):
         in-flight cap, 0: none: hold the request), ``least-loaded`` (no
         replica under the bound) or ``no-blocks`` (the caller balances as
         usual). ``anchor`` overrides the configured anchor depth (the
-        activator knows where a chat's first user message ends). The prompt
-        is recorded as sent to the chosen replica.
+        activator knows where a chat's first user message ends);
+        ``anchor_key`` is the ring's key for it where the blocks are not the
+        same in every process (the activator's are not; default: a stable
+        hash of the anchor's blocks). The prompt is recorded as sent to the
+        chosen replica.
         """
         if not candidates:
             return None, "full"
@@ -273,7 +277,8 @@ class PrefixAffinity(Generic[T]):
 
         chosen, reason = self._best_match(blocks, depth, by_name, bound, room), "history"
         if chosen is None:
-            chosen = self._from_ring(ring, blocks[:depth], by_name, room)
+            key = anchor_key if anchor_key is not None else stable_hash(tuple(blocks[:depth]))
+            chosen = self._from_ring(ring, key, by_name, room)
             reason = "spilled" if passed_over else "ring"
         if chosen is None:
             open_ = [c for c in candidates if free(c)]
@@ -323,11 +328,11 @@ class PrefixAffinity(Generic[T]):
     def _from_ring(
         self,
         ring: Ring,
-        anchor: Sequence[Hashable],
+        key: int,
         by_name: dict[str, T],
         room: Callable[[T], bool],
     ) -> T | None:
-        for name in ring.walk(stable_hash(tuple(anchor))):
+        for name in ring.walk(key):
             candidate = by_name[name]
             if room(candidate):
                 return candidate

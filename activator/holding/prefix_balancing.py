@@ -79,7 +79,9 @@ class PrefixBalancer:
     ) -> EndpointTracker | None:
         routes = self.routes
         if prompt is not None:
-            tracker, reason = self.router.choose(prompt.blocks, ready, limit, anchor=prompt.anchor)
+            tracker, reason = self.router.choose(
+                prompt.blocks, ready, limit, anchor=prompt.anchor, anchor_key=prompt.anchor_key
+            )
             outcome = _OUTCOME_OF.get(reason, reason)
             routes[outcome] += 1
             if reason != "no-blocks":
