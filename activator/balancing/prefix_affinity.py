@@ -52,27 +52,25 @@ fixed-size chunks, a trace gives block ids). The pick, in order:
 **The bound.** A replica may take a request only if it then carries at
 most ``load_factor`` times the mean, or the mean plus what chance alone
 puts on a replica, whichever is more: ``in_flight + 1 <= max(load_factor *
-m, m + max(1, 1.5 * sqrt(m)))`` with ``m = (total + 1) / n``, *total* being
-the candidates' in-flight sum and *n* their number. The second term is for
-the counts an activator sees: requests placed at random leave a replica's
-count spread about ``sqrt(m)`` around the mean, and each of *N* activators
-sees only its own share (about ``m / N`` of each replica's), so at tens of
-requests per replica one replica is routinely 1.25x the mean by chance. A
-bound that tight spills follow-up turns away from their cache for noise,
-not overload: in the sandbox (96 chat users through two activators to four
-replicas, at most 12 requests per replica in each activator's view) 1.25x
-alone spilled a fifth of all requests and held the hit rate to 1.9x
-least-loaded's (conversations of up to four turns); 1.5 standard
-deviations spill one in twelve and reach 2.3x (2.5x to 2.8x with up to
-three turns). Two spilled half as many again, but in a lightly loaded
-simulation (four replicas, about five requests each) let the busiest
-replica average 1.28x the mean over a minute, where 1.5 keeps it at 1.2x
-(``tests/unit/scaler/sim/test_prefix_routing.py``). The slack shrinks
-relative to the mean as load grows (2.5x the mean at one request, 1.5x at
-ten), so from 36 requests per replica up the factor is what binds. When no
-replica is under the bound the least-loaded one takes the request, which
-never adds to the busiest. 1.25 is the factor the bounded-loads paper and
-Vimeo run and brpc defaults to.
+m, m + max(1, chance_sigmas * sqrt(m)))`` with ``m = (total + 1) / n``,
+*total* being the candidates' in-flight sum and *n* their number. The
+second term is for the counts an activator sees: requests placed at random
+leave a replica's count spread about ``sqrt(m)`` around the mean, and each
+of *N* activators sees only its own share (about ``m / N`` of each
+replica's), so at tens of requests per replica one replica is routinely
+1.25x the mean by chance, and a bound that tight spills follow-ups away
+from their cache for noise, not overload (in the sandbox, 1.25x alone
+spilled a fifth of all requests). How much chance to allow is a trade: with
+the last-block router this replaced, 1.5 standard deviations suited the
+sandbox's two activators best; with the longest match, whose load score
+already leans to the idler of equal matches, 1.5 let an agent workload's
+busiest replica average 1.22x to 1.34x the mean over a minute in the
+simulator, and 1.0 keeps every workload within 1.2x at 0.86x to 0.95x of
+the finite ceiling's hit rate (``docs/prefix-routing.md``). The slack shrinks
+relative to the mean as load grows, so from 16 requests per replica up the
+factor is what binds. When no replica is under the bound the least-loaded
+one takes the request, which never adds to the busiest. 1.25 is the factor
+the bounded-loads paper and Vimeo run and brpc defaults to.
 
 **Several activators.** llm-d's scheduler and SGLang's router are one
 process; Tidal's activators share nothing on the request path, so each
@@ -122,7 +120,7 @@ DEFAULT_LOAD_FACTOR = 1.25
 # How far above the mean, in standard deviations of a count placed at
 # random (the square root of the mean), a replica's in-flight count may go
 # before it counts as overloaded rather than unlucky.
-CHANCE_SIGMAS = 1.5
+CHANCE_SIGMAS = 1.0
 # Anchor of a trace's block ids: 8 blocks of vLLM's 16 tokens reach past a
 # short system prompt into the first user message.
 DEFAULT_ANCHOR_BLOCKS = 8
@@ -160,6 +158,7 @@ class AffinityConfig:
     virtual_nodes: int = DEFAULT_VIRTUAL_NODES
     prefix_weight: float = DEFAULT_PREFIX_WEIGHT
     queue_weight: float = DEFAULT_QUEUE_WEIGHT
+    chance_sigmas: float = CHANCE_SIGMAS
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.load_factor) and self.load_factor > 1.0):
@@ -168,7 +167,7 @@ class AffinityConfig:
             value = getattr(self, name)
             if value < 1:
                 raise ValueError(f"{name} must be at least 1, got {value!r}")
-        for name in ("prefix_weight", "queue_weight"):
+        for name in ("prefix_weight", "queue_weight", "chance_sigmas"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a number >= 0, got {value!r}")
@@ -181,10 +180,12 @@ def stable_hash(value: object) -> int:
     return int.from_bytes(hashlib.blake2b(repr(value).encode(), digest_size=8).digest(), "big")
 
 
-def load_bound(loads: Sequence[int], load_factor: float) -> float:
+def load_bound(
+    loads: Sequence[int], load_factor: float, chance_sigmas: float = CHANCE_SIGMAS
+) -> float:
     """The most a replica may carry after taking one more request."""
     mean = (sum(loads) + 1) / len(loads)
-    return max(load_factor * mean, mean + max(1.0, CHANCE_SIGMAS * math.sqrt(mean)))
+    return max(load_factor * mean, mean + max(1.0, chance_sigmas * math.sqrt(mean)))
 
 
 class Ring:
@@ -262,7 +263,10 @@ class PrefixAffinity(Generic[T]):
         depth = max(
             1, min(len(blocks), anchor if anchor is not None else self.config.anchor_blocks)
         )
-        bound = load_bound([c.in_flight for c in candidates], self.config.load_factor)
+        config = self.config
+        bound = load_bound(
+            [c.in_flight for c in candidates], config.load_factor, config.chance_sigmas
+        )
 
         def free(c: T) -> bool:
             return limit <= 0 or c.in_flight < limit

@@ -459,7 +459,28 @@ def _parser() -> argparse.ArgumentParser:
         help="leading blocks hashed onto the ring (default: a synthetic trace's system prompt "
         "and one more block, as the activator anchors a chat; a file: 8)",
     )
-    parser.add_argument("--fleet", type=int, default=None, metavar="N", help="fixed fleet")
+    parser.add_argument(
+        "--fleet",
+        type=int,
+        default=None,
+        metavar="N",
+        help="score every routing on this fixed fleet (default: least-loaded's smallest fleet "
+        "meeting the goal, after searching each routing's own)",
+    )
+    parser.add_argument(
+        "--load-factor",
+        type=float,
+        default=AffinityConfig().load_factor,
+        metavar="X",
+        help="the router's bound: at most X times the mean in flight (default %(default)s)",
+    )
+    parser.add_argument(
+        "--chance-sigmas",
+        type=float,
+        default=AffinityConfig().chance_sigmas,
+        metavar="K",
+        help="or the mean plus K standard deviations of chance, when more (default %(default)s)",
+    )
     parser.add_argument(
         "--autoscaled", action="store_true", help="also each routing with Tidal scaling the fleet"
     )
@@ -534,6 +555,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=args.seed,
         ),
     )
+    config = replace(config, load_factor=args.load_factor, chance_sigmas=args.chance_sigmas)
     result = compare(
         requests,
         options,

@@ -113,16 +113,16 @@ def test_history_over_the_bound_spills_to_the_ring() -> None:
 
 
 def test_a_replica_over_the_mean_by_chance_keeps_its_conversation() -> None:
-    # Four replicas near ten requests each (one activator's share of a busy
-    # model): 13 is within chance of the mean, so the follow-up stays with
-    # its cache; at ten times the load the same proportions are no longer
-    # chance and the factor (1.25x) sends it on.
+    # Four replicas near four requests each: 5 is within chance of the mean
+    # (4 + sqrt(4) = 6 with this request), so the follow-up stays with its
+    # cache; at ten times the load the same proportions are no longer chance
+    # and the factor (1.25x) sends it on.
     for scale, expected in ((1, "history"), (10, "spilled")):
         r = router(anchor_blocks=1)
-        replicas = [Rep(f"r{i}", n * scale) for i, n in enumerate((0, 10, 9, 8))]
+        replicas = [Rep(f"r{i}", n * scale) for i, n in enumerate((0, 4, 3, 3))]
         home, _ = r.choose(("s", "t"), replicas[:1], 0)
         assert home is replicas[0]
-        home.in_flight = 13 * scale
+        home.in_flight = 5 * scale
         chosen, reason = r.choose(("s", "t", "u"), replicas, 0)
         assert reason == expected, (scale, chosen)
         assert (chosen is home) == (expected == "history")
@@ -163,21 +163,27 @@ def test_a_document_cached_on_two_replicas_splits_by_load() -> None:
     r = router(anchor_blocks=1)
     a, b, c = Rep("a"), Rep("b"), Rep("c")
     doc = ("s", "d1", "d2", "d3")
-    r.choose((*doc, "q1"), [a], 0)
-    r.choose((*doc, "q2"), [b], 0)
+    r.index.sent("a", (*doc, "q1"))
+    r.index.sent("b", (*doc, "q2"))
     a.in_flight, b.in_flight = 3, 1
     chosen, reason = r.choose((*doc, "q3"), [a, b, c], 0)
     assert (chosen, reason) == (b, "history")
+    a.in_flight, b.in_flight = 1, 3
+    chosen, reason = r.choose((*doc, "q4"), [a, b, c], 0)
+    assert (chosen, reason) == (a, "history")
 
 
 def test_a_long_match_on_a_busier_replica_beats_a_short_one_on_an_idle_one() -> None:
     r = router(anchor_blocks=1)
-    a, b = Rep("a"), Rep("b")
-    r.choose(("s", "h1"), [a], 0)
-    r.choose(("s", "h1", "h2", "h3", "h4", "h5", "h6"), [b], 0)
-    b.in_flight = 2
-    chosen, reason = r.choose(("s", "h1", "h2", "h3", "h4", "h5", "h6", "h7"), [a, b], 0)
+    a, b, c = Rep("a"), Rep("b"), Rep("c")
+    r.index.sent("a", ("s", "h1"))
+    r.index.sent("b", ("s", "h1", "h2", "h3", "h4", "h5", "h6"))
+    a.in_flight, b.in_flight, c.in_flight = 4, 6, 5
+    chosen, reason = r.choose(("s", "h1", "h2", "h3", "h4", "h5", "h6", "h7"), [a, b, c], 0)
     assert (chosen, reason) == (b, "history")
+    b.in_flight = 8  # over the bound (the mean with this request is 6, plus sqrt(6))
+    chosen, reason = r.choose(("s", "h1", "h2", "h3", "h4", "h5", "h6", "h7"), [a, b, c], 0)
+    assert (chosen, reason) == (a, "history")
 
 
 def test_what_a_replica_holds_is_aged_at_its_cache_size() -> None:
