@@ -59,6 +59,8 @@ class ServerConfig:
     sleep: SleepParams = field(default_factory=SleepParams)
     # The shared ledger of the physical GPU this server runs on (see sleep_mode).
     gpu_ledger_dir: str | None = None
+    # vLLM's --kv-events-config enable_kv_cache_events: serve GET /kv_events.
+    kv_events: bool = False
 
     def __post_init__(self) -> None:
         if self.engine not in ("vllm", "triton"):
