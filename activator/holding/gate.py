@@ -164,7 +164,7 @@ class Gate:
     def set_balancing(self, mode: str) -> None:
         """``least-loaded`` or ``prefix`` (a target's ``routing.tidal.dev/balancing``)."""
         if mode == "prefix":
-            self.prefix = self.prefix or PrefixBalancer()
+            self.prefix = self.prefix or PrefixBalancer(activators=self.activators)
         else:
             self.prefix = None
 
@@ -176,6 +176,8 @@ class Gate:
     def set_activators(self, count: int) -> None:
         """The scaler's count of reporting activators; this one takes its share of cc."""
         self.activators = max(1, count)
+        if self.prefix is not None:
+            self.prefix.share(self.activators)
         self._update_limit()
 
     def _update_limit(self) -> None:

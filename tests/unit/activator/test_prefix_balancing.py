@@ -94,6 +94,17 @@ def test_a_prefix_gate_keeps_a_conversation_on_one_replica() -> None:
         assert len(where) == 1, topic
 
 
+def test_each_activator_records_its_share_of_a_replicas_cache() -> None:
+    gate = Gate("ns/t", max_buffered=10, container_concurrency=0, clock=lambda: 0.0)
+    gate.set_activators(2)
+    gate.set_balancing("prefix")
+    assert gate.prefix is not None
+    whole = gate.prefix.router.config.capacity_blocks
+    assert gate.prefix.router.index.capacity == whole // 2
+    gate.set_activators(4)
+    assert gate.prefix.router.index.capacity == whole // 4
+
+
 def test_prefix_picks_are_counted_by_outcome_and_a_load_gate_counts_none() -> None:
     gate = Gate("ns/t", max_buffered=10, container_concurrency=0, clock=lambda: 0.0)
     gate.set_balancing("prefix")
