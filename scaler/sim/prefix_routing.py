@@ -47,7 +47,7 @@ import sys
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Protocol, cast
+from typing import cast
 
 from activator.balancing.kv_events import apply_batch
 from activator.balancing.kv_events import batch as kv_batch
@@ -55,7 +55,7 @@ from activator.balancing.least_loaded import pick
 from activator.balancing.prefix_affinity import AffinityConfig, PrefixAffinity
 from scaler.sim.baselines import AlwaysOn
 from scaler.sim.chat_trace import ChatSpec, generate_chat
-from scaler.sim.engine import LlmParams
+from scaler.sim.engine import KvEventRecorder, LlmEngine, LlmParams
 from scaler.sim.prefix_ceiling import fleet_cache_hit_rate, infinite_cache_hit_rate
 from scaler.sim.prefix_workloads import WORKLOADS, WorkloadSpec, anchor_of, generate_workload
 from scaler.sim.runner import SimulationOptions, run_policies, smallest_always_on
@@ -169,18 +169,15 @@ class PrefixRouted:
 
     def _apply_events(self, serving: Sequence[ServingReplica]) -> None:
         for replica in serving:
-            engine: _Publishing = getattr(replica, "engine")  # noqa: B009 (the world's replicas)
-            engine.publish_kv_events()
-            events = engine.take_kv_events()
+            # The world's replicas carry their engine; a new one is subscribed
+            # at its first pick, before any request has filled its cache.
+            engine: LlmEngine = getattr(replica, "engine")  # noqa: B009
+            if engine.kv_events is None:
+                engine.kv_events = KvEventRecorder(engine.params.prefix_block_tokens)
+            events = engine.kv_events.take()
             if events:
                 for router in self.routers:
                     apply_batch(router.index, _replica_name(replica), kv_batch(0.0, events))
-
-
-class _Publishing(Protocol):
-    def publish_kv_events(self) -> None: ...
-
-    def take_kv_events(self) -> list[list[object]]: ...
 
 
 def _replica_name(replica: ServingReplica) -> str:

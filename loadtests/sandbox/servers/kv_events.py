@@ -5,7 +5,7 @@ vLLM started with ``--kv-events-config '{"enable_kv_cache_events": true,
 ``BlockRemoved`` and ``AllBlocksCleared`` events, in batches, on a ZMQ PUB
 socket (multipart ``[topic, sequence number, msgpack payload]``). The fake
 takes the same flag and records the same events from its engine model
-(:meth:`scaler.sim.engine.LlmEngine.publish_kv_events`), in the same layout
+(:class:`scaler.sim.engine.KvEventRecorder`), in the same layout
 (a batch is ``[ts, [event, ...], data_parallel_rank]``, an event
 ``[tag, fields...]``: what vLLM's msgpack decodes to, see
 :mod:`activator.balancing.kv_events`), but serves them over HTTP, since the
@@ -34,7 +34,7 @@ from collections import deque
 
 from aiohttp import web
 
-from scaler.sim.engine import LlmEngine
+from scaler.sim.engine import KvEventRecorder, LlmEngine
 
 __all__ = ["KEPT_BATCHES", "KvEventFeed", "parse_kv_events_config"]
 
@@ -69,13 +69,13 @@ class KvEventFeed:
     """The engine's events as numbered batches, for ``GET /kv_events``."""
 
     def __init__(self, engine: LlmEngine) -> None:
-        self._engine = engine
-        engine.publish_kv_events()
+        self._recorder = KvEventRecorder(engine.params.prefix_block_tokens)
+        engine.kv_events = self._recorder
         self._batches: deque[tuple[int, list[object]]] = deque(maxlen=KEPT_BATCHES)
         self._seq = 0
 
     def drain(self) -> None:
-        events = self._engine.take_kv_events()
+        events = self._recorder.take()
         if events:
             self._seq += 1
             self._batches.append((self._seq, [time.time(), _wire(events), 0]))

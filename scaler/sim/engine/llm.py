@@ -38,10 +38,10 @@ The cache keeps blocks in least-recently-used order and evicts the oldest
 whenever the cached blocks and the running sequences' KV together exceed
 the KV cache (a conservative reading: vLLM shares a running sequence's
 cached blocks instead of counting them twice). A request without a prefix
-never touches the cache, so traces without the field run as before. Asked
-to (:meth:`LlmEngine.publish_kv_events`), the engine records each change to
-its cache as vLLM's KV-cache events do (blocks stored, blocks evicted, all
-cleared), for a router that tracks caches exactly.
+never touches the cache, so traces without the field run as before. Given a
+:class:`KvEventRecorder` (before its first request), the engine records
+each change to its cache as vLLM's KV-cache events do (blocks stored,
+blocks evicted, all cleared), for a router that tracks caches exactly.
 
 Default parameters: Llama-3.1-8B, BF16, one H100 80GB SXM, vLLM 0.6-era
 scheduler (see :class:`LlmParams` for where each number comes from).
@@ -60,6 +60,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "Arrival",
+    "KvEventRecorder",
     "LlmEngine",
     "LlmParams",
     "RequestRecord",
@@ -246,6 +247,35 @@ class StepOutcome:
     finished: tuple[int, ...]
 
 
+class KvEventRecorder:
+    """A cache's changes as vLLM's KV-cache events, in the layout its msgpack decodes to.
+
+    ``[tag, fields...]`` per event: ``["BlockStored", block_hashes,
+    parent_block_hash, token_ids, block_size, lora_id, medium]`` (no token
+    ids: the model has none), ``["BlockRemoved", block_hashes, medium]``,
+    ``["AllBlocksCleared"]``. It starts with a clear, so that a subscriber
+    starts from an empty cache.
+    """
+
+    def __init__(self, block_size: int) -> None:
+        self.block_size = block_size
+        self._events: list[list[object]] = [["AllBlocksCleared"]]
+
+    def stored(self, blocks: list[Hashable], parent: Hashable | None) -> None:
+        self._events.append(["BlockStored", blocks, parent, [], self.block_size, None, None])
+
+    def removed(self, blocks: list[Hashable]) -> None:
+        self._events.append(["BlockRemoved", blocks, None])
+
+    def cleared(self) -> None:
+        self._events.append(["AllBlocksCleared"])
+
+    def take(self) -> list[list[object]]:
+        """The events since the last call."""
+        events, self._events = self._events, []
+        return events
+
+
 class LlmEngine:
     """The continuous-batching model. Not thread-safe; every method takes ``now``."""
 
@@ -265,8 +295,8 @@ class LlmEngine:
         self._blocks: OrderedDict[Hashable, None] = OrderedDict()
         self.cached_tokens = 0  # prompt tokens served from the cache, all requests
         self.queried_tokens = 0  # prompt tokens of every request added (vLLM's cache queries)
-        # vLLM's KV-cache events, in its decoded layout, while publishing (None: not asked).
-        self._kv_events: list[list[object]] | None = None
+        # Set to record the cache's changes as vLLM's KV events (None: not asked).
+        self.kv_events: KvEventRecorder | None = None
 
     # --- requests -------------------------------------------------------------------
 
@@ -462,11 +492,9 @@ class LlmEngine:
                 stored.append(block)
             self._blocks[block] = None
             self._blocks.move_to_end(block)
-        if self._kv_events is not None and stored:
+        if self.kv_events is not None and stored:
             first = prefix.index(stored[0])
-            parent = prefix[first - 1] if first else None
-            block_size = self.params.prefix_block_tokens
-            self._kv_events.append(["BlockStored", stored, parent, [], block_size, None, None])
+            self.kv_events.stored(stored, prefix[first - 1] if first else None)
         self._evict()
 
     def _evict(self) -> None:
@@ -474,33 +502,14 @@ class LlmEngine:
         removed: list[Hashable] = []
         while self._blocks and len(self._blocks) * self.params.prefix_block_tokens > room:
             removed.append(self._blocks.popitem(last=False)[0])
-        if self._kv_events is not None and removed:
-            self._kv_events.append(["BlockRemoved", removed, None])
-
-    def publish_kv_events(self) -> None:
-        """From now on, record the cache's changes as vLLM's KV events (BlockStored,
-        BlockRemoved, AllBlocksCleared, in the layout vLLM's msgpack decodes to)."""
-        if self._kv_events is None:
-            self._kv_events = [["AllBlocksCleared"]] if not self._blocks else []
-            if self._blocks:
-                block_size = self.params.prefix_block_tokens
-                self._kv_events.append(
-                    ["BlockStored", list(self._blocks), None, [], block_size, None, None]
-                )
-
-    def take_kv_events(self) -> list[list[object]]:
-        """The events since the last call (empty when not publishing)."""
-        events = self._kv_events
-        if not events:
-            return []
-        self._kv_events = []
-        return events
+        if self.kv_events is not None and removed:
+            self.kv_events.removed(removed)
 
     def reset_prefix_cache(self) -> None:
         """Drop every cached block (vLLM's ``/reset_prefix_cache``)."""
         self._blocks.clear()
-        if self._kv_events is not None:
-            self._kv_events.append(["AllBlocksCleared"])
+        if self.kv_events is not None:
+            self.kv_events.cleared()
 
     def _preempt(self, seq: _Seq) -> None:
         self._running.remove(seq)

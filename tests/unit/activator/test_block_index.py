@@ -10,7 +10,7 @@ import pytest
 
 from activator.balancing.block_index import BlockIndex
 from activator.balancing.kv_events import apply_batch, batch, block_removed, block_stored
-from scaler.sim.engine import LlmEngine, LlmParams
+from scaler.sim.engine import KvEventRecorder, LlmEngine, LlmParams
 
 
 def test_matches_are_the_leading_blocks_each_replica_holds() -> None:
@@ -75,19 +75,19 @@ def _drain(engine: LlmEngine, now: float) -> float:
 def test_the_engine_publishes_what_its_cache_stores_and_evicts() -> None:
     # A cache of 128 tokens in 16-token blocks: eight blocks, less the running KV.
     engine = LlmEngine(LlmParams(kv_cache_tokens=128, prefix_block_tokens=16))
-    engine.publish_kv_events()
+    engine.kv_events = recorder = KvEventRecorder(16)
     index = BlockIndex(capacity=1)
     engine.add(1, prompt_tokens=40, output_tokens=1, now=0.0, prefix=("a", "b"))
     now = 0.0
     now = _drain(engine, now)
-    apply_batch(index, "r", batch(now, engine.take_kv_events()))
+    apply_batch(index, "r", batch(now, recorder.take()))
     assert index.matches(["a", "b"], ["r"]) == {"r": 2}
     engine.add(2, prompt_tokens=60, output_tokens=1, now=now, prefix=("x", "y", "z"))
     now = _drain(engine, now)
-    events = engine.take_kv_events()
+    events = recorder.take()
     assert any(e[0] == "BlockRemoved" for e in events)
     apply_batch(index, "r", batch(now, events))
     assert index.matches(["a", "b"], ["r"]) == {}
-    assert engine.take_kv_events() == []
+    assert recorder.take() == []
     engine.reset_prefix_cache()
-    assert engine.take_kv_events() == [["AllBlocksCleared"]]
+    assert recorder.take() == [["AllBlocksCleared"]]
