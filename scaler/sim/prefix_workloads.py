@@ -125,8 +125,8 @@ def _blocks(segments: list[tuple[object, int]], block: int) -> tuple[int | str, 
         path.append(repr(name))
         start = offset
         offset += tokens
-        first = -(-start // block)  # blocks ending within this segment
-        for j in range(first, offset // block):
+        # Block j ends at (j + 1) x block: within this segment from start // block on.
+        for j in range(start // block, offset // block):
             ids.append(f"{'/'.join(path)}#{j}")
     return tuple(ids)
 
