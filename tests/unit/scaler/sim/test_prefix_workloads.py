@@ -11,6 +11,7 @@ bad specs are refused by name.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import pytest
@@ -30,7 +31,7 @@ def test_each_workload_is_seeded_and_full_blocks_only(kind: str) -> None:
     trace = generate_workload(spec)
     assert trace and trace == generate_workload(spec)
     assert trace != generate_workload(replace(spec, seed=4))
-    assert all(a.offset_s <= b.offset_s for a, b in zip(trace, trace[1:], strict=False))
+    assert all(a.offset_s <= b.offset_s for a, b in itertools.pairwise(trace))
     for r in trace:
         assert len(r.prefix) == r.prompt_tokens // spec.block_tokens
         assert len(set(r.prefix)) == len(r.prefix)
@@ -56,7 +57,7 @@ def test_an_agents_next_step_extends_its_last() -> None:
         by_task.setdefault(str(r.prefix[-1]).split(")")[0].split(",")[1], []).append(r.prefix)
     steps = max(by_task.values(), key=len)
     assert len(steps) > 2
-    for earlier, later in zip(steps, steps[1:], strict=False):
+    for earlier, later in itertools.pairwise(steps):
         assert later[: len(earlier)] == earlier
 
 
