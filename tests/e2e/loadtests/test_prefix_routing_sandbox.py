@@ -1,4 +1,4 @@
-"""Prefix routing in the sandbox: locust multi-turn chats through two activators.
+"""Prefix routing in the sandbox: locust chats and shared-document questions, two activators.
 
 The same run twice, once per balancing: the sandbox (emulated cluster, the
 real ``tidal scaler`` and two ``tidal activator`` processes, fake vLLM pods
@@ -19,9 +19,18 @@ turns and 1.9x with four. The summary printed with ``-s`` has the
 activators' picks by outcome (``tidal_activator_prefix_routes_total``) and
 each pod's prompt tokens and hit rate.
 
+The shared-document run is the same shape with ``SharedDocumentUser``:
+each request one question over one of 400 documents of 16,000 characters
+(about 4,000 tokens; Zipf popularity), against the fake vLLM's 400,000
+tokens of KV cache, so that one replica holds about a quarter of the
+documents and the four together all of them. Two runs measured 0.728
+against 0.565 and 0.713 against 0.561 (1.29x and 1.27x), prefix routing
+answering 36 % to 51 % more requests in the same time; its bar is 1.2x.
+
 Covers (the issue's bar): with ``routing.tidal.dev/balancing: prefix`` the
 fake vLLMs' ``vllm:prefix_cache_hits / vllm:prefix_cache_queries``, summed
-over every pod that served, is at least twice least-loaded's; no request
+over every pod that served, is at least twice least-loaded's on chats and
+1.2x on shared documents; no request
 failed in either run; in each, replicas rose to four and fell again before
 locust stopped; the activators counted their prefix picks, and nothing with
 the annotation unset. Every process is stopped even when an assertion fails: the
@@ -258,5 +267,5 @@ async def test_prefix_routing_doubles_the_hit_rate_with_no_failure(tmp_path: Pat
 async def test_prefix_routing_finds_shared_documents(tmp_path: Path) -> None:
     results = await both_runs(tmp_path, DOCUMENTS)
     least, prefix = results["least-loaded"][0], results["prefix"][0]
-    assert prefix.hit_rate >= 1.25 * least.hit_rate, (least.hit_rate, prefix.hit_rate)
+    assert prefix.hit_rate >= 1.2 * least.hit_rate, (least.hit_rate, prefix.hit_rate)
     assert prefix.routes.get("history", 0) > 0, prefix.routes
