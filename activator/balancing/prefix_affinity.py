@@ -91,7 +91,7 @@ or asleep: its cache is lost or soon will be) has its record dropped when
 the candidate set changes.
 
 **Memory.** ``capacity_blocks`` blocks per replica (about 150 bytes each:
-the key, its holder set, the LRU links) and one ring per distinct replica
+the key, its holder mask, the LRU links) and one ring per distinct replica
 set, rebuilt when the set changes: O(``capacity_blocks`` x n +
 ``virtual_nodes`` x n).
 """
