@@ -23,9 +23,11 @@ The shared-document run is the same shape with ``SharedDocumentUser``:
 each request one question over one of 400 documents of 16,000 characters
 (about 4,000 tokens; Zipf popularity), against the fake vLLM's 400,000
 tokens of KV cache, so that one replica holds about a quarter of the
-documents and the four together all of them. Two runs measured 0.728
-against 0.565 and 0.713 against 0.561 (1.29x and 1.27x), prefix routing
-answering 36 % to 51 % more requests in the same time; its bar is 1.2x.
+documents and the four together all of them. Three runs measured 0.728
+against 0.565, 0.713 against 0.561 and 0.716 against 0.559 (1.27x to
+1.29x), prefix routing answering 36 % to 51 % more requests in the same
+time; its bar is 1.2x. The chat run with the longest-match router: 2.3x
+and 2.4x (the last-block router before it, 2.5x to 2.8x).
 
 Covers (the issue's bar): with ``routing.tidal.dev/balancing: prefix`` the
 fake vLLMs' ``vllm:prefix_cache_hits / vllm:prefix_cache_queries``, summed
