@@ -1,4 +1,4 @@
-"""Locust: multi-turn chats, each turn re-sending the conversation, through several activators.
+"""Locust: multi-turn chats, or questions over shared documents, through several activators.
 
 What prefix-aware routing is for: a user holds a conversation; each turn
 sends the whole history plus a new message (as chat APIs are called), so
@@ -16,6 +16,13 @@ share of multi-turn conversations, as ``scaler.sim.chat_trace``), up to
 ``--answer-tokens`` tokens (``ignore_eos``, so each is that long); the
 answer's text is sent back in the next turn, as a client would.
 
+``SharedDocumentUser`` is the other way prompts share a prefix (RAG, "chat
+with a document"): each request is one question over one of
+``--documents`` documents of ``--document-chars`` characters, drawn with
+Zipf popularity (exponent 1.0, as ``scaler.sim.prefix_workloads``), the
+document first and a new question after it, so that requests over one
+document share all of it and nothing else.
+
 The shape: ``--busy-users`` for ``--busy-s`` seconds, then ``--quiet-users``
 for ``--quiet-s`` (the load drops and the model scales in while the run
 goes on), then stop.
@@ -23,6 +30,7 @@ goes on), then stop.
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 import uuid
@@ -56,6 +64,8 @@ def _add_arguments(parser: Any) -> None:
     parser.add_argument("--answer-tokens", type=int, default=32, help="tokens per answer")
     parser.add_argument("--max-turns", type=int, default=8, help="turns per conversation at most")
     parser.add_argument("--system-chars", type=int, default=200, help="shared system prompt")
+    parser.add_argument("--documents", type=int, default=1000, help="shared documents")
+    parser.add_argument("--document-chars", type=int, default=4000, help="characters each")
     parser.add_argument("--busy-users", type=int, default=12)
     parser.add_argument("--busy-s", type=float, default=40.0)
     parser.add_argument("--quiet-users", type=int, default=1)
@@ -106,6 +116,38 @@ class MultiTurnChatUser(HttpUser):
         self.turns += 1
         if self.turns >= options.max_turns or self.rng.random() >= _CONTINUE:
             self._begin()
+
+
+class SharedDocumentUser(HttpUser):
+    """Questions over Zipf-popular shared documents (see the module docstring)."""
+
+    wait_time = between(0.05, 0.2)
+
+    def on_start(self) -> None:
+        options = _options(self.environment)
+        self.rng = random.Random()
+        self.weights = list(itertools.accumulate(1.0 / (k + 1) for k in range(options.documents)))
+
+    @task
+    def ask(self) -> None:
+        options = _options(self.environment)
+        hosts = [h for h in options.activator_hosts.split(",") if h] or [self.host]
+        doc = self.rng.choices(range(options.documents), cum_weights=self.weights)[0]
+        text = f"Document {doc}. ".ljust(options.document_chars, "d")
+        question = f"Question {uuid.uuid4().hex}: what does document {doc} say?"
+        body = {
+            "model": options.model,
+            "messages": [
+                {"role": "system", "content": "Answer from the document."},
+                {"role": "user", "content": f"{text}\n\n{question}"},
+            ],
+            "max_tokens": options.answer_tokens,
+            "ignore_eos": True,
+        }
+        url = self.rng.choice(hosts).rstrip("/") + "/v1/chat/completions"
+        with self.client.post(url, json=body, name="document", catch_response=True) as resp:
+            if resp.status_code != 200:
+                resp.failure(f"HTTP {resp.status_code}: {resp.text[:200]}")
 
 
 class BusyThenQuiet(LoadTestShape):

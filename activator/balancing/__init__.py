@@ -1,9 +1,14 @@
 """Which ready replica takes a request: the balancers, pure.
 
 - :mod:`activator.balancing.least_loaded`: least in flight, the default;
-- :mod:`activator.balancing.prefix_affinity`: prefix-aware routing, a
-  consistent-hash ring with bounded loads plus a memory of where each
-  prompt's blocks went;
+- :mod:`activator.balancing.prefix_affinity`: prefix-aware routing, the
+  longest match over what each replica holds scored against load, a
+  consistent-hash ring with bounded loads for what no replica holds;
+- :mod:`activator.balancing.block_index`: what each replica's prefix cache
+  holds, as one router knows it (what it sent, aged as the cache ages, or
+  the replica's own events);
+- :mod:`activator.balancing.kv_events`: vLLM's KV-cache events applied to
+  that record;
 - :mod:`activator.balancing.prefix_key`: a request body's prompt as chained
   block hashes.
 

@@ -156,8 +156,7 @@ class Gate:
         # count changes, and every change reads the clock first.
         self.area = 0.0
         self._last_t = 0.0
-        self.max_buffered = 0
-        self.limit = 0
+        self.max_buffered = self.limit = 0
         # None: least in flight; else the routing annotation asked for prefix balancing.
         self.prefix: PrefixBalancer | None = None
         self.configure(max_buffered=max_buffered, limit=limit)
@@ -166,18 +165,19 @@ class Gate:
         """How many requests may wait, and how many each replica takes from this
         activator (0: no bound); its target (:mod:`activator.holding.target`) derives
         both from the spec and the activator count."""
-        if max_buffered < 0:
-            raise ValueError(f"max_buffered must be >= 0, got {max_buffered}")
-        if limit < 0:
-            raise ValueError(f"limit must be >= 0, got {limit}")
+        if max_buffered < 0 or limit < 0:
+            raise ValueError(f"max_buffered and limit must be >= 0, got {max_buffered}, {limit}")
         self.max_buffered = max_buffered
         old, self.limit = self.limit, limit
         if limit != old:
             self.dispatch()
 
-    def set_balancing(self, mode: str) -> None:
-        """``least-loaded`` or ``prefix`` (a target's ``routing.tidal.dev/balancing``)."""
+    def set_balancing(self, mode: str, activators: int = 1) -> None:
+        """``least-loaded`` or ``prefix`` (``routing.tidal.dev/balancing``); with prefix,
+        each replica's cache is shared by ``activators`` (the scaler's count)."""
         self.prefix = (self.prefix or PrefixBalancer()) if mode == "prefix" else None
+        if self.prefix is not None:
+            self.prefix.share(activators)
 
     def prompt_of(self, document: object) -> PromptBlocks | None:
         """What :meth:`try_acquire` balances a request by, from its parsed JSON body

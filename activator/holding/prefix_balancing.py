@@ -20,6 +20,12 @@ Main decisions:
   such request's body in memory, which the hold limits do not count.
 - A body that is not JSON, or has no prompt, or one shorter than a block,
   is balanced by load (nothing to reuse).
+- **Its record of each replica's cache is its share of it.** Each of *N*
+  activators sees about 1/N of a replica's requests, so what it sent there
+  that the replica still holds is about 1/N of the replica's cache: the
+  record is aged at that share (:meth:`PrefixBalancer.share`, from the
+  scaler's count of activators), not at the whole cache, which would keep
+  blocks the replica evicted long ago.
 - **Each pick is counted by outcome** (:data:`OUTCOMES`), in plain integers
   the metrics collector reads at a scrape, so that an operator sees
   affinity working: follow-ups sent where their prefix is (``history``),
@@ -55,11 +61,17 @@ def _address(tracker: EndpointTracker) -> str:
 class PrefixBalancer:
     """Prompt blocks from a body, and the replica for them."""
 
-    def __init__(self, config: AffinityConfig | None = None) -> None:
+    def __init__(self, config: AffinityConfig | None = None, *, activators: int = 1) -> None:
         self.router: PrefixAffinity[EndpointTracker] = PrefixAffinity(
             config or AffinityConfig(), _address
         )
         self.routes: dict[str, int] = dict.fromkeys(OUTCOMES, 0)
+        self.share(activators)
+
+    def share(self, activators: int) -> None:
+        """``activators`` share each replica: record this one's share of its cache."""
+        whole = self.router.config.capacity_blocks
+        self.router.index.capacity = max(1, whole // max(1, activators))
 
     @staticmethod
     def prompt_of(document: object) -> PromptBlocks | None:
@@ -79,7 +91,9 @@ class PrefixBalancer:
     ) -> EndpointTracker | None:
         routes = self.routes
         if prompt is not None:
-            tracker, reason = self.router.choose(prompt.blocks, ready, limit, anchor=prompt.anchor)
+            tracker, reason = self.router.choose(
+                prompt.blocks, ready, limit, anchor=prompt.anchor, anchor_key=prompt.anchor_key
+            )
             outcome = _OUTCOME_OF.get(reason, reason)
             routes[outcome] += 1
             if reason != "no-blocks":

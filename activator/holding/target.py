@@ -71,7 +71,7 @@ class Target:
             max_buffered=spec.max_buffered,
             limit=replica_limit(spec.container_concurrency, self.activators),
         )
-        gate.set_balancing(spec.balancing)
+        gate.set_balancing(spec.balancing, self.activators)
         gate.counts_tokens = spec.counts_tokens
         gate.endpoints.set_sleeping(sleeping)
         gate.endpoints.update(spec.endpoints, sleeping)
@@ -126,3 +126,4 @@ class Target:
                 max_buffered=self.spec.max_buffered,
                 limit=replica_limit(self.spec.container_concurrency, count),
             )
+            self.gate.set_balancing(self.spec.balancing, count)

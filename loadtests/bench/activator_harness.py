@@ -73,6 +73,7 @@ __all__ = [
     "start_activator",
     "start_haproxy",
     "start_nginx_backend",
+    "start_nginx_backends",
     "start_nginx_proxy",
     "start_sse_backend",
     "tools_cpu_s",
@@ -274,6 +275,22 @@ def start_nginx_backend(cpu: str, tmp: Path, port: int | None = None) -> Proc:
     return _start_nginx(cpu, tmp, server, "backend", port)
 
 
+def start_nginx_backends(cpu: str, tmp: Path, count: int) -> tuple[Proc, list[int]]:
+    """One nginx answering as :func:`start_nginx_backend` on ``count`` ports: as many replicas."""
+    extra = [free_port() for _ in range(count - 1)]
+
+    def server(port: int) -> str:
+        listens = "".join(f"listen 127.0.0.1:{p} backlog=4096; " for p in (port, *extra))
+        return f"""
+    server {{
+        {listens}
+        location / {{ default_type text/plain; return 200 "ok"; }}
+    }}"""
+
+    proc = _start_nginx(cpu, tmp, server, "backends")
+    return proc, [proc.port, *extra]
+
+
 def start_nginx_proxy(cpu: str, tmp: Path, backend_port: int) -> Proc:
     """nginx as a reverse proxy (one worker, pooled keep-alive upstream, no buffering)."""
 
@@ -405,11 +422,17 @@ class ThroughputResult:
     errors: int  # non-2xx/3xx answers plus socket errors
 
 
-def wrk(cpu: str, port: int, *, conns: int, duration_s: float) -> ThroughputResult:
-    """Closed-loop throughput: ``conns`` keep-alive connections, back to back."""
+def wrk(
+    cpu: str, port: int, *, conns: int, duration_s: float, script: Path | None = None
+) -> ThroughputResult:
+    """Closed-loop throughput: ``conns`` keep-alive connections, back to back.
+
+    ``script``: a wrk Lua script that makes the requests (default: GET /v1/small).
+    """
+    lua = ["-s", str(script)] if script is not None else []
     out = subprocess.run(
         [
-            *pinned(cpu), _tool("wrk"), "-t1", f"-c{conns}", f"-d{duration_s:g}s",
+            *pinned(cpu), _tool("wrk"), "-t1", f"-c{conns}", f"-d{duration_s:g}s", *lua,
             f"http://127.0.0.1:{port}/v1/small",
         ],
         check=True, capture_output=True, text=True, timeout=duration_s + 60,

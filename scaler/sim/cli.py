@@ -34,7 +34,7 @@ from typing import Any, Protocol
 from activator.balancing.prefix_affinity import AffinityConfig
 from scaler.policy import InvalidAnnotation, PlacementConfig, parse_duration_s
 from scaler.policy.annotations import AUTOSCALING_PREFIX
-from scaler.sim import adapter_cli, synthetic, traces
+from scaler.sim import adapter_cli, prefix_workloads, synthetic, traces
 from scaler.sim.chat_trace import MEAN_TURNS, ChatSpec, generate_chat
 from scaler.sim.classes import class_table, ttft_by_class
 from scaler.sim.engine import LlmParams
@@ -129,9 +129,10 @@ def _workload_flags(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="required unless --adapters: a CSV or JSONL file; code or conv, the Azure LLM "
         "inference traces 2023 shipped with Tidal (CC-BY-4.0; or any file in "
-        "$TIDAL_TRACES_DIR); or "
-        f"synthetic:KIND with KIND one of {', '.join((*synthetic.KINDS, 'chat'))} (chat: "
-        "multi-turn conversations with prompt block ids, for --routing)",
+        "$TIDAL_TRACES_DIR); or synthetic:KIND with KIND one of "
+        f"{', '.join((*synthetic.KINDS, 'chat', *prefix_workloads.WORKLOADS))} (chat, "
+        "documents, agents, few-shot: prompts with block ids that share prefixes, for "
+        "--routing; documents and few-shot: --synthetic-rate requests/min, agents: tasks/min)",
     )
     _field_flags(parser.add_argument_group("trace fields"))
     _window_flags(parser.add_argument_group("what is replayed"))
@@ -494,6 +495,16 @@ def load_requests(args: argparse.Namespace, *, warn: bool = True) -> list[traces
                 seed=args.seed,
             )
         )
+    elif name.removeprefix("synthetic:") in prefix_workloads.WORKLOADS:
+        records = prefix_workloads.generate_workload(
+            prefix_workloads.WorkloadSpec(
+                kind=name.removeprefix("synthetic:"),
+                duration_s=args.synthetic_duration,
+                rate_per_s=args.synthetic_rate / 60.0,
+                block_tokens=block_tokens(args),
+                seed=args.seed,
+            )
+        )
     elif name.startswith("synthetic:"):
         kind = name.removeprefix("synthetic:")
         records = synthetic.generate(
@@ -594,7 +605,10 @@ def block_tokens(args: argparse.Namespace) -> int:
         if args.prefix_block_tokens < 1:
             raise ValueError(f"--prefix-block-tokens must be >= 1, got {args.prefix_block_tokens}")
         return int(args.prefix_block_tokens)
-    return _CHAT_BLOCK_TOKENS if args.trace == _CHAT_TRACE else _FILE_BLOCK_TOKENS
+    synthetic_blocks = args.trace == _CHAT_TRACE or (
+        args.trace.removeprefix("synthetic:") in prefix_workloads.WORKLOADS
+    )
+    return _CHAT_BLOCK_TOKENS if synthetic_blocks else _FILE_BLOCK_TOKENS
 
 
 def affinity_config(args: argparse.Namespace) -> AffinityConfig:
@@ -809,7 +823,13 @@ def routed_policies(
     config = affinity_config(args)
     out: list[PolicyRun] = []
     for routing in args.routing:
-        world = replace(options.world, balancer=balancer(routing, 1, config))
+        anchors = (
+            prefix_workloads.anchor_of
+            if args.trace.removeprefix("synthetic:") in prefix_workloads.WORKLOADS
+            else None
+        )
+        make = balancer(routing, 1, config, engine=options.world.engine, anchor_of=anchors)
+        world = replace(options.world, balancer=make)
         for run in run_policies(requests, replace(options, world=world)):
             if not with_blocks:
                 hit = None

@@ -49,19 +49,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import cast
 
+from activator.balancing.kv_events import apply_batch
+from activator.balancing.kv_events import batch as kv_batch
 from activator.balancing.least_loaded import pick
 from activator.balancing.prefix_affinity import AffinityConfig, PrefixAffinity
 from scaler.sim.baselines import AlwaysOn
 from scaler.sim.chat_trace import ChatSpec, generate_chat
-from scaler.sim.engine import LlmParams
-from scaler.sim.oracle import cacheable_tokens
-from scaler.sim.runner import SimulationOptions, smallest_always_on
+from scaler.sim.engine import KvEventRecorder, LlmEngine, LlmParams
+from scaler.sim.prefix_ceiling import fleet_cache_hit_rate, infinite_cache_hit_rate
+from scaler.sim.prefix_workloads import WORKLOADS, WorkloadSpec, anchor_of, generate_workload
+from scaler.sim.runner import SimulationOptions, run_policies, smallest_always_on
 from scaler.sim.scorecard import score
 from scaler.sim.traces import TraceFormat, TraceRequest, find_trace, read_trace
 from scaler.sim.world import R, RunResult, ServingReplica, run_world
 
 __all__ = [
     "ROUTINGS",
+    "AutoscaledRow",
+    "Comparison",
     "LeastLoaded",
     "LoadSpread",
     "PrefixRouted",
@@ -119,9 +124,24 @@ class LeastLoaded:
 
 
 class PrefixRouted:
-    """``activators`` prefix routers, each request through one drawn at random."""
+    """``activators`` prefix routers, each request through one drawn at random.
 
-    def __init__(self, rng: random.Random, *, activators: int, config: AffinityConfig) -> None:
+    ``anchor_of``: a request's anchor depth, where the trace knows it (the
+    synthetic workloads name their system prompt; None: the config's).
+    ``exact``: the replicas publish their KV-cache events (vLLM's
+    ``--kv-events-config``), and every router applies them before each pick
+    instead of recording what it sent.
+    """
+
+    def __init__(
+        self,
+        rng: random.Random,
+        *,
+        activators: int,
+        config: AffinityConfig,
+        anchor_of: Callable[[TraceRequest], int | None] | None = None,
+        exact: bool = False,
+    ) -> None:
         if activators < 1:
             raise ValueError(f"activators must be at least 1, got {activators}")
         self.rng = rng
@@ -130,17 +150,34 @@ class PrefixRouted:
             PrefixAffinity(config, _replica_name) for _ in range(activators)
         ]
         self.reasons: dict[str, int] = defaultdict(int)
+        self.anchor_of = anchor_of
+        self.exact = exact
 
     def pick(self, request: TraceRequest, serving: Sequence[R], limit: int) -> R | None:
         self.spread.sample(request.offset_s, serving)
+        if self.exact:
+            self._apply_events(serving)
         # One activator needs no draw: the run's random sequence stays least-loaded's.
         many = len(self.routers) > 1
         router = self.routers[self.rng.randrange(len(self.routers))] if many else self.routers[0]
-        chosen, reason = router.choose(request.prefix, serving, limit)
+        anchor = self.anchor_of(request) if self.anchor_of is not None else None
+        chosen, reason = router.choose(request.prefix, serving, limit, anchor=anchor)
         self.reasons[reason] += 1
         if reason == "no-blocks":
             return pick(serving, limit, self.rng)
         return cast("R | None", chosen)
+
+    def _apply_events(self, serving: Sequence[ServingReplica]) -> None:
+        for replica in serving:
+            # The world's replicas carry their engine; a new one is subscribed
+            # at its first pick, before any request has filled its cache.
+            engine: LlmEngine = getattr(replica, "engine")  # noqa: B009
+            if engine.kv_events is None:
+                engine.kv_events = KvEventRecorder(engine.params.prefix_block_tokens)
+            events = engine.kv_events.take()
+            if events:
+                for router in self.routers:
+                    apply_batch(router.index, _replica_name(replica), kv_batch(0.0, events))
 
 
 def _replica_name(replica: ServingReplica) -> str:
@@ -176,15 +213,65 @@ Routed = LeastLoaded | PrefixRouted
 
 
 def balancer(
-    routing: str, activators: int = 1, config: AffinityConfig | None = None
+    routing: str,
+    activators: int = 1,
+    config: AffinityConfig | None = None,
+    *,
+    engine: LlmParams | None = None,
+    anchor_of: Callable[[TraceRequest], int | None] | None = None,
+    exact: bool = False,
 ) -> Callable[[random.Random], Routed]:
-    """The world's balancer factory for ``routing`` (one of :data:`ROUTINGS`)."""
+    """The world's balancer factory for ``routing`` (one of :data:`ROUTINGS`).
+
+    ``engine``: the replicas' engine, whose KV cache (in its blocks, shared
+    by ``activators``) sizes each router's record, as an activator's record
+    is sized to its share of the replica's cache.
+    """
     config = config or AffinityConfig()
+    if engine is not None:
+        blocks = engine.kv_cache_tokens // engine.prefix_block_tokens
+        config = replace(config, capacity_blocks=max(1, blocks // activators))
     if routing == "least-loaded":
         return LeastLoaded
     if routing == "prefix":
-        return lambda rng: PrefixRouted(rng, activators=activators, config=config)
+        routed = config
+        return lambda rng: PrefixRouted(
+            rng, activators=activators, config=routed, anchor_of=anchor_of, exact=exact
+        )
     raise ValueError(f"unknown routing {routing!r}; choose from {list(ROUTINGS)}")
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Every routing on one trace, beside the ceilings (:mod:`scaler.sim.prefix_ceiling`)."""
+
+    infinite: float  # one infinitely large cache's hit rate
+    finite: float  # one LRU cache with the shared fleet's total KV capacity
+    fleet: int  # the fixed fleet the hit rates, TTFT and spread are measured on
+    rows: list[RoutingRow]
+    autoscaled: list[AutoscaledRow]
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscaledRow:
+    routing: str
+    activators: int
+    gpu_seconds: float
+    attainment: float
+    hit_rate: float
+    ttft_p50_s: float | None
+    peak_replicas: int
+
+
+def _recording(
+    make: Callable[[random.Random], Routed], built: list[Routed]
+) -> Callable[[random.Random], Routed]:
+    def factory(rng: random.Random) -> Routed:
+        made = make(rng)
+        built.append(made)
+        return made
+
+    return factory
 
 
 def compare(
@@ -194,33 +281,25 @@ def compare(
     activators: Sequence[int] = (1,),
     config: AffinityConfig | None = None,
     fleet: int | None = None,
-) -> tuple[float, list[RoutingRow]]:
-    """The infinite replica's hit rate, and a row per routing (prefix: per activator count).
+    anchor_of: Callable[[TraceRequest], int | None] | None = None,
+    autoscaled: bool = False,
+    exact: bool = False,
+) -> Comparison:
+    """A row per routing (prefix: per activator count), and the ceilings.
 
     ``fleet``: the fixed fleet every routing is scored on, instead of the
     least-loaded goal fleet; the search for each routing's goal fleet is then
-    skipped (its columns repeat ``fleet``).
+    skipped (its columns repeat ``fleet``). ``autoscaled``: also run each
+    routing with Tidal scaling the fleet (:func:`autoscaled_rows`).
     """
-    config = config or AffinityConfig()
-    prompt = sum(r.prompt_tokens for r in requests)
-    ideal = sum(cacheable_tokens(requests, options.world.engine.prefix_block_tokens)) / prompt
+    engine = options.world.engine
     plans = [("least-loaded", 1)] + [("prefix", n) for n in activators]
     rows: list[RoutingRow] = []
     shared_fleet = fleet
     for routing, n in plans:
         built: list[Routed] = []
-        make = balancer(routing, n, config)
-
-        def factory(
-            rng: random.Random,
-            make: Callable[[random.Random], Routed] = make,
-            built: list[Routed] = built,
-        ) -> Routed:
-            balancer = make(rng)
-            built.append(balancer)
-            return balancer
-
-        world = replace(options.world, balancer=factory)
+        make = balancer(routing, n, config, engine=engine, anchor_of=anchor_of, exact=exact)
+        world = replace(options.world, balancer=_recording(make, built))
         routed = replace(options, world=world)
         if fleet is None:
             needed, needed_run = smallest_always_on(requests, routed)
@@ -232,7 +311,6 @@ def compare(
         card = score(run, slo_ttft_s=options.slo_ttft_s)
         if fleet is not None:
             needed, goal = fleet, card
-        spread = built[-1].spread.worst()
         rows.append(
             RoutingRow(
                 routing=routing,
@@ -244,71 +322,182 @@ def compare(
                 ttft_p50_s=card.ttft_p50_s,
                 ttft_p99_s=card.ttft_p99_s,
                 attainment=card.slo_attainment,
-                load_spread=spread,
+                load_spread=built[-1].spread.worst(),
             )
         )
-    return ideal, rows
+    assert shared_fleet is not None
+    block = engine.prefix_block_tokens
+    capacity = shared_fleet * (engine.kv_cache_tokens // block)
+    return Comparison(
+        infinite=infinite_cache_hit_rate(requests, block),
+        finite=fleet_cache_hit_rate(requests, block, capacity),
+        fleet=shared_fleet,
+        rows=rows,
+        autoscaled=(
+            autoscaled_rows(requests, options, plans, config, anchor_of, exact=exact)
+            if autoscaled
+            else []
+        ),
+    )
 
 
-def _table(ideal: float, rows: Sequence[RoutingRow]) -> str:
+def autoscaled_rows(
+    requests: Sequence[TraceRequest],
+    options: SimulationOptions,
+    plans: Sequence[tuple[str, int]],
+    config: AffinityConfig | None = None,
+    anchor_of: Callable[[TraceRequest], int | None] | None = None,
+    *,
+    exact: bool = False,
+) -> list[AutoscaledRow]:
+    """Each (routing, activators) with Tidal's policy (the ``tidal`` row) scaling the fleet."""
+    out = []
+    for routing, n in plans:
+        engine = options.world.engine
+        make = balancer(routing, n, config, engine=engine, anchor_of=anchor_of, exact=exact)
+        world = replace(options.world, balancer=make)
+        (run,) = run_policies(requests, replace(options, world=world, policies=("tidal",)))
+        assert run.result is not None
+        card = run.scorecard
+        out.append(
+            AutoscaledRow(
+                routing=routing,
+                activators=n,
+                gpu_seconds=card.gpu_seconds,
+                attainment=card.slo_attainment,
+                hit_rate=hit_rate(run.result, requests),
+                ttft_p50_s=card.ttft_p50_s,
+                peak_replicas=card.peak_replicas,
+            )
+        )
+    return out
+
+
+def _table(result: Comparison) -> str:
     lines = [
-        f"hit rate of one infinitely large replica: {ideal:.3f}",
-        "routing        activators  fleet@goal  GPU-s@goal  hit    x ideal  TTFT p50  p99     "
+        f"hit rate of one infinitely large cache: {result.infinite:.3f}; of one LRU cache with "
+        f"the fleet of {result.fleet}'s KV capacity: {result.finite:.3f}",
+        "routing        activators  fleet@goal  GPU-s@goal  hit    x finite  TTFT p50  p99     "
         "SLO     load spread",
     ]
-    for r in rows:
+    for r in result.rows:
         star = "" if r.reaches_target else "*"
         p50 = f"{r.ttft_p50_s:.3f}" if r.ttft_p50_s is not None else "-"
         p99 = f"{r.ttft_p99_s:.3f}" if r.ttft_p99_s is not None else "-"
+        ratio = r.hit_rate / result.finite if result.finite else 0.0
         lines.append(
             f"{r.routing:<14} {r.activators:>10}  {r.fleet:>9}{star:1} {r.gpu_seconds:>10.0f}  "
-            f"{r.hit_rate:.3f}  {r.hit_rate / ideal if ideal else 0:>7.2f}  {p50:>8}  {p99:>6}  "
+            f"{r.hit_rate:.3f}  {ratio:>8.2f}  {p50:>8}  {p99:>6}  "
             f"{r.attainment:.4f}  {r.load_spread:>11.2f}"
         )
+    if result.autoscaled:
+        lines.append("with Tidal scaling the fleet:")
+        lines.append("routing        activators  GPU-s     SLO     hit    TTFT p50  peak replicas")
+        for a in result.autoscaled:
+            p50 = f"{a.ttft_p50_s:.3f}" if a.ttft_p50_s is not None else "-"
+            lines.append(
+                f"{a.routing:<14} {a.activators:>10}  {a.gpu_seconds:>8.0f}  {a.attainment:.4f}  "
+                f"{a.hit_rate:.3f}  {p50:>8}  {a.peak_replicas:>13}"
+            )
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m scaler.sim.prefix_routing",
         description="Least-loaded against prefix-aware routing on a trace with prompt block ids.",
     )
+    kinds = ", ".join(f"synthetic:{k}" for k in ("chat", *WORKLOADS))
     parser.add_argument(
         "--trace",
         default="synthetic:chat",
-        help="synthetic:chat (scaler.sim.chat_trace) or a trace file with --prefix-field",
+        metavar="NAME|PATH",
+        help=f"{kinds} (scaler.sim.chat_trace, scaler.sim.prefix_workloads) or a trace file "
+        "with --prefix-field (default: synthetic:chat)",
     )
-    parser.add_argument("--prefix-field", default="hash_ids", help="a file's block-id field")
-    parser.add_argument("--time-field", default="timestamp")
-    parser.add_argument("--time-unit", default="ms", choices=("s", "ms"))
-    parser.add_argument("--prompt-field", default="input_length")
-    parser.add_argument("--output-field", default="output_length")
+    parser.add_argument(
+        "--prefix-field", default="hash_ids", metavar="FIELD", help="a file's block-id field"
+    )
+    parser.add_argument("--time-field", default="timestamp", metavar="FIELD", help="a file's")
+    parser.add_argument("--time-unit", default="ms", choices=("s", "ms"), help="a file's")
+    parser.add_argument("--prompt-field", default="input_length", metavar="FIELD", help="a file's")
+    parser.add_argument("--output-field", default="output_length", metavar="FIELD", help="a file's")
     parser.add_argument(
         "--block-tokens",
         type=int,
         default=None,
-        help="tokens per block id (default: 16 for synthetic:chat, 512 for a file)",
+        metavar="N",
+        help="tokens per block id (default: 16 for a synthetic trace, 512 for a file)",
     )
-    parser.add_argument("--duration", type=float, default=600.0, help="synthetic: seconds")
-    parser.add_argument("--conversations-per-s", type=float, default=25.0)
-    parser.add_argument("--think", type=float, default=20.0, help="mean think time, s")
-    parser.add_argument("--activators", default="1,2,4", help="prefix rows: activator counts")
+    parser.add_argument(
+        "--duration", type=float, default=600.0, metavar="S", help="synthetic: seconds"
+    )
+    parser.add_argument(
+        "--conversations-per-s", type=float, default=25.0, metavar="R", help="synthetic:chat"
+    )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=20.0,
+        metavar="R",
+        help="synthetic documents and few-shot: requests/s; agents: tasks/s (default 20)",
+    )
+    parser.add_argument(
+        "--think", type=float, default=20.0, metavar="S", help="synthetic:chat mean think time"
+    )
+    parser.add_argument(
+        "--activators", default="1,2,4", metavar="N,N", help="prefix rows: activator counts"
+    )
     parser.add_argument(
         "--anchor-blocks",
         type=int,
         default=None,
-        help="leading blocks hashed onto the ring (default: synthetic:chat's system prompt "
+        metavar="N",
+        help="leading blocks hashed onto the ring (default: a synthetic trace's system prompt "
         "and one more block, as the activator anchors a chat; a file: 8)",
     )
-    parser.add_argument("--slo-ttft", type=float, default=2.0)
-    parser.add_argument("--max-replicas", type=int, default=16)
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--fleet",
+        type=int,
+        default=None,
+        metavar="N",
+        help="score every routing on this fixed fleet (default: least-loaded's smallest fleet "
+        "meeting the goal, after searching each routing's own)",
+    )
+    parser.add_argument(
+        "--load-factor",
+        type=float,
+        default=AffinityConfig().load_factor,
+        metavar="X",
+        help="the router's bound: at most X times the mean in flight (default %(default)s)",
+    )
+    parser.add_argument(
+        "--chance-sigmas",
+        type=float,
+        default=AffinityConfig().chance_sigmas,
+        metavar="K",
+        help="or the mean plus K standard deviations of chance, when more (default %(default)s)",
+    )
+    parser.add_argument(
+        "--autoscaled", action="store_true", help="also each routing with Tidal scaling the fleet"
+    )
+    parser.add_argument(
+        "--exact",
+        action="store_true",
+        help="replicas publish KV-cache events and the routers track them exactly "
+        "(default: each router records what it sent, aged as the cache would)",
+    )
+    parser.add_argument("--slo-ttft", type=float, default=2.0, metavar="S", help="TTFT objective")
+    parser.add_argument("--max-replicas", type=int, default=16, metavar="N", help="fleet ceiling")
+    parser.add_argument("--seed", type=int, default=1, metavar="N", help="random seed")
     parser.add_argument("--json", action="store_true", help="one JSON line instead of the table")
-    args = parser.parse_args(argv)
-    try:
-        counts = tuple(int(x) for x in args.activators.split(","))
-    except ValueError:
-        parser.error(f"--activators takes counts like 1,2,4; got {args.activators!r}")
+    return parser
+
+
+def _workload(
+    args: argparse.Namespace,
+) -> tuple[list[TraceRequest], int, AffinityConfig, Callable[[TraceRequest], int | None] | None]:
+    """The trace, its block size, the router's config and its anchors."""
     if args.trace == "synthetic:chat":
         block = args.block_tokens or 16
         spec = ChatSpec(
@@ -318,19 +507,42 @@ def main(argv: Sequence[str] | None = None) -> int:
             block_tokens=block,
             seed=args.seed,
         )
-        requests = generate_chat(spec)
         anchor = args.anchor_blocks or spec.system_tokens // block + 1
-    else:
-        block = args.block_tokens or 512
-        fmt = TraceFormat(
-            time_field=args.time_field,
-            prompt_field=args.prompt_field,
-            output_field=args.output_field,
-            prefix_field=args.prefix_field,
-            time_unit=args.time_unit,
+        return generate_chat(spec), block, AffinityConfig(anchor_blocks=anchor), None
+    kind = args.trace.removeprefix("synthetic:")
+    if args.trace.startswith("synthetic:"):
+        block = args.block_tokens or 16
+        requests = generate_workload(
+            WorkloadSpec(
+                kind=kind,
+                duration_s=args.duration,
+                rate_per_s=args.rate,
+                block_tokens=block,
+                seed=args.seed,
+            )
         )
-        requests = read_trace(find_trace(args.trace), fmt)
-        anchor = args.anchor_blocks or AffinityConfig().anchor_blocks
+        return requests, block, AffinityConfig(), None if args.anchor_blocks else anchor_of
+    block = args.block_tokens or 512
+    fmt = TraceFormat(
+        time_field=args.time_field,
+        prompt_field=args.prompt_field,
+        output_field=args.output_field,
+        prefix_field=args.prefix_field,
+        time_unit=args.time_unit,
+    )
+    anchor = args.anchor_blocks or AffinityConfig().anchor_blocks
+    requests = read_trace(find_trace(args.trace), fmt)
+    return requests, block, AffinityConfig(anchor_blocks=anchor), None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        counts = tuple(int(x) for x in args.activators.split(","))
+        requests, block, config, anchors = _workload(args)
+    except ValueError as e:
+        parser.error(f"{e} (--activators takes counts like 1,2,4)")
     options = SimulationOptions(
         slo_ttft_s=args.slo_ttft,
         max_replicas=args.max_replicas,
@@ -340,13 +552,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=args.seed,
         ),
     )
-    config = AffinityConfig(anchor_blocks=anchor)
-    ideal, rows = compare(requests, options, activators=counts, config=config)
+    config = replace(config, load_factor=args.load_factor, chance_sigmas=args.chance_sigmas)
+    result = compare(
+        requests,
+        options,
+        activators=counts,
+        config=config,
+        fleet=args.fleet,
+        anchor_of=anchors,
+        autoscaled=args.autoscaled,
+        exact=args.exact,
+    )
     if args.json:
-        print(json.dumps({"ideal_hit_rate": ideal, "rows": [asdict(r) for r in rows]}))
+        print(json.dumps(asdict(result)))
     else:
         print(f"{len(requests)} requests, {args.trace}")
-        print(_table(ideal, rows))
+        print(_table(result))
     return 0
 
 

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from loadtests.sandbox.cluster.quantity import parse_duration
 from loadtests.sandbox.servers.faults import Faults
+from loadtests.sandbox.servers.kv_events import parse_kv_events_config
 from loadtests.sandbox.servers.lora import LoraParams, parse_lora_module
 from loadtests.sandbox.servers.prompt_blocks import DEFAULT_BLOCK_SIZE
 from loadtests.sandbox.servers.server import ServerConfig, run_process
@@ -145,6 +146,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=DEFAULT_BLOCK_SIZE,
         help=f"tokens per prefix-cache block, as vLLM's flag (default: {DEFAULT_BLOCK_SIZE})",
+    )
+    p.add_argument(
+        "--kv-events-config",
+        default=None,
+        metavar="JSON",
+        help="vLLM's flag: with {\"enable_kv_cache_events\": true} the prefix cache's "
+        "events are served at GET /kv_events (default: none)",
     )
     p.add_argument(
         "--mean-output-tokens",
@@ -315,6 +323,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         port=args.port,
         startup_delay_s=args.startup_delay,
         speedup=args.speedup,
+        kv_events=parse_kv_events_config(args.kv_events_config),
         llm=LlmParams(
             max_num_seqs=args.max_num_seqs,
             max_num_batched_tokens=args.max_num_batched_tokens,

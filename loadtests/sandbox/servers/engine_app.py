@@ -62,6 +62,8 @@ class ServerConfig:
     gpu_ledger_dir: str | None = None
     # LoRA adapters (vLLM only): --enable-lora, --max-loras, --lora-modules ...
     lora: LoraParams = field(default_factory=LoraParams)
+    # vLLM's --kv-events-config enable_kv_cache_events: serve GET /kv_events.
+    kv_events: bool = False
 
     def __post_init__(self) -> None:
         if self.engine not in ("vllm", "triton"):

@@ -56,6 +56,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from loadtests.sandbox.servers.engine_app import RuntimeApp, ServerConfig
 from loadtests.sandbox.servers.engine_runtime import LlmRuntime, TokenStream
 from loadtests.sandbox.servers.faults import FaultInjector
+from loadtests.sandbox.servers.kv_events import KvEventFeed
 from loadtests.sandbox.servers.lora import LoraEndpoints, LoraInfoCollector, LoraState
 from loadtests.sandbox.servers.prompt_blocks import chat_blocks, prompt_blocks
 from loadtests.sandbox.servers.sleep_mode import (
@@ -332,6 +333,8 @@ class VllmApp(RuntimeApp[LlmRuntime]):
         if config.lora.enable_lora:
             self.registry.register(LoraInfoCollector(self.lora))
         LoraEndpoints(self.lora).add_routes(app)
+        if config.kv_events:
+            app.router.add_get("/kv_events", KvEventFeed(runtime.engine).handle)
         self.sleep = SleepMachine(config.sleep)
         ledger_dir = Path(config.gpu_ledger_dir) if config.gpu_ledger_dir else None
         self.ledger = GpuLedger(ledger_dir, budget_mib=config.sleep.gpu_memory_mib)
@@ -428,6 +431,7 @@ class VllmApp(RuntimeApp[LlmRuntime]):
         return web.json_response({"results": [None]})
 
     async def reset_prefix_cache(self, request: web.Request) -> web.Response:
+        self.runtime.engine.reset_prefix_cache()
         return web.Response(status=200)
 
     # --- plain endpoints ------------------------------------------------------------

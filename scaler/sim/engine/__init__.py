@@ -15,6 +15,7 @@ same models in simulated time.
 from scaler.sim.engine.batching import BatcherParams, BatchOutcome, BatchPlan, DynamicBatcher
 from scaler.sim.engine.llm import (
     Arrival,
+    KvEventRecorder,
     LlmEngine,
     LlmParams,
     RequestRecord,
@@ -30,6 +31,7 @@ __all__ = [
     "BatchPlan",
     "BatcherParams",
     "DynamicBatcher",
+    "KvEventRecorder",
     "LlmEngine",
     "LlmParams",
     "RequestRecord",

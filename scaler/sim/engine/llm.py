@@ -38,7 +38,10 @@ The cache keeps blocks in least-recently-used order and evicts the oldest
 whenever the cached blocks and the running sequences' KV together exceed
 the KV cache (a conservative reading: vLLM shares a running sequence's
 cached blocks instead of counting them twice). A request without a prefix
-never touches the cache, so traces without the field run as before.
+never touches the cache, so traces without the field run as before. Given a
+:class:`KvEventRecorder` (before its first request), the engine records
+each change to its cache as vLLM's KV-cache events do (blocks stored,
+blocks evicted, all cleared), for a router that tracks caches exactly.
 
 Default parameters: Llama-3.1-8B, BF16, one H100 80GB SXM, vLLM 0.6-era
 scheduler (see :class:`LlmParams` for where each number comes from).
@@ -57,6 +60,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "Arrival",
+    "KvEventRecorder",
     "LlmEngine",
     "LlmParams",
     "RequestRecord",
@@ -243,6 +247,35 @@ class StepOutcome:
     finished: tuple[int, ...]
 
 
+class KvEventRecorder:
+    """A cache's changes as vLLM's KV-cache events, in the layout its msgpack decodes to.
+
+    ``[tag, fields...]`` per event: ``["BlockStored", block_hashes,
+    parent_block_hash, token_ids, block_size, lora_id, medium]`` (no token
+    ids: the model has none), ``["BlockRemoved", block_hashes, medium]``,
+    ``["AllBlocksCleared"]``. It starts with a clear, so that a subscriber
+    starts from an empty cache.
+    """
+
+    def __init__(self, block_size: int) -> None:
+        self.block_size = block_size
+        self._events: list[list[object]] = [["AllBlocksCleared"]]
+
+    def stored(self, blocks: list[Hashable], parent: Hashable | None) -> None:
+        self._events.append(["BlockStored", blocks, parent, [], self.block_size, None, None])
+
+    def removed(self, blocks: list[Hashable]) -> None:
+        self._events.append(["BlockRemoved", blocks, None])
+
+    def cleared(self) -> None:
+        self._events.append(["AllBlocksCleared"])
+
+    def take(self) -> list[list[object]]:
+        """The events since the last call."""
+        events, self._events = self._events, []
+        return events
+
+
 class LlmEngine:
     """The continuous-batching model. Not thread-safe; every method takes ``now``."""
 
@@ -262,6 +295,8 @@ class LlmEngine:
         self._blocks: OrderedDict[Hashable, None] = OrderedDict()
         self.cached_tokens = 0  # prompt tokens served from the cache, all requests
         self.queried_tokens = 0  # prompt tokens of every request added (vLLM's cache queries)
+        # Set to record the cache's changes as vLLM's KV events (None: not asked).
+        self.kv_events: KvEventRecorder | None = None
 
     # --- requests -------------------------------------------------------------------
 
@@ -451,15 +486,30 @@ class LlmEngine:
         self._evict()
 
     def _remember(self, prefix: tuple[Hashable, ...]) -> None:
+        stored: list[Hashable] = []
         for block in prefix:
+            if block not in self._blocks:
+                stored.append(block)
             self._blocks[block] = None
             self._blocks.move_to_end(block)
+        if self.kv_events is not None and stored:
+            first = prefix.index(stored[0])
+            self.kv_events.stored(stored, prefix[first - 1] if first else None)
         self._evict()
 
     def _evict(self) -> None:
         room = self.params.kv_cache_tokens - self._kv_used
+        removed: list[Hashable] = []
         while self._blocks and len(self._blocks) * self.params.prefix_block_tokens > room:
-            self._blocks.popitem(last=False)
+            removed.append(self._blocks.popitem(last=False)[0])
+        if self.kv_events is not None and removed:
+            self.kv_events.removed(removed)
+
+    def reset_prefix_cache(self) -> None:
+        """Drop every cached block (vLLM's ``/reset_prefix_cache``)."""
+        self._blocks.clear()
+        if self.kv_events is not None:
+            self.kv_events.cleared()
 
     def _preempt(self, seq: _Seq) -> None:
         self._running.remove(seq)

@@ -1,4 +1,4 @@
-"""The prefix router, pure: history, ring, bound, churn, memory, agreement.
+"""The prefix router, pure: longest match, score, ring, bound, churn, memory, agreement.
 
 Replicas are plain objects with a name and an in-flight count; a test sets
 the counts it needs. No network, no clock, no randomness but a seeded one.
@@ -113,16 +113,16 @@ def test_history_over_the_bound_spills_to_the_ring() -> None:
 
 
 def test_a_replica_over_the_mean_by_chance_keeps_its_conversation() -> None:
-    # Four replicas near ten requests each (one activator's share of a busy
-    # model): 13 is within chance of the mean, so the follow-up stays with
-    # its cache; at ten times the load the same proportions are no longer
-    # chance and the factor (1.25x) sends it on.
+    # Four replicas near four requests each: 5 is within chance of the mean
+    # (4 + sqrt(4) = 6 with this request), so the follow-up stays with its
+    # cache; at ten times the load the same proportions are no longer chance
+    # and the factor (1.25x) sends it on.
     for scale, expected in ((1, "history"), (10, "spilled")):
         r = router(anchor_blocks=1)
-        replicas = [Rep(f"r{i}", n * scale) for i, n in enumerate((0, 10, 9, 8))]
+        replicas = [Rep(f"r{i}", n * scale) for i, n in enumerate((0, 4, 3, 3))]
         home, _ = r.choose(("s", "t"), replicas[:1], 0)
         assert home is replicas[0]
-        home.in_flight = 13 * scale
+        home.in_flight = 5 * scale
         chosen, reason = r.choose(("s", "t", "u"), replicas, 0)
         assert reason == expected, (scale, chosen)
         assert (chosen is home) == (expected == "history")
@@ -159,24 +159,49 @@ def test_two_activators_agree_without_sharing_state() -> None:
         assert one.choose(prompt, replicas, 0)[0] is two.choose(prompt, replicas, 0)[0]
 
 
-def test_history_is_capped_least_recently_used_first() -> None:
-    r = router(max_tracked=3, anchor_blocks=1)
-    replicas = reps(2)
-    for tip in ("t1", "t2", "t3"):
-        r.choose(("s", tip), replicas, 0)
-    r.choose(("s", "t1"), replicas, 0)  # t1 used again: t2 is now the oldest
-    r.choose(("s", "t4"), replicas, 0)
-    assert r.tracked == 3
-    assert r._tips.keys() == {"t3", "t1", "t4"}
+def test_a_document_cached_on_two_replicas_splits_by_load() -> None:
+    r = router(anchor_blocks=1)
+    a, b, c = Rep("a"), Rep("b"), Rep("c")
+    doc = ("s", "d1", "d2", "d3")
+    r.index.sent("a", (*doc, "q1"))
+    r.index.sent("b", (*doc, "q2"))
+    a.in_flight, b.in_flight = 3, 1
+    chosen, reason = r.choose((*doc, "q3"), [a, b, c], 0)
+    assert (chosen, reason) == (b, "history")
+    a.in_flight, b.in_flight = 1, 3
+    chosen, reason = r.choose((*doc, "q4"), [a, b, c], 0)
+    assert (chosen, reason) == (a, "history")
 
 
-def test_history_of_a_replica_that_left_is_forgotten() -> None:
+def test_a_long_match_on_a_busier_replica_beats_a_short_one_on_an_idle_one() -> None:
+    r = router(anchor_blocks=1)
+    a, b, c = Rep("a"), Rep("b"), Rep("c")
+    r.index.sent("a", ("s", "h1"))
+    r.index.sent("b", ("s", "h1", "h2", "h3", "h4", "h5", "h6"))
+    a.in_flight, b.in_flight, c.in_flight = 4, 6, 5
+    chosen, reason = r.choose(("s", "h1", "h2", "h3", "h4", "h5", "h6", "h7"), [a, b, c], 0)
+    assert (chosen, reason) == (b, "history")
+    b.in_flight = 8  # over the bound (the mean with this request is 6, plus sqrt(6))
+    chosen, reason = r.choose(("s", "h1", "h2", "h3", "h4", "h5", "h6", "h7"), [a, b, c], 0)
+    assert (chosen, reason) == (a, "history")
+
+
+def test_what_a_replica_holds_is_aged_at_its_cache_size() -> None:
+    r = router(capacity_blocks=4, anchor_blocks=1)
+    a, b = Rep("a"), Rep("b")
+    r.choose(("s", "old"), [a], 0)
+    r.choose(("t", "x1", "x2", "x3"), [a], 0)  # four newer blocks push both out
+    assert r.index.held("a") == 4
+    assert r.choose(("s", "old", "more"), [b, a], 0)[1] == "ring"
+
+
+def test_a_replica_that_left_is_forgotten() -> None:
     r = router(anchor_blocks=1)
     a, b = Rep("a"), Rep("b")
     r.choose(("s", "t"), [a], 0)
     chosen, reason = r.choose(("s", "t", "u"), [b], 0)
     assert (chosen, reason) == (b, "ring")
-    assert "t" not in r._tips
+    assert r.index.held("a") == 0
 
 
 def test_stable_hash_is_the_same_in_every_process() -> None:
@@ -190,8 +215,10 @@ def test_stable_hash_is_the_same_in_every_process() -> None:
         ("load_factor", 1.0, "load_factor must be a number above 1"),
         ("load_factor", float("nan"), "load_factor must be a number above 1"),
         ("anchor_blocks", 0, "anchor_blocks must be at least 1"),
-        ("max_tracked", 0, "max_tracked must be at least 1"),
+        ("capacity_blocks", 0, "capacity_blocks must be at least 1"),
         ("virtual_nodes", 0, "virtual_nodes must be at least 1"),
+        ("prefix_weight", 0.0, "prefix_weight must be above 0"),
+        ("queue_weight", -1.0, "queue_weight must be a number >= 0"),
     ],
 )
 def test_bad_config_is_refused_by_name(field: str, value: float, message: str) -> None:

@@ -95,6 +95,21 @@ def test_a_prefix_gate_keeps_a_conversation_on_one_replica() -> None:
         assert len(where) == 1, topic
 
 
+def test_each_activator_records_its_share_of_a_replicas_cache() -> None:
+    target = Target.new(
+        TargetSpec(name="ns/t", max_buffered=10, balancing="prefix", endpoints=tuple(ENDPOINTS)),
+        activators=2,
+        clock=lambda: 0.0,
+    )
+    prefix = target.gate.prefix
+    assert prefix is not None
+    whole = prefix.router.config.capacity_blocks
+    assert prefix.router.index.capacity == whole // 2
+    target.set_activators(4)
+    assert target.gate.prefix is prefix  # the same record, resized
+    assert prefix.router.index.capacity == whole // 4
+
+
 def test_prefix_picks_are_counted_by_outcome_and_a_load_gate_counts_none() -> None:
     prefixed = Target.new(
         TargetSpec(name="ns/t", max_buffered=10, balancing="prefix", endpoints=tuple(ENDPOINTS)),

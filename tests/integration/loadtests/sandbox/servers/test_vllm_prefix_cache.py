@@ -5,7 +5,8 @@ first (its history's prefill is served from the cache) and
 ``vllm:prefix_cache_hits`` counts about the history's tokens, while
 ``vllm:prefix_cache_queries`` counts every prompt token; an unrelated prompt
 of the same length hits nothing; a cache smaller than the history keeps
-nothing of it.
+nothing of it; asked, the server serves its cache events (stored, then
+evicted) in vLLM's layout.
 """
 
 from __future__ import annotations
@@ -61,3 +62,29 @@ async def test_a_cache_smaller_than_the_history_keeps_none_of_it() -> None:
         await _chat(s, server.url, HISTORY)
         samples = await scrape(s, server.url)
         assert samples[f"vllm:prefix_cache_hits_total{LABEL}"] == 0
+
+
+async def test_asked_to_the_server_publishes_its_cache_events_in_vllms_layout() -> None:
+    # Room for the history (~6,000 tokens) twice over, not beside a 12,000-token prompt.
+    config = vllm_config(speedup=100.0, kv_events=True, llm={"kv_cache_tokens": 20_000})
+    async with ModelServer(config) as server, aiohttp.ClientSession() as s:
+        await _chat(s, server.url, HISTORY)
+        async with s.get(f"{server.url}/kv_events", params={"after": "0"}) as resp:
+            feed = await resp.json()
+        events = [e for _, b in feed["batches"] for e in b[1]]
+        # [tag, block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium]
+        assert [e[0] for e in events] == ["AllBlocksCleared", "BlockStored"]
+        stored = events[1]
+        assert len(stored) == 7 and stored[4] == 16 and stored[2] is None
+        hashes = stored[1]
+        assert len(hashes) == 6_000 // 16 and all(isinstance(h, int) for h in hashes)
+        # A prompt that does not fit beside the history evicts all of it, oldest first.
+        await _chat(s, server.url, [{"role": "user", "content": "v" * 48_000}])
+        async with s.get(f"{server.url}/kv_events", params={"after": feed["next"]}) as resp:
+            later = await resp.json()
+        removed = [
+            h for _, b in later["batches"] for e in b[1] if e[0] == "BlockRemoved" for h in e[1]
+        ]
+        assert removed[: len(hashes)] == hashes and not later["missed"]
+        async with s.get(f"{server.url}/kv_events", params={"after": "x"}) as resp:
+            assert resp.status == 400
