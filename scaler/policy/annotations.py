@@ -88,6 +88,7 @@ SLEEP_AFTER = _A + "sleep-after"
 SLEEP_LEVEL = _A + "sleep-level"
 SLO_TTFT = _A + "slo-ttft"
 SLO_ATTAINMENT = _A + "slo-attainment"
+SLO_TPOT = _A + "slo-tpot"
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +233,14 @@ SPECS: tuple[AnnotationSpec, ...] = (
         "99",
         "50 to 99.99 (percent); only with slo-ttft",
         "the share of requests that must meet slo-ttft",
+    ),
+    AnnotationSpec(
+        SLO_TPOT,
+        "",
+        "1ms to 10s; only with slo-ttft",
+        "the inter-token objective: each sequence's tokens at most this far apart on"
+        " average, so a replica runs no more sequences at once than keep its steps"
+        " within it; unset: a replica's full batch, and decode must only never queue",
     ),
 )
 
@@ -598,6 +607,12 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
     )
     if SLO_ATTAINMENT in annotations and SLO_TTFT not in annotations:
         r.bad(SLO_ATTAINMENT, f"only with {SLO_TTFT} (the objective it is a share of)")
+    slo_tpot_s = r.get(SLO_TPOT, _duration, "a duration from 1ms to 10s")
+    if slo_tpot_s is not None and not 0.001 <= slo_tpot_s <= 10.0:
+        r.bad(SLO_TPOT, "a duration from 1ms to 10s")
+        slo_tpot_s = None
+    if SLO_TPOT in annotations and SLO_TTFT not in annotations:
+        r.bad(SLO_TPOT, f"only with {SLO_TTFT} (SLO-first scaling sizes for both)")
 
     if r.problems:
         raise InvalidAnnotation.from_problems(tuple(r.problems))
@@ -631,6 +646,7 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
         sleep_level=sleep_level,
         slo_ttft_s=slo_ttft_s,
         slo_attainment=attainment_pct / 100.0,
+        slo_tpot_s=slo_tpot_s,
     )
 
 

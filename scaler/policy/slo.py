@@ -48,11 +48,8 @@ from scaler.policy.api import (
     SloReport,
 )
 from scaler.policy.decide import PolicyState, desired_for_signal
-from scaler.policy.keep_warm import WarmOdds, warm_odds
-from scaler.policy.slo_load import (
-    Sizing,
-    replicas_for,
-)
+from scaler.policy.keep_warm import WarmOdds, miss_price_s, warm_odds
+from scaler.policy.slo_sizing import Sizing, SizingGoal, lookback_for, replicas_for
 from scaler.policy.slo_state import SloState
 from scaler.policy.windows import MaxHold
 
@@ -105,14 +102,30 @@ def decide_slo(
         seen is not None and previous.at_s is not None and seen > previous.at_s
     )
     slo = previous.learn(observation, busy=busy, now=now)  # 1. learn
-    sizing = replicas_for(  # 2. size
-        slo.history,
-        slo.capacity,
+    goal = SizingGoal(
         slo_ttft_s=slo_ttft_s,
         attainment=config.slo_attainment,
         max_replicas=config.max_scale,
+        prefill_per_s=slo.prefill_per_s,
+        fit=slo.fit,
+        slo_tpot_s=config.slo_tpot_s,
+        lookback_s=lookback_for(cold_start_s),
+        headroom=slo.headroom,
+        miss_price_s=miss_price_s(cold_start_s=cold_start_s, attainment=config.slo_attainment),
+        cold_start_s=cold_start_s,
+        backlog=0.0 if observation.load is None else observation.load.awaiting_first_token,
     )
-    slo = replace(slo, sizing=sizing)
+    sizing = replicas_for(slo.history, goal)  # 2. size
+    slo = replace(
+        slo.corrected(
+            sizing,
+            goal=config.slo_attainment,
+            ready=observation.ready_replicas,
+            now=now,
+            interval_s=0.0 if previous.at_s is None else now - previous.at_s,
+        ),
+        sizing=sizing,
+    )
     others, signals_fresh = _other_targets(config, observation)
     want = max(sizing.replicas, others)
     current = observation.spec_replicas
@@ -131,7 +144,12 @@ def decide_slo(
         if config.min_scale == 0 and not busy and fresh and not odds.keep:  # 4. to zero
             outcome = _Outcome(0, Reason.SCALED_TO_ZERO, f"idle: {odds.why}", MaxHold())
         else:
-            outcome = _sized(config, state, sizing, want, odds, current, fresh, cold_start_s, now)
+            # A history shorter than a cold start forecasts nothing yet: keep what
+            # is there (a warm fleet taken over) until it has seen one.
+            young = slo.history.span_s < cold_start_s or sizing.rising
+            outcome = _sized(
+                config, state, sizing, want, odds, current, (fresh, young), cold_start_s, now
+            )
     changed = state.last_desired is None or outcome.desired != state.last_desired
     decision = Decision(
         desired=outcome.desired,
@@ -143,13 +161,19 @@ def decide_slo(
         slo=SloReport(
             slo_ttft_s=slo_ttft_s,
             attainment=config.slo_attainment,
-            capacity_tokens_per_s=slo.capacity.tokens_per_s,
-            capacity_learned=slo.capacity.trusted,
+            capacity_tokens_per_s=goal.prefill_per_s,
+            capacity_learned=slo.capacity.trusted or slo.fit.trusted,
             sized_replicas=sizing.replicas,
             late_share=sizing.late_share,
             requests_per_s=slo.history.request_rate(),
             measured_attainment=slo.measured.share,
             measured_first_tokens=slo.measured.counted,
+            decode_tokens_per_s=slo.fit.decode_tokens_per_s(config.slo_tpot_s),
+            decode_slots=slo.fit.slots,
+            binding=sizing.binding,
+            hopeless_share=sizing.hopeless_share,
+            headroom=goal.headroom,
+            slo_tpot_s=config.slo_tpot_s,
         ),
     )
     new_state = replace(
@@ -191,17 +215,18 @@ def _sized(
     want: int,
     odds: WarmOdds,
     current: int,
-    fresh: bool,
+    fresh_young: tuple[bool, bool],
     cold_start_s: float,
     now: float,
 ) -> _Outcome:
-    """Steps 5 and 6: hold for a cold start, keep on stale data, bound."""
+    """Steps 5 and 6: hold for a cold start, keep on stale data or a short history, bound."""
+    fresh, young = fresh_young
     floor = max(1, config.min_scale)
     target = max(want, floor)
     hold = state.delay_hold.record(target, now, window_s=cold_start_s)
     held = hold.current(now, window_s=cold_start_s) or target
     desired = max(target, held)
-    if not fresh:
+    if not fresh or young:
         desired = max(desired, current)
     desired = min(desired, config.max_scale)
     if desired > current:
@@ -210,6 +235,14 @@ def _sized(
         return _Outcome(desired, Reason.SCALED_DOWN, sizing.why, hold)
     if not fresh and target < current:
         return _Outcome(desired, Reason.NO_DATA, f"a source is stale: keeping {desired}", hold)
+    if young and target < current:
+        return _Outcome(
+            desired,
+            Reason.HOLDING,
+            f"sizing wants {target}; keeping {desired} while the history is shorter than a"
+            " cold start or the load rises",
+            hold,
+        )
     if held > target:
         return _Outcome(
             desired,

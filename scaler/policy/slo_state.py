@@ -15,6 +15,7 @@ attainment does.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from scaler.policy.api import LoadTotals, Observation
@@ -23,10 +24,25 @@ from scaler.policy.slo_load import (
     LOOKBACK_S,
     Capacity,
     LoadHistory,
-    Sizing,
     learn_capacity,
     with_interval,
 )
+from scaler.policy.slo_phases import PhaseFit, learn_phases
+from scaler.policy.slo_sizing import Sizing
+
+# Closing the loop: the measured attainment over the last _RECENT_S seconds,
+# once it counts _MIN_COUNTED first tokens, under the goal by more than
+# _SLACK while the sizing said the goal is met (and the replicas it asked for
+# are ready) raises the headroom by _RAISE, at most once per _RAISE_EVERY_S
+# (time for the added replicas to show) and up to _MAX_HEADROOM; above the
+# goal, the headroom fades back toward 1 over _FADE_S.
+_RECENT_S = 120.0
+_MIN_COUNTED = 50.0
+_SLACK = 0.005
+_RAISE = 1.2
+_RAISE_EVERY_S = 60.0
+_MAX_HEADROOM = 3.0
+_FADE_S = 600.0
 
 __all__ = ["MeasuredAttainment", "SloState"]
 
@@ -48,6 +64,17 @@ class MeasuredAttainment:
     def counted(self) -> float:
         return sum(i[2] for i in self.intervals)
 
+    def since(self, start_s: float) -> tuple[float, float]:
+        """First tokens within the objective and counted, in intervals ending after
+        ``start_s``."""
+        within = counted = 0.0
+        for end_s, w, c in reversed(self.intervals):
+            if end_s <= start_s:
+                break
+            within += w
+            counted += c
+        return within, counted
+
     @property
     def share(self) -> float | None:
         """The share within the objective (None: nothing measured in the window)."""
@@ -67,6 +94,42 @@ class SloState:
     ready: int = 0  # ready replicas at the last decision
     sizing: Sizing | None = None  # the last sizing (also for /v1/targets)
     measured: MeasuredAttainment = field(default_factory=MeasuredAttainment)
+    fit: PhaseFit = field(default_factory=PhaseFit)  # prefill and decode, learned
+    headroom: float = 1.0  # work multiplier the measured attainment asked for
+    raised_at_s: float | None = None  # when the headroom was last raised
+
+    @property
+    def prefill_per_s(self) -> float:
+        """The prefill rate sizing uses: the step model's once it is trusted, else the
+        prompt-only capacity (its prior, the fastest prefill seen, saturation)."""
+        fitted = self.fit.prefill_tokens_per_s
+        if self.fit.trusted and fitted is not None:
+            return fitted
+        return self.capacity.tokens_per_s
+
+    def corrected(
+        self, sizing: Sizing, *, goal: float, ready: int, now: float, interval_s: float
+    ) -> SloState:
+        """The headroom after comparing the measured attainment with what ``sizing``
+        promised (see the constants above), ``interval_s`` after the last decision."""
+        within, counted = self.measured.since(now - _RECENT_S)
+        if counted < _MIN_COUNTED:
+            return self
+        measured = within / counted
+        attainable = goal - sizing.hopeless_share
+        # Requests queued beyond what saturation explains are the backlog sizing
+        # drains; misses behind it say nothing about the model.
+        backlog = 0.0 if self.totals is None else self.totals.awaiting_first_token
+        promised = sizing.reachable and ready >= sizing.replicas > 0 and backlog <= 4 * ready
+        waited = self.raised_at_s is None or now - self.raised_at_s >= _RAISE_EVERY_S
+        if measured < attainable - _SLACK and promised and waited:
+            return replace(
+                self, headroom=min(_MAX_HEADROOM, self.headroom * _RAISE), raised_at_s=now
+            )
+        if measured >= goal and self.headroom > 1.0:
+            fade = math.exp(-max(0.0, interval_s) / _FADE_S)
+            return replace(self, headroom=1.0 + (self.headroom - 1.0) * fade)
+        return self
 
     @classmethod
     def start(cls, now: float) -> SloState:
@@ -96,11 +159,21 @@ class SloState:
             ready_before=self.ready,
             ready=observation.ready_replicas,
         )
+        fit = learn_phases(
+            self.fit,
+            self.totals,
+            totals,
+            interval_s=now - start,
+            ready_before=self.ready,
+            ready=observation.ready_replicas,
+            prefill_per_s=capacity.tokens_per_s,
+        )
         return replace(
             self,
             gaps=gaps,
             history=history,
             capacity=capacity,
+            fit=fit,
             measured=measured,
             totals=totals,
             at_s=now,

@@ -21,6 +21,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from scaler.policy.api import PROMPT_SIZE_BOUNDS
 from scaler.signals.base import SourceReading
 from scaler.signals.names import ACTIVATOR
 
@@ -52,6 +53,9 @@ class TargetStats:
     # The fastest prefill among those first tokens: prompt tokens over the time
     # from reaching a replica to the first token (0: none).
     best_prefill_tokens_per_s: float = 0.0
+    # Arrivals in the period with prompts longer than each of the policy's
+    # PROMPT_SIZE_BOUNDS (empty: not counted).
+    prompts_over: tuple[int, ...] = ()
 
 
 # TargetStats' optional token fields, as named in a report.
@@ -130,8 +134,19 @@ def parse_report(payload: object, *, max_targets: int = 100_000) -> ActivatorRep
             best_prefill_tokens_per_s=_number(
                 raw.get("best_prefill_tokens_per_s", 0), f"targets[{key}].best_prefill_tokens_per_s"
             ),
+            prompts_over=_prompts_over(raw.get("prompts_over", []), key),
         )
     return ActivatorReport(activator=activator, period_s=period_s, targets=targets)
+
+
+def _prompts_over(raw: object, key: str) -> tuple[int, ...]:
+    where = f"targets[{key}].prompts_over"
+    if not isinstance(raw, list) or len(raw) not in (0, len(PROMPT_SIZE_BOUNDS)):
+        raise ReportError(
+            f"{where}: expected a list of {len(PROMPT_SIZE_BOUNDS)} counts, one per prompt "
+            f"size bound {[int(b) for b in PROMPT_SIZE_BOUNDS]}, got {raw!r}"
+        )
+    return tuple(int(_number(n, f"{where}[{i}]", integer=True)) for i, n in enumerate(raw))
 
 
 @dataclass(frozen=True, slots=True)

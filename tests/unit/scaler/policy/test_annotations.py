@@ -251,6 +251,18 @@ def test_adaptive_grace_period_is_accepted_with_the_fixed_fallback() -> None:
             id="an attainment of 100 % cannot be sized for",
         ),
         pytest.param(
+            {A + "slo-tpot": "50ms"},
+            (A + "slo-tpot",),
+            "only with autoscaling.tidal.dev/slo-ttft",
+            id="an inter-token objective needs a TTFT objective",
+        ),
+        pytest.param(
+            {A + "slo-ttft": "2s", A + "slo-tpot": "30s"},
+            (A + "slo-tpot",),
+            "a duration from 1ms to 10s",
+            id="an inter-token objective past 10s",
+        ),
+        pytest.param(
             {A + "min-scael": "1"},
             (A + "min-scael",),
             "unknown key; known keys are autoscaling.tidal.dev/min-scale, ",
@@ -293,7 +305,7 @@ def test_every_problem_is_reported() -> None:
 
 
 def test_known_keys_cover_the_design_table() -> None:
-    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 25
+    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 26
     for key in KNOWN_KEYS:
         assert key.startswith((A, P))
 
