@@ -56,32 +56,15 @@ default, traced here line by line to its documentation or source:
   the others'. ``knative-tidal-idle`` is the same KPA with Tidal's idle
   settings (grace 5 min, scale-down delay 60 s) instead of Knative's (30 s,
   0 s), so that a comparison of the algorithms alone is at hand.
-- :class:`Planner`: NVIDIA Dynamo's SLA planner in its throughput-based
-  (predictive) mode (https://docs.nvidia.com/dynamo/latest/design-docs/component-design/planner-design
-  and ``components/src/dynamo/planner/defaults.py``): every
-  ``adjustment_interval`` (:data:`PLANNER_INTERVAL_S`, 180 s by default) it
-  observes the interval's request count and mean input and output lengths,
-  predicts the next interval's with its ``load_predictor`` (default
-  ``arima``), and asks for ``ceil(predicted rate / capacity)`` replicas,
-  where the capacity is the most requests per second one replica serves at
-  the TTFT objective, profiled on the same engine model at the predicted
-  lengths; at least ``min_endpoint`` (1) replica. The predictor here is an
-  ARIMA(1,1,0) fitted by least squares on the history (Dynamo's
-  ``pmdarima.auto_arima`` picks its order by AIC; a fixed low order keeps
-  the simulator free of that dependency), with Dynamo's rules kept: the
-  leading idle intervals are skipped, fewer than 5 points or a constant
-  history predict the last value. Dynamo's correction factor (observed over
-  expected TTFT) is left out: the profile is of the very engine that serves.
+- the planner (Dynamo's SLA planner) is :mod:`scaler.sim.planner`.
 
 Tidal itself is :class:`scaler.sim.tidal.TidalAutoscaler` (the real policy).
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections import deque
-from collections.abc import Callable
 
 from scaler.sim.world import View
 
@@ -89,13 +72,10 @@ __all__ = [
     "HOLD_TIMEOUTS_S",
     "KEDA_HOLD_TIMEOUT_S",
     "KNATIVE_HOLD_TIMEOUT_S",
-    "PLANNER_INTERVAL_S",
     "AlwaysOn",
-    "ArimaPredictor",
     "Hpa",
     "Keda",
     "Knative",
-    "Planner",
     "RecentMean",
 ]
 
@@ -110,8 +90,6 @@ HOLD_TIMEOUTS_S = {
     "knative-kpa": KNATIVE_HOLD_TIMEOUT_S,
     "knative-tidal-idle": KNATIVE_HOLD_TIMEOUT_S,
 }
-#: Dynamo's ``adjustment_interval`` default.
-PLANNER_INTERVAL_S = 180.0
 
 
 def _ceil(x: float) -> int:
@@ -411,103 +389,3 @@ class Knative:
         while self.recent and self.recent[0][0] <= now - self.delay_s:
             self.recent.popleft()
         return max(d for _, d in self.recent)
-
-
-class ArimaPredictor:
-    """Next value of a series: ARIMA(1,1,0) by least squares, with Dynamo's guard rails.
-
-    Leading zeros (the idle time before the first request) are skipped;
-    with fewer than ``min_points`` values, or a constant history, the last
-    value is the prediction; never below zero.
-    """
-
-    def __init__(self, min_points: int = 5) -> None:
-        self.min_points = min_points
-        self.values: list[float] = []
-
-    def add(self, value: float) -> None:
-        if value == 0 and not self.values:
-            return
-        self.values.append(max(0.0, value))
-
-    def predict(self) -> float:
-        ys = self.values
-        if not ys:
-            return 0.0
-        if len(ys) < self.min_points or len(set(ys)) == 1:
-            return ys[-1]
-        diffs = [b - a for a, b in itertools.pairwise(ys)]
-        xs, zs = diffs[:-1], diffs[1:]
-        mean_x = sum(xs) / len(xs)
-        mean_z = sum(zs) / len(zs)
-        var = sum((x - mean_x) ** 2 for x in xs)
-        phi = 0.0
-        if var > 0:
-            phi = sum((x - mean_x) * (z - mean_z) for x, z in zip(xs, zs, strict=True)) / var
-            phi = max(-0.99, min(0.99, phi))  # stationary differences
-        drift = mean_z - phi * mean_x
-        return max(0.0, ys[-1] + drift + phi * diffs[-1])
-
-
-Capacity = Callable[[float, float], float]
-
-
-class Planner:
-    """Dynamo's SLA planner, throughput-based (see the module docstring).
-
-    ``capacity(isl, osl)`` is requests per second one replica serves at the
-    TTFT objective for those mean lengths (:func:`scaler.sim.profile.capacity_rps`).
-    """
-
-    def __init__(
-        self,
-        *,
-        capacity: Capacity,
-        max_replicas: int,
-        interval_s: float = PLANNER_INTERVAL_S,
-        min_replicas: int = 1,
-    ) -> None:
-        if interval_s < 1:
-            raise ValueError(f"the planner's interval must be >= 1 s, got {interval_s}")
-        self.capacity = capacity
-        self.max_replicas = max_replicas
-        self.interval_s = interval_s
-        self.min_replicas = min_replicas
-        self.rate = ArimaPredictor()
-        self.isl = ArimaPredictor()
-        self.osl = ArimaPredictor()
-        self.next_s = interval_s
-        self.arrivals = 0
-        self.tokens_in = 0
-        self.tokens_out = 0
-
-    @property
-    def name(self) -> str:
-        return "planner"
-
-    @property
-    def initial(self) -> int:
-        return self.min_replicas
-
-    def tick(self, view: View, *, activation: bool) -> int | None:
-        if activation:
-            return None
-        # The frontend's counters: requests and their lengths since the last tick.
-        self.arrivals += view.arrivals
-        self.tokens_in += view.arrival_prompt_tokens
-        self.tokens_out += view.arrival_output_tokens
-        if view.now < self.next_s:
-            return None
-        self.next_s = view.now + self.interval_s
-        count = self.arrivals
-        self.rate.add(count / self.interval_s)
-        if count:
-            self.isl.add(self.tokens_in / count)
-            self.osl.add(self.tokens_out / count)
-        self.arrivals = self.tokens_in = self.tokens_out = 0
-        rate = self.rate.predict()
-        if rate <= 0:
-            return self.min_replicas
-        per_replica = self.capacity(max(1.0, self.isl.predict()), max(1.0, self.osl.predict()))
-        want = _ceil(rate / per_replica) if per_replica > 0 else self.max_replicas
-        return min(max(want, self.min_replicas), self.max_replicas)

@@ -37,10 +37,13 @@ from scaler.policy.annotations import AUTOSCALING_PREFIX
 from scaler.sim import synthetic, traces
 from scaler.sim.chat_trace import MEAN_TURNS, ChatSpec, generate_chat
 from scaler.sim.engine import LlmParams
+from scaler.sim.frontier import FleetPoint
 from scaler.sim.oracle import cacheable_tokens
 from scaler.sim.prefix_routing import ROUTINGS, balancer
 from scaler.sim.runner import (
+    OPTIONAL_POLICIES,
     POLICY_NAMES,
+    STARTS,
     WARM_ANNOTATIONS,
     PolicyRun,
     SimulationOptions,
@@ -70,6 +73,13 @@ def _positive(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
+
+
+def _durations(text: str) -> tuple[float, ...]:
+    values = tuple(_duration(part.strip()) for part in text.split(","))
+    if len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"{text!r}: each duration once")
+    return values
 
 
 def _routings(text: str) -> tuple[str, ...]:
@@ -142,7 +152,13 @@ def _workload_flags(parser: argparse.ArgumentParser) -> None:
         help="absolute times are re-based to the first request; relative ones kept (default auto)",
     )
     src.add_argument("--format", choices=("auto", "csv", "jsonl"), default="auto")
-    src.add_argument("--start", type=_duration, default=0.0, help="skip this much of the trace")
+    src.add_argument(
+        "--skip",
+        type=_duration,
+        default=0.0,
+        metavar="DURATION",
+        help="skip this much of the trace's beginning (default 0s)",
+    )
     src.add_argument("--duration", type=_duration, default=None, help="replay only this much")
     src.add_argument(
         "--load-factor",
@@ -172,7 +188,19 @@ def _workload_flags(parser: argparse.ArgumentParser) -> None:
 def _world_flags(parser: argparse.ArgumentParser) -> None:
     world = parser.add_argument_group("world")
     world.add_argument(
-        "--cold-start", type=_duration, default=60.0, help="median cold start (default 60s)"
+        "--cold-start",
+        type=_durations,
+        default=(60.0,),
+        metavar="LIST",
+        help="median cold start, or a comma list of them (60s,20s,5s,2s) for one table "
+        "across them with a cold-start column (default 60s)",
+    )
+    world.add_argument(
+        "--start",
+        choices=STARTS,
+        default="warm",
+        help="how every autoscaler starts: warm, with the replicas the first minute of the "
+        "trace needs; zero, with none (fixed fleets are always warm; default warm)",
     )
     world.add_argument(
         "--cold-start-sigma",
@@ -203,14 +231,11 @@ def _world_flags(parser: argparse.ArgumentParser) -> None:
     world.add_argument(
         "--policies",
         default=",".join(POLICY_NAMES),
-        help=f"comma list from {', '.join(POLICY_NAMES + POOL_POLICIES)} (default: all "
-        f"but {' and '.join(POOL_POLICIES)}, the shared pool with and without the warm tier)",
-    )
-    world.add_argument(
-        "--tidal-warm-start",
-        type=int,
-        default=0,
-        help="replicas Tidal's policies have warm at time 0 (default 0: start from zero)",
+        metavar="LIST",
+        help=f"comma list from {', '.join(POLICY_NAMES + OPTIONAL_POLICIES + POOL_POLICIES)} "
+        "or always-on-N (the fixed fleet of N); tidal-concurrency is the scaler's "
+        "concurrency-based defaults, without the objective (default: "
+        f"{','.join(POLICY_NAMES)})",
     )
     world.add_argument(
         "--annotation",
@@ -337,7 +362,7 @@ def load_requests(args: argparse.Namespace, *, warn: bool = True) -> list[traces
         records = traces.read_trace(traces.find_trace(name), fmt, notes=notes)
         for warning in [*notes, *traces.unit_warnings(records, fmt)] if warn else []:
             print(f"tidal simulate: warning: {name}: {warning}", file=sys.stderr)
-    records = traces.window(records, start_s=args.start, duration_s=args.duration)
+    records = traces.window(records, start_s=args.skip, duration_s=args.duration)
     records = scale_load(records, args.load_factor, seed=args.seed)
     if not records:
         raise traces.TraceError(f"{name}: no request in the window the flags select")
@@ -436,7 +461,7 @@ def options_from(args: argparse.Namespace) -> SimulationOptions:
         raise ValueError(f"--context-length must be >= 1 token, got {args.context_length}")
     world = WorldConfig(
         engine=LlmParams(max_model_len=args.context_length, prefix_block_tokens=block_tokens(args)),
-        cold_start=ColdStart(args.cold_start, args.cold_start_sigma),
+        cold_start=ColdStart(args.cold_start[0], args.cold_start_sigma),
         spot=SpotModel(
             rate_per_hour=args.spot_preemptions_per_hour,
             notice_s=args.spot_notice,
@@ -456,7 +481,7 @@ def options_from(args: argparse.Namespace) -> SimulationOptions:
         tidal_annotations=_annotations(args.annotation),
         policies=policies,
         spot_placement=spot_placement,
-        tidal_warm_start=args.tidal_warm_start,
+        start=args.start,
         pool=PoolConfig(
             slices=args.gpu_slices,
             gpu_memory_mib=args.gpu_memory_mib,
@@ -480,9 +505,11 @@ def table(cards: list[Scorecard]) -> str:
     hit rate beside TTFT; without it the table is as it always was.
     """
     routed = any(c.routing is not None for c in cards)
+    timed = any(c.cold_start_s is not None for c in cards)
     extra = f"{'routing':<12} {'hit':>5} " if routed else ""
+    cold = f"{'cold start':>10} " if timed else ""
     header = (
-        f"{'policy':<18} {'SLO':>6} {'goodput':>8} {extra}{'TTFT p50':>8} {'p99':>7} "
+        f"{'policy':<18} {cold}{'SLO':>6} {'goodput':>8} {extra}{'TTFT p50':>8} {'p99':>7} "
         f"{'cold':>5} {'wait p50':>8} {'p99':>6} {'failed':>6} {'GPU-h':>6} "
         f"{'busy':>6} {'idle':>6} {'asleep':>6} {'spot':>6} {'cost':>7} {'wakes':>5}"
     )
@@ -491,8 +518,9 @@ def table(cards: list[Scorecard]) -> str:
         # A fleet or bound that misses the attainment goal carries a mark.
         name = f"{c.name}*" if c.reaches_target is False else c.name
         extra = f"{c.routing or '-':<12} {_fmt(c.prefix_hit_rate, 3):>5} " if routed else ""
+        cold = f"{_fmt(c.cold_start_s, 0) + 's':>10} " if timed else ""
         lines.append(
-            f"{name:<18} {c.slo_attainment * 100:>5.1f}% {c.goodput_rps:>8.2f} {extra}"
+            f"{name:<18} {cold}{c.slo_attainment * 100:>5.1f}% {c.goodput_rps:>8.2f} {extra}"
             f"{_fmt(c.ttft_p50_s):>8} {_fmt(c.ttft_p99_s, 1):>7} {c.cold_starts:>5g} "
             f"{_fmt(c.cold_start_wait_p50_s, 1):>8} {_fmt(c.cold_start_wait_p99_s, 1):>6} "
             f"{c.failed:>6g} {c.gpu_seconds / 3600:>6.2f} {c.gpu_seconds_busy / 3600:>6.2f} "
@@ -504,7 +532,8 @@ def table(cards: list[Scorecard]) -> str:
         lines.append(
             f"SLO: TTFT <= {c0.slo_ttft_s:g}s (failed requests miss it); goodput in "
             "requests/s meeting it; cold = zero-to-ready transitions, wait in s; GPU-hours "
-            "(asleep: held by sleeping pods only); oracle: a lower bound on GPU-hours at its SLO, "
+            "(asleep: held by sleeping pods only); reactive: demand known each second, "
+            "capacity one cold start late; oracle: a lower bound on GPU-hours at its SLO, "
             "cold = the cold starts the bound charges"
         )
         if routed:
@@ -515,8 +544,22 @@ def table(cards: list[Scorecard]) -> str:
             )
         if any(c.reaches_target is False for c in cards):
             lines.append(
-                "* no fleet up to --max-replicas reaches the 99 % goal: shown at the ceiling"
+                "* no fleet up to --max-replicas reaches the 99 % goal: shown is the smallest "
+                "that meets every request the engine can, else the ceiling"
             )
+        lost = [c for c in cards if c.first_cold_start_missed]
+        lines.append(
+            "first cold start (requests arriving before a row's first replica was ready that "
+            "missed the objective): "
+            + (
+                ", ".join(
+                    f"{c.name} {c.first_cold_start_missed:g} "
+                    f"({c.first_cold_start_missed / max(1, c.requests) * 100:.1f} %)"
+                    for c in lost
+                )
+                or "none"
+            )
+        )
     return "\n".join(lines)
 
 
@@ -615,8 +658,85 @@ def routed_policies(
             else:
                 hit = prefix_hit_rate(run.result)
             card = replace(run.scorecard, routing=routing, prefix_hit_rate=hit)
-            out.append(PolicyRun(card, run.result))
+            out.append(replace(run, scorecard=card))
     return out
+
+
+def variant_policies(
+    requests: list[traces.TraceRequest], options: SimulationOptions, args: argparse.Namespace
+) -> list[PolicyRun]:
+    """Every policy once per ``--cold-start`` value and ``--routing`` (cold starts outermost).
+
+    With more than one cold start each row carries the one it ran with.
+    """
+    colds: tuple[float, ...] = args.cold_start
+    out: list[PolicyRun] = []
+    for cold in colds:
+        world = replace(options.world, cold_start=replace(options.world.cold_start, median_s=cold))
+        for run in routed_policies(requests, replace(options, world=world), args):
+            if len(colds) > 1:
+                run = replace(run, scorecard=replace(run.scorecard, cold_start_s=cold))
+            out.append(run)
+    return out
+
+
+def frontier_lines(per_seed: list[list[PolicyRun]]) -> list[str]:
+    """The frontier under the table: each fleet's attainment and GPU-hours (seed means)."""
+    lines = []
+    for card, points in _frontiers(per_seed):
+        tags = []
+        if card.cold_start_s is not None:
+            tags.append(f"cold start {card.cold_start_s:g}s")
+        if card.routing is not None:
+            tags.append(card.routing)
+        label = f" ({', '.join(tags)})" if tags else ""
+        cells = [
+            f"{p.replicas}: {p.slo_attainment * 100:.1f}% {p.gpu_seconds / 3600:.2f}"
+            + ("" if p.simulated else "~")
+            for p in points
+        ]
+        lines.append(f"fixed fleets{label} (replicas: SLO, GPU-h): " + ", ".join(cells))
+    if lines:
+        lines.append(
+            "~ not simulated: above the first fleet meeting every request the engine can, "
+            "carried from it (same requests met, GPU-h in proportion)"
+        )
+    return lines
+
+
+def fleets_json(per_seed: list[list[PolicyRun]]) -> list[dict[str, object]]:
+    """The fixed-fleet frontier of every always-on row, each point's mean over the seeds."""
+    out: list[dict[str, object]] = []
+    for card, points in _frontiers(per_seed):
+        for p in points:
+            point = p.as_json()
+            if card.cold_start_s is not None:
+                point["cold_start_s"] = card.cold_start_s
+            if card.routing is not None:
+                point["routing"] = card.routing
+            out.append(point)
+    return out
+
+
+def _frontiers(per_seed: list[list[PolicyRun]]) -> list[tuple[Scorecard, list[FleetPoint]]]:
+    """Per always-on row (one per variant): its card and its frontier, averaged over seeds."""
+    rows = []
+    for index, first in enumerate(per_seed[0]):
+        if not first.fleets:
+            continue
+        series = [runs[index].fleets for runs in per_seed]
+        points = [
+            FleetPoint(
+                replicas=column[0].replicas,
+                slo_attainment=statistics.fmean(p.slo_attainment for p in column),
+                gpu_seconds=statistics.fmean(p.gpu_seconds for p in column),
+                cost=statistics.fmean(p.cost for p in column),
+                simulated=all(p.simulated for p in column),
+            )
+            for column in zip(*series, strict=True)
+        ]
+        rows.append((first.scorecard, points))
+    return rows
 
 
 def run(args: argparse.Namespace) -> int:
@@ -633,12 +753,14 @@ def run(args: argparse.Namespace) -> int:
             requests = load_requests(seeded, warn=seed == seeds[0])
             options = options_from(seeded)
             # A bad annotation (--annotation, --sleep-after) says which in a ValueError.
-            per_seed.append(routed_policies(requests, options, args))
+            per_seed.append(variant_policies(requests, options, args))
     except (traces.TraceError, traces.TracesMissingError, InvalidAnnotation, ValueError) as error:
         print(f"tidal simulate: {error}", file=sys.stderr)
         return 2
-    # Charts draw one routing's runs (the first): a second would repeat every name.
-    runs = per_seed[0][: len(per_seed[0]) // len(args.routing or [None])]
+    # Charts draw one variant's runs (the first cold start and routing): a
+    # second would repeat every name.
+    variants = len(args.routing or [None]) * len(args.cold_start)
+    runs = per_seed[0][: len(per_seed[0]) // variants]
     rows: list[tuple[Scorecard, dict[str, tuple[float, float]]]]
     if len(seeds) == 1:
         rows = [(r.scorecard, {}) for r in per_seed[0]]
@@ -663,15 +785,25 @@ def run(args: argparse.Namespace) -> int:
             if len(seeds) > 1:
                 row["spread"] = {k: [round(lo, 4), round(hi, 4)] for k, (lo, hi) in spread.items()}
             policies.append(row)
-        print(json.dumps({"policies": policies, "seeds": seeds, "cpu_s": round(elapsed, 2)}))
+        document = {
+            "policies": policies,
+            "fleets": fleets_json(per_seed),
+            "start": args.start,
+            "seeds": seeds,
+            "cpu_s": round(elapsed, 2),
+        }
+        print(json.dumps(document))
     else:
+        colds = ", ".join(f"{c:g}" for c in args.cold_start)
         print(
             f"{len(requests)} requests over {requests[-1].offset_s:.0f} s, cold start "
-            f"{options.cold_start.median_s:g} s, target concurrency "
+            f"{colds} s, {args.start} start, target concurrency "
             f"{options.target_concurrency:g} per replica, at most {options.max_replicas}"
             + (f"; mean of seeds {seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else "")
         )
         print(table(cards))
+        for line in frontier_lines(per_seed):
+            print(line)
         if len(seeds) > 1:
             print(f"spread over {len(seeds)} seeds (min..max):")
             print(_spread_table(rows))

@@ -28,6 +28,18 @@ above it. Each term and why it holds:
    ``m`` largest ``w`` (``m``: the requests the goal lets miss), adds the
    rest, and adds one cold start (every run starts from zero replicas, and
    a starting replica holds its GPU).
+
+   **The prefix cache no better than the fleet's KV cache.** Taking every
+   block seen before as cached is one infinitely large cache. The fleet
+   holds at most ``max_replicas x kv_cache_tokens`` tokens of KV, so no
+   schedule's caches together serve more prompt blocks than Belady's
+   optimal replacement (evict the block used furthest in the future) on
+   one cache of that size serves from the trace's block sequence
+   (:func:`fleet_cache_hits`): Belady's is the most hits any cache of that
+   size gets on that sequence, splitting it over replicas only loses hits,
+   and a prefix hit is a hit. So the work is also at least the
+   ``must_serve`` smallest uncached works less those hits' prefill; the
+   work bound is the larger of the two.
 3. **Presence.** A request that meets the objective needs a ready replica
    at its first token (within ``[a, a + slo]``) and until it finishes, no
    earlier than ``a + e2e_min`` (``e2e_min``: ``ttft_min`` plus one step
@@ -95,6 +107,7 @@ bound on what a better policy could save.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 from collections.abc import Sequence
@@ -103,7 +116,7 @@ from dataclasses import dataclass
 from scaler.sim.engine import LlmParams
 from scaler.sim.traces import TraceRequest
 
-__all__ = ["OracleBound", "cacheable_tokens", "oracle_bound"]
+__all__ = ["OracleBound", "cacheable_tokens", "fleet_cache_hits", "oracle_bound", "servable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +199,75 @@ def cacheable_tokens(requests: Sequence[TraceRequest], block_tokens: int) -> lis
     return out
 
 
+def fleet_cache_hits(requests: Sequence[TraceRequest], capacity_blocks: int) -> int:
+    """Block hits of Belady's optimal replacement on one cache of ``capacity_blocks``.
+
+    The requests' prompt blocks in arrival order are the access sequence; a
+    hit is an access to a block in the cache. Belady's rule (on a miss with
+    the cache full, evict the block whose next use is furthest away, or
+    never) maximizes hits for the size, and so bounds any fleet of that
+    total size; a block that is never used again is not kept at all.
+    """
+    accesses = [block for r in requests for block in r.prefix]
+    if capacity_blocks <= 0 or not accesses:
+        return 0
+    never = len(accesses)
+    following = [never] * len(accesses)
+    last: dict[int | str, int] = {}
+    for index in range(len(accesses) - 1, -1, -1):
+        following[index] = last.get(accesses[index], never)
+        last[accesses[index]] = index
+    if len(last) <= capacity_blocks:
+        # Everything fits: every access after a block's first is a hit.
+        return len(accesses) - len(last)
+    cached: dict[int | str, int] = {}  # block -> its next use
+    heap: list[tuple[int, int | str]] = []  # (-next use, block), stale entries skipped
+    hits = 0
+    for index, block in enumerate(accesses):
+        if block in cached:
+            hits += 1
+        elif len(cached) >= capacity_blocks:
+            while True:
+                use, victim = heapq.heappop(heap)
+                if cached.get(victim) == -use:
+                    break
+            if -use < following[index]:
+                # The newcomer is needed later than anything cached: keep them.
+                heapq.heappush(heap, (use, victim))
+                continue
+            del cached[victim]
+        if following[index] == never:
+            cached.pop(block, None)
+            continue
+        cached[block] = following[index]
+        heapq.heappush(heap, (-following[index], block))
+    return hits
+
+
+def servable(
+    requests: Sequence[TraceRequest],
+    *,
+    params: LlmParams,
+    slo_ttft_s: float,
+    cached_tokens: Sequence[int] | None = None,
+) -> int:
+    """How many of ``requests`` any schedule could meet the objective for (term 1).
+
+    A prompt at or over the context length is refused; one whose prefill
+    alone, on an idle replica, takes longer than the objective misses.
+    """
+    limit = min(params.max_model_len, params.kv_cache_tokens)
+    count = 0
+    for index, r in enumerate(requests):
+        prompt = max(1, r.prompt_tokens)
+        if prompt >= limit:
+            continue
+        cached = 0 if cached_tokens is None else min(cached_tokens[index], prompt - 1)
+        if _ttft_min(prompt - cached, params) <= slo_ttft_s + 1e-9:
+            count += 1
+    return count
+
+
 def oracle_bound(
     requests: Sequence[TraceRequest],
     *,
@@ -195,8 +277,15 @@ def oracle_bound(
     attainment: float = 0.99,
     context_tokens: int | None = None,
     cached_tokens: Sequence[int] | None = None,
+    fleet_cached_tokens: int | None = None,
 ) -> OracleBound:
-    """The lower bound of the module docstring for one model's ``requests``."""
+    """The lower bound of the module docstring for one model's ``requests``.
+
+    ``cached_tokens``: per request, the most of its prompt any cache could
+    hold (:func:`cacheable_tokens`); ``fleet_cached_tokens``: the most
+    prompt tokens the fleet's caches can serve in all (Belady's hits,
+    :func:`fleet_cache_hits`, times the block size; None: no such cap).
+    """
     if not 0 < attainment <= 1:
         raise ValueError(f"the attainment goal is a share within (0, 1], got {attainment}")
     n = len(requests)
@@ -205,6 +294,7 @@ def oracle_bound(
     decode_step_s = params.step_base_s + params.step_per_seq_s
     per_token_work = params.step_base_s / params.max_num_seqs + params.step_per_seq_s
     works: list[float] = []
+    uncached: list[float] = []  # the same requests' works with no prefix cached
     windows: list[tuple[float, float, tuple[float, float] | None, int]] = []
     for index, r in enumerate(requests):
         prompt, output = max(1, r.prompt_tokens), max(1, r.output_tokens)
@@ -215,7 +305,9 @@ def oracle_bound(
         ttft = _ttft_min(fresh, params)
         if ttft > slo_ttft_s + 1e-9:
             continue
-        works.append(fresh / params.prefill_tokens_per_s + (output - 1) * per_token_work)
+        decode = (output - 1) * per_token_work
+        works.append(fresh / params.prefill_tokens_per_s + decode)
+        uncached.append(prompt / params.prefill_tokens_per_s + decode)
         e2e = ttft + (output - 1) * decode_step_s
         start = r.offset_s
         required = (start + slo_ttft_s, start + e2e) if e2e > slo_ttft_s else None
@@ -228,6 +320,10 @@ def oracle_bound(
         return OracleBound(0.0, 0.0, goal, 0, n)
     works.sort()
     busy = sum(works[: len(works) - may_miss])
+    if fleet_cached_tokens is not None:
+        uncached.sort()
+        capped = sum(uncached[: len(uncached) - may_miss])
+        busy = max(busy, capped - fleet_cached_tokens / params.prefill_tokens_per_s)
     work_bound = cold_start_s + busy
     presence, starts = _presence(
         windows, cold_start_s, may_miss, params=params, slo_ttft_s=slo_ttft_s

@@ -1,72 +1,60 @@
-"""What one replica can carry at a TTFT objective: a profile of the engine model.
+"""What one replica can carry: a profile of the engine model, as Dynamo's profiler takes one.
 
-The predictive planner baseline (Dynamo's SLA planner) sizes a fleet as
-predicted load over per-replica capacity, where the capacity comes from
-profiling the engine before deployment. This module does that profiling on
-the very engine model the simulated replicas run: requests of the given
-mean prompt and output lengths arrive evenly spaced for
-:data:`PROFILE_SECONDS`, and the capacity is the highest rate (requests per
-second, found by bisection) at which their mean TTFT stays within the
-objective, as Dynamo's profiler picks the highest throughput per GPU that
-meets the TTFT target.
+The planner baseline (Dynamo's SLA planner) sizes prefill and decode
+separately, each as predicted load over a per-GPU throughput profiled before
+deployment (Dynamo's ``profile_sla``):
 
-Main decision: lengths are rounded to buckets about 10 % apart before
-profiling, and results are cached per bucket, so a planner that predicts a
-slightly different mean length every interval does not profile again (one
-profile costs about a second of CPU).
+- **prefill**: the tokens per second a replica prefills a prompt of the
+  given length with, alone (Dynamo profiles one request at each input
+  length and divides the length by its TTFT); here, on the engine model,
+  ``isl / ttft`` with ``ttft = ceil(isl / max_num_batched_tokens) x
+  step_base_s + isl / prefill_tokens_per_s``;
+- **decode**: the output tokens per second a replica produces at the
+  largest batch whose inter-token latency stays within the objective
+  (Dynamo sweeps the concurrency at a context of ``isl + osl / 2`` and
+  keeps the highest throughput within the ITL target); here the batch is
+  capped by ``max_num_seqs``, by the step time ``step_base_s +
+  step_per_seq_s x batch <= itl`` and by the KV cache holding ``batch x
+  (isl + osl / 2)`` tokens.
+
+Main decision: the profile is read off the engine's step-time formula
+instead of running it, because the simulated replicas run that very formula:
+a measurement would find the same numbers, less a sampling error.
 """
 
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 
-from scaler.sim.engine import Arrival, LlmParams, simulate
+from scaler.sim.engine import LlmParams
 
-__all__ = ["PROFILE_SECONDS", "capacity_rps"]
+__all__ = ["DEFAULT_ITL_S", "decode_tokens_per_s", "prefill_tokens_per_s"]
 
-PROFILE_SECONDS = 30.0
-_BUCKET = 1.1
-_STEPS = 12
+#: Dynamo's planner default inter-token objective (``itl``: 50 ms).
+DEFAULT_ITL_S = 0.05
 
 
-def _bucket(tokens: float) -> int:
-    """``tokens`` rounded to the nearest power of 1.1 (at least 1)."""
-    if tokens <= 1:
-        return 1
-    return max(1, round(_BUCKET ** round(math.log(tokens, _BUCKET))))
+def prefill_tokens_per_s(params: LlmParams, isl: float) -> float:
+    """Prompt tokens per second one replica prefills prompts of ``isl`` tokens at, alone."""
+    tokens = max(1.0, isl)
+    steps = max(1, math.ceil(tokens / params.max_num_batched_tokens))
+    return tokens / (steps * params.step_base_s + tokens / params.prefill_tokens_per_s)
 
 
-def capacity_rps(params: LlmParams, isl: float, osl: float, slo_ttft_s: float) -> float:
-    """Requests per second one replica serves with mean TTFT within ``slo_ttft_s``.
+def decode_tokens_per_s(params: LlmParams, isl: float, osl: float, itl_s: float) -> float:
+    """Output tokens per second one replica decodes at the largest batch within ``itl_s``.
 
-    0 when even one request alone misses the objective (its prompt is too
-    long for it).
+    A batch of one when even that misses the objective (the profile then
+    reports what one sequence gets, as a sweep that starts at one would).
     """
-    if not slo_ttft_s > 0:
-        raise ValueError(f"the TTFT objective must be > 0 s, got {slo_ttft_s}")
-    return _capacity(params, _bucket(isl), _bucket(osl), slo_ttft_s)
-
-
-def _mean_ttft(params: LlmParams, isl: int, osl: int, rate: float) -> float:
-    count = max(1, int(rate * PROFILE_SECONDS))
-    prompt = min(isl, params.kv_cache_tokens - osl) if osl < params.kv_cache_tokens else 1
-    arrivals = [Arrival(i / rate, max(1, prompt), max(1, osl)) for i in range(count)]
-    result = simulate(arrivals, params)
-    return sum(r.ttft_s for r in result.records) / len(result.records)
-
-
-@lru_cache(maxsize=256)
-def _capacity(params: LlmParams, isl: int, osl: int, slo_ttft_s: float) -> float:
-    if _mean_ttft(params, isl, osl, 1.0 / PROFILE_SECONDS) > slo_ttft_s:
-        return 0.0
-    lo, hi = 1.0 / PROFILE_SECONDS, 1.0
-    while _mean_ttft(params, isl, osl, hi) <= slo_ttft_s and hi < 10_000:
-        lo, hi = hi, hi * 2
-    for _ in range(_STEPS):
-        mid = (lo + hi) / 2
-        if _mean_ttft(params, isl, osl, mid) <= slo_ttft_s:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    if not itl_s > 0:
+        raise ValueError(f"the inter-token objective must be > 0 s, got {itl_s}")
+    slack = itl_s - params.step_base_s
+    if params.step_per_seq_s > 0:
+        by_latency = math.floor(slack / params.step_per_seq_s + 1e-9)
+    else:
+        by_latency = params.max_num_seqs if slack >= 0 else 0
+    context = max(1.0, isl + osl / 2)
+    by_memory = math.floor(params.kv_cache_tokens / context)
+    batch = max(1, min(params.max_num_seqs, by_latency, by_memory))
+    return batch / (params.step_base_s + params.step_per_seq_s * batch)

@@ -4,32 +4,48 @@ What ``tidal simulate`` and the benchmark call. The policies, all with the
 same per-replica concurrency target and replica ceiling; each baseline holds
 requests as its own proxy does (:data:`scaler.sim.baselines.HOLD_TIMEOUTS_S`):
 
-- ``always-on-N``: the smallest fixed fleet whose SLO attainment reaches
-  99 % (a binary search over N; attainment grows with N), or the ceiling
-  when even that misses, and then its scorecard says ``reaches_target``
-  false;
+- ``always-on``: the smallest fixed fleet whose SLO attainment reaches
+  99 %, or the ceiling when even that misses, and then its scorecard says
+  ``reaches_target`` false; the run scores every fleet from 1 to the
+  ceiling on the way (the frontier, :func:`fleet_frontier`);
+  ``always-on-N`` runs the fleet of N alone;
 - ``hpa``, ``keda-http``, ``knative-kpa``, ``knative-tidal-idle`` (Knative
   with Tidal's grace period and scale-down delay), ``planner`` (Dynamo's
-  SLA planner, capacity profiled on the engine model by
-  :mod:`scaler.sim.profile`): :mod:`scaler.sim.baselines`;
+  SLA planner, prefill and decode sized on profiles of the engine model,
+  :mod:`scaler.sim.planner`): :mod:`scaler.sim.baselines`;
+- ``reactive``: the best a purely reactive policy can do, demand measured
+  perfectly and capacity one cold start late (:mod:`scaler.sim.reactive`);
 - ``oracle``: not a run but a lower bound on the GPU-seconds of any
   schedule meeting the attainment goal (:mod:`scaler.sim.oracle`);
 - ``tidal``: the scaler's defaults with the scorecard's objective as its
   ``slo-ttft`` annotation (SLO-first scaling, :mod:`scaler.policy.slo`);
   only the shared ceiling besides (the shared concurrency target is not
   used with an SLO);
+- ``tidal-concurrency`` (only when asked for): the scaler's
+  concurrency-based defaults, no objective, so that sweeps of their
+  annotations (``panic-window-percentage``, ``scale-to-zero-grace-period``)
+  move the row;
 - ``tidal-tuned``: the annotations in :data:`TUNED_ANNOTATIONS`, found by
   :func:`scaler.sim.tuning.tune` on the *conversation* trace, so that an
   evaluation on the code trace is not fitted to it;
 - ``tidal-adaptive``: the defaults with ``scale-to-zero-grace-period: adaptive``;
 - ``tidal-pool`` and ``tidal-warm`` (only when asked for: ``--policies``):
-  every model on one pool of time-sliced GPUs (:mod:`scaler.sim.warm_tier`),
-  scale-to-zero alone against the warm tier (``sleep-after``,
-  :data:`WARM_ANNOTATIONS` unless the caller's annotations set it);
-- ``tidal-spot`` (only when a spot placement is given): Tidal's defaults
+  ``tidal``'s policy with every model on one pool of time-sliced GPUs
+  (:mod:`scaler.sim.warm_tier`), scale-to-zero alone against the warm tier
+  (``sleep-after``, :data:`WARM_ANNOTATIONS` unless the caller's
+  annotations set it);
+- ``tidal-spot`` (only when a spot placement is given): ``tidal``'s policy
   with that placement (``scaler.policy.split`` each tick, spot
   interruptions as the world's spot model says), beside ``tidal``, which
-  stays all on-demand, so that one run compares the two.
+  stays all on-demand, so that one run compares the two. The three
+  variants carry exactly ``tidal``'s annotations (:func:`tidal_annotations`)
+  and differ only in what their names say.
+
+Every autoscaler starts as ``options.start`` says (``--start``): ``warm``
+gives each the fleet the first minute needs
+(:func:`scaler.sim.reactive.first_minute_fleet`), held through that minute,
+``zero`` gives each nothing; fixed fleets are always warm. (``tidal-pool`` and ``tidal-warm``
+run in their own pooled world and always start from zero.)
 
 A trace whose requests name models (a pool of many small deployments) runs
 each model in its own world with its own autoscaler; the runs are merged
@@ -40,27 +56,42 @@ replicas and load per second).
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from scaler.policy import PlacementConfig
-from scaler.sim.baselines import HOLD_TIMEOUTS_S, AlwaysOn, Hpa, Keda, Knative, Planner
-from scaler.sim.oracle import cacheable_tokens, oracle_bound
-from scaler.sim.profile import capacity_rps
+from scaler.sim.baselines import HOLD_TIMEOUTS_S, AlwaysOn, Hpa, Keda, Knative
+from scaler.sim.frontier import FleetPoint, Frontier, fleet_frontier
+from scaler.sim.oracle import cacheable_tokens, fleet_cache_hits, oracle_bound, servable
+from scaler.sim.planner import Planner
+from scaler.sim.profile import DEFAULT_ITL_S, decode_tokens_per_s, prefill_tokens_per_s
+from scaler.sim.reactive import FIRST_MINUTE_S, Reactive, demand_per_second, first_minute_fleet
 from scaler.sim.scorecard import Prices, Scorecard, score
 from scaler.sim.tidal import TidalAutoscaler
 from scaler.sim.traces import TraceRequest
 from scaler.sim.warm_tier import POOL_POLICIES, PoolConfig, run_pool
-from scaler.sim.world import Autoscaler, ColdStart, RunResult, Second, WorldConfig, run_world
+from scaler.sim.world import (
+    Autoscaler,
+    ColdStart,
+    RunResult,
+    Second,
+    View,
+    WorldConfig,
+    run_world,
+)
 
 __all__ = [
+    "OPTIONAL_POLICIES",
     "POLICY_NAMES",
+    "STARTS",
     "TUNED_ANNOTATIONS",
     "WARM_ANNOTATIONS",
     "PolicyRun",
     "SimulationOptions",
     "run_policies",
     "smallest_always_on",
+    "tidal_annotations",
 ]
 
 _A = "autoscaling.tidal.dev/"
@@ -97,8 +128,13 @@ POLICY_NAMES = (
     "tidal",
     "tidal-tuned",
     "tidal-adaptive",
+    "reactive",
     "oracle",
 )
+#: Run only when named (besides ``always-on-N`` and the pool policies).
+OPTIONAL_POLICIES = ("tidal-concurrency",)
+STARTS = ("warm", "zero")
+_FIXED = re.compile(r"always-on-([1-9][0-9]*)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +149,8 @@ class SimulationOptions:
     tuned_annotations: Mapping[str, str] = field(default_factory=lambda: dict(TUNED_ANNOTATIONS))
     policies: tuple[str, ...] = POLICY_NAMES
     spot_placement: PlacementConfig | None = None
-    # Tidal's variants start with this many replicas warm (0: from zero).
-    tidal_warm_start: int = 0
+    # warm: every autoscaler starts with the fleet the first minute needs; zero: none.
+    start: str = "warm"
     # The time-sliced GPUs of tidal-pool and tidal-warm.
     pool: PoolConfig = field(default_factory=PoolConfig)
     warm_annotations: Mapping[str, str] = field(default_factory=lambda: dict(WARM_ANNOTATIONS))
@@ -122,10 +158,15 @@ class SimulationOptions:
     def __post_init__(self) -> None:
         if self.spot_placement is not None and self.spot_placement.policy == "on-demand":
             raise ValueError("spot_placement needs a spot policy, got on-demand")
-        known = (*POLICY_NAMES, *POOL_POLICIES)
-        unknown = [p for p in self.policies if p not in known]
+        known = (*POLICY_NAMES, *OPTIONAL_POLICIES, *POOL_POLICIES)
+        unknown = [p for p in self.policies if p not in known and not _FIXED.fullmatch(p)]
         if unknown:
-            raise ValueError(f"unknown policies {unknown}; choose from {list(known)}")
+            raise ValueError(
+                f"unknown policies {unknown}; choose from {list(known)} or always-on-N "
+                "(a fixed fleet of N >= 1)"
+            )
+        if self.start not in STARTS:
+            raise ValueError(f"unknown start {self.start!r}; choose from {list(STARTS)}")
         if self.max_replicas < 1:
             raise ValueError(f"max replicas must be >= 1, got {self.max_replicas}")
         if not 0 < self.always_on_attainment <= 1:
@@ -151,50 +192,111 @@ class SimulationOptions:
         }
 
 
+def tidal_annotations(policy: str, options: SimulationOptions) -> dict[str, str]:
+    """The annotations a Tidal row runs with, the shared knobs included.
+
+    ``tidal`` and its variants (``tidal-spot``, ``tidal-pool``,
+    ``tidal-warm``) share one set, the objective included; the pool rows
+    then add or strip the warm tier's keys.
+    """
+    shared = options.shared_annotations()
+    if policy in ("tidal", "tidal-spot", *POOL_POLICIES):
+        return {**shared, **options.slo_annotations()}
+    if policy == "tidal-concurrency":
+        return {**shared, **options.tidal_annotations}
+    if policy == "tidal-tuned":
+        return {**shared, **options.tuned_annotations}
+    if policy == "tidal-adaptive":
+        adaptive = {_A + "scale-to-zero-grace-period": "adaptive"}
+        return {**shared, **options.tidal_annotations, **adaptive}
+    raise ValueError(f"{policy!r} is not a Tidal row")
+
+
 @dataclass(frozen=True, slots=True)
 class PolicyRun:
     scorecard: Scorecard
     result: RunResult | None  # None: the oracle, a bound rather than a run
+    # always-on: every fleet from 1 to the ceiling (the frontier); else empty.
+    fleets: tuple[FleetPoint, ...] = ()
 
 
-Factory = Callable[[], Autoscaler]
+#: Builds one model's autoscaler from its requests (the reactive oracle reads them).
+Factory = Callable[[Sequence[TraceRequest]], Autoscaler]
 
 
-def _tidal(name: str, annotations: Mapping[str, str], options: SimulationOptions) -> Factory:
-    merged = {**options.shared_annotations(), **annotations}
-    return lambda: TidalAutoscaler(
-        name, merged, cold_start_s=options.cold_start.median_s, warm_start=options.tidal_warm_start
-    )
+class _Started:
+    """An autoscaler given the run's starting fleet in place of its own.
+
+    The fleet is held through the first minute (what a policy running for a
+    while before the trace began would have): an autoscaler whose history is
+    empty at time 0 would otherwise drop it at its first decision.
+    """
+
+    def __init__(self, inner: Autoscaler, initial: int) -> None:
+        self.inner = inner
+        self._initial = initial
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def initial(self) -> int:
+        return self._initial
+
+    def tick(self, view: View, *, activation: bool) -> int | None:
+        desired = self.inner.tick(view, activation=activation)
+        if desired is None or view.now >= FIRST_MINUTE_S:
+            return desired
+        return max(desired, self._initial)
+
+
+def _tidal(name: str, options: SimulationOptions) -> Factory:
+    annotations = tidal_annotations(name, options)
+    return lambda _: TidalAutoscaler(name, annotations, cold_start_s=options.cold_start.median_s)
 
 
 def _factories(options: SimulationOptions) -> dict[str, Factory]:
     target, top = options.target_concurrency, options.max_replicas
+    engine = options.world.engine
     return {
-        "hpa": lambda: Hpa(target=target, max_replicas=top),
-        "keda-http": lambda: Keda(target=target, max_replicas=top),
-        "knative-kpa": lambda: Knative(target=target, max_replicas=top),
+        "hpa": lambda _: Hpa(target=target, max_replicas=top),
+        "keda-http": lambda _: Keda(target=target, max_replicas=top),
+        "knative-kpa": lambda _: Knative(target=target, max_replicas=top),
         # Tidal's idle defaults (scaler.policy.ScalingConfig): 5 min grace, 60 s delay.
-        "knative-tidal-idle": lambda: Knative(
+        "knative-tidal-idle": lambda _: Knative(
             target=target,
             max_replicas=top,
             scale_to_zero_grace_s=300.0,
             scale_down_delay_s=60.0,
             name="knative-tidal-idle",
         ),
-        "planner": lambda: Planner(
-            capacity=lambda isl, osl: capacity_rps(
-                options.world.engine, isl, osl, options.slo_ttft_s
-            ),
+        "planner": lambda _: Planner(
+            prefill=lambda isl: prefill_tokens_per_s(engine, isl),
+            decode=lambda isl, osl: decode_tokens_per_s(engine, isl, osl, DEFAULT_ITL_S),
             max_replicas=top,
         ),
-        "tidal": _tidal("tidal", options.slo_annotations(), options),
-        "tidal-tuned": _tidal("tidal-tuned", options.tuned_annotations, options),
-        "tidal-adaptive": _tidal(
-            "tidal-adaptive",
-            {**options.tidal_annotations, _A + "scale-to-zero-grace-period": "adaptive"},
-            options,
+        "reactive": lambda group: Reactive(
+            demand_per_second(group, engine),
+            break_even_s=options.cold_start.median_s,
+            max_replicas=top,
         ),
+        **{
+            name: _tidal(name, options)
+            for name in ("tidal", "tidal-concurrency", "tidal-tuned", "tidal-adaptive")
+        },
     }
+
+
+def _start(
+    autoscaler: Autoscaler, group: Sequence[TraceRequest], options: SimulationOptions
+) -> Autoscaler:
+    """``autoscaler`` with the run's starting fleet (see the module docstring)."""
+    if options.start == "zero":
+        return _Started(autoscaler, 0)
+    demand = demand_per_second(group, options.world.engine)
+    warm = first_minute_fleet(demand, options.max_replicas)
+    return _Started(autoscaler, max(warm, autoscaler.initial))
 
 
 def _by_model(requests: Sequence[TraceRequest]) -> list[list[TraceRequest]]:
@@ -276,57 +378,118 @@ def smallest_always_on(
 def run_policies(
     requests: Sequence[TraceRequest], options: SimulationOptions | None = None
 ) -> list[PolicyRun]:
-    """Every selected policy over ``requests``, in :data:`POLICY_NAMES` order."""
+    """Every selected policy over ``requests``, in the order ``options.policies`` names them."""
     options = options or SimulationOptions()
     if not requests:
         raise ValueError("the trace has no requests")
     models = _by_model(requests)
     factories = _factories(options)
+    frontier = _frontier(models, options) if _wants_fleets(options.policies) else None
     runs: list[PolicyRun] = []
     for policy in options.policies:
         if policy == "oracle":
             runs.append(PolicyRun(_oracle_card(requests, models, runs, options), None))
-            continue
-        if policy == "always-on":
-            found = [smallest_always_on(group, options) for group in models]
-            fleet = sum(n for n, _ in found)
-            result = _merge(f"always-on-{fleet}", [r for _, r in found])
+        elif policy == "always-on" or _FIXED.fullmatch(policy):
+            assert frontier is not None  # built whenever a fixed fleet is asked for
+            runs.append(_fixed_row(policy, frontier, options))
+        elif policy in POOL_POLICIES:
+            runs.append(_pool_row(policy, requests, options))
+        else:
+            world = world_for(policy, options)
+            results = [
+                run_world(group, _start(factories[policy](group), group, options), world)
+                for group in models
+            ]
+            result = _merge(policy, results)
             card = score(result, slo_ttft_s=options.slo_ttft_s, prices=options.prices)
-            reaches = all(
-                score(r, slo_ttft_s=options.slo_ttft_s).slo_attainment
-                >= options.always_on_attainment
-                for _, r in found
-            )
-            runs.append(PolicyRun(replace(card, reaches_target=reaches), result))
-            continue
-        if policy in POOL_POLICIES:
-            annotations = {**options.shared_annotations(), **options.tidal_annotations}
-            if policy == "tidal-warm":
-                annotations = {**annotations, **options.warm_annotations}
-            else:  # scale-to-zero alone, even when the caller's annotations set the tier
-                annotations = {k: v for k, v in annotations.items() if k not in WARM_ANNOTATIONS}
-            pooled = run_pool(
-                requests,
-                name=policy,
-                annotations=annotations,
-                pool=options.pool,
-                world=options.world,
-                slo_ttft_s=options.slo_ttft_s,
-                prices=options.prices,
-            )
-            runs.append(PolicyRun(pooled.scorecard, pooled.result))
-            continue
-        world = world_for(policy, options)
-        result = _merge(policy, [run_world(group, factories[policy](), world) for group in models])
-        card = score(result, slo_ttft_s=options.slo_ttft_s, prices=options.prices)
-        runs.append(PolicyRun(card, result))
+            runs.append(PolicyRun(card, result))
     if options.spot_placement is not None:
         world = replace(options.world, placement=options.spot_placement)
-        tidal_spot = _tidal("tidal-spot", options.tidal_annotations, options)
-        result = _merge("tidal-spot", [run_world(group, tidal_spot(), world) for group in models])
+        tidal_spot = _tidal("tidal-spot", options)
+        results = [
+            run_world(group, _start(tidal_spot(group), group, options), world) for group in models
+        ]
+        result = _merge("tidal-spot", results)
         card = score(result, slo_ttft_s=options.slo_ttft_s, prices=options.prices)
         runs.append(PolicyRun(card, result))
     return runs
+
+
+def _wants_fleets(policies: Sequence[str]) -> bool:
+    return any(p == "always-on" or _FIXED.fullmatch(p) for p in policies)
+
+
+def _frontier(models: Sequence[Sequence[TraceRequest]], options: SimulationOptions) -> Frontier:
+    engine = options.world.engine
+    sizes = [int(m.group(1)) for p in options.policies if (m := _FIXED.fullmatch(p))]
+    servable_counts = [
+        servable(
+            group,
+            params=engine,
+            slo_ttft_s=options.slo_ttft_s,
+            cached_tokens=cacheable_tokens(group, engine.prefix_block_tokens),
+        )
+        for group in models
+    ]
+    return fleet_frontier(
+        models,
+        world=options.world,
+        slo_ttft_s=options.slo_ttft_s,
+        prices=options.prices,
+        ceiling=max([options.max_replicas, *sizes]),
+        servable=servable_counts,
+        goal=options.always_on_attainment,
+        keep=sizes,
+    )
+
+
+def _fixed_row(policy: str, frontier: Frontier, options: SimulationOptions) -> PolicyRun:
+    """``always-on`` (the smallest fleet reaching the goal) or ``always-on-N``: frontier runs."""
+    fixed = _FIXED.fullmatch(policy)
+    results = [
+        runs[int(fixed.group(1)) if fixed else smallest]
+        for smallest, runs in zip(frontier.smallest, frontier.runs, strict=True)
+    ]
+    if fixed:
+        result = _merge(policy, results)
+        card = score(result, slo_ttft_s=options.slo_ttft_s, prices=options.prices)
+        return PolicyRun(card, result)
+    result = _merge(f"always-on-{sum(frontier.smallest)}", results)
+    card = score(result, slo_ttft_s=options.slo_ttft_s, prices=options.prices)
+    reaches = all(
+        score(r, slo_ttft_s=options.slo_ttft_s).slo_attainment >= options.always_on_attainment
+        for r in results
+    )
+    return PolicyRun(replace(card, reaches_target=reaches), result, frontier.points)
+
+
+def _pool_row(
+    policy: str, requests: Sequence[TraceRequest], options: SimulationOptions
+) -> PolicyRun:
+    annotations = tidal_annotations(policy, options)
+    if policy == "tidal-warm":
+        annotations = {**annotations, **options.warm_annotations}
+    else:  # scale-to-zero alone, even when the caller's annotations set the tier
+        annotations = {k: v for k, v in annotations.items() if k not in WARM_ANNOTATIONS}
+    pooled = run_pool(
+        requests,
+        name=policy,
+        annotations=annotations,
+        pool=options.pool,
+        world=options.world,
+        slo_ttft_s=options.slo_ttft_s,
+        prices=options.prices,
+    )
+    return PolicyRun(pooled.scorecard, pooled.result)
+
+
+def _fleet_cached_tokens(group: Sequence[TraceRequest], options: SimulationOptions) -> int:
+    """The most prompt tokens the ceiling's caches together can serve (the oracle's cap)."""
+    engine = options.world.engine
+    if not any(r.prefix for r in group):
+        return 0
+    blocks = options.max_replicas * engine.kv_cache_tokens // engine.prefix_block_tokens
+    return fleet_cache_hits(group, blocks) * engine.prefix_block_tokens
 
 
 def _oracle_card(
@@ -347,6 +510,7 @@ def _oracle_card(
                 options.world.engine.max_model_len, options.world.engine.kv_cache_tokens
             ),
             cached_tokens=cacheable_tokens(group, options.world.engine.prefix_block_tokens),
+            fleet_cached_tokens=_fleet_cached_tokens(group, options),
         )
         for group in models
     ]

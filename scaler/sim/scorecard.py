@@ -15,6 +15,9 @@ Per policy:
 - **GPU-seconds**: from each replica's creation to its removal, split into
   busy (the engine stepping) and idle, and into spot and on-demand; **cost**
   at the stated prices (spot a fraction of on-demand, 0.35 by default).
+- **first cold start**: the requests that arrived before the run's first
+  replica was ready and missed the objective, what starting from zero cost
+  the row (0 for a warm start).
 - **prefix hit rate** (``tidal simulate --routing``): prompt tokens served
   from the replicas' prefix caches over all they were sent, vLLM's
   ``prefix_cache_hits / prefix_cache_queries`` (:func:`prefix_hit_rate`).
@@ -100,10 +103,15 @@ class Scorecard:
     # without the flag or for a trace with no prompt block ids).
     routing: str | None = None
     prefix_hit_rate: float | None = None
+    # Requests that arrived before the run's first replica was ready and
+    # missed the objective: what the first cold start cost (0 when warm).
+    first_cold_start_missed: int = 0
+    # ``tidal simulate --cold-start`` with a list: the median this row ran with.
+    cold_start_s: float | None = None
 
     def as_json(self) -> dict[str, object]:
         data = asdict(self)
-        for optional in ("reaches_target", "routing", "prefix_hit_rate"):
+        for optional in ("reaches_target", "routing", "prefix_hit_rate", "cold_start_s"):
             if data[optional] is None:
                 del data[optional]
         for key, value in data.items():
@@ -140,6 +148,15 @@ def score(result: RunResult, *, slo_ttft_s: float = 2.0, prices: Prices | None =
         if first is not None and failed is None
     ]
     met = sum(1 for t in ttfts if t <= slo_ttft_s + 1e-9)
+    first_ready = next((s.at_s for s in result.timeline if s.ready > 0), math.inf)
+    first_missed = sum(
+        1
+        for arrival, first, failed in zip(
+            result.arrival_s, result.first_token_s, result.failed_reason, strict=True
+        )
+        if arrival < first_ready
+        and (failed is not None or first is None or first - arrival > slo_ttft_s + 1e-9)
+    )
     reasons = Counter(r for r in result.failed_reason if r is not None)
     completed = sum(1 for f in result.finished_s if f is not None)
     total = busy = spot = 0.0
@@ -176,4 +193,5 @@ def score(result: RunResult, *, slo_ttft_s: float = 2.0, prices: Prices | None =
         preemptions=result.preemptions,
         duration_s=result.end_s,
         gpu_seconds_awake=total,
+        first_cold_start_missed=first_missed,
     )

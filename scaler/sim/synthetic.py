@@ -13,12 +13,19 @@ so that a run is reproducible:
   thinned to that rate;
 - ``many-models``: many rarely used models sharing a pool: each model's rate
   is drawn so that 45 % are invoked at most once an hour and 81 % at most
-  once a minute (Azure Functions 2019), the rest more often.
+  once a minute (Azure Functions 2019), the rest more often;
+- ``long-context``: Poisson arrivals of long prompts with a heavy tail: the
+  means of Mooncake's published trace (Qin et al., FAST 2025: 7,590 input
+  and 182 output tokens on average), log-normal with a prompt sigma of 1.5
+  (median 2,460 tokens), so that about 2 % of prompts are longer than what
+  one replica prefills within 2 s (about 50,000 tokens) and a few are over
+  the 131,072-token context and refused.
 
 Token counts are log-normal around the code trace's medians (1,469 prompt,
 13 output tokens; ``chat`` uses the conversation trace's 1,020 and 129), with
 a spread (sigma 1.0) that gives the traces' long tails; they are clipped to
-what one engine's KV cache holds.
+what one engine's KV cache holds (``long-context``: prompts are not clipped,
+so the context length refuses the longest).
 
 Main decision: generators return :class:`~scaler.sim.traces.TraceRequest`
 lists like a parsed file, so everything downstream is the same code.
@@ -34,10 +41,15 @@ from scaler.sim.traces import TraceRequest
 
 __all__ = ["KINDS", "SyntheticSpec", "generate"]
 
-KINDS = ("bursts", "diurnal", "many-models")
+KINDS = ("bursts", "diurnal", "many-models", "long-context")
 
 _MAX_PROMPT = 32_000
 _MAX_OUTPUT = 4_000
+# Mooncake's means (see the module docstring) and the prompt tail's sigma.
+_LONG_PROMPT_MEAN = 7_590
+_LONG_OUTPUT_MEAN = 182
+_LONG_PROMPT_SIGMA = 1.5
+_LONG_MAX_PROMPT = 200_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +85,14 @@ def _tokens(rng: random.Random, profile: str) -> tuple[int, int]:
     prompt = int(prompt_median * math.exp(rng.gauss(0.0, 1.0)))
     output = int(output_median * math.exp(rng.gauss(0.0, 1.0)))
     return min(max(1, prompt), _MAX_PROMPT), min(max(1, output), _MAX_OUTPUT)
+
+
+def _long_tokens(rng: random.Random) -> tuple[int, int]:
+    # A log-normal's mean is median x exp(sigma^2 / 2).
+    median = _LONG_PROMPT_MEAN / math.exp(_LONG_PROMPT_SIGMA**2 / 2)
+    prompt = int(median * math.exp(rng.gauss(0.0, _LONG_PROMPT_SIGMA)))
+    output = int(_LONG_OUTPUT_MEAN / math.exp(0.5) * math.exp(rng.gauss(0.0, 1.0)))
+    return min(max(1, prompt), _LONG_MAX_PROMPT), min(max(1, output), _MAX_OUTPUT)
 
 
 def _gamma_arrivals(
@@ -128,6 +148,9 @@ def generate(spec: SyntheticSpec) -> list[TraceRequest]:
             rng, rate_per_s=rate, shape=spec.gamma_shape, end_s=spec.duration_s
         ):
             requests.append(TraceRequest(t, *_tokens(rng, spec.tokens)))
+    elif spec.kind == "long-context":
+        for t in _gamma_arrivals(rng, rate_per_s=rate, shape=1.0, end_s=spec.duration_s):
+            requests.append(TraceRequest(t, *_long_tokens(rng)))
     elif spec.kind == "diurnal":
         for t in _diurnal_arrivals(
             rng, mean_per_s=rate, ratio=spec.peak_to_trough, end_s=spec.duration_s

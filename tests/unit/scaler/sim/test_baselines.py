@@ -15,9 +15,6 @@ Covers:
 - Knative rounds both windows to whole pods before the panic test, takes the
   larger of the panic and stable counts in panic, and with a scale-down
   delay keeps the highest count of the delay;
-- the planner asks for predicted rate over profiled capacity at its 180 s
-  interval, never below one; its ARIMA predictor follows a trend and keeps
-  Dynamo's guard rails (leading zeros skipped, short or flat history: last);
 - always-on never changes; RecentMean forgets samples older than its window.
 """
 
@@ -27,11 +24,9 @@ import pytest
 
 from scaler.sim.baselines import (
     AlwaysOn,
-    ArimaPredictor,
     Hpa,
     Keda,
     Knative,
-    Planner,
     RecentMean,
 )
 from scaler.sim.world import View
@@ -220,58 +215,6 @@ def test_knative_goes_to_zero_only_after_the_grace_period() -> None:
     # The 60 s stable window empties at about t=70; then 30 s of grace.
     assert 95 <= zero_at <= 105
     assert kpa.tick(view(300, ready=0, spec=0, held=3, in_flight=0), activation=True) == 1
-
-
-# --- the planner -------------------------------------------------------------------------
-
-
-def test_planner_asks_for_predicted_rate_over_capacity_each_interval() -> None:
-    asked: list[tuple[float, float]] = []
-
-    def capacity(isl: float, osl: float) -> float:
-        asked.append((isl, osl))
-        return 10.0
-
-    planner = Planner(capacity=capacity, max_replicas=8)
-    assert (planner.initial, planner.name) == (1, "planner")
-    decisions = []
-    for t in range(1, 361):
-        seen = View(
-            now=float(t),
-            ready=1,
-            spec=1,
-            concurrency=1.0,
-            busy=True,
-            held=0,
-            in_flight=1,
-            arrivals=25,
-            arrival_prompt_tokens=25 * 1000,
-            arrival_output_tokens=25 * 50,
-        )
-        decisions.append(planner.tick(seen, activation=False))
-    made = [d for d in decisions if d is not None]
-    assert made == [3, 3]  # 25 requests/s over 10 per replica, at 180 s and 360 s
-    assert asked[-1] == (1000.0, 50.0)
-    idle = View(now=900.0, ready=3, spec=3, concurrency=0.0, busy=False, held=0, in_flight=0)
-    assert Planner(capacity=capacity, max_replicas=8).tick(idle, activation=False) == 1
-
-
-def test_arima_predictor_follows_a_trend_and_keeps_the_guard_rails() -> None:
-    predictor = ArimaPredictor()
-    predictor.add(0.0)  # leading idle: skipped
-    for value in (1.0, 2.0):
-        predictor.add(value)
-    assert predictor.predict() == 2.0  # too short: the last value
-    for value in (3.0, 4.0, 5.0, 6.0):
-        predictor.add(value)
-    assert predictor.predict() == pytest.approx(7.0)
-    flat = ArimaPredictor()
-    for _ in range(6):
-        flat.add(4.0)
-    assert flat.predict() == 4.0
-
-
-# --- others -----------------------------------------------------------------------------
 
 
 def test_always_on_never_changes() -> None:

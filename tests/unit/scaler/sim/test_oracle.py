@@ -6,7 +6,12 @@ too long for the objective lower the attainment it is computed for; the
 requests the goal lets miss lower the bound; a steady trickle of short
 requests costs a replica ready all along (the presence inside a cluster);
 the bound is below what every simulated policy spent for at least its
-attainment on a bursty trace.
+attainment on a bursty trace; the work term is each request's prefill and
+its decode at the fullest batch, plus a cold start; a burst of prompts one
+replica cannot prefill within the objective charges a cold start per extra
+replica (the levels); the fleet's cache serves no more than Belady's
+replacement on one cache of its size, which exhaustive search over every
+eviction choice confirms is the most hits, and capping it raises the work.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 import pytest
 
 from scaler.sim.engine import LlmParams
-from scaler.sim.oracle import oracle_bound
+from scaler.sim.oracle import cacheable_tokens, fleet_cache_hits, oracle_bound
 from scaler.sim.runner import SimulationOptions, run_policies
 from scaler.sim.traces import TraceRequest
 from scaler.sim.world import ColdStart, WorldConfig
@@ -75,3 +80,77 @@ def test_the_bound_is_below_every_policy_at_its_attainment() -> None:
     assert compared  # always-on at least
     for card in compared:
         assert card.gpu_seconds >= oracle.gpu_seconds, card.name
+
+
+def test_the_work_term_is_prefill_and_decode_at_the_fullest_batch() -> None:
+    # Back to back, so that presence is one cluster and the work decides.
+    requests = [TraceRequest(i * 0.5, 20_000, 400) for i in range(100)]
+    result = oracle_bound(requests, params=PARAMS, cold_start_s=60.0, slo_ttft_s=2.0, attainment=1)
+    per_token = PARAMS.step_base_s / PARAMS.max_num_seqs + PARAMS.step_per_seq_s
+    work = 100 * (20_000 / PARAMS.prefill_tokens_per_s + 399 * per_token)
+    assert result.busy_seconds == pytest.approx(work)
+    assert result.gpu_seconds >= 60.0 + work
+
+
+def test_a_burst_one_replica_cannot_prefill_in_time_charges_more_replicas() -> None:
+    # 10 x 20,000 tokens at once: 200,000 / (25,000 x 2 s) = 4 replicas ready together.
+    burst = [TraceRequest(0.0, 20_000, 1) for _ in range(10)]
+    assert bound([TraceRequest(0.0, 20_000, 1)]) < 2 * 60.0
+    assert bound(burst) >= 4 * 60.0
+
+
+def _best_hits(accesses: list[int], capacity: int) -> int:
+    """The most hits of any replacement, by trying every choice (tiny inputs only)."""
+    best = 0
+
+    def go(index: int, cache: frozenset[int], hits: int) -> None:
+        nonlocal best
+        if index == len(accesses):
+            best = max(best, hits)
+            return
+        block = accesses[index]
+        if block in cache:
+            go(index + 1, cache, hits + 1)
+            return
+        go(index + 1, cache, hits)  # not kept
+        if len(cache) < capacity:
+            go(index + 1, cache | {block}, hits)
+        else:
+            for victim in cache:
+                go(index + 1, (cache - {victim}) | {block}, hits)
+
+    go(0, frozenset(), 0)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_beladys_replacement_gets_the_most_hits_any_cache_of_its_size_gets(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    accesses = [rng.randrange(5) for _ in range(10)]
+    requests = [TraceRequest(float(i), 16, 1, prefix=(b,)) for i, b in enumerate(accesses)]
+    for capacity in (1, 2, 3):
+        assert fleet_cache_hits(requests, capacity) == _best_hits(accesses, capacity)
+
+
+def test_a_fleet_cache_smaller_than_the_trace_raises_the_work() -> None:
+    # Ten prompts cycling over three 4-block prefixes: one infinite cache hits
+    # from the fourth on; a cache of 4 blocks holds one prefix at a time.
+    prefixes = [tuple(range(k * 10, k * 10 + 4)) for k in range(3)]
+    requests = [TraceRequest(float(i), 4 * 512, 1, prefix=prefixes[i % 3]) for i in range(10)]
+    cached = cacheable_tokens(requests, 512)
+    small = fleet_cache_hits(requests, 4) * 512
+    assert small < sum(cached)
+    common = {"params": PARAMS, "cold_start_s": 60.0, "slo_ttft_s": 2.0, "attainment": 1.0}
+    infinite = oracle_bound(requests, cached_tokens=cached, **common)  # type: ignore[arg-type]
+    capped = oracle_bound(
+        requests,
+        cached_tokens=cached,
+        fleet_cached_tokens=small,
+        **common,  # type: ignore[arg-type]
+    )
+    assert capped.busy_seconds > infinite.busy_seconds
+    assert capped.busy_seconds == pytest.approx(
+        (10 * 4 * 512 - small) / PARAMS.prefill_tokens_per_s
+    )

@@ -1,12 +1,19 @@
 """Running every policy (scaler.sim.runner).
 
 Covers: always-on is the smallest fleet that meets the attainment goal (one
-fewer misses it); every policy of the list runs, in order, on the same
-requests; a trace naming models runs one world per model and the scorecard
-adds them up; a spot placement adds a tidal-spot run; bad options are named;
-always-on says when no fleet up to the ceiling reaches 99 %; each baseline
-holds requests for its own proxy's timeout (KEDA's interceptor 20 s,
-Knative's activator 300 s), so a 60 s cold start fails KEDA's held requests.
+fewer misses it), and the frontier scores every fleet to the ceiling, those
+above the first meeting every servable request carried from it, an
+``always-on-N`` row the frontier's point N; ``tidal-spot``, ``tidal-pool``
+and ``tidal-warm`` parse to ``tidal``'s configuration, objective included,
+and ``tidal-concurrency`` to the defaults without one; a warm start gives
+every autoscaler the fleet the first minute needs (no request lost to a
+first cold start) and a zero start none, fixed fleets warm in both; every
+policy of the list runs, in order, on the same requests; a trace naming
+models runs one world per model and the scorecard adds them up; a spot
+placement adds a tidal-spot run; bad options are named; always-on says when
+no fleet up to the ceiling reaches 99 %; each baseline holds requests for
+its own proxy's timeout (KEDA's interceptor 20 s, Knative's activator
+300 s), so a 60 s cold start fails KEDA's held requests.
 """
 
 from __future__ import annotations
@@ -16,11 +23,13 @@ from dataclasses import replace
 import pytest
 
 from scaler.policy import PlacementConfig
+from scaler.policy.protocol import PurePolicy
 from scaler.sim.runner import (
     POLICY_NAMES,
     SimulationOptions,
     run_policies,
     smallest_always_on,
+    tidal_annotations,
     world_for,
 )
 from scaler.sim.scorecard import score
@@ -53,7 +62,8 @@ def test_models_run_apart_and_add_up() -> None:
         replace(r, model="b", offset_s=r.offset_s + 0.005) for r in BURSTS[:60]
     ]
     (run,) = run_policies(
-        sorted(two, key=lambda r: r.offset_s), replace(OPTIONS, policies=("tidal",))
+        sorted(two, key=lambda r: r.offset_s),
+        replace(OPTIONS, policies=("tidal",), start="zero"),
     )
     # Each model woke on its own: two cold starts, replicas from both.
     assert run.scorecard.cold_starts == 2
@@ -99,8 +109,53 @@ def test_each_baseline_holds_requests_as_its_proxy_does() -> None:
         OPTIONS,
         world=WorldConfig(cold_start=ColdStart(60.0)),
         policies=("keda-http", "knative-kpa", "knative-tidal-idle"),
+        start="zero",
     )
     keda, knative, tidal_idle = (r.scorecard for r in run_policies(lone, options))
     assert keda.failed_by_reason == {"cold-start-timeout": 1}
     assert knative.failed == 0
     assert tidal_idle.failed == 0
+
+
+def test_the_frontier_scores_every_fleet_and_always_on_is_its_smallest_at_the_goal() -> None:
+    runs = run_policies(BURSTS, replace(OPTIONS, policies=("always-on", "always-on-2")))
+    always, two = runs
+    points = always.fleets
+    assert [p.replicas for p in points] == list(range(1, 9))
+    n, _ = smallest_always_on(BURSTS, OPTIONS)
+    assert always.scorecard.name == f"always-on-{n}"
+    assert min(p.replicas for p in points if p.slo_attainment >= 0.99) == n
+    # Past the first fleet meeting every request, points are carried: same
+    # attainment, GPU-seconds in proportion to the size.
+    last = max(p.replicas for p in points if p.simulated)
+    assert last < 8 and points[last - 1].slo_attainment == pytest.approx(1.0)
+    for p in points[last:]:
+        assert not p.simulated and p.slo_attainment == points[last - 1].slo_attainment
+        assert p.gpu_seconds == pytest.approx(points[last - 1].gpu_seconds * p.replicas / last)
+    assert two.scorecard.name == "always-on-2"
+    assert two.scorecard.slo_attainment == pytest.approx(points[1].slo_attainment)
+    assert two.scorecard.gpu_seconds == pytest.approx(points[1].gpu_seconds)
+
+
+def test_tidal_variants_run_tidals_configuration() -> None:
+    options = replace(OPTIONS, tidal_annotations={"autoscaling.tidal.dev/window": "30s"})
+    policy = PurePolicy(cold_start_estimate_s=5.0)
+    tidal = policy.parse(tidal_annotations("tidal", options))
+    assert tidal.slo_ttft_s == options.slo_ttft_s
+    for variant in ("tidal-spot", "tidal-pool", "tidal-warm"):
+        assert policy.parse(tidal_annotations(variant, options)) == tidal
+    concurrency = policy.parse(tidal_annotations("tidal-concurrency", options))
+    assert concurrency.slo_ttft_s is None
+    assert concurrency.window_s == tidal.window_s == 30.0
+
+
+def test_a_warm_start_gives_every_autoscaler_the_first_minute_and_zero_gives_none() -> None:
+    names = ("always-on", "hpa", "keda-http", "knative-kpa", "planner", "tidal", "reactive")
+    warm = run_policies(BURSTS, replace(OPTIONS, policies=names))
+    zero = run_policies(BURSTS, replace(OPTIONS, policies=names, start="zero"))
+    assert all(r.scorecard.first_cold_start_missed == 0 for r in warm)
+    assert all(r.result is not None and r.result.timeline[0].ready > 1 for r in warm)
+    fixed, *scaled = zero
+    assert fixed.scorecard == warm[0].scorecard
+    for run in scaled:
+        assert run.scorecard.first_cold_start_missed > 0, run.scorecard.name
