@@ -67,7 +67,7 @@ PRIOR_SLOTS = 256.0
 _PRIOR_PREFILL_TOKENS_PER_S = 12_000.0
 # The prior counts as this many replica-seconds of evidence (ridge strength):
 # enough to hold the fit before data, little against a minute of busy replicas.
-_PRIOR_WEIGHT_S = 5.0
+_PRIOR_WEIGHT_S = 2.0
 # Busy replica-seconds before the fit replaces the prefill-only capacity.
 _TRUSTED_S = 30.0
 # Replica-seconds of busy time the fit remembers (older evidence fades): a few
