@@ -53,7 +53,7 @@ import asyncio
 import random
 
 from activator.balancing.least_loaded import pick
-from activator.balancing.prefix_key import PromptBlocks, estimated_tokens
+from activator.balancing.prefix_key import PROMPT_SIZE_BOUNDS, PromptBlocks, estimated_tokens
 from activator.clock import Clock, loop_time
 from activator.holding.prefix_balancing import PrefixBalancer
 from activator.holding.wake_queue import WakeQueue
@@ -124,6 +124,8 @@ class Gate:
         self.counts_tokens = False
         self.prompt_tokens = 0
         self.output_tokens = 0
+        # Arrivals with an estimated prompt longer than each PROMPT_SIZE_BOUNDS.
+        self.prompts_over = [0] * len(PROMPT_SIZE_BOUNDS)
         self.closed = False
         self._closed_reason: type[HoldError] = GateClosed
         # Time integral of in_flight + buffered since the last report. The
@@ -208,6 +210,12 @@ class Gate:
         self.prompt_tokens = self.output_tokens = 0
         return got
 
+    def take_prompt_sizes(self) -> list[int]:
+        """Arrivals over each of :data:`PROMPT_SIZE_BOUNDS` since the last call; resets."""
+        got = self.prompts_over
+        self.prompts_over = [0] * len(PROMPT_SIZE_BOUNDS)
+        return got
+
     def arrive(self, document: object = None) -> None:
         """A request for this target arrived (counted once, however often it waits);
         ``document``: its parsed body, when it was routed by ``model``."""
@@ -216,6 +224,10 @@ class Gate:
             prompt, output = estimated_tokens(document)
             self.prompt_tokens += prompt
             self.output_tokens += output
+            for i, bound in enumerate(PROMPT_SIZE_BOUNDS):
+                if prompt <= bound:
+                    break
+                self.prompts_over[i] += 1
 
     def try_acquire(self, prompt: PromptBlocks | None = None) -> EndpointTracker | None:
         """An endpoint now, or None; never waits. Queued requests go first."""

@@ -88,6 +88,7 @@ def build_report(*, activator: str, registry: Registry, elapsed_s: float) -> dic
             prompt, output = gate.take_tokens()
             targets[name]["prompt_tokens"] = prompt
             targets[name]["output_tokens"] = output
+            targets[name]["prompts_over"] = gate.take_prompt_sizes()
     return {"activator": activator, "period_s": round(elapsed_s, 4), "targets": targets}
 
 

@@ -38,6 +38,9 @@ class ExampleModel:
     # Model time runs this much faster than wall time (1: an 8B model on an H100).
     speedup: float = 1.0
     extra_annotations: dict[str, str] = field(default_factory=dict)
+    # More arguments for the fake vLLM (``sandbox.tidal.dev/args``), e.g.
+    # ``("--max-num-seqs", "8")`` for a server whose batch fills first.
+    server_args: tuple[str, ...] = ()
 
     @property
     def target(self) -> str:
@@ -45,9 +48,9 @@ class ExampleModel:
 
     def deployment(self) -> dict[str, Any]:
         labels = {"app": self.name}
-        server_args = []
+        server_args = list(self.server_args)
         if self.speedup != 1.0:
-            server_args = ["--speedup", str(self.speedup)]
+            server_args += ["--speedup", str(self.speedup)]
         return {
             "apiVersion": "apps/v1",
             "kind": "Deployment",

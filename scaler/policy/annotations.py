@@ -222,11 +222,13 @@ SPECS: tuple[AnnotationSpec, ...] = (
         SLO_TTFT,
         "",
         "100ms to 10m",
-        "SLO-first scaling: the time-to-first-token objective. Set, Tidal sizes the model in"
-        " prompt tokens per second against a capacity it learns per replica, for the load"
-        " expected over the next cold start, and keeps it warm while a request within a cold"
-        " start is likely enough; target-concurrency, window, panic and scale-down-delay are"
-        " then not used (the other targets, when set, still raise the count)",
+        "SLO-first scaling: the time-to-first-token objective. Set, Tidal sizes the model for"
+        " the work of both phases (prompt tokens to prefill, tokens to generate) against the"
+        " capacity it learns per replica from the servers' counters, for the load expected"
+        " over the next cold start, and keeps it warm while a request within a cold start is"
+        " likely enough; prompts whose prefill alone exceeds it buy no replica."
+        " target-concurrency, window, panic and scale-down-delay are then not used (the other"
+        " targets, when set, still raise the count)",
     ),
     AnnotationSpec(
         SLO_ATTAINMENT,

@@ -123,6 +123,7 @@ def decide_slo(
             ready=observation.ready_replicas,
             now=now,
             interval_s=0.0 if previous.at_s is None else now - previous.at_s,
+            cold_start_s=cold_start_s,
         ),
         sizing=sizing,
     )

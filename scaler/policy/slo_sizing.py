@@ -177,7 +177,8 @@ def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
                 lo = mid + 1
     else:
         lo = _least_cost(late, top, history.span_s, goal.miss_price_s)
-    drain = _drain(series, goal.backlog, requests, goal.cold_start_s)
+    # Waiting requests no replica can serve in time are not worth draining.
+    drain = _drain(series, goal.backlog * (1 - hopeless / requests), requests, goal.cold_start_s)
     lo = min(top, max(lo, drain))
     share = (late(lo) + hopeless) / requests
     learned = "learned" if goal.fit.trusted else "prior"

@@ -30,17 +30,18 @@ from scaler.policy.slo_load import (
 from scaler.policy.slo_phases import PhaseFit, learn_phases
 from scaler.policy.slo_sizing import Sizing
 
-# Closing the loop: the measured attainment over the last _RECENT_S seconds,
-# once it counts _MIN_COUNTED first tokens, under the goal by more than
-# _SLACK while the sizing said the goal is met (and the replicas it asked for
-# are ready) raises the headroom by _RAISE, at most once per _RAISE_EVERY_S
-# (time for the added replicas to show) and up to _MAX_HEADROOM; above the
-# goal, the headroom fades back toward 1 over _FADE_S.
-_RECENT_S = 120.0
+# Closing the loop: the measured attainment over the last few cold starts
+# (_RECENT_COLD_STARTS, at least _MIN_RECENT_S: time for replicas asked for to
+# arrive and show), once it counts _MIN_COUNTED first tokens, under what is
+# attainable (the goal less the share no replica can serve in time) by more
+# than _SLACK while the replicas sizing asked for are ready raises the
+# headroom by _RAISE, at most once per such window and up to _MAX_HEADROOM;
+# at or above the goal, the headroom fades back toward 1 over _FADE_S.
+_RECENT_COLD_STARTS = 3.0
+_MIN_RECENT_S = 30.0
 _MIN_COUNTED = 50.0
 _SLACK = 0.005
 _RAISE = 1.2
-_RAISE_EVERY_S = 60.0
 _MAX_HEADROOM = 3.0
 _FADE_S = 600.0
 
@@ -108,11 +109,19 @@ class SloState:
         return self.capacity.tokens_per_s
 
     def corrected(
-        self, sizing: Sizing, *, goal: float, ready: int, now: float, interval_s: float
+        self,
+        sizing: Sizing,
+        *,
+        goal: float,
+        ready: int,
+        now: float,
+        interval_s: float,
+        cold_start_s: float,
     ) -> SloState:
         """The headroom after comparing the measured attainment with what ``sizing``
         promised (see the constants above), ``interval_s`` after the last decision."""
-        within, counted = self.measured.since(now - _RECENT_S)
+        recent_s = max(_MIN_RECENT_S, _RECENT_COLD_STARTS * cold_start_s)
+        within, counted = self.measured.since(now - recent_s)
         if counted < _MIN_COUNTED:
             return self
         measured = within / counted
@@ -120,8 +129,8 @@ class SloState:
         # Requests queued beyond what saturation explains are the backlog sizing
         # drains; misses behind it say nothing about the model.
         backlog = 0.0 if self.totals is None else self.totals.awaiting_first_token
-        promised = sizing.reachable and ready >= sizing.replicas > 0 and backlog <= 4 * ready
-        waited = self.raised_at_s is None or now - self.raised_at_s >= _RAISE_EVERY_S
+        promised = ready >= sizing.replicas > 0 and backlog <= 4 * ready
+        waited = self.raised_at_s is None or now - self.raised_at_s >= recent_s
         if measured < attainable - _SLACK and promised and waited:
             return replace(
                 self, headroom=min(_MAX_HEADROOM, self.headroom * _RAISE), raised_at_s=now
