@@ -50,7 +50,7 @@ from scaler.policy.api import (
 from scaler.policy.decide import PolicyState, desired_for_signal
 from scaler.policy.keep_warm import WarmOdds, miss_price_s, warm_odds
 from scaler.policy.slo_sizing import Sizing, SizingGoal, lookback_for, replicas_for
-from scaler.policy.slo_state import SloState
+from scaler.policy.slo_state import SloState, recent_window_s
 from scaler.policy.windows import MaxHold
 
 __all__ = ["SloState", "decide_slo"]
@@ -114,13 +114,14 @@ def decide_slo(
         miss_price_s=miss_price_s(cold_start_s=cold_start_s, attainment=config.slo_attainment),
         cold_start_s=cold_start_s,
         backlog=0.0 if observation.load is None else observation.load.awaiting_first_token,
+        ready=observation.ready_replicas,
+        recent_s=recent_window_s(cold_start_s),
     )
     sizing = replicas_for(slo.history, goal)  # 2. size
     slo = replace(
         slo.corrected(
             sizing,
             goal=config.slo_attainment,
-            ready=observation.ready_replicas,
             now=now,
             interval_s=0.0 if previous.at_s is None else now - previous.at_s,
             cold_start_s=cold_start_s,

@@ -98,6 +98,8 @@ class SizingGoal:
     miss_price_s: float = 6_000.0  # GPU-seconds one miss is worth
     cold_start_s: float = 60.0  # how long a replica asked for now takes to serve
     backlog: float = 0.0  # requests waiting for a first token now
+    ready: int = 0  # replicas serving now (for what the replay predicts of them)
+    recent_s: float = 0.0  # the window the attainment measured covers (0: none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,17 +111,28 @@ class Sizing:
     binding: str = "prefill"  # the phase with the larger share of the work
     reachable: bool = True  # False: the hopeless requests alone exceed the allowance
     rising: bool = False  # the load rose over the last cold start (a ramp, see _trend)
+    # The share of the last ``recent_s``'s requests the replay at the ready
+    # replicas keeps within the objective (None: no request in it): what the
+    # model says the servers should measure.
+    predicted: float | None = None
 
 
 def _late(
-    series: Sequence[tuple[float, float, float]], n: float, wait_s: float, stop_after: float
+    series: Sequence[tuple[float, float, float]],
+    n: float,
+    wait_s: float,
+    stop_after: float,
+    count_from: int = 0,
 ) -> float:
     """Requests a fluid queue served at ``n`` replica-seconds per second keeps waiting
-    longer than ``wait_s`` over ``series`` of ``(seconds, work, requests)`` (stops
-    counting past ``stop_after``)."""
+    longer than ``wait_s`` over ``series`` of ``(seconds, work, requests)`` (counted
+    from the interval ``count_from`` on; stops counting past ``stop_after``)."""
     threshold = n * wait_s
     backlog = late = 0.0
-    for dt, work, requests in series:
+    for i, (dt, work, requests) in enumerate(series):
+        if i < count_from:
+            backlog = max(0.0, backlog + work - n * dt)
+            continue
         rate = work / dt
         end = max(0.0, backlog + (rate - n) * dt)
         if requests > 0:
@@ -178,9 +191,12 @@ def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
     else:
         lo = _least_cost(late, top, history.span_s, goal.miss_price_s)
     # Waiting requests no replica can serve in time are not worth draining.
-    drain = _drain(series, goal.backlog * (1 - hopeless / requests), requests, goal.cold_start_s)
+    drain = _drain(
+        series, goal.backlog * (1 - hopeless / requests), requests, goal.cold_start_s, goal.ready
+    )
     lo = min(top, max(lo, drain))
     share = (late(lo) + hopeless) / requests
+    predicted = _predicted(history, series, goal, limit, wait_s)
     learned = "learned" if goal.fit.trusted else "prior"
     g = goal.fit.decode_tokens_per_s(goal.slo_tpot_s)
     why = (
@@ -194,7 +210,29 @@ def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
         why += " (goal out of reach: sized at least cost)"
     if ahead:
         why += "; the load is rising"
-    return Sizing(lo, share, why, hopeless / requests, binding, reachable, bool(ahead))
+    return Sizing(lo, share, why, hopeless / requests, binding, reachable, bool(ahead), predicted)
+
+
+def _predicted(
+    history: LoadHistory,
+    series: Sequence[tuple[float, float, float]],
+    goal: SizingGoal,
+    limit: float,
+    wait_s: float,
+) -> float | None:
+    """The share of the last ``goal.recent_s``'s requests the replay at the ready
+    replicas keeps within the objective (the hopeless ones miss)."""
+    if goal.recent_s <= 0 or goal.ready < 1 or not history.intervals:
+        return None
+    since = history.intervals[-1][1] - goal.recent_s
+    first = next(i for i, interval in enumerate(history.intervals) if interval[1] > since)
+    recent = history.intervals[first:]
+    requests = sum(i[3] for i in recent)
+    if requests <= 0:
+        return None
+    lost = sum(min(i[3], hopeless_count(i[5], limit)) for i in recent)
+    late = _late(series[: len(history.intervals)], float(goal.ready), wait_s, math.inf, first)
+    return max(0.0, 1.0 - (late + lost) / requests)
 
 
 def _window_rates(
@@ -247,16 +285,21 @@ def _drain(
     backlog: float,
     requests: float,
     cold_start_s: float,
+    ready: int,
 ) -> int:
     """Replicas that serve the last cold start's load and drain the requests waiting
-    now within a cold start (0 without a backlog)."""
+    now within a cold start; 0 without a backlog, or where the replicas there clear
+    it within a cold start anyway (one asked for now would come after it is gone)."""
     if backlog < 1 or requests <= 0 or not series:
         return 0
     rates = _window_rates(series, cold_start_s, 1) or [
         sum(w for _, w, _ in series) / sum(dt for dt, _, _ in series)
     ]
-    per_request = sum(w for _, w, _ in series) / requests
-    return math.ceil(rates[-1] + backlog * per_request / cold_start_s)
+    work = backlog * sum(w for _, w, _ in series) / requests
+    spare = ready - rates[-1]
+    if spare > 0 and work / spare < cold_start_s:
+        return 0
+    return math.ceil(rates[-1] + work / cold_start_s)
 
 
 def _least_cost(late: Callable[[int], float], top: int, span_s: float, miss_price_s: float) -> int:

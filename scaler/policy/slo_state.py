@@ -32,11 +32,13 @@ from scaler.policy.slo_sizing import Sizing
 
 # Closing the loop: the measured attainment over the last few cold starts
 # (_RECENT_COLD_STARTS, at least _MIN_RECENT_S: time for replicas asked for to
-# arrive and show), once it counts _MIN_COUNTED first tokens, under what is
-# attainable (the goal less the share no replica can serve in time) by more
-# than _SLACK while the replicas sizing asked for are ready raises the
-# headroom by _RAISE, at most once per such window and up to _MAX_HEADROOM;
-# at or above the goal, the headroom fades back toward 1 over _FADE_S.
+# arrive and show), once it counts _MIN_COUNTED first tokens, under what the
+# replay of the same window at the replicas there predicts by more than
+# _SLACK, while that prediction meets what is attainable (the goal less the
+# share no replica can serve in time), raises the headroom by _RAISE, at most
+# once per such window and up to _MAX_HEADROOM. Misses the replay predicts
+# too (a burst larger than the replicas there) say nothing against the model.
+# At or above the goal, the headroom fades back toward 1 over _FADE_S.
 _RECENT_COLD_STARTS = 3.0
 _MIN_RECENT_S = 30.0
 _MIN_COUNTED = 50.0
@@ -45,7 +47,12 @@ _RAISE = 1.2
 _MAX_HEADROOM = 3.0
 _FADE_S = 600.0
 
-__all__ = ["MeasuredAttainment", "SloState"]
+__all__ = ["MeasuredAttainment", "SloState", "recent_window_s"]
+
+
+def recent_window_s(cold_start_s: float) -> float:
+    """The window the headroom loop compares measured and predicted attainment over."""
+    return max(_MIN_RECENT_S, _RECENT_COLD_STARTS * cold_start_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,25 +120,23 @@ class SloState:
         sizing: Sizing,
         *,
         goal: float,
-        ready: int,
         now: float,
         interval_s: float,
         cold_start_s: float,
     ) -> SloState:
         """The headroom after comparing the measured attainment with what ``sizing``
         promised (see the constants above), ``interval_s`` after the last decision."""
-        recent_s = max(_MIN_RECENT_S, _RECENT_COLD_STARTS * cold_start_s)
+        recent_s = recent_window_s(cold_start_s)
         within, counted = self.measured.since(now - recent_s)
         if counted < _MIN_COUNTED:
             return self
         measured = within / counted
-        attainable = goal - sizing.hopeless_share
-        # Requests queued beyond what saturation explains are the backlog sizing
-        # drains; misses behind it say nothing about the model.
-        backlog = 0.0 if self.totals is None else self.totals.awaiting_first_token
-        promised = ready >= sizing.replicas > 0 and backlog <= 4 * ready
+        predicted = sizing.predicted
+        # The model says the goal (or all that is attainable) is met at the
+        # replicas there, and the servers measure less: the model is wrong.
+        says_met = predicted is not None and predicted >= goal - sizing.hopeless_share - _SLACK
         waited = self.raised_at_s is None or now - self.raised_at_s >= recent_s
-        if measured < attainable - _SLACK and promised and waited:
+        if says_met and predicted is not None and measured < predicted - _SLACK and waited:
             return replace(
                 self, headroom=min(_MAX_HEADROOM, self.headroom * _RAISE), raised_at_s=now
             )

@@ -21,7 +21,7 @@ import pytest
 from scaler.policy.api import PROMPT_SIZE_BOUNDS, LoadTotals
 from scaler.policy.slo_load import LoadHistory
 from scaler.policy.slo_phases import PhaseFit, learn_phases
-from scaler.policy.slo_sizing import SizingGoal, hopeless_count, replicas_for
+from scaler.policy.slo_sizing import Sizing, SizingGoal, hopeless_count, replicas_for
 from scaler.policy.slo_state import MeasuredAttainment, SloState
 
 BASE_S, PER_SEQ_S, PREFILL = 0.0067, 0.000052, 25_000.0
@@ -116,29 +116,24 @@ def test_prompts_no_replica_can_serve_in_time_never_pin_the_ceiling() -> None:
     assert hopeless_count(over, 2 * PREFILL) == pytest.approx(0.08)
 
 
-def test_measured_misses_the_sizing_promised_against_raise_the_headroom() -> None:
-    state = SloState.start(0.0)
-    sizing = replicas_for(steady(120, rate=10, prompt=100, output=100), goal())
+def test_measured_misses_the_replay_does_not_predict_raise_the_headroom() -> None:
+    steady_load = steady(120, rate=10, prompt=100, output=100)
+    sizing = replicas_for(steady_load, goal(ready=1, recent_s=60.0))
+    assert sizing.predicted == 1.0  # one replica serves it all in time
     missed = MeasuredAttainment().add(100.0, within=58, counted=100)
-    state = SloState(gaps=state.gaps, measured=missed)
-    raised = state.corrected(
-        sizing, goal=0.99, ready=sizing.replicas, now=120.0, interval_s=2, cold_start_s=20
-    )
+    state = SloState(gaps=SloState.start(0.0).gaps, measured=missed)
+
+    def correct(s: SloState, sizing_now: Sizing, now: float, interval_s: float = 2) -> SloState:
+        return s.corrected(sizing_now, goal=0.99, now=now, interval_s=interval_s, cold_start_s=20)
+
+    raised = correct(state, sizing, 120.0)
     assert raised.headroom == pytest.approx(1.2)
-    again = raised.corrected(
-        sizing, goal=0.99, ready=sizing.replicas, now=130.0, interval_s=2, cold_start_s=20
-    )
-    assert again.headroom == pytest.approx(1.2)  # not twice within three cold starts
-    # Replicas not yet there: the misses are not the model's.
-    assert (
-        state.corrected(
-            sizing, goal=0.99, ready=0, now=120.0, interval_s=2, cold_start_s=20
-        ).headroom
-        == 1.0
-    )
+    assert correct(raised, sizing, 130.0).headroom == pytest.approx(1.2)  # once a window
+    # A burst the replicas there could not serve: the replay predicts the misses too.
+    burst = steady_load.add(118, 120, 2_000_000, 100, 100)
+    predicted_misses = replicas_for(burst, goal(ready=1, recent_s=60.0))
+    assert predicted_misses.predicted is not None and predicted_misses.predicted < 0.9
+    assert correct(state, predicted_misses, 120.0).headroom == 1.0
     met = MeasuredAttainment().add(1000.0, within=100, counted=100)
     fades = SloState(gaps=state.gaps, measured=met, headroom=2.0)
-    faded = fades.corrected(
-        sizing, goal=0.99, ready=1, now=1000.0, interval_s=600.0, cold_start_s=20
-    )
-    assert 1.0 < faded.headroom < 1.5
+    assert 1.0 < correct(fades, sizing, 1000.0, interval_s=600.0).headroom < 1.5
