@@ -22,10 +22,11 @@ panic. Pure: the state goes in and comes out (``PolicyState.slo``, a frozen
    fresh, and the expected-cost rule (:mod:`scaler.policy.keep_warm`) says a
    request within the next cold start is too unlikely to pay for staying
    warm. It replaces the grace period.
-5. **Down** no sooner than a cold start after the count was last wanted: a
-   replica let go and wanted back within a cold start costs a cold start of
-   GPU time and arrives late (the highest count of the last cold start is
-   held).
+5. **Down** along a floor from recent peaks that fades
+   (:mod:`scaler.policy.slo_floor`): a count wanted is held for a cold start,
+   then falls one replica per cold start (the ski-rental break-even: a
+   replica let go and wanted back costs a cold start of GPU time and arrives
+   late).
 6. **No data is not zero load**: while a configured signal or a demand
    source is stale the count may rise but not fall. Bounds
    ``[max(1, min-scale), max-scale]`` above zero.
@@ -49,6 +50,7 @@ from scaler.policy.api import (
 )
 from scaler.policy.decide import PolicyState, desired_for_signal
 from scaler.policy.keep_warm import WarmOdds, miss_price_s, warm_odds
+from scaler.policy.slo_floor import fading_floor, floor_window_s
 from scaler.policy.slo_sizing import Sizing, SizingGoal, lookback_for, replicas_for
 from scaler.policy.slo_state import SloState, recent_window_s
 from scaler.policy.windows import MaxHold
@@ -225,8 +227,10 @@ def _sized(
     fresh, young = fresh_young
     floor = max(1, config.min_scale)
     target = max(want, floor)
-    hold = state.delay_hold.record(target, now, window_s=cold_start_s)
-    held = hold.current(now, window_s=cold_start_s) or target
+    # The warm floor from recent peaks fades one replica per cold start.
+    window_s = floor_window_s(cold_start_s, max(target, current))
+    hold = state.delay_hold.record(target, now, window_s=window_s)
+    held = fading_floor(hold, now, cold_start_s=cold_start_s) or target
     desired = max(target, held)
     if not fresh or young:
         desired = max(desired, current)
@@ -249,7 +253,8 @@ def _sized(
         return _Outcome(
             desired,
             Reason.HOLDING,
-            f"sizing wants {target}; holding {desired} for a cold start ({cold_start_s:.0f}s)",
+            f"sizing wants {target}; the floor from recent peaks holds {desired}, fading one"
+            f" replica per cold start ({cold_start_s:.0f}s)",
             hold,
         )
     if sizing.replicas == 0:

@@ -15,7 +15,7 @@ to error in the forecast). The history's bursts, at their sizes and
 lengths, are the forecast and its headroom: a burst short against the
 objective is absorbed by the queue, a long one needs its rate in replicas.
 
-How far back the replay looks follows the cold start expected: ten cold
+How far back the replay looks follows the cold start expected: thirty cold
 starts, at least a minute and at most ten. Capacity that comes in seconds
 can follow demand closely and keeps little of what a burst long past asked
 for; capacity that comes in a minute must already be there when the next
@@ -57,8 +57,13 @@ _SIZING_SHARE = 0.5
 # counting the wait a replica may add (a longer prompt cannot meet it anyway).
 _MAX_SERVICE_SHARE = 0.75
 # The replay's reach, in cold starts, and its bounds.
-_LOOKBACK_COLD_STARTS = 10.0
+_LOOKBACK_COLD_STARTS = 30.0
 _MIN_LOOKBACK_S = 60.0
+# A ramp, not a burst: each of three windows (a third of a cold start, at
+# least _MIN_TREND_WINDOW_S) above the last, the last at most _RAMP_AT_MOST
+# times the first.
+_MIN_TREND_WINDOW_S = 20.0
+_RAMP_AT_MOST = 1.5
 
 
 def lookback_for(cold_start_s: float) -> float:
@@ -257,12 +262,12 @@ def _trend(
     series: Sequence[tuple[float, float, float]], cold_start_s: float
 ) -> list[tuple[float, float, float]]:
     """The next cold start, where the load has risen over each of the last three
-    thirds of a cold start (a ramp: a burst of seconds does not rise three times
-    running): the last third's rate and requests, plus the rise it is on, carried
-    a cold start ahead."""
-    third = cold_start_s / 3
+    thirds of a cold start, and by at most half (a ramp: a burst of seconds does
+    not rise three times running, nor so gently): the last third's rate and
+    requests, plus the rise it is on, carried a cold start ahead."""
+    third = max(_MIN_TREND_WINDOW_S, cold_start_s / 3)
     rates = _window_rates(series, third, 3)
-    if len(rates) < 3 or not 0 < rates[0] < rates[1] < rates[2]:
+    if len(rates) < 3 or not 0 < rates[0] < rates[1] < rates[2] <= _RAMP_AT_MOST * rates[0]:
         return []
     last_requests = spent = 0.0
     for dt, _, count in reversed(series):
