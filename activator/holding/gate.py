@@ -204,15 +204,11 @@ class Gate:
 
     # -- the request path ---------------------------------------------------
 
-    def take_tokens(self) -> tuple[int, int]:
-        """(estimated prompt tokens, max_tokens) of the arrivals since the last call; resets."""
-        got = self.prompt_tokens, self.output_tokens
+    def take_tokens(self) -> tuple[int, int, list[int]]:
+        """(estimated prompt tokens, max_tokens, arrivals over each of
+        :data:`PROMPT_SIZE_BOUNDS`) of the arrivals since the last call; resets."""
+        got = self.prompt_tokens, self.output_tokens, self.prompts_over
         self.prompt_tokens = self.output_tokens = 0
-        return got
-
-    def take_prompt_sizes(self) -> list[int]:
-        """Arrivals over each of :data:`PROMPT_SIZE_BOUNDS` since the last call; resets."""
-        got = self.prompts_over
         self.prompts_over = [0] * len(PROMPT_SIZE_BOUNDS)
         return got
 

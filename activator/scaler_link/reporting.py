@@ -85,10 +85,10 @@ def build_report(*, activator: str, registry: Registry, elapsed_s: float) -> dic
             "pods": gate.pods(),
         }
         if gate.counts_tokens:
-            prompt, output = gate.take_tokens()
+            prompt, output, over = gate.take_tokens()
             targets[name]["prompt_tokens"] = prompt
             targets[name]["output_tokens"] = output
-            targets[name]["prompts_over"] = gate.take_prompt_sizes()
+            targets[name]["prompts_over"] = over
     return {"activator": activator, "period_s": round(elapsed_s, 4), "targets": targets}
 
 

@@ -597,24 +597,7 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
             "both count from the same idle start",
         )
 
-    slo_ttft_s = r.get(SLO_TTFT, _duration, "a duration from 100ms to 10m")
-    if slo_ttft_s is not None and not 0.1 <= slo_ttft_s <= 600.0:
-        r.bad(SLO_TTFT, "a duration from 100ms to 10m")
-        slo_ttft_s = None
-    attainment_pct = r.number(
-        SLO_ATTAINMENT,
-        default=99.0,
-        allowed="a percentage from 50 to 99.99",
-        check=lambda x: 50 <= x <= 99.99,
-    )
-    if SLO_ATTAINMENT in annotations and SLO_TTFT not in annotations:
-        r.bad(SLO_ATTAINMENT, f"only with {SLO_TTFT} (the objective it is a share of)")
-    slo_tpot_s = r.get(SLO_TPOT, _duration, "a duration from 1ms to 10s")
-    if slo_tpot_s is not None and not 0.001 <= slo_tpot_s <= 10.0:
-        r.bad(SLO_TPOT, "a duration from 1ms to 10s")
-        slo_tpot_s = None
-    if SLO_TPOT in annotations and SLO_TTFT not in annotations:
-        r.bad(SLO_TPOT, f"only with {SLO_TTFT} (SLO-first scaling sizes for both)")
+    slo_ttft_s, attainment_pct, slo_tpot_s = _slo_knobs(r, annotations)
 
     if r.problems:
         raise InvalidAnnotation.from_problems(tuple(r.problems))
@@ -650,6 +633,31 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
         slo_attainment=attainment_pct / 100.0,
         slo_tpot_s=slo_tpot_s,
     )
+
+
+def _slo_knobs(
+    r: _Reader, annotations: Mapping[str, str]
+) -> tuple[float | None, float, float | None]:
+    """``slo-ttft``, ``slo-attainment`` (percent) and ``slo-tpot``, checked together."""
+    slo_ttft_s = r.get(SLO_TTFT, _duration, "a duration from 100ms to 10m")
+    if slo_ttft_s is not None and not 0.1 <= slo_ttft_s <= 600.0:
+        r.bad(SLO_TTFT, "a duration from 100ms to 10m")
+        slo_ttft_s = None
+    attainment_pct = r.number(
+        SLO_ATTAINMENT,
+        default=99.0,
+        allowed="a percentage from 50 to 99.99",
+        check=lambda x: 50 <= x <= 99.99,
+    )
+    if SLO_ATTAINMENT in annotations and SLO_TTFT not in annotations:
+        r.bad(SLO_ATTAINMENT, f"only with {SLO_TTFT} (the objective it is a share of)")
+    slo_tpot_s = r.get(SLO_TPOT, _duration, "a duration from 1ms to 10s")
+    if slo_tpot_s is not None and not 0.001 <= slo_tpot_s <= 10.0:
+        r.bad(SLO_TPOT, "a duration from 1ms to 10s")
+        slo_tpot_s = None
+    if SLO_TPOT in annotations and SLO_TTFT not in annotations:
+        r.bad(SLO_TPOT, f"only with {SLO_TTFT} (SLO-first scaling sizes for both)")
+    return slo_ttft_s, attainment_pct, slo_tpot_s
 
 
 def check_supported(config: ScalingConfig, *, gpu_metrics: bool) -> None:

@@ -78,6 +78,31 @@ def _other_targets(config: ScalingConfig, observation: Observation) -> tuple[int
     return want, fresh
 
 
+def _goal(
+    config: ScalingConfig,
+    slo: SloState,
+    observation: Observation,
+    slo_ttft_s: float,
+    cold_start_s: float,
+) -> SizingGoal:
+    """What sizing aims at, with what the state has learned."""
+    return SizingGoal(
+        slo_ttft_s=slo_ttft_s,
+        attainment=config.slo_attainment,
+        max_replicas=config.max_scale,
+        prefill_per_s=slo.prefill_per_s,
+        fit=slo.fit,
+        slo_tpot_s=config.slo_tpot_s,
+        lookback_s=lookback_for(cold_start_s),
+        headroom=slo.headroom,
+        miss_price_s=miss_price_s(cold_start_s=cold_start_s, attainment=config.slo_attainment),
+        cold_start_s=cold_start_s,
+        backlog=0.0 if observation.load is None else observation.load.awaiting_first_token,
+        ready=observation.ready_replicas,
+        recent_s=recent_window_s(cold_start_s),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class _Outcome:
     desired: int
@@ -104,21 +129,7 @@ def decide_slo(
         seen is not None and previous.at_s is not None and seen > previous.at_s
     )
     slo = previous.learn(observation, busy=busy, now=now)  # 1. learn
-    goal = SizingGoal(
-        slo_ttft_s=slo_ttft_s,
-        attainment=config.slo_attainment,
-        max_replicas=config.max_scale,
-        prefill_per_s=slo.prefill_per_s,
-        fit=slo.fit,
-        slo_tpot_s=config.slo_tpot_s,
-        lookback_s=lookback_for(cold_start_s),
-        headroom=slo.headroom,
-        miss_price_s=miss_price_s(cold_start_s=cold_start_s, attainment=config.slo_attainment),
-        cold_start_s=cold_start_s,
-        backlog=0.0 if observation.load is None else observation.load.awaiting_first_token,
-        ready=observation.ready_replicas,
-        recent_s=recent_window_s(cold_start_s),
-    )
+    goal = _goal(config, slo, observation, slo_ttft_s, cold_start_s)
     sizing = replicas_for(slo.history, goal)  # 2. size
     slo = replace(
         slo.corrected(

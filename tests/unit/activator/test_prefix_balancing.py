@@ -201,15 +201,15 @@ def test_only_a_model_with_a_ttft_objective_counts_tokens() -> None:
     for gate in (counted, plain):
         gate.arrive(body)
         gate.arrive(body)
-    assert counted.take_tokens() == (200, 18)
-    assert counted.take_tokens() == (0, 0)
-    assert plain.take_tokens() == (0, 0)
+    none = [0] * 8
+    assert counted.take_tokens() == (200, 18, none)
+    assert counted.take_tokens() == (0, 0, none)
+    assert plain.take_tokens() == (0, 0, none)
     assert plain.arrivals == counted.arrivals == 2
     # A prompt of about 6,000 tokens counts over the bounds it passes, the
     # scaler's bounds (its report parser checks the length against them).
     counted.arrive({"model": "m", "prompt": "x" * 24_000, "max_tokens": 9})
-    assert counted.take_prompt_sizes() == [1, 1, 1, 0, 0, 0, 0, 0]
-    assert counted.take_prompt_sizes() == [0] * 8
+    assert counted.take_tokens() == (6_000, 9, [1, 1, 1, 0, 0, 0, 0, 0])
     assert tuple(int(b) for b in SCALER_PROMPT_SIZE_BOUNDS) == PROMPT_SIZE_BOUNDS
 
 
