@@ -1,4 +1,4 @@
-"""Regenerate the simulator's result tables in docs/ from runs on this code.
+"""Regenerate every table and chart in docs/simulator.md (and the warm tier's) from runs.
 
 ``python -m scripts.simulator_tables`` (``make sim-docs``) runs, in simulated
 time, what the pages quote and rewrites each block between its markers::
@@ -7,50 +7,40 @@ time, what the pages quote and rewrites each block between its markers::
     ...
     <!-- END generated:NAME -->
 
-- ``code-scorecard`` (docs/simulator.md): ``tidal simulate --trace code
-  --cold-start 60s``, the table as the command prints it, and the charts in
-  docs/simulator/ (the Pareto chart, Tidal's and tuned Tidal's replicas);
-- ``code-ratios`` (docs/simulator.md): each row's GPU-seconds against the
-  always-on fleet and the oracle, from the same run;
-- ``code-seeds`` (docs/simulator.md): the same trace over five seeds with
-  log-normal cold starts (``--cold-start-sigma 0.45 --seeds 5``): mean and
-  spread;
-- ``slo-scenarios`` (docs/simulator.md): SLO-first Tidal on every scenario
-  the SLO work is judged on (the code and conversation traces,
-  ``synthetic:bursts``, ``synthetic:diurnal``, ``synthetic:many-models`` with
-  40 models over 6 h; cold starts of 20 s and 60 s; seeds 1 to 3): Tidal's
-  attainment and GPU-hours (mean and spread), the oracle's, the smallest
-  fixed fleet reaching Tidal's attainment, the baselines that dominate it
-  (more attainment for fewer GPU-seconds, means over the seeds), and each
-  of the targets, held or not;
-- ``many-models`` (docs/simulator.md and docs/warm-tier.md): 4 h of
-  ``synthetic:many-models`` with ``tidal``, ``tidal-pool`` and
-  ``tidal-warm`` at grace periods of 5 and 15 minutes.
+Two kinds of block:
 
-Main decision: the runs go through the command's own argument parser and
-functions (:mod:`scaler.sim.cli`), so a table shows what a user who types
-the shown command sees; the prose around the blocks is written by hand and
-must be re-read when the numbers move. ``--only NAME`` regenerates one block
-(the runs cost minutes of CPU: the many-models run most). A unit test checks
-the cheap part without running anything: that the scorecard block's header
-is the one the command prints now.
+- **a command and what it prints** (:data:`COMMANDS`): the block shows
+  ``$ tidal simulate FLAGS`` and the command's own output, produced by
+  running it through the command's parser and :func:`scaler.sim.cli.run`,
+  less the CPU-time line (the only part that changes from run to run). A
+  reader who types the command gets the block;
+- **tables assembled from several runs** (``slo-scenarios``,
+  ``many-models``): each row names the command that produced it.
+
+Main decision: nothing in the pages is typed by hand where a run can say
+it, so a figure cannot go stale without a block changing. ``--only NAME``
+regenerates one block. The unit test checks that every ``tidal simulate``
+command shown with output in docs/simulator.md sits in a generated block,
+and runs the cheapest block's command to compare.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import re
-import statistics
+import shlex
 import sys
 from collections.abc import Callable
-from dataclasses import replace
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from scaler.sim import charts, cli
-from scaler.sim.runner import PolicyRun, _by_model, run_policies, smallest_always_on
-from scaler.sim.scorecard import Scorecard, score
+from scaler.sim import cli
+from scaler.sim.runner import PolicyRun
+from scaler.sim.scorecard import Scorecard
 
-__all__ = ["BLOCKS", "block_text", "main", "replace_block"]
+__all__ = ["BLOCKS", "COMMANDS", "block_text", "command_output", "main", "replace_block"]
 
 ROOT = Path(__file__).resolve().parent.parent
 SIMULATOR = ROOT / "docs" / "simulator.md"
@@ -58,182 +48,131 @@ WARM_TIER = ROOT / "docs" / "warm-tier.md"
 _BEGIN = "<!-- BEGIN generated:{name} by `python -m scripts.simulator_tables` -->"
 _END = "<!-- END generated:{name} -->"
 
+_BASELINES = "always-on,hpa,keda-http,knative-kpa,planner,tidal,reactive,oracle"
 
-def _args(*flags: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
+#: Blocks that show one command and its output: name -> the command's flags.
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "code-scorecard": ("--trace", "code", "--charts", "docs/simulator"),
+    "code-cold-starts": (
+        "--trace", "code", "--cold-start", "60s,20s,5s,2s", "--policies", _BASELINES,
+    ),
+    "code-zero-start": ("--trace", "code", "--start", "zero", "--policies", _BASELINES),
+    "code-seeds": (
+        "--trace", "code", "--cold-start-sigma", "0.45", "--seeds", "3", "--policies", _BASELINES,
+    ),
+    "diurnal-peak": (
+        "--trace", "synthetic:diurnal", "--synthetic-rate", "1500", "--synthetic-duration", "20m",
+        "--skip", "8m", "--duration", "4m", "--policies", "always-on",
+    ),
+    "sweep-default": ("--trace", "code", "--policies", "tidal-concurrency"),
+    "sweep-panic": (
+        "--trace", "code", "--policies", "tidal-concurrency",
+        "--annotation", "panic-window-percentage=100",
+    ),
+    "sweep-grace": (
+        "--trace", "code", "--policies", "tidal-concurrency",
+        "--annotation", "scale-to-zero-grace-period=120s",
+    ),
+    "chat-routing": (
+        "--trace", "synthetic:chat", "--synthetic-duration", "5m", "--synthetic-rate", "5500",
+        "--routing", "least-loaded,prefix", "--policies", "always-on,oracle",
+    ),
+    "spot": (
+        "--trace", "code", "--policies", "tidal", "--placement", "spot",
+        "--spot-availability", "0.5", "--spot-zones", "3",
+    ),
+}  # fmt: skip
+
+
+def _parse(flags: tuple[str, ...]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="tidal simulate")
     cli.configure(parser)
     return parser.parse_args(list(flags))
 
 
-def _runs(*flags: str) -> tuple[argparse.Namespace, list[PolicyRun]]:
-    args = _args(*flags)
-    return args, run_policies(cli.load_requests(args), cli.options_from(args))
-
-
-CODE = ("--trace", "code", "--cold-start", "60s")
-_code_cache: list[list[PolicyRun]] = []
-
-
-def _code_runs() -> list[PolicyRun]:
-    if not _code_cache:
-        _code_cache.append(_runs(*CODE)[1])
-    return _code_cache[0]
-
-
-def code_scorecard() -> str:
-    runs = _code_runs()
-    folder = ROOT / "docs" / "simulator"
-    charts.write_charts(runs, folder, focus="tidal")
-    charts.write_charts(runs, folder, focus="tidal-tuned")
-    args = _args(*CODE)
-    requests = cli.load_requests(args)
-    head = (
-        f"{len(requests)} requests over {requests[-1].offset_s:.0f} s, cold start 60 s, "
-        "target concurrency 16 per replica, at most 10"
-    )
-    return "```\n" + head + "\n" + cli.table([r.scorecard for r in runs]) + "\n```"
-
-
-def _ratio(card: Scorecard, base: Scorecard) -> str:
-    return f"{card.gpu_seconds / base.gpu_seconds:.2f}x" if base.gpu_seconds > 0 else "-"
-
-
-def code_ratios() -> str:
-    cards = [r.scorecard for r in _code_runs()]
-    always = next(c for c in cards if c.name.startswith("always-on"))
-    oracle = next(c for c in cards if c.name == "oracle")
-    lines = [
-        "| policy | SLO | GPU-s | vs always-on | vs oracle | failed |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for c in cards:
-        lines.append(
-            f"| `{c.name}` | {c.slo_attainment * 100:.1f} % | {c.gpu_seconds:,.0f} | "
-            f"{_ratio(c, always)} | {_ratio(c, oracle)} | {c.failed} |"
-        )
+def command_output(flags: tuple[str, ...]) -> str:
+    """What ``tidal simulate FLAGS`` prints, less its CPU-time line."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.run(_parse(flags))
+    if code != 0:
+        raise RuntimeError(f"tidal simulate {shlex.join(flags)} exited {code}")
+    lines = [x for x in out.getvalue().splitlines() if not x.startswith("simulated in ")]
     return "\n".join(lines)
 
 
-def code_seeds() -> str:
-    flags = (*CODE, "--cold-start-sigma", "0.45")
-    rows = []
-    per_seed = [_runs(*flags, "--seed", str(seed))[1] for seed in range(1, 6)]
-    for index in range(len(per_seed[0])):
-        rows.append(cli.mean_card([runs[index].scorecard for runs in per_seed]))
-    lines = [
-        "| policy | SLO mean | SLO min..max | GPU-h mean | GPU-h min..max | cold mean "
-        "| failed mean |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for card, spread in rows:
-        lo, hi = spread["slo_attainment"]
-        glo, ghi = spread["gpu_seconds"]
-        lines.append(
-            f"| `{card.name}` | {card.slo_attainment * 100:.1f} % | "
-            f"{lo * 100:.1f}..{hi * 100:.1f} % | {card.gpu_seconds / 3600:.2f} | "
-            f"{glo / 3600:.2f}..{ghi / 3600:.2f} | {card.cold_starts:.1f} | {card.failed:.1f} |"
-        )
-    return "\n".join(lines)
+def _command_block(name: str) -> str:
+    flags = COMMANDS[name]
+    return f"```\n$ tidal simulate {shlex.join(flags)}\n{command_output(flags)}\n```"
 
 
-#: The scenarios of ``slo-scenarios``: (label, flags).
+#: The scenarios of ``slo-scenarios``: (label, flags), all at a 60 s cold start.
 SCENARIOS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("code", ("--trace", "code")),
     ("conv", ("--trace", "conv")),
     ("bursts", ("--trace", "synthetic:bursts")),
-    ("diurnal", ("--trace", "synthetic:diurnal")),
     (
-        "many-models",
-        (
-            "--trace",
-            "synthetic:many-models",
-            "--synthetic-models",
-            "40",
-            "--synthetic-duration",
-            "6h",
-        ),
+        "diurnal",
+        ("--trace", "synthetic:diurnal", "--synthetic-rate", "1500", "--synthetic-duration", "20m"),
     ),
+    (
+        "chat",
+        ("--trace", "synthetic:chat", "--synthetic-rate", "5500", "--synthetic-duration", "10m"),
+    ),
+    ("long-context", ("--trace", "synthetic:long-context")),
 )
-SCENARIO_COLD_STARTS = ("20s", "60s")
-SCENARIO_SEEDS = (1, 2, 3)
-# The baselines a scenario compares Tidal with (Tidal's own variants are not
-# baselines) and the oracle.
-_SCENARIO_POLICIES = "always-on,hpa,keda-http,knative-kpa,knative-tidal-idle,planner,tidal,oracle"
 
 
-def _fleet_at(flags: tuple[str, ...], attainment: float) -> float:
-    """GPU-seconds of the smallest fixed fleet (per model) reaching ``attainment``."""
-    args = _args(*flags)
+def _scenario_runs(flags: tuple[str, ...]) -> list[PolicyRun]:
+    args = _parse((*flags, "--policies", _BASELINES))
     requests = cli.load_requests(args, warn=False)
-    options = replace(cli.options_from(args), always_on_attainment=attainment)
-    total = 0.0
-    for group in _by_model(requests):
-        _, result = smallest_always_on(group, options)
-        total += score(result, slo_ttft_s=options.slo_ttft_s).gpu_seconds
-    return total
+    return cli.variant_policies(requests, cli.options_from(args), args)
 
 
-def _mean(cards: list[Scorecard], field: str) -> float:
-    return statistics.fmean(float(getattr(c, field)) for c in cards)
+def _pair(card: Scorecard) -> str:
+    return f"{card.slo_attainment * 100:.1f} %, {card.gpu_seconds / 3600:.2f}"
 
 
-def _span(cards: list[Scorecard], field: str, scale: float, digits: int) -> str:
-    values = [float(getattr(c, field)) * scale for c in cards]
-    return f"{min(values):.{digits}f}..{max(values):.{digits}f}"
-
-
-def _mark(ok: bool) -> str:
-    return "yes" if ok else "**no**"
+def _scenario_row(scenario: tuple[str, tuple[str, ...]]) -> str:
+    label, flags = scenario
+    runs = _scenario_runs(flags)
+    cards = {r.scorecard.name: r.scorecard for r in runs}
+    fleets = next(r.fleets for r in runs if r.fleets)
+    tidal, planner = cards["tidal"], cards["planner"]
+    # The largest fleet costing no more than the planner (at least one replica).
+    within = [p for p in fleets if p.gpu_seconds <= planner.gpu_seconds * (1 + 1e-9)]
+    fleet = within[-1] if within else fleets[0]
+    ratio = planner.slo_attainment / fleet.slo_attainment if fleet.slo_attainment else 0
+    dominating = [
+        str(p.replicas)
+        for p in fleets
+        if p.slo_attainment > tidal.slo_attainment and p.gpu_seconds < tidal.gpu_seconds
+    ]
+    row = (
+        f"| {label} | {_pair(tidal)} | {_pair(cards['reactive'])} | {_pair(planner)} "
+        f"| {fleet.replicas}: {fleet.slo_attainment * 100:.1f} %, "
+        f"{fleet.gpu_seconds / 3600:.2f} | {ratio * 100:.0f} % | {_pair(cards['oracle'])} "
+        f"| {', '.join(dominating) or 'none'} |"
+    )
+    print(row, file=sys.stderr, flush=True)
+    return row
 
 
 def slo_scenarios() -> str:
+    """One row per scenario; three scenarios at a time, each in its own process."""
     lines = [
-        "| trace | cold start | `tidal` SLO (min..max) | GPU-h (min..max) | oracle SLO, GPU-h "
-        "| vs oracle | fleet at Tidal's SLO, GPU-h | vs fleet | dominated by "
-        "| SLO goal | <= 1.5x oracle | <= 0.7x fleet |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| scenario | `tidal` SLO, GPU-h | `reactive` | `planner` | fleet the planner "
+        "spends as much as: SLO, GPU-h | planner / that fleet's SLO | `oracle` "
+        "| fleets dominating `tidal` |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for label, trace in SCENARIOS:
-        for cold in SCENARIO_COLD_STARTS:
-            flags = (*trace, "--cold-start", cold, "--policies", _SCENARIO_POLICIES)
-            per_seed = [_runs(*flags, "--seed", str(seed))[1] for seed in SCENARIO_SEEDS]
-            by_name: dict[str, list[Scorecard]] = {}
-            for runs in per_seed:
-                for run in runs:
-                    name = (
-                        "always-on"
-                        if run.scorecard.name.startswith("always-on")
-                        else (run.scorecard.name)
-                    )
-                    by_name.setdefault(name, []).append(run.scorecard)
-            tidal, oracle = by_name["tidal"], by_name["oracle"]
-            slo, gpu = _mean(tidal, "slo_attainment"), _mean(tidal, "gpu_seconds")
-            o_slo, o_gpu = _mean(oracle, "slo_attainment"), _mean(oracle, "gpu_seconds")
-            fleet = statistics.fmean(
-                _fleet_at((*trace, "--cold-start", cold, "--seed", str(seed)), c.slo_attainment)
-                for seed, c in zip(SCENARIO_SEEDS, tidal, strict=True)
-            )
-            dominated = [
-                f"`{name}`"
-                for name, cards in by_name.items()
-                if name not in ("tidal", "oracle")
-                and _mean(cards, "slo_attainment") > slo
-                and _mean(cards, "gpu_seconds") < gpu
-            ]
-            if fleet < gpu:
-                dominated.append("a fixed fleet")
-            goal = 0.99 if o_slo >= 0.99 - 1e-9 else o_slo - 0.01
-            fleet_check = _mark(gpu <= 0.7 * fleet) if label in ("diurnal", "many-models") else "-"
-            lines.append(
-                f"| {label} | {cold} | {slo * 100:.1f} % ({_span(tidal, 'slo_attainment', 100, 1)})"
-                f" | {gpu / 3600:.2f} ({_span(tidal, 'gpu_seconds', 1 / 3600, 2)})"
-                f" | {o_slo * 100:.1f} %, {o_gpu / 3600:.2f} | {gpu / o_gpu:.2f}x"
-                f" | {fleet / 3600:.2f} | {gpu / fleet:.2f}x"
-                f" | {', '.join(dominated) or 'none'}"
-                f" | {_mark(slo >= goal - 1e-9)} | {_mark(gpu <= 1.5 * o_gpu)} | {fleet_check} |"
-            )
-            print(lines[-1], file=sys.stderr, flush=True)
-    return "\n".join(lines)
+    with ProcessPoolExecutor(max_workers=3) as pool:
+        lines.extend(pool.map(_scenario_row, SCENARIOS))
+    commands = [
+        f"{label}: tidal simulate {shlex.join(flags)} --policies {_BASELINES}"
+        for label, flags in SCENARIOS
+    ]
+    return "\n".join(lines) + "\n\n```\n" + "\n".join(commands) + "\n```"
 
 
 _LABELS = {
@@ -249,16 +188,13 @@ def many_models() -> str:
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for grace, label in (("5m", "5m (default)"), ("15m", "15m")):
-        _, runs = _runs(
-            "--trace",
-            "synthetic:many-models",
-            "--synthetic-duration",
-            "4h",
-            "--policies",
-            "tidal,tidal-pool,tidal-warm",
-            "--annotation",
-            f"scale-to-zero-grace-period={grace}",
-        )
+        flags = (
+            "--trace", "synthetic:many-models", "--synthetic-duration", "4h",
+            "--policies", "tidal,tidal-pool,tidal-warm",
+            "--annotation", f"scale-to-zero-grace-period={grace}",
+        )  # fmt: skip
+        args = _parse(flags)
+        runs = cli.variant_policies(cli.load_requests(args), cli.options_from(args), args)
         for run in runs:
             c = run.scorecard
             p99 = "-" if c.ttft_p99_s is None else f"{c.ttft_p99_s:.1f}"
@@ -272,9 +208,7 @@ def many_models() -> str:
 
 #: Each block: what renders it, and the pages that carry it.
 BLOCKS: dict[str, tuple[Callable[[], str], tuple[Path, ...]]] = {
-    "code-scorecard": (code_scorecard, (SIMULATOR,)),
-    "code-ratios": (code_ratios, (SIMULATOR,)),
-    "code-seeds": (code_seeds, (SIMULATOR,)),
+    **{name: (lambda name=name: _command_block(name), (SIMULATOR,)) for name in COMMANDS},  # type: ignore[misc]
     "slo-scenarios": (slo_scenarios, (SIMULATOR,)),
     "many-models": (many_models, (SIMULATOR, WARM_TIER)),
 }
@@ -297,14 +231,21 @@ def replace_block(page: str, name: str, content: str) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.simulator_tables")
-    parser.add_argument("--only", choices=sorted(BLOCKS), action="append", default=None)
+    parser.add_argument(
+        "--only",
+        choices=sorted(BLOCKS),
+        action="append",
+        default=None,
+        metavar="NAME",
+        help=f"regenerate this block only (repeatable; default: all of {', '.join(BLOCKS)})",
+    )
     args = parser.parse_args(argv)
     for name in args.only or list(BLOCKS):
         render, pages = BLOCKS[name]
         content = render()
         for path in pages:
             path.write_text(replace_block(path.read_text(), name, content))
-            print(f"{path.relative_to(ROOT)}: {name}")
+            print(f"{path.relative_to(ROOT)}: {name}", flush=True)
     return 0
 
 

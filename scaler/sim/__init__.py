@@ -7,8 +7,12 @@
   cold starts, placement, spot);
 - :mod:`~scaler.sim.tidal`: Tidal's own policy path (signal hub, PurePolicy);
   :mod:`~scaler.sim.baselines`: always-on, HPA, KEDA + HTTP add-on, Knative
-  KPA, Dynamo's SLA planner (its capacity profile: :mod:`~scaler.sim.profile`);
-  :mod:`~scaler.sim.oracle`: the lower bound every policy is measured against;
+  KPA; :mod:`~scaler.sim.planner`: Dynamo's SLA planner (its profiles:
+  :mod:`~scaler.sim.profile`);
+- the yardsticks: :mod:`~scaler.sim.frontier` (every fixed fleet to the
+  ceiling), :mod:`~scaler.sim.reactive` (demand known, capacity a cold start
+  late; also the warm start's size) and :mod:`~scaler.sim.oracle` (the lower
+  bound every policy is measured against);
 - :mod:`~scaler.sim.scorecard`, :mod:`~scaler.sim.runner`, :mod:`~scaler.sim.cli`,
   :mod:`~scaler.sim.charts`, :mod:`~scaler.sim.tuning`: scoring, running every
   policy, the command, its charts, and the tuning of ``tidal-tuned``;

@@ -1,8 +1,9 @@
 """PNG charts of a simulation: the Pareto view, and replicas against load over time.
 
-- ``pareto.png``: SLO attainment against GPU-hours, one point per policy.
-  Up and to the left is better; a policy is dominated when another has both
-  more attainment and fewer GPU-hours.
+- ``pareto.png``: SLO attainment against GPU-hours, one point per policy,
+  and the fixed-fleet frontier (every fleet from one replica to the
+  ceiling) as a line. Up and to the left is better; a policy is dominated
+  when another, or a fleet, has both more attainment and fewer GPU-hours.
 - ``replicas-<policy>.png``: for one policy, ready and asked-for replicas
   per second over the run, with the load (requests held plus in flight)
   on a second axis.
@@ -58,6 +59,25 @@ def write_charts(runs: Sequence[PolicyRun], folder: Path, *, focus: str) -> list
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for run in runs:
+        if run.fleets:
+            ax.plot(
+                [p.gpu_seconds / 3600 for p in run.fleets],
+                [p.slo_attainment * 100 for p in run.fleets],
+                color="tab:gray",
+                marker=".",
+                linewidth=1,
+                label="fixed fleets, 1 to the ceiling",
+            )
+            for p in run.fleets:
+                ax.annotate(
+                    str(p.replicas),
+                    (p.gpu_seconds / 3600, p.slo_attainment * 100),
+                    textcoords="offset points",
+                    xytext=(0, -10),
+                    fontsize=6,
+                    color="tab:gray",
+                )
+    for run in runs:
         card = run.scorecard
         hours = card.gpu_seconds / 3600
         ax.scatter(hours, card.slo_attainment * 100, s=40)
@@ -72,6 +92,8 @@ def write_charts(runs: Sequence[PolicyRun], folder: Path, *, focus: str) -> list
     ax.set_ylabel(f"SLO attainment, % (TTFT <= {runs[0].scorecard.slo_ttft_s:g} s)")
     ax.set_title("SLO attainment against GPU-hours (up and left is better)")
     ax.grid(True, alpha=0.3)
+    if any(run.fleets for run in runs):
+        ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     path = folder / "pareto.png"
     fig.savefig(path, dpi=110)

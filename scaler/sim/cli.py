@@ -698,8 +698,9 @@ def frontier_lines(per_seed: list[list[PolicyRun]]) -> list[str]:
         lines.append(f"fixed fleets{label} (replicas: SLO, GPU-h): " + ", ".join(cells))
     if lines:
         lines.append(
-            "~ not simulated: above the first fleet meeting every request the engine can, "
-            "carried from it (same requests met, GPU-h in proportion)"
+            "~ not simulated: above the first fleet that meets every request any schedule "
+            "can, or where two sizes in a row added under 0.1 %; carried from it (same "
+            "requests met, GPU-h in proportion)"
         )
     return lines
 

@@ -7,14 +7,20 @@ its size that does nearly as well. So every fixed fleet of 1 to
 them as a line.
 
 Main decision, what keeps a ceiling of 30 cheap: fleets are run from one
-replica up, and a model stops being run at the first fleet whose
-attainment reaches the most any schedule can reach (the requests whose
-prompt fits the context and whose prefill alone meets the objective,
-:func:`scaler.sim.oracle.servable`). No larger fleet can meet more, and a
-fixed fleet holds every replica for the whole run, so each larger fleet is
-carried from that run as it must come out: the same requests met and
-GPU-seconds in proportion to its size (such points say ``simulated``
-false). Below that fleet every size is simulated.
+replica up, and a model stops being run at the first fleet that
+
+- meets every request any schedule can meet (those whose prompt fits the
+  context and whose prefill alone meets the objective,
+  :func:`scaler.sim.oracle.servable`): no larger fleet can meet more, so
+  larger fleets cannot matter; or
+- is on a plateau: within 90 % of that most, and this fleet and the one
+  before each met fewer than 0.1 % more requests than the one below them
+  (a rule of thumb, not a proof: what is left to gain is the requests that
+  miss however many replicas are ready, prompts just short of the limit).
+
+A fixed fleet holds every replica for the whole run, so each larger fleet
+is carried from the last run: the same requests met, GPU-seconds and cost
+in proportion to its size (such points say ``simulated`` false).
 """
 
 from __future__ import annotations
@@ -90,7 +96,7 @@ def _one_model(
         met = round(card.slo_attainment * n)
         model.met[size], model.gpu_s[size], model.cost[size] = met, card.gpu_seconds, card.cost
         reached = not model.smallest and card.slo_attainment >= goal - 1e-12
-        done = met >= servable or size == ceiling
+        done = met >= servable or size == ceiling or _plateau(model.met, size, n, servable)
         if reached or done:
             model.smallest = model.smallest or size
         if reached or done or size in wanted:
@@ -105,6 +111,14 @@ def _one_model(
     for size in sorted(wanted - set(model.runs)):
         model.runs[size] = run_world(requests, AlwaysOn(size), world)
     return model
+
+
+def _plateau(met: dict[int, int], size: int, n: int, servable: int) -> bool:
+    """Two sizes in a row each adding under 0.1 % of requests, within 90 % of the most."""
+    if size < 3 or met[size] < 0.9 * servable:
+        return False
+    step = 0.001 * n
+    return met[size] - met[size - 1] < step and met[size - 1] - met[size - 2] < step
 
 
 def fleet_frontier(

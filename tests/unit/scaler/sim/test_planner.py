@@ -4,9 +4,11 @@ Covers:
 - the profiles read off the engine model: prefill throughput is a prompt
   over its lone TTFT; decode throughput is the largest batch within the
   inter-token objective, the KV cache and max_num_seqs;
-- every 180 s the planner asks for the larger of ceil(predicted prompt
-  tokens/s over prefill throughput) and ceil(predicted output tokens/s over
-  decode throughput), never below one; an idle interval asks for one;
+- every 180 s the planner asks for ceil(predicted prompt tokens/s over
+  prefill throughput + predicted output tokens/s over decode throughput),
+  the two phases' shares of an aggregated replica, never below one nor over
+  the ceiling; an idle interval asks for one, and below its minimum it asks
+  for the minimum at once;
 - its ARIMA predictor follows a trend and keeps Dynamo's guard rails
   (leading zeros skipped, short or flat history: the last value).
 """
@@ -69,16 +71,17 @@ def _drive(planner: Planner, seconds: int, *, arrivals: int, isl: int, osl: int)
 
 
 @pytest.mark.parametrize(
-    ("prefill", "decode", "want", "sizes"),
+    ("prefill", "decode", "want", "shares"),
     [
-        # 25 requests/s x 1000 tokens = 25,000 tokens/s over 10,000: 3 prefill
-        # replicas; 25 x 50 = 1,250 tokens/s over 1,000: 2 decode replicas.
-        pytest.param(10_000.0, 1_000.0, 3, (3, 2), id="prefill-binds"),
-        pytest.param(100_000.0, 250.0, 5, (1, 5), id="decode-binds"),
+        # 25 requests/s x 1000 tokens = 25,000 tokens/s over 10,000: 2.5
+        # replicas' worth of prefill; 25 x 50 = 1,250 tokens/s over 1,000: 1.25
+        # of decode; together 3.75, so 4.
+        pytest.param(10_000.0, 1_000.0, 4, (2.5, 1.25), id="both"),
+        pytest.param(100_000.0, 250.0, 6, (0.25, 5.0), id="decode-mostly"),
     ],
 )
-def test_planner_asks_for_the_larger_of_prefill_and_decode_each_interval(
-    prefill: float, decode: float, want: int, sizes: tuple[int, int]
+def test_planner_asks_for_the_sum_of_the_phases_shares_each_interval(
+    prefill: float, decode: float, want: int, shares: tuple[float, float]
 ) -> None:
     seen: list[tuple[float, float]] = []
 
@@ -89,8 +92,15 @@ def test_planner_asks_for_the_larger_of_prefill_and_decode_each_interval(
     planner = Planner(prefill=lambda isl: prefill, decode=decode_profile, max_replicas=8)
     assert (planner.initial, planner.name) == (1, "planner")
     assert _drive(planner, 360, arrivals=25, isl=1000, osl=50) == [want, want]
-    assert planner.last_sizes == sizes
+    assert planner.last_shares == pytest.approx(shares)
     assert seen[-1] == (1000.0, 50.0)
+
+
+def test_planner_keeps_its_minimum_at_once_even_between_intervals() -> None:
+    planner = Planner(prefill=lambda isl: 1.0, decode=lambda isl, osl: 1.0, max_replicas=8)
+    empty = View(now=5.0, ready=0, spec=0, concurrency=1.0, busy=True, held=1, in_flight=0)
+    assert planner.tick(empty, activation=True) == 1
+    assert planner.tick(empty, activation=False) == 1
 
 
 def test_planner_asks_for_one_when_idle_and_never_over_the_ceiling() -> None:
