@@ -7,14 +7,18 @@ panic. Pure: the state goes in and comes out (``PolicyState.slo``, a frozen
 
 1. **Learn.** The observation's counters (:class:`~scaler.policy.api.LoadTotals`)
    since the last decision add one interval to the model's
-   :class:`~scaler.policy.slo_load.LoadHistory`, may add a capacity sample
-   (:func:`~scaler.policy.slo_load.learn_capacity`), and the demand (busy or
-   idle) extends the model's :class:`~scaler.policy.keep_warm.IdleGaps`.
+   :class:`~scaler.policy.slo_load.LoadHistory`, may add a sample to the
+   capacity of both phases (:func:`~scaler.policy.slo_phases.learn_phases`)
+   and to the prompt-only one (:func:`~scaler.policy.slo_load.learn_capacity`),
+   and the demand (busy or idle) extends the model's
+   :class:`~scaler.policy.keep_warm.IdleGaps`.
 2. **Size** for the load expected over the next cold start:
-   :func:`~scaler.policy.slo_load.replicas_for` (the last ten minutes
-   replayed through a fluid queue at the learned capacity), at least one;
-   the other per-replica targets, when set (queue depth, KV cache, GPU),
-   may raise it.
+   :func:`~scaler.policy.slo_sizing.replicas_for` (the recent history
+   replayed as work in both phases through a fluid queue; prompts no replica
+   can serve in time buy nothing), at least one; the other per-replica
+   targets, when set (queue depth, KV cache, GPU), may raise it. The
+   attainment measured against what the replay predicted corrects the
+   headroom (:meth:`SloState.corrected`).
 3. **From zero**, an activation or visible demand wakes the target to the
    larger of ``initial-scale``, ``min-scale`` and the sizing, in the same
    decision.

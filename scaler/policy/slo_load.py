@@ -1,19 +1,20 @@
-"""Load in tokens, capacity learned, and how many replicas meet the SLO: pure, time passed in.
+"""Load in tokens and the prompt-only capacity learned: pure, time passed in.
 
-SLO-first scaling sizes a model in prompt tokens, not requests: one request
-of a code assistant is 200 tokens and the next 50,000, and a replica's
-time to first token depends on the tokens ahead of a prompt, not on how many
-requests they came in. Three pieces, each a frozen value the policy state
+SLO-first scaling sizes a model in tokens, not requests: one request of a
+code assistant is 200 tokens and the next 50,000, and a replica's time to
+first token depends on the tokens ahead of a prompt, not on how many
+requests they came in. Two pieces, each a frozen value the policy state
 carries from one decision to the next:
 
 - :class:`Capacity`: the prompt tokens per second one replica prefills,
-  learned online from the model's own servers. A *saturated* interval (at
-  least four requests per ready replica waiting for their first token at
-  both its ends, the same replicas ready throughout) shows the most a replica
-  does: the prompt tokens whose first token came back (the counters the
-  activators and vLLM's ``prompt_tokens_total`` publish) per second per
-  ready replica, as a ratio of sums over the last minute or so of saturated
-  replica-seconds. Before
+  from the prompt side alone, until the step model of both phases
+  (:mod:`scaler.policy.slo_phases`) has seen enough busy time to replace it.
+  A *saturated* interval (at least four requests per ready replica waiting
+  for their first token at both its ends, the same replicas ready
+  throughout) shows the most a replica does: the prompt tokens whose first
+  token came back (the counters the activators and vLLM's
+  ``prompt_tokens_total`` publish) per second per ready replica, as a ratio
+  of sums over the last minute or so of saturated replica-seconds. Before
   the first, a prior of :data:`PRIOR_PREFILL_TOKENS_PER_S` (an 8B model on
   one H100 prefills about 25,000; a 70B on two, about 6,000), raised by the
   fastest prefill any request has shown (its prompt tokens over the time
@@ -21,25 +22,14 @@ carries from one decision to the next:
   that), so a model whose traffic never saturates a replica is not sized
   on a prior set too low; thirty saturated replica-seconds replace both.
 - :class:`LoadHistory`: what arrived, per decision interval, over the last
-  :data:`LOOKBACK_S` seconds: the model's own history, from which the load
-  over the next cold start is forecast. Ten minutes holds several of the
-  bursts of a bursty model and follows a diurnal one (its rate moves about
-  3 % a minute at the steepest, with a 10x day).
-- :func:`replicas_for`: the fewest replicas with which the history, replayed
-  through a fluid queue of ``replicas x capacity`` tokens per second, would
-  have let at most the allowed share of requests wait past the objective
-  (the objective less the mean prompt's own prefill time). That is the
-  forecast with its burst headroom in one: the next cold start is taken to
-  bring the bursts of the last ten minutes, at their sizes and their
-  lengths, so a burst that is short against the objective is absorbed by
-  the queue and a long one needs its full rate in replicas. Replicas are
-  sized for the bursts to come, never chased for the one under way: the
-  ones asked for now arrive a cold start later, and serve the next burst of
-  the same size, which the history says to expect.
+  :data:`LOOKBACK_S` seconds (prompt tokens, tokens to generate, requests,
+  prompts over each size bound): the model's own history, from which the
+  load over the next cold start is forecast
+  (:func:`~scaler.policy.slo_sizing.replicas_for`).
 
-Main decision, the share sized for: the attainment goal leaves ``1 - A`` of
-requests free to miss; sizing takes half of it, and leaves the other half
-to cold starts and to error in the forecast.
+Main decision, the witnesses of the load: the activators' counts at arrival
+for the timing, rescaled to the servers' counts for the size
+(:func:`with_interval`).
 """
 
 from __future__ import annotations
