@@ -19,10 +19,12 @@ from __future__ import annotations
 import pytest
 
 from scaler.policy.api import PROMPT_SIZE_BOUNDS, LoadTotals
+from scaler.policy.slo_floor import fading_floor, floor_window_s
 from scaler.policy.slo_load import LoadHistory
 from scaler.policy.slo_phases import PhaseFit, learn_phases
 from scaler.policy.slo_sizing import Sizing, SizingGoal, hopeless_count, replicas_for
 from scaler.policy.slo_state import MeasuredAttainment, SloState
+from scaler.policy.windows import MaxHold
 
 BASE_S, PER_SEQ_S, PREFILL = 0.0067, 0.000052, 25_000.0
 
@@ -137,3 +139,10 @@ def test_measured_misses_the_replay_does_not_predict_raise_the_headroom() -> Non
     met = MeasuredAttainment().add(1000.0, within=100, counted=100)
     fades = SloState(gaps=state.gaps, measured=met, headroom=2.0)
     assert 1.0 < correct(fades, sizing, 1000.0, interval_s=600.0).headroom < 1.5
+
+
+def test_the_floor_from_a_peak_fades_one_replica_per_cold_start() -> None:
+    window = floor_window_s(60.0, 6)
+    hold = MaxHold().record(6, 0.0, window_s=window).record(2, 30.0, window_s=window)
+    floors = [fading_floor(hold, t, cold_start_s=60.0) for t in (30.0, 59.0, 60.0, 200.0, 330.0)]
+    assert floors == [6, 6, 5, 3, 1]  # a count recorded once fades the same way
