@@ -59,11 +59,11 @@ _MAX_SERVICE_SHARE = 0.75
 # The replay's reach, in cold starts, and its bounds.
 _LOOKBACK_COLD_STARTS = 30.0
 _MIN_LOOKBACK_S = 60.0
-# A ramp, not a burst: each of three windows (a third of a cold start, at
-# least _MIN_TREND_WINDOW_S) above the last, the last at most _RAMP_AT_MOST
-# times the first.
-_MIN_TREND_WINDOW_S = 20.0
-_RAMP_AT_MOST = 1.5
+# A ramp, not a burst: each of three windows (a third of a cold start, or of a
+# shorter history, at least _MIN_TREND_WINDOW_S) above the last, the last at most _RAMP_AT_MOST
+# times the first (a burst's own rise is steeper).
+_MIN_TREND_WINDOW_S = 10.0
+_RAMP_AT_MOST = 2.5
 
 
 def lookback_for(cold_start_s: float) -> float:
@@ -262,10 +262,12 @@ def _trend(
     series: Sequence[tuple[float, float, float]], cold_start_s: float
 ) -> list[tuple[float, float, float]]:
     """The next cold start, where the load has risen over each of the last three
-    thirds of a cold start, and by at most half (a ramp: a burst of seconds does
-    not rise three times running, nor so gently): the last third's rate and
-    requests, plus the rise it is on, carried a cold start ahead."""
-    third = max(_MIN_TREND_WINDOW_S, cold_start_s / 3)
+    thirds of a cold start, gently (a ramp: a burst of seconds does not rise
+    three times running, nor so gently): the last third's rate and requests,
+    plus the rise it is on, carried a cold start ahead."""
+    # A history shorter than a cold start still shows a ramp in thirds of itself.
+    span = sum(dt for dt, _, _ in series)
+    third = max(_MIN_TREND_WINDOW_S, min(cold_start_s, span) / 3)
     rates = _window_rates(series, third, 3)
     if len(rates) < 3 or not 0 < rates[0] < rates[1] < rates[2] <= _RAMP_AT_MOST * rates[0]:
         return []

@@ -105,6 +105,7 @@ class SloState:
     fit: PhaseFit = field(default_factory=PhaseFit)  # prefill and decode, learned
     headroom: float = 1.0  # work multiplier the measured attainment asked for
     raised_at_s: float | None = None  # when the headroom was last raised
+    ready_since_s: float | None = None  # since when the ready count has not changed
 
     @property
     def prefill_per_s(self) -> float:
@@ -135,7 +136,10 @@ class SloState:
         # The model says the goal (or all that is attainable) is met at the
         # replicas there, and the servers measure less: the model is wrong.
         says_met = predicted is not None and predicted >= goal - sizing.hopeless_share - _SLACK
-        waited = self.raised_at_s is None or now - self.raised_at_s >= recent_s
+        # The replay predicts at the replicas ready now: only a window they
+        # served throughout is theirs to answer for.
+        steady = self.ready_since_s is not None and now - self.ready_since_s >= recent_s
+        waited = steady and (self.raised_at_s is None or now - self.raised_at_s >= recent_s)
         if says_met and predicted is not None and measured < predicted - _SLACK and waited:
             return replace(
                 self, headroom=min(_MAX_HEADROOM, self.headroom * _RAISE), raised_at_s=now
@@ -152,9 +156,18 @@ class SloState:
     def learn(self, observation: Observation, *, busy: bool, now: float) -> SloState:
         """Step 1: the history, the capacity and the idle gaps, with this observation."""
         gaps = self.gaps.observe(busy=busy, now=now)
+        ready_since = self.ready_since_s
+        if ready_since is None or observation.ready_replicas != self.ready:
+            ready_since = now
         totals = observation.load
         if totals is None:
-            return replace(self, gaps=gaps, at_s=now, ready=observation.ready_replicas)
+            return replace(
+                self,
+                gaps=gaps,
+                at_s=now,
+                ready=observation.ready_replicas,
+                ready_since_s=ready_since,
+            )
         # The hub's counters start at zero when it starts tracking the target,
         # as this state does: the first reading's counts belong to its interval.
         before = LoadTotals() if self.totals is None else self.totals
@@ -192,4 +205,5 @@ class SloState:
             totals=totals,
             at_s=now,
             ready=observation.ready_replicas,
+            ready_since_s=ready_since,
         )

@@ -123,7 +123,8 @@ def test_measured_misses_the_replay_does_not_predict_raise_the_headroom() -> Non
     sizing = replicas_for(steady_load, goal(ready=1, recent_s=60.0))
     assert sizing.predicted == 1.0  # one replica serves it all in time
     missed = MeasuredAttainment().add(100.0, within=58, counted=100)
-    state = SloState(gaps=SloState.start(0.0).gaps, measured=missed)
+    # The same replica ready for the whole window.
+    state = SloState(gaps=SloState.start(0.0).gaps, measured=missed, ready_since_s=0.0)
 
     def correct(s: SloState, sizing_now: Sizing, now: float, interval_s: float = 2) -> SloState:
         return s.corrected(sizing_now, goal=0.99, now=now, interval_s=interval_s, cold_start_s=20)
