@@ -35,7 +35,8 @@ from scaler.policy.slo_sizing import Sizing
 # arrive and show), once it counts _MIN_COUNTED first tokens, under what the
 # replay of the same window at the replicas there predicts by more than
 # _SLACK, while that prediction meets what is attainable (the goal less the
-# share no replica can serve in time), raises the headroom by _RAISE, at most
+# share no replica can serve in time) and the goal is within reach, raises the
+# headroom by _RAISE, at most
 # once per such window and up to _MAX_HEADROOM. Misses the replay predicts
 # too (a burst larger than the replicas there) say nothing against the model.
 # At or above the goal, the headroom fades back toward 1 over _FADE_S.
@@ -135,7 +136,14 @@ class SloState:
         predicted = sizing.predicted
         # The model says the goal (or all that is attainable) is met at the
         # replicas there, and the servers measure less: the model is wrong.
-        says_met = predicted is not None and predicted >= goal - sizing.hopeless_share - _SLACK
+        # Where the goal is out of reach the count is the one of least expected
+        # cost, and misses behind prompts no replica can serve in time are the
+        # tail's, not the model's: nothing to correct.
+        says_met = (
+            sizing.reachable
+            and predicted is not None
+            and predicted >= goal - sizing.hopeless_share - _SLACK
+        )
         # The replay predicts at the replicas ready now: only a window they
         # served throughout is theirs to answer for.
         steady = self.ready_since_s is not None and now - self.ready_since_s >= recent_s

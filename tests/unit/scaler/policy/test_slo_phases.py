@@ -16,6 +16,8 @@ Covers (scaler.policy.slo_phases, scaler.policy.slo_sizing, scaler.policy.slo_st
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from scaler.policy.api import PROMPT_SIZE_BOUNDS, LoadTotals
@@ -137,6 +139,8 @@ def test_measured_misses_the_replay_does_not_predict_raise_the_headroom() -> Non
     predicted_misses = replicas_for(burst, goal(ready=1, recent_s=60.0))
     assert predicted_misses.predicted is not None and predicted_misses.predicted < 0.9
     assert correct(state, predicted_misses, 120.0).headroom == 1.0
+    # Out of reach (a tail no replica can help): sized at least cost, not corrected.
+    assert correct(state, replace(sizing, reachable=False), 120.0).headroom == 1.0
     met = MeasuredAttainment().add(1000.0, within=100, counted=100)
     fades = SloState(gaps=state.gaps, measured=met, headroom=2.0)
     assert 1.0 < correct(fades, sizing, 1000.0, interval_s=600.0).headroom < 1.5
