@@ -33,22 +33,36 @@ from scaler.policy.slo_sizing import Sizing
 # Closing the loop: the measured attainment over the last few cold starts
 # (_RECENT_COLD_STARTS, at least _MIN_RECENT_S: time for replicas asked for to
 # arrive and show), once it counts _MIN_COUNTED first tokens, under what the
-# replay of the same window at the replicas there predicts by more than
-# _SLACK, while that prediction meets what is attainable (the goal less the
-# share no replica can serve in time) and the goal is within reach, raises the
-# headroom by _RAISE, at most
-# once per such window and up to _MAX_HEADROOM. Misses the replay predicts
-# too (a burst larger than the replicas there) say nothing against the model.
-# At or above the goal, the headroom fades back toward 1 over _FADE_S.
+# replay of the same window at the replicas there predicts, by more than
+# chance, _MIN_SHORT_REQUESTS requests and _SLACK_SHORT of them, while that
+# prediction meets what is attainable (the goal less the share no replica can
+# serve in time, within _SLACK) and the goal is within reach, raises the
+# headroom by _RAISE, at most once per such window and up to _MAX_HEADROOM.
+# Misses the replay predicts too (a burst larger than the replicas there) say
+# nothing against the model, nor do misses while the last ten minutes meet the
+# goal. At or above the goal, the headroom fades back
+# toward 1 over _FADE_S.
 _RECENT_COLD_STARTS = 3.0
-_MIN_RECENT_S = 30.0
+_MIN_RECENT_S = 120.0
 _MIN_COUNTED = 50.0
 _SLACK = 0.005
+_SLACK_SHORT = 0.01
+_MIN_SHORT_REQUESTS = 5.0
 _RAISE = 1.2
 _MAX_HEADROOM = 3.0
 _FADE_S = 600.0
 
 __all__ = ["MeasuredAttainment", "SloState", "recent_window_s"]
+
+
+def _short(measured: float, predicted: float, counted: float) -> bool:
+    """The servers measured clearly fewer first tokens in time than predicted: by
+    more than chance (three binomial deviations), more than _MIN_SHORT_REQUESTS
+    requests and more than _SLACK of them (a burst's few surprises are noise)."""
+    missed = (predicted - measured) * counted
+    q = min(max(1.0 - predicted, 1.0 / counted), 1.0)
+    noise = 3.0 * math.sqrt(counted * q * (1.0 - q))
+    return missed > max(_MIN_SHORT_REQUESTS, _SLACK_SHORT * counted, noise)
 
 
 def recent_window_s(cold_start_s: float) -> float:
@@ -110,12 +124,15 @@ class SloState:
 
     @property
     def prefill_per_s(self) -> float:
-        """The prefill rate sizing uses: the step model's once it is trusted, else the
-        prompt-only capacity (its prior, the fastest prefill seen, saturation)."""
+        """The prefill rate sizing uses: the step model's once it is trusted (no lower
+        than the saturated rate), else the prompt-only capacity (its prior, the
+        fastest prefill seen, saturation)."""
         fitted = self.fit.prefill_tokens_per_s
-        if self.fit.trusted and fitted is not None:
-            return fitted
-        return self.capacity.tokens_per_s
+        if not self.fit.trusted or fitted is None:
+            return self.capacity.tokens_per_s
+        # A replica prefills at least what it was seen to prefill saturated: the
+        # fit reads low where "busy" intervals hold idle gaps (bursty traffic).
+        return max(fitted, self.capacity.tokens_per_s) if self.capacity.trusted else fitted
 
     def corrected(
         self,
@@ -139,16 +156,17 @@ class SloState:
         # Where the goal is out of reach the count is the one of least expected
         # cost, and misses behind prompts no replica can serve in time are the
         # tail's, not the model's: nothing to correct.
-        says_met = (
-            sizing.reachable
-            and predicted is not None
-            and predicted >= goal - sizing.hopeless_share - _SLACK
-        )
+        attainable = goal - sizing.hopeless_share - _SLACK
+        says_met = sizing.reachable and predicted is not None and predicted >= attainable
+        # And the goal itself is missed over the whole measured window: a model
+        # that meets it over ten minutes is not wrong because a burst surprised it.
+        long_share = self.measured.share
+        says_met = says_met and long_share is not None and long_share < attainable
         # The replay predicts at the replicas ready now: only a window they
         # served throughout is theirs to answer for.
         steady = self.ready_since_s is not None and now - self.ready_since_s >= recent_s
         waited = steady and (self.raised_at_s is None or now - self.raised_at_s >= recent_s)
-        if says_met and predicted is not None and measured < predicted - _SLACK and waited:
+        if says_met and predicted is not None and waited and _short(measured, predicted, counted):
             return replace(
                 self, headroom=min(_MAX_HEADROOM, self.headroom * _RAISE), raised_at_s=now
             )
