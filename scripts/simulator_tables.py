@@ -117,7 +117,16 @@ SCENARIOS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "chat",
-        ("--trace", "synthetic:chat", "--synthetic-rate", "5500", "--synthetic-duration", "10m"),
+        (
+            "--trace",
+            "synthetic:chat",
+            "--synthetic-rate",
+            "5500",
+            "--synthetic-duration",
+            "15m",
+            "--skip",
+            "5m",
+        ),
     ),
     ("long-context", ("--trace", "synthetic:long-context")),
 )

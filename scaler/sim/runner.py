@@ -30,10 +30,11 @@ requests as its own proxy does (:data:`scaler.sim.baselines.HOLD_TIMEOUTS_S`):
   evaluation on the code trace is not fitted to it;
 - ``tidal-adaptive``: the defaults with ``scale-to-zero-grace-period: adaptive``;
 - ``tidal-pool`` and ``tidal-warm`` (only when asked for: ``--policies``):
-  ``tidal``'s policy with every model on one pool of time-sliced GPUs
+  ``tidal``'s annotations with every model on one pool of time-sliced GPUs
   (:mod:`scaler.sim.warm_tier`), scale-to-zero alone against the warm tier
   (``sleep-after``, :data:`WARM_ANNOTATIONS` unless the caller's
-  annotations set it);
+  annotations set it); the pool model decides only when a model's one pod
+  starts, sleeps and goes to zero, so the objective does not size them;
 - ``tidal-spot`` (only when a spot placement is given): ``tidal``'s policy
   with that placement (``scaler.policy.split`` each tick, spot
   interruptions as the world's spot model says), beside ``tidal``, which
