@@ -296,18 +296,14 @@ def _drain(
 ) -> int:
     """Replicas that serve the last cold start's load and drain the requests waiting
     now within a cold start; 0 without a backlog, or where the replicas there clear
-    it within a cold start anyway at the replay's mean load (one asked for now
-    would come after it is gone)."""
+    it within a cold start anyway (one asked for now would come after it is gone)."""
     if backlog < 1 or requests <= 0 or not series:
         return 0
     rates = _window_rates(series, cold_start_s, 1) or [
         sum(w for _, w, _ in series) / sum(dt for dt, _, _ in series)
     ]
-    total_work = sum(w for _, w, _ in series)
-    work = backlog * total_work / requests
-    # Cleared at the replay's mean rate, not the last cold start's: a burst's own
-    # rate says nothing of the minutes after it.
-    spare = ready - total_work / sum(dt for dt, _, _ in series)
+    work = backlog * sum(w for _, w, _ in series) / requests
+    spare = ready - rates[-1]
     if spare > 0 and work / spare < cold_start_s:
         return 0
     return math.ceil(rates[-1] + work / cold_start_s)
