@@ -413,8 +413,16 @@ def _slo_line(row: Mapping[str, Any]) -> str:
     learned = "learned" if live.get("capacity_learned") else "prior, not yet learned"
     line += (
         f"; capacity {live.get('capacity_prompt_tokens_per_s', 0):,.0f} prompt tokens/s"
-        f" per replica ({learned})"
+        f" and {live.get('capacity_decode_tokens_per_s', 0):,.0f} generated tokens/s"
+        f" ({live.get('decode_slots', 0):,.0f} sequences) per replica ({learned});"
+        f" {live.get('binding', 'prefill')} binds"
     )
+    hopeless = live.get("hopeless_share") or 0.0
+    if hopeless > 0:
+        line += f"; {_percent(hopeless)} of requests have prompts no replica prefills in {ttft}"
+    headroom = live.get("headroom") or 1.0
+    if headroom > 1.0:
+        line += f"; headroom x{headroom:.2f} (measured under the goal the sizing promised)"
     measured = live.get("measured_attainment")
     if measured is None:
         return line + "; measured: no first token counted in the last 10m"

@@ -33,7 +33,7 @@ The gate also keeps what ``/v1/stats`` reports: arrivals (:meth:`Gate.arrive`),
 and the time integral of ``in_flight + buffered`` from which the period's
 mean concurrency comes. Both are updated where the counts change, with one
 read of the loop's clock (:mod:`activator.clock`). For a target sized in
-tokens (``counts_tokens``: it has a TTFT objective) a request routed by its
+tokens (``tokens.on``: it has a TTFT objective) a request routed by its
 body's ``model`` also adds its estimated prompt tokens and its ``max_tokens``
 (:func:`~activator.balancing.prefix_key.estimated_tokens`, from the document already
 parsed to route it); other targets pay nothing for it.
@@ -59,11 +59,12 @@ import random
 from collections.abc import Callable
 
 from activator.balancing.least_loaded import pick
-from activator.balancing.prefix_key import PromptBlocks, estimated_tokens
+from activator.balancing.prefix_key import PromptBlocks
 from activator.clock import Clock, loop_time
 from activator.holding.adapters import AdapterPicker
 from activator.holding.prefix_balancing import PrefixBalancer
 from activator.holding.request_class import ANONYMOUS, HoldClass
+from activator.holding.token_tally import TokenTally
 from activator.replicas.readiness import EndpointTracker, TargetEndpoints
 from groundwork.fair_hold_queue import FairHoldQueue
 
@@ -145,10 +146,8 @@ class Gate:
         self.in_flight = 0
         self.arrivals = 0
         # Estimated prompt tokens and max_tokens of the period's arrivals (only
-        # with counts_tokens; see the module docstring).
-        self.counts_tokens = False
-        self.prompt_tokens = 0
-        self.output_tokens = 0
+        # with a TTFT objective; see the module docstring).
+        self.tokens = TokenTally()
         self.closed = False
         self._closed_reason: type[HoldError] = GateClosed
         # Time integral of in_flight + buffered since the last report. The
@@ -200,20 +199,12 @@ class Gate:
 
     # -- the request path ---------------------------------------------------
 
-    def take_tokens(self) -> tuple[int, int]:
-        """(estimated prompt tokens, max_tokens) of the arrivals since the last call; resets."""
-        got = self.prompt_tokens, self.output_tokens
-        self.prompt_tokens = self.output_tokens = 0
-        return got
-
     def arrive(self, document: object = None) -> None:
         """A request for this target arrived (counted once, however often it waits);
         ``document``: its parsed body, when it was routed by ``model``."""
         self.arrivals += 1
-        if self.counts_tokens and document is not None:
-            prompt, output = estimated_tokens(document)
-            self.prompt_tokens += prompt
-            self.output_tokens += output
+        if self.tokens.on and document is not None:
+            self.tokens.add(document)
 
     def try_acquire(
         self, prompt: PromptBlocks | None = None, picker: AdapterPicker | None = None

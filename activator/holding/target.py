@@ -72,7 +72,7 @@ class Target:
             limit=replica_limit(spec.container_concurrency, self.activators),
         )
         gate.set_balancing(spec.balancing, self.activators)
-        gate.counts_tokens = spec.counts_tokens
+        gate.tokens.on = spec.counts_tokens
         gate.endpoints.set_sleeping(sleeping)
         gate.endpoints.update(spec.endpoints, sleeping)
 

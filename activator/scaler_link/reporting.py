@@ -88,10 +88,11 @@ def build_report(*, activator: str, registry: Registry, elapsed_s: float) -> dic
             "arrivals": arrivals,
             "pods": gate.pods(),
         }
-        if gate.counts_tokens:
-            prompt, output = gate.take_tokens()
+        if gate.tokens.on:
+            prompt, output, over = gate.tokens.take()
             targets[name]["prompt_tokens"] = prompt
             targets[name]["output_tokens"] = output
+            targets[name]["prompts_over"] = over
         # By priority class, only where classes are in use (else as before).
         shed = gate.take_shed()
         held = gate.held_by_class

@@ -38,7 +38,8 @@ class ExampleModel:
     # Model time runs this much faster than wall time (1: an 8B model on an H100).
     speedup: float = 1.0
     extra_annotations: dict[str, str] = field(default_factory=dict)
-    # More flags for the fake vLLM (e.g. ("--kv-cache-tokens", "100000")).
+    # More arguments for the fake vLLM (``sandbox.tidal.dev/args``), e.g.
+    # ``("--max-num-seqs", "8")`` for a server whose batch fills first.
     server_args: tuple[str, ...] = ()
 
     @property

@@ -100,6 +100,7 @@ SLEEP_LEVEL = _A + "sleep-level"
 SLO_TTFT = _A + "slo-ttft"
 SLO_ATTAINMENT = _A + "slo-attainment"
 ADAPTER_KEEP_ALIVE = _A + "adapter-keep-alive"
+SLO_TPOT = _A + "slo-tpot"
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,17 +234,27 @@ SPECS: tuple[AnnotationSpec, ...] = (
         SLO_TTFT,
         "",
         "100ms to 10m",
-        "SLO-first scaling: the time-to-first-token objective. Set, Tidal sizes the model in"
-        " prompt tokens per second against a capacity it learns per replica, for the load"
-        " expected over the next cold start, and keeps it warm while a request within a cold"
-        " start is likely enough; target-concurrency, window, panic and scale-down-delay are"
-        " then not used (the other targets, when set, still raise the count)",
+        "SLO-first scaling: the time-to-first-token objective. Set, Tidal sizes the model for"
+        " the work of both phases (prompt tokens to prefill, tokens to generate) against the"
+        " capacity it learns per replica from the servers' counters, for the load expected"
+        " over the next cold start, and keeps it warm while a request within a cold start is"
+        " likely enough; prompts whose prefill alone exceeds it buy no replica."
+        " target-concurrency, window, panic and scale-down-delay are then not used (the other"
+        " targets, when set, still raise the count)",
     ),
     AnnotationSpec(
         SLO_ATTAINMENT,
         "99",
         "50 to 99.99 (percent); only with slo-ttft",
         "the share of requests that must meet slo-ttft",
+    ),
+    AnnotationSpec(
+        SLO_TPOT,
+        "",
+        "1ms to 10s; only with slo-ttft",
+        "the inter-token objective: each sequence's tokens at most this far apart on"
+        " average, so a replica runs no more sequences at once than keep its steps"
+        " within it; unset: a replica's full batch, and decode must only never queue",
     ),
     AnnotationSpec(
         ADAPTER_KEEP_ALIVE,
@@ -668,8 +679,9 @@ def _read_warm(r: _Reader, engine: str, min_scale: int, grace_s: float) -> tuple
     return sleep_after_s, sleep_level
 
 
-def _read_slo(r: _Reader) -> tuple[float | None, float]:
-    """The TTFT objective in seconds, and the attainment as a fraction."""
+def _read_slo(r: _Reader) -> tuple[float | None, float, float | None]:
+    """The TTFT objective in seconds, the attainment as a fraction, and the
+    inter-token objective in seconds, checked together."""
     slo_ttft_s = r.get(SLO_TTFT, _duration, "a duration from 100ms to 10m")
     if slo_ttft_s is not None and not 0.1 <= slo_ttft_s <= 600.0:
         r.bad(SLO_TTFT, "a duration from 100ms to 10m")
@@ -682,7 +694,13 @@ def _read_slo(r: _Reader) -> tuple[float | None, float]:
     )
     if SLO_ATTAINMENT in r.annotations and SLO_TTFT not in r.annotations:
         r.bad(SLO_ATTAINMENT, f"only with {SLO_TTFT} (the objective it is a share of)")
-    return slo_ttft_s, attainment_pct / 100.0
+    slo_tpot_s = r.get(SLO_TPOT, _duration, "a duration from 1ms to 10s")
+    if slo_tpot_s is not None and not 0.001 <= slo_tpot_s <= 10.0:
+        r.bad(SLO_TPOT, "a duration from 1ms to 10s")
+        slo_tpot_s = None
+    if SLO_TPOT in r.annotations and SLO_TTFT not in r.annotations:
+        r.bad(SLO_TPOT, f"only with {SLO_TTFT} (SLO-first scaling sizes for both)")
+    return slo_ttft_s, attainment_pct / 100.0, slo_tpot_s
 
 
 def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
@@ -703,7 +721,7 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
     )
     placement = _read_placement(r, scale)
     sleep_after_s, sleep_level = _read_warm(r, engine, scale.min_scale, grace_s)
-    slo_ttft_s, attainment = _read_slo(r)
+    slo_ttft_s, attainment, slo_tpot_s = _read_slo(r)
     # Read by the activator, which unloads idle adapters; checked here so that
     # a bad value is an InvalidAnnotation Event like every other key.
     adapter_keep_alive_s = r.duration(ADAPTER_KEEP_ALIVE, 1.0, 24 * 3600.0, 600.0)
@@ -733,6 +751,7 @@ def parse_scaling_config(annotations: Mapping[str, str]) -> ScalingConfig:
         slo_ttft_s=slo_ttft_s,
         slo_attainment=attainment,
         adapter_keep_alive_s=adapter_keep_alive_s,
+        slo_tpot_s=slo_tpot_s,
     )
 
 

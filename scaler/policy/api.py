@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 __all__ = [
+    "PROMPT_SIZE_BOUNDS",
     "Decision",
     "Demand",
     "LoadTotals",
@@ -113,6 +114,9 @@ class ScalingConfig:
     # LoRA adapters idle this long are unloaded (the activator does it; the
     # scaler validates the key and reports it).
     adapter_keep_alive_s: float = 600.0
+    # An inter-token objective (only with ``slo_ttft_s``): each sequence's tokens
+    # no further apart on average. None: decode must only never queue.
+    slo_tpot_s: float | None = None
 
     @property
     def panic_window_s(self) -> float:
@@ -159,6 +163,21 @@ class Demand:
     all_sources_fresh: bool
 
 
+#: Prompt sizes (tokens) at which arrivals are counted, for the share of requests
+#: whose prefill alone cannot meet the objective (vLLM's ``request_prompt_tokens``
+#: histogram bounds, the part of them that matters at objectives of seconds).
+PROMPT_SIZE_BOUNDS: tuple[float, ...] = (
+    1_000.0,
+    2_000.0,
+    5_000.0,
+    10_000.0,
+    20_000.0,
+    50_000.0,
+    100_000.0,
+    200_000.0,
+)
+
+
 @dataclass(frozen=True, slots=True)
 class LoadTotals:
     """One target's request and token counters, summed over every report since the
@@ -194,6 +213,16 @@ class LoadTotals:
     served_prompt_tokens: float = 0.0
     ttft_counted: float = 0.0
     ttft_within_slo: float = 0.0
+    # The servers' view of decode (vLLM; where no server publishes it, 0 or None):
+    # tokens generated (``generation_tokens_total``, a counter), and right now the
+    # sequences running, the requests waiting for a slot, the mean KV-cache usage.
+    generated_tokens: float = 0.0
+    running: float | None = None
+    server_waiting: float = 0.0
+    kv_cache_utilization: float | None = None
+    # Arrivals whose prompt is longer than each of :data:`PROMPT_SIZE_BOUNDS`
+    # tokens (counters, one per bound; empty where no source counts them).
+    prompts_over: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,8 +257,18 @@ class SloReport:
     # servers' TTFT histograms count them (None: none counted), and how many.
     measured_attainment: float | None = None
     measured_first_tokens: float = 0.0
+    # Decode: generated tokens per second one replica sustains at the objective
+    # (its full batch), and the sequences it runs at once (its batch).
+    decode_tokens_per_s: float = 0.0
+    decode_slots: float = 0.0
+    binding: str = "prefill"  # prefill | decode: the larger share of the load's work
+    # The share of requests whose prefill alone exceeds the objective (no replica
+    # can serve them in time), and the headroom the measured attainment added.
+    hopeless_share: float = 0.0
+    headroom: float = 1.0
+    slo_tpot_s: float | None = None
 
-    def as_json(self) -> dict[str, float | int | bool | None]:
+    def as_json(self) -> dict[str, float | int | bool | str | None]:
         return {
             "slo_ttft_s": self.slo_ttft_s,
             "attainment": self.attainment,
@@ -242,6 +281,12 @@ class SloReport:
                 None if self.measured_attainment is None else round(self.measured_attainment, 5)
             ),
             "measured_first_tokens": round(self.measured_first_tokens),
+            "capacity_decode_tokens_per_s": round(self.decode_tokens_per_s, 1),
+            "decode_slots": round(self.decode_slots, 1),
+            "binding": self.binding,
+            "hopeless_share": round(self.hopeless_share, 5),
+            "headroom": round(self.headroom, 3),
+            "slo_tpot_s": self.slo_tpot_s,
         }
 
 

@@ -7,14 +7,18 @@ panic. Pure: the state goes in and comes out (``PolicyState.slo``, a frozen
 
 1. **Learn.** The observation's counters (:class:`~scaler.policy.api.LoadTotals`)
    since the last decision add one interval to the model's
-   :class:`~scaler.policy.slo_load.LoadHistory`, may add a capacity sample
-   (:func:`~scaler.policy.slo_load.learn_capacity`), and the demand (busy or
-   idle) extends the model's :class:`~scaler.policy.keep_warm.IdleGaps`.
+   :class:`~scaler.policy.slo_load.LoadHistory`, may add a sample to the
+   capacity of both phases (:func:`~scaler.policy.slo_phases.learn_phases`)
+   and to the prompt-only one (:func:`~scaler.policy.slo_load.learn_capacity`),
+   and the demand (busy or idle) extends the model's
+   :class:`~scaler.policy.keep_warm.IdleGaps`.
 2. **Size** for the load expected over the next cold start:
-   :func:`~scaler.policy.slo_load.replicas_for` (the last ten minutes
-   replayed through a fluid queue at the learned capacity), at least one;
-   the other per-replica targets, when set (queue depth, KV cache, GPU),
-   may raise it.
+   :func:`~scaler.policy.slo_sizing.replicas_for` (the recent history
+   replayed as work in both phases through a fluid queue; prompts no replica
+   can serve in time buy nothing), at least one; the other per-replica
+   targets, when set (queue depth, KV cache, GPU), may raise it. The
+   attainment measured against what the replay predicted corrects the
+   headroom (:meth:`SloState.corrected`).
 3. **From zero**, an activation or visible demand wakes the target to the
    larger of ``initial-scale``, ``min-scale`` and the sizing, in the same
    decision.
@@ -22,10 +26,11 @@ panic. Pure: the state goes in and comes out (``PolicyState.slo``, a frozen
    fresh, and the expected-cost rule (:mod:`scaler.policy.keep_warm`) says a
    request within the next cold start is too unlikely to pay for staying
    warm. It replaces the grace period.
-5. **Down** no sooner than a cold start after the count was last wanted: a
-   replica let go and wanted back within a cold start costs a cold start of
-   GPU time and arrives late (the highest count of the last cold start is
-   held).
+5. **Down** along a floor from recent peaks that fades
+   (:mod:`scaler.policy.slo_floor`): a count wanted is held for a cold start,
+   then falls one replica per cold start (the ski-rental break-even: a
+   replica let go and wanted back costs a cold start of GPU time and arrives
+   late).
 6. **No data is not zero load**: while a configured signal or a demand
    source is stale the count may rise but not fall. Bounds
    ``[max(1, min-scale), max-scale]`` above zero.
@@ -48,12 +53,10 @@ from scaler.policy.api import (
     SloReport,
 )
 from scaler.policy.decide import PolicyState, desired_for_signal
-from scaler.policy.keep_warm import WarmOdds, warm_odds
-from scaler.policy.slo_load import (
-    Sizing,
-    replicas_for,
-)
-from scaler.policy.slo_state import SloState
+from scaler.policy.keep_warm import WarmOdds, miss_price_s, warm_odds
+from scaler.policy.slo_floor import fading_floor, floor_window_s
+from scaler.policy.slo_sizing import Sizing, SizingGoal, lookback_for, replicas_for
+from scaler.policy.slo_state import SloState, recent_window_s
 from scaler.policy.windows import MaxHold
 
 __all__ = ["SloState", "decide_slo"]
@@ -77,6 +80,31 @@ def _other_targets(config: ScalingConfig, observation: Observation) -> tuple[int
             ),
         )
     return want, fresh
+
+
+def _goal(
+    config: ScalingConfig,
+    slo: SloState,
+    observation: Observation,
+    slo_ttft_s: float,
+    cold_start_s: float,
+) -> SizingGoal:
+    """What sizing aims at, with what the state has learned."""
+    return SizingGoal(
+        slo_ttft_s=slo_ttft_s,
+        attainment=config.slo_attainment,
+        max_replicas=config.max_scale,
+        prefill_per_s=slo.prefill_per_s,
+        fit=slo.fit,
+        slo_tpot_s=config.slo_tpot_s,
+        lookback_s=lookback_for(cold_start_s),
+        headroom=slo.headroom,
+        miss_price_s=miss_price_s(cold_start_s=cold_start_s, attainment=config.slo_attainment),
+        cold_start_s=cold_start_s,
+        backlog=0.0 if observation.load is None else observation.load.awaiting_first_token,
+        ready=observation.ready_replicas,
+        recent_s=recent_window_s(cold_start_s),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,14 +133,18 @@ def decide_slo(
         seen is not None and previous.at_s is not None and seen > previous.at_s
     )
     slo = previous.learn(observation, busy=busy, now=now)  # 1. learn
-    sizing = replicas_for(  # 2. size
-        slo.history,
-        slo.capacity,
-        slo_ttft_s=slo_ttft_s,
-        attainment=config.slo_attainment,
-        max_replicas=config.max_scale,
+    goal = _goal(config, slo, observation, slo_ttft_s, cold_start_s)
+    sizing = replicas_for(slo.history, goal)  # 2. size
+    slo = replace(
+        slo.corrected(
+            sizing,
+            goal=config.slo_attainment,
+            now=now,
+            interval_s=0.0 if previous.at_s is None else now - previous.at_s,
+            cold_start_s=cold_start_s,
+        ),
+        sizing=sizing,
     )
-    slo = replace(slo, sizing=sizing)
     others, signals_fresh = _other_targets(config, observation)
     want = max(sizing.replicas, others)
     current = observation.spec_replicas
@@ -131,7 +163,12 @@ def decide_slo(
         if config.min_scale == 0 and not busy and fresh and not odds.keep:  # 4. to zero
             outcome = _Outcome(0, Reason.SCALED_TO_ZERO, f"idle: {odds.why}", MaxHold())
         else:
-            outcome = _sized(config, state, sizing, want, odds, current, fresh, cold_start_s, now)
+            # A history shorter than a cold start forecasts nothing yet: keep what
+            # is there (a warm fleet taken over) until it has seen one.
+            young = slo.history.span_s < cold_start_s or sizing.rising
+            outcome = _sized(
+                config, state, sizing, want, odds, current, (fresh, young), cold_start_s, now
+            )
     changed = state.last_desired is None or outcome.desired != state.last_desired
     decision = Decision(
         desired=outcome.desired,
@@ -143,13 +180,19 @@ def decide_slo(
         slo=SloReport(
             slo_ttft_s=slo_ttft_s,
             attainment=config.slo_attainment,
-            capacity_tokens_per_s=slo.capacity.tokens_per_s,
-            capacity_learned=slo.capacity.trusted,
+            capacity_tokens_per_s=goal.prefill_per_s,
+            capacity_learned=slo.capacity.trusted or slo.fit.trusted,
             sized_replicas=sizing.replicas,
             late_share=sizing.late_share,
             requests_per_s=slo.history.request_rate(),
             measured_attainment=slo.measured.share,
             measured_first_tokens=slo.measured.counted,
+            decode_tokens_per_s=slo.fit.decode_tokens_per_s(config.slo_tpot_s),
+            decode_slots=slo.fit.slots,
+            binding=sizing.binding,
+            hopeless_share=sizing.hopeless_share,
+            headroom=goal.headroom,
+            slo_tpot_s=config.slo_tpot_s,
         ),
     )
     new_state = replace(
@@ -191,17 +234,20 @@ def _sized(
     want: int,
     odds: WarmOdds,
     current: int,
-    fresh: bool,
+    fresh_young: tuple[bool, bool],
     cold_start_s: float,
     now: float,
 ) -> _Outcome:
-    """Steps 5 and 6: hold for a cold start, keep on stale data, bound."""
+    """Steps 5 and 6: hold for a cold start, keep on stale data or a short history, bound."""
+    fresh, young = fresh_young
     floor = max(1, config.min_scale)
     target = max(want, floor)
-    hold = state.delay_hold.record(target, now, window_s=cold_start_s)
-    held = hold.current(now, window_s=cold_start_s) or target
+    # The warm floor from recent peaks fades one replica per cold start.
+    window_s = floor_window_s(cold_start_s, max(target, current))
+    hold = state.delay_hold.record(target, now, window_s=window_s)
+    held = fading_floor(hold, now, cold_start_s=cold_start_s) or target
     desired = max(target, held)
-    if not fresh:
+    if not fresh or young:
         desired = max(desired, current)
     desired = min(desired, config.max_scale)
     if desired > current:
@@ -210,11 +256,20 @@ def _sized(
         return _Outcome(desired, Reason.SCALED_DOWN, sizing.why, hold)
     if not fresh and target < current:
         return _Outcome(desired, Reason.NO_DATA, f"a source is stale: keeping {desired}", hold)
+    if young and target < current:
+        return _Outcome(
+            desired,
+            Reason.HOLDING,
+            f"sizing wants {target}; keeping {desired} while the history is shorter than a"
+            " cold start or the load rises",
+            hold,
+        )
     if held > target:
         return _Outcome(
             desired,
             Reason.HOLDING,
-            f"sizing wants {target}; holding {desired} for a cold start ({cold_start_s:.0f}s)",
+            f"sizing wants {target}; the floor from recent peaks holds {desired}, fading one"
+            f" replica per cold start ({cold_start_s:.0f}s)",
             hold,
         )
     if sizing.replicas == 0:

@@ -1,19 +1,20 @@
-"""Load in tokens, capacity learned, and how many replicas meet the SLO: pure, time passed in.
+"""Load in tokens and the prompt-only capacity learned: pure, time passed in.
 
-SLO-first scaling sizes a model in prompt tokens, not requests: one request
-of a code assistant is 200 tokens and the next 50,000, and a replica's
-time to first token depends on the tokens ahead of a prompt, not on how many
-requests they came in. Three pieces, each a frozen value the policy state
+SLO-first scaling sizes a model in tokens, not requests: one request of a
+code assistant is 200 tokens and the next 50,000, and a replica's time to
+first token depends on the tokens ahead of a prompt, not on how many
+requests they came in. Two pieces, each a frozen value the policy state
 carries from one decision to the next:
 
 - :class:`Capacity`: the prompt tokens per second one replica prefills,
-  learned online from the model's own servers. A *saturated* interval (at
-  least four requests per ready replica waiting for their first token at
-  both its ends, the same replicas ready throughout) shows the most a replica
-  does: the prompt tokens whose first token came back (the counters the
-  activators and vLLM's ``prompt_tokens_total`` publish) per second per
-  ready replica, as a ratio of sums over the last minute or so of saturated
-  replica-seconds. Before
+  from the prompt side alone, until the step model of both phases
+  (:mod:`scaler.policy.slo_phases`) has seen enough busy time to replace it.
+  A *saturated* interval (at least four requests per ready replica waiting
+  for their first token at both its ends, the same replicas ready
+  throughout) shows the most a replica does: the prompt tokens whose first
+  token came back (the counters the activators and vLLM's
+  ``prompt_tokens_total`` publish) per second per ready replica, as a ratio
+  of sums over the last minute or so of saturated replica-seconds. Before
   the first, a prior of :data:`PRIOR_PREFILL_TOKENS_PER_S` (an 8B model on
   one H100 prefills about 25,000; a 70B on two, about 6,000), raised by the
   fastest prefill any request has shown (its prompt tokens over the time
@@ -21,25 +22,14 @@ carries from one decision to the next:
   that), so a model whose traffic never saturates a replica is not sized
   on a prior set too low; thirty saturated replica-seconds replace both.
 - :class:`LoadHistory`: what arrived, per decision interval, over the last
-  :data:`LOOKBACK_S` seconds: the model's own history, from which the load
-  over the next cold start is forecast. Ten minutes holds several of the
-  bursts of a bursty model and follows a diurnal one (its rate moves about
-  3 % a minute at the steepest, with a 10x day).
-- :func:`replicas_for`: the fewest replicas with which the history, replayed
-  through a fluid queue of ``replicas x capacity`` tokens per second, would
-  have let at most the allowed share of requests wait past the objective
-  (the objective less the mean prompt's own prefill time). That is the
-  forecast with its burst headroom in one: the next cold start is taken to
-  bring the bursts of the last ten minutes, at their sizes and their
-  lengths, so a burst that is short against the objective is absorbed by
-  the queue and a long one needs its full rate in replicas. Replicas are
-  sized for the bursts to come, never chased for the one under way: the
-  ones asked for now arrive a cold start later, and serve the next burst of
-  the same size, which the history says to expect.
+  :data:`LOOKBACK_S` seconds (prompt tokens, tokens to generate, requests,
+  prompts over each size bound): the model's own history, from which the
+  load over the next cold start is forecast
+  (:func:`~scaler.policy.slo_sizing.replicas_for`).
 
-Main decision, the share sized for: the attainment goal leaves ``1 - A`` of
-requests free to miss; sizing takes half of it, and leaves the other half
-to cold starts and to error in the forecast.
+Main decision, the witnesses of the load: the activators' counts at arrival
+for the timing, rescaled to the servers' counts for the size
+(:func:`with_interval`).
 """
 
 from __future__ import annotations
@@ -53,11 +43,10 @@ __all__ = [
     "LOOKBACK_S",
     "PRIOR_PREFILL_TOKENS_PER_S",
     "Capacity",
+    "Interval",
     "LoadHistory",
-    "Sizing",
     "estimate_scale",
     "learn_capacity",
-    "replicas_for",
     "saturated_sample",
     "with_interval",
 ]
@@ -89,8 +78,6 @@ _TRUSTED_REPLICA_S = 30.0
 # long enough to span a few long prompts, short enough to follow a change of
 # model or of prompt mix within minutes of saturation.
 _MEMORY_REPLICA_S = 60.0
-# The share of the miss allowance that sizing may spend (the rest: cold starts, error).
-_SIZING_SHARE = 0.5
 # The servers' prompt tokens counted before they rescale the activators'
 # estimate (a few long prompts, so one in flight does not skew the ratio much),
 # and the bounds of the scale: characters over four is within a factor of two
@@ -98,9 +85,9 @@ _SIZING_SHARE = 0.5
 # different traffic (some of it bypasses the activators), not a different text.
 _SCALE_AFTER_TOKENS = 100_000.0
 _SCALE_RANGE = (0.5, 2.0)
-# A prompt's own prefill takes at most this share of the objective when
-# counting the wait a replica may add (a longer prompt cannot meet it anyway).
-_MAX_SERVICE_SHARE = 0.75
+# Generated over asked below this: the activators' max_tokens overstate the
+# answers (in-flight answers alone keep the ratio a little under 1).
+_ASKED_OVERSTATES = 0.7
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,14 +153,28 @@ def saturated_sample(
     return done, interval_s * ready
 
 
+#: One decision interval of the history: ``(start_s, end_s, prompt_tokens, requests,
+#: output_tokens, prompts_over)``, the last the arrivals over each of
+#: :data:`~scaler.policy.api.PROMPT_SIZE_BOUNDS` (empty where none are counted).
+Interval = tuple[float, float, float, float, float, tuple[float, ...]]
+
+
 @dataclass(frozen=True, slots=True)
 class LoadHistory:
-    """Arrivals per decision interval, ``(start_s, end_s, prompt_tokens, requests)``, over
-    the last :data:`LOOKBACK_S` seconds, oldest first."""
+    """Arrivals per decision interval (:data:`Interval`) over the last
+    :data:`LOOKBACK_S` seconds, oldest first."""
 
-    intervals: tuple[tuple[float, float, float, float], ...] = ()
+    intervals: tuple[Interval, ...] = ()
 
-    def add(self, start_s: float, end_s: float, tokens: float, requests: float) -> LoadHistory:
+    def add(
+        self,
+        start_s: float,
+        end_s: float,
+        tokens: float,
+        requests: float,
+        output: float = 0.0,
+        over: tuple[float, ...] = (),
+    ) -> LoadHistory:
         if end_s <= start_s:
             return self
         horizon = end_s - LOOKBACK_S
@@ -181,7 +182,23 @@ class LoadHistory:
         drop = 0
         while drop < len(kept) and kept[drop][1] <= horizon:
             drop += 1
-        return LoadHistory((*kept[drop:], (start_s, end_s, max(0.0, tokens), max(0.0, requests))))
+        interval = (
+            start_s,
+            end_s,
+            max(0.0, tokens),
+            max(0.0, requests),
+            max(0.0, output),
+            tuple(max(0.0, c) for c in over),
+        )
+        return LoadHistory((*kept[drop:], interval))
+
+    def since(self, start_s: float) -> LoadHistory:
+        """The intervals that end after ``start_s``."""
+        kept = self.intervals
+        drop = 0
+        while drop < len(kept) and kept[drop][1] <= start_s:
+            drop += 1
+        return self if drop == 0 else LoadHistory(kept[drop:])
 
     @property
     def requests(self) -> float:
@@ -190,6 +207,10 @@ class LoadHistory:
     @property
     def tokens(self) -> float:
         return sum(i[2] for i in self.intervals)
+
+    @property
+    def output_tokens(self) -> float:
+        return sum(i[4] for i in self.intervals)
 
     @property
     def span_s(self) -> float:
@@ -201,78 +222,6 @@ class LoadHistory:
         """Requests per second over the history (0 without one)."""
         span = self.span_s
         return self.requests / span if span > 0 else 0.0
-
-
-def _late_requests(
-    history: LoadHistory, tokens_per_s: float, wait_s: float, stop_after: float
-) -> float:
-    """Requests a fluid queue served at ``tokens_per_s`` keeps waiting longer than
-    ``wait_s`` over ``history`` (stops counting past ``stop_after``)."""
-    threshold = tokens_per_s * wait_s
-    backlog = late = 0.0
-    for start_s, end_s, tokens, requests in history.intervals:
-        dt = end_s - start_s
-        rate = tokens / dt
-        end = max(0.0, backlog + (rate - tokens_per_s) * dt)
-        if requests > 0:
-            if rate >= tokens_per_s:
-                if end > threshold:
-                    rise = end - backlog
-                    share = 1.0 if rise <= 0 else min(1.0, (end - threshold) / rise)
-                    late += requests * share
-            elif backlog > threshold:
-                late += requests * min(1.0, (backlog - threshold) / (tokens_per_s - rate) / dt)
-            if late > stop_after:
-                return late
-        backlog = end
-    return late
-
-
-@dataclass(frozen=True, slots=True)
-class Sizing:
-    replicas: int
-    late_share: float  # the share of the history's requests that would wait too long
-    why: str
-
-
-def replicas_for(
-    history: LoadHistory,
-    capacity: Capacity,
-    *,
-    slo_ttft_s: float,
-    attainment: float,
-    max_replicas: int,
-) -> Sizing:
-    """The fewest replicas (up to ``max_replicas``) meeting the sizing goal over the
-    history (see the module docstring); 0 when the history holds no request."""
-    requests = history.requests
-    if requests <= 0:
-        return Sizing(0, 0.0, "no request in the last 10m")
-    mu = capacity.tokens_per_s
-    service_s = min(history.tokens / requests / mu, _MAX_SERVICE_SHARE * slo_ttft_s)
-    wait_s = slo_ttft_s - service_s
-    allowed = (1.0 - attainment) * _SIZING_SHARE * requests
-
-    def late(n: int) -> float:
-        return _late_requests(history, n * mu, wait_s, allowed)
-
-    lo, hi = 1, max(1, max_replicas)
-    if late(hi) > allowed:
-        lo = hi
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if late(mid) <= allowed:
-            hi = mid
-        else:
-            lo = mid + 1
-    share = late(lo) / requests
-    learned = "learned" if capacity.samples else "prior"
-    return Sizing(
-        lo,
-        share,
-        f"{lo} x {mu:,.0f} prompt tokens/s ({learned}) keep {100 * (1 - share):.1f} % of the "
-        f"last {history.span_s:.0f}s's {requests:.0f} requests within the objective",
-    )
 
 
 def estimate_scale(totals: LoadTotals) -> float:
@@ -307,6 +256,12 @@ def with_interval(
     """
     if before is None:
         return history
+    over: tuple[float, ...] = ()
+    if len(after.prompts_over) == len(before.prompts_over):
+        over = tuple(a - b for a, b in zip(after.prompts_over, before.prompts_over, strict=True))
+    elif not before.prompts_over:
+        over = after.prompts_over
+    output = _output_tokens(before, after)
     if after.prompt_tokens > 0:
         tokens = (after.prompt_tokens - before.prompt_tokens) * estimate_scale(after)
         requests = after.arrivals - before.arrivals
@@ -316,7 +271,22 @@ def with_interval(
             after.prefilled_tokens - before.prefilled_tokens,
         )
         requests = max(after.arrivals - before.arrivals, after.first_tokens - before.first_tokens)
-    return history.add(start_s, now, tokens, requests)
+    return history.add(start_s, now, tokens, requests, output, over)
+
+
+def _output_tokens(before: LoadTotals, after: LoadTotals) -> float:
+    """The interval's tokens to generate: the activators' ``max_tokens`` at arrival,
+    scaled down where the servers' generated count shows answers far shorter than
+    asked (a ceiling, often a generous one); the servers' count where no activator
+    counts them."""
+    asked = after.output_tokens - before.output_tokens
+    if after.output_tokens <= 0:
+        return max(0.0, after.generated_tokens - before.generated_tokens)
+    if after.generated_tokens >= _SCALE_AFTER_TOKENS:
+        ratio = after.generated_tokens / after.output_tokens
+        if ratio < _ASKED_OVERSTATES:
+            return asked * max(_SCALE_RANGE[0] / 10, ratio)
+    return asked
 
 
 def learn_capacity(

@@ -21,7 +21,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from scaler.policy.api import SignalKind
+from scaler.policy.api import PROMPT_SIZE_BOUNDS, SignalKind
 from scaler.signals.base import COUNTS, SourceReading
 from scaler.signals.names import ACTIVATOR
 
@@ -62,6 +62,9 @@ class TargetStats:
     # LoRA adapter loads replicas refused in the period (each names the replica,
     # the adapter and its answer), for an AdapterLoadRefused Event.
     adapter_refusals: tuple[str, ...] = ()
+    # Arrivals in the period with prompts longer than each of the policy's
+    # PROMPT_SIZE_BOUNDS (empty: not counted).
+    prompts_over: tuple[int, ...] = ()
 
 
 # A report's refusals per target beyond this are dropped, each cut to this length.
@@ -162,8 +165,19 @@ def parse_report(payload: object, *, max_targets: int = 100_000) -> ActivatorRep
             adapter_refusals=_refusals(
                 raw.get("adapter_refusals"), f"targets[{key}].adapter_refusals"
             ),
+            prompts_over=_prompts_over(raw.get("prompts_over", []), key),
         )
     return ActivatorReport(activator=activator, period_s=period_s, targets=targets)
+
+
+def _prompts_over(raw: object, key: str) -> tuple[int, ...]:
+    where = f"targets[{key}].prompts_over"
+    if not isinstance(raw, list) or len(raw) not in (0, len(PROMPT_SIZE_BOUNDS)):
+        raise ReportError(
+            f"{where}: expected a list of {len(PROMPT_SIZE_BOUNDS)} counts, one per prompt "
+            f"size bound {[int(b) for b in PROMPT_SIZE_BOUNDS]}, got {raw!r}"
+        )
+    return tuple(int(_number(n, f"{where}[{i}]", integer=True)) for i, n in enumerate(raw))
 
 
 @dataclass(frozen=True, slots=True)

@@ -208,6 +208,7 @@ class SignalHub:
             best_prefill_tokens_per_s=max(
                 was.best_prefill_tokens_per_s, stats.best_prefill_tokens_per_s
             ),
+            prompts_over=_added(was.prompts_over, stats.prompts_over),
         )
 
     def reporting(self, *, now: float) -> int:
@@ -242,14 +243,16 @@ class SignalHub:
         if reading is None:
             return
         tokens = reading.observed.get("server_new_prompt_tokens", 0.0)
+        generated = reading.observed.get("server_new_generation_tokens", 0.0)
         within, counted = (
             share_within(reading.ttft_new, slo_ttft_s) if slo_ttft_s is not None else (0.0, 0.0)
         )
-        if tokens > 0 or counted > 0:
+        if tokens > 0 or counted > 0 or generated > 0:
             was = self._totals.get(key, LoadTotals())
             self._totals[key] = replace(
                 was,
                 served_prompt_tokens=was.served_prompt_tokens + tokens,
+                generated_tokens=was.generated_tokens + generated,
                 ttft_counted=was.ttft_counted + counted,
                 ttft_within_slo=was.ttft_within_slo + within,
             )
@@ -267,7 +270,15 @@ class SignalHub:
                 combined.observed.get("activator_awaiting_first_token", 0.0),
                 combined.observed.get("server_waiting", 0.0),
             )
-            totals = replace(totals, awaiting_first_token=awaiting)
+            # The servers' decode gauges, as they stand now (None: no server says).
+            observed = combined.observed
+            totals = replace(
+                totals,
+                awaiting_first_token=awaiting,
+                running=observed.get("server_running"),
+                server_waiting=observed.get("server_waiting", 0.0),
+                kv_cache_utilization=observed.get("server_kv_cache_utilization"),
+            )
         if config is None:
             return SignalView(combined=combined, readings={}, demand_seen_at_s=seen, load=totals)
         windows = self._windows.get(key)
@@ -285,3 +296,12 @@ class SignalHub:
     def windows(self, key: str) -> SignalWindows | None:
         """``key``'s windows, for inspection (``None`` before its first sample)."""
         return self._windows.get(key)
+
+
+def _added(total: tuple[float, ...], new: tuple[int, ...]) -> tuple[float, ...]:
+    """Per-bound counters plus one report's counts (a report without them adds none)."""
+    if not new:
+        return total
+    if not total:
+        return tuple(float(n) for n in new)
+    return tuple(t + n for t, n in zip(total, new, strict=True))

@@ -326,7 +326,7 @@ class PodScraper:
         gpu: list[float] = []
         ratios: list[float] = []
         load: dict[str, float] = {}
-        new_prompt = new_firsts = new_ttft_s = 0.0
+        new_prompt = new_generated = new_firsts = new_ttft_s = 0.0
         ttft_new: dict[float, float] = {}
         for name, pod in target.pods.items():
             if pod.last_ok_at is None or now - pod.last_ok_at > self._stale_after_s:
@@ -346,6 +346,7 @@ class PodScraper:
                 ratios.append(m.queue_to_compute_ratio)
             if pod.last_ok_at is not None and pod.last_ok_at == self._refreshed_at:
                 new_prompt += m.new_prompt_tokens
+                new_generated += m.new_generation_tokens
                 new_firsts += m.new_first_tokens
                 new_ttft_s += m.new_ttft_sum_s
                 for bound, count in m.new_ttft_buckets:
@@ -361,6 +362,7 @@ class PodScraper:
             observed["server_queue_to_compute_ratio"] = ratio_mean
         if has_data and target.engine == "vllm":
             observed["server_new_prompt_tokens"] = new_prompt
+            observed["server_new_generation_tokens"] = new_generated
             if new_firsts > 0:
                 observed["server_ttft_mean_s"] = new_ttft_s / new_firsts
         return SourceReading(

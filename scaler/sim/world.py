@@ -55,6 +55,7 @@ from __future__ import annotations
 import heapq
 import math
 import random
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ from activator.balancing.least_loaded import pick
 from activator.targets import DEFAULT_COLD_START_TIMEOUT_S, DEFAULT_MAX_BUFFERED
 from groundwork.fair_hold_queue import FairHoldQueue
 from scaler.policy import PlacementConfig, split
+from scaler.policy.api import PROMPT_SIZE_BOUNDS
 from scaler.sim.engine import LlmEngine, LlmParams
 from scaler.sim.traces import TraceRequest
 
@@ -112,6 +114,18 @@ class View:
     # The fastest prefill of the last second's first tokens: prompt tokens over
     # the time from reaching a replica to the first token (0: none).
     best_prefill_tokens_per_s: float = 0.0
+    # What the servers publish (vLLM's metrics), over the serving replicas: tokens
+    # generated in the last second; sequences running, requests waiting and the
+    # mean KV-cache usage now; the last second's first tokens' TTFT as the
+    # servers time it (from reaching the replica).
+    generated_tokens: int = 0
+    running: int = 0
+    server_waiting: int = 0
+    kv_cache_utilization: float = 0.0
+    server_ttfts: tuple[float, ...] = ()
+    # The last second's arrivals with prompts longer than each of the policy's
+    # PROMPT_SIZE_BOUNDS.
+    prompts_over: tuple[int, ...] = ()
 
 
 class Autoscaler(Protocol):
@@ -541,15 +555,22 @@ class _World:
         self.outstanding = 0
         self.integral = 0.0
         self.busy_in_second = False
-        self.arrivals_in_second = 0
-        self.tokens_in_second = (0, 0)
-        self.prefilled_in_second = (0, 0)  # first tokens, their prompt tokens
         self.awaiting = 0  # requests with no first token yet (held or in flight)
         self.sent_at: dict[int, float] = {}  # request -> when it reached its replica
-        self.best_prefill = 0.0  # over the current second
+        self._new_second()
         self.timeline: list[Second] = []
         self.now = 0.0
         self.spot_times = deque(sorted(config.spot.times_s))
+
+    def _new_second(self) -> None:
+        """The counts kept over one second of the world, from zero."""
+        self.arrivals_in_second: int = 0
+        self.tokens_in_second: tuple[int, int] = (0, 0)
+        self.prefilled_in_second: tuple[int, int] = (0, 0)  # first tokens, their prompt tokens
+        self.best_prefill: float = 0.0
+        self.generated_in_second: int = 0
+        self.ttfts_in_second: list[float] = []
+        self.over_in_second: list[int] = [0] * len(PROMPT_SIZE_BOUNDS)
 
     # --- events -------------------------------------------------------------------------
 
@@ -632,6 +653,9 @@ class _World:
             prompt + self.reqs[i].prompt_tokens,
             output + self.reqs[i].output_tokens,
         )
+        # The bounds it is over: those below it (they ascend).
+        for b in range(bisect_left(PROMPT_SIZE_BOUNDS, self.reqs[i].prompt_tokens)):
+            self.over_in_second[b] += 1
         self._change_outstanding(1)
         self.awaiting += 1
         if not self.held:
@@ -728,10 +752,12 @@ class _World:
             firsts += 1
             prefilled += self.reqs[i].prompt_tokens
             took = outcome.end_s - self.sent_at.pop(i, outcome.end_s)
+            self.ttfts_in_second.append(took)
             if took > 0:
                 self.best_prefill = max(self.best_prefill, self.reqs[i].prompt_tokens / took)
         self.awaiting -= len(outcome.first)
         self.prefilled_in_second = (firsts, prefilled)
+        self.generated_in_second += len(outcome.emitted)
         if outcome.finished:
             for i in outcome.finished:
                 self.finished[i] = outcome.end_s
@@ -750,6 +776,7 @@ class _World:
 
     def _view(self, concurrency: float) -> View:
         in_flight = self.outstanding - len(self.held)
+        engines = [r.engine for r in self.fleet.serving()]
         return View(
             now=self.now,
             ready=self.fleet.ready_count,
@@ -765,6 +792,12 @@ class _World:
             prefilled_tokens=self.prefilled_in_second[1],
             awaiting_first_token=self.awaiting,
             best_prefill_tokens_per_s=self.best_prefill,
+            generated_tokens=self.generated_in_second,
+            running=sum(e.num_running for e in engines),
+            server_waiting=sum(e.num_waiting for e in engines),
+            kv_cache_utilization=sum(e.kv_usage for e in engines) / max(1, len(engines)),
+            server_ttfts=tuple(self.ttfts_in_second),
+            prompts_over=tuple(self.over_in_second),
         )
 
     def _decide(self, *, activation: bool, concurrency: float | None = None) -> None:
@@ -795,7 +828,4 @@ class _World:
         )
         self.integral = 0.0
         self.busy_in_second = self.outstanding > 0
-        self.arrivals_in_second = 0
-        self.tokens_in_second = (0, 0)
-        self.prefilled_in_second = (0, 0)
-        self.best_prefill = 0.0
+        self._new_second()

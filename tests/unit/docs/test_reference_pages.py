@@ -95,10 +95,14 @@ _OTHER_VALUES = {
     "slo-ttft": "2s",
     "slo-attainment": "95",
     "adapter-keep-alive": "30s",
+    "slo-tpot": "50ms",
 }
 
 # Keys that are only valid beside another one.
-_ALONGSIDE = {"slo-attainment": {"autoscaling.tidal.dev/slo-ttft": "2s"}}
+_ALONGSIDE = {
+    "slo-attainment": {"autoscaling.tidal.dev/slo-ttft": "2s"},
+    "slo-tpot": {"autoscaling.tidal.dev/slo-ttft": "2s"},
+}
 
 
 @pytest.mark.parametrize(

@@ -88,6 +88,11 @@ def test_an_objective_is_shown_with_the_capacity_learned_and_the_attainment_meas
         requests_per_s=4.0,
         measured_attainment=0.9731,
         measured_first_tokens=2412,
+        decode_tokens_per_s=13_102.0,
+        decode_slots=256,
+        binding="decode",
+        hopeless_share=0.012,
+        headroom=1.2,
     )
     unmeasured = SloReport(2.0, 0.995, 12_000.0, False, 1, 0.0, 0.0)
     live = {
@@ -102,13 +107,16 @@ def test_an_objective_is_shown_with_the_capacity_learned_and_the_attainment_meas
     text = render_table(table)
     assert "Time-to-first-token objectives (SLO-first scaling):" in text
     assert (
-        "default/llama: goal 99.5 % within 2s; capacity 24,512 prompt tokens/s per replica "
-        "(learned); measured 97.31 % within 2s over the last 10m (2,412 first tokens, "
-        "servers' TTFT histograms)"
+        "default/llama: goal 99.5 % within 2s; capacity 24,512 prompt tokens/s and 13,102 "
+        "generated tokens/s (256 sequences) per replica (learned); decode binds; 1.2 % of "
+        "requests have prompts no replica prefills in 2s; headroom x1.20 (measured under the "
+        "goal the sizing promised); measured 97.31 % within 2s over the last 10m (2,412 first "
+        "tokens, servers' TTFT histograms)"
     ) in text
     assert (
-        "default/fresh: goal 99.5 % within 2s; capacity 12,000 prompt tokens/s per replica "
-        "(prior, not yet learned); measured: no first token counted in the last 10m"
+        "default/fresh: goal 99.5 % within 2s; capacity 12,000 prompt tokens/s and 0 "
+        "generated tokens/s (0 sequences) per replica (prior, not yet learned); prefill binds; "
+        "measured: no first token counted in the last 10m"
     ) in text
     assert "default/plain" not in text.split("objectives")[1]
     # Without --scaler-url: the goal alone.

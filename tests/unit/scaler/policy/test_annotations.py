@@ -251,6 +251,18 @@ def test_adaptive_grace_period_is_accepted_with_the_fixed_fallback() -> None:
             "a percentage from 50 to 99.99",
             id="an attainment of 100 % cannot be sized for",
         ),
+        pytest.param(
+            {A + "slo-tpot": "50ms"},
+            (A + "slo-tpot",),
+            "only with autoscaling.tidal.dev/slo-ttft",
+            id="an inter-token objective needs a TTFT objective",
+        ),
+        pytest.param(
+            {A + "slo-ttft": "2s", A + "slo-tpot": "30s"},
+            (A + "slo-tpot",),
+            "a duration from 1ms to 10s",
+            id="an inter-token objective past 10s",
+        ),
     ],
 )
 def test_cross_field(annotations: dict[str, str], bad_keys: tuple[str, ...], fragment: str) -> None:
@@ -304,8 +316,8 @@ def test_unknown_keys_without_a_close_one_and_many_fit_an_event() -> None:
     assert len(message.encode()) < 1024
 
 
-def test_known_keys_cover_the_design_table() -> None:
-    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 26
+def test_known_keys_cover_the_documented_table() -> None:
+    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 27
     for key in KNOWN_KEYS:
         assert key.startswith((A, P))
 

@@ -96,7 +96,7 @@ def test_long_prompts_scale_out_and_short_ones_at_the_same_concurrency_do_not() 
         long.step(requests=20, prompt=6_000, concurrency=8)
     assert short.spec == 1
     assert long.spec >= 5  # 60,000 prompt tokens/s against the 12,000 prior
-    assert "prompt tokens/s" in long.state.slo.sizing.why  # type: ignore[union-attr]
+    assert "prefill binds" in long.state.slo.sizing.why  # type: ignore[union-attr]
     report = long.step(requests=20, prompt=6_000, concurrency=8).slo
     assert report is not None and report.sized_replicas == long.spec
     assert report.as_json()["requests_per_s"] == 10.0

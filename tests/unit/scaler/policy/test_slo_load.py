@@ -4,9 +4,10 @@ Covers:
 - capacity learns from saturated intervals (prompt tokens prefilled per
   saturated replica-second, as a ratio of sums) and not from one where a
   replica could idle or the replicas changed; the first replaces the prior;
-- sizing in tokens: the same request rate needs more replicas with long
-  prompts than with short ones; a burst short against the objective is
-  absorbed by the queue while a sustained one at the same rate is not;
+- sizing in tokens (scaler.policy.slo_sizing): the same request rate needs
+  more replicas with long prompts than with short ones; a burst short against
+  the objective is absorbed by the queue while a sustained one at the same
+  rate is not;
 - before thirty saturated replica-seconds the fastest prefill a request showed
   lifts the prior; after them the saturated rate stands;
 - the history keeps only the lookback; no request wants no replica;
@@ -27,9 +28,10 @@ from scaler.policy.slo_load import (
     LoadHistory,
     estimate_scale,
     learn_capacity,
-    replicas_for,
     with_interval,
 )
+from scaler.policy.slo_phases import PhaseFit
+from scaler.policy.slo_sizing import SizingGoal, replicas_for
 
 
 def totals(prefilled: float, awaiting: float) -> LoadTotals:
@@ -82,10 +84,18 @@ def steady(rate_rps: float, prompt: int, seconds: int, step_s: float = 2.0) -> L
     return history
 
 
+def goal(mu: float = 20_000.0, max_replicas: int = 20) -> SizingGoal:
+    return SizingGoal(
+        slo_ttft_s=2.0,
+        attainment=0.99,
+        max_replicas=max_replicas,
+        prefill_per_s=mu,
+        fit=PhaseFit(),
+    )
+
+
 def size(history: LoadHistory, mu: float = 20_000.0) -> int:
-    return replicas_for(
-        history, Capacity(mu, 1), slo_ttft_s=2.0, attainment=0.99, max_replicas=20
-    ).replicas
+    return replicas_for(history, goal(mu)).replicas
 
 
 def test_long_prompts_need_more_replicas_than_short_ones_at_the_same_rate() -> None:
@@ -110,21 +120,18 @@ def test_history_keeps_the_lookback_and_no_request_wants_nothing() -> None:
     history = steady(rate_rps=1, prompt=100, seconds=int(LOOKBACK_S) * 2)
     assert history.span_s == pytest.approx(LOOKBACK_S)
     assert history.request_rate() == pytest.approx(1.0)
-    empty = replicas_for(
-        LoadHistory(), Capacity(), slo_ttft_s=2.0, attainment=0.99, max_replicas=10
-    )
-    assert empty.replicas == 0
+    assert replicas_for(LoadHistory(), goal()).replicas == 0
 
 
 def test_without_activator_token_counts_the_servers_count_is_the_load() -> None:
     before = LoadTotals(arrivals=10, served_prompt_tokens=1_000)
     after = LoadTotals(arrivals=30, served_prompt_tokens=41_000)
     history = with_interval(LoadHistory(), before, after, 0.0, 2.0)
-    assert history.intervals == ((0.0, 2.0, 40_000.0, 20.0),)
+    assert history.intervals[0][:4] == (0.0, 2.0, 40_000.0, 20.0)
     # With the activators' estimate and few tokens served yet, the estimate stands.
     counted = LoadTotals(arrivals=30, prompt_tokens=30_000, served_prompt_tokens=41_000)
     history = with_interval(LoadHistory(), LoadTotals(arrivals=10), counted, 0.0, 2.0)
-    assert history.intervals == ((0.0, 2.0, 30_000.0, 20.0),)
+    assert history.intervals[0][:4] == (0.0, 2.0, 30_000.0, 20.0)
 
 
 def test_the_activators_estimate_is_rescaled_to_the_servers_count() -> None:

@@ -128,8 +128,9 @@ def test_token_counters_add_every_report_and_awaiting_is_the_latest_sum() -> Non
     hub = SignalHub(sources=[ActivatorReports()], catalog=catalog)
 
     def tokens(activator: str, prompt: int, awaiting: int) -> object:
-        stats = {"concurrency": 1, "arrivals": 2, "prompt_tokens": prompt}
+        stats: dict[str, object] = {"concurrency": 1, "arrivals": 2, "prompt_tokens": prompt}
         stats |= {"prefilled_tokens": prompt // 2, "awaiting_first_token": awaiting}
+        stats |= {"prompts_over": [2, 1, 0, 0, 0, 0, 0, 0]}
         return {"activator": activator, "period_s": 1.0, "targets": {"ns/a": stats}}
 
     hub.report(parse_report(tokens("act-1", 1000, 3)), now=1.0)
@@ -143,15 +144,18 @@ def test_token_counters_add_every_report_and_awaiting_is_the_latest_sum() -> Non
     assert load is not None
     assert (load.arrivals, load.prompt_tokens, load.prefilled_tokens) == (6, 2500, 1250)
     assert load.awaiting_first_token == 3  # act-1's latest 2 and act-2's 1
+    assert load.prompts_over == (6, 3, 0, 0, 0, 0, 0, 0)
 
 
-def test_servers_new_prompt_tokens_are_counted_once_per_refresh() -> None:
+def test_servers_new_tokens_are_counted_once_per_refresh() -> None:
     catalog = Catalog()
     catalog.targets = {"ns/a": ScalingConfig()}
     scrape = FakeSource("scrape")
     hub = SignalHub(sources=[scrape], catalog=catalog)
+    observed = {"server_new_prompt_tokens": 3000.0, "server_new_generation_tokens": 500.0}
+    observed |= {"server_running": 12.0, "server_waiting": 3.0}
     scrape.readings["ns/a"] = SourceReading(
-        source="scrape", fresh=True, reporters=1, observed={"server_new_prompt_tokens": 3000.0}
+        source="scrape", fresh=True, reporters=1, observed=observed
     )
     hub.arrived("scrape", now=1.0)
     # Reading again between refreshes (a decision) adds nothing.
@@ -159,6 +163,8 @@ def test_servers_new_prompt_tokens_are_counted_once_per_refresh() -> None:
     hub.arrived("scrape", now=2.0)
     load = hub.observe("ns/a", ScalingConfig(), now=2.0).load
     assert load is not None and load.served_prompt_tokens == 6000.0
+    # Generated tokens are counted the same way; running and waiting are as they stand.
+    assert (load.generated_tokens, load.running, load.server_waiting) == (1000.0, 12.0, 3.0)
 
 
 def test_first_tokens_within_the_objective_are_counted_for_a_target_with_an_slo() -> None:

@@ -45,6 +45,9 @@ def report(name: str, targets: dict[str, dict[str, object]], period_s: float = 1
         pytest.param(report("a", {"d/m": {"concurrency": True}}), "number", id="bool"),
         pytest.param(report("a", {}, period_s=0), "period_s", id="period"),
         pytest.param(report("a", {"d/m": {"pods": []}}), "pods", id="pods-shape"),
+        pytest.param(
+            report("a", {"d/m": {"prompts_over": [1, 2]}}), "one per prompt size", id="sizes"
+        ),
     ],
 )
 def test_report_validation(payload: object, fragment: str) -> None:
