@@ -41,8 +41,8 @@ What this module decides, each a pure function of what it is given:
   framebuffer-used samples rather than configured.
 
 Main decision: the model put to sleep first is the one whose next request
-is expected latest (its idle start plus its mean gap between requests, from
-its own arrival history); without a history that is its idle start, i.e.
+is expected latest (its idle start plus its mean idle gap, from its own
+history of requests); without a history that is its idle start, i.e.
 least recently used first. A model that is busy now is never evicted, so the
 choice can never cut a running request.
 """
@@ -149,8 +149,8 @@ class Resident:
     used_mib: int
     # End of the model's last busy stretch (its idle start); None: busy now.
     idle_since_s: float | None
-    # The model's mean gap between requests (None: no history yet): its next
-    # request is expected at its idle start plus this.
+    # The model's mean idle gap (None: no history yet): its next request is
+    # expected at its idle start plus this.
     mean_gap_s: float | None = None
     # A busy pod: when its work is expected to end (None: unknown).
     free_at_s: float | None = None
@@ -290,11 +290,11 @@ def plan_wake(
     return WakePlan((), False, now)
 
 
-def mean_gap_s(gaps: IdleGaps, now: float) -> float | None:
-    """The mean time between a model's requests so far; None before its second."""
+def mean_gap_s(gaps: IdleGaps) -> float | None:
+    """A model's mean idle gap (end of use to its next request); None before one ended."""
     if not gaps.gaps:
         return None
-    return max(0.0, now - gaps.started_s) / (len(gaps.gaps) + 1)
+    return sum(gaps.gaps) / len(gaps.gaps)
 
 
 def sleep_or_zero(

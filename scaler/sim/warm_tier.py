@@ -298,7 +298,7 @@ class _Pool:
                     busy=busy,
                     used_mib=p.awake_mib if pod.awake else p.asleep_mib,
                     idle_since_s=None if busy else pod.busy_until,
-                    mean_gap_s=mean_gap_s(self._gaps_at(m, now), now),
+                    mean_gap_s=mean_gap_s(self._gaps_at(m, now)),
                     free_at_s=max(pod.ready_at, pod.busy_until) if busy else None,
                 )
             )

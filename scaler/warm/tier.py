@@ -64,7 +64,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
@@ -142,6 +142,14 @@ async def wake_sequence(calls: ReplicaCalls, entry: PoolEntry) -> None:
         await calls.wake_up(entry.base)
 
 
+async def _logged(call: Awaitable[None], what: str) -> None:
+    """Run ``call``; a replica call that fails is logged as ``what``, not raised."""
+    try:
+        await call
+    except ReplicaCallFailed as exc:
+        log.info("%s: %s", what, exc)
+
+
 class WarmTier:
     """The calls that sleep and wake replicas (leader only), over the pool's books."""
 
@@ -197,6 +205,13 @@ class WarmTier:
     def learn(self, now: float) -> int:
         """Feed the memory book from a fresh DCGM snapshot (leader only); the samples taken."""
         return self.pool.learn(now) if self._leading() else 0
+
+    def keep_room(self, now: float) -> list[str]:
+        """Leader only: start the sleeps that keep room to wake on each GPU; the pods."""
+        keepers = self.choices.room_keepers(now) if self._leading() else []
+        for target, pod, level in keepers:
+            self._spawn(_logged(self.sleep_now(target, pod, level=level), f"{pod} stays awake"))
+        return [pod for _, pod, _ in keepers]
 
     def reconcile(self, target: str, config: ScalingConfig, pods: Sequence[PodInfo]) -> None:
         """Ask pods this replica has not asked yet whether they sleep (a new leader)."""
@@ -259,9 +274,10 @@ class WarmTier:
         try:
             await asyncio.sleep(self.settings.handoff_s)
             async with self.pool.lock(entry.name):
-                if self.pool.entries.get(entry.name) is not entry:
-                    return
-                if entry.phase is not Phase.DRAINING:
+                if (
+                    self.pool.entries.get(entry.name) is not entry
+                    or entry.phase is not Phase.DRAINING
+                ):
                     return
                 if not self.choices.still_idle(entry) or not self._leading():
                     self.pool.drop(entry)  # work arrived (or the Lease left): back in rotation
@@ -277,12 +293,8 @@ class WarmTier:
                     return
                 self.pool.slept(entry, self._clock())
                 log.info("%s: %s sleeps (level %d)", entry.target, entry.name, entry.level)
-                self._notify(
-                    entry.target,
-                    SLEPT,
-                    f"{entry.name} sleeps (level {entry.level}): idle past sleep-after",
-                    False,
-                )
+                why = f"{entry.name} sleeps (level {entry.level}): idle past sleep-after"
+                self._notify(entry.target, SLEPT, why, False)
         finally:
             entry.task = None
 

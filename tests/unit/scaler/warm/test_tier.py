@@ -265,3 +265,7 @@ def test_lru_on_ranks_the_warm_tier_models_the_views_show() -> None:
     tier = WarmTier(FakeReplicas(), clock=lambda: 0.0, views=board)
     assert tier.choices.lru_on("n1", "ml/x") == [("ml/b", "ml/b-1", 2), ("ml/a", "ml/a-1", 1)]
     assert tier.choices.lru_on("n1", "ml/b") == [("ml/a", "ml/a-1", 1)]
+    # b, least recently used, comes back every 10 s; a every hour: a sleeps first.
+    board.publish("ml/a", ModelView(last_used=5.0, pods=(a,), sleep_level=1, mean_gap_s=3600.0))
+    board.publish("ml/b", ModelView(last_used=1.0, pods=(b,), sleep_level=2, mean_gap_s=10.0))
+    assert tier.choices.lru_on("n1", "ml/x") == [("ml/a", "ml/a-1", 1), ("ml/b", "ml/b-1", 2)]
