@@ -153,6 +153,22 @@ class WarmChoices:
             )
         return residents
 
+    def draining_beside(self, entry_name: str, now: float) -> list[PoolEntry]:
+        """Pods on the same GPU as ``entry_name`` whose sleep is under way (none
+        without a fresh DCGM snapshot that places them)."""
+        pool = self._pool
+        snap = pool.memory.fresh(now) if pool.memory is not None else None
+        ns, pod = entry_name.split("/", 1)
+        placed = snap.pods.get((ns, pod)) if snap is not None else None
+        if snap is None or placed is None:
+            return []
+        on_gpu = {f"{k[0]}/{k[1]}" for k in snap.on_gpu(placed[0])}
+        return [
+            e
+            for name, e in pool.entries.items()
+            if name in on_gpu and name != entry_name and e.phase is Phase.DRAINING
+        ]
+
     def room_keepers(self, now: float) -> list[tuple[str, str, int]]:
         """Idle awake pods to put to sleep now so that each GPU holding sleeping
         pods keeps room for one of them to wake at once, as ``(target, pod, sleep

@@ -150,6 +150,12 @@ async def _logged(call: Awaitable[None], what: str) -> None:
         log.info("%s: %s", what, exc)
 
 
+#: The longest a sleep call is waited for once its handoff is over (a level-1
+#: sleep of a large model moves its weights to host RAM: seconds), and how often.
+_SLEEP_CALL_S = 10.0
+_POLL_S = 0.1
+
+
 class WarmTier:
     """The calls that sleep and wake replicas (leader only), over the pool's books."""
 
@@ -404,6 +410,9 @@ class WarmTier:
     async def _make_room(self, entry: PoolEntry, target: str) -> list[str]:
         """Before the wake: put to sleep what the memory learned says must make room;
         the pods that went to sleep."""
+        # A sleep under way on the same GPU (keeping room to wake) frees memory:
+        # let it end before the plan, which counts that pod as asleep.
+        await sleeps_done(self, self.choices.draining_beside(entry.name, self._clock()))
         first, _ = self.choices.plan_room(entry.name, target, self._clock())
         owners = [self.pool.targets.get(v, "") for v in first]  # make_room picks warm-tier pods
         results = await asyncio.gather(
@@ -433,19 +442,36 @@ class WarmTier:
                 if not exc.out_of_memory or attempt == self.settings.max_evictions:
                     raise
                 self.pool.counter(target).oom_retries += 1
-                made_room = await self._evict_one(entry, target, lru)
+                made_room = await evict_one(self, entry, target, lru)
                 if made_room is None:
                     raise
                 evicted.append(made_room)
         return evicted
 
-    async def _evict_one(self, entry: PoolEntry, target: str, lru: Lru) -> str | None:
-        """Put the least recently used idle model on ``entry``'s node to sleep; its name."""
-        for victim_target, victim, level in lru(entry.node, target):
-            try:
-                await self.sleep_now(victim_target, victim, level=level)
-            except ReplicaCallFailed as exc:
-                log.info("%s: %s could not make room: %s", target, victim, exc)
-                continue
-            return victim
-        return None
+
+async def evict_one(tier: WarmTier, entry: PoolEntry, target: str, lru: Lru) -> str | None:
+    """Make room for ``entry``'s wake after one failed for memory: put the idle
+    model ``lru`` ranks first on its node to sleep, or, when none is idle, wait
+    for a sleep already under way (one that keeps room to wake) rather than
+    fall back to a cold start. The pod that went to sleep; None: nothing can."""
+    for victim_target, victim, level in lru(entry.node, target):
+        try:
+            await tier.sleep_now(victim_target, victim, level=level)
+        except ReplicaCallFailed as exc:
+            log.info("%s: %s could not make room: %s", target, victim, exc)
+            continue
+        return victim
+    draining = [e for e in tier.pool.entries.values() if e.phase is Phase.DRAINING]
+    done = await sleeps_done(tier, [e for e in draining if e is not entry])
+    return done[0] if done else None
+
+
+async def sleeps_done(tier: WarmTier, draining: list[PoolEntry]) -> list[str]:
+    """Wait for the sleeps under way of ``draining`` (within their handoff and the
+    sleep call); the pods that went to sleep."""
+    pool = tier.pool
+    for _ in range(round((tier.settings.handoff_s + _SLEEP_CALL_S) / _POLL_S)):
+        if not any(pool.entries.get(e.name) is e and e.phase is Phase.DRAINING for e in draining):
+            break
+        await asyncio.sleep(_POLL_S)
+    return [e.name for e in draining if pool.entries.get(e.name) is e]
