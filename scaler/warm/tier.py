@@ -101,6 +101,10 @@ class WarmSettings:
     handoff_s: float = 2.0
     # Wakes that fail for memory: at most this many idle models are slept to make room.
     max_evictions: int = 3
+    # A wake that finds only busy models beside it waits this long for one to
+    # finish its requests before it falls back to a cold start: a request
+    # about to finish, not a cold start's worth of serving.
+    busy_wait_s: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -451,19 +455,36 @@ class WarmTier:
 
 async def evict_one(tier: WarmTier, entry: PoolEntry, target: str, lru: Lru) -> str | None:
     """Make room for ``entry``'s wake after one failed for memory: put the idle
-    model ``lru`` ranks first on its node to sleep, or, when none is idle, wait
-    for a sleep already under way (one that keeps room to wake) rather than
-    fall back to a cold start. The pod that went to sleep; None: nothing can."""
-    for victim_target, victim, level in lru(entry.node, target):
+    model ``lru`` ranks first on its node to sleep; when none is idle, wait for
+    a sleep already under way (one that keeps room to wake), then for a busy
+    model there to finish its requests, up to ``busy_wait_s``, rather than fall
+    back to a cold start. The pod that went to sleep; None: nothing can."""
+    victim = await _sleep_first(tier, lru(entry.node, target), target)
+    if victim is not None:
+        return victim
+    draining = [e for e in tier.pool.entries.values() if e.phase is Phase.DRAINING]
+    done = await sleeps_done(tier, [e for e in draining if e is not entry])
+    if done:
+        return done[0]
+    for _ in range(round(tier.settings.busy_wait_s / _POLL_S)):
+        await asyncio.sleep(_POLL_S)
+        victim = await _sleep_first(tier, lru(entry.node, target), target)
+        if victim is not None:
+            return victim
+    return None
+
+
+async def _sleep_first(
+    tier: WarmTier, candidates: Sequence[tuple[str, str, int]], target: str
+) -> str | None:
+    for victim_target, victim, level in candidates:
         try:
             await tier.sleep_now(victim_target, victim, level=level)
         except ReplicaCallFailed as exc:
             log.info("%s: %s could not make room: %s", target, victim, exc)
             continue
         return victim
-    draining = [e for e in tier.pool.entries.values() if e.phase is Phase.DRAINING]
-    done = await sleeps_done(tier, [e for e in draining if e is not entry])
-    return done[0] if done else None
+    return None
 
 
 async def sleeps_done(tier: WarmTier, draining: list[PoolEntry]) -> list[str]:
