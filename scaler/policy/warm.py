@@ -58,6 +58,7 @@ from scaler.policy.api import ScalingConfig
 from scaler.policy.keep_warm import IdleGaps, miss_price_s
 
 __all__ = [
+    "BUSY_WAIT_S",
     "MemoryBook",
     "Replica",
     "Resident",
@@ -75,6 +76,12 @@ __all__ = [
     "sleep_due",
     "sleep_or_zero",
 ]
+
+
+#: The longest a wake waits for busy models beside it to finish their requests
+#: before it falls back to a cold start: a request about to finish, not a
+#: cold start's worth of serving (the scaler cannot see when one will end).
+BUSY_WAIT_S = 10.0
 
 
 class Rung(StrEnum):

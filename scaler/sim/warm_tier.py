@@ -49,6 +49,7 @@ from scaler.policy import ScalingConfig
 from scaler.policy.keep_warm import IdleGaps
 from scaler.policy.protocol import PurePolicy
 from scaler.policy.warm import (
+    BUSY_WAIT_S,
     Replica,
     Resident,
     keep_room_to_wake,
@@ -395,7 +396,7 @@ class _Pool:
             waking_pod=pod.model,
             need_mib=p.awake_mib - p.asleep_mib,
             now=at,
-            max_wait_s=max(0.0, cold_s - self.wake_s),
+            max_wait_s=min(BUSY_WAIT_S, max(0.0, cold_s - self.wake_s)),
         )
         if not plan.fits:
             # Nothing there can make room in time: the path from zero, a fresh

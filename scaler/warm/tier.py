@@ -72,6 +72,7 @@ from typing import Any
 from scaler.kube.types import PodInfo
 from scaler.policy.api import ScalingConfig
 from scaler.policy.events import SLEEP_MODE_UNAVAILABLE, SLEPT, WAKE_FAILED, WOKE
+from scaler.policy.warm import BUSY_WAIT_S
 from scaler.warm.calls import HttpReplicaCalls, ReplicaCallFailed, ReplicaCalls
 from scaler.warm.choices import WarmChoices
 from scaler.warm.gpu_memory import GpuMemory
@@ -102,9 +103,8 @@ class WarmSettings:
     # Wakes that fail for memory: at most this many idle models are slept to make room.
     max_evictions: int = 3
     # A wake that finds only busy models beside it waits this long for one to
-    # finish its requests before it falls back to a cold start: a request
-    # about to finish, not a cold start's worth of serving.
-    busy_wait_s: float = 10.0
+    # finish its requests before it falls back to a cold start.
+    busy_wait_s: float = BUSY_WAIT_S
 
 
 @dataclass(frozen=True, slots=True)
