@@ -20,9 +20,8 @@ What this module decides, each a pure function of what it is given:
 - :func:`choose_wake`: which sleeping replica to wake (level 1 first: its
   weights are in host RAM, so it wakes fastest);
 - :func:`make_room`: on a GPU shared by several models, which idle awake
-  models to put to sleep first so that a waking one fits, least recently
-  used first; or that it cannot fit (then the caller falls back to the path
-  from zero);
+  models to put to sleep first so that a waking one fits; or that it
+  cannot fit (then the caller falls back to the path from zero);
 - :func:`place_pod`: whether a new pod may go on a GPU, and what to put to
   sleep there first: it must leave room for one sleeping pod to wake
   without evicting a busy one (a pod in its cold start is busy for a
@@ -32,8 +31,9 @@ What this module decides, each a pure function of what it is given:
   as they are idle, so that a GPU holding sleeping pods keeps an awake-sized
   hole and a wake there waits for no sleep;
 - :func:`plan_wake`: :func:`make_room` now, or, when only requests about to
-  finish are in the way, the moment their pods are idle and can be slept;
-  waiting is chosen only while it is shorter than the cold start it avoids;
+  finish are in the way, the moment their pods are idle and can be slept,
+  within a bound (:data:`BUSY_WAIT_S`, and never longer than the cold start
+  it avoids);
 - :func:`sleep_or_zero`: at the end of the grace period, whether a sleeping
   replica stays asleep or goes to zero, on expected cost (the keep-warm
   rule with the wake's cost in place of the cold start's);
@@ -42,8 +42,8 @@ What this module decides, each a pure function of what it is given:
 
 Main decision: the model put to sleep first is the one whose next request
 is expected latest (its idle start plus its mean idle gap, from its own
-history of requests); without a history that is its idle start, i.e.
-least recently used first. A model that is busy now is never evicted, so the
+history of requests); a model without a history counts as expected last,
+and ties go to the least recently used. A model that is busy now is never evicted, so the
 choice can never cut a running request.
 """
 
