@@ -192,6 +192,7 @@ class Controller:
         warm = self._shared.warm
         if warm is not None:
             warm.learn(now)  # the models' GPU memory footprints (leader only)
+            warm.keep_room(now)  # room for a sleeping model to wake on each GPU
         self._metrics.tick_duration.observe(max(0.0, self._clock() - started))
 
     async def activate(self, key: str, *, now: float | None = None) -> bool:

@@ -17,6 +17,11 @@ Two kinds of block:
 - **tables assembled from several runs** (``slo-scenarios``,
   ``many-models``): each row names the command that produced it.
 
+The warm tier's page has one more: ``warm-tier`` (docs/warm-tier.md),
+``tidal-pool`` against ``tidal-warm`` on 4 h of ``synthetic:many-models`` at
+cold starts of 20 s and 60 s, seeds 1 to 3 (mean and range), with the wakes
+that fell back to a cold start.
+
 Main decision: nothing in the pages is typed by hand where a run can say
 it, so a figure cannot go stale without a block changing. ``--only NAME``
 regenerates one block. The unit test checks that every ``tidal simulate``
@@ -31,6 +36,7 @@ import contextlib
 import io
 import re
 import shlex
+import statistics
 import sys
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -39,6 +45,7 @@ from pathlib import Path
 from scaler.sim import cli
 from scaler.sim.runner import PolicyRun
 from scaler.sim.scorecard import Scorecard
+from scaler.sim.warm_tier import run_pool
 
 __all__ = ["BLOCKS", "COMMANDS", "block_text", "command_output", "main", "replace_block"]
 
@@ -215,11 +222,82 @@ def many_models() -> str:
     return "\n".join(lines)
 
 
+#: The warm tier's table: cold starts and seeds, each policy's runs on the same trace.
+WARM_COLD_STARTS = ("20s", "60s")
+WARM_SEEDS = (1, 2, 3)
+
+
+def _spread(values: list[float], fmt: str) -> str:
+    """Mean and range over seeds, e.g. ``98.7 (98.4-99.1)``."""
+    mean = statistics.fmean(values)
+    return f"{mean:{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
+
+
+def warm_tier() -> str:
+    """``tidal-pool`` against ``tidal-warm`` on 4 h of ``synthetic:many-models``
+    (100 models) at each cold start of :data:`WARM_COLD_STARTS`, over
+    :data:`WARM_SEEDS`: attainment and GPU-hours (mean and range), the warm
+    tier's GPU-hours against the pool's, the GPU-hours split by what the pods
+    did, and the wakes that fell back to a cold start for want of room."""
+    lines = [
+        "| cold start | policy | SLO % | GPU-h | x pool | awake / asleep / starting GPU-h "
+        "| cold | wakes | fell back |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for cold in WARM_COLD_STARTS:
+        pool_gpu: list[float] = []
+        for policy in ("tidal-pool", "tidal-warm"):
+            slo, gpu, awake, asleep, starting, colds, wakes, fell = ([] for _ in range(8))
+            for seed in WARM_SEEDS:
+                args = _parse(
+                    (
+                        "--trace", "synthetic:many-models", "--synthetic-duration", "4h",
+                        "--cold-start", cold, "--seed", str(seed), "--policies", policy,
+                    )
+                )  # fmt: skip
+                options = cli.options_from(args)
+                annotations = {**options.shared_annotations(), **options.tidal_annotations}
+                if policy == "tidal-warm":
+                    annotations |= options.warm_annotations
+                run = run_pool(
+                    cli.load_requests(args),
+                    name=policy,
+                    annotations=annotations,
+                    pool=options.pool,
+                    world=options.world,
+                    slo_ttft_s=options.slo_ttft_s,
+                    prices=options.prices,
+                )
+                c = run.scorecard
+                slo.append(c.slo_attainment * 100)
+                gpu.append(c.gpu_seconds / 3600)
+                awake.append(c.gpu_seconds_awake / 3600)
+                asleep.append(c.gpu_seconds_asleep / 3600)
+                starting.append(c.gpu_seconds_starting / 3600)
+                colds.append(float(c.cold_starts))
+                wakes.append(float(run.counts.wakes))
+                tried = run.counts.wakes + run.counts.fallbacks
+                fell.append(100 * run.counts.fallbacks / tried if tried else 0.0)
+            if policy == "tidal-pool":
+                pool_gpu = gpu
+            ratio = [g / p for g, p in zip(gpu, pool_gpu, strict=True)]
+            split = " / ".join(f"{statistics.fmean(v):.1f}" for v in (awake, asleep, starting))
+            lines.append(
+                f"| {cold} | `{policy}` | {_spread(slo, '.1f')} | {_spread(gpu, '.1f')} | "
+                f"{_spread(ratio, '.2f')} | {split} | {statistics.fmean(colds):.0f} | "
+                f"{statistics.fmean(wakes):.0f} | "
+                + ("-" if policy == "tidal-pool" else f"{_spread(fell, '.1f')} %")
+                + " |"
+            )
+    return "\n".join(lines)
+
+
 #: Each block: what renders it, and the pages that carry it.
 BLOCKS: dict[str, tuple[Callable[[], str], tuple[Path, ...]]] = {
     **{name: (lambda name=name: _command_block(name), (SIMULATOR,)) for name in COMMANDS},  # type: ignore[misc]
     "slo-scenarios": (slo_scenarios, (SIMULATOR,)),
     "many-models": (many_models, (SIMULATOR, WARM_TIER)),
+    "warm-tier": (warm_tier, (WARM_TIER,)),
 }
 
 

@@ -20,37 +20,68 @@ What this module decides, each a pure function of what it is given:
 - :func:`choose_wake`: which sleeping replica to wake (level 1 first: its
   weights are in host RAM, so it wakes fastest);
 - :func:`make_room`: on a GPU shared by several models, which idle awake
-  models to put to sleep first so that a waking one fits, least recently
-  used first; or that it cannot fit (then the caller falls back to the path
-  from zero);
+  models to put to sleep first so that a waking one fits; or that it
+  cannot fit (then the caller falls back to the path from zero);
+- :func:`place_pod`: whether a new pod may go on a GPU, and what to put to
+  sleep there first: it must leave room for one sleeping pod to wake
+  without evicting a busy one (a pod in its cold start is busy for a
+  minute, so a wake beside two of them would otherwise fall back to a cold
+  start of its own);
+- :func:`keep_room_to_wake`: which idle awake pods to put to sleep as soon
+  as they are idle, so that a GPU holding sleeping pods keeps an awake-sized
+  hole and a wake there waits for no sleep;
+- :func:`plan_wake`: :func:`make_room` now, or, when only requests about to
+  finish are in the way, the moment their pods are idle and can be slept,
+  within a bound (:data:`BUSY_WAIT_S`, and never longer than the cold start
+  it avoids);
+- :func:`sleep_or_zero`: at the end of the grace period, whether a sleeping
+  replica stays asleep or goes to zero, on expected cost (the keep-warm
+  rule with the wake's cost in place of the cold start's);
 - :class:`MemoryBook`: each model's awake GPU memory, learned from DCGM's
   framebuffer-used samples rather than configured.
 
-Main decision: "least recently used" is the end of a model's last busy
-stretch, i.e. its idle start; a model that is busy now is never evicted, so
-the choice can never cut a running request.
+Main decision: the model put to sleep first is the one whose next request
+is expected latest (its idle start plus its mean idle gap, from its own
+history of requests); a model without a history counts as expected last,
+and ties go to the least recently used. A model that is busy now is never evicted, so the
+choice can never cut a running request.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from scaler.policy.api import ScalingConfig
+from scaler.policy.keep_warm import IdleGaps, miss_price_s
 
 __all__ = [
+    "BUSY_WAIT_S",
     "MemoryBook",
     "Replica",
     "Resident",
     "RoomPlan",
     "Rung",
+    "WakePlan",
     "choose_wake",
+    "keep_room_to_wake",
     "make_room",
+    "mean_gap_s",
+    "place_pod",
+    "plan_wake",
     "replicas_to_sleep",
     "rung",
     "sleep_due",
+    "sleep_or_zero",
 ]
+
+
+#: The longest a wake waits for busy models beside it to finish their requests
+#: before it falls back to a cold start: a request about to finish, not a
+#: cold start's worth of serving (the scaler cannot see when one will end).
+BUSY_WAIT_S = 10.0
 
 
 class Rung(StrEnum):
@@ -125,6 +156,17 @@ class Resident:
     used_mib: int
     # End of the model's last busy stretch (its idle start); None: busy now.
     idle_since_s: float | None
+    # The model's mean idle gap (None: no history yet): its next request is
+    # expected at its idle start plus this.
+    mean_gap_s: float | None = None
+    # A busy pod: when its work is expected to end (None: unknown).
+    free_at_s: float | None = None
+
+    def next_request_s(self) -> float:
+        """When the model's next request is expected; +inf without a history."""
+        if self.mean_gap_s is None or self.idle_since_s is None:
+            return math.inf
+        return self.idle_since_s + self.mean_gap_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +181,8 @@ class RoomPlan:
 def make_room(
     *, budget_mib: int, residents: Iterable[Resident], waking_pod: str, need_mib: int
 ) -> RoomPlan:
-    """Put the least recently used idle models to sleep until ``need_mib`` is free.
+    """Put idle models to sleep until ``need_mib`` is free: the one whose next
+    request is expected latest first, then the least recently used.
 
     ``need_mib`` is what the wake adds on top of what ``waking_pod`` holds
     asleep. Busy models, and models that are not awake, are never chosen.
@@ -157,7 +200,7 @@ def make_room(
         return RoomPlan(sleep=(), fits=True, free_mib=free)
     candidates = sorted(
         (r for r in others if r.awake and not r.busy and r.idle_since_s is not None),
-        key=lambda r: (r.idle_since_s, r.pod),
+        key=lambda r: (-r.next_request_s(), r.idle_since_s, r.pod),
     )
     chosen: list[str] = []
     for r in candidates:
@@ -166,6 +209,121 @@ def make_room(
         if free >= need_mib:
             return RoomPlan(sleep=tuple(chosen), fits=True, free_mib=free)
     return RoomPlan(sleep=(), fits=False, free_mib=budget_mib - used)
+
+
+def place_pod(
+    *, budget_mib: int, residents: Iterable[Resident], new_mib: int, wake_need_mib: int
+) -> RoomPlan:
+    """May a new pod of ``new_mib`` awake go on this GPU, and what sleeps first.
+
+    Not when, with it there, a sleeping pod could no longer wake without
+    evicting a busy one: a new pod is busy through its whole cold start, and
+    a wake that finds only busy pods beside it falls back to a cold start.
+    So the memory pinned by busy pods, sleeping residues and the new pod
+    must leave ``wake_need_mib`` free on a GPU that holds sleeping pods.
+    """
+    everyone = list(residents)
+    if any(not r.awake for r in everyone):
+        pinned = new_mib + sum(r.used_mib for r in everyone if r.busy or not r.awake)
+        if pinned + wake_need_mib > budget_mib:
+            return RoomPlan(sleep=(), fits=False, free_mib=budget_mib - pinned)
+    return make_room(budget_mib=budget_mib, residents=everyone, waking_pod="", need_mib=new_mib)
+
+
+def keep_room_to_wake(
+    *, budget_mib: int, residents: Iterable[Resident], wake_need_mib: int
+) -> tuple[str, ...]:
+    """Idle awake pods to put to sleep now so that a sleeping pod on this GPU can
+    wake without waiting for a sleep first (an awake-sized hole); () when the GPU
+    holds no sleeping pod, the hole is there, or only busy pods fill it."""
+    everyone = list(residents)
+    if all(r.awake for r in everyone):
+        return ()
+    plan = make_room(
+        budget_mib=budget_mib, residents=everyone, waking_pod="", need_mib=wake_need_mib
+    )
+    return plan.sleep if plan.fits else ()
+
+
+@dataclass(frozen=True, slots=True)
+class WakePlan:
+    """``sleep`` first, then wake at ``at_s`` (now, or when busy pods finish); or no fit."""
+
+    sleep: tuple[str, ...]
+    fits: bool
+    at_s: float
+
+
+def plan_wake(
+    *,
+    budget_mib: int,
+    residents: Sequence[Resident],
+    waking_pod: str,
+    need_mib: int,
+    now: float,
+    max_wait_s: float,
+) -> WakePlan:
+    """Room for a wake now, or at the first moment within ``max_wait_s`` when
+    busy pods whose work is expected to end (``free_at_s``) can be slept.
+
+    ``max_wait_s`` is what falling back costs (a cold start, less the wake):
+    a wake blocked only by a request about to finish waits for it instead.
+    """
+    plan = make_room(
+        budget_mib=budget_mib, residents=residents, waking_pod=waking_pod, need_mib=need_mib
+    )
+    if plan.fits:
+        return WakePlan(plan.sleep, True, now)
+    ends = sorted(
+        {
+            r.free_at_s
+            for r in residents
+            if r.busy and r.awake and r.pod != waking_pod and r.free_at_s is not None
+            if now < r.free_at_s <= now + max_wait_s
+        }
+    )
+    for t in ends:
+        then = [
+            replace(r, busy=False, idle_since_s=r.free_at_s)
+            if r.busy and r.free_at_s is not None and r.free_at_s <= t
+            else r
+            for r in residents
+        ]
+        plan = make_room(
+            budget_mib=budget_mib, residents=then, waking_pod=waking_pod, need_mib=need_mib
+        )
+        if plan.fits:
+            return WakePlan(plan.sleep, True, t)
+    return WakePlan((), False, now)
+
+
+def mean_gap_s(gaps: IdleGaps) -> float | None:
+    """A model's mean idle gap (end of use to its next request); None before one ended."""
+    if not gaps.gaps:
+        return None
+    return sum(gaps.gaps) / len(gaps.gaps)
+
+
+def sleep_or_zero(
+    config: ScalingConfig, gaps: IdleGaps, *, share: float, cold_start_s: float, now: float
+) -> bool:
+    """At the end of the grace period: does a sleeping replica stay asleep (True)?
+
+    The keep-warm rule with the wake in place of the awake replica: staying
+    asleep for the next cold start costs ``share`` (the part of its GPU the
+    pod is charged for: see the scorecard's accounting) of a GPU for that
+    long; going to zero makes the next request within it wait a cold start,
+    it and those behind it missing the objective at the miss price. A wake
+    costs about a second and misses nothing, so it stays asleep while
+    ``share x C <= P(request within C) x misses x miss price``.
+    """
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"share of a GPU must be within 0..1; got {share!r}")
+    p = gaps.p_request_within(cold_start_s, now)
+    span = max(1e-9, now - gaps.started_s)
+    misses = 1.0 + (len(gaps.gaps) + 1) / span * cold_start_s
+    price = miss_price_s(cold_start_s=cold_start_s, attainment=config.slo_attainment)
+    return share * cold_start_s <= p * misses * price
 
 
 @dataclass(slots=True)

@@ -90,10 +90,13 @@ class Scorecard:
     peak_replicas: int
     preemptions: int
     duration_s: float
-    # The warm tier (scaler.sim.warm_tier): GPU-seconds held with a pod awake
-    # vs only sleeping pods, and wakes. Outside it every held second is awake.
+    # The warm tier (scaler.sim.warm_tier): the GPU-seconds held, each
+    # charged to the pods on its GPU in equal shares, by what each pod did
+    # (awake, asleep, in its cold start; the three add up to the held time),
+    # and wakes. Outside the pool every held second is awake.
     gpu_seconds_awake: float = 0.0
     gpu_seconds_asleep: float = 0.0
+    gpu_seconds_starting: float = 0.0
     wakes: int = 0
     # always-on and the oracle: whether the attainment goal (99 %) is met;
     # None (left out of the JSON) for the autoscalers, which have no goal.

@@ -46,8 +46,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from scaler.policy import ScalingConfig
+from scaler.policy.keep_warm import IdleGaps
 from scaler.policy.protocol import PurePolicy
-from scaler.policy.warm import Replica, Resident, make_room, replicas_to_sleep, sleep_due
+from scaler.policy.warm import (
+    BUSY_WAIT_S,
+    Replica,
+    Resident,
+    keep_room_to_wake,
+    mean_gap_s,
+    place_pod,
+    plan_wake,
+    replicas_to_sleep,
+    sleep_due,
+    sleep_or_zero,
+)
 from scaler.sim.engine import LlmParams
 from scaler.sim.engine.sleep_timing import (
     DEFAULT_RESIDUAL_MIB,
@@ -112,6 +124,7 @@ class WarmCounts:
     evictions: int = 0
     fallbacks: int = 0
     peak_gpus: int = 0
+    waited: int = 0  # wakes that waited for a request beside them to finish
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +141,7 @@ class _Pod:
     awake: bool = True
     ready_at: float = 0.0  # until then starting or waking (busy, never evicted)
     busy_until: float = 0.0  # end of its last request: the idle start
+    cold: bool = True  # ready_at ends a cold start (not a wake)
     version: int = 0  # bumped at each request: stale deadlines are skipped
 
 
@@ -173,19 +187,33 @@ class _Pool:
         self.now = 0.0
         self.awake_s = 0.0
         self.asleep_s = 0.0
+        self.starting_s = 0.0
+        # Each model's idle gaps, kept across its pods as the scaler keeps them.
+        self.gaps: dict[str, IdleGaps] = {}
+        self.last_end: dict[str, float] = {}
+        self.wake_s = wake_seconds(pool.weights_mib, self.level, _WAKE_TAGS)
         self.lives: list[ReplicaLife] = []
         self.wakes = self.evictions = self.fallbacks = self.cold_starts = 0
+        self.waited_wakes = 0
         self.peak_gpus = 0
 
     # --- time and accounting --------------------------------------------------------------
 
     def _advance(self, to: float) -> None:
+        # Each held GPU-second is charged to the pods on that GPU in equal
+        # shares, each share by what its pod was doing: in its cold start,
+        # awake (waking included), or asleep. The three add up to the held time.
         dt = max(0.0, to - self.now)
         for gpu in self.gpus.values():
-            if any(self.pods[m].awake for m in gpu.pods):
-                self.awake_s += dt
-            else:
-                self.asleep_s += dt
+            share = dt / len(gpu.pods)
+            for m in gpu.pods:
+                pod = self.pods[m]
+                if not pod.awake:
+                    self.asleep_s += share
+                    continue
+                starting = min(share, max(0.0, pod.ready_at - self.now)) if pod.cold else 0.0
+                self.starting_s += starting
+                self.awake_s += share - starting
         self.now = max(self.now, to)
 
     def _push(self, at: float, model: str, version: int, what: str) -> None:
@@ -207,10 +235,41 @@ class _Pool:
                     busy=pod.busy_until > at,
                     ready=pod.ready_at <= at,
                 )
-                if model in replicas_to_sleep(self.config, [replica], pod.busy_until, at):
+                # A microsecond's slack: idle start + sleep-after - idle start can
+                # round to just under sleep-after, and there is no later look.
+                due_at = at + 1e-6
+                if model in replicas_to_sleep(self.config, [replica], pod.busy_until, due_at):
                     pod.awake = False
+            elif what == "hole":
+                if pod.awake and pod.ready_at <= at and pod.busy_until <= at:
+                    self._keep_hole(pod.gpu)
+            elif self.warm and not pod.awake and self._stay_asleep(pod, at):
+                self._push(at + self.world.cold_start.median_s, model, version, "zero")
             else:
                 self._remove(pod, at)
+
+    def _keep_hole(self, index: int) -> None:
+        p = self.pool
+        victims = keep_room_to_wake(
+            budget_mib=p.gpu_memory_mib,
+            residents=self._residents(index),
+            wake_need_mib=p.awake_mib - p.asleep_mib,
+        )
+        self._evict(victims)
+
+    def _stay_asleep(self, pod: _Pod, at: float) -> bool:
+        gaps = self._gaps_at(pod.model, at)
+        share = 1.0 / len(self.gpus[pod.gpu].pods)
+        cold_s = self.world.cold_start.median_s
+        return sleep_or_zero(self.config, gaps, share=share, cold_start_s=cold_s, now=at)
+
+    def _gaps_at(self, model: str, now: float) -> IdleGaps:
+        """The model's idle gaps as the scaler would see them at ``now``."""
+        gaps = self.gaps.get(model) or IdleGaps(started_s=now)
+        end = self.last_end.get(model)
+        if end is not None and end <= now:
+            gaps = gaps.observe(busy=False, now=end)
+        return gaps
 
     def _remove(self, pod: _Pod, at: float) -> None:
         gpu = self.gpus[pod.gpu]
@@ -226,8 +285,7 @@ class _Pool:
         p = self.pool
         return sum(p.awake_mib if self.pods[m].awake else p.asleep_mib for m in gpu.pods)
 
-    def _room(self, index: int, model: str, need_mib: int) -> tuple[tuple[str, ...], bool]:
-        """Pods to put to sleep on GPU ``index`` so that ``need_mib`` more fit (LRU first)."""
+    def _residents(self, index: int) -> list[Resident]:
         p, now = self.pool, self.now
         residents = []
         for m in self.gpus[index].pods:
@@ -241,12 +299,11 @@ class _Pool:
                     busy=busy,
                     used_mib=p.awake_mib if pod.awake else p.asleep_mib,
                     idle_since_s=None if busy else pod.busy_until,
+                    mean_gap_s=mean_gap_s(self._gaps_at(m, now)),
+                    free_at_s=max(pod.ready_at, pod.busy_until) if busy else None,
                 )
             )
-        plan = make_room(
-            budget_mib=p.gpu_memory_mib, residents=residents, waking_pod=model, need_mib=need_mib
-        )
-        return plan.sleep, plan.fits
+        return residents
 
     def _evict(self, victims: Sequence[str]) -> float:
         """Put ``victims`` to sleep; the seconds their sleeps take before memory is free."""
@@ -257,17 +314,23 @@ class _Pool:
 
     def _place(self, model: str) -> tuple[int, float]:
         """A GPU for a new pod of ``model`` and the wait for making room there."""
+        p = self.pool
         for index in sorted(self.gpus):
             gpu = self.gpus[index]
-            if len(gpu.pods) >= self.pool.slices:
+            if len(gpu.pods) >= p.slices:
                 continue
             if not self.warm:
-                if self._used_mib(gpu) + self.pool.awake_mib <= self.pool.gpu_memory_mib:
+                if self._used_mib(gpu) + p.awake_mib <= p.gpu_memory_mib:
                     return index, 0.0
                 continue
-            victims, fits = self._room(index, model, self.pool.awake_mib)
-            if fits:
-                return index, self._evict(victims)
+            plan = place_pod(
+                budget_mib=p.gpu_memory_mib,
+                residents=self._residents(index),
+                new_mib=p.awake_mib,
+                wake_need_mib=p.awake_mib - p.asleep_mib,
+            )
+            if plan.fits:
+                return index, self._evict(plan.sleep)
         index = self.next_gpu
         self.next_gpu += 1
         self.gpus[index] = _Gpu(created_s=self.now)
@@ -281,7 +344,7 @@ class _Pool:
         if pod is None:
             pod = _Pod(model, index, ready_at=ready_at)
         else:
-            pod.gpu, pod.awake, pod.ready_at = index, True, ready_at
+            pod.gpu, pod.awake, pod.ready_at, pod.cold = index, True, ready_at, True
         self.pods[model] = pod
         self.cold_starts += 1
         return pod
@@ -297,23 +360,12 @@ class _Pool:
         at = r.offset_s
         self.expire(at)
         self._advance(at)
+        self._observe_arrival(r.model, at)
         pod = self.pods.get(r.model)
         if pod is None:
             pod = self._start_pod(r.model, None)
         elif not pod.awake:
-            victims, fits = self._room(pod.gpu, r.model, self.pool.awake_mib - self.pool.asleep_mib)
-            if fits:
-                wait = self._evict(victims)
-                wait += wake_seconds(self.pool.weights_mib, self.level, _WAKE_TAGS)
-                pod.awake = True
-                pod.ready_at = at + wait + self._warm_up_s()
-                self.wakes += 1
-            else:
-                # Nothing there can make room (the others are busy): the path
-                # from zero, a fresh pod where one fits, as the scaler falls back.
-                self.fallbacks += 1
-                self._remove(pod, at)
-                pod = self._start_pod(r.model, pod)
+            pod = self._wake(pod, at)
         start = max(at, pod.ready_at)
         held = pod.ready_at > at
         pod.version += 1
@@ -325,12 +377,45 @@ class _Pool:
         finished = first + (r.output_tokens - 1) * e.step_time_s(decoding=1, prefill_tokens=0)
         self.gpus[pod.gpu].intervals.append((start, finished))
         pod.busy_until = max(pod.busy_until, finished)
+        self.last_end[pod.model] = pod.busy_until
         self._schedule(pod)
         return first, finished, None, held
+
+    def _observe_arrival(self, model: str, at: float) -> None:
+        gaps = self._gaps_at(model, at)
+        self.gaps[model] = gaps.observe(busy=True, now=at)
+
+    def _wake(self, pod: _Pod, at: float) -> _Pod:
+        """Wake a sleeping pod for a request at ``at``: now, after requests about
+        to finish beside it, or (no room within a cold start) a fresh pod."""
+        p = self.pool
+        cold_s = self.world.cold_start.median_s
+        plan = plan_wake(
+            budget_mib=p.gpu_memory_mib,
+            residents=self._residents(pod.gpu),
+            waking_pod=pod.model,
+            need_mib=p.awake_mib - p.asleep_mib,
+            now=at,
+            max_wait_s=min(BUSY_WAIT_S, max(0.0, cold_s - self.wake_s)),
+        )
+        if not plan.fits:
+            # Nothing there can make room in time: the path from zero, a fresh
+            # pod where one fits, as the scaler falls back.
+            self.fallbacks += 1
+            self._remove(pod, at)
+            return self._start_pod(pod.model, pod)
+        wait = (plan.at_s - at) + self._evict(plan.sleep) + self.wake_s
+        pod.awake, pod.cold = True, False
+        pod.ready_at = at + wait + self._warm_up_s()
+        self.wakes += 1
+        if plan.at_s > at:
+            self.waited_wakes += 1
+        return pod
 
     def _schedule(self, pod: _Pod) -> None:
         idle_since = max(pod.busy_until, pod.ready_at)
         if self.warm:
+            self._push(idle_since, pod.model, pod.version, "hole")
             _, wait = sleep_due(self.config, idle_since, idle_since)
             self._push(idle_since + (wait or 0.0), pod.model, pod.version, "sleep")
         if math.isfinite(self.grace_s):
@@ -418,8 +503,9 @@ def run_pool(
         card,
         gpu_seconds_awake=sim.awake_s,
         gpu_seconds_asleep=sim.asleep_s,
+        gpu_seconds_starting=sim.starting_s,
         wakes=sim.wakes,
         peak_replicas=sim.peak_gpus,
     )
-    counts = WarmCounts(sim.wakes, sim.evictions, sim.fallbacks, sim.peak_gpus)
+    counts = WarmCounts(sim.wakes, sim.evictions, sim.fallbacks, sim.peak_gpus, sim.waited_wakes)
     return PoolRun(card, result, counts)

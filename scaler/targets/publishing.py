@@ -15,6 +15,7 @@ from __future__ import annotations
 from scaler.kube.types import TargetSnapshot
 from scaler.metrics import Metrics
 from scaler.policy.api import Mode, ScalingConfig
+from scaler.policy.warm import mean_gap_s
 from scaler.targets.deciding import Made
 from scaler.warm.views import ModelBoard, ModelView
 
@@ -75,6 +76,7 @@ class Publisher:
                 pod_load=made.view.combined.pod_load,
                 pods=snap.pods,
                 sleep_level=config.sleep_level,
+                mean_gap_s=None if made.state.slo is None else mean_gap_s(made.state.slo.gaps),
             ),
         )
 

@@ -11,7 +11,9 @@ answers the tier's questions with the pure rules of :mod:`scaler.policy.warm`:
 - whether a pod announced for sleep is still idle at the end of its handoff;
 - which sleeping replica to wake;
 - with GPU memory known, which idle models on the same GPU to put to sleep
-  before a wake so that it fits (:meth:`WarmChoices.plan_room`); without it,
+  before a wake so that it fits (:meth:`WarmChoices.plan_room`), and which
+  to put to sleep as soon as they are idle so that a GPU holding sleeping
+  pods keeps room for one of them to wake (:meth:`WarmChoices.room_keepers`); without it,
   the idle models on a node, least recently used first, to evict after a
   wake failed for memory (:meth:`WarmChoices.lru_on`).
 
@@ -22,11 +24,20 @@ sleep call itself is made only after a handoff that re-reads them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from scaler.kube.types import PodInfo
 from scaler.policy.api import ScalingConfig
-from scaler.policy.warm import Replica, Resident, choose_wake, make_room, replicas_to_sleep
+from scaler.policy.warm import (
+    Replica,
+    Resident,
+    choose_wake,
+    keep_room_to_wake,
+    make_room,
+    replicas_to_sleep,
+)
+from scaler.warm.gpu_memory import GpuMemorySnapshot
 from scaler.warm.pool import Phase, PoolEntry, WarmPool, pod_name
 from scaler.warm.views import ModelView
 
@@ -106,11 +117,21 @@ class WarmChoices:
         budget = snap.budget(uuid)
         if budget is None:
             return [], True
+        residents = self._residents_on(snap, uuid)
+        plan = make_room(
+            budget_mib=round(budget), residents=residents, waking_pod=entry_name, need_mib=need
+        )
+        return list(plan.sleep), plan.fits
+
+    def _residents_on(self, snap: GpuMemorySnapshot, uuid: str) -> list[Resident]:
+        """The pods on one GPU as the pure rules see them."""
+        pool = self._pool
         residents = []
         for (r_ns, r_pod), mib in snap.on_gpu(uuid).items():
             name = f"{r_ns}/{r_pod}"
             owner = pool.targets.get(name)
             used = self.last_used(owner) if owner is not None else None
+            view = self._views.get(owner) if owner is not None else None
             asleep = name in pool.entries
             if owner is not None:
                 # The sample may predate this tier's own last sleeps and wakes
@@ -127,16 +148,57 @@ class WarmChoices:
                     busy=owner is None or self.pod_load(owner, r_pod) > 0,
                     used_mib=round(mib),
                     idle_since_s=float("-inf") if used is None else used,
+                    mean_gap_s=view.mean_gap_s if view is not None else None,
                 )
             )
-        plan = make_room(
-            budget_mib=round(budget), residents=residents, waking_pod=entry_name, need_mib=need
-        )
-        return list(plan.sleep), plan.fits
+        return residents
+
+    def draining_beside(self, entry_name: str, now: float) -> list[PoolEntry]:
+        """Pods on the same GPU as ``entry_name`` whose sleep is under way (none
+        without a fresh DCGM snapshot that places them)."""
+        pool = self._pool
+        snap = pool.memory.fresh(now) if pool.memory is not None else None
+        ns, pod = entry_name.split("/", 1)
+        placed = snap.pods.get((ns, pod)) if snap is not None else None
+        if snap is None or placed is None:
+            return []
+        on_gpu = {f"{k[0]}/{k[1]}" for k in snap.on_gpu(placed[0])}
+        return [
+            e
+            for name, e in pool.entries.items()
+            if name in on_gpu and name != entry_name and e.phase is Phase.DRAINING
+        ]
+
+    def room_keepers(self, now: float) -> list[tuple[str, str, int]]:
+        """Idle awake pods to put to sleep now so that each GPU holding sleeping
+        pods keeps room for one of them to wake at once, as ``(target, pod, sleep
+        level)``; none without a fresh DCGM snapshot and learned footprints."""
+        pool = self._pool
+        snap = pool.memory.fresh(now) if pool.memory is not None else None
+        if snap is None:
+            return []
+        out = []
+        for uuid in snap.free:
+            budget = snap.budget(uuid)
+            residents = self._residents_on(snap, uuid)
+            needs = [
+                pool.book.wake_need_mib(r.target) for r in residents if not r.awake and r.target
+            ]
+            known = [n for n in needs if n is not None]
+            if budget is None or not known:
+                continue
+            victims = keep_room_to_wake(
+                budget_mib=round(budget), residents=residents, wake_need_mib=max(known)
+            )
+            for victim in victims:
+                owner = pool.targets.get(victim)
+                if owner is not None and victim not in pool.entries:
+                    out.append((owner, victim, pool.levels.get(owner, 1)))
+        return out
 
     def lru_on(self, node: str | None, target: str) -> list[tuple[str, str, int]]:
-        """Idle awake pods of other warm-tier models on ``node``, least recently used
-        first, as ``(target, pod, sleep level)``."""
+        """Idle awake pods of other warm-tier models on ``node``, the one expected
+        back latest first, then least recently used, as ``(target, pod, sleep level)``."""
         pods: dict[str, tuple[PodInfo, ...]] = {}
         levels: dict[str, int] = {}
         for key, view in self._views.items():
@@ -151,8 +213,11 @@ class WarmChoices:
         self, node: str | None, *, exclude_target: str, pods: Mapping[str, Sequence[PodInfo]]
     ) -> list[tuple[float, str, str]]:
         """(last used, target, pod) of awake pods of other models on ``node`` with no
-        request running or waiting, least recently used first."""
+        request running or waiting: the model whose next request is expected latest
+        first (last use plus its mean idle gap; unknown counts as latest), then
+        least recently used."""
         out = []
+        expected: dict[str, float] = {}
         for target, target_pods in pods.items():
             if target == exclude_target:
                 continue
@@ -166,4 +231,6 @@ class WarmChoices:
                 if self.pod_load(target, p.name) > 0:
                     continue
                 out.append((float("-inf") if used is None else used, target, name))
-        return sorted(out)
+                view = self._views.get(target)
+                expected[target] = view.next_request_s() if view is not None else math.inf
+        return sorted(out, key=lambda row: (-expected[row[1]], row))

@@ -64,7 +64,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
@@ -72,6 +72,7 @@ from typing import Any
 from scaler.kube.types import PodInfo
 from scaler.policy.api import ScalingConfig
 from scaler.policy.events import SLEEP_MODE_UNAVAILABLE, SLEPT, WAKE_FAILED, WOKE
+from scaler.policy.warm import BUSY_WAIT_S
 from scaler.warm.calls import HttpReplicaCalls, ReplicaCallFailed, ReplicaCalls
 from scaler.warm.choices import WarmChoices
 from scaler.warm.gpu_memory import GpuMemory
@@ -101,6 +102,9 @@ class WarmSettings:
     handoff_s: float = 2.0
     # Wakes that fail for memory: at most this many idle models are slept to make room.
     max_evictions: int = 3
+    # A wake that finds only busy models beside it waits this long for one to
+    # finish its requests before it falls back to a cold start.
+    busy_wait_s: float = BUSY_WAIT_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +144,20 @@ async def wake_sequence(calls: ReplicaCalls, entry: PoolEntry) -> None:
         await calls.wake_up(entry.base, ("kv_cache",))
     else:
         await calls.wake_up(entry.base)
+
+
+async def _logged(call: Awaitable[None], what: str) -> None:
+    """Run ``call``; a replica call that fails is logged as ``what``, not raised."""
+    try:
+        await call
+    except ReplicaCallFailed as exc:
+        log.info("%s: %s", what, exc)
+
+
+#: The longest a sleep call is waited for once its handoff is over (a level-1
+#: sleep of a large model moves its weights to host RAM: seconds), and how often.
+_SLEEP_CALL_S = 10.0
+_POLL_S = 0.1
 
 
 class WarmTier:
@@ -197,6 +215,13 @@ class WarmTier:
     def learn(self, now: float) -> int:
         """Feed the memory book from a fresh DCGM snapshot (leader only); the samples taken."""
         return self.pool.learn(now) if self._leading() else 0
+
+    def keep_room(self, now: float) -> list[str]:
+        """Leader only: start the sleeps that keep room to wake on each GPU; the pods."""
+        keepers = self.choices.room_keepers(now) if self._leading() else []
+        for target, pod, level in keepers:
+            self._spawn(_logged(self.sleep_now(target, pod, level=level), f"{pod} stays awake"))
+        return [pod for _, pod, _ in keepers]
 
     def reconcile(self, target: str, config: ScalingConfig, pods: Sequence[PodInfo]) -> None:
         """Ask pods this replica has not asked yet whether they sleep (a new leader)."""
@@ -259,9 +284,10 @@ class WarmTier:
         try:
             await asyncio.sleep(self.settings.handoff_s)
             async with self.pool.lock(entry.name):
-                if self.pool.entries.get(entry.name) is not entry:
-                    return
-                if entry.phase is not Phase.DRAINING:
+                if (
+                    self.pool.entries.get(entry.name) is not entry
+                    or entry.phase is not Phase.DRAINING
+                ):
                     return
                 if not self.choices.still_idle(entry) or not self._leading():
                     self.pool.drop(entry)  # work arrived (or the Lease left): back in rotation
@@ -277,12 +303,8 @@ class WarmTier:
                     return
                 self.pool.slept(entry, self._clock())
                 log.info("%s: %s sleeps (level %d)", entry.target, entry.name, entry.level)
-                self._notify(
-                    entry.target,
-                    SLEPT,
-                    f"{entry.name} sleeps (level {entry.level}): idle past sleep-after",
-                    False,
-                )
+                why = f"{entry.name} sleeps (level {entry.level}): idle past sleep-after"
+                self._notify(entry.target, SLEPT, why, False)
         finally:
             entry.task = None
 
@@ -392,6 +414,9 @@ class WarmTier:
     async def _make_room(self, entry: PoolEntry, target: str) -> list[str]:
         """Before the wake: put to sleep what the memory learned says must make room;
         the pods that went to sleep."""
+        # A sleep under way on the same GPU (keeping room to wake) frees memory:
+        # let it end before the plan, which counts that pod as asleep.
+        await sleeps_done(self, self.choices.draining_beside(entry.name, self._clock()))
         first, _ = self.choices.plan_room(entry.name, target, self._clock())
         owners = [self.pool.targets.get(v, "") for v in first]  # make_room picks warm-tier pods
         results = await asyncio.gather(
@@ -421,19 +446,53 @@ class WarmTier:
                 if not exc.out_of_memory or attempt == self.settings.max_evictions:
                     raise
                 self.pool.counter(target).oom_retries += 1
-                made_room = await self._evict_one(entry, target, lru)
+                made_room = await evict_one(self, entry, target, lru)
                 if made_room is None:
                     raise
                 evicted.append(made_room)
         return evicted
 
-    async def _evict_one(self, entry: PoolEntry, target: str, lru: Lru) -> str | None:
-        """Put the least recently used idle model on ``entry``'s node to sleep; its name."""
-        for victim_target, victim, level in lru(entry.node, target):
-            try:
-                await self.sleep_now(victim_target, victim, level=level)
-            except ReplicaCallFailed as exc:
-                log.info("%s: %s could not make room: %s", target, victim, exc)
-                continue
+
+async def evict_one(tier: WarmTier, entry: PoolEntry, target: str, lru: Lru) -> str | None:
+    """Make room for ``entry``'s wake after one failed for memory: put the idle
+    model ``lru`` ranks first on its node to sleep; when none is idle, wait for
+    a sleep already under way (one that keeps room to wake), then for a busy
+    model there to finish its requests, up to ``busy_wait_s``, rather than fall
+    back to a cold start. The pod that went to sleep; None: nothing can."""
+    victim = await _sleep_first(tier, lru(entry.node, target), target)
+    if victim is not None:
+        return victim
+    draining = [e for e in tier.pool.entries.values() if e.phase is Phase.DRAINING]
+    done = await sleeps_done(tier, [e for e in draining if e is not entry])
+    if done:
+        return done[0]
+    for _ in range(round(tier.settings.busy_wait_s / _POLL_S)):
+        await asyncio.sleep(_POLL_S)
+        victim = await _sleep_first(tier, lru(entry.node, target), target)
+        if victim is not None:
             return victim
-        return None
+    return None
+
+
+async def _sleep_first(
+    tier: WarmTier, candidates: Sequence[tuple[str, str, int]], target: str
+) -> str | None:
+    for victim_target, victim, level in candidates:
+        try:
+            await tier.sleep_now(victim_target, victim, level=level)
+        except ReplicaCallFailed as exc:
+            log.info("%s: %s could not make room: %s", target, victim, exc)
+            continue
+        return victim
+    return None
+
+
+async def sleeps_done(tier: WarmTier, draining: list[PoolEntry]) -> list[str]:
+    """Wait for the sleeps under way of ``draining`` (within their handoff and the
+    sleep call); the pods that went to sleep."""
+    pool = tier.pool
+    for _ in range(round((tier.settings.handoff_s + _SLEEP_CALL_S) / _POLL_S)):
+        if not any(pool.entries.get(e.name) is e and e.phase is Phase.DRAINING for e in draining):
+            break
+        await asyncio.sleep(_POLL_S)
+    return [e.name for e in draining if pool.entries.get(e.name) is e]

@@ -16,6 +16,7 @@ tier holds no reference into a reconciler.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -36,7 +37,10 @@ class ModelView:
     ``last_used``: when it last had work (``None``: not since this scaler
     started; the least recently used order of evictions); ``pod_load``:
     requests running or waiting, by pod name; ``sleep_level``: ``None`` when
-    the model is not in the warm tier (its pods are never put to sleep).
+    the model is not in the warm tier (its pods are never put to sleep);
+    ``mean_gap_s``: its mean time between requests (``None``: no history,
+    e.g. without ``slo-ttft``), so that the model expected back latest is
+    put to sleep first.
     """
 
     idle_since: float | None = None
@@ -44,6 +48,13 @@ class ModelView:
     pod_load: Mapping[str, float] = field(default_factory=dict)
     pods: tuple[PodInfo, ...] = ()
     sleep_level: int | None = None
+    mean_gap_s: float | None = None
+
+    def next_request_s(self) -> float:
+        """When its next request is expected: last use plus its mean gap; +inf unknown."""
+        if self.last_used is None or self.mean_gap_s is None:
+            return math.inf
+        return self.last_used + self.mean_gap_s
 
 
 class ModelBoard(Mapping[str, ModelView]):

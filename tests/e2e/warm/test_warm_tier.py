@@ -165,10 +165,17 @@ async def test_three_models_share_a_gpu_that_fits_two(
             for e in events(stack, n)
             if e["reason"] == "Slept" and "make room" in e["message"]
         )
-        assert [n for _, n in made_room] == ["alpha", "beta", "gamma", "alpha"], made_room
+        if prometheus is None:
+            assert [n for _, n in made_room] == ["alpha", "beta", "gamma", "alpha"], made_room
+        else:
+            # The scaler also keeps room: an idle model beside a sleeping one sleeps
+            # once idle, so each wake finds room; the sleeps still go round.
+            assert {n for _, n in made_room} == set(names), made_room
         # Nothing cold-started a second replica: every model woke from sleep.
         assert all(stack.deployment_state(n)[0] == 1 for n in names)
-        assert not any(e["reason"] == "WakeFailed" for n in names for e in events(stack, n))
+        failed = [m for n in names for e in events(stack, n) if e["reason"] == "WakeFailed"
+                  for m in [e["message"]]]  # fmt: skip
+        assert not failed, failed
         async with (
             aiohttp.ClientSession() as session,
             session.get(f"{stack.scaler_url}/v1/targets") as resp,

@@ -8,16 +8,22 @@ import pytest
 
 from scaler.policy.annotations import InvalidAnnotation, parse_scaling_config
 from scaler.policy.api import ScalingConfig
+from scaler.policy.keep_warm import IdleGaps
 from scaler.policy.warm import (
     MemoryBook,
     Replica,
     Resident,
     Rung,
     choose_wake,
+    keep_room_to_wake,
     make_room,
+    mean_gap_s,
+    place_pod,
+    plan_wake,
     replicas_to_sleep,
     rung,
     sleep_due,
+    sleep_or_zero,
 )
 
 A = "autoscaling.tidal.dev/"
@@ -129,6 +135,94 @@ def test_make_room_sleeps_the_least_recently_used_idle_model(
 ) -> None:
     plan = make_room(budget_mib=40_000, residents=residents, waking_pod="w", need_mib=need)
     assert (plan.sleep, plan.fits) == (sleep, fits)
+
+
+def test_make_room_sleeps_first_the_model_expected_latest() -> None:
+    # b is the least recently used, but it comes back every 20 s; a every hour.
+    residents = [
+        dataclasses.replace(_res("a", 19_000, 50.0), mean_gap_s=3600.0),
+        dataclasses.replace(_res("b", 19_000, 10.0), mean_gap_s=20.0),
+        _res("w", 500, 0.0, awake=False),
+    ]
+    plan = make_room(budget_mib=40_000, residents=residents, waking_pod="w", need_mib=19_000)
+    assert plan.sleep == ("a",)
+    # Without a history a model is expected last: it goes before one that has one.
+    residents[0] = _res("a", 19_000, 50.0)
+    residents[1] = dataclasses.replace(residents[1], mean_gap_s=5000.0)
+    plan = make_room(budget_mib=40_000, residents=residents, waking_pod="w", need_mib=19_000)
+    assert plan.sleep == ("a",)
+
+
+def test_a_new_pod_leaves_room_for_a_sleeping_one_to_wake() -> None:
+    asleep = _res("s", 500, 0.0, awake=False)
+    # Beside a busy pod and a sleeping one there is no room for a wake as well.
+    no = place_pod(
+        budget_mib=40_000, residents=[_res("a", 14_000, None), asleep],
+        new_mib=14_000, wake_need_mib=14_000,
+    )  # fmt: skip
+    assert not no.fits
+    # Beside an idle one it fits: the idle one can still be slept for the wake.
+    yes = place_pod(
+        budget_mib=40_000, residents=[_res("a", 14_000, 5.0), asleep],
+        new_mib=14_000, wake_need_mib=14_000,
+    )  # fmt: skip
+    assert (yes.sleep, yes.fits) == ((), True)
+    # No sleeping pod there: nothing to keep room for, only the new pod must fit.
+    alone = place_pod(
+        budget_mib=40_000, residents=[_res("a", 14_000, None)],
+        new_mib=14_000, wake_need_mib=14_000,
+    )  # fmt: skip
+    assert alone.fits
+
+
+def test_keep_room_to_wake_sleeps_an_idle_pod_beside_sleeping_ones() -> None:
+    asleep = _res("s", 500, 0.0, awake=False)
+    full = [_res("a", 19_000, 50.0), _res("b", 19_000, None), asleep]
+    assert keep_room_to_wake(budget_mib=40_000, residents=full, wake_need_mib=19_000) == ("a",)
+    awake_only = [_res("a", 19_000, 50.0), _res("b", 19_000, None)]
+    assert keep_room_to_wake(budget_mib=40_000, residents=awake_only, wake_need_mib=19_000) == ()
+    busy = [_res("a", 19_000, None), _res("b", 19_000, None), asleep]
+    assert keep_room_to_wake(budget_mib=40_000, residents=busy, wake_need_mib=19_000) == ()
+
+
+def test_a_wake_blocked_by_a_request_about_to_finish_waits_for_it() -> None:
+    def busy(pod: str, until: float) -> Resident:
+        return dataclasses.replace(_res(pod, 19_000, None), free_at_s=until)
+
+    residents = [busy("a", 103.0), busy("b", 500.0), _res("w", 500, 0.0, awake=False)]
+    kw = {"budget_mib": 40_000, "waking_pod": "w", "need_mib": 19_000, "now": 100.0}
+    plan = plan_wake(residents=residents, max_wait_s=59.0, **kw)  # type: ignore[arg-type]
+    assert (plan.sleep, plan.fits, plan.at_s) == (("a",), True, 103.0)
+    # Not when the wait would be longer than the cold start it avoids.
+    late = plan_wake(residents=residents, max_wait_s=2.0, **kw)  # type: ignore[arg-type]
+    assert not late.fits
+    # Room now: no wait.
+    now = plan_wake(residents=residents[1:], max_wait_s=59.0, **kw)  # type: ignore[arg-type]
+    assert (now.sleep, now.fits, now.at_s) == ((), True, 100.0)
+
+
+def _gaps(every_s: float, count: int, idle_for_s: float) -> tuple[IdleGaps, float]:
+    gaps = IdleGaps(started_s=0.0)
+    t = 0.0
+    for _ in range(count):
+        gaps = gaps.observe(busy=True, now=t).observe(busy=False, now=t + 1.0)
+        t += every_s
+    now = t - every_s + 1.0 + idle_for_s
+    return gaps, now
+
+
+def test_a_released_replica_stays_asleep_while_sleeping_costs_less_than_its_misses() -> None:
+    config = ScalingConfig()  # 99 % attainment: a miss is worth 100 cold starts
+    often, now = _gaps(120.0, 30, 300.0)  # every two minutes, idle five
+    assert sleep_or_zero(config, often, share=1.0, cold_start_s=60.0, now=now)
+    rare, now = _gaps(5_000.0, 3, 300.0)  # every 83 minutes
+    assert not sleep_or_zero(config, rare, share=1.0, cold_start_s=60.0, now=now)
+    # Sharing its GPU with three others it pays a quarter: kept longer.
+    assert sleep_or_zero(config, rare, share=0.25, cold_start_s=60.0, now=now)
+    assert mean_gap_s(often) == pytest.approx(119.0)  # each request takes 1 s
+    assert mean_gap_s(IdleGaps(started_s=0.0)) is None
+    with pytest.raises(ValueError, match="share of a GPU"):
+        sleep_or_zero(config, rare, share=1.5, cold_start_s=60.0, now=now)
 
 
 def test_make_room_rejects_negative_sizes() -> None:

@@ -85,3 +85,37 @@ def test_without_memory_the_plan_is_to_try() -> None:
     config = dataclasses.replace(ScalingConfig(), sleep_after_s=5.0)
     w.tier.pool.remember("ml/a", config, [pod("a-1", "10.0.0.1")])
     assert w.tier.choices.plan_room("ml/a-1", "ml/a", 0.0) == ([], True)
+
+
+@pytest.mark.looptime  # the handoff before the sleep passes in simulated time
+async def test_an_idle_pod_beside_a_sleeping_one_sleeps_to_keep_room_for_its_wake() -> None:
+    replicas = FakeReplicas()
+    w = World(replicas)
+    memory = GpuMemory()
+    w.tier.pool.memory = memory
+    w.views.used.update({"ml/a": 50.0, "ml/b": 10.0, "ml/c": 30.0})
+    pods = {t: pod(f"{t[3]}-1", f"10.0.0.{i}") for i, t in enumerate(("ml/a", "ml/b", "ml/c"), 1)}
+    for target, p in pods.items():
+        w.tier.pool.remember(target, CONFIG, [p])
+    memory.snapshot = GpuMemorySnapshot(
+        at=0.0,
+        pods={("ml", f"{x}-1"): ("GPU-1", 24_600) for x in "abc"},
+        free={"GPU-1": 0},
+    )
+    w.tier.learn(0.0)
+    assert w.tier.keep_room(0.0) == []  # nothing sleeps there: no room to keep
+    w.idle["ml/a"] = 0.0
+    w.tier.consider_sleep("ml/a", CONFIG, [pods["ml/a"]], now=30.0)
+    await asyncio.sleep(PAST_HANDOFF_S)
+    memory.snapshot = GpuMemorySnapshot(
+        at=1.0,
+        pods={("ml", "a-1"): ("GPU-1", 600), ("ml", "b-1"): ("GPU-1", 24_600),
+              ("ml", "c-1"): ("GPU-1", 24_600)},
+        free={"GPU-1": 200},
+    )  # fmt: skip
+    w.tier.learn(1.0)
+    replicas.calls.clear()
+    assert w.tier.keep_room(1.0) == ["ml/b-1"]  # b: least recently used
+    await asyncio.sleep(PAST_HANDOFF_S)
+    assert [c for c, _ in replicas.calls] == ["sleep"]
+    assert "ml/b-1" in w.tier.pool.entries

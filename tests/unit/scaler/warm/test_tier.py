@@ -212,6 +212,39 @@ async def test_a_wake_without_room_sleeps_the_lru_model_first() -> None:
     assert w.tier.pool.not_routable() == {"ml/b": ["10.0.0.2:8000"]}
 
 
+async def test_a_wake_beside_a_busy_model_waits_for_it_to_finish() -> None:
+    replicas = FakeReplicas(room=1)
+    w = World(replicas)
+    w.idle["ml/a"] = 0.0
+    w.tier.consider_sleep("ml/a", CONFIG, [pod("a-1", "10.0.0.1")], now=30.0)
+    await asyncio.sleep(PAST_HANDOFF_S)
+    b = pod("b-1", "10.0.0.2")
+    w.tier.pool.remember("ml/b", CONFIG, [b])
+    replicas.calls.append(("serve", "http://10.0.0.2:8000"))  # b is awake and busy
+    busy = {"b": True}
+
+    def lru(node: str | None, target: str) -> list[tuple[str, str, int]]:
+        return [] if busy["b"] else [("ml/b", "ml/b-1", 1)]
+
+    async def finish_b() -> None:
+        await asyncio.sleep(3.0)  # b's request ends three seconds in
+        busy["b"] = False
+
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    _, outcome = await asyncio.gather(finish_b(), w.tier.wake("ml/a", lru=lru))
+    assert (outcome.woke, outcome.evicted) == ("ml/a-1", ("ml/b-1",))
+    assert 3.0 <= loop.time() - started < 3.0 + PAST_HANDOFF_S + 1.0
+    # Busy for longer than busy_wait_s: the wake gives up (the caller cold-starts).
+    w.idle["ml/a"] = 0.0
+    w.tier.consider_sleep("ml/a", CONFIG, [pod("a-1", "10.0.0.1")], now=60.0)
+    await asyncio.sleep(PAST_HANDOFF_S)
+    replicas.asleep.discard("http://10.0.0.2:8000")  # b awake again, and busy for good
+    busy["b"] = True
+    outcome = await w.tier.wake("ml/a", lru=lru)
+    assert outcome.woke is None and "out of memory" in outcome.reason
+
+
 async def test_a_failed_wake_leaves_it_asleep_and_says_why() -> None:
     replicas = FakeReplicas()
     w = World(replicas)
@@ -265,3 +298,7 @@ def test_lru_on_ranks_the_warm_tier_models_the_views_show() -> None:
     tier = WarmTier(FakeReplicas(), clock=lambda: 0.0, views=board)
     assert tier.choices.lru_on("n1", "ml/x") == [("ml/b", "ml/b-1", 2), ("ml/a", "ml/a-1", 1)]
     assert tier.choices.lru_on("n1", "ml/b") == [("ml/a", "ml/a-1", 1)]
+    # b, least recently used, comes back every 10 s; a every hour: a sleeps first.
+    board.publish("ml/a", ModelView(last_used=5.0, pods=(a,), sleep_level=1, mean_gap_s=3600.0))
+    board.publish("ml/b", ModelView(last_used=1.0, pods=(b,), sleep_level=2, mean_gap_s=10.0))
+    assert tier.choices.lru_on("n1", "ml/x") == [("ml/a", "ml/a-1", 1), ("ml/b", "ml/b-1", 2)]
