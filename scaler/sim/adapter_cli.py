@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import asdict
 
@@ -98,6 +99,10 @@ def configure(parser: argparse.ArgumentParser, duration: Callable[[str], float])
 
 def run(args: argparse.Namespace) -> int:
     """Run the three modes and print the table (or one JSON line with ``--json``)."""
+    colds = tuple(args.cold_start)
+    if len(colds) != 1:
+        print("tidal simulate: --adapters takes one --cold-start, not a list", file=sys.stderr)
+        return 2
     workload = AdapterWorkload(
         adapters=args.adapters,
         zipf_s=args.adapter_zipf,
@@ -109,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         max_loras=args.adapter_max_loras,
         load_s=args.adapter_load_time,
         keep_alive_s=args.adapter_keep_alive,
-        cold_start_s=args.cold_start,
+        cold_start_s=colds[0],
         slo_ttft_s=args.slo_ttft,
         target_concurrency=args.target_concurrency,
     )

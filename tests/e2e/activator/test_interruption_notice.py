@@ -193,7 +193,9 @@ async def test_without_notice_keys_nodes_are_not_watched(tmp_path: Path) -> None
         task = asyncio.create_task(source.run(sink))
         try:
             await sink.wait_for(lambda t: any(e.ready for e in t["default/llama"].endpoints), 60)
-            assert [r.what for r in source.reflectors] == ["Deployment", "Service", "EndpointSlice"]
+            # No Node reflector; ConfigMaps (opted-in ones, for LoRA adapter lists) are.
+            what = [r.what for r in source.reflectors]
+            assert what == ["Deployment", "Service", "EndpointSlice", "ConfigMap"]
             pod = (await api.pods("llama"))[0]
             await api.call(
                 "PATCH", f"/api/v1/nodes/{pod['spec']['nodeName']}", {"spec": {"taints": [TAINT]}},

@@ -79,6 +79,8 @@ def test_json_scorecard_for_every_policy(tmp_path: Path) -> None:
         "output",
         "--cold-start",
         "20s",
+        "--start",
+        "zero",
         "--json",
         "--charts",
         str(tmp_path / "charts"),
