@@ -1,6 +1,6 @@
 """Pick a replica among the ready ones: plain functions over load trackers.
 
-Least-in-flight is the policy (DESIGN §3). With two or more candidates it is
+Least-in-flight is the policy (docs/architecture.md). With two or more candidates it is
 done as *power of two choices*: sample two distinct replicas at random and
 take the less loaded. That keeps the pick O(1) with many replicas, breaks ties
 at random (so a quiet model's sequential requests do not all land on the

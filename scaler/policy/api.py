@@ -37,7 +37,7 @@ __all__ = [
 
 
 class SignalKind(StrEnum):
-    """A demand signal a target can be sized on (DESIGN §4)."""
+    """A demand signal a target can be sized on (docs/architecture.md, "The scaler")."""
 
     CONCURRENCY = "concurrency"  # max(activator concurrency, server running + waiting)
     QUEUE_DEPTH = "queue_depth"  # activator buffered + server waiting (Triton: pending)
@@ -64,7 +64,7 @@ class Reason(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class PlacementConfig:
-    """``placement.tidal.dev/*`` (DESIGN §5)."""
+    """``placement.tidal.dev/*`` (docs/placement.md)."""
 
     policy: str = "on-demand"  # on-demand | spot | spot-with-on-demand-baseline
     on_demand_baseline: int = 1
@@ -75,7 +75,7 @@ class PlacementConfig:
 
 @dataclass(frozen=True, slots=True)
 class ScalingConfig:
-    """One target's validated ``autoscaling.tidal.dev/*`` knobs (DESIGN §2).
+    """One target's validated ``autoscaling.tidal.dev/*`` knobs (docs/annotations.md).
 
     A target of ``None`` means its annotation is unset: that signal is not
     configured. Concurrency is always configured (default 16).

@@ -1,4 +1,4 @@
-"""Which spot replicas count as serving: the *available* and *ready* spot counts of DESIGN §5.
+"""Which spot replicas count as serving: the *available* and *ready* spot counts (placement.md).
 
 The split (:mod:`~scaler.policy.placement`) covers with on-demand the spot
 replicas that are not available. This module turns what the controller

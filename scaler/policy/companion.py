@@ -1,7 +1,7 @@
 """The spot companion Deployment ``<name>-spot`` and the on-demand pin, as pure builders.
 
 For a spot policy the user's Deployment runs the on-demand share and a
-companion Deployment runs the spot share (DESIGN §5). This module builds
+companion Deployment runs the spot share (docs/placement.md). This module builds
 the objects and patches; the actuator writes them.
 
 - :func:`build_companion`: the user's pod template plus the provider's spot

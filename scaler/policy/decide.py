@@ -3,7 +3,7 @@
 Pure: no clock, no I/O; the state goes in and comes out as a frozen
 :class:`PolicyState`, so a test steps a simulated clock through a scenario.
 
-The pipeline, in order (DESIGN §4; Knative's KPA ``autoscaler.go`` where it
+The pipeline, in order (docs/architecture.md, "The scaler"; Knative's KPA ``autoscaler.go`` where it
 says "as Knative"):
 
 1. **Per signal**, from its stable and panic averages: counts (concurrency,
@@ -13,8 +13,8 @@ says "as Knative"):
    ``ceil(up_rate x max(ready, 1))`` (the ceiling guarantees a step of at
    least one replica when the rate is close to 1), but never forcing a
    decrease below the current scale while pods are still starting; at least
-   ``ceil(max(ready, 1) / down_rate)`` as DESIGN says ("desired >= ready /
-   rate"; Knative rounds this one down), capped at ``ready - 1`` so that a
+   ``ceil(max(ready, 1) / down_rate)`` (desired >= ready / rate: a scale-down
+   step is bounded by the rate; Knative rounds this one down), capped at ``ready - 1`` so that a
    rate close to 1 still lets the scale step down, and at the current scale
    so that pods still terminating (counted ready) never push it back up.
 3. **Panic** (as Knative): enter when panic-desired / max(ready, 1) reaches
@@ -132,7 +132,7 @@ def _ceil(x: float) -> int:
 def desired_for_signal(
     kind: SignalKind, average: float, *, config: ScalingConfig, ready_replicas: int
 ) -> int:
-    """Replicas that ``kind`` at ``average`` asks for (DESIGN §4).
+    """Replicas that ``kind`` at ``average`` asks for (docs/architecture.md, "The scaler").
 
     Counts: ``ceil(total / target)``. Utilizations (fractions 0..1):
     ``ceil(ready x average / target)``.
@@ -248,7 +248,7 @@ def _panic(
         crossed_s, top = None, 0
     want = _limit(est.stable, rates)
     if crossed_s is not None:
-        # Panic never scales down (DESIGN §4): at least the current scale, even
+        # Panic never scales down (docs/architecture.md): at least the current scale, even
         # when most of it is still starting and the estimate is lower.
         want = max(want, _limit(est.panic, rates), top, current)
         top = want

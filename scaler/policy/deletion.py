@@ -1,4 +1,4 @@
-"""Which pods a scale-down should remove: pod-deletion-cost from load (DESIGN §4).
+"""Which pods a scale-down should remove: pod-deletion-cost from load (docs/architecture.md).
 
 Before lowering ``spec.replicas`` the scaler sets
 ``controller.kubernetes.io/pod-deletion-cost`` on the target's pods to their

@@ -1,4 +1,4 @@
-"""When a signal may lower the scale: the freshness rule (DESIGN §4).
+"""When a signal may lower the scale: the freshness rule (docs/architecture.md, "The scaler").
 
 A signal's windows are evaluated at ``now`` into a
 :class:`~scaler.policy.api.SignalReading`; its ``fresh`` flag decides whether

@@ -1,4 +1,4 @@
-"""The spot/on-demand split of DESIGN §5 (SkyServe's SpotHedge), as a pure function.
+"""The spot/on-demand split of docs/placement.md (SkyServe's SpotHedge), as a pure function.
 
 ``split(target=..., placement=..., ready_spot=...)`` says how many replicas
 the spot companion Deployment and the user's (on-demand) Deployment should

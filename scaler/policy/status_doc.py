@@ -1,4 +1,4 @@
-"""The ``autoscaling.tidal.dev/status`` annotation's document (DESIGN §2, §4).
+"""The ``autoscaling.tidal.dev/status`` annotation's document (docs/annotations.md).
 
 A JSON object ``{"desired", "mode", "onDemand", "spot", "reason",
 "lastChangeTime"}`` that the leader writes on the Deployment and ``tidal

@@ -1,4 +1,4 @@
-"""The server view: scrape each ready pod's ``/metrics`` (DESIGN §4).
+"""The server view: scrape each ready pod's ``/metrics`` (docs/architecture.md, "The scaler").
 
 Per engine, from each pod's Prometheus text:
 
@@ -71,7 +71,7 @@ class ScrapeError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class PodMetrics:
-    """One successful scrape of one pod, in the units of DESIGN §4."""
+    """One successful scrape of one pod, in the units of the scaler's signals."""
 
     running: float = 0.0
     waiting: float = 0.0  # vLLM waiting, or Triton pending
@@ -127,7 +127,7 @@ def _mean(xs: Iterable[float]) -> float | None:
 
 
 def parse_pod_metrics(text: str, *, engine: str) -> PodMetrics:
-    """Read the DESIGN §4 series for ``engine`` out of Prometheus text.
+    """Read the series the scaler uses for ``engine`` (docs/metrics.md) out of Prometheus text.
 
     A vLLM pod that exposes neither running nor waiting is not a vLLM pod we
     can read: :class:`ScrapeError`, so it is stale rather than idle.

@@ -43,7 +43,7 @@ Load = Callable[[float], float]
 
 
 def config(**overrides: object) -> ScalingConfig:
-    """The DESIGN §2 defaults with ``overrides`` (field names of ScalingConfig)."""
+    """The docs/annotations.md defaults with ``overrides`` (field names of ScalingConfig)."""
     return replace(ScalingConfig(), **overrides)  # type: ignore[arg-type]
 
 
@@ -105,7 +105,7 @@ class Entry:
 
 @dataclass
 class Sim:
-    """One target in simulated time (see the module docstring). Defaults: DESIGN §2."""
+    """One target in simulated time (see the module docstring). Defaults: docs/annotations.md."""
 
     config: ScalingConfig = field(default_factory=ScalingConfig)
     load: Load = field(default_factory=lambda: constant(0.0))

@@ -36,7 +36,7 @@ __all__ = ["DEFAULTS", "GRID", "TuningPoint", "best", "tune"]
 
 _A = "autoscaling.tidal.dev/"
 
-#: DESIGN §2 defaults of the knobs in the grid.
+#: docs/annotations.md defaults of the knobs in the grid.
 DEFAULTS: Mapping[str, str] = {
     _A + "window": "60s",
     _A + "scale-down-delay": "60s",

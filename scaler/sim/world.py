@@ -258,7 +258,7 @@ class WorldConfig:
     spot: SpotModel = field(default_factory=SpotModel)
     cold_start_timeout_s: float = DEFAULT_COLD_START_TIMEOUT_S
     max_buffered: int = DEFAULT_MAX_BUFFERED
-    container_concurrency: int = 0  # 0: no per-replica limit (DESIGN §2 default)
+    container_concurrency: int = 0  # 0: no per-replica limit (docs/annotations.md default)
     seed: int = 1
     # None: the activator's least-in-flight pick. Built once per run, given the run's rng.
     balancer: Callable[[random.Random], Balancer] | None = None

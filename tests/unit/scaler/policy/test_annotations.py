@@ -1,7 +1,7 @@
-"""Annotation parsing (DESIGN §2): every key, good and bad values, and the error messages.
+"""Annotation parsing (docs/annotations.md): every key, good and bad values, and the error messages.
 
 Covers:
-- no annotations gives the DESIGN defaults; routing keys, the status
+- no annotations gives the documented defaults; routing keys, the status
   annotation, the enabled key and Tidal's on-demand pin record are left alone;
 - each key: good values (edges of each range included) parsed into the
   config, with percentages turned into fractions and durations into seconds;

@@ -1,4 +1,4 @@
-"""Which spot replicas count as available and ready (DESIGN §5).
+"""Which spot replicas count as available and ready (docs/placement.md).
 
 Covers, as a table: Ready; starting (Running, loading) at any age; Pending
 within and past ``pending-timeout``; a node under interruption notice (even

@@ -1,4 +1,4 @@
-"""The spot/on-demand split (DESIGN §5, SpotHedge).
+"""The spot/on-demand split (docs/placement.md, SpotHedge).
 
 Covers:
 - a table of worked cases: on-demand policy, target 0, the baseline, spot

@@ -1,6 +1,6 @@
 """Scenario tests: one target driven through real windows and ``decide`` on a simulated clock.
 
-Covers (defaults of DESIGN §2 unless a row says otherwise: target 16
+Covers (defaults of docs/annotations.md unless a row says otherwise: target 16
 concurrency per replica, 60 s window, 6 s panic window, 200 % panic
 threshold, 60 s scale-down delay, down rate 2, 5 min grace, pods ready 30 s
 after they are asked for, a decision every 2 s):
@@ -63,7 +63,7 @@ def _non_increasing(values: list[int]) -> bool:
 
 
 def _downsteps_respect_rate(sim: Sim) -> bool:
-    # DESIGN: desired >= ready / rate (per decision), rate 2 by default.
+    # desired >= ready / rate (per decision), rate 2 by default.
     return all(
         e.decision.desired >= -(-e.ready // 2)
         for e in sim.log
