@@ -92,7 +92,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     ),
     Subcommand(
         ("simulate",),
-        "scaler.sim.cli",
+        "simulator.cli",
         "replay a trace through a policy in simulated time and print the scorecard",
     ),
 )

@@ -9,7 +9,7 @@ after a level-2 sleep is ``POST /wake_up?tags=weights``, ``POST
 /wake_up?tags=kv_cache``; a plain ``/wake_up`` takes back everything.
 
 Timings (model time, so ``--speedup`` scales them; the formulas live in
-:mod:`scaler.sim.engine.sleep_timing`, shared with ``tidal simulate``) follow vLLM's sleep-mode
+:mod:`simulator.engine.sleep_timing`, shared with ``tidal simulate``) follow vLLM's sleep-mode
 post (blog.vllm.ai, 2025-10-26, "Zero-Reload Model Switching with vLLM Sleep
 Mode"): a level-1 wake took 0.1-6 s and a level-2 wake 0.8-2.6 s depending
 on model size, against 30-100+ s for a cold start; the first request after a
@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from scaler.sim.engine.sleep_timing import (
+from simulator.engine.sleep_timing import (
     DEFAULT_RESIDUAL_MIB,
     DEFAULT_WEIGHTS_MIB,
     kv_cache_mib,

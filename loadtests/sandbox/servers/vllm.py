@@ -65,7 +65,7 @@ from loadtests.sandbox.servers.sleep_mode import (
     SleepMachine,
     parse_tags,
 )
-from scaler.sim.engine import LlmEngine
+from simulator.engine import LlmEngine
 
 __all__ = ["VllmApp", "VllmMetrics", "count_prompt_tokens"]
 
