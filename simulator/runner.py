@@ -18,7 +18,7 @@ requests as its own proxy does (:data:`simulator.baselines.HOLD_TIMEOUTS_S`):
 - ``oracle``: not a run but a lower bound on the GPU-seconds of any
   schedule meeting the attainment goal (:mod:`simulator.oracle`);
 - ``tidal``: the scaler's defaults with the scorecard's objective as its
-  ``slo-ttft`` annotation (SLO-first scaling, :mod:`scaler.policy.slo`);
+  ``slo-ttft`` annotation (SLO-first scaling, :mod:`scaler.policy.slo.decide`);
   only the shared ceiling besides (the shared concurrency target is not
   used with an SLO);
 - ``tidal-concurrency`` (only when asked for): the scaler's

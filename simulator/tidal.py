@@ -28,7 +28,7 @@ request passes through the one simulated activator, and the scrape is left
 out.
 
 ``scale-to-zero-grace-period: adaptive`` needs nothing here: ``PurePolicy``
-learns the grace period in the policy state (:mod:`scaler.policy.grace`), as
+learns the grace period in the policy state (:mod:`scaler.policy.idle.grace`), as
 in the scaler; the simulator only tells it the cold start, to time a
 pre-warm. Pre-warms show in the decisions' messages.
 """
@@ -39,8 +39,8 @@ import math
 from collections.abc import Mapping
 
 from scaler.policy import Reason, ScalingConfig
-from scaler.policy.adaptive import GracePlan
 from scaler.policy.api import SignalKind
+from scaler.policy.idle.adaptive import GracePlan
 from scaler.policy.protocol import PurePolicy
 from scaler.signals.activator_reports import ActivatorReport, ActivatorReports, TargetStats
 from scaler.signals.base import DemandSource, SourceReading

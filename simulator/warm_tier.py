@@ -17,9 +17,9 @@ runs a whole pool, in two policies scored on the same scorecard:
 
 The product's own pieces decide: the annotations are parsed by
 :class:`~scaler.policy.protocol.PurePolicy` (grace period, sleep-after,
-level: a bad knob fails as in the cluster), :func:`scaler.policy.warm.sleep_due`
-and :func:`~scaler.policy.warm.replicas_to_sleep` say when and which pod
-sleeps, :func:`~scaler.policy.warm.make_room` picks what to evict, and the
+level: a bad knob fails as in the cluster), :func:`scaler.policy.warm_tier.sleep_due`
+and :func:`~scaler.policy.warm_tier.replicas_to_sleep` say when and which pod
+sleeps, :func:`~scaler.policy.warm_tier.make_room` picks what to evict, and the
 wake and sleep times are the fake vLLM's (:mod:`simulator.engine.sleep_timing`).
 
 Simplifications, said plainly: each model has one pod; a request is served
@@ -46,9 +46,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from scaler.policy import ScalingConfig
-from scaler.policy.keep_warm import IdleGaps
+from scaler.policy.idle.keep_alive import IdleGaps
 from scaler.policy.protocol import PurePolicy
-from scaler.policy.warm import (
+from scaler.policy.warm_tier import (
     BUSY_WAIT_S,
     Replica,
     Resident,

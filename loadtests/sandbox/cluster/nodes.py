@@ -75,7 +75,7 @@ from loadtests.sandbox.cluster.controllers.base import (
 from loadtests.sandbox.cluster.errors import AlreadyExists, NotFound
 from loadtests.sandbox.cluster.quantity import canonical_quantity, parse_quantity
 from loadtests.sandbox.cluster.store import Store, rfc3339
-from scaler.policy.providers import PRESETS
+from scaler.policy.placement.providers import PRESETS
 
 __all__ = [
     "DEFAULT_POOL",
