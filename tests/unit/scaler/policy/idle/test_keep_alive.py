@@ -23,28 +23,40 @@ def test_rare_models_go_cold_and_busy_ones_stay_warm() -> None:
     # Ten requests over thirty hours: gaps of three hours, each longer than
     # a miss is worth in warm time (60 s / 1 % = 6,000 GPU-seconds).
     rare = idle_after([10_800.0] * 10, idle_since=108_000.0)
-    odds = keep_alive_odds(rare, cold_start_s=60.0, request_rate=0.0, attainment=0.99, now=108_001.0)
+    odds = keep_alive_odds(
+        rare, cold_start_s=60.0, request_rate=0.0, attainment=0.99, now=108_001.0
+    )
     assert not odds.keep
     assert "allowed" in odds.why
     # A model seeing a request every 30 s keeps its replica.
     busy = idle_after([30.0] * 200, idle_since=6_000.0)
-    odds = keep_alive_odds(busy, cold_start_s=60.0, request_rate=1 / 30, attainment=0.99, now=6_001.0)
+    odds = keep_alive_odds(
+        busy, cold_start_s=60.0, request_rate=1 / 30, attainment=0.99, now=6_001.0
+    )
     assert odds.keep
 
 
 def test_bursty_model_lets_go_past_its_usual_gaps() -> None:
     gaps = [5.0, 10.0, 20.0, 40.0, 80.0] * 40
     gaps_state = idle_after(gaps, idle_since=0.0, started=-20_000.0)
-    within = keep_alive_odds(gaps_state, cold_start_s=60.0, request_rate=0.0, attainment=0.99, now=30.0)
+    within = keep_alive_odds(
+        gaps_state, cold_start_s=60.0, request_rate=0.0, attainment=0.99, now=30.0
+    )
     assert within.keep and within.p_request > 0.9
-    past = keep_alive_odds(gaps_state, cold_start_s=60.0, request_rate=0.0, attainment=0.99, now=20_000.0)
+    past = keep_alive_odds(
+        gaps_state, cold_start_s=60.0, request_rate=0.0, attainment=0.99, now=20_000.0
+    )
     assert not past.keep
 
 
-def test_a_higher_goal_keeps_a_model_warm_longer() -> None:
+def test_a_higher_goal_keeps_a_model_up_longer() -> None:
     state = idle_after([10_800.0] * 10, idle_since=108_000.0)
-    loose = keep_alive_odds(state, cold_start_s=60.0, request_rate=0.0, attainment=0.99, now=108_600.0)
-    strict = keep_alive_odds(state, cold_start_s=60.0, request_rate=0.0, attainment=0.9999, now=108_600.0)
+    loose = keep_alive_odds(
+        state, cold_start_s=60.0, request_rate=0.0, attainment=0.99, now=108_600.0
+    )
+    strict = keep_alive_odds(
+        state, cold_start_s=60.0, request_rate=0.0, attainment=0.9999, now=108_600.0
+    )
     assert not loose.keep and strict.keep
 
 
