@@ -44,11 +44,11 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from groundwork.rules.stats_report import ReportError, is_target_key, parse_report
 from scaler.controller import Controller
 from scaler.metrics import Metrics
 from scaler.policy.api import Demand
 from scaler.policy.events import INVALID_ANNOTATION
-from scaler.signals.activator_reports import ReportError, parse_report
 from scaler.signals.hub import SignalHub
 from scaler.targets.state import TargetState
 
@@ -155,9 +155,7 @@ async def _read_json(request: web.Request) -> Any:
 def _target_of(body: Any) -> str | None:
     """The ``namespace/name`` an activation names, or None when it names none."""
     target = body.get("target") if isinstance(body, dict) else None
-    if not isinstance(target, str) or target.count("/") != 1 or "" in target.split("/"):
-        return None
-    return target
+    return target if is_target_key(target) else None
 
 
 class _Handlers:

@@ -38,11 +38,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from groundwork.rules.stats_report import ActivatorReport, TargetStats
 from scaler.policy import Reason, ScalingConfig
 from scaler.policy.api import SignalKind
 from scaler.policy.idle.adaptive import GracePlan
 from scaler.policy.protocol import PurePolicy
-from scaler.signals.activator_reports import ActivatorReport, ActivatorReports, TargetStats
+from scaler.signals.activator_reports import ActivatorReports
 from scaler.signals.base import DemandSource, SourceReading
 from scaler.signals.hub import SignalHub
 from scaler.signals.names import SCRAPE

@@ -47,15 +47,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from groundwork.rules.stats_report import MAX_ADAPTER_REFUSALS, ActivatorReport, TargetStats
 from scaler.policy.api import LoadTotals, Observation, ScalingConfig, SignalKind, SignalReading
 from scaler.policy.freshness import fresh_bounds, readings
 from scaler.policy.windows import SignalWindows
-from scaler.signals.activator_reports import (
-    MAX_ADAPTER_REFUSALS,
-    ActivatorReport,
-    ActivatorReports,
-    TargetStats,
-)
+from scaler.signals.activator_reports import ActivatorReports
 from scaler.signals.base import DemandSource, SourceReading
 from scaler.signals.combine import CombinedSignals, Fed, combine, fed_by, share_within
 

@@ -1,7 +1,9 @@
 """The import contracts of docs/architecture.md, "Layout and import rules" hold and really bite.
 
 Covers: the tree as it is passes ``lint-imports``; each kind of violation
-(I/O in ``scaler.policy``, kubernetes_asyncio outside the kube packages, the
+(I/O in ``scaler.policy``, groundwork beyond its shared rules in the policy or
+the balancers, I/O or other Tidal code in the shared rules,
+kubernetes_asyncio outside the kube packages, the
 scaler importing the activator, a service importing the simulator, the
 activator importing the scaler, a scaler module other than the actuator,
 ``scaler.kube`` included, importing the Kubernetes write helpers, I/O or
@@ -10,7 +12,9 @@ another activator module in an activator module the simulator runs,
 ``lint-imports`` fail and name the broken contract; an ignored import that
 matches nothing is an error; the purity contract covers every activator
 module ``simulator`` imports and names nothing it
-does not, so a new one cannot slip in unchecked.
+does not, so a new one cannot slip in unchecked; every groundwork module but
+the shared rules is forbidden to the pure packages, so a new one cannot slip
+into them either.
 """
 
 from __future__ import annotations
@@ -123,22 +127,46 @@ def test_tree_as_is_keeps_contracts(tree_copy: Path) -> None:
             id="balancing-package-imports-asyncio",
         ),
         pytest.param(
-            "activator/targets.py",
+            "activator/balancing/least_loaded.py",
             "import activator.proxy\n",
             SIM_PURITY,
-            id="targets-imports-the-proxy",
-        ),
-        pytest.param(
-            "groundwork/priority.py",
-            "import asyncio\n",
-            "the hold queues are pure",
-            id="hold-queue-imports-asyncio",
+            id="balancing-imports-the-proxy",
         ),
         pytest.param(
             "groundwork/fair_hold_queue.py",
             "import time\n",
-            "the hold queues are pure",
+            "the hold queue is pure",
             id="hold-queue-reads-a-clock",
+        ),
+        pytest.param(
+            "groundwork/rules/priority.py",
+            "import asyncio\n",
+            "the shared rules are pure and a leaf",
+            id="rules-import-asyncio",
+        ),
+        pytest.param(
+            "groundwork/rules/durations.py",
+            "import groundwork.settings_loading\n",
+            "the shared rules are pure and a leaf",
+            id="rules-import-other-groundwork",
+        ),
+        pytest.param(
+            "groundwork/rules/stats_report.py",
+            "import scaler.signals\n",
+            "the shared rules are pure and a leaf",
+            id="rules-import-a-service",
+        ),
+        pytest.param(
+            "scaler/policy/_violation.py",
+            "import groundwork.background_tasks\n",
+            "scaler.policy is pure",
+            id="policy-imports-groundwork-beyond-the-rules",
+        ),
+        pytest.param(
+            "activator/balancing/_violation.py",
+            "import groundwork.fair_hold_queue\n",
+            SIM_PURITY,
+            id="balancing-imports-groundwork-beyond-the-rules",
         ),
         pytest.param(
             "scaler/signals/_violation.py",
@@ -215,3 +243,26 @@ def test_purity_contract_names_every_activator_module_the_simulator_imports() ->
     assert not uncovered, f"the simulator imports {uncovered}: add them to the purity contract"
     unused = {s for s in sources if not any(within(m, s) for m in imported)}
     assert not unused, f"{unused} in the purity contract: the simulator no longer imports them"
+
+
+_PURE_OF_GROUNDWORK = (
+    "scaler.policy is pure",
+    SIM_PURITY,
+    "the shared rules are pure and a leaf",
+)
+
+
+@pytest.mark.parametrize("contract", _PURE_OF_GROUNDWORK)
+def test_the_pure_packages_may_import_only_the_shared_rules_of_groundwork(contract: str) -> None:
+    groundwork = {
+        f"groundwork.{path.stem}"
+        for path in (ROOT / "groundwork").iterdir()
+        if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").exists()
+    }
+    forbidden = _contract(contract)["forbidden_modules"]
+    assert isinstance(forbidden, list)
+    assert groundwork - {"groundwork.rules"} <= set(forbidden), (
+        f"{contract}: add the new groundwork module(s) "
+        f"{sorted(groundwork - {'groundwork.rules'} - set(forbidden))} to its forbidden modules"
+    )
+    assert "groundwork.rules" not in forbidden and "groundwork" not in forbidden

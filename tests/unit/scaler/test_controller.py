@@ -35,6 +35,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from groundwork.kube.errors import ApiUnavailable
+from groundwork.rules.stats_report import parse_report
 from scaler.app import target_view
 from scaler.metrics import Metrics
 from scaler.policy.api import (
@@ -47,7 +48,7 @@ from scaler.policy.api import (
 )
 from scaler.policy.decide import PolicyState
 from scaler.policy.protocol import InvalidTargetConfig, Policy
-from scaler.signals.activator_reports import ActivatorReports, parse_report
+from scaler.signals.activator_reports import ActivatorReports
 from scaler.signals.base import SourceReading
 from scaler.ticking import CallLater
 from tests.unit.scaler.fakes import (

@@ -21,8 +21,9 @@ from collections.abc import Mapping
 
 import pytest
 
+from groundwork.rules.stats_report import parse_report
 from scaler.policy.api import ScalingConfig, SignalKind
-from scaler.signals.activator_reports import ActivatorReports, parse_report
+from scaler.signals.activator_reports import ActivatorReports
 from scaler.signals.base import SourceReading
 from scaler.signals.hub import SignalHub
 from tests.unit.scaler.fakes import FakeSource
