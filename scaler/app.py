@@ -49,6 +49,7 @@ from scaler.controller import Controller
 from scaler.metrics import Metrics
 from scaler.policy.api import Demand
 from scaler.policy.events import INVALID_ANNOTATION
+from scaler.signals.activator_reports import ActivatorReports
 from scaler.signals.hub import SignalHub
 from scaler.targets.state import TargetState
 
@@ -166,6 +167,7 @@ class _Handlers:
         *,
         controller: Controller,
         signals: SignalHub,
+        reports: ActivatorReports,
         metrics: Metrics,
         token: str,
         clock: Callable[[], float],
@@ -174,6 +176,7 @@ class _Handlers:
     ) -> None:
         self._controller = controller
         self._signals = signals
+        self._reports = reports
         self._metrics = metrics
         self._expected = f"Bearer {token}".encode()
         self._clock = clock
@@ -207,8 +210,10 @@ class _Handlers:
             return _error(401, "missing or wrong bearer token", "unauthorized")
         try:
             report = parse_report(await _read_json(request))
+            now = self._clock()
+            count = self._reports.record(report, now=now)
             # Into the hub now, at its arrival time: samples are taken when they arrive.
-            count = self._signals.report(report, now=self._clock())
+            self._signals.arrived(self._reports.name, now=now)
         except ReportError as exc:
             metrics.report("rejected")
             return _error(400, str(exc), "invalid_request")
@@ -248,7 +253,7 @@ class _Handlers:
         body = {
             "identity": self._identity,
             "leader": self._leader(),
-            "activators": self._signals.reporting(now=self._clock()),
+            "activators": self._reports.reporting(now=self._clock()),
             "targets": [{**target_view(t), **self._warm_view(t.key)} for t in states],
         }
         return web.json_response(body)
@@ -265,7 +270,7 @@ class _Handlers:
         # Set when read: /metrics is the gauge's only reader, and a follower that
         # never writes still says it follows.
         self._metrics.set_leader(self._leader())
-        self._metrics.activators.set(self._signals.reporting(now=self._clock()))
+        self._metrics.activators.set(self._reports.reporting(now=self._clock()))
         resp = web.Response(body=generate_latest(self._metrics.registry))
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return resp
@@ -275,6 +280,7 @@ def build_app(
     *,
     controller: Controller,
     signals: SignalHub,
+    reports: ActivatorReports,
     metrics: Metrics,
     token: str,
     clock: Callable[[], float],
@@ -287,6 +293,7 @@ def build_app(
     handlers = _Handlers(
         controller=controller,
         signals=signals,
+        reports=reports,
         metrics=metrics,
         token=token,
         clock=clock,

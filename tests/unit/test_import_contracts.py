@@ -14,7 +14,8 @@ matches nothing is an error; the purity contract covers every activator
 module ``simulator`` imports and names nothing it
 does not, so a new one cannot slip in unchecked; every groundwork module but
 the shared rules is forbidden to the pure packages, so a new one cannot slip
-into them either.
+into them either; the hub, the combination and the reconcilers import no
+demand source.
 """
 
 from __future__ import annotations
@@ -99,6 +100,18 @@ def test_tree_as_is_keeps_contracts(tree_copy: Path) -> None:
             "import scaler\n",
             "the activator does not import the scaler",
             id="activator-imports-scaler",
+        ),
+        pytest.param(
+            "scaler/signals/hub.py",
+            "import scaler.signals.scrape\n",
+            "the hub knows no source",
+            id="hub-imports-a-source",
+        ),
+        pytest.param(
+            "scaler/targets/_violation.py",
+            "from scaler.signals.activator_reports import ActivatorReports\n",
+            "the hub knows no source",
+            id="reconciler-reaches-for-a-source",
         ),
         pytest.param(
             "scaler/_violation.py",
