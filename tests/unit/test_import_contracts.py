@@ -5,8 +5,9 @@ Covers: the tree as it is passes ``lint-imports``; each kind of violation
 scaler importing the activator, the activator importing the scaler, a scaler
 module other than the actuator, ``scaler.kube`` included, importing the
 Kubernetes write helpers, I/O or another activator module in an activator
-module the simulator runs, ``groundwork`` importing a service) added to a
-copy of the tree makes ``lint-imports`` fail and name the broken contract;
+module the simulator runs, I/O in the EPP metrics reader, ``groundwork``
+importing a service) added to a copy of the tree makes ``lint-imports``
+fail and name the broken contract;
 an ignored import that matches nothing is an error; the purity contract
 covers every activator module ``scaler.sim`` imports and names nothing it
 does not, so a new one cannot slip in unchecked.
@@ -138,6 +139,12 @@ def test_tree_as_is_keeps_contracts(tree_copy: Path) -> None:
             "import time\n",
             "the hold queues are pure",
             id="hold-queue-reads-a-clock",
+        ),
+        pytest.param(
+            "scaler/signals/epp_metrics.py",
+            "import aiohttp\n",
+            "the EPP metrics reader is pure",
+            id="epp-metrics-reader-imports-aiohttp",
         ),
         pytest.param(
             "groundwork/_violation.py",
