@@ -115,10 +115,10 @@ def test_every_family_is_in_the_fixture_with_exactly_its_labels() -> None:
         for sample in family.samples:
             name = family.name + "_total" if family.type == "counter" else family.name
             labels.setdefault(name, set()).update(set(sample.labels) - {"le"})
-    for family in FAMILIES:
-        assert labels[family.name] == set(family.labels), family.name
-        if family.legacy is not None:
-            assert labels[family.legacy] == set(family.legacy_labels), family.legacy
+    for declared in FAMILIES:
+        assert labels[declared.name] == set(declared.labels), declared.name
+        if declared.legacy is not None:
+            assert labels[declared.legacy] == set(declared.legacy_labels), declared.legacy
 
 
 @pytest.mark.parametrize(
@@ -136,4 +136,3 @@ def test_every_family_is_in_the_fixture_with_exactly_its_labels() -> None:
 def test_unreadable_text_is_an_error_saying_why(text: str, message: str) -> None:
     with pytest.raises(EppMetricsError, match=message):
         read_epp_metrics(text, pool="p")
-

@@ -65,16 +65,17 @@ def ok(result: KubectlResult) -> str:
 async def test_discovery_lists_the_kind_with_its_short_name(kubectl: Kubectl, api: Api) -> None:
     out = ok(await kubectl("api-resources", "--api-group=inference.networking.k8s.io"))
     row = next(line.split() for line in out.splitlines() if line.startswith("inferencepools"))
-    assert row == ["inferencepools", "infpool", "inference.networking.k8s.io/v1", "true"] + [
-        "InferencePool"
+    assert row == [
+        "inferencepools",
+        "infpool",
+        "inference.networking.k8s.io/v1",
+        "true",
+        "InferencePool",
     ]
-    status, body, _ = await api.call(
-        "GET", "/apis", accept="application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
-    )
+    aggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    status, body, _ = await api.call("GET", "/apis", accept=aggregated)
     assert status == 200
-    group = next(
-        g for g in body["items"] if g["metadata"]["name"] == "inference.networking.k8s.io"
-    )
+    group = next(g for g in body["items"] if g["metadata"]["name"] == "inference.networking.k8s.io")
     (resource,) = group["versions"][0]["resources"]
     assert resource["resource"] == "inferencepools"
     assert [s["subresource"] for s in resource["subresources"]] == ["status"]
@@ -116,7 +117,8 @@ async def test_apply_creates_then_configures_and_get_shows_name_and_age(
 
 
 async def test_unknown_field_is_400_and_invalid_values_are_422(kubectl: Kubectl) -> None:
-    unknown = POOL.replace("PORT", "8000").replace("  targetPorts:", "  replicas: 2\n  targetPorts:")
+    unknown = POOL.replace("PORT", "8000")
+    unknown = unknown.replace("  targetPorts:", "  replicas: 2\n  targetPorts:")
     result = await kubectl("apply", "-f", "-", stdin=unknown)
     assert result.code == 1
     assert (
