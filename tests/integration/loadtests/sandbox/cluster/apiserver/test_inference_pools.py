@@ -6,7 +6,8 @@ name; aggregated discovery gives its ``status`` subresource);
 merge patch (so kubectl applies with a JSON merge patch, as on a real
 cluster); ``kubectl apply -f`` creates then configures a pool, with the
 schema's defaults filled; ``kubectl get`` shows the real server's default
-columns (NAME, AGE) by short name; strict field validation refuses an
+columns (NAME, AGE) by short name; ``kubectl explain`` shows the CRD's
+field descriptions; strict field validation refuses an
 unknown field with 400; invalid values (a bound, an enum, both CRD rules)
 with 422 worded as the real server words them; a strategic merge patch is
 415; the ``status`` subresource keeps spec and status apart and bumps no
@@ -114,6 +115,10 @@ async def test_apply_creates_then_configures_and_get_shows_name_and_age(
     out = ok(await kubectl("get", "inferencepools"))
     assert out.splitlines()[0].split() == ["NAME", "AGE"]
     assert out.splitlines()[1].split()[0] == "llama"
+    # The CRD's descriptions, from /openapi/v3.
+    out = ok(await kubectl("explain", "inferencepool.spec.targetPorts"))
+    assert "FIELD: targetPorts <[]Object>" in out
+    assert "Number defines the port number" in out
 
 
 async def test_unknown_field_is_400_and_invalid_values_are_422(kubectl: Kubectl) -> None:
