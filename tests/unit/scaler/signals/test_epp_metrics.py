@@ -9,7 +9,8 @@ text with only the older names gives the same queue and outcome figures
 (from the histogram's counts) and says which older names it read; a pool
 label naming another pool keeps those series out, and absent families read
 as None; the Inference Extension's early flow-control series (no pool
-label, no stage) count for the pool; every family the router source
+label, no stage) count for the pool; a reading limited to some families
+has only those; every family the router source
 declares is in the fixture with exactly its labels; bad text and a
 non-integer priority are errors that say what was wrong.
 """
@@ -25,6 +26,8 @@ from scaler.signals.epp_metrics import (
     DISPATCHED,
     EVICTED_NO_ENDPOINTS,
     FAMILIES,
+    QUEUE_SIZE,
+    READY_ENDPOINTS,
     REJECTED_CAPACITY,
     REJECTED_OTHER,
     EppMetricsError,
@@ -90,6 +93,13 @@ def test_another_pools_series_stay_out_and_absent_families_are_none() -> None:
     assert reading.inflight_requests == 0
     empty = read_epp_metrics("", pool="llama")
     assert (empty.queued_requests, empty.saturation, empty.ttft) == (0, None, None)
+
+
+def test_a_reading_limited_to_some_families_has_only_those() -> None:
+    reading = read_epp_metrics(TEXT, pool="llama", families=(QUEUE_SIZE, READY_ENDPOINTS))
+    assert reading.queued == (QueuedBand(10, 1, 0), QueuedBand(0, 2, 0))
+    assert reading.ready_endpoints == 0
+    assert reading.outcomes == () and reading.saturation is None and reading.ttft is None
 
 
 def test_early_flow_control_series_without_pool_or_stage_count_for_the_pool() -> None:
