@@ -97,8 +97,14 @@ class FakeEpp:
             )
             self._tasks.append(asyncio.create_task(watch.run(), name="epp-pool-watch"))
         gateway = Gateway(self.controller, objectives=dict(config.objectives))
-        self.gateway_port = await self._listen(gateway.app(), config.port)
-        self.metrics_port = await self._listen(metrics_app(self.controller), config.metrics_port)
+        try:
+            self.gateway_port = await self._listen(gateway.app(), config.port)
+            self.metrics_port = await self._listen(
+                metrics_app(self.controller), config.metrics_port
+            )
+        except BaseException:
+            await self.stop()  # a port taken: leave nothing running
+            raise
 
     async def _listen(self, app: web.Application, port: int) -> int:
         runner = web.AppRunner(
