@@ -77,6 +77,8 @@ class WakeBacklog:
         if wake.ready_s is None:
             if observation.ready_replicas == 0:
                 return wake
+            if arrivals is None:
+                return None  # nothing tells the backlog from new demand: the windows decide
             wake = replace(wake, ready_s=now, arrivals_at_ready=arrivals)
         if wake.drained_s is None:
             since = wake.arrivals_since_ready(arrivals)
@@ -134,11 +136,12 @@ def count_demand(
         arrivals = None if observation.load is None else observation.load.arrivals
         since = wake.arrivals_since_ready(arrivals)
         latest = observation.concurrency_now
+        if since is None:  # the counters went away: the windows decide
+            return stable, panic, None
         if kind is SignalKind.CONCURRENCY and latest is not None:
-            load = latest if since is None else min(latest, since)
+            load = min(latest, since)
         else:
-            values = [v for v in (stable, panic) if v is not None]
-            load = min(values) if since is None else min([*values, since])
+            load = min(v for v in (stable, panic, since) if v is not None)
         return load, load, None
     if panic is None:
         return stable, panic, None
