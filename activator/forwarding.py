@@ -26,7 +26,7 @@ their connection as soon as they read ``data: [DONE]``, and that close can
 reach the activator before the replica's last chunk (the chunked body's
 terminator) does. So a client that leaves while an answer it has begun to
 receive is relayed does not cut the replica's connection at once: the
-answer may run on, unread, for a grace (:class:`~activator.leaving.EndGrace`),
+answer may run on, unread, for a grace (:class:`~activator.http1.leaving.EndGrace`),
 and ends as completed if it ends within it. One that does not (the client
 left mid-stream), one whose client left before any byte of answer, or while
 it was held, and one whose replica failed mid-answer, is *cut*, with its reason (``client_closed``,
@@ -79,7 +79,7 @@ from activator.holding.held_bodies import HeldBodies
 from activator.holding.request_class import hold_class
 from activator.holding.target import Target
 from activator.http1 import Exchange
-from activator.leaving import END_GRACE_S, EndGrace, leaving_reason, on_leaving
+from activator.http1.leaving import END_GRACE_S, EndGrace, leaving_reason, on_leaving
 from activator.metrics import Metrics
 from activator.refusal_log import RefusalLog
 from activator.replicas.lora_client import LoadRefused
@@ -515,7 +515,7 @@ class Forwarding:
             self._give_back(tracker)
 
     def cancel(self) -> None:
-        """The client went away (or the server shuts): :func:`~activator.leaving.on_leaving`."""
+        """The client went away (or the server shuts): see :func:`.leaving.on_leaving`."""
         self.grace = on_leaving(
             self.exchange, self.conn, cut=self._cut, expired=self._cut_after_grace
         )

@@ -1,6 +1,7 @@
 """A client that leaves while its request is served: why its answer ends, and the grace.
 
-A request is counted by what happened to its answer (:mod:`activator.forwarding`).
+A request is counted by what happened to its answer (:mod:`activator.forwarding`,
+which asks this module when a client leaves).
 When its client's connection goes while the request is held or relayed, the
 reason is ``client_closed``; when the activator itself cancels what it still
 serves as it shuts down, ``shutdown``: the client's connection is still
@@ -18,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from activator import http1
-from activator.http1 import Exchange
+from activator.http1.server import Exchange
+from activator.http1.upstream import UpstreamConnection
 
 __all__ = ["END_GRACE_S", "EndGrace", "leaving_reason", "on_leaving"]
 
@@ -41,7 +42,7 @@ class EndGrace:
 
     __slots__ = ("_timer",)
 
-    def __init__(self, conn: http1.UpstreamConnection, expired: Callable[[], None]) -> None:
+    def __init__(self, conn: UpstreamConnection, expired: Callable[[], None]) -> None:
         conn.resume_relay()  # nobody reads it now: read the replica to its end
         self._timer = conn.loop.call_later(END_GRACE_S, expired)
 
@@ -52,7 +53,7 @@ class EndGrace:
 
 def on_leaving(
     exchange: Exchange,
-    conn: http1.UpstreamConnection | None,
+    conn: UpstreamConnection | None,
     *,
     cut: Callable[[str, str], None],
     expired: Callable[[], None],
