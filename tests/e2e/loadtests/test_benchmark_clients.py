@@ -101,5 +101,5 @@ def test_clients_closing_at_done_from_zero_are_all_counted_and_the_backlog_buys_
         assert counted == {'code="2xx",target="default/llama"': RATE_PER_S * SECONDS}, up.text()
         with replicas.open(newline="") as handle:
             desired = [int(row["desired"]) for row in csv.DictReader(handle) if row["desired"]]
-        assert desired[0] == 0
+        assert "at zero replicas" in up.text()  # the sampler may start after the wake
         assert 1 <= max(desired) <= 2, desired
