@@ -9,6 +9,8 @@ Covers:
   default as for no annotation at all, and a non-default value changes it;
 - the documented keys are the keys the scaler's parser accepts;
 - every documented metric is registered (the page lists the registry);
+- every test and import contract docs/architecture.md names as holding a
+  rule exists (a renamed test cannot leave the page pointing at nothing);
 - every relative link in README.md and docs/*.md resolves inside the
   repository, and none points outside it (nor mentions ../shared, which a
   clone does not have).
@@ -188,3 +190,27 @@ def test_links_resolve_inside_the_repository(path: Path) -> None:
         resolved = (path.parent / file_part).resolve()
         assert resolved.is_relative_to(ROOT), f"{path.name}: {target} leaves the repository"
         assert resolved.exists(), f"{path.name}: {target} does not exist"
+
+
+_NAMED_TEST = re.compile(r"`(tests/[\w/]+\.py)(?:::(\w+))?`|`::(\w+)`")
+_NAMED_CONTRACT = re.compile(r'the import contract "([^"]+)"')
+
+
+def test_what_the_architecture_names_as_holding_a_rule_exists() -> None:
+    text = (ROOT / "docs/architecture.md").read_text(encoding="utf-8")
+    last_file: Path | None = None
+    named = 0
+    for match in _NAMED_TEST.finditer(text):
+        path, test, same_file_test = match.groups()
+        if path is not None:
+            last_file = ROOT / path
+            assert last_file.exists(), f"docs/architecture.md names {path}, which does not exist"
+        name = test or same_file_test
+        if name is not None:
+            assert last_file is not None
+            assert f"def {name}(" in last_file.read_text(), f"no {name} in {last_file}"
+            named += 1
+    assert named >= 10, "the rules of the scaler's sections name the tests that hold them"
+    contracts = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    for contract in _NAMED_CONTRACT.findall(text):
+        assert f'name = "{contract}' in contracts, f"no import contract named {contract!r}"
