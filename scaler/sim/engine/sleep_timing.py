@@ -13,7 +13,7 @@ against 30-100+ s for a cold start. Here:
 - level-1 sleep: ``0.1 s + weights / 20 GiB/s``; level-2 sleep: 0.1 s.
 
 Level 2 sits between level 1 and zero: for Llama-3.1-8B (15 GiB of
-weights) a level-1 wake takes 0.85 s, a level-2 wake 2.2 s (the reload
+weights) a level-1 wake takes 0.9 s, a level-2 wake 2.2 s (the reload
 reads the weights from the node's page cache, at storage-to-GPU speed
 rather than a pinned host-to-device copy), a cold start tens of seconds.
 What each level holds while asleep, after the same post and vLLM's
