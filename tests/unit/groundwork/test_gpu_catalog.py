@@ -110,7 +110,9 @@ def test_every_device_name_reads_back() -> None:
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        pytest.param("NVIDIA-B200", "unknown GPU device 'NVIDIA-B200': a GPU product", id="product"),
+        pytest.param(
+            "NVIDIA-B200", "unknown GPU device 'NVIDIA-B200': a GPU product", id="product"
+        ),
         pytest.param("NVIDIA-L4-MIG-1g.6gb", "NVIDIA-L4 has no MIG profile", id="l4-has-no-mig"),
         pytest.param(
             "NVIDIA-H100-80GB-HBM3-MIG-3g.20gb", "its profiles: 1g.10gb, 1g.20gb", id="profile"
