@@ -1,7 +1,7 @@
 """The order in which held requests get capacity when they carry a class and a tenant.
 
 The activator's Gate holds requests for a target while no replica has room,
-and the policy simulator (:mod:`scaler.sim.world`) must hold them exactly as
+and the policy simulator (:mod:`simulator.world`) must hold them exactly as
 the Gate does. Both hold with this queue, so the rules live once. A request
 is held with a *priority* (an integer, higher first; the activator maps the
 names ``critical``, ``standard`` and ``sheddable`` to 1, 0 and -1), a

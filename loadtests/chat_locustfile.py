@@ -11,7 +11,7 @@ Service), so consecutive turns cross activators that share nothing.
         --quiet-users 1 --quiet-s 20 MultiTurnChatUser
 
 A conversation goes on after each turn with probability 0.73 (ShareGPT's
-share of multi-turn conversations, as ``scaler.sim.chat_trace``), up to
+share of multi-turn conversations, as ``simulator.chat_trace``), up to
 ``--max-turns``. Messages are ``--user-chars`` characters, answers
 ``--answer-tokens`` tokens (``ignore_eos``, so each is that long); the
 answer's text is sent back in the next turn, as a client would.
@@ -19,7 +19,7 @@ answer's text is sent back in the next turn, as a client would.
 ``SharedDocumentUser`` is the other way prompts share a prefix (RAG, "chat
 with a document"): each request is one question over one of
 ``--documents`` documents of ``--document-chars`` characters, drawn with
-Zipf popularity (exponent 1.0, as ``scaler.sim.prefix_workloads``), the
+Zipf popularity (exponent 1.0, as ``simulator.prefix_workloads``), the
 document first and a new question after it, so that requests over one
 document share all of it and nothing else.
 

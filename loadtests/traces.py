@@ -1,7 +1,7 @@
 """Workload traces for the load tests: the simulator's trace reader, re-exported.
 
 The parsing (CSV and JSONL, field names, time units, absolute or relative
-timestamps), windowing and compression live in :mod:`scaler.sim.traces`, so
+timestamps), windowing and compression live in :mod:`simulator.traces`, so
 the policy simulator and the load tests' open-loop replay read a trace the
 same way. This module keeps the names the load tests have always imported.
 
@@ -10,7 +10,7 @@ Pure: no locust (importing it patches the process with gevent).
 
 from __future__ import annotations
 
-from scaler.sim.traces import (
+from simulator.traces import (
     TRACES_DIR_ENV,
     TraceError,
     TraceFormat,

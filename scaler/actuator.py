@@ -105,8 +105,8 @@ from scaler.policy.events import (
     change_message,
     change_reason,
 )
-from scaler.policy.placement_plan import PlacementPlan
-from scaler.policy.providers import ProviderPreset
+from scaler.policy.placement.plan import PlacementPlan
+from scaler.policy.placement.providers import ProviderPreset
 from scaler.policy.status_doc import (
     StatusDocument,
     encode_status,

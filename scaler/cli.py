@@ -81,6 +81,11 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "run one fake vLLM- or Triton-like model server",
     ),
     Subcommand(
+        ("sandbox", "epp"),
+        "loadtests.sandbox.epp.cli",
+        "run a fake endpoint picker (gateway and EPP) for an InferencePool",
+    ),
+    Subcommand(
         ("sandbox", "preempt"),
         "loadtests.sandbox.cluster.preempt",
         "preempt a spot node: interruption notice, then removal",
@@ -92,7 +97,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     ),
     Subcommand(
         ("simulate",),
-        "scaler.sim.cli",
+        "simulator.cli",
         "replay a trace through a policy in simulated time and print the scorecard",
     ),
 )

@@ -21,7 +21,7 @@ GPU memory footprints; GPU-seconds and cost are the GPU ledger's
 live view reads.
 
 Every replica decides, so a follower that takes over has warm windows and a
-policy state that has long left its warm-up; a follower keeps its copy of
+policy state that has long left its settling time; a follower keeps its copy of
 the status annotation in step with what the leader wrote, so on taking over
 it rewrites nothing that did not change. This module never asks whether
 this replica leads: the actuator and the warm tier, which make the writes

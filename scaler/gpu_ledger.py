@@ -16,14 +16,14 @@ construction: both are fed from the same increments.
 Main decisions:
 
 - **What counts is a GPU bound to a pod, Ready or not** (pure rule:
-  :func:`~scaler.policy.cost.holds_gpus`): from the moment a pod is bound
+  :func:`~scaler.policy.placement.cost.holds_gpus`): from the moment a pod is bound
   to a node until it ends, its ``nvidia.com/gpu`` request is allocated to it
   and billed, loading or serving. Counting ready replicas only, as one of
   the two ledgers this one replaces did, leaves out every cold start, which
   is the very cost scale-to-zero trades against latency, and disagreed with
   the other ledger (and with the simulator, which counts a replica's GPU
   from start to end).
-- **One price table** (:class:`~scaler.policy.cost.PriceTable`: the
+- **One price table** (:class:`~scaler.policy.placement.cost.PriceTable`: the
   ``placement.prices`` setting, else the flat ``prices.*_per_gpu_hour``,
   else list defaults) prices every figure.
 - **Beside the loop, not inside a decision.** The service calls
@@ -44,8 +44,8 @@ from dataclasses import dataclass
 
 from scaler.kube.types import PodInfo, TargetSnapshot
 from scaler.metrics import Metrics
-from scaler.policy.availability import PodFacts
-from scaler.policy.cost import CostMeter, CostRate, PriceTable, cost_rate
+from scaler.policy.placement.availability import PodFacts
+from scaler.policy.placement.cost import CostMeter, CostRate, PriceTable, cost_rate
 
 __all__ = ["CostView", "GpuLedger"]
 
@@ -74,7 +74,7 @@ class GpuLedger:
     """GPU-seconds and dollars of every target since the scaler started.
 
     ``facts`` turns a target's pods into the policy's
-    :class:`~scaler.policy.availability.PodFacts` (capacity type and GPU
+    :class:`~scaler.policy.placement.availability.PodFacts` (capacity type and GPU
     model from their nodes: :meth:`scaler.placement.placer.Placer.facts`).
     """
 

@@ -17,8 +17,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from scaler.policy.api import SignalKind, SignalReading
-from scaler.policy.availability import CapacityType
-from scaler.policy.cost import CostMeter, CostRate
+from scaler.policy.placement.availability import CapacityType
+from scaler.policy.placement.cost import CostMeter, CostRate
 
 __all__ = ["CAPACITY_TYPES", "OBSERVED_SIGNALS", "Metrics"]
 

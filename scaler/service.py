@@ -44,8 +44,8 @@ from scaler.kube.placement_watch import PlacementWatch
 from scaler.metrics import Metrics
 from scaler.placement.placer import Placer
 from scaler.policy.api import SignalKind
+from scaler.policy.placement.providers import ProviderPreset
 from scaler.policy.protocol import PurePolicy
-from scaler.policy.providers import ProviderPreset
 from scaler.settings import (
     FLAGS,
     ScalerSettings,

@@ -64,7 +64,7 @@ from groundwork.kube.errors import KubeError
 from scaler.kube.listing import list_companions, list_not_opted_in, list_opted_in
 from scaler.kube.types import ENABLED_LABEL, STATUS_ANNOTATION, CompanionInfo, DeploymentInfo
 from scaler.policy.annotations import InvalidAnnotation, parse_scaling_config, unknown_keys
-from scaler.policy.companion import companion_name
+from scaler.policy.placement.companion import companion_name
 from scaler.policy.routing_check import routing_problems
 
 __all__ = ["HELP_LEGEND", "configure", "render_table", "rows", "run"]

@@ -30,7 +30,7 @@ from activator.statuses import ERROR_STATUS
 from scaler.metrics import Metrics as ScalerMetrics
 from scaler.policy.annotations import SPECS, STATUS_ANNOTATION
 from scaler.policy.events import EVENT_REASONS
-from scaler.policy.shapes import SHAPE_SPECS
+from scaler.policy.shapes.declarations import SHAPE_SPECS
 
 __all__ = ["PAGES", "annotations_page", "main", "metrics_page", "statuses_page"]
 
@@ -51,7 +51,7 @@ def annotations_page() -> str:
         "",
         _GENERATED.format(
             source="`scaler/policy/annotations.py` (SPECS), "
-            "`scaler/policy/shapes.py` (SHAPE_SPECS), "
+            "`scaler/policy/shapes/declarations.py` (SHAPE_SPECS), "
             "`activator/kube/translate.py` (ROUTING_ANNOTATIONS) and "
             "`scaler/policy/events.py` (EVENT_REASONS)"
         ),
@@ -90,9 +90,9 @@ def annotations_page() -> str:
         "",
         "The GPU shapes a model may run on, from the cluster's `tidal-shapes` table, and",
         "its container's arguments, environment and price on each ([shapes.md](shapes.md)).",
-        "This version parses and checks these declarations (`scaler/policy/shapes.py`);",
-        "the scaler does not act on them yet and names them as unknown keys, as it does",
-        "any key it does not read.",
+        "This version parses and checks these declarations",
+        "(`scaler/policy/shapes/declarations.py`); the scaler does not act on them yet and",
+        "names them as unknown keys, as it does any key it does not read.",
         "",
         _row("annotation", "default", "allowed", "meaning"),
         _row("---", "---", "---", "---"),

@@ -11,7 +11,7 @@ Two kinds of block:
 
 - **a command and what it prints** (:data:`COMMANDS`): the block shows
   ``$ tidal simulate FLAGS`` and the command's own output, produced by
-  running it through the command's parser and :func:`scaler.sim.cli.run`,
+  running it through the command's parser and :func:`simulator.cli.run`,
   less the CPU-time line (the only part that changes from run to run). A
   reader who types the command gets the block;
 - **tables assembled from several runs** (``slo-scenarios``,
@@ -42,10 +42,10 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from scaler.sim import cli
-from scaler.sim.runner import PolicyRun
-from scaler.sim.scorecard import Scorecard
-from scaler.sim.warm_tier import run_pool
+from simulator import cli
+from simulator.runner import PolicyRun
+from simulator.scorecard import Scorecard
+from simulator.warm_tier import run_pool
 
 __all__ = ["BLOCKS", "COMMANDS", "block_text", "command_output", "main", "replace_block"]
 

@@ -7,8 +7,6 @@
 - :mod:`activator.balancing.block_index`: what each replica's prefix cache
   holds, as one router knows it (what it sent, aged as the cache ages, or
   the replica's own events);
-- :mod:`activator.balancing.kv_events`: vLLM's KV-cache events applied to
-  that record;
 - :mod:`activator.balancing.prefix_key`: a request body's prompt as chained
   block hashes.
 

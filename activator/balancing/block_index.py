@@ -21,7 +21,8 @@ Two modes, per replica:
   never a promise.
 - **exact**: the replica publishes its cache events (vLLM's KV events:
   ``BlockStored``, ``BlockRemoved``, ``AllBlocksCleared``;
-  :mod:`activator.balancing.kv_events` decodes them) and the index applies
+  the simulator's :mod:`simulator.kv_events` decodes them; the live activator
+  does not subscribe to a replica's events yet) and the index applies
   them as they come; what the router sends it is not recorded, because the
   replica itself says what it stored and evicted. Exact state is only
   useful when the published block hashes are the router's own (the

@@ -11,7 +11,7 @@ to (and must not import the scaler), so by default it treats the notice
 taint of *every* provider preset as a notice: :data:`DEFAULT_NOTICE_TAINTS`
 is the union of the scaler's presets (Karpenter, GKE, EKS's termination
 handler; AKS has none), which a unit test checks against
-``scaler.policy.providers.PRESETS``. A taint from another provider never
+``scaler.policy.placement.providers.PRESETS``. A taint from another provider never
 appears on a node by accident, so the union costs nothing. Custom keys (the
 scaler's ``placement.notice_taints``) go in the activator's ``notice_taints``
 setting too.

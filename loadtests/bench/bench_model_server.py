@@ -6,7 +6,7 @@ max_num_seqs 512, so all run in one batch. Figures, each against a reference
 measured in the same run:
 
 - **model ideal**: the same arrivals through the pure model on a simulated
-  clock (``scaler.sim.engine.simulate``): what a perfectly fast server would
+  clock (``simulator.engine.simulate``): what a perfectly fast server would
   show. Ratios near 1 mean the process keeps up with its own model;
 - **naive server**: a trivial aiohttp server streaming the same bytes at the
   same per-token pace with one timer per request and no model, the obvious
@@ -35,7 +35,7 @@ import aiohttp
 from loadtests.sandbox.servers.launcher import ZygoteLauncher
 from loadtests.sandbox.servers.server import free_port
 from loadtests.sandbox.servers.spec import ServerSpec
-from scaler.sim.engine import Arrival, LlmParams, simulate
+from simulator.engine import Arrival, LlmParams, simulate
 
 SERVER_CPU = 0
 CLIENT_CPU = 1

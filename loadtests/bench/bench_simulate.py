@@ -8,7 +8,7 @@ core, and measures its CPU time (``time.process_time``: the simulator is
 single-threaded, so that is the time on one core) and wall time.
 
 Target (issue 12): under 30 s on one core. A missed target prints so and
-exits 1. The trace ships with the package (``scaler/sim/data``).
+exits 1. The trace ships with the package (``simulator/data``).
 
 ``python -m loadtests.bench.bench_simulate``
 """
@@ -19,8 +19,8 @@ import os
 import sys
 import time
 
-from scaler.sim import traces
-from scaler.sim.runner import SimulationOptions, run_policies
+from simulator import traces
+from simulator.runner import SimulationOptions, run_policies
 
 TARGET_CPU_S = 30.0
 

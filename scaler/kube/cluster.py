@@ -38,7 +38,7 @@ from scaler.kube.types import (
     PodInfo,
     TargetSnapshot,
 )
-from scaler.policy.cost import gpus_requested
+from scaler.policy.placement.cost import gpus_requested
 
 __all__ = ["KubeCluster", "deployment_from_raw", "pod_from_raw"]
 

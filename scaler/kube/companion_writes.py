@@ -16,7 +16,7 @@ Only the actuator uses this module (as it does :mod:`scaler.kube.writer`).
   or 409) is read again and retried.
 - :meth:`KubeCompanions.delete_companion`: delete it (gone already is fine).
 - :meth:`KubeCompanions.patch_deployment`: a JSON merge patch on the user's
-  Deployment (the pin and its removal, :mod:`scaler.policy.companion`).
+  Deployment (the pin and its removal, :mod:`scaler.policy.placement.companion`).
 
 All failures come out as :mod:`groundwork.kube.errors` types.
 """
@@ -32,7 +32,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from groundwork.kube.errors import Conflict, NotFound, translate
 from groundwork.kube.raw import call_json
-from scaler.policy.companion import TEMPLATE_HASH
+from scaler.policy.placement.companion import TEMPLATE_HASH
 
 __all__ = ["KubeCompanions"]
 

@@ -11,7 +11,7 @@ from groundwork.kube.raw import call_json
 from scaler.kube.cluster import deployment_from_raw
 from scaler.kube.placement_watch import companion_from_raw
 from scaler.kube.types import ENABLED_LABEL, CompanionInfo, DeploymentInfo
-from scaler.policy.companion import CAPACITY_TYPE_LABEL
+from scaler.policy.placement.companion import CAPACITY_TYPE_LABEL
 
 __all__ = ["list_companions", "list_not_opted_in", "list_opted_in"]
 

@@ -2,7 +2,7 @@
 
 - **Nodes** (one cluster-wide watch): labels (capacity type, zone, GPU
   model) and taints. When a node gains one of the provider's notice taints
-  (:meth:`~scaler.policy.providers.ProviderPreset.under_notice`),
+  (:meth:`~scaler.policy.placement.providers.ProviderPreset.under_notice`),
   ``on_notice(node_name)`` is called at once, so the controller decides for
   the targets on that node now rather than at the next tick (docs/placement.md: a
   notice is an event, not a tick).
@@ -13,7 +13,7 @@
   opt-in label, so the main Deployment watch never sees them.
 
 :func:`pod_facts` turns a pod and the node it runs on into the plain
-:class:`~scaler.policy.availability.PodFacts` the policy counts. A pod's
+:class:`~scaler.policy.placement.availability.PodFacts` the policy counts. A pod's
 capacity type comes from its node's labels, or, before it is scheduled,
 from the companion's pod label (spot) or its absence (on-demand).
 """
@@ -30,9 +30,9 @@ from kubernetes_asyncio import client
 from groundwork.kube.raw import RawObject
 from groundwork.kube.reflector import Reflector
 from scaler.kube.types import CompanionInfo, NodeInfo, PodInfo
-from scaler.policy.availability import CapacityType, PodFacts
-from scaler.policy.companion import CAPACITY_TYPE_LABEL, COMPANION_OF, TEMPLATE_HASH
-from scaler.policy.providers import ProviderPreset
+from scaler.policy.placement.availability import CapacityType, PodFacts
+from scaler.policy.placement.companion import CAPACITY_TYPE_LABEL, COMPANION_OF, TEMPLATE_HASH
+from scaler.policy.placement.providers import ProviderPreset
 
 __all__ = ["PlacementWatch", "companion_from_raw", "node_from_raw", "pod_facts"]
 

@@ -105,7 +105,7 @@ class PodInfo:
     terminating: bool
     ports: Mapping[str, int] = field(default_factory=dict)  # named container ports
     deletion_cost: int | None = None
-    # What placement needs (scaler.policy.availability): where the pod runs,
+    # What placement needs (scaler.policy.placement.availability): where the pod runs,
     # its phase, when it was created (epoch seconds), whether it was evicted
     # (status.reason Evicted or a DisruptionTarget condition), its GPUs.
     node: str | None = None
@@ -133,7 +133,7 @@ class NodeInfo:
 
 @dataclass(frozen=True, slots=True)
 class CompanionInfo:
-    """A spot companion Deployment ``<name>-spot`` (scaler.policy.companion), as last seen."""
+    """A spot companion Deployment ``<name>-spot`` (:mod:`scaler.policy.placement.companion`)."""
 
     namespace: str
     name: str

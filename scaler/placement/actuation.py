@@ -35,9 +35,14 @@ from dataclasses import replace
 
 from groundwork.kube.errors import KubeError
 from scaler.kube.types import CompanionInfo, CompanionWrites, DeploymentInfo, EventSink, ScaleTarget
-from scaler.policy.companion import build_companion, companion_name, pin_patch, unpin_patch
-from scaler.policy.placement_plan import ON_DEMAND_PINNED, SPOT_FALLBACK, PlacementPlan
-from scaler.policy.providers import ProviderPreset
+from scaler.policy.placement.companion import (
+    build_companion,
+    companion_name,
+    pin_patch,
+    unpin_patch,
+)
+from scaler.policy.placement.plan import ON_DEMAND_PINNED, SPOT_FALLBACK, PlacementPlan
+from scaler.policy.placement.providers import ProviderPreset
 
 __all__ = ["PlacementActuation"]
 

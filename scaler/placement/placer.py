@@ -3,11 +3,11 @@
 The service owns one :class:`Placer`, stateless across targets. After each
 decision a target's reconciler calls :meth:`Placer.plan` with the target's
 Deployment and pods, its companion, its placement config, the decided
-replicas and the :class:`~scaler.policy.fallback.FallbackState` its last
+replicas and the :class:`~scaler.policy.placement.fallback.FallbackState` its last
 plan left; the placer turns what the watches know (:class:`PlacementView`:
 nodes and spot companions) into the policy's values, calls
-:func:`~scaler.policy.placement_plan.plan_placement` and returns the
-:class:`~scaler.policy.placement_plan.PlacementPlan` for the actuator, whose
+:func:`~scaler.policy.placement.plan.plan_placement` and returns the
+:class:`~scaler.policy.placement.plan.PlacementPlan` for the actuator, whose
 ``state`` the reconciler keeps for the next decision (a model's state lives
 in its reconciler alone, so forgetting a target forgets its cover). Every
 scaler replica plans (a follower that takes over knows what is covered);
@@ -33,12 +33,12 @@ from typing import Protocol
 from scaler.kube.placement_watch import pod_facts
 from scaler.kube.types import CompanionInfo, DeploymentInfo, NodeInfo, PodInfo, TargetSnapshot
 from scaler.policy.api import PlacementConfig
-from scaler.policy.availability import CapacityType, PodFacts
-from scaler.policy.companion import companion_name, is_pinned, template_hash
-from scaler.policy.fallback import DEFAULT_RELEASE_HOLD_S, FallbackState
-from scaler.policy.placement import split
-from scaler.policy.placement_plan import PlacementPlan, plan_placement
-from scaler.policy.providers import NodeRequirement, ProviderPreset
+from scaler.policy.placement.availability import CapacityType, PodFacts
+from scaler.policy.placement.companion import companion_name, is_pinned, template_hash
+from scaler.policy.placement.fallback import DEFAULT_RELEASE_HOLD_S, FallbackState
+from scaler.policy.placement.plan import PlacementPlan, plan_placement
+from scaler.policy.placement.providers import NodeRequirement, ProviderPreset
+from scaler.policy.placement.split import split
 
 __all__ = ["PlacementView", "Placer", "initial_state", "pair_counts"]
 

@@ -3,9 +3,9 @@
 ``ScalerSettings.placement`` (environment ``TIDAL_SCALER_PLACEMENT__<NAME>``,
 YAML ``placement: {...}``). It turns into the pure values the policy uses:
 :meth:`PlacementSettings.preset` (a
-:class:`~scaler.policy.providers.ProviderPreset`) and
+:class:`~scaler.policy.placement.providers.ProviderPreset`) and
 :meth:`PlacementSettings.price_table` (a
-:class:`~scaler.policy.cost.PriceTable`). Example YAML::
+:class:`~scaler.policy.placement.cost.PriceTable`). Example YAML::
 
     placement:
       provider: gke
@@ -26,10 +26,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from scaler.policy.availability import CapacityType
-from scaler.policy.cost import ANY_MODEL, DEFAULT_PRICES, PriceTable
-from scaler.policy.fallback import DEFAULT_RELEASE_HOLD_S
-from scaler.policy.providers import ProviderPreset, Toleration, custom_preset, preset
+from scaler.policy.placement.availability import CapacityType
+from scaler.policy.placement.cost import ANY_MODEL, DEFAULT_PRICES, PriceTable
+from scaler.policy.placement.fallback import DEFAULT_RELEASE_HOLD_S
+from scaler.policy.placement.providers import ProviderPreset, Toleration, custom_preset, preset
 
 __all__ = ["PlacementSettings", "TolerationSetting"]
 

@@ -11,7 +11,7 @@ What the controller uses, all re-exported here:
 - :mod:`~scaler.policy.windows`: ``SignalWindows``, one per target, fed with
   samples as they arrive and read at each decision;
 - :mod:`~scaler.policy.decide`: ``decide`` and its ``PolicyState``;
-- :mod:`~scaler.policy.placement`: ``split``, the spot/on-demand split.
+- :mod:`~scaler.policy.placement.split`: ``split``, the spot/on-demand split.
 
 Beside them, the pure pieces the controller, the hub and the actuator use:
 :mod:`~scaler.policy.protocol` (the ``Policy`` seam and ``PurePolicy``),
@@ -19,10 +19,13 @@ Beside them, the pure pieces the controller, the hub and the actuator use:
 :mod:`~scaler.policy.status_doc` (the status annotation's document),
 :mod:`~scaler.policy.deletion` (pod-deletion-cost ranking),
 :mod:`~scaler.policy.events` (Event reasons and messages) and
-:mod:`~scaler.policy.warm` (the warm tier: who sleeps, who wakes, what makes room),
-and SLO-first scaling: :mod:`~scaler.policy.slo` (the decision with ``slo-ttft``),
-:mod:`~scaler.policy.slo_load` (load in tokens, learned capacity, sizing) and
-:mod:`~scaler.policy.keep_warm` (warm or zero on expected cost).
+:mod:`~scaler.policy.warm_tier` (the warm tier: who sleeps, who wakes, what makes room),
+and SLO-first scaling: :mod:`~scaler.policy.slo.decide` (the decision with ``slo-ttft``),
+:mod:`~scaler.policy.slo.load` (load in tokens, learned capacity, sizing) and
+:mod:`~scaler.policy.idle.keep_alive` (warm or zero on expected cost).
+GPU shapes (:mod:`~scaler.policy.shapes`: the cluster's table, a
+Deployment's shapes, a shape's pod template) are parsed and built here but
+not yet used by the controller.
 """
 
 from scaler.policy.annotations import (
@@ -44,7 +47,7 @@ from scaler.policy.api import (
     SignalReading,
 )
 from scaler.policy.decide import PolicyState, decide, desired_for_signal
-from scaler.policy.placement import Split, split
+from scaler.policy.placement.split import Split, split
 from scaler.policy.windows import MaxHold, SignalWindows, TrailingAverages
 
 __all__ = [

@@ -24,7 +24,7 @@ Main decisions:
   ``routing.tidal.dev/*`` belongs to the activator and is ignored here.
 - ``scale-to-zero-grace-period: adaptive`` sets ``scale_to_zero_grace_adaptive``
   and keeps the 5-minute default as the fallback while the idle history is
-  short (:mod:`scaler.policy.adaptive`).
+  short (:mod:`scaler.policy.idle.adaptive`).
 - **A signal that can never arrive is an error**: the KV-cache target needs
   ``engine: vllm`` (only vLLM exports it); otherwise that signal would be
   missing forever and, since missing data never lowers the scale, the model

@@ -97,16 +97,16 @@ class ScalingConfig:
     max_scale_down_rate: float = 2.0
     scale_to_zero_grace_s: float = 300.0
     # ``scale-to-zero-grace-period: adaptive``: the caller learns the grace
-    # period per target (scaler.policy.adaptive) and passes it in through
+    # period per target (scaler.policy.idle.adaptive) and passes it in through
     # ``scale_to_zero_grace_s``; until it has enough history, that field's
     # value (the default 300 s) is the fixed fallback.
     scale_to_zero_grace_adaptive: bool = False
     metrics_port: int | str = 8000
     placement: PlacementConfig = field(default_factory=PlacementConfig)
-    # The warm tier (scaler.policy.warm): idle this long, replicas sleep (None: off).
+    # The warm tier (scaler.policy.warm_tier): idle this long, replicas sleep (None: off).
     sleep_after_s: float | None = None
     sleep_level: int = 1  # vLLM sleep level: 1 keeps weights in host RAM, 2 drops them
-    # SLO-first scaling (scaler.policy.slo): a TTFT objective and the share of
+    # SLO-first scaling (scaler.policy.slo.decide): a TTFT objective and the share of
     # requests that must meet it. With ``slo_ttft_s`` set the target is sized
     # in tokens against a learned capacity instead of per-replica targets.
     slo_ttft_s: float | None = None

@@ -45,7 +45,7 @@ says "as Knative"):
   traffic before it and must not wake it.
 
 ``recheck_after_s`` is set when the scale-down delay, the grace period or the
-warm-up will expire: the controller should decide again then if its next tick
+settling time will end: the controller should decide again then if its next tick
 is later.
 
 In the code, :func:`decide` reads as this list: ``_estimate`` (1),
@@ -61,7 +61,6 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from scaler.policy.adaptive import AdaptiveGrace
 from scaler.policy.api import (
     Decision,
     Demand,
@@ -72,10 +71,11 @@ from scaler.policy.api import (
     SignalKind,
     SignalReading,
 )
+from scaler.policy.idle.adaptive import AdaptiveGrace
 from scaler.policy.windows import MaxHold
 
 if TYPE_CHECKING:
-    from scaler.policy.slo_state import SloState
+    from scaler.policy.slo.state import SloState
 
 __all__ = ["PolicyState", "decide", "desired_for_signal"]
 
@@ -94,12 +94,12 @@ class PolicyState:
     panic began (Knative's ``maxPanicPods``), ``delay_hold`` the decisions of
     the last scale-down delay, ``idle_since_s`` the start of the current
     continuous idle stretch (not busy, every source fresh), ``started_s`` when
-    this state was created (warm-up), ``last_desired``/``last_change_s``/
+    this state was created (its settling time), ``last_desired``/``last_change_s``/
     ``last_reason`` the previous decision (for the status annotation),
     ``adaptive`` the learned grace period's state (only with
-    ``scale-to-zero-grace-period: adaptive``; :mod:`scaler.policy.grace`
+    ``scale-to-zero-grace-period: adaptive``; :mod:`scaler.policy.idle.grace`
     keeps it, ``decide`` passes it through), ``slo`` what SLO-first scaling
-    learns of the target (only with ``slo-ttft``; :mod:`scaler.policy.slo`).
+    learns of the target (only with ``slo-ttft``; :mod:`scaler.policy.slo.decide`).
     """
 
     started_s: float
@@ -414,9 +414,9 @@ def _grace_over(config: ScalingConfig, est: _Estimates, idle: _Idle) -> bool:
 @dataclass(frozen=True, slots=True)
 class _Floor:
     want: int
-    applied: bool  # the no-data or warm-up floor raised ``want`` to the current scale
-    warm_up_left_s: float
-    recheck_s: float | None  # when the warm-up ends (only if that is what holds)
+    applied: bool  # the no-data or settling floor raised ``want`` to the current scale
+    settle_left_s: float
+    recheck_s: float | None  # when the settling ends (only if that is what holds)
 
 
 def _no_data_floor(
@@ -424,11 +424,11 @@ def _no_data_floor(
 ) -> _Floor:
     """No data is not zero load; nor is a freshly started policy: either keeps the
     scale from falling below the current one."""
-    warm_up_left_s = state.started_s + config.window_s - now
-    if (est.missing or warm_up_left_s > 0) and want < current:
-        recheck = warm_up_left_s if not est.missing else None
-        return _Floor(want=current, applied=True, warm_up_left_s=warm_up_left_s, recheck_s=recheck)
-    return _Floor(want=want, applied=False, warm_up_left_s=warm_up_left_s, recheck_s=None)
+    settle_left_s = state.started_s + config.window_s - now
+    if (est.missing or settle_left_s > 0) and want < current:
+        recheck = settle_left_s if not est.missing else None
+        return _Floor(want=current, applied=True, settle_left_s=settle_left_s, recheck_s=recheck)
+    return _Floor(want=want, applied=False, settle_left_s=settle_left_s, recheck_s=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -500,7 +500,7 @@ def _explain(
             return Reason.NO_DATA, f"no fresh data for {names}: keeping {desired}"
         return (
             Reason.NO_DATA,
-            f"warming up ({_fmt_s(floor.warm_up_left_s)} left): keeping {desired}",
+            f"settling ({_fmt_s(floor.settle_left_s)} left): keeping {desired}",
         )
     if delay.delayed or (grace_pending and signal_want < low):
         if delay.delayed:

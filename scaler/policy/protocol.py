@@ -20,7 +20,7 @@ from typing import Protocol
 from scaler.policy.annotations import InvalidAnnotation, check_supported, parse_scaling_config
 from scaler.policy.api import Decision, Observation, ScalingConfig
 from scaler.policy.decide import PolicyState
-from scaler.policy.grace import DEFAULT_COLD_START_ESTIMATE_S, decide_with_grace
+from scaler.policy.idle.grace import DEFAULT_COLD_START_ESTIMATE_S, decide_with_grace
 
 __all__ = ["InvalidTargetConfig", "Policy", "PurePolicy", "parse_for_setup"]
 
@@ -51,7 +51,7 @@ class PurePolicy:
     """:class:`Policy` with :mod:`scaler.policy`: its
     :class:`~scaler.policy.annotations.InvalidAnnotation` becomes an
     :class:`InvalidTargetConfig`, message unchanged. Decisions go through
-    :func:`~scaler.policy.grace.decide_with_grace`, so an ``adaptive`` grace
+    :func:`~scaler.policy.idle.grace.decide_with_grace`, so an ``adaptive`` grace
     period is learned per target; ``cold_start_estimate_s`` times its
     pre-warm."""
 

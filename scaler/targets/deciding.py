@@ -2,7 +2,7 @@
 
 :class:`Decider` is what every target's reconciler uses to decide (every
 scaler replica decides, leader or not, so a follower that takes over has a
-policy state long past its warm-up and knows what spot covers):
+policy state long past its settling time and knows what spot covers):
 
 1. the target's observation out of the signal hub (a signal is not fresh
    when any source behind it is stale);
@@ -32,8 +32,8 @@ from scaler.kube.types import CompanionInfo, TargetSnapshot
 from scaler.placement.placer import Placer, pair_counts
 from scaler.policy.api import Decision, ScalingConfig
 from scaler.policy.decide import PolicyState
-from scaler.policy.fallback import FallbackState
-from scaler.policy.placement_plan import PlacementPlan
+from scaler.policy.placement.fallback import FallbackState
+from scaler.policy.placement.plan import PlacementPlan
 from scaler.policy.protocol import Policy
 from scaler.signals.hub import SignalHub, SignalView
 

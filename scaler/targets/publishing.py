@@ -15,7 +15,7 @@ from __future__ import annotations
 from scaler.kube.types import TargetSnapshot
 from scaler.metrics import Metrics
 from scaler.policy.api import Mode, ScalingConfig
-from scaler.policy.warm import mean_gap_s
+from scaler.policy.warm_tier import mean_gap_s
 from scaler.targets.deciding import Made
 from scaler.warm.views import ModelBoard, ModelView
 

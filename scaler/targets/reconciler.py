@@ -56,8 +56,8 @@ from scaler.kube.types import TargetSnapshot
 from scaler.policy.api import Decision
 from scaler.policy.decide import PolicyState
 from scaler.policy.events import ADAPTER_LOAD_REFUSED, INVALID_ROUTING, UNKNOWN_ANNOTATION
-from scaler.policy.fallback import FallbackState
-from scaler.policy.placement_plan import PlacementPlan
+from scaler.policy.placement.fallback import FallbackState
+from scaler.policy.placement.plan import PlacementPlan
 from scaler.signals.hub import SignalView
 from scaler.targets.book import TargetBook, TargetConfig
 from scaler.targets.deciding import Decider, decided

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from scaler.gpu_ledger import CostView
 from scaler.policy.api import Decision, SignalKind, SignalReading
-from scaler.policy.placement_plan import PlacementPlan
+from scaler.policy.placement.plan import PlacementPlan
 from scaler.signals.combine import CombinedSignals
 
 __all__ = ["TargetState"]

@@ -11,6 +11,6 @@ reconciler publishes on after a decision) and where its Events go;
 first. When to sleep, wake or fall back to a cold start is each target's
 reconciler's (:mod:`scaler.targets.reconciler`); the tier holds nothing of
 the controller. The pure parts (the sleep ladder, choosing what to wake,
-making room) are :mod:`scaler.policy.warm`, under the policy's purity
+making room) are :mod:`scaler.policy.warm_tier`, under the policy's purity
 contract.
 """

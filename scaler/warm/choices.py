@@ -4,7 +4,7 @@
 views (:class:`~scaler.warm.views.ModelView`, what each model's last
 decision saw: its idle start, its last use, each pod's load) and the
 :class:`~scaler.warm.pool.WarmPool` (which pods are not awake). From them it
-answers the tier's questions with the pure rules of :mod:`scaler.policy.warm`:
+answers the tier's questions with the pure rules of :mod:`scaler.policy.warm_tier`:
 
 - which idle replicas are due to sleep (never one with work on it, never a
   server that has no sleep mode);
@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 
 from scaler.kube.types import PodInfo
 from scaler.policy.api import ScalingConfig
-from scaler.policy.warm import (
+from scaler.policy.warm_tier import (
     Replica,
     Resident,
     choose_wake,

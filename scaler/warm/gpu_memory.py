@@ -8,8 +8,8 @@ Two instant queries, when the scaler has a Prometheus URL:
 
 A GPU's budget is then its pods' use plus its free memory. The warm tier
 learns each model's awake and asleep footprint from these samples
-(:class:`scaler.policy.warm.MemoryBook`) and, before a wake, plans which idle
-models on the same GPU to put to sleep (:func:`scaler.policy.warm.make_room`),
+(:class:`scaler.policy.warm_tier.MemoryBook`) and, before a wake, plans which idle
+models on the same GPU to put to sleep (:func:`scaler.policy.warm_tier.make_room`),
 instead of waiting for an out-of-memory answer.
 
 Main decision: a failed query keeps the last answer and the answer carries

@@ -25,7 +25,7 @@ from typing import Any
 
 from scaler.kube.types import PodInfo
 from scaler.policy.api import ScalingConfig
-from scaler.policy.warm import MemoryBook
+from scaler.policy.warm_tier import MemoryBook
 from scaler.warm.gpu_memory import GpuMemory
 
 __all__ = ["Counters", "Phase", "PoolEntry", "WarmPool", "address_of", "pod_name"]

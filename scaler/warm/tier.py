@@ -1,7 +1,7 @@
 """The warm tier's calls: the leading scaler sleeps and wakes replicas.
 
 For targets with ``autoscaling.tidal.dev/sleep-after`` (see
-:mod:`scaler.policy.warm` for the ladder), this module makes the HTTP calls
+:mod:`scaler.policy.warm_tier` for the ladder), this module makes the HTTP calls
 to the replicas' vLLM development endpoints and keeps which replicas sleep.
 Only the leader calls it, one call at a time per pod, so a sleep and an
 arriving request never race inside Tidal and several activators never wake
@@ -39,8 +39,8 @@ the pod is routable again.
 
 **Making room on a shared GPU**: with GPU memory from DCGM (through
 Prometheus, :mod:`scaler.warm.gpu_memory`), each model's awake and asleep
-footprint is learned (:class:`~scaler.policy.warm.MemoryBook`) and, before a
-wake, :func:`~scaler.policy.warm.make_room` picks the least recently used
+footprint is learned (:class:`~scaler.policy.warm_tier.MemoryBook`) and, before a
+wake, :func:`~scaler.policy.warm_tier.make_room` picks the least recently used
 idle models on the same physical GPU to put to sleep first. Without it, or
 when it was wrong, a wake that fails for want of memory puts the least
 recently used idle model on the same node to sleep and tries again (at most
@@ -72,7 +72,7 @@ from typing import Any
 from scaler.kube.types import PodInfo
 from scaler.policy.api import ScalingConfig
 from scaler.policy.events import SLEEP_MODE_UNAVAILABLE, SLEPT, WAKE_FAILED, WOKE
-from scaler.policy.warm import BUSY_WAIT_S
+from scaler.policy.warm_tier import BUSY_WAIT_S
 from scaler.warm.calls import HttpReplicaCalls, ReplicaCallFailed, ReplicaCalls
 from scaler.warm.choices import WarmChoices
 from scaler.warm.gpu_memory import GpuMemory

@@ -2,14 +2,15 @@
 
 Covers: the tree as it is passes ``lint-imports``; each kind of violation
 (I/O in ``scaler.policy``, kubernetes_asyncio outside the kube packages, the
-scaler importing the activator, the activator importing the scaler, a scaler
-module other than the actuator, ``scaler.kube`` included, importing the
-Kubernetes write helpers, I/O or another activator module in an activator
-module the simulator runs, I/O in the GPU catalog, groundwork beyond the
+scaler importing the activator, a service importing the simulator, the
+activator importing the scaler, a scaler module other than the actuator,
+``scaler.kube`` included, importing the Kubernetes write helpers, I/O or
+another activator module in an activator module the simulator runs, I/O in
+the EPP metrics reader, I/O in the GPU catalog, groundwork beyond the
 catalog in ``scaler.policy``, ``groundwork`` importing a service) added to a
 copy of the tree makes ``lint-imports`` fail and name the broken contract;
 an ignored import that matches nothing is an error; the purity contract
-covers every activator module ``scaler.sim`` imports and names nothing it
+covers every activator module ``simulator`` imports and names nothing it
 does not, so a new one cannot slip in unchecked.
 """
 
@@ -26,7 +27,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
-PACKAGES = ("groundwork", "scaler", "activator", "loadtests")
+PACKAGES = ("groundwork", "scaler", "activator", "simulator", "loadtests")
 SIM_PURITY = "the activator modules the simulator runs are pure"
 
 
@@ -141,6 +142,24 @@ def test_tree_as_is_keeps_contracts(tree_copy: Path) -> None:
             id="hold-queue-reads-a-clock",
         ),
         pytest.param(
+            "scaler/signals/_violation.py",
+            "import simulator.engine\n",
+            "the product never imports the simulator",
+            id="scaler-imports-the-simulator",
+        ),
+        pytest.param(
+            "activator/_violation.py",
+            "import simulator\n",
+            "the product never imports the simulator",
+            id="activator-imports-the-simulator",
+        ),
+        pytest.param(
+            "scaler/signals/epp_metrics.py",
+            "import aiohttp\n",
+            "the EPP metrics reader is pure",
+            id="epp-metrics-reader-imports-aiohttp",
+        ),
+        pytest.param(
             "groundwork/gpu_catalog.py",
             "import groundwork.kube\n",
             "the GPU catalog is pure data",
@@ -179,7 +198,7 @@ def test_violation_fails_lint(tree_copy: Path, module: str, source: str, contrac
 def test_an_ignore_that_matches_nothing_fails_lint(tree_copy: Path) -> None:
     config = tree_copy / "pyproject.toml"
     text = config.read_text()
-    ignores = '    "scaler.sim.** -> activator.balancing.least_loaded",\n'
+    ignores = '    "groundwork.kube.** -> kubernetes_asyncio",\n'
     assert ignores in text
     # The composition root loads subcommands through importlib: nothing to ignore.
     config.write_text(text.replace(ignores, ignores + '    "scaler.cli -> activator.cli",\n'))
@@ -200,7 +219,7 @@ def test_purity_contract_names_every_activator_module_the_simulator_imports() ->
     graph = grimp.build_graph(*PACKAGES, cache_dir=None)
     imported = {
         target
-        for module in graph.find_descendants("scaler.sim") | {"scaler.sim"}
+        for module in graph.find_descendants("simulator") | {"simulator"}
         for target in graph.find_modules_directly_imported_by(module)
         if target.split(".")[0] == "activator"
     }

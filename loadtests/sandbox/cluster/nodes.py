@@ -84,7 +84,7 @@ from loadtests.sandbox.cluster.errors import AlreadyExists, NotFound
 from loadtests.sandbox.cluster.gpu_nodes import GpuPool, parse_gpu_pool
 from loadtests.sandbox.cluster.quantity import canonical_quantity, parse_quantity
 from loadtests.sandbox.cluster.store import Store, rfc3339
-from scaler.policy.providers import PRESETS
+from scaler.policy.placement.providers import PRESETS
 
 __all__ = [
     "DEFAULT_POOL",

@@ -4,7 +4,7 @@ Flags map one to one onto :class:`ServerConfig`; durations are Go-style
 (``90s``, ``5m``, ``250ms``, ``1m30s``) or plain seconds, read by the
 sandbox's one duration parser (``loadtests.sandbox.cluster.quantity``).
 Performance knobs default to Llama-3.1-8B on one H100 under vLLM
-(``scaler.sim.engine.llm``); with ``--gpu-shape`` they are scaled to that
+(``simulator.engine.llm``); with ``--gpu-shape`` they are scaled to that
 GPU or MIG device (:mod:`~loadtests.sandbox.servers.gpu_device`).
 This module is also the entry point of the launcher's forked children
 (:func:`main`), so it imports only what a server needs.
@@ -29,8 +29,8 @@ from loadtests.sandbox.servers.lora import LoraParams, parse_lora_module
 from loadtests.sandbox.servers.prompt_blocks import DEFAULT_BLOCK_SIZE
 from loadtests.sandbox.servers.server import ServerConfig, run_process
 from loadtests.sandbox.servers.sleep_mode import DEFAULT_WEIGHTS_MIB, SleepParams, kv_cache_mib
-from scaler.sim.engine import BatcherParams, LlmParams
-from scaler.sim.engine.device_fit import DoesNotFit
+from simulator.engine import BatcherParams, LlmParams
+from simulator.engine.device_fit import DoesNotFit
 
 __all__ = ["config_from_args", "configure", "main", "run"]
 

@@ -25,7 +25,7 @@ from loadtests.sandbox.servers.faults import Faults
 from loadtests.sandbox.servers.lora import LoraParams
 from loadtests.sandbox.servers.prompt_blocks import DEFAULT_BLOCK_SIZE
 from loadtests.sandbox.servers.sleep_mode import SleepParams
-from scaler.sim.engine import BatcherParams, LlmParams
+from simulator.engine import BatcherParams, LlmParams
 
 __all__ = ["EngineApp", "EngineRuntime", "RuntimeApp", "ServerConfig"]
 

@@ -1,4 +1,4 @@
-"""Drive the pure performance models of ``scaler.sim.engine`` in real time.
+"""Drive the pure performance models of ``simulator.engine`` in real time.
 
 One asyncio task per server runs the engine loop: plan a step, sleep for its
 duration, apply it, hand each produced token to the request that owns it.
@@ -23,7 +23,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from scaler.sim.engine import BatcherParams, DynamicBatcher, LlmEngine, LlmParams
+from simulator.engine import BatcherParams, DynamicBatcher, LlmEngine, LlmParams
 
 # How far (wall seconds) the engine loop may lag behind model time and still
 # keep steps back to back; beyond that the model's clock jumps to now.

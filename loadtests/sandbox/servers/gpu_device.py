@@ -13,7 +13,7 @@ Without ``--gpu-shape`` the performance flags (``--prefill-tokens-per-s``,
 figures, as always. With it they are the figures on the **reference GPU**
 (one H100 80GB, their defaults), and :func:`engine_on_device` scales them
 to the device by its ratios (``groundwork.gpu_catalog``) with
-``scaler.sim.engine.device_fit``: prefill by compute, decode steps by
+``simulator.engine.device_fit``: prefill by compute, decode steps by
 memory bandwidth, the KV cache by the memory the weights
 (``--weights-mib``) leave at ``--gpu-memory-utilization``. A model that
 does not fit the device stops the server at start with vLLM's error, as
@@ -26,8 +26,8 @@ from __future__ import annotations
 import argparse
 
 from groundwork.gpu_catalog import REFERENCE, device
-from scaler.sim.engine import LlmParams
-from scaler.sim.engine.device_fit import REFERENCE_UTILIZATION, fit_to_device
+from simulator.engine import LlmParams
+from simulator.engine.device_fit import REFERENCE_UTILIZATION, fit_to_device
 
 __all__ = ["configure", "engine_on_device", "gpu_memory_mib"]
 
@@ -83,7 +83,7 @@ def engine_on_device(args: argparse.Namespace, llm: LlmParams) -> LlmParams:
     """``llm`` as it runs on ``--gpu-shape`` (unchanged without one).
 
     Raises ``ValueError`` for an unknown device, and
-    :class:`~scaler.sim.engine.device_fit.DoesNotFit` (a ``ValueError``)
+    :class:`~simulator.engine.device_fit.DoesNotFit` (a ``ValueError``)
     when the model cannot start there.
     """
     if args.gpu_shape is None:

@@ -5,10 +5,10 @@ vLLM started with ``--kv-events-config '{"enable_kv_cache_events": true,
 ``BlockRemoved`` and ``AllBlocksCleared`` events, in batches, on a ZMQ PUB
 socket (multipart ``[topic, sequence number, msgpack payload]``). The fake
 takes the same flag and records the same events from its engine model
-(:class:`scaler.sim.engine.KvEventRecorder`), in the same layout
+(:class:`simulator.engine.KvEventRecorder`), in the same layout
 (a batch is ``[ts, [event, ...], data_parallel_rank]``, an event
 ``[tag, fields...]``: what vLLM's msgpack decodes to, see
-:mod:`activator.balancing.kv_events`), but serves them over HTTP, since the
+:mod:`simulator.kv_events`), but serves them over HTTP, since the
 sandbox has no ZMQ: ``GET /kv_events?after=SEQ`` answers ``{"next": SEQ,
 "batches": [[seq, batch], ...]}``, every batch after ``after``, so that
 several subscribers (one per activator) each read the whole stream. A
@@ -34,7 +34,7 @@ from collections import deque
 
 from aiohttp import web
 
-from scaler.sim.engine import KvEventRecorder, LlmEngine
+from simulator.engine import KvEventRecorder, LlmEngine
 
 __all__ = ["KEPT_BATCHES", "KvEventFeed", "parse_kv_events_config"]
 

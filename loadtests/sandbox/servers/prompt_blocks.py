@@ -9,7 +9,7 @@ so a text block is ``block_chars`` characters (the caller's ``block_size``
 tokens at its characters per token: 64), the chat template's role marker
 included, and a token-id prompt's block is ``block_size`` ids.
 Hashes are chained, so equal block hashes mean equal prefixes, as in vLLM.
-The engine model (``scaler.sim.engine.LlmEngine``) keeps the blocks in LRU
+The engine model (``simulator.engine.LlmEngine``) keeps the blocks in LRU
 order within its KV cache and skips the prefill of the cached ones.
 """
 

@@ -9,7 +9,7 @@ after a level-2 sleep is ``POST /wake_up?tags=weights``, ``POST
 /wake_up?tags=kv_cache``; a plain ``/wake_up`` takes back everything.
 
 Timings (model time, so ``--speedup`` scales them; the formulas live in
-:mod:`scaler.sim.engine.sleep_timing`, shared with ``tidal simulate``) follow vLLM's sleep-mode
+:mod:`simulator.engine.sleep_timing`, shared with ``tidal simulate``) follow vLLM's sleep-mode
 post (blog.vllm.ai, 2025-10-26, "Zero-Reload Model Switching with vLLM Sleep
 Mode"): a level-1 wake took 0.1-6 s and a level-2 wake 0.8-2.6 s depending
 on model size, against 30-100+ s for a cold start; the first request after a
@@ -24,7 +24,7 @@ wake without a one-token warm-up took 4.12 s against 0.96 s with one. Here:
   takes the penalty away from the request that follows.
 
 Host memory: a level-1 sleep moves the weights to pinned host RAM
-(:func:`~scaler.sim.engine.sleep_timing.host_memory_mib`), taken from the
+(:func:`~simulator.engine.sleep_timing.host_memory_mib`), taken from the
 node's memory, which every server on the node shares through a
 :class:`HostLedger`; a level-2 sleep drops them and takes none. A level-1
 sleep that does not fit is refused with a 500 and the server stays awake
@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from scaler.sim.engine.sleep_timing import (
+from simulator.engine.sleep_timing import (
     DEFAULT_RESIDUAL_MIB,
     DEFAULT_WEIGHTS_MIB,
     host_memory_mib,

@@ -35,7 +35,7 @@ from prometheus_client.registry import Collector
 from loadtests.sandbox.servers.engine_app import RuntimeApp, ServerConfig
 from loadtests.sandbox.servers.engine_runtime import BatchRuntime
 from loadtests.sandbox.servers.faults import FaultInjector
-from scaler.sim.engine import UtilizationMeter
+from simulator.engine import UtilizationMeter
 
 __all__ = ["TritonApp", "render_exposition"]
 

@@ -59,7 +59,7 @@ from loadtests.sandbox.servers.lora import LoraEndpoints, LoraInfoCollector, Lor
 from loadtests.sandbox.servers.prompt_blocks import chat_blocks, prompt_blocks
 from loadtests.sandbox.servers.sleep_endpoints import SleepEndpoints, SleepStateCollector
 from loadtests.sandbox.servers.vllm_errors import error_response
-from scaler.sim.engine import LlmEngine
+from simulator.engine import LlmEngine
 
 __all__ = ["VllmApp", "VllmMetrics", "count_prompt_tokens"]
 

@@ -443,12 +443,12 @@ def test_dockerfile_builds_the_runtime_only() -> None:
         assert compiler not in final
 
 
-def test_dockerfile_copies_every_package_the_services_import() -> None:
+def test_dockerfile_copies_every_package_the_image_installs() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     included = config["tool"]["setuptools"]["packages"]["find"]["include"]
     packages = {pattern.rstrip("*") for pattern in included} - {"loadtests"}
     text = (DEPLOY / "Dockerfile").read_text()
-    assert packages == {"groundwork", "scaler", "activator"}
+    assert packages == {"groundwork", "scaler", "activator", "simulator"}
     for package in packages:
         assert f"COPY {package} {package}\n" in text, package
 

@@ -33,10 +33,10 @@ from scaler.kube.types import CompanionInfo, NodeInfo, PodInfo, ScaleState
 from scaler.metrics import Metrics
 from scaler.placement.actuation import PlacementActuation
 from scaler.placement.placer import Placer
-from scaler.policy.companion import ON_DEMAND_PIN, template_hash
-from scaler.policy.cost import DEFAULT_PRICES
+from scaler.policy.placement.companion import ON_DEMAND_PIN, template_hash
+from scaler.policy.placement.cost import DEFAULT_PRICES
+from scaler.policy.placement.providers import PRESETS
 from scaler.policy.protocol import PurePolicy
-from scaler.policy.providers import PRESETS
 from scaler.signals.base import COUNTS, SourceReading
 from scaler.signals.hub import SignalHub
 from scaler.targets.book import TargetBook

@@ -24,8 +24,8 @@ from scaler.kube.cluster import deployment_from_raw
 from scaler.kube.types import PodInfo, TargetSnapshot
 from scaler.metrics import Metrics
 from scaler.placement.placer import Placer
-from scaler.policy.availability import CapacityType
-from scaler.policy.cost import ANY_MODEL, DEFAULT_PRICES, PriceTable
+from scaler.policy.placement.availability import CapacityType
+from scaler.policy.placement.cost import ANY_MODEL, DEFAULT_PRICES, PriceTable
 from tests.unit.scaler.placement.test_placer import KARPENTER, RAW, View, pod
 
 KEY = "ml/llama"

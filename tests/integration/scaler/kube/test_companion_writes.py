@@ -20,8 +20,8 @@ from groundwork.kube.connection import KubeAccess, connect
 from loadtests.sandbox.cluster.cluster import SandboxCluster
 from loadtests.sandbox.cluster.controllers.base import DEPLOYMENTS
 from scaler.kube.companion_writes import KubeCompanions
-from scaler.policy.companion import build_companion, is_pinned, pin_patch, unpin_patch
-from scaler.policy.providers import PRESETS
+from scaler.policy.placement.companion import build_companion, is_pinned, pin_patch, unpin_patch
+from scaler.policy.placement.providers import PRESETS
 from tests.integration.scaler.support import eventually
 
 KARPENTER = PRESETS["karpenter"]

@@ -24,9 +24,9 @@ from loadtests.sandbox.cluster.cluster import SandboxCluster
 from loadtests.sandbox.cluster.controllers.base import DEPLOYMENTS, PODS
 from scaler.kube.cluster import pod_from_raw
 from scaler.kube.placement_watch import PlacementWatch, pod_facts
-from scaler.policy.availability import CapacityType
-from scaler.policy.companion import build_companion
-from scaler.policy.providers import PRESETS
+from scaler.policy.placement.availability import CapacityType
+from scaler.policy.placement.companion import build_companion
+from scaler.policy.placement.providers import PRESETS
 from tests.integration.scaler.support import eventually
 
 KARPENTER = PRESETS["karpenter"]

@@ -25,7 +25,7 @@ from activator.settings import ActivatorSettings
 from activator.targets import Endpoint
 from groundwork.settings_loading import load_settings
 from scaler.placement.settings import PlacementSettings
-from scaler.policy.providers import PRESETS
+from scaler.policy.placement.providers import PRESETS
 
 
 def node(name: str, *taints: tuple[str, str]) -> dict[str, Any]:

@@ -23,11 +23,11 @@ from scaler.kube.cluster import deployment_from_raw
 from scaler.kube.types import CompanionInfo, DeploymentInfo, ScaleState
 from scaler.placement.actuation import PlacementActuation
 from scaler.policy import Split
-from scaler.policy.availability import SpotCounts
-from scaler.policy.companion import ON_DEMAND_PIN, pin_patch
-from scaler.policy.fallback import FallbackState
-from scaler.policy.placement_plan import PlacementPlan
-from scaler.policy.providers import PRESETS
+from scaler.policy.placement.availability import SpotCounts
+from scaler.policy.placement.companion import ON_DEMAND_PIN, pin_patch
+from scaler.policy.placement.fallback import FallbackState
+from scaler.policy.placement.plan import PlacementPlan
+from scaler.policy.placement.providers import PRESETS
 
 KARPENTER = PRESETS["karpenter"]
 RAW: dict[str, Any] = {

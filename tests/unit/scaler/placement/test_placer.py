@@ -19,8 +19,8 @@ from scaler.kube.cluster import deployment_from_raw
 from scaler.kube.types import CompanionInfo, NodeInfo, PodInfo, TargetSnapshot
 from scaler.placement.placer import Placer, pair_counts
 from scaler.policy import PlacementConfig
-from scaler.policy.companion import pin_patch, template_hash
-from scaler.policy.providers import PRESETS
+from scaler.policy.placement.companion import pin_patch, template_hash
+from scaler.policy.placement.providers import PRESETS
 
 KARPENTER = PRESETS["karpenter"]
 SPOT = PlacementConfig(policy="spot-with-on-demand-baseline", on_demand_baseline=1)

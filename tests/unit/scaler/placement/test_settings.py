@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from scaler.policy.availability import CapacityType
-from scaler.policy.cost import DEFAULT_PRICES
+from scaler.policy.placement.availability import CapacityType
+from scaler.policy.placement.cost import DEFAULT_PRICES
 from scaler.settings import SettingsError, describe_settings, load_settings
 
 

@@ -42,7 +42,7 @@ from scaler.policy import (
     decide,
     desired_for_signal,
 )
-from scaler.sim.harness import config, observation, reading
+from simulator.harness import config, observation, reading
 
 NOW = 10_000.0
 # A policy state that has been running for a long time (no warm-up), stable, no hold.

@@ -33,7 +33,7 @@ from scaler.policy import (
     SignalReading,
     decide,
 )
-from scaler.sim.harness import Sim
+from simulator.harness import Sim
 
 settings.register_profile("policy", max_examples=150, deadline=None)
 settings.load_profile("policy")

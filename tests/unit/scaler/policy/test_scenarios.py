@@ -36,7 +36,7 @@ from functools import partial
 import pytest
 
 from scaler.policy import Mode, Reason
-from scaler.sim.harness import Sim, config, steps
+from simulator.harness import Sim, config, steps
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from scaler.policy import MaxHold, SignalKind, SignalReading, SignalWindows, TrailingAverages
 from scaler.policy.windows import MAX_BUCKETS
-from scaler.sim.harness import config
+from simulator.harness import config
 
 C = SignalKind.CONCURRENCY
 

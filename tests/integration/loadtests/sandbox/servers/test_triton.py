@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 
 from loadtests.sandbox.servers.server import ModelServer, ServerConfig
-from scaler.sim.engine import BatcherParams
+from simulator.engine import BatcherParams
 from tests.integration.loadtests.sandbox.servers.conftest import scrape
 
 LABELS = '{model="resnet",version="1"}'

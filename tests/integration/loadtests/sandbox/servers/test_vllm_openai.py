@@ -21,7 +21,7 @@ import openai
 import pytest
 
 from loadtests.sandbox.servers.server import ModelServer
-from scaler.sim.engine import LlmParams
+from simulator.engine import LlmParams
 from tests.integration.loadtests.sandbox.servers.conftest import scrape, vllm_config
 
 IGNORE_EOS = {"ignore_eos": True}

@@ -7,7 +7,7 @@ level-1 sleep that does not fit is refused with a 500 naming the node's
 memory, and that server stays awake and serving; a level-2 sleep takes no
 host memory (``discard_all``); waking the weights gives the room back, so
 the second server, woken and reloaded, then sleeps at level 1. (The wakes' timings are
-``scaler.sim.engine.sleep_timing``'s, tested there.)
+``simulator.engine.sleep_timing``'s, tested there.)
 """
 
 from __future__ import annotations

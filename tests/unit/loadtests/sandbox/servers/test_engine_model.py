@@ -1,4 +1,4 @@
-"""The pure performance model (scaler.sim.engine) on a simulated clock.
+"""The pure performance model (simulator.engine) on a simulated clock.
 
 Covers:
 - defaults reproduce the published vLLM figures they came from, within stated
@@ -20,7 +20,7 @@ import statistics
 
 import pytest
 
-from scaler.sim.engine import (
+from simulator.engine import (
     Arrival,
     BatcherParams,
     DynamicBatcher,

@@ -15,8 +15,8 @@ import argparse
 import pytest
 
 from loadtests.sandbox.servers.cli import config_from_args, configure, run
-from scaler.sim.engine import LlmParams
-from scaler.sim.engine.sleep_timing import kv_cache_mib
+from simulator.engine import LlmParams
+from simulator.engine.sleep_timing import kv_cache_mib
 
 
 def flags(*argv: str) -> argparse.Namespace:

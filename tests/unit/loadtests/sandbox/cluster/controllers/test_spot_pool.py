@@ -28,8 +28,8 @@ from loadtests.sandbox.cluster.controllers.base import DEPLOYMENTS, NODES, PODS,
 from loadtests.sandbox.cluster.controlplane import ControlPlane
 from loadtests.sandbox.cluster.nodes import INTERRUPTION_TAINTS, NodeSpec
 from loadtests.sandbox.cluster.store import Store
-from scaler.policy.companion import build_companion
-from scaler.policy.providers import PRESETS
+from scaler.policy.placement.companion import build_companion
+from scaler.policy.placement.providers import PRESETS
 from tests.unit.loadtests.sandbox.cluster.controllers.support import (
     Changes,
     deployment,

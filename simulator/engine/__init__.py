@@ -1,0 +1,42 @@
+"""Pure performance models of GPU inference servers, driven by a clock passed in.
+
+- :mod:`simulator.engine.llm`: a vLLM-like continuous-batching engine
+  (``LlmEngine``), its parameters (``LlmParams``, defaults for Llama-3.1-8B on
+  one H100, with sources) and ``simulate``, which runs a list of arrivals
+  through it on a simulated clock;
+- :mod:`simulator.engine.batching`: a Triton-like dynamic batcher;
+- :mod:`simulator.engine.utilization`: GPU utilization from busy time.
+
+Nothing here reads a clock, sleeps or does I/O: the fake model servers of the
+sandbox drive these models in real time, and the policy simulator can drive the
+same models in simulated time.
+"""
+
+from simulator.engine.batching import BatcherParams, BatchOutcome, BatchPlan, DynamicBatcher
+from simulator.engine.llm import (
+    Arrival,
+    KvEventRecorder,
+    LlmEngine,
+    LlmParams,
+    RequestRecord,
+    StepOutcome,
+    StepPlan,
+    simulate,
+)
+from simulator.engine.utilization import UtilizationMeter
+
+__all__ = [
+    "Arrival",
+    "BatchOutcome",
+    "BatchPlan",
+    "BatcherParams",
+    "DynamicBatcher",
+    "KvEventRecorder",
+    "LlmEngine",
+    "LlmParams",
+    "RequestRecord",
+    "StepOutcome",
+    "StepPlan",
+    "UtilizationMeter",
+    "simulate",
+]
