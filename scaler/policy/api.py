@@ -240,6 +240,10 @@ class Observation:
     demand_seen_at_s: float | None = None
     # Request and token counters (SLO-first scaling); None: no source counts them.
     load: LoadTotals | None = None
+    # The latest concurrency sample (the sources' last readings combined), beside
+    # the windows' averages: a wake's backlog is told from new demand by it
+    # (scaler.policy.wake_backlog). None: no source has a value.
+    concurrency_now: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,6 +106,7 @@ class SignalView:
             # clock of scale to zero.
             demand_seen_at_s=self.demand_seen_at_s,
             load=self.load,
+            concurrency_now=self.combined.values.get(SignalKind.CONCURRENCY),
         )
 
 

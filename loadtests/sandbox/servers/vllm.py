@@ -3,7 +3,8 @@
 Endpoints, in vLLM's shapes: ``POST /v1/completions`` and
 ``POST /v1/chat/completions`` (with and without ``stream``; server-sent
 events in the OpenAI chunk format ending in ``data: [DONE]``;
-``stream_options.include_usage``), ``GET /v1/models``, ``GET /health``,
+``stream_options.include_usage``, and vLLM's ``continuous_usage_stats``:
+the usage so far in every chunk), ``GET /v1/models``, ``GET /health``,
 ``GET /version``, ``GET /metrics`` (vLLM's names, label ``model_name``), and
 ``GET /sandbox/gpu`` (busy time and framebuffer used for the DCGM-like
 exporter; not vLLM's).
@@ -23,9 +24,14 @@ in LRU order within its KV cache. ``vllm:prefix_cache_queries`` and
 ``vllm:prefix_cache_hits`` count prompt tokens looked up and found, as
 vLLM's V1 engine does.
 
-There is no tokenizer. A prompt counts one token per four characters (the
-usual rule of thumb for English), a chat message four more for its template;
-token-id prompts count their ids. Output length: ``max_tokens`` exactly with
+There is no tokenizer: token counts follow a stated rule, the one the
+activator and the scaler estimate prompts by, so every count in the sandbox
+agrees. A prompt counts one token per four characters, rounded up (the
+usual rule of thumb for English), a chat message four more for its
+template, and three for the reply's; token-id prompts count their ids. The
+usage in every answer counts by it (docs/sandbox.md says so for users, and
+loadtests/guidellm/ builds a tokenizer for GuideLLM that counts about the
+same). Output length: ``max_tokens`` exactly with
 ``ignore_eos`` (what benchmarks send), otherwise a natural length drawn per
 request (mean ``mean_output_tokens``) and capped by ``max_tokens``, ending with
 ``finish_reason`` ``stop`` or ``length`` accordingly. The text is words from a
@@ -55,7 +61,12 @@ from loadtests.sandbox.servers.engine_app import RuntimeApp, ServerConfig
 from loadtests.sandbox.servers.engine_runtime import LlmRuntime, TokenStream
 from loadtests.sandbox.servers.faults import FaultInjector
 from loadtests.sandbox.servers.kv_events import KvEventFeed
-from loadtests.sandbox.servers.lora import LoraEndpoints, LoraInfoCollector, LoraState
+from loadtests.sandbox.servers.lora import (
+    LoraEndpoints,
+    LoraInfoCollector,
+    LoraState,
+    model_permission,
+)
 from loadtests.sandbox.servers.prompt_blocks import chat_blocks, prompt_blocks
 from loadtests.sandbox.servers.sleep_endpoints import SleepEndpoints, SleepStateCollector
 from loadtests.sandbox.servers.vllm_errors import error_response
@@ -247,6 +258,8 @@ class _Job:
     model: str  # the served name the request asked for (the first when it named none)
     blocks: tuple[bytes, ...] = ()  # the prompt's chained block hashes
     adapter: str | None = None  # the LoRA adapter the request named
+    # stream_options.continuous_usage_stats: every chunk carries the usage so far.
+    continuous_usage: bool = False
 
 
 class _Chunks:
@@ -272,6 +285,12 @@ class _Chunks:
             self.suffix = b'","logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n'
             self.role = b""
             self.last_suffix = b'","logprobs":null,"finish_reason":"%s","stop_reason":null}]}\n\n'
+
+    @staticmethod
+    def with_usage(suffix: bytes, prompt: int, completion: int) -> bytes:
+        """A chunk's ``suffix`` carrying the usage so far (``continuous_usage_stats``)."""
+        usage = json.dumps(_usage(prompt, completion), separators=(",", ":")).encode()
+        return suffix[: -len(b"}\n\n")] + b',"usage":' + usage + b"}\n\n"
 
     def usage(self, prompt: int, completion: int) -> bytes:
         usage = _usage(prompt, completion)
@@ -382,6 +401,7 @@ class VllmApp(RuntimeApp[LlmRuntime]):
                 "root": self.names[0],
                 "parent": None,
                 "max_model_len": self.config.max_model_len,
+                "permission": [model_permission(self._created)],
             }
             for name in self.names
         ]
@@ -502,7 +522,8 @@ class VllmApp(RuntimeApp[LlmRuntime]):
         if options is not None and not isinstance(options, dict):
             raise BadRequest("stream_options must be an object", param="stream_options")
         include_usage = bool(options and options.get("include_usage"))
-        if include_usage and not stream:
+        continuous = bool(options and options.get("continuous_usage_stats"))
+        if (include_usage or continuous) and not stream:
             raise BadRequest(
                 "stream_options may only be set when stream is true", param="stream_options"
             )
@@ -512,6 +533,7 @@ class VllmApp(RuntimeApp[LlmRuntime]):
             finish_reason="length" if output == max_tokens else "stop",
             stream=stream,
             include_usage=include_usage,
+            continuous_usage=include_usage and continuous,
             model=model if isinstance(model, str) else self.names[0],
             blocks=blocks,
             adapter=model if isinstance(model, str) and model not in self.names else None,
@@ -583,7 +605,10 @@ class VllmApp(RuntimeApp[LlmRuntime]):
             for i in range(sent, upto):
                 parts.append(prefix)
                 parts.append(words[i % n_words])
-                parts.append(last_suffix if i == total - 1 else suffix)
+                end = last_suffix if i == total - 1 else suffix
+                if job.continuous_usage:
+                    end = chunks.with_usage(end, job.prompt_tokens, i + 1)
+                parts.append(end)
             sent = upto
             if sent >= total:
                 if job.include_usage:
