@@ -30,6 +30,7 @@ from activator.statuses import ERROR_STATUS
 from scaler.metrics import Metrics as ScalerMetrics
 from scaler.policy.annotations import SPECS, STATUS_ANNOTATION
 from scaler.policy.events import EVENT_REASONS
+from scaler.policy.shapes.declarations import SHAPE_SPECS
 
 __all__ = ["PAGES", "annotations_page", "main", "metrics_page", "statuses_page"]
 
@@ -50,6 +51,7 @@ def annotations_page() -> str:
         "",
         _GENERATED.format(
             source="`scaler/policy/annotations.py` (SPECS), "
+            "`scaler/policy/shapes/declarations.py` (SHAPE_SPECS), "
             "`activator/kube/translate.py` (ROUTING_ANNOTATIONS) and "
             "`scaler/policy/events.py` (EVENT_REASONS)"
         ),
@@ -82,6 +84,21 @@ def annotations_page() -> str:
     for spec in SPECS:
         default = f"`{spec.default}`" if spec.default else "unset"
         lines.append(_row(f"`{spec.key}`", default, spec.allowed, spec.meaning))
+    lines += [
+        "",
+        "## GPU shapes (declarations)",
+        "",
+        "The GPU shapes a model may run on, from the cluster's `tidal-shapes` table, and",
+        "its container's arguments, environment and price on each ([shapes.md](shapes.md)).",
+        "This version parses and checks these declarations",
+        "(`scaler/policy/shapes/declarations.py`); the scaler does not act on them yet and",
+        "names them as unknown keys, as it does any key it does not read.",
+        "",
+        _row("annotation", "default", "allowed", "meaning"),
+        _row("---", "---", "---", "---"),
+    ]
+    for spec in SHAPE_SPECS:
+        lines.append(_row(f"`{spec.key}`", "unset", spec.allowed, spec.meaning))
     lines += [
         "",
         "## Routing (read by the activator)",

@@ -6,10 +6,11 @@ scaler importing the activator, a service importing the simulator, the
 activator importing the scaler, a scaler module other than the actuator,
 ``scaler.kube`` included, importing the Kubernetes write helpers, I/O or
 another activator module in an activator module the simulator runs, I/O in
-the EPP metrics reader, ``groundwork`` importing a service) added to a copy
-of the tree makes ``lint-imports`` fail and name the broken contract; an
-ignored import that matches nothing is an error; the purity contract covers
-every activator module ``simulator`` imports and names nothing it
+the EPP metrics reader, I/O in the GPU catalog, groundwork beyond the
+catalog in ``scaler.policy``, ``groundwork`` importing a service) added to a
+copy of the tree makes ``lint-imports`` fail and name the broken contract;
+an ignored import that matches nothing is an error; the purity contract
+covers every activator module ``simulator`` imports and names nothing it
 does not, so a new one cannot slip in unchecked.
 """
 
@@ -157,6 +158,18 @@ def test_tree_as_is_keeps_contracts(tree_copy: Path) -> None:
             "import aiohttp\n",
             "the EPP metrics reader is pure",
             id="epp-metrics-reader-imports-aiohttp",
+        ),
+        pytest.param(
+            "groundwork/gpu_catalog.py",
+            "import groundwork.kube\n",
+            "the GPU catalog is pure data",
+            id="gpu-catalog-imports-kube",
+        ),
+        pytest.param(
+            "scaler/policy/_violation.py",
+            "import groundwork.priority\n",
+            "scaler.policy is pure",
+            id="policy-imports-groundwork-beyond-the-catalog",
         ),
         pytest.param(
             "groundwork/_violation.py",
