@@ -185,6 +185,7 @@ class Activator:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
         self.tasks.clear()
+        self.registry.end_drain()  # held requests answered, adapter loads stopped
         await self.reporter.close()
         if self.data_server is not None:
             self.data_server.close()

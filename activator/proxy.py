@@ -167,7 +167,7 @@ class Proxy:
             else:
                 in_task(exchange, lambda: self._route_by_model(exchange, started))
             return True
-        target.gate.arrive()
+        target.arrive()
         forwarding = Forwarding(self.forwarder, exchange, target, started)
         if not forwarding.send_now():
             in_task(exchange, forwarding.wait_and_send)
@@ -219,8 +219,7 @@ class Proxy:
             self.answers.fail(exchange, exc, name, started)
             exchange.finish()
             return
-        gate = target.gate
-        gate.arrive(document)
+        target.arrive(document)
         adapter = None
         if target.adapters is not None:  # the model may be one of its LoRA adapters
             model = document.get("model") if isinstance(document, dict) else None
@@ -231,7 +230,7 @@ class Proxy:
             target,
             started,
             body,
-            gate.prompt_of(document),
+            target.prompt_of(document),
             document,
             adapter,
         )

@@ -36,10 +36,10 @@ class AdapterKeeper:
             if slots is None:
                 continue
             endpoints = target.gate.endpoints
+            # What it learns goes to the gate (slots.on_change): held requests are looked
+            # at again, answered at once if no replica there can serve them.
             for replica, name in await slots.refresh(endpoints.ready, endpoints.trackers.keys()):
                 log.info("unloaded idle LoRA adapter %r from %s (%s)", name, replica, target.name)
-            if target.gate.buffered:
-                target.gate.dispatch()
 
     async def run(self) -> None:
         while True:

@@ -80,7 +80,7 @@ class Registry:
                 targets[name] = current
         for name, gone in old.items():
             if name not in snapshot:
-                gone.gate.close()
+                gone.close()
         routing_changed = set(old) != set(snapshot) or any(
             old[n].spec.routing_keys() != s.routing_keys() for n, s in snapshot.items()
         )
@@ -119,4 +119,4 @@ class Registry:
     def end_drain(self) -> None:
         """The drain timeout ended: every request still held gets :class:`DrainEnded`."""
         for target in self.targets.values():
-            target.gate.close(DrainEnded)
+            target.close(DrainEnded)

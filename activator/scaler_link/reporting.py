@@ -88,13 +88,13 @@ def build_report(*, activator: str, registry: Registry, elapsed_s: float) -> dic
             "arrivals": arrivals,
             "pods": gate.pods(),
         }
-        if gate.tokens.on:
-            prompt, output, over = gate.tokens.take()
+        if target.tokens.on:
+            prompt, output, over = target.tokens.take()
             targets[name]["prompt_tokens"] = prompt
             targets[name]["output_tokens"] = output
             targets[name]["prompts_over"] = over
         # By priority class, only where classes are in use (else as before).
-        shed = gate.take_shed()
+        shed = gate.sheds.take()
         held = gate.held_by_class
         if shed or held["critical"] or held["sheddable"]:
             targets[name].update({f"held_{label}": n for label, n in held.items()})
