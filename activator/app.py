@@ -372,9 +372,7 @@ async def _run(
     activator.tasks.append(loop.create_task(_supervise("reporter", activator.reporter.run())))
     connections, server_limits = activator.connections, activator.server_limits
     activator.data_server = await loop.create_server(
-        lambda: http1.ClientConnection(
-            None, limits=server_limits, connections=connections, fast=proxy.handle
-        ),
+        lambda: http1.ClientConnection(proxy.handle, limits=server_limits, connections=connections),
         settings.host,
         settings.port,
         backlog=settings.limits.backlog,

@@ -134,7 +134,7 @@ class Proxy:
             strip=_STRIP,
         )
 
-    def handle(self, exchange: Exchange) -> bool:
+    def handle(self, exchange: Exchange) -> None:
         """Serve ``exchange``: the HTTP layer's one call into the proxy; it always takes it.
 
         Synchronous up to the first step that must wait, which goes on in a
@@ -150,7 +150,7 @@ class Proxy:
         except SERVE_ERRORS as exc:
             self.answers.fail(exchange, exc, "", started)
             exchange.finish()
-            return True
+            return
         if target is None:
             head, table = exchange.head, self.registry.table
             model = retrieved_model(head.method, head.target)
@@ -166,12 +166,11 @@ class Proxy:
                 exchange.finish()
             else:
                 in_task(exchange, lambda: self._route_by_model(exchange, started))
-            return True
+            return
         target.arrive()
         forwarding = Forwarding(self.forwarder, exchange, target, started)
         if not forwarding.send_now():
             in_task(exchange, forwarding.wait_and_send)
-        return True
 
     # -- steps 1 and 2 -------------------------------------------------------------
 

@@ -122,7 +122,7 @@ from activator.holding.hold_errors import (
     LoraUnsupported,
     Shed,
 )
-from activator.http1.server import REJECTIONS, BodyStalled, BodyTooLarge
+from activator.http1.rejections import REJECTIONS, BodyStalled, BodyTooLarge
 from activator.scaler_link.wake_refusal import NotWoken
 
 __all__ = [

@@ -5,7 +5,9 @@ Covers: the tree as it is passes ``lint-imports``; each kind of violation
 scaler importing the activator, the activator importing the scaler, a scaler
 module other than the actuator, ``scaler.kube`` included, importing the
 Kubernetes write helpers, I/O or another activator module in an activator
-module the simulator runs, ``groundwork`` importing a service) added to a
+module the simulator runs, ``groundwork`` importing a service, the replica
+side of the data path importing the client side, the HTTP layer importing
+the proxy's holding or the replica side) added to a
 copy of the tree makes ``lint-imports`` fail and name the broken contract;
 an ignored import that matches nothing is an error; the purity contract
 covers every activator module ``scaler.sim`` imports and names nothing it
@@ -150,6 +152,24 @@ def test_tree_as_is_keeps_contracts(tree_copy: Path) -> None:
             "import kubernetes_asyncio\n",
             "only groundwork.kube, scaler.kube and activator.kube import kubernetes_asyncio",
             id="kubernetes-in-groundwork-outside-kube",
+        ),
+        pytest.param(
+            "activator/http1/upstream.py",
+            "import activator.http1.exchange\n",
+            "the replica side never turns back into the HTTP layer",
+            id="replica-side-imports-the-exchange",
+        ),
+        pytest.param(
+            "activator/http1/client_connection.py",
+            "import activator.holding.gate\n",
+            "the HTTP layer knows nothing of what a request means",
+            id="http-layer-imports-the-gate",
+        ),
+        pytest.param(
+            "activator/http1/exchange.py",
+            "import activator.http1.upstream\n",
+            "the HTTP layer knows nothing of what a request means",
+            id="http-layer-imports-the-replica-side",
         ),
     ],
 )
