@@ -61,7 +61,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from activator import http1
-from activator.balancing.prefix_key import PromptBlocks
 from activator.holding.gate import ColdStartTimeout, DrainEnded, HoldError, Shed
 from activator.holding.held_bodies import HeldBodies
 from activator.holding.request_class import HoldClass, hold_class
@@ -202,8 +201,10 @@ class Forwarding:
         "forwarder",
         "prompt",
         "sent_again",
+        "spec",
         "started",
         "target",
+        "ticket",
         "tracker",
     )
 
@@ -214,25 +215,27 @@ class Forwarding:
         target: Target,
         started: float,
         body: bytes | None = None,
-        prompt: PromptBlocks | None = None,
         document: object = None,
-        adapter: str | None = None,
     ) -> None:
         self.forwarder = forwarder
         self.exchange = exchange
         self.target = target
+        # The spec the request is served under from start to end, whatever changes.
+        self.spec = target.spec
         self.started = started
         # The body read whole to route by ``model``; None: the client's is piped.
         self.body = body
-        # What a prefix-balanced model picks a replica by (None: by load).
-        self.prompt = prompt
         # The body parsed to route by ``model`` (None: not parsed): a held
         # request's cost in tokens comes from it.
         self.document = document
-        # The LoRA adapter the request names (its target's adapter slots route it).
-        self.adapter = adapter
+        # Counted as it arrives; what a prefix-balanced model picks a replica by
+        # (None: by load), and the LoRA adapter the request names (its target's
+        # adapter slots route it).
+        self.prompt, self.adapter = target.arrive(document)
         self.tracker: EndpointTracker | None = None
         self.conn: http1.UpstreamConnection | None = None
+        # Its wait for an endpoint, once it had to wait (None: it never did).
+        self.ticket: HoldTicket | None = None
         self.sent_again = False  # it went out once and came back unanswered
 
     # -- steps 1 to 3 ----------------------------------------------------------------
@@ -283,7 +286,8 @@ class Forwarding:
         deadline, its LoRA adapter loaded there) and a connection to it; an endpoint
         that refuses is marked down and another awaited, within the same deadline."""
         forwarder, target = self.forwarder, self.target
-        ticket = HoldTicket(
+        ticket = self.ticket = HoldTicket(
+            self.spec,
             self._place,
             adapter=self.adapter,
             prompt=self.prompt,
@@ -312,9 +316,8 @@ class Forwarding:
                     self._give_back(tracker)
                     raise answer from exc
                 refused += 1
-                target.gate.mark_down(tracker)  # before the release, which may hand it on
-                self._give_back(tracker)
-                ticket.start(asyncio.get_running_loop().time(), target.spec.cold_start_timeout_s)
+                target.give_back(tracker, ticket, down=True)  # out of rotation
+                ticket.start(asyncio.get_running_loop().time())
                 continue
             except BaseException:
                 self._give_back(tracker)
@@ -323,9 +326,7 @@ class Forwarding:
 
     def _place(self) -> HoldClass:
         """Its class, tenant and cost, read when it first waits (a bad class counted)."""
-        place = hold_class(
-            self.exchange.head.index, self.target.spec.default_priority, self.document
-        )
+        place = hold_class(self.exchange.head.index, self.spec.default_priority, self.document)
         if place.bad_priority:
             self.forwarder.answers.metrics.count_bad_priority(self.target.name)
         return place
@@ -337,7 +338,7 @@ class Forwarding:
 
     def _give_back(self, tracker: EndpointTracker) -> None:
         """The endpoint taken for this request, back to its target (and adapter slots)."""
-        self.target.give_back(tracker, self.adapter)
+        self.target.give_back(tracker, self.ticket)
 
     def _send(self, tracker: EndpointTracker, conn: http1.UpstreamConnection) -> None:
         """Step 3: send over ``conn``; the replica connection calls :meth:`done` at the end."""
@@ -417,7 +418,7 @@ class Forwarding:
     def _can_send_again(self) -> bool:
         """Not sent again before, the model allows it, and its whole body is at hand: read
         whole, or kept and rewound (asked last: rewinding changes the body)."""
-        if self.sent_again or not self.target.spec.resend_unanswered:
+        if self.sent_again or not self.spec.resend_unanswered:
             return False
         return self.body is not None or self.exchange.body.rewind()
 

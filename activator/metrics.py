@@ -143,7 +143,7 @@ class _TargetCollector(Collector):
             for (label, cause), n in sorted(gate.sheds.total.items()):
                 shed.add_metric([name, label, cause], n)
             in_flight.add_metric([name], gate.in_flight)
-            ready.add_metric([name], len(gate.endpoints.ready))
+            ready.add_metric([name], len(target.endpoints.ready))
             capacity.add_metric([name], gate.max_buffered)
             timeout.add_metric([name], target.spec.cold_start_timeout_s)
             if target.prefix is not None:

@@ -167,7 +167,6 @@ class Proxy:
             else:
                 in_task(exchange, lambda: self._route_by_model(exchange, started))
             return
-        target.arrive()
         forwarding = Forwarding(self.forwarder, exchange, target, started)
         if not forwarding.send_now():
             in_task(exchange, forwarding.wait_and_send)
@@ -218,21 +217,7 @@ class Proxy:
             self.answers.fail(exchange, exc, name, started)
             exchange.finish()
             return
-        target.arrive(document)
-        adapter = None
-        if target.adapters is not None:  # the model may be one of its LoRA adapters
-            model = document.get("model") if isinstance(document, dict) else None
-            adapter = model if model in target.adapters.declared else None
-        forwarding = Forwarding(
-            self.forwarder,
-            exchange,
-            target,
-            started,
-            body,
-            target.prompt_of(document),
-            document,
-            adapter,
-        )
+        forwarding = Forwarding(self.forwarder, exchange, target, started, body, document)
         if not forwarding.send_now():
             await forwarding.wait_and_send()
 

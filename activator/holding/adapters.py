@@ -333,8 +333,8 @@ class AdapterSlots:
         while one may (module docstring, "Never, said at once")."""
         if name not in self.declared:
             return self._withdrawn(name)
-        if not ready or any(not t.ready and not t.draining for t in known):
-            return None  # at zero, or a replica is still starting: one to come may serve it
+        if not ready or any(t not in ready and not t.draining for t in known):
+            return None  # at zero, or a replica starting or asleep: one to come may serve it
         now = self._clock()
         unsupported = 0
         said: list[str] = []

@@ -35,8 +35,9 @@ endpoint:
   endpoint handed to it in the same instant is given back.
 
 ``limit`` is this activator's per-replica bound: its share of the target's
-``container-concurrency``, which the target works out
-(:class:`~activator.holding.target.Target`); the gate keeps no spec of its own.
+``container-concurrency``, which the target works out from the scaler's
+word (:class:`~activator.holding.scaler_word.ScalerWord`); the gate keeps no
+spec of its own.
 
 The gate also keeps what ``/v1/stats`` reports: arrivals (:meth:`Gate.arrive`),
 and the time integral of ``in_flight + buffered`` from which the period's
@@ -45,17 +46,17 @@ read of the loop's clock (:mod:`activator.clock`). How a replica is chosen
 among the ready ones (by load, by prompt prefix, by a LoRA adapter's
 slots) is its target's, handed in as ``choose``.
 
-Its public surface is small: :meth:`~Gate.arrive`, :meth:`~Gate.try_acquire`,
-:meth:`~Gate.acquire`, :meth:`~Gate.release` and :meth:`~Gate.mark_down` on
-the request path; :meth:`~Gate.configure` for its target, :meth:`~Gate.close` for the
-registry; :meth:`~Gate.refuse` for the reporter (Tidal
-will not wake the target); :meth:`~Gate.dispatch` and :meth:`~Gate.settle`
-when what held requests may get changed; :meth:`~Gate.take_period`,
-:meth:`~Gate.pods` and :attr:`~Gate.sheds` for reports. The gate owns its target's
-:class:`~activator.replicas.readiness.TargetEndpoints` and is told of readiness
-changes through the callback it hands them at construction. When it holds a
-request while no endpoint is ready it calls ``wake(name)``, a plain
-synchronous callback (in the activator it puts the target on the reporter's
+The gate is the queue and its counts, and only its target calls it
+(:mod:`activator.holding.target`): :meth:`~Gate.arrive`,
+:meth:`~Gate.try_acquire`, :meth:`~Gate.admit`, :meth:`~Gate.acquire` and
+:meth:`~Gate.release` on the request path; :meth:`~Gate.configure`,
+:meth:`~Gate.settle` (what held requests may get changed), :meth:`~Gate.refuse`
+and :meth:`~Gate.close` from its target's upkeep; :meth:`~Gate.take_period`,
+:meth:`~Gate.pods` and :attr:`~Gate.sheds` for its reports. It reads its
+target's :class:`~activator.replicas.readiness.TargetEndpoints` (which
+replicas are ready) and writes none of it. When it holds a request while no
+endpoint is ready it calls ``wake(name)``, a plain synchronous callback (in
+the activator it puts the target on the reporter's
 :class:`~activator.scaler_link.wake_queue.WakeQueue`): the gate itself never
 does I/O and knows nothing of the scaler.
 """
@@ -120,6 +121,7 @@ class Gate:
         *,
         max_buffered: int,
         limit: int = 0,
+        endpoints: TargetEndpoints | None = None,
         rng: random.Random | None = None,
         clock: Clock = loop_time,
         wake: Callable[[str], None] | None = None,
@@ -135,7 +137,9 @@ class Gate:
         self._waiters: FairHoldQueue[_Held] = FairHoldQueue(_waiting)
         # Held LoRA adapter requests: their pickers and places (empty without adapters).
         self._pickers: dict[_Held, tuple[AdapterPicker, HoldClass]] = {}
-        self.endpoints = TargetEndpoints(name, on_change=self.settle)
+        # Its target's endpoints (read here: the ready ones); a gate of its own makes
+        # its own, and looks again at each change.
+        self.endpoints = endpoints or TargetEndpoints(name, on_change=self.settle)
         self.wakes = WakeClock()
         self.buffered = 0
         # Held requests by class label; those shed, by class label and cause.
@@ -326,10 +330,6 @@ class Gate:
         self.in_flight -= 1
         if self._waiters:
             self.dispatch()
-
-    def mark_down(self, tracker: EndpointTracker) -> None:
-        """A connection to ``tracker`` failed before any byte went out: out of rotation."""
-        self.endpoints.mark_down(tracker)
 
     def dispatch(self) -> None:
         """Hand free endpoints to the held requests in release order, passing over those

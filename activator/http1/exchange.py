@@ -67,7 +67,8 @@ class Exchange:
         self.head = head
         self.body = body
         rid = head.index.get(b"x-request-id")
-        self.request_id = rid if rid else next_request_id()
+        # next_request_id(), written out: one call less for every request.
+        self.request_id = rid if rid else _ID_FORMAT % next(_id_counter)
         self.started = False  # a byte of the answer went to the client
         # The replica connection relaying into this exchange (pauses with the client).
         self.relay: Relay | None = None

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from activator.targets import (
@@ -52,6 +52,7 @@ from activator.targets import (
     DEFAULT_RESEND_UNANSWERED,
     MAX_BUFFERED_RANGE,
     Adapter,
+    Discovered,
     Endpoint,
     TargetSpec,
     adapters_from_mapping,
@@ -467,7 +468,7 @@ def build_targets(
     *,
     nodes_under_notice: frozenset[str] = frozenset(),
     configmaps: Mapping[str, Obj] | None = None,
-) -> tuple[dict[str, TargetSpec], list[str]]:
+) -> tuple[dict[str, Discovered], list[str]]:
     """Join the three kinds; ``services`` by ``namespace/name``. Returns (targets, problems).
 
     Endpoints on a node in ``nodes_under_notice`` are draining; ``configmaps``
@@ -479,7 +480,7 @@ def build_targets(
         svc = (meta.get("labels") or {}).get(SERVICE_NAME_LABEL)
         if svc:
             by_service.setdefault(f"{meta.get('namespace', '')}/{svc}", []).append(sl)
-    targets: dict[str, TargetSpec] = {}
+    targets: dict[str, Discovered] = {}
     problems: list[str] = []
     for dep in deployments:
         labels = _meta(dep).get("labels") or {}
@@ -499,5 +500,5 @@ def build_targets(
             service=services.get(svc_key),
             nodes_under_notice=nodes_under_notice,
         )
-        targets[routing.spec.name] = replace(routing.spec, endpoints=endpoints)
+        targets[routing.spec.name] = Discovered(routing.spec, endpoints)
     return targets, problems

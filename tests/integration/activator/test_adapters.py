@@ -34,7 +34,7 @@ import openai
 import pytest
 
 from activator.app import Activator
-from activator.targets import Adapter, Endpoint, TargetSpec
+from activator.targets import Adapter, Discovered, Endpoint, TargetSpec
 from loadtests.sandbox.servers.lora import LoraParams
 from loadtests.sandbox.servers.server import ModelServer, ServerConfig
 from loadtests.sandbox.servers.vllm import VllmApp
@@ -87,14 +87,14 @@ async def _fleet(
     async with contextlib.AsyncExitStack() as stack:
         for server in servers:
             await stack.enter_async_context(server)
-        target = TargetSpec(
+        spec = TargetSpec(
             name="default/base",
             models=("base",),
-            endpoints=tuple(Endpoint("127.0.0.1", s.port, ready=True) for s in servers),
             adapters=ADAPTERS,
             adapter_keep_alive_s=1.0,
             cold_start_timeout_s=cold_start_timeout_s,
         )
+        target = Discovered(spec, tuple(Endpoint("127.0.0.1", s.port, ready=True) for s in servers))
         cfg = settings(scaler, adapter_refresh_s=0.2)
         activator = await stack.enter_async_context(running_activator(StaticSource(target), cfg))
         client = openai.AsyncOpenAI(
@@ -181,7 +181,7 @@ async def test_replicas_without_lora_answer_an_adapter_request_at_once_naming_th
             activator,
         ):
             target = activator.registry.targets["default/base"]
-            slots, endpoints = target.adapters, target.gate.endpoints
+            slots, endpoints = target.adapters, target.endpoints
             assert slots is not None
             # Once the replicas were read (every --adapter-refresh-s): none has LoRA.
             await wait_until(

@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 
 from activator.app import Activator
-from activator.http1 import ClientConnection
+from activator.http1.connections import OpenConnection
 from tests.integration.activator.helpers import (
     Backend,
     StaticSource,
@@ -27,7 +27,7 @@ from tests.integration.activator.helpers import (
 )
 
 
-def _serving(act: Activator) -> list[ClientConnection]:
+def _serving(act: Activator) -> list[OpenConnection]:
     return [c for c in act.connections if c.current is not None]
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.utils import floatToGoString
 
-from activator.holding.gate import Gate
 from activator.holding.target import Target
 from activator.metrics import _DURATION_BUCKETS, PREFIX, Metrics
 from activator.targets import TargetSpec
@@ -81,12 +80,12 @@ def test_a_scrape_of_only_the_request_families_reads_them() -> None:
 
 
 def test_held_waits_and_sheds_are_by_class_and_cause_and_never_by_tenant() -> None:
-    gate = Gate("ns/t", max_buffered=10)
+    target = Target(TargetSpec(name="ns/t"))
+    gate = target.gate
     gate.held_by_class["critical"] = 2
     for _ in range(3):
         gate.sheds.note("sheddable", "at_zero")
     gate.sheds.note("standard", "tenant_share")
-    target = Target(TargetSpec(name="ns/t"), gate)
     registry = CollectorRegistry()
     metrics = Metrics(registry, targets=lambda: {"ns/t": target})
     metrics.observe_hold("ns/t", "critical", 0.3)

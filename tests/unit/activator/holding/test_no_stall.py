@@ -40,7 +40,7 @@ from activator.holding.target import HoldTicket, Target
 from activator.replicas.lora_client import LoadRefused
 from activator.replicas.lora_state import LoraInfo
 from activator.routing.registry import Registry
-from activator.targets import Adapter, Endpoint, TargetSpec
+from activator.targets import Adapter, Discovered, Endpoint, TargetSpec
 
 # Time moves as soon as nothing is ready to run (looptime waits 42 idle loop cycles by
 # default before it moves the clock: 10,000 steps of it would cost most of this test).
@@ -102,7 +102,7 @@ class World:
         self.registry = Registry(rng=random.Random(seed), adapter_io=self.io)
         self.ready = [True, True]
         self.declared: tuple[str, ...] = ("a", "b")
-        self.keeper = AdapterKeeper(lambda: self.registry.targets.values(), interval_s=1.0)
+        self.keeper = AdapterKeeper(self.registry.refresh_adapters, interval_s=1.0)
         self.requests: list[Request] = []
         self.seen: Counter[str] = Counter()
         self.read_since_change = False
@@ -119,10 +119,9 @@ class World:
             container_concurrency=LIMIT,
             cold_start_timeout_s=30.0,
             max_buffered=50,
-            endpoints=endpoints,
             adapters=tuple(Adapter(n, f"org/{n}") for n in self.declared),
         )
-        self.registry.apply({NAME: spec})
+        self.registry.apply({NAME: Discovered(spec, endpoints)})
 
     @property
     def target(self) -> Target:
@@ -143,8 +142,9 @@ class World:
         target = self.target  # read once, as the proxy does when it routes
         place = self.rng.choice(PLACES)
         loop = asyncio.get_running_loop()
+        ticket = HoldTicket(target.spec, lambda: place, adapter=request.adapter)
         try:
-            tracker = await target.take(HoldTicket(lambda: place, adapter=request.adapter))
+            tracker = await target.take(ticket)
         except HoldError as exc:
             request.outcome = type(exc).__name__
             return
@@ -155,7 +155,7 @@ class World:
         try:
             await asyncio.sleep(self.rng.choice((0.1, 0.5, 2.0)))  # its answer streams
         finally:
-            target.give_back(tracker, request.adapter)
+            target.give_back(tracker, ticket)
 
     def arrive(self, adapter: str | None) -> None:
         loop = asyncio.get_running_loop()

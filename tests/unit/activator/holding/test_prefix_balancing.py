@@ -18,6 +18,7 @@ token-id prompts, ``max_tokens``); a Deployment with
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -25,16 +26,18 @@ from prometheus_client import CollectorRegistry
 from activator.balancing.prefix_key import (
     BLOCK_CHARS,
     PROMPT_SIZE_BOUNDS,
+    PromptBlocks,
     estimated_tokens,
     prompt_blocks,
 )
 from activator.holding.gate import ColdStartTimeout
+from activator.holding.scaler_word import ScalerWord
 from activator.holding.target import Target
 from activator.kube.translate import target_from_deployment
 from activator.metrics import PREFIX, Metrics
 from activator.routing.registry import Registry
 from activator.routing.routes_file import parse_routes
-from activator.targets import Endpoint, TargetSpec
+from activator.targets import Discovered, Endpoint, TargetSpec
 from scaler.policy.api import PROMPT_SIZE_BOUNDS as SCALER_PROMPT_SIZE_BOUNDS
 
 SYSTEM = {"role": "system", "content": "You are a careful assistant. " * 20}
@@ -87,9 +90,21 @@ def _body(messages: list[dict[str, str]]) -> object:
     return json.loads(json.dumps({"model": "m", "messages": messages}))
 
 
-def _prefixed(**kw: object) -> Target:
-    spec = TargetSpec(name="ns/t", max_buffered=10, balancing="prefix", endpoints=tuple(ENDPOINTS))
-    return Target.new(spec, clock=lambda: 0.0, **kw)  # type: ignore[arg-type]
+def _prompt(target: Target, messages: list[dict[str, str]]) -> PromptBlocks | None:
+    """What the target balances a request with ``messages`` by (and counts its arrival)."""
+    return target.arrive(_body(messages))[0]
+
+
+def _target(name: str = "ns/t", *, activators: int = 1, **kw: Any) -> Target:
+    word = ScalerWord()
+    word.hear_activators(activators)
+    target = Target(TargetSpec(name=name, max_buffered=10, **kw), word=word, clock=lambda: 0.0)
+    target.set_endpoints(ENDPOINTS)
+    return target
+
+
+def _prefixed(**kw: Any) -> Target:
+    return _target(balancing="prefix", **kw)
 
 
 def test_a_prefix_target_keeps_a_conversation_on_one_replica() -> None:
@@ -97,7 +112,7 @@ def test_a_prefix_target_keeps_a_conversation_on_one_replica() -> None:
     for topic in ("rust", "go", "sql", "css", "bash", "c"):
         where = set()
         for messages in turns(topic, 4):
-            tracker = target.try_take(target.prompt_of(_body(messages)))
+            tracker = target.try_take(_prompt(target, messages))
             assert tracker is not None
             where.add(tracker.key)
             target.give_back(tracker)
@@ -110,16 +125,15 @@ def test_each_activator_records_its_share_of_a_replicas_cache() -> None:
     assert prefix is not None
     whole = prefix.router.config.capacity_blocks
     assert prefix.router.index.capacity == whole // 2
-    target.set_activators(4)
+    target.word.hear_activators(4)
+    target.configure()  # the registry tells it the scaler's word changed
     assert target.prefix is prefix  # the same record, resized
     assert prefix.router.index.capacity == whole // 4
 
 
 def test_prefix_picks_are_counted_by_outcome_and_a_load_gate_counts_none() -> None:
     prefixed = _prefixed()
-    by_load = Target.new(
-        TargetSpec(name="ns/plain", max_buffered=10, endpoints=tuple(ENDPOINTS)), clock=lambda: 0.0
-    )
+    by_load = _target("ns/plain")
     registry = CollectorRegistry()
     Metrics(registry, targets=lambda: {"ns/t": prefixed, "ns/plain": by_load})
 
@@ -128,7 +142,7 @@ def test_prefix_picks_are_counted_by_outcome_and_a_load_gate_counts_none() -> No
         return registry.get_sample_value(PREFIX + "prefix_routes_total", labels)
 
     def send(messages: list[dict[str, str]] | None, to: Target = prefixed) -> str:
-        tracker = to.try_take(to.prompt_of(_body(messages)) if messages else None)
+        tracker = to.try_take(_prompt(to, messages) if messages else None)
         assert tracker is not None
         to.give_back(tracker)
         return tracker.key
@@ -149,11 +163,9 @@ def test_prefix_picks_are_counted_by_outcome_and_a_load_gate_counts_none() -> No
 
 
 async def test_a_held_request_is_counted_once() -> None:
-    target = Target.new(
-        TargetSpec(name="ns/t", max_buffered=10, balancing="prefix"), clock=lambda: 0.0
-    )
+    target = Target(TargetSpec(name="ns/t", max_buffered=10, balancing="prefix"), clock=lambda: 0.0)
     assert target.prefix is not None
-    assert target.try_take(target.prompt_of(_body(turns("rust", 1)[0]))) is None
+    assert target.try_take(_prompt(target, turns("rust", 1)[0])) is None
     with pytest.raises(ColdStartTimeout):
         await target.gate.acquire(0.01)  # the proxy's next step: hold it
     assert target.prefix.routes["held"] == 1
@@ -161,18 +173,18 @@ async def test_a_held_request_is_counted_once() -> None:
 
 
 def test_the_default_target_reads_no_prompt() -> None:
-    target = Target.new(
-        TargetSpec(name="ns/t", max_buffered=10, endpoints=tuple(ENDPOINTS)), clock=lambda: 0.0
-    )
+    target = _target()
     assert target.prefix is None
-    assert target.prompt_of(_body(turns("rust", 1)[0])) is None
+    assert _prompt(target, turns("rust", 1)[0]) is None
 
 
 def test_the_registry_hands_the_target_its_balancing() -> None:
     registry = Registry()
-    registry.apply({"ns/t": TargetSpec(name="ns/t", balancing="prefix", endpoints=(ENDPOINTS[0],))})
+    registry.apply(
+        {"ns/t": Discovered(TargetSpec(name="ns/t", balancing="prefix"), tuple(ENDPOINTS))}
+    )
     assert registry.targets["ns/t"].prefix is not None
-    registry.apply({"ns/t": TargetSpec(name="ns/t", endpoints=(ENDPOINTS[0],))})
+    registry.apply({"ns/t": Discovered(TargetSpec(name="ns/t"), tuple(ENDPOINTS))})
     assert registry.targets["ns/t"].prefix is None
 
 
@@ -208,7 +220,7 @@ def test_only_a_model_with_a_ttft_objective_counts_tokens() -> None:
         notes = {"routing.tidal.dev/models": "m", **annotations}
         deployment = {"metadata": {"name": "m", "namespace": "ns", "annotations": notes}}
         registry = Registry()
-        registry.apply({"ns/m": target_from_deployment(deployment).spec})
+        registry.apply({"ns/m": Discovered(target_from_deployment(deployment).spec)})
         return registry.targets["ns/m"]
 
     body = {"model": "m", "prompt": "x" * 400, "max_tokens": 9}
@@ -231,6 +243,6 @@ def test_only_a_model_with_a_ttft_objective_counts_tokens() -> None:
 
 def test_the_routes_file_reads_balancing_and_names_what_is_allowed() -> None:
     specs = parse_routes("targets:\n  - name: ns/t\n    balancing: prefix\n")
-    assert specs["ns/t"].balancing == "prefix"
+    assert specs["ns/t"].spec.balancing == "prefix"
     with pytest.raises(ValueError, match="balancing must be one of least-loaded, prefix"):
         parse_routes("targets:\n  - name: ns/t\n    balancing: sticky\n")
