@@ -14,9 +14,9 @@ relayed as a stream. The steps, in order, each written once:
    the body's ``model`` (read whole, bounded, in a task); ``GET /v1/models``
    and ``GET /v1/models/{id}`` that no route claims are answered here; a
    body over the limit is refused;
-3. to 5. (:mod:`activator.forwarding`): take an endpoint from the target's
-   gate, at once when one has room, else held until one does
-   (:mod:`activator.holding.gate`); forward over a pooled keep-alive
+3. to 5. (:mod:`activator.forwarding`): take an endpoint from the
+   target, at once when one has room, else held until one does
+   (:mod:`activator.holding.target`); forward over a pooled keep-alive
    connection with hop-by-hop headers removed and ``X-Forwarded-*`` and
    ``X-Request-Id`` set, streaming the request body as it arrives
    (:func:`activator.http1.send`); relay the response as it arrives

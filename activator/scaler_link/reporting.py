@@ -2,11 +2,11 @@
 
 ``POST /v1/stats`` (docs/architecture.md) goes out every ``period_s`` with the bearer
 token. For each known target it carries the time-weighted mean of
-``in_flight + buffered`` over the period (from the gates' running integral,
+``in_flight + buffered`` over the period (from each target's running integral,
 divided by the period actually elapsed, so a late tick does not inflate it),
 the counts at the end of the period, the arrivals, and in-flight per replica;
 for a target with a TTFT objective also the estimated prompt tokens and the
-``max_tokens`` of the period's arrivals (:mod:`activator.holding.gate`); where
+``max_tokens`` of the period's arrivals (:mod:`activator.holding.token_tally`); where
 priority classes are in use (anything held outside ``standard``, or anything
 shed in the period), the requests held by class and those shed, for
 ``tidal status``.
