@@ -429,7 +429,7 @@ class Forwarding:
         if conn is not None:
             self.forwarder.pool.release(conn)
         if tracker is not None:
-            self._give_back(tracker)
+            self.target.give_back(tracker, self.ticket)  # _give_back, written out
 
     def cancel(self) -> None:
         """The client went away (or the server shuts): abandon the replica's answer."""

@@ -235,9 +235,10 @@ class AnswerParser:
             self.close_delimited = True
             close = True
             rest = head[end:]
-        if close or not exchange.head.keep_alive or exchange.closes_after:
+        conn = exchange.conn
+        if close or not exchange.head.keep_alive or conn.must_close:
             close = True
-            exchange.close_after()
+            conn.must_close = True
         out = response_head(
             status,
             self.reason,

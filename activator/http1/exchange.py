@@ -80,15 +80,6 @@ class Exchange:
     def http10(self) -> bool:
         return self.head.version == "1.0"
 
-    @property
-    def closes_after(self) -> bool:
-        """The client connection closes after this answer."""
-        return self.conn.must_close
-
-    def close_after(self) -> None:
-        """Close the client connection after this answer."""
-        self.conn.must_close = True
-
     def replica_congested(self) -> None:
         """The replica connection the body goes to is full: stop reading the client."""
         self.conn.pause_body(PAUSE_UPSTREAM)

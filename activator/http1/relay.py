@@ -22,7 +22,7 @@ from typing import Protocol
 
 from activator.http1.heads import RequestHead
 
-__all__ = ["ClientBody", "ClientSide", "Relay"]
+__all__ = ["ClientBody", "ClientFlags", "ClientSide", "Relay"]
 
 
 class Relay(Protocol):
@@ -45,6 +45,14 @@ class ClientBody(Protocol):
     def keep_no_more(self) -> None: ...
 
 
+class ClientFlags(Protocol):
+    """The client connection, as far as the replica side may know it."""
+
+    # The connection closes after this answer (the replica side may also decide so:
+    # a close-delimited answer, an HTTP/1.0 client that cannot read chunks).
+    must_close: bool
+
+
 class ClientSide(Protocol):
     """One client exchange, as the replica side relays an answer into it."""
 
@@ -57,12 +65,7 @@ class ClientSide(Protocol):
     def body(self) -> ClientBody: ...
 
     @property
-    def closes_after(self) -> bool:
-        """The client connection closes after this answer."""
-        ...
-
-    def close_after(self) -> None:
-        """Close the client connection after this answer."""
+    def conn(self) -> ClientFlags: ...
 
     def write(self, data: bytes) -> None:
         """Bytes of the answer, to the client now."""
