@@ -22,7 +22,8 @@ from loadtests.sandbox.cluster.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
-from loadtests.sandbox.cluster.store import Store, Watcher
+from loadtests.sandbox.cluster.store import Store
+from loadtests.sandbox.cluster.watch_history import Watcher
 
 __all__ = ["ResourceContext"]
 

@@ -27,7 +27,7 @@ from loadtests.sandbox.cluster.errors import (
 )
 from loadtests.sandbox.cluster.resources import ResourceType
 from loadtests.sandbox.cluster.selectors import FieldSelector, parse_field_selector
-from loadtests.sandbox.cluster.store import Watcher, WatchEvent
+from loadtests.sandbox.cluster.watch_history import Watcher, WatchEvent
 
 __all__ = ["bookmark_line", "serve_watch", "table_event_line"]
 

@@ -100,7 +100,7 @@ from loadtests.sandbox.cluster.errors import NotFound
 from loadtests.sandbox.cluster.pod_logs import container_log_path
 from loadtests.sandbox.cluster.quantity import parse_duration
 from loadtests.sandbox.cluster.simple_launcher import SimpleLauncher
-from loadtests.sandbox.cluster.store import Store, rfc3339
+from loadtests.sandbox.cluster.store import ObjectReader, Store, rfc3339
 from loadtests.sandbox.servers.spec import Engine, Launcher, ServerProcess, ServerSpec
 
 __all__ = [
@@ -175,7 +175,7 @@ def _log_path(pod: Obj, container: Obj, log_dir: Path | None) -> str | None:
     )
 
 
-def routed_models(store: Store, pod: Obj) -> str | None:
+def routed_models(store: ObjectReader, pod: Obj) -> str | None:
     """``routing.tidal.dev/models`` of the nearest owner that has it (pod -> ReplicaSet ->
     Deployment -> the user's Deployment of a spot companion)."""
     kinds = {"ReplicaSet": REPLICASETS, "Deployment": DEPLOYMENTS}
