@@ -75,8 +75,6 @@ ALLOWED: frozenset[str] = frozenset(
         "loadtests.bench.bench_cluster:run_bench",
         "loadtests.bench.bench_model_server:launcher._ensure_zygote",
         "loadtests.bench.bench_scaler_scale:run_bench",
-        "loadtests.report",
-        "loadtests.report:merge",
         "loadtests.sandbox.cluster.admin:site._server",
         "loadtests.sandbox.cluster.apiserver.context:ResourceContext",
         "loadtests.sandbox.cluster.apiserver.server:ApiServer",
