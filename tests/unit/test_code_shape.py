@@ -85,8 +85,6 @@ ALLOWED: frozenset[str] = frozenset(
         "loadtests.sandbox.servers.cli:configure",
         "loadtests.sandbox.servers.engine_runtime:stream._wake",
         "loadtests.sandbox.servers.launcher:process._exited",
-        "loadtests.sandbox.servers.vllm",
-        "loadtests.sandbox.servers.vllm:VllmApp",
         "loadtests.sandbox.stack:SandboxStack",
         "scaler.actuator",
         "scaler.warm.tier:WarmTier",
