@@ -13,7 +13,7 @@ wraps hold, send and release in one call:
    request that never waits reads no such header);
 2. **take a connection** to it from the pool: an idle keep-alive one at
    once, else a new one (awaited);
-3. **send** the request over it (:func:`activator.http1.send`); the replica
+3. **send** the request over it (:meth:`activator.http1.UpstreamConnection.send`); the replica
    connection relays the answer by callbacks and calls :meth:`Forwarding.done`
    once when it ended;
 4. **end**: give back the connection and the endpoint, count the request,
@@ -400,8 +400,7 @@ class Forwarding:
         exchange.cancel = self.cancel
         forwarder = self.forwarder
         try:
-            http1.send(
-                conn,
+            conn.send(
                 exchange,
                 body=self.body,
                 max_body_bytes=forwarder.max_body_bytes,

@@ -21,7 +21,7 @@ relayed as a stream. The steps, in order, each written once:
    (:mod:`activator.holding.target`); forward over a pooled keep-alive
    connection with hop-by-hop headers removed and ``X-Forwarded-*`` and
    ``X-Request-Id`` set, streaming the request body as it arrives
-   (:func:`activator.http1.send`); relay the response as it arrives
+   (:meth:`activator.http1.UpstreamConnection.send`); relay the response as it arrives
    (server-sent events included). Only idle timeouts apply, never a total
    one, so a long generation is not cut.
 

@@ -70,8 +70,6 @@ ALLOWED: frozenset[str] = frozenset(
         "simulator.engine.llm",
         "simulator.world",
         # split by job on this branch, one commit each
-        "activator.http1.upstream",
-        "activator.http1.upstream:UpstreamConnection",
         "loadtests.bench.bench_cluster:run_bench",
         "loadtests.bench.bench_model_server:launcher._ensure_zygote",
         "loadtests.bench.bench_scaler_scale:run_bench",
