@@ -88,6 +88,7 @@ from scaler.kube.types import (
     CompanionInfo,
     DeploymentInfo,
     EventSink,
+    EventSubject,
     LeaderElector,
     PodInfo,
     ScaleState,
@@ -644,19 +645,22 @@ class Actuator:
             log.warning("%s: could not record event %s: %s", d.key, WRITES_FAILING, warn_exc)
 
     async def note(
-        self, deployment: DeploymentInfo, *, reason: str, message: str, warning: bool = False
-    ) -> None:
-        """An Event about ``deployment`` that goes with no scale write (the warm tier's
-        sleeps and wakes, refused adapter loads); fenced like every write, best effort
-        like the Event after a change. A follower raises none, and that is no failure."""
+        self, subject: EventSubject, *, reason: str, message: str, warning: bool = False
+    ) -> bool:
+        """An Event about ``subject`` (a Deployment, or an InferencePool) that goes with
+        no scale write (the warm tier's sleeps and wakes, refused adapter loads, what is
+        wrong with a pool); fenced like every write, best effort like the Event after a
+        change. A follower raises none, and that is no failure. True when it was written."""
         if not self._leader.is_leader:
-            return
+            return False
         try:
             async with self._slots:
                 self._fence()
-                await self._events.emit(deployment, reason=reason, message=message, warning=warning)
+                await self._events.emit(subject, reason=reason, message=message, warning=warning)
         except (KubeError, _LeaseLost) as exc:
-            log.warning("%s: could not record event %s: %s", deployment.key, reason, exc)
+            log.warning("%s: could not record event %s: %s", subject.key, reason, exc)
+            return False
+        return True
 
     async def _announce(self, plan: WritePlan, decision: Decision, before: int) -> None:
         d = plan.deployment

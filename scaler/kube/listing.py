@@ -8,7 +8,7 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from groundwork.kube.raw import call_json
-from scaler.kube.cluster import deployment_from_raw
+from scaler.kube.objects import deployment_from_raw
 from scaler.kube.placement_watch import companion_from_raw
 from scaler.kube.types import ENABLED_LABEL, CompanionInfo, DeploymentInfo
 from scaler.policy.placement.companion import CAPACITY_TYPE_LABEL

@@ -20,8 +20,8 @@
   must not outlive is the scale, so that is what it tests; a failed test
   (HTTP 422) comes out as a :class:`~groundwork.kube.errors.Conflict`, as a
   stale version would.
-- **Events**: core/v1 Events involving the Deployment, from component
-  ``tidal-scaler``.
+- **Events**: core/v1 Events involving the Deployment (or, for what is
+  wrong with an InferencePool, the pool), from component ``tidal-scaler``.
 
 All failures come out as :mod:`groundwork.kube.errors` types. Only
 :mod:`scaler.actuator` imports this module (an import contract in
@@ -43,7 +43,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from groundwork.kube.errors import Conflict, KubeError, NotFound, translate
 from groundwork.kube.raw import check_response
-from scaler.kube.types import POD_DELETION_COST, STATUS_ANNOTATION, DeploymentInfo, ScaleState
+from scaler.kube.types import POD_DELETION_COST, STATUS_ANNOTATION, EventSubject, ScaleState
 
 __all__ = ["COMPONENT", "KubeEvents", "KubeScaleTarget"]
 
@@ -195,7 +195,7 @@ class KubeEvents:
         self._timeout_s = request_timeout_s
 
     async def emit(
-        self, target: DeploymentInfo, *, reason: str, message: str, warning: bool = False
+        self, target: EventSubject, *, reason: str, message: str, warning: bool = False
     ) -> None:
         now = _now_rfc3339()
         body = {
@@ -206,8 +206,8 @@ class KubeEvents:
                 "namespace": target.namespace,
             },
             "involvedObject": {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
+                "apiVersion": target.api_version,
+                "kind": target.kind,
                 "name": target.name,
                 "namespace": target.namespace,
                 "uid": target.uid,

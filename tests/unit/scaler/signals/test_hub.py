@@ -117,7 +117,9 @@ def test_observe_combines_and_marks_partial_views() -> None:
 def test_dropped_target_loses_windows_and_names_are_unique() -> None:
     catalog = Catalog()
     catalog.targets = {"ns/a": ScalingConfig()}
-    hub = SignalHub(sources=[FakeSource("activator")], catalog=catalog)
+    source = FakeSource("activator")
+    source.readings["ns/a"] = reading(fresh=True, concurrency=1.0)
+    hub = SignalHub(sources=[source], catalog=catalog)
     hub.arrived("activator", now=1.0)
     assert hub.windows("ns/a") is not None
     catalog.targets = {}
