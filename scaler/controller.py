@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from groundwork.background_tasks import BackgroundTasks
 from scaler.actuator import Actuator
 from scaler.gpu_ledger import GpuLedger
+from scaler.kube.types import PoolInfo
 from scaler.metrics import Metrics
 from scaler.placement.placer import Placer
 from scaler.policy.api import Decision
@@ -60,6 +61,7 @@ from scaler.policy.protocol import Policy
 from scaler.signals.hub import SignalHub
 from scaler.targets.book import TargetBook, TargetConfig
 from scaler.targets.deciding import Decider
+from scaler.targets.pool_notices import PoolNotices
 from scaler.targets.publishing import Publisher
 from scaler.targets.reconciler import Outcome, Reconciler, Shared, Trigger
 from scaler.targets.state import TargetState
@@ -112,6 +114,11 @@ class Controller:
         )
         self._placer = placer  # removes orphan companions
         self._actuator = actuator
+
+        async def note(pool: PoolInfo, reason: str, message: str) -> bool:
+            return await actuator.note(pool, reason=reason, message=message, warning=True)
+
+        self._pool_notices = PoolNotices(note)
         self._metrics = metrics
         self._clock = clock
         self._settings = settings or ControllerSettings()
@@ -166,7 +173,7 @@ class Controller:
             return
         snapshots = self._book.snapshots()
         self._last_tick = now
-        self._sync(now)
+        entries = self._sync(now)
         orphans = []
         if self._placer is not None:
             # Companions of Deployments no longer opted in go, beside the decisions;
@@ -183,9 +190,11 @@ class Controller:
                 continue
             if outcome.writing is not None:
                 writing.append((reconciler, outcome.writing))
-        results, _ = await asyncio.gather(
+        results, _, _ = await asyncio.gather(
             asyncio.gather(*(w for _, w in writing), return_exceptions=True),
             asyncio.gather(*orphans),
+            # What is wrong with an InferencePool, said on the pool (leader only).
+            self._pool_notices.tend(self._book.pools(), entries, snapshots),
         )
         for (reconciler, _), result in zip(writing, results, strict=True):
             if isinstance(result, BaseException):

@@ -96,10 +96,15 @@ def pod_from_raw(obj: RawObject) -> PodInfo:
     meta = obj.get("metadata") or {}
     status = obj.get("status") or {}
     spec = obj.get("spec") or {}
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or ()
+    ready_condition = next(
+        (
+            c
+            for c in status.get("conditions") or ()
+            if c.get("type") == "Ready" and c.get("status") == "True"
+        ),
+        None,
     )
+    ready = ready_condition is not None
     ports: dict[str, int] = {}
     for container in spec.get("containers") or ():
         for port in container.get("ports") or ():
@@ -124,4 +129,7 @@ def pod_from_raw(obj: RawObject) -> PodInfo:
         created_at=_epoch(meta.get("creationTimestamp")),
         evicted=evicted,
         gpus=gpus_requested(spec),
+        ready_at=_epoch(ready_condition.get("lastTransitionTime")) or None
+        if ready_condition is not None
+        else None,
     )

@@ -156,6 +156,7 @@ class PodInfo:
     created_at: float = 0.0
     evicted: bool = False
     gpus: int = 0
+    ready_at: float | None = None  # epoch seconds it last turned Ready (None: not Ready)
 
     def port(self, number_or_name: int | str) -> int | None:
         if isinstance(number_or_name, int):

@@ -194,10 +194,12 @@ def reading_of(
         wait = _mean_wait(before, after, outcome)
         if wait is not None:
             observed[f"epp_queue_wait_{name}_s"] = wait
-    if after.ttft is not None and before.ttft is not None:
-        firsts = after.ttft.count - before.ttft.count
-        if firsts > 0 and after.ttft.sum_s >= before.ttft.sum_s:
-            observed["epp_ttft_mean_s"] = (after.ttft.sum_s - before.ttft.sum_s) / firsts
+    if after.ttft is not None:
+        # A labelled histogram has no series before its first observation.
+        count, total = (before.ttft.count, before.ttft.sum_s) if before.ttft else (0.0, 0.0)
+        firsts = after.ttft.count - count
+        if firsts > 0 and after.ttft.sum_s >= total:
+            observed["epp_ttft_mean_s"] = (after.ttft.sum_s - total) / firsts
     left = _total_left(after) - _total_left(before)
     misses = sum(after.left(o) - before.left(o) for o in NO_ENDPOINT)
     if left < 0 or misses < 0:  # the picker restarted
