@@ -58,7 +58,7 @@ from scaler.settings import (
 from scaler.signals.activator_reports import ActivatorReports
 from scaler.signals.base import TargetPods
 from scaler.signals.hub import HubSettings, SignalHub
-from scaler.signals.registry import Polled, polled_sources
+from scaler.signals.registry import Polled, SourceContext, polled_sources
 from scaler.targets.book import TargetBook
 from scaler.ticking import IntervalTicker
 from scaler.warm.gpu_memory import PrometheusGpuMemory
@@ -169,7 +169,8 @@ def _sources(settings: ScalerSettings, session: aiohttp.ClientSession) -> _Sourc
             namespace_label=prom.namespace_label,
             stale_after_s=prom.stale_after_s,
         )
-    return _Sources(settings.reports.build(), polled_sources(settings, session), memory)
+    polled = polled_sources(settings, SourceContext(session=session))
+    return _Sources(settings.reports.build(), polled, memory)
 
 
 def _placement(

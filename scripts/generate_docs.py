@@ -33,6 +33,7 @@ from groundwork.rules.scaling_keys import SCALING_KEYS
 from scaler.metrics import Metrics as ScalerMetrics
 from scaler.policy.annotations import STATUS_ANNOTATION
 from scaler.policy.events import EVENT_REASONS
+from scaler.policy.shapes.declarations import SHAPE_SPECS
 
 __all__ = ["PAGES", "annotations_page", "main", "metrics_page", "statuses_page"]
 
@@ -53,6 +54,7 @@ def annotations_page() -> str:
         "",
         _GENERATED.format(
             source="`groundwork/rules/scaling_keys.py` (SCALING_KEYS), "
+            "`scaler/policy/shapes/declarations.py` (SHAPE_SPECS), "
             "`groundwork/rules/pool_keys.py` (POOL_KEYS), "
             "`groundwork/rules/routing_keys.py` (ROUTING_KEYS) and "
             "`scaler/policy/events.py` (EVENT_REASONS)"
@@ -60,7 +62,11 @@ def annotations_page() -> str:
         "",
         'Opt a Deployment in with the **label** `autoscaling.tidal.dev/enabled: "true"`;',
         "the knobs below are **annotations** on the same Deployment. Durations are",
-        "Go-style (`500ms`, `90s`, `5m`, `1h30m`); percentages are 0-100.",
+        "Go-style (`500ms`, `90s`, `5m`, `1h30m`, `1.5h`; a bare `0` is zero, allowed",
+        "where the key's range starts at 0s; no sign, and no other bare number);",
+        "whole numbers are digits with an optional sign; percentages are 0-100. The",
+        "activator and the scaler read every key by the same rules, so a value one",
+        "of them refuses the other refuses too.",
         "",
         "Every value is checked. A bad one produces a Kubernetes",
         "Event of reason `InvalidAnnotation` naming each bad key, its value and what",
@@ -86,6 +92,21 @@ def annotations_page() -> str:
     for key in SCALING_KEYS:
         default = f"`{key.default}`" if key.default else "unset"
         lines.append(_row(f"`{key.name}`", default, key.allowed, key.meaning))
+    lines += [
+        "",
+        "## GPU shapes (declarations)",
+        "",
+        "The GPU shapes a model may run on, from the cluster's `tidal-shapes` table, and",
+        "its container's arguments, environment and price on each ([shapes.md](shapes.md)).",
+        "This version parses and checks these declarations",
+        "(`scaler/policy/shapes/declarations.py`); the scaler does not act on them yet and",
+        "names them as unknown keys, as it does any key it does not read.",
+        "",
+        _row("annotation", "default", "allowed", "meaning"),
+        _row("---", "---", "---", "---"),
+    ]
+    for spec in SHAPE_SPECS:
+        lines.append(_row(f"`{spec.key}`", "unset", spec.allowed, spec.meaning))
     lines += [
         "",
         "## Routing (read by the activator)",

@@ -25,6 +25,9 @@ Beside them, the pure pieces the controller, the hub and the actuator use:
 and SLO-first scaling: :mod:`~scaler.policy.slo.decide` (the decision with ``slo-ttft``),
 :mod:`~scaler.policy.slo.load` (load in tokens, learned capacity, sizing) and
 :mod:`~scaler.policy.idle.keep_alive` (warm or zero on expected cost).
+GPU shapes (:mod:`~scaler.policy.shapes`: the cluster's table, a
+Deployment's shapes, a shape's pod template) are parsed and built here but
+not yet used by the controller.
 """
 
 from scaler.policy.annotations import (

@@ -96,6 +96,7 @@ __all__ = [
     "PLACEMENT_PREFIX",
     "STATUS_ANNOTATION",
     "AnnotationProblem",
+    "AnnotationSpec",
     "InvalidAnnotation",
     "check_supported",
     "parse_scaling_config",
@@ -108,6 +109,19 @@ _ENABLED = AUTOSCALING_PREFIX + "enabled"
 
 #: Every key this module reads, and the InferencePool keys (scaler.policy.pool_annotations).
 KNOWN_KEYS: tuple[str, ...] = tuple(key.name for key in (*SCALING_KEYS, *POOL_KEYS))
+
+
+@dataclass(frozen=True, slots=True)
+class AnnotationSpec:
+    """A row of docs/annotations.md for keys read by a reader of their own (the GPU
+    shapes' ``placement.tidal.dev/shape-args.<shape>``), where one key of
+    :data:`~groundwork.rules.scaling_keys.SCALING_KEYS` has its grammar instead."""
+
+    key: str
+    default: str
+    allowed: str
+    meaning: str
+
 
 # Written by Tidal: the status, and the record of the on-demand pin (policy.companion).
 _ALLOWED_UNREAD = frozenset({STATUS_ANNOTATION, _ENABLED, PLACEMENT_PREFIX + "on-demand-pin"})

@@ -72,7 +72,7 @@ from scaler.signals.epp_metrics import (
     EppPoolReading,
     read_epp_metrics,
 )
-from scaler.signals.registry import Polled, PolledSourceSettings
+from scaler.signals.registry import Polled, PolledSourceSettings, SourceContext
 
 __all__ = ["ENDPOINT_PICKER", "EppSettings", "EppSource", "PickerError", "reading_of"]
 
@@ -111,14 +111,14 @@ class EppSettings(PolledSourceSettings):
     )
     max_concurrent: int = Field(16, ge=1, description="picker readings in flight at once")
 
-    def build(self, session: aiohttp.ClientSession) -> Polled | None:
+    def build(self, context: SourceContext) -> Polled | None:
         if not self.enabled:
             return None
         token = self.token_file
         if token is None and SERVICE_ACCOUNT_TOKEN.is_file():
             token = SERVICE_ACCOUNT_TOKEN
         source = EppSource(
-            session=session,
+            session=context.session,
             interval_s=self.interval_s,
             timeout_s=self.timeout_s,
             token_file=token,

@@ -29,7 +29,7 @@ from pydantic import Field
 from scaler.policy.api import SignalKind
 from scaler.signals.base import SourceReading, TargetPods
 from scaler.signals.prometheus_query import PrometheusError, PrometheusQuery, Sample
-from scaler.signals.registry import Polled, PolledSourceSettings
+from scaler.signals.registry import Polled, PolledSourceSettings, SourceContext
 
 __all__ = ["PROMETHEUS", "GpuMetric", "PrometheusGpu", "PrometheusSettings", "by_pod"]
 
@@ -72,8 +72,8 @@ class PrometheusSettings(PolledSourceSettings):
             return None
         return PrometheusQuery(session=session, url=self.url, timeout_s=self.timeout_s)
 
-    def build(self, session: aiohttp.ClientSession) -> Polled | None:
-        client = self.client(session)
+    def build(self, context: SourceContext) -> Polled | None:
+        client = self.client(context.session)
         if client is None:
             return None
         gpu = PrometheusGpu(

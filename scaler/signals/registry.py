@@ -32,7 +32,15 @@ from pydantic import BaseModel
 
 from scaler.signals.base import PolledSource
 
-__all__ = ["Polled", "PolledSourceSettings", "polled_sources"]
+__all__ = ["Polled", "PolledSourceSettings", "SourceContext", "polled_sources"]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceContext:
+    """What the service hands a source's settings to build it with (more may come,
+    such as a listing of what to poll, without changing the sources that need none)."""
+
+    session: aiohttp.ClientSession  # the scaler's HTTP client session
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,17 +56,17 @@ class PolledSourceSettings(BaseModel, ABC):
     """A polled source's settings group; a field of this type in ScalerSettings registers it."""
 
     @abstractmethod
-    def build(self, session: aiohttp.ClientSession) -> Polled | None:
-        """The source these settings describe, polled over ``session``; ``None`` when off."""
+    def build(self, context: SourceContext) -> Polled | None:
+        """The source these settings describe; ``None`` when it is off."""
 
 
-def polled_sources(settings: BaseModel, session: aiohttp.ClientSession) -> list[Polled]:
+def polled_sources(settings: BaseModel, context: SourceContext) -> list[Polled]:
     """Every polled source ``settings`` registers and turns on, in the fields' order."""
     built = []
     for name in type(settings).model_fields:
         group = getattr(settings, name)
         if isinstance(group, PolledSourceSettings):
-            polled = group.build(session)
+            polled = group.build(context)
             if polled is not None:
                 built.append(polled)
     return built

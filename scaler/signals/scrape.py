@@ -44,7 +44,7 @@ from pydantic import Field
 
 from scaler.policy.api import SignalKind
 from scaler.signals.base import Brought, Levels, PodEndpoint, SourceReading, TargetPods
-from scaler.signals.registry import Polled, PolledSourceSettings
+from scaler.signals.registry import Polled, PolledSourceSettings, SourceContext
 
 __all__ = [
     "SCRAPE",
@@ -293,11 +293,11 @@ class ScrapeSettings(PolledSourceSettings):
     )
     max_concurrent: int = Field(64, ge=1, description="scrapes in flight at once")
 
-    def build(self, session: aiohttp.ClientSession) -> Polled | None:
+    def build(self, context: SourceContext) -> Polled | None:
         if not self.enabled:
             return None
         scraper = PodScraper(
-            session=session,
+            session=context.session,
             timeout_s=self.timeout_s,
             stale_after_s=self.stale_after_s,
             max_concurrent=self.max_concurrent,

@@ -8,14 +8,16 @@ scaler importing the activator, a service importing the simulator, the
 activator importing the scaler, a scaler module other than the actuator,
 ``scaler.kube`` included, importing the Kubernetes write helpers, I/O or
 another activator module in an activator module the simulator runs, I/O in
-the EPP metrics reader, ``groundwork`` importing a service) added to a copy
-of the tree makes ``lint-imports`` fail and name the broken contract; an
-ignored import that matches nothing is an error; the purity contract covers
-every activator module ``simulator`` imports and names nothing it
-does not, so a new one cannot slip in unchecked; every groundwork module but
-the shared rules is forbidden to the pure packages, so a new one cannot slip
-into them either; the hub, the combination and the reconcilers import no
-demand source.
+the EPP metrics reader, I/O in the GPU catalog, groundwork beyond the
+rules and the catalog in ``scaler.policy``, ``groundwork`` importing a
+service) added to a copy of the tree makes ``lint-imports`` fail and name
+the broken contract; an ignored import that matches nothing is an error;
+the purity contract covers every activator module ``simulator`` imports
+and names nothing it does not, so a new one cannot slip in unchecked;
+every groundwork module but the shared rules and the GPU catalog (each
+pure under its own contract) is forbidden to the pure packages, so a new
+one cannot slip into them either; the hub, the combination and the
+reconcilers import no demand source.
 """
 
 from __future__ import annotations
@@ -200,6 +202,12 @@ def test_tree_as_is_keeps_contracts(tree_copy: Path) -> None:
             id="epp-metrics-reader-imports-aiohttp",
         ),
         pytest.param(
+            "groundwork/gpu_catalog.py",
+            "import groundwork.kube\n",
+            "the GPU catalog is pure data",
+            id="gpu-catalog-imports-kube",
+        ),
+        pytest.param(
             "groundwork/_violation.py",
             "import scaler\n",
             "groundwork imports neither service",
@@ -264,15 +272,21 @@ def test_purity_contract_names_every_activator_module_the_simulator_imports() ->
     assert not unused, f"{unused} in the purity contract: the simulator no longer imports them"
 
 
-_PURE_OF_GROUNDWORK = (
-    "scaler.policy is pure",
-    SIM_PURITY,
-    "the shared rules are pure and a leaf",
-)
+# The groundwork modules the pure packages may import: each is pure under its own contract.
+_PURE_GROUNDWORK = {
+    "groundwork.rules": "the shared rules are pure and a leaf",
+    "groundwork.gpu_catalog": "the GPU catalog is pure data",
+}
+# Per purity contract, the groundwork it may import (the shared rules are a leaf).
+_MAY_IMPORT = {
+    "scaler.policy is pure": set(_PURE_GROUNDWORK),
+    SIM_PURITY: set(_PURE_GROUNDWORK),
+    "the shared rules are pure and a leaf": {"groundwork.rules"},
+}
 
 
-@pytest.mark.parametrize("contract", _PURE_OF_GROUNDWORK)
-def test_the_pure_packages_may_import_only_the_shared_rules_of_groundwork(contract: str) -> None:
+@pytest.mark.parametrize("contract", sorted(_MAY_IMPORT))
+def test_the_pure_packages_may_import_only_the_pure_groundwork(contract: str) -> None:
     groundwork = {
         f"groundwork.{path.stem}"
         for path in (ROOT / "groundwork").iterdir()
@@ -280,8 +294,15 @@ def test_the_pure_packages_may_import_only_the_shared_rules_of_groundwork(contra
     }
     forbidden = _contract(contract)["forbidden_modules"]
     assert isinstance(forbidden, list)
-    assert groundwork - {"groundwork.rules"} <= set(forbidden), (
-        f"{contract}: add the new groundwork module(s) "
-        f"{sorted(groundwork - {'groundwork.rules'} - set(forbidden))} to its forbidden modules"
-    )
-    assert "groundwork.rules" not in forbidden and "groundwork" not in forbidden
+    unlisted = groundwork - _MAY_IMPORT[contract] - set(forbidden)
+    assert not unlisted, f"{contract}: add {sorted(unlisted)} to its forbidden modules"
+    assert "groundwork" not in forbidden
+
+
+@pytest.mark.parametrize("module", sorted(_PURE_GROUNDWORK))
+def test_the_groundwork_the_pure_packages_import_is_itself_pure(module: str) -> None:
+    own = _contract(_PURE_GROUNDWORK[module])
+    assert own["source_modules"] == [module]
+    forbidden = own["forbidden_modules"]
+    assert isinstance(forbidden, list)
+    assert {"asyncio", "aiohttp", "socket", "time", "groundwork.kube"} <= set(forbidden)

@@ -33,7 +33,7 @@ from scaler.policy.api import ScalingConfig, SignalKind
 from scaler.settings import ScalerSettings
 from scaler.signals.base import SourceReading, TargetPods
 from scaler.signals.hub import HubSettings, SignalHub
-from scaler.signals.registry import Polled, PolledSourceSettings, polled_sources
+from scaler.signals.registry import Polled, PolledSourceSettings, SourceContext, polled_sources
 
 pytestmark = pytest.mark.looptime
 
@@ -66,7 +66,7 @@ class Picker:
 class PickerSettings(PolledSourceSettings):
     url: str | None = Field(None, description="the picker's metrics URL (unset: off)")
 
-    def build(self, session: aiohttp.ClientSession) -> Polled | None:
+    def build(self, context: SourceContext) -> Polled | None:
         return Polled(Picker(), 3.0, 12.0) if self.url else None
 
 
@@ -76,7 +76,7 @@ class SettingsWithAPicker(ScalerSettings):
 
 async def test_the_polled_sources_are_the_registered_settings_groups() -> None:
     async with aiohttp.ClientSession() as session:
-        plain = polled_sources(ScalerSettings(), session)
+        plain = polled_sources(ScalerSettings(), SourceContext(session))
         # The endpoint picker is polled at its waiting room's pace, fresh by its full
         # readings' (every 1 s): 1.5 of them plus the timeout.
         assert [(p.source.name, p.every_s, p.fresh_within_s) for p in plain] == [
@@ -87,12 +87,14 @@ async def test_the_polled_sources_are_the_registered_settings_groups() -> None:
             prometheus={"url": "http://prom:9090", "interval_s": 10.0},
             endpoint_picker={"enabled": False},
         )
-        assert [(p.source.name, p.fresh_within_s) for p in polled_sources(both, session)] == [
+        assert [
+            (p.source.name, p.fresh_within_s) for p in polled_sources(both, SourceContext(session))
+        ] == [
             ("scrape", 4.0),
             ("prometheus", 17.0),
         ]
         none = ScalerSettings(scrape={"enabled": False}, endpoint_picker={"enabled": False})
-        assert polled_sources(none, session) == []
+        assert polled_sources(none, SourceContext(session)) == []
 
 
 class Catalog:
@@ -103,7 +105,7 @@ class Catalog:
 async def test_a_new_source_is_its_module_and_one_settings_field() -> None:
     settings = SettingsWithAPicker(picker={"url": "http://picker:9090"})
     async with aiohttp.ClientSession() as session:
-        polled = polled_sources(settings, session)
+        polled = polled_sources(settings, SourceContext(session))
     assert [p.source.name for p in polled] == ["scrape", "endpoint-picker", "a-picker"]
     picker = polled[2]
     hub = SignalHub(
