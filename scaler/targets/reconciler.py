@@ -377,4 +377,5 @@ class Reconciler:
             decided_at=self.decided_at,
             placement=self.placement,
             cost=cost,
+            pool=entry.pool.key if entry is not None and entry.pool is not None else None,
         )
