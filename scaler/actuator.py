@@ -91,6 +91,7 @@ from scaler.kube.types import (
     EventSubject,
     LeaderElector,
     PodInfo,
+    PodLabels,
     ScaleState,
     ScaleTarget,
     TargetSnapshot,
@@ -420,8 +421,10 @@ class Actuator:
         wall_time: Callable[[], str] = wall_time,
         settings: ActuatorSettings | None = None,
         placement: PlacementActuation | None = None,
+        pod_labels: PodLabels | None = None,
     ) -> None:
         self._placement = placement
+        self._pod_labels = pod_labels
         self._settings = settings or ActuatorSettings()
         if self._settings.max_concurrent_writes < 1:
             raise ValueError(
@@ -662,6 +665,20 @@ class Actuator:
             return False
         return True
 
+    async def label_pods(self, namespace: str, key: str, values: Mapping[str, str]) -> bool:
+        """Set label ``key`` on pods (the warm tier's awake label, docs/gateway-api.md);
+        fenced, leader only, best effort. True when every label was written."""
+        if not self._leader.is_leader or self._pod_labels is None or not values:
+            return False
+        try:
+            async with self._slots:
+                self._fence()
+                await self._pod_labels.set_pod_labels(namespace, key, values)
+        except (KubeError, _LeaseLost) as exc:
+            log.warning("%s: could not label pods %s: %s", namespace, sorted(values), exc)
+            return False
+        return True
+
     async def _announce(self, plan: WritePlan, decision: Decision, before: int) -> None:
         d = plan.deployment
         reason = change_reason(decision, before).value
@@ -755,4 +772,5 @@ def kube_actuator(
         metrics=metrics,
         settings=settings,
         placement=placement,
+        pod_labels=scale_target,
     )

@@ -59,6 +59,7 @@ from scaler.placement.placer import Placer
 from scaler.policy.api import Decision
 from scaler.policy.protocol import Policy
 from scaler.signals.hub import SignalHub
+from scaler.targets.awake_labels import AwakeLabels
 from scaler.targets.book import TargetBook, TargetConfig
 from scaler.targets.deciding import Decider
 from scaler.targets.pool_notices import PoolNotices
@@ -119,6 +120,7 @@ class Controller:
             return await actuator.note(pool, reason=reason, message=message, warning=True)
 
         self._pool_notices = PoolNotices(note)
+        self._awake = AwakeLabels(actuator)
         self._metrics = metrics
         self._clock = clock
         self._settings = settings or ControllerSettings()
@@ -205,6 +207,7 @@ class Controller:
         if warm is not None:
             warm.learn(now)  # the models' GPU memory footprints (leader only)
             warm.keep_room(now)  # room for a sleeping model to wake on each GPU
+            await self._label_awake(None)
         self._metrics.tick_duration.observe(max(0.0, self._clock() - started))
 
     async def activate(self, key: str, *, now: float | None = None) -> bool:
@@ -216,7 +219,16 @@ class Controller:
         reconciler = self._targets.get(key)
         if known and reconciler is not None:
             await reconciler.wakes.for_activation()
+            await self._label_awake([key])
         return known
+
+    async def _label_awake(self, keys: list[str] | None) -> None:
+        """Behind an InferencePool, the awake label of ``keys``' pods (every target's when
+        None) as the warm tier's books say (leader only: the actuator fences it)."""
+        warm = self._shared.warm
+        if warm is not None:
+            entries, snapshots = self._book.entries(), self._book.snapshots()
+            await self._awake.sync(entries, snapshots, warm.pool.entries.keys(), keys=keys)
 
     def not_woken(self, key: str) -> str | None:
         """Why an activation will not wake ``key``: its annotations are invalid (the

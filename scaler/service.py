@@ -69,6 +69,9 @@ __all__ = ["configure", "run", "serve"]
 
 log = logging.getLogger("tidal.scaler")
 
+#: Seconds between two wakes of one target asked for by a polled source's held requests.
+WAKE_REPEAT_S = 2.0
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -314,10 +317,18 @@ def _jobs(
     """The background tasks: watches, the election, the loop, accounting, the polls."""
     book = parts.book
     controller = parts.controller
+    woken_at: dict[str, float] = {}
 
     async def wake(key: str) -> None:
         # Requests wait in a picker with no ready replica: an activation, as an
-        # activator's /v1/activate is (it decides at once; from zero, it wakes).
+        # activator's /v1/activate is (it decides at once; from zero, it wakes), and
+        # repeated while they wait, as an activator repeats its own, but no more
+        # often than every WAKE_REPEAT_S, so a wake from sleep (about a second) is
+        # not asked for twice and wakes no second replica.
+        now = clock()
+        if now - woken_at.get(key, -WAKE_REPEAT_S) < WAKE_REPEAT_S:
+            return
+        woken_at[key] = now
         if await controller.activate(key):
             log.debug("%s: requests wait for a replica in its endpoint picker: woken", key)
 

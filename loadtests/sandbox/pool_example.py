@@ -21,6 +21,7 @@ from typing import Any
 from loadtests.sandbox.epp.service import EppConfig
 from loadtests.sandbox.epp.waiting_room import FlowControlLimits
 from loadtests.sandbox.example import ExampleModel
+from scaler.policy.pool_annotations import AWAKE_LABEL
 
 __all__ = ["PoolExample"]
 
@@ -35,20 +36,32 @@ class PoolExample:
     pool: str = "llama-pool"
     no_endpoint_request_ttl_s: float = 300.0
 
-    def deployment(self, *, replicas: int = 0) -> dict[str, Any]:
-        """The model's Deployment, with nothing of Tidal's on it: the pool opts it in."""
+    def deployment(self, *, replicas: int = 0, sleep_mode: bool = False) -> dict[str, Any]:
+        """The model's Deployment, with nothing of Tidal's on it: the pool opts it in.
+
+        ``sleep_mode``: its fake vLLM has vLLM's sleep mode (for the warm tier), and
+        its pods start with the awake label the pool then selects on."""
         d = copy.deepcopy(self.model.deployment())
         meta = d["metadata"]
         meta["labels"] = {k: v for k, v in meta["labels"].items() if not k.startswith(_A)}
         meta["annotations"] = {}
         d["spec"]["replicas"] = replicas
+        if sleep_mode:
+            template = d["spec"]["template"]
+            # A new dict: the selector shares the example's labels, and must not get it.
+            template["metadata"]["labels"] = {**template["metadata"]["labels"], AWAKE_LABEL: "true"}
+            template["metadata"]["annotations"]["sandbox.tidal.dev/args"] = "--enable-sleep-mode"
+            template["spec"]["containers"][0]["env"] = [
+                {"name": "VLLM_SERVER_DEV_MODE", "value": "1"}
+            ]
         return d
 
     def service(self) -> dict[str, Any]:
         return self.model.service()
 
-    def inference_pool(self, *, metrics_url: str) -> dict[str, Any]:
-        """The pool: the opt-in label, the model's scaling annotations, and its picker's."""
+    def inference_pool(self, *, metrics_url: str, awake_only: bool = False) -> dict[str, Any]:
+        """The pool: the opt-in label, the model's scaling annotations, and its picker's
+        (``awake_only``: it selects only pods labelled awake, for the warm tier)."""
         annotations = {
             k: v for k, v in self.model.deployment()["metadata"]["annotations"].items()
             if k.startswith(_A)
@@ -65,7 +78,12 @@ class PoolExample:
                 "annotations": annotations,
             },
             "spec": {
-                "selector": {"matchLabels": {"app": self.model.name}},
+                "selector": {
+                    "matchLabels": {
+                        "app": self.model.name,
+                        **({AWAKE_LABEL: "true"} if awake_only else {}),
+                    }
+                },
                 "targetPorts": [{"number": 8000}],
                 "endpointPickerRef": {"name": f"{self.pool}-epp", "port": {"number": 9002}},
             },

@@ -30,6 +30,7 @@ __all__ = [
     "LeaderElector",
     "NodeInfo",
     "PodInfo",
+    "PodLabels",
     "PoolInfo",
     "PoolState",
     "ScaleState",
@@ -255,6 +256,14 @@ class ScaleTarget(Protocol):
         ``spec.replicas`` is still ``replicas`` (the scale the status records;
         :class:`~groundwork.kube.errors.Conflict` otherwise); the new ``resourceVersion``.
         ``has_annotations``: the Deployment had annotations when last seen."""
+        ...
+
+
+class PodLabels(Protocol):
+    """The one label write the warm tier needs behind an InferencePool (docs/gateway-api.md)."""
+
+    async def set_pod_labels(self, namespace: str, key: str, values: Mapping[str, str]) -> None:
+        """Set label ``key`` on each named pod to its value (a pod gone is skipped)."""
         ...
 
 

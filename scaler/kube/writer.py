@@ -10,6 +10,8 @@
   ``resourceVersion`` is returned, for the next write's precondition.
 - **Pod-deletion-cost**: a merge patch of one annotation per pod (``None``
   removes it, to undo a ranking); a pod that is already gone (404) is skipped.
+  A pod's awake label (an InferencePool's picker routes only to awake pods,
+  docs/gateway-api.md) is a merge patch the same way.
 - **Status annotation**: a JSON patch (RFC 6902) that adds one annotation
   (metadata only, so no new rollout and no generation bump) after testing
   that ``spec.replicas`` is still the scale the status describes. Not the
@@ -116,6 +118,23 @@ class KubeScaleTarget:
                 if isinstance(err, NotFound):
                     continue  # already gone: nothing to rank
                 raise err from exc
+
+    async def set_pod_labels(self, namespace: str, key: str, values: Mapping[str, str]) -> None:
+        """Set label ``key`` on each named pod (a merge patch; a pod gone is skipped)."""
+        for pod, value in values.items():
+            body = {"metadata": {"labels": {key: value}}}
+            try:
+                await self._core.patch_namespaced_pod(
+                    pod,
+                    namespace,
+                    body,
+                    _content_type=MERGE_PATCH,
+                    _request_timeout=self._timeout_s,
+                )
+            except _CALL_ERRORS as exc:
+                err = self._error(exc, f"label pod {namespace}/{pod} {key}={value}")
+                if not isinstance(err, NotFound):
+                    raise err from exc
 
     async def write_status(
         self,

@@ -21,9 +21,12 @@ scaler reads one set, made here:
   port 9090) and its ``noEndpointRequestTTL`` (by default the router's
   60 s), with the same grammar and problems as every other key.
 
-:func:`waiting_room_too_short` is the rule of the ``WaitingRoomTooShort``
-Warning: a request that wakes the model from zero waits in the picker for
-the cold start, and is evicted (503) if the picker's budget ends first.
+:data:`AWAKE_LABEL` is the pod label a pool selects on to let the warm tier
+take sleeping replicas out of the picker's rotation
+(:mod:`scaler.targets.awake_labels`). :func:`waiting_room_too_short` is the
+rule of the ``WaitingRoomTooShort`` Warning: a request that wakes the model
+from zero waits in the picker for the cold start, and is evicted (503) if
+the picker's budget ends first.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from groundwork.rules.pool_keys import (
 from groundwork.rules.scaling_keys import AUTOSCALING_PREFIX, PLACEMENT_PREFIX
 
 __all__ = [
+    "AWAKE_LABEL",
     "MERGED_PREFIXES",
     "Merged",
     "PickerConfig",
@@ -48,6 +52,11 @@ __all__ = [
     "read_picker",
     "waiting_room_too_short",
 ]
+
+#: A pod label the scaler keeps "true" while the replica is awake and "false" while the
+#: warm tier has it asleep (or going to sleep, or waking), on the pods of a pool whose
+#: selector requires it: the picker then routes to awake replicas only.
+AWAKE_LABEL = AUTOSCALING_PREFIX + "awake"
 
 #: The prefixes of the keys a pool lends its Deployment.
 MERGED_PREFIXES = (AUTOSCALING_PREFIX, PLACEMENT_PREFIX)

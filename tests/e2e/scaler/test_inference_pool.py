@@ -17,6 +17,10 @@ Covers, in one run:
 - a pool whose annotation is bad gets an ``InvalidAnnotation`` Event naming
   the key and what is allowed, and its Deployment is left alone; a pool
   whose selector matches no Deployment gets a ``NoDeploymentSelected`` one.
+
+And the warm tier behind a pool that selects awake pods only: a replica put
+to sleep leaves the picker's rotation (its awake label), and a request that
+then waits in the picker wakes it from sleep, not from zero.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from tests.e2e.scaler.helpers import DEPLOYMENTS, EVENTS, SERVICES, running_stac
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 POOLS = by_group_version_plural("inference.networking.k8s.io", "v1", "inferencepools")
+PODS = by_group_version_plural("", "v1", "pods")
 assert POOLS is not None and DEPLOYMENTS is not None and SERVICES is not None
 
 LLAMA = PoolExample(
@@ -243,3 +248,65 @@ async def _until_async(check: Any, timeout_s: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {timeout_s:.0f}s: {what}")
         await asyncio.sleep(0.2)
+
+
+# Sleeps when idle for 3 s, and stays asleep (not at zero) for the test's length.
+SLEEPER = PoolExample(
+    ExampleModel(
+        name="llama",
+        startup_delay_s=10.0,
+        max_scale=1,
+        grace_s=600.0,
+        extra_annotations={"autoscaling.tidal.dev/sleep-after": "3s"},
+    ),
+    pool="llama-pool",
+)
+
+
+def awake_label(stack: SandboxStack) -> list[str]:
+    """The awake label of llama's pods, from the store."""
+    assert PODS is not None
+    pods, _ = stack.cluster.store.list(PODS, namespace="default", copy=False)
+    return [
+        p["metadata"].get("labels", {}).get("autoscaling.tidal.dev/awake", "")
+        for p in pods
+        if p["metadata"].get("labels", {}).get("app") == "llama"
+        and not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+async def test_a_sleeping_replica_leaves_the_pickers_rotation_and_wakes_from_its_queue(
+    tmp_path: Path,
+) -> None:
+    """The warm tier behind a pool that selects awake pods only: the replica put to
+    sleep is labelled out of the pool (the picker has no endpoint); a request then
+    waits in the picker, the scaler wakes the replica from that queue (Woke, not a new
+    replica), labels it back, and the request is answered in well under the 10 s cold
+    start."""
+    settings = StackSettings(example=None, activator=False)
+    async with running_stack(tmp_path, settings) as stack, picker(stack, SLEEPER) as epp:
+        create(stack, SERVICES, SLEEPER.service())
+        create(stack, DEPLOYMENTS, SLEEPER.deployment(replicas=1, sleep_mode=True))
+        create(stack, POOLS, SLEEPER.inference_pool(metrics_url=epp.metrics_url, awake_only=True))
+        await wait_until(
+            lambda: "Slept" in deployment_reasons(stack, "llama"), timeout_s=60, what="Slept"
+        )
+        await wait_until(
+            lambda: awake_label(stack) == ["false"], timeout_s=10, what="labelled not awake"
+        )
+        assert epp.controller is not None
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+            started = time.monotonic()
+            answer = asyncio.create_task(complete(session, epp.gateway_url, tokens=8))
+            await wait_until(
+                lambda: epp.controller is not None and epp.controller.held == 1,
+                timeout_s=5,
+                what="the request held in the picker",
+                every_s=0.01,
+            )
+            assert await asyncio.wait_for(answer, 30) == 200
+            took = time.monotonic() - started
+        assert took < 5.0, f"answered after {took:.2f}s: a cold start, not a wake"
+        assert "Woke" in deployment_reasons(stack, "llama")
+        assert awake_label(stack) == ["true"]
+        assert stack.deployment_state("llama")[0] == 1  # woken, not a second replica
