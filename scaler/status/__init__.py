@@ -29,7 +29,7 @@ itself when it shows both.
 
 A Deployment an opted-in InferencePool scales is listed too (POOL names the
 pool), and a line per pool under the table says what it scales or why not
-(:mod:`scaler.status_pools`).
+(:mod:`scaler.status.pools`).
 
 A model with a spot placement policy is a pair of Deployments: the user's
 (the on-demand share) and ``<name>-spot`` (the spot share). Its READY is the
@@ -79,7 +79,7 @@ from scaler.policy.annotations import InvalidAnnotation, parse_scaling_config, u
 from scaler.policy.placement.companion import companion_name
 from scaler.policy.pool_annotations import merge
 from scaler.policy.routing_check import routing_problems
-from scaler.status_pools import pool_lines, pool_rows
+from scaler.status.pools import pool_lines, pool_rows
 
 __all__ = ["HELP_LEGEND", "configure", "render_table", "rows", "run"]
 
@@ -370,7 +370,7 @@ def render_table(
     pools: list[dict[str, Any]] | None = None,
 ) -> str:
     """The table (``wide``: every column, as ``-o wide``), then the lines under it
-    (``pools``: the opted-in InferencePools' rows, :func:`scaler.status_pools.pool_rows`)."""
+    (``pools``: the opted-in InferencePools' rows, :func:`scaler.status.pools.pool_rows`)."""
     if not table:
         return "\n".join(pool_lines(pools or [])[1:])
     headers, lines = _wide_columns(table) if wide else _narrow_columns(table)
