@@ -202,7 +202,10 @@ class TargetSnapshot:
 class ClusterView(Protocol):
     """The opted-in Deployments and their pods, as last seen."""
 
-    def targets(self) -> Mapping[str, TargetSnapshot]: ...
+    def targets(self) -> Mapping[str, TargetSnapshot]:
+        """The targets; a new mapping whenever anything in it changed (copy on write), so
+        a reader may tell "unchanged" by identity."""
+        ...
 
     def pools(self) -> Mapping[str, PoolState]:
         """The opted-in InferencePools by key (``{}`` when pools are not watched)."""

@@ -104,6 +104,11 @@ class TargetBook:
         self._policy = policy
         self._gpu_metrics = gpu_metrics
         self._entries: dict[str, TargetConfig] = {}
+        # Bumped at every change of the entries: the pods to poll are built once per
+        # change of them or of the snapshots, not at every poll (a picker is polled
+        # every 250 ms, and 1,000 targets take about 9 ms to list).
+        self._version = 0
+        self._polled: tuple[object, int, list[TargetPods]] | None = None
         # Per target, its annotations and pool as last synced, compared by identity.
         self._seen: dict[str, tuple[Mapping[str, str], PoolInfo | None]] = {}
 
@@ -133,6 +138,7 @@ class TargetBook:
         pools = _pools_by_target(self._cluster.pools()) if snapshots else {}
         for key in [k for k in self._entries if k not in snapshots]:
             del self._entries[key]
+            self._version += 1
             del self._seen[key]
         for key, snap in snapshots.items():
             d, pool = snap.deployment, pools.get(key)
@@ -171,6 +177,7 @@ class TargetBook:
             # Nothing read changed (only the status annotation, or the pool's status).
             fresh = replace(entry.pool, info=pool) if entry.pool is not None else None
             self._entries[key] = replace(entry, seen_status=seen_status, pool=fresh)
+            self._version += 1
             return
         read = _Reading(annotations, from_pool, pool)
         try:
@@ -186,6 +193,7 @@ class TargetBook:
         unknown = read.unknown(on_pool=False)
         if unknown is not None:
             log.warning("%s: %s", key, unknown)
+        self._version += 1
         self._entries[key] = TargetConfig(
             key=key,
             annotations=annotations,
@@ -199,11 +207,15 @@ class TargetBook:
         )
 
     def poll_targets(self) -> list[TargetPods]:
-        """Ready pods of every target, for the scrape and Prometheus loops (engine
-        ``generic`` and port 8000 for a target whose config is invalid)."""
-        entries = self.entries()
+        """Ready pods of every target, for the polled sources (engine ``generic`` and
+        port 8000 for a target whose config is invalid); the same list while neither the
+        targets nor their configs changed (callers do not change it)."""
+        entries, snapshots = self.entries(), self.snapshots()
+        cached = self._polled
+        if cached is not None and cached[0] is snapshots and cached[1] == self._version:
+            return cached[2]
         out = []
-        for key, snap in self.snapshots().items():
+        for key, snap in snapshots.items():
             entry = entries.get(key)
             config = entry.config if entry is not None else None
             engine = config.engine if config is not None else "generic"
@@ -223,6 +235,7 @@ class TargetBook:
                     picker=_picker(entry),
                 )
             )
+        self._polled = (snapshots, self._version, out)
         return out
 
 

@@ -78,7 +78,9 @@ class FakeCluster:
         self.pool_states: dict[str, PoolState] = {}
 
     def targets(self) -> Mapping[str, TargetSnapshot]:
-        return self.snapshots
+        # A new mapping at every call, as a real view's is after every change (tests
+        # change ``snapshots`` in place).
+        return dict(self.snapshots)
 
     def pools(self) -> Mapping[str, PoolState]:
         return self.pool_states

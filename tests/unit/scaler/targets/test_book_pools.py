@@ -123,3 +123,28 @@ def test_the_pools_status_alone_changes_nothing_and_unbinding_takes_its_keys() -
     alone = book.entries()[KEY]
     assert alone.pool is None and alone.config is not None and alone.config.max_scale == 10
     assert alone.revision == first.revision + 1
+
+
+class CopyOnWrite(FakeCluster):
+    """A view that hands out one mapping until something changes, as the real one does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.view: dict[str, TargetSnapshot] = {}
+
+    def targets(self) -> dict[str, TargetSnapshot]:
+        return self.view
+
+
+def test_the_pods_to_poll_are_listed_once_per_change() -> None:
+    cluster = CopyOnWrite()
+    book = TargetBook(cluster, PurePolicy())
+    cluster.view = {KEY: TargetSnapshot(deployment(replicas=1), pods=(pod("llama-0"),))}
+    first = book.poll_targets()
+    assert book.poll_targets() is first  # nothing changed: not listed again
+    cluster.view = {**cluster.view, KEY: TargetSnapshot(deployment(replicas=1), pods=())}
+    second = book.poll_targets()
+    assert second is not first and list(second[0].pods) == []
+    bound(cluster, pool({A + "epp-metrics-url": "http://127.0.0.9:9090/metrics"}))
+    third = book.poll_targets()  # the config changed (a pool now scales it)
+    assert third is not second and third[0].picker is not None
