@@ -33,7 +33,7 @@ EPP measured (from the request reaching it, so with its queue time), since
 the last reading; and the misses since the scaler began reading.
 
 Main decision, two cadences with a bounded cost. A full reading (every
-family, ~20 ms of parsing for the router's ~330-line page) comes every
+family, ~13 ms of parsing for the router's ~330-line page) comes every
 ``interval_s`` (1 s, an activator's report period). In between, a pool
 with no ready replica (as Tidal sees its pods, or as the EPP's last reading
 said) is read every ``waiting_room_interval_s`` (250 ms) for its queue and
@@ -42,7 +42,7 @@ wake starts within ``waiting_room_interval_s`` plus one fetch of the first
 queued request, well within a second; a pool that has replicas is not read
 in between (its queue is a scaling signal, not a wake, and the full reading
 follows it every second). The cost is one fetch and ~1 ms per cold pool
-per 250 ms, and one fetch and ~20 ms per pool per second. A reading is fresh
+per 250 ms, and one fetch and ~13 ms per pool per second. A reading is fresh
 while the last full one is younger than 1.5 intervals plus the timeout; a
 picker that cannot be read is stale (it may raise the scale, never lower
 it), never zero.
