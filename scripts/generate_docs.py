@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry
 
 from activator.metrics import Metrics as ActivatorMetrics
 from activator.statuses import ERROR_STATUS
+from groundwork.rules.pool_keys import POOL_KEYS
 from groundwork.rules.routing_keys import ROUTING_KEYS
 from groundwork.rules.scaling_keys import SCALING_KEYS
 from scaler.metrics import Metrics as ScalerMetrics
@@ -54,6 +55,7 @@ def annotations_page() -> str:
         _GENERATED.format(
             source="`groundwork/rules/scaling_keys.py` (SCALING_KEYS), "
             "`scaler/policy/shapes/declarations.py` (SHAPE_SPECS), "
+            "`groundwork/rules/pool_keys.py` (POOL_KEYS), "
             "`groundwork/rules/routing_keys.py` (ROUTING_KEYS) and "
             "`scaler/policy/events.py` (EVENT_REASONS)"
         ),
@@ -117,6 +119,22 @@ def annotations_page() -> str:
         lines.append(_row(f"`{key.name}`", default, key.allowed, key.meaning))
     lines += [
         "",
+        "## InferencePools (read by the scaler)",
+        "",
+        'An `InferencePool` opts in with `autoscaling.tidal.dev/enabled: "true"` as a label',
+        "or an annotation, and may carry every scaling and placement key above: the",
+        "Deployment it selects is scaled, and where both carry a key the Deployment's",
+        "value wins. Two more keys describe the pool's endpoint picker",
+        "([gateway-api.md](gateway-api.md)):",
+        "",
+        _row("annotation", "default", "allowed", "meaning"),
+        _row("---", "---", "---", "---"),
+    ]
+    for key in POOL_KEYS:
+        default = f"`{key.default}`" if key.default else key.default_note
+        lines.append(_row(f"`{key.name}`", default, key.allowed, key.meaning))
+    lines += [
+        "",
         "## Written by Tidal",
         "",
         f"`{STATUS_ANNOTATION}`: JSON of the discrete state only (desired",
@@ -126,7 +144,8 @@ def annotations_page() -> str:
         "served live by the scaler at `GET /v1/targets` and as metrics",
         "([metrics.md](metrics.md)).",
         "",
-        "Events (core/v1, on the Deployment, from component `tidal-scaler`):",
+        "Events (core/v1, on the Deployment unless said otherwise, from component",
+        "`tidal-scaler`):",
         "",
         _row("reason", "type", "when"),
         _row("---", "---", "---"),

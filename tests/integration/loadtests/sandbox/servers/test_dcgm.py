@@ -57,7 +57,7 @@ async def test_utilization_follows_busy_time_and_drops_gone_servers() -> None:
         assert samples[busy_key] >= 50
         assert samples[idle_key] == 0
         active = busy_key.replace("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE")
-        assert 0.8 <= samples[active] <= 1.0
+        assert 0.5 <= samples[active] <= 1.0
         await idle.stop()
         await exporter.poll_once()
         samples = await scrape(session, exporter.url)
