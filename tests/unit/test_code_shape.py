@@ -70,6 +70,8 @@ ALLOWED: frozenset[str] = frozenset(
         "simulator.engine.llm",
         "simulator.world",
         # split by job on this branch, one commit each
+        "scaler.status",
+        "scripts.generate_docs:annotations_page",
         "loadtests.bench.bench_cluster:run_bench",
         "loadtests.bench.bench_model_server:launcher._ensure_zygote",
         "loadtests.bench.bench_scaler_scale:run_bench",
