@@ -31,8 +31,8 @@ from groundwork.rules.pool_keys import POOL_KEYS
 from groundwork.rules.routing_keys import ROUTING_KEYS
 from groundwork.rules.scaling_keys import SCALING_KEYS
 from scaler.metrics import Metrics as ScalerMetrics
-from scaler.policy.annotations import STATUS_ANNOTATION
 from scaler.policy.events import EVENT_REASONS
+from scaler.policy.known_keys import STATUS_ANNOTATION
 from scaler.policy.shapes.declarations import SHAPE_SPECS
 
 __all__ = ["PAGES", "annotations_page", "main", "metrics_page", "statuses_page"]

@@ -75,7 +75,9 @@ from scaler.kube.types import (
     DeploymentInfo,
     PoolInfo,
 )
-from scaler.policy.annotations import InvalidAnnotation, parse_scaling_config, unknown_keys
+from scaler.policy.annotations import parse_scaling_config
+from scaler.policy.invalid_annotation import InvalidAnnotation
+from scaler.policy.known_keys import unknown_keys
 from scaler.policy.placement.companion import companion_name
 from scaler.policy.pool_annotations import merge
 from scaler.policy.routing_check import routing_problems
