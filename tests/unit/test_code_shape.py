@@ -86,7 +86,6 @@ ALLOWED: frozenset[str] = frozenset(
         "loadtests.sandbox.servers.engine_runtime:stream._wake",
         "loadtests.sandbox.servers.launcher:process._exited",
         "loadtests.sandbox.stack:SandboxStack",
-        "scaler.warm.tier:WarmTier",
         "scripts.generate_docs:registry._collector_to_names",
         "scripts.generate_docs:statuses_page",
     }
