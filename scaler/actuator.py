@@ -1,10 +1,10 @@
 """Every write the scaler makes, in one place (docs/architecture.md, "The scaler").
 
 A target's reconciler decides; this module acts. A decision that needs
-writes becomes a :class:`~scaler.write_plan.WritePlan`
-(:func:`~scaler.write_plan.plan_writes`, pure, from the
-:class:`~scaler.write_plan.Decided` values and the target's
-:class:`~scaler.status_records.StatusRecord`), and
+writes becomes a :class:`~scaler.writes.plan.WritePlan`
+(:func:`~scaler.writes.plan.plan_writes`, pure, from the
+:class:`~scaler.writes.plan.Decided` values and the target's
+:class:`~scaler.writes.status_records.StatusRecord`), and
 :meth:`Actuator.carry_out` performs it against the Kubernetes API, in this
 order:
 
@@ -31,11 +31,11 @@ over them for the service. Companions whose Deployment is no longer opted in
 are removed through :meth:`Actuator.remove_orphan`.
 
 The actuator keeps a target's write bookkeeping and nothing else of it: its
-failed writes in a row and their backoff (:mod:`scaler.write_failures`),
+failed writes in a row and their backoff (:mod:`scaler.writes.failures`),
 the deletion costs to put back after a half-done plan, and its status
 record (what the status annotation holds, what is still to be written, the
 Warnings already raised), kept in one
-:class:`~scaler.status_records.StatusRecords`: a plan is made from it
+:class:`~scaler.writes.status_records.StatusRecords`: a plan is made from it
 (:meth:`Actuator.plan`) and the record a plan leaves is kept there; no
 caller carries it. What each part of a spot placement writes is
 :mod:`scaler.placement.actuation`; the actuator calls it in its place in
@@ -114,9 +114,9 @@ from scaler.policy.events import (
 )
 from scaler.policy.placement.providers import ProviderPreset
 from scaler.policy.status_doc import StatusDocument, encode_status, same_status
-from scaler.status_records import StatusRecord, StatusRecords
-from scaler.write_failures import WriteFailures
-from scaler.write_plan import Decided, WriteOutcome, WritePlan, plan_writes, status_for
+from scaler.writes.failures import WriteFailures
+from scaler.writes.plan import Decided, WriteOutcome, WritePlan, plan_writes, status_for
+from scaler.writes.status_records import StatusRecord, StatusRecords
 
 __all__ = [
     "WRITES_FAILING",

@@ -35,7 +35,7 @@ from scaler.policy.placement.fallback import FallbackState
 from scaler.policy.placement.plan import PlacementPlan
 from scaler.policy.protocol import Policy
 from scaler.signals.hub import SignalHub, SignalView
-from scaler.write_plan import Decided
+from scaler.writes.plan import Decided
 
 __all__ = ["Decider", "Made", "decided"]
 

@@ -65,7 +65,7 @@ from scaler.targets.publishing import Publisher
 from scaler.targets.state import TargetState
 from scaler.targets.waking import Wakes
 from scaler.warm.tier import WarmTier
-from scaler.write_plan import Decided, WritePlan
+from scaler.writes.plan import Decided, WritePlan
 
 __all__ = ["MAX_REDECISIONS", "Outcome", "Reconciler", "Shared", "Trigger"]
 

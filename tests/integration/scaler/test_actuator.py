@@ -42,8 +42,8 @@ from scaler.actuator import Actuator, kube_actuator
 from scaler.kube.types import DeploymentInfo, PodInfo
 from scaler.metrics import Metrics
 from scaler.policy.api import Decision, Mode, Reason
-from scaler.status_records import StatusRecord
-from scaler.write_plan import Decided, plan_writes
+from scaler.writes.plan import Decided, plan_writes
+from scaler.writes.status_records import StatusRecord
 from tests.integration.scaler.fake_kube_api import FakeKubeApi, start
 from tests.unit.scaler.fakes import deployment, pod
 

@@ -1,7 +1,7 @@
 """Each target's status record: what its status annotation holds, and what is still to write.
 
 The actuator is the one owner (:attr:`scaler.actuator.Actuator.records`): a
-write plan is made from the target's record (:mod:`scaler.write_plan`) and
+write plan is made from the target's record (:mod:`scaler.writes.plan`) and
 the actuator keeps the record a plan leaves. Each target's reconciler tells
 it what the Deployment carries at each sync: a changed config may report its
 problems again, and a follower copies the status annotation the leader

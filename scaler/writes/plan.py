@@ -3,7 +3,7 @@
 :func:`plan_writes` turns a decision and what it was based on
 (:class:`Decided`) into a :class:`WritePlan`, or ``None`` when nothing needs
 writing, from the Deployment, its pods and the target's status record
-(:mod:`scaler.status_records`): without a decision (a rejected config) only
+(:mod:`scaler.writes.status_records`): without a decision (a rejected config) only
 an unreported problem needs a write; with one, a scale that differs, a
 status whose content would change, an intended status not yet written, or
 placement writes (the companion, the pin, the spot scale, their Events).
@@ -30,7 +30,7 @@ from scaler.policy.api import Decision, SignalKind, SignalReading
 from scaler.policy.deletion import deletion_costs
 from scaler.policy.placement.plan import PlacementPlan
 from scaler.policy.status_doc import StatusDocument, same_status, status_document
-from scaler.status_records import StatusRecord
+from scaler.writes.status_records import StatusRecord
 
 __all__ = ["Decided", "WriteOutcome", "WritePlan", "plan_writes", "status_for"]
 
