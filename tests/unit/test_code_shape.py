@@ -70,7 +70,6 @@ ALLOWED: frozenset[str] = frozenset(
         "simulator.engine.llm",
         "simulator.world",
         # split by job on this branch, one commit each
-        "scaler.status",
         "scripts.generate_docs:annotations_page",
         "loadtests.bench.bench_cluster:run_bench",
         "loadtests.bench.bench_model_server:launcher._ensure_zygote",
