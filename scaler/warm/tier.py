@@ -9,7 +9,8 @@ one replica twice.
 
 **Where "sleeping" is recorded**: in the answers of this scaler's
 ``/v1/stats`` and ``/v1/activate`` (``{"sleeping": {target: ["ip:port"]},
-"leader": true}``), not in a pod annotation. Activators already exchange
+"leader": true}``, :class:`groundwork.rules.stats_report.ScalerAnswer`), not
+in a pod annotation. Activators already exchange
 with every scaler replica every report period, so they learn a sleep within
 one period without watching pods (no pod watch per activator, no RBAC for
 pods, no API write per sleep and wake); the truth also lives in the replicas
