@@ -187,10 +187,8 @@ class ApiServer:
             backlog=1024,
         )
         await self._site.start()
-        server = self._site._server
-        if self._port == 0 and server is not None:
-            sockets = getattr(server, "sockets", None) or []
-            self._port = int(sockets[0].getsockname()[1])
+        if self._port == 0:
+            self._port = int(self._runner.addresses[0][1])
 
     async def stop(self) -> None:
         if self._reopen_task is not None:
