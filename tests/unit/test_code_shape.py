@@ -70,7 +70,6 @@ ALLOWED: frozenset[str] = frozenset(
         "simulator.engine.llm",
         "simulator.world",
         # split by job on this branch, one commit each
-        "scripts.generate_docs:annotations_page",
         "loadtests.bench.bench_cluster:run_bench",
         "loadtests.bench.bench_scaler_scale:run_bench",
         "loadtests.sandbox.cluster.apiserver.context:ResourceContext",
@@ -80,8 +79,6 @@ ALLOWED: frozenset[str] = frozenset(
         "loadtests.sandbox.cluster.openapi:OpenApi._paths",
         "loadtests.sandbox.servers.cli:configure",
         "loadtests.sandbox.stack:SandboxStack",
-        "scripts.generate_docs:registry._collector_to_names",
-        "scripts.generate_docs:statuses_page",
     }
 )
 
