@@ -70,8 +70,6 @@ ALLOWED: frozenset[str] = frozenset(
         "simulator.engine.llm",
         "simulator.world",
         # split by job on this branch, one commit each
-        "loadtests.bench.bench_cluster:run_bench",
-        "loadtests.bench.bench_scaler_scale:run_bench",
         "loadtests.sandbox.cluster.apiserver.context:ResourceContext",
         "loadtests.sandbox.cluster.apiserver.server:ApiServer",
         "loadtests.sandbox.cluster.controllers.deployment:DeploymentController",
