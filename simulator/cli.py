@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
-import time
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,10 +34,11 @@ from typing import Any, Protocol
 from activator.balancing.prefix_affinity import AffinityConfig
 from scaler.policy import InvalidAnnotation, PlacementConfig, parse_duration_s
 from scaler.policy.annotations import AUTOSCALING_PREFIX
-from simulator import adapter_cli, prefix_workloads, synthetic, traces
+from simulator import adapter_cli, prefix_workloads, progress, synthetic, traces
 from simulator.chat_trace import MEAN_TURNS, ChatSpec, generate_chat
 from simulator.classes import class_table, ttft_by_class
 from simulator.engine import LlmParams
+from simulator.fleet_cache import CACHE_DIR_ENV, FleetCache, default_cache_dir
 from simulator.frontier import FleetPoint
 from simulator.oracle import cacheable_tokens
 from simulator.prefix_routing import ROUTINGS, balancer
@@ -49,6 +50,7 @@ from simulator.runner import (
     PolicyRun,
     SimulationOptions,
     run_policies,
+    task_count,
 )
 from simulator.scorecard import Prices, Scorecard, prefix_hit_rate
 from simulator.warm_tier import POOL_POLICIES, PoolConfig
@@ -120,6 +122,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     _warm_flags(parser)
     _spot_flags(parser)
     _output_flags(parser)
+    speed_flags(parser)
 
 
 def _workload_flags(parser: argparse.ArgumentParser) -> None:
@@ -479,6 +482,45 @@ def _output_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def speed_flags(parser: argparse.ArgumentParser) -> None:
+    """How the run uses the machine: processes, the fixed-fleet cache, the progress bar."""
+    speed = parser.add_argument_group("speed")
+    speed.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the rows side by side in N processes (default 1); the answers are the same",
+    )
+    speed.add_argument(
+        "--fleet-cache",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep fixed fleets' runs in this folder and reuse them across rows and runs "
+        f"(default ${CACHE_DIR_ENV}, else ~/.cache/tidal/fleets; {CACHE_DIR_ENV}=off: none)",
+    )
+    speed.add_argument(
+        "--no-fleet-cache",
+        action="store_true",
+        help="run every fixed fleet, reusing nothing from earlier runs",
+    )
+    speed.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a progress bar on stderr for runs over a few seconds (default: when stderr is "
+        "a terminal)",
+    )
+
+
+def fleet_cache(args: argparse.Namespace) -> FleetCache:
+    """The fixed-fleet cache the flags ask for (memory only with ``--no-fleet-cache``)."""
+    if args.no_fleet_cache:
+        return FleetCache(None)
+    return FleetCache(args.fleet_cache or default_cache_dir())
+
+
 def load_requests(args: argparse.Namespace, *, warn: bool = True) -> list[traces.TraceRequest]:
     """The workload the flags describe (a file, a named trace, or a synthetic one).
 
@@ -633,6 +675,8 @@ def options_from(args: argparse.Namespace) -> SimulationOptions:
     )
     if args.context_length < 1:
         raise ValueError(f"--context-length must be >= 1 token, got {args.context_length}")
+    if args.jobs < 1:
+        raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
     world = WorldConfig(
         engine=LlmParams(max_model_len=args.context_length, prefix_block_tokens=block_tokens(args)),
         cold_start=ColdStart(args.cold_start[0], args.cold_start_sigma),
@@ -665,6 +709,8 @@ def options_from(args: argparse.Namespace) -> SimulationOptions:
             "autoscaling.tidal.dev/sleep-after": args.sleep_after,
             "autoscaling.tidal.dev/sleep-level": args.sleep_level,
         },
+        fleet_cache=fleet_cache(args),
+        jobs=args.jobs,
     )
 
 
@@ -920,8 +966,14 @@ def _frontiers(per_seed: list[list[PolicyRun]]) -> list[tuple[Scorecard, list[Fl
     return rows
 
 
+def _cpu_s() -> float:
+    """CPU seconds of this process and of the workers it has waited for (``--jobs``)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def run(args: argparse.Namespace) -> int:
-    started = time.process_time()
+    started = _cpu_s()
     if args.seeds < 1:
         print(f"tidal simulate: --seeds must be >= 1, got {args.seeds}", file=sys.stderr)
         return 2
@@ -936,6 +988,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     seeds = [args.seed + i for i in range(args.seeds)]
     per_seed: list[list[PolicyRun]] = []
+    variants = len(args.routing or [None]) * len(args.cold_start)
+    if args.progress if args.progress is not None else sys.stderr.isatty():
+        policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+        tasks = task_count(policies, spot=args.placement != "on-demand")
+        progress.start(rows=len(seeds) * variants * tasks)
     try:
         _check_charts(args)
         for seed in seeds:
@@ -947,9 +1004,10 @@ def run(args: argparse.Namespace) -> int:
     except (traces.TraceError, traces.TracesMissingError, InvalidAnnotation, ValueError) as error:
         print(f"tidal simulate: {error}", file=sys.stderr)
         return 2
+    finally:
+        progress.finish()
     # Charts draw one variant's runs (the first cold start and routing): a
     # second would repeat every name.
-    variants = len(args.routing or [None]) * len(args.cold_start)
     runs = per_seed[0][: len(per_seed[0]) // variants]
     rows: list[tuple[Scorecard, dict[str, tuple[float, float]]]]
     if len(seeds) == 1:
@@ -967,12 +1025,14 @@ def run(args: argparse.Namespace) -> int:
             return 2
         for path in written:
             print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
-    elapsed = time.process_time() - started
+    elapsed = _cpu_s() - started
     results = [r.result for r in runs if r.result is not None]
     if args.json:
         policies = []
-        for card, spread in rows:
+        for index, (card, spread) in enumerate(rows):
             row = card.as_json()
+            # What the row cost, per seed (the always-on row carries the frontier's).
+            row["cpu_s"] = round(statistics.fmean(s[index].cpu_s for s in per_seed), 3)
             if len(seeds) > 1:
                 row["spread"] = {k: [round(lo, 4), round(hi, 4)] for k, (lo, hi) in spread.items()}
             policies.append(row)

@@ -66,6 +66,7 @@ from activator.targets import DEFAULT_COLD_START_TIMEOUT_S, DEFAULT_MAX_BUFFERED
 from groundwork.fair_hold_queue import FairHoldQueue
 from scaler.policy import PlacementConfig, split
 from scaler.policy.api import PROMPT_SIZE_BOUNDS
+from simulator import progress
 from simulator.engine import LlmEngine, LlmParams
 from simulator.traces import TraceRequest
 
@@ -92,6 +93,8 @@ _NOTICE = 3
 _ARRIVAL = 4
 _TICK = 5
 _MARKET = 6
+# Simulated seconds between two reports to the progress bar.
+_PROGRESS_EVERY = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -561,6 +564,7 @@ class _World:
         self.timeline: list[Second] = []
         self.now = 0.0
         self.spot_times = deque(sorted(config.spot.times_s))
+        self.unreported = (0, 0)  # ticks and arrivals not yet told to the progress bar
 
     def _new_second(self) -> None:
         """The counts kept over one second of the world, from zero."""
@@ -616,6 +620,7 @@ class _World:
         end_s = self.now
         for replica in list(fleet.replicas):
             fleet.end(replica)
+        progress.advance(*self.unreported)
         return RunResult(
             name=self.autoscaler.name,
             arrival_s=tuple(r.offset_s for r in self.reqs),
@@ -826,6 +831,11 @@ class _World:
                 spec=self.fleet.target,
             )
         )
+        ticks, arrivals = self.unreported
+        self.unreported = (ticks + 1, arrivals + self.arrivals_in_second)
+        if ticks + 1 >= _PROGRESS_EVERY:
+            progress.advance(*self.unreported)
+            self.unreported = (0, 0)
         self.integral = 0.0
         self.busy_in_second = self.outstanding > 0
         self._new_second()
