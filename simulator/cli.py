@@ -54,7 +54,7 @@ from simulator.runner import (
 )
 from simulator.scorecard import Prices, Scorecard, prefix_hit_rate
 from simulator.warm_tier import POOL_POLICIES, PoolConfig
-from simulator.world import ColdStart, SpotModel, WorldConfig
+from simulator.world import STEPPERS, ColdStart, SpotModel, WorldConfig
 
 __all__ = ["configure", "load_requests", "run"]
 
@@ -493,6 +493,14 @@ def speed_flags(parser: argparse.ArgumentParser) -> None:
         help="run the rows side by side in N processes (default 1); the answers are the same",
     )
     speed.add_argument(
+        "--stepper",
+        choices=STEPPERS,
+        default="jump",
+        help="how replicas' engines are simulated: jump from one batch change to the next, or "
+        "step, every engine step (the reference the jumps are checked against; slower, same "
+        "scorecard; default jump)",
+    )
+    speed.add_argument(
         "--fleet-cache",
         type=Path,
         default=None,
@@ -689,6 +697,7 @@ def options_from(args: argparse.Namespace) -> SimulationOptions:
             zones=args.spot_zones,
         ),
         seed=args.seed,
+        stepper=args.stepper,
     )
     return SimulationOptions(
         slo_ttft_s=args.slo_ttft,

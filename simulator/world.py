@@ -19,8 +19,11 @@ What runs here is the product's own code, not a copy:
   across tenants in turns weighted by tokens (in arrival order when the trace
   has neither field); at ``max-buffered`` a newcomer sheds the lowest class
   held (failure ``shed``) or is refused (``buffer-full``);
-- **engine**: each replica is a :class:`~simulator.engine.LlmEngine`, the
-  continuous-batching model that the sandbox's fake vLLM serves from;
+- **engine**: each replica runs the continuous-batching model that the
+  sandbox's fake vLLM serves from (:class:`~simulator.engine.LlmEngine`),
+  stepped from one batch change to the next
+  (:class:`~simulator.engine.jump.JumpEngine`; ``WorldConfig.stepper``
+  ``"step"`` walks every step, the reference);
 - **placement**: ``scaler.policy.split`` turns the autoscaler's total into spot
   and on-demand replica counts every tick, seeing which spot replicas are
   ready (not starting, not under an interruption notice);
@@ -67,7 +70,8 @@ from groundwork.fair_hold_queue import FairHoldQueue
 from scaler.policy import PlacementConfig, split
 from scaler.policy.api import PROMPT_SIZE_BOUNDS
 from simulator import progress
-from simulator.engine import LlmEngine, LlmParams
+from simulator.engine import LlmParams
+from simulator.engine.jump import JumpEngine, StepEngine
 from simulator.traces import TraceRequest
 
 __all__ = [
@@ -83,6 +87,8 @@ __all__ = [
 
 ON_DEMAND = "on-demand"
 SPOT = "spot"
+#: The engines a world can step replicas with: jumping, and the step-by-step reference.
+STEPPERS = ("jump", "step")
 
 # Event kinds, in the order they are handled within the same instant: a
 # replica that turns ready at t serves a request that arrives at t.
@@ -265,6 +271,13 @@ class WorldConfig:
     seed: int = 1
     # None: the activator's least-in-flight pick. Built once per run, given the run's rng.
     balancer: Callable[[random.Random], Balancer] | None = None
+    # How replicas' engines are stepped: "jump" from one batch change to the next
+    # (simulator.engine.jump), or "step", every step (the reference it is checked against).
+    stepper: str = "jump"
+
+    def __post_init__(self) -> None:
+        if self.stepper not in STEPPERS:
+            raise ValueError(f"unknown stepper {self.stepper!r}; choose from {list(STEPPERS)}")
 
 
 @dataclass(slots=True)
@@ -272,7 +285,7 @@ class _Replica:
     rid: int
     capacity: str
     created_s: float
-    engine: LlmEngine
+    engine: JumpEngine | StepEngine
     ready: bool = False
     draining: bool = False  # removed by a scale-down: no new requests, finishing the rest
     noticed: bool = False  # spot interruption notice received
@@ -360,11 +373,13 @@ class _Fleet:
         push: Callable[[float, int, int, object], None],
         dispatch: Callable[[], None],
         lose: Callable[[int], None],
+        emitted: Callable[[int], None],
     ) -> None:
         self.config = config
         self.push = push
         self.dispatch = dispatch
         self.lose = lose
+        self.emitted = emitted
         self.now = 0.0
         self.cold_rng = random.Random(config.seed + 1)
         self.spot_rng = random.Random(config.seed + 2)
@@ -393,7 +408,9 @@ class _Fleet:
             rid=self.next_rid,
             capacity=capacity,
             created_s=self.now,
-            engine=LlmEngine(self.config.engine),
+            engine=(JumpEngine if self.config.stepper == "jump" else StepEngine)(
+                self.config.engine
+            ),
         )
         self.next_rid += 1
         self.replicas.append(replica)
@@ -463,6 +480,7 @@ class _Fleet:
         self.replicas.remove(replica)
         if replica.pending:
             return  # never had a node: no GPU time
+        self.emitted(replica.engine.settle(self.now))
         self.lives.append(
             ReplicaLife(
                 capacity=replica.capacity,
@@ -552,7 +570,7 @@ class _World:
         self.balancer = config.balancer(self.rng) if config.balancer is not None else None
         self.events: list[tuple[float, int, int, int, object]] = []
         self.order = 0
-        self.fleet = _Fleet(config, self._push, self._dispatch, self._lose)
+        self.fleet = _Fleet(config, self._push, self._dispatch, self._lose, self._emitted)
         self.held: FairHoldQueue[int] = FairHoldQueue()
         # Held + in-flight, and its time integral since the last tick.
         self.outstanding = 0
@@ -565,6 +583,7 @@ class _World:
         self.now = 0.0
         self.spot_times = deque(sorted(config.spot.times_s))
         self.unreported = (0, 0)  # ticks and arrivals not yet told to the progress bar
+        self.kind = _TICK  # the kind of event being handled
 
     def _new_second(self) -> None:
         """The counts kept over one second of the world, from zero."""
@@ -599,9 +618,10 @@ class _World:
         events = self.events
         while events:
             at_s, kind, _, key, payload = heapq.heappop(events)
+            self.kind = kind
             self._advance(at_s)
             if kind == _STEP_END:
-                self._step_end(payload)  # type: ignore[arg-type]
+                self._step_end(*payload)  # type: ignore[misc]
             elif kind == _ARRIVAL:
                 self._arrive(key)
             elif kind == _TICK:
@@ -725,8 +745,15 @@ class _World:
             now=self.now,
             prefix=r.prefix,
         )
-        if replica.engine.in_step is None:
+        engine = replica.engine
+        if not engine.in_step:
             self._begin_step(replica)
+            return
+        # Steps in flight: the engine ends them where it would admit this request
+        # (at once for a step boundary now, when what is handled now comes first).
+        end = engine.cut(self.now, inclusive=self.kind < _STEP_END)
+        if end is not None:
+            self._push(end, _STEP_END, replica.rid, (replica, engine.plan_no))
 
     def _dispatch(self) -> None:
         for i, since, replica in self.held.hand_out(self._pick):
@@ -743,13 +770,16 @@ class _World:
     # --- engines --------------------------------------------------------------------------
 
     def _begin_step(self, replica: _Replica) -> None:
-        plan = replica.engine.begin_step(self.now)
-        if plan is not None:
-            self._push(plan.end_s, _STEP_END, replica.rid, replica)
+        end = replica.engine.begin_step(self.now)
+        if end is not None:
+            self._push(end, _STEP_END, replica.rid, (replica, replica.engine.plan_no))
 
-    def _step_end(self, replica: _Replica) -> None:
-        if replica.ended_s is not None:
-            return  # killed mid-step (spot removal)
+    def _emitted(self, tokens: int) -> None:
+        self.generated_in_second += tokens
+
+    def _step_end(self, replica: _Replica, plan_no: int) -> None:
+        if replica.ended_s is not None or replica.engine.plan_no != plan_no:
+            return  # killed mid-step (spot removal), or the steps were cut short since
         outcome = replica.engine.end_step()
         firsts, prefilled = self.prefilled_in_second
         for i in outcome.first:
@@ -762,7 +792,7 @@ class _World:
                 self.best_prefill = max(self.best_prefill, self.reqs[i].prompt_tokens / took)
         self.awaiting -= len(outcome.first)
         self.prefilled_in_second = (firsts, prefilled)
-        self.generated_in_second += len(outcome.emitted)
+        self.generated_in_second += outcome.tokens
         if outcome.finished:
             for i in outcome.finished:
                 self.finished[i] = outcome.end_s
@@ -817,6 +847,10 @@ class _World:
 
     def _tick(self) -> None:
         concurrency = self.integral  # over the last second (ticks are 1 s apart)
+        # Steps that ended by now inside a jump count as the step engine's would.
+        for replica in self.fleet.replicas:
+            if replica.engine.in_step:
+                self.generated_in_second += replica.engine.settle(self.now)
         self._expire_held()
         while self.spot_times and self.spot_times[0] <= self.now:
             self.spot_times.popleft()
