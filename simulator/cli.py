@@ -239,17 +239,27 @@ def _window_flags(src: _Group) -> None:
     src.add_argument(
         "--synthetic-duration",
         type=_duration,
-        default=3600.0,
+        default=None,
         metavar="DURATION",
-        help="length of a synthetic:KIND trace (default 1h)",
+        help="length of a synthetic:KIND trace (default 1h; diurnal: 24h, week: 7 days of "
+        "--day-length)",
     )
     src.add_argument(
         "--synthetic-rate",
         type=_positive,
-        default=154.0,
+        default=None,
         metavar="PER-MIN",
-        help="requests/min of a synthetic:KIND trace (default 154; synthetic:chat: "
-        f"conversations start at this over their mean {MEAN_TURNS:.1f} turns)",
+        help="mean requests/min of a synthetic:KIND trace (default 154; diurnal and week: "
+        f"{synthetic.PRODUCTION_DAY_PER_MIN:,.0f}, the Azure LLM trace 2024's code service; "
+        f"synthetic:chat: conversations start at this over their mean {MEAN_TURNS:.1f} turns)",
+    )
+    src.add_argument(
+        "--day-length",
+        type=_duration,
+        default=synthetic.DAY_S,
+        metavar="DURATION",
+        help="the day of synthetic:diurnal and synthetic:week (default 24h, a real day; 20m "
+        "compresses it, for a quick look)",
     )
     src.add_argument(
         "--synthetic-models",
@@ -529,6 +539,19 @@ def fleet_cache(args: argparse.Namespace) -> FleetCache:
     return FleetCache(args.fleet_cache or default_cache_dir())
 
 
+def synthetic_shape(args: argparse.Namespace) -> tuple[float, float]:
+    """A synthetic trace's length and mean rate (per minute): the flags', else its kind's."""
+    kind = args.trace.removeprefix("synthetic:")
+    duration = args.synthetic_duration
+    if duration is None:
+        days = synthetic.DEFAULT_DURATION_S.get(kind, 3600.0) / synthetic.DAY_S
+        duration = days * args.day_length if kind in ("diurnal", "week") else 3600.0
+    rate = args.synthetic_rate
+    if rate is None:
+        rate = synthetic.PRODUCTION_DAY_PER_MIN if kind in ("diurnal", "week") else 154.0
+    return float(duration), float(rate)
+
+
 def load_requests(args: argparse.Namespace, *, warn: bool = True) -> list[traces.TraceRequest]:
     """The workload the flags describe (a file, a named trace, or a synthetic one).
 
@@ -536,11 +559,12 @@ def load_requests(args: argparse.Namespace, *, warn: bool = True) -> list[traces
     doubtful time unit).
     """
     name: str = args.trace
+    synthetic_s, synthetic_rate = synthetic_shape(args)
     if name == _CHAT_TRACE:
         records = generate_chat(
             ChatSpec(
-                duration_s=args.synthetic_duration,
-                conversations_per_s=args.synthetic_rate / 60.0 / MEAN_TURNS,
+                duration_s=synthetic_s,
+                conversations_per_s=synthetic_rate / 60.0 / MEAN_TURNS,
                 block_tokens=block_tokens(args),
                 seed=args.seed,
             )
@@ -549,8 +573,8 @@ def load_requests(args: argparse.Namespace, *, warn: bool = True) -> list[traces
         records = prefix_workloads.generate_workload(
             prefix_workloads.WorkloadSpec(
                 kind=name.removeprefix("synthetic:"),
-                duration_s=args.synthetic_duration,
-                rate_per_s=args.synthetic_rate / 60.0,
+                duration_s=synthetic_s,
+                rate_per_s=synthetic_rate / 60.0,
                 block_tokens=block_tokens(args),
                 seed=args.seed,
             )
@@ -560,10 +584,11 @@ def load_requests(args: argparse.Namespace, *, warn: bool = True) -> list[traces
         records = synthetic.generate(
             synthetic.SyntheticSpec(
                 kind=kind,
-                duration_s=args.synthetic_duration,
-                requests_per_min=args.synthetic_rate,
+                duration_s=synthetic_s,
+                requests_per_min=synthetic_rate,
                 models=args.synthetic_models,
                 seed=args.seed,
+                day_s=args.day_length,
             )
         )
     else:
