@@ -5,11 +5,11 @@ Covers: the tree as it is passes ``lint-imports``; each kind of violation
 scaler importing the activator, a service importing the simulator, the
 activator importing the scaler, a scaler module other than the actuator,
 ``scaler.kube`` included, importing the Kubernetes write helpers, I/O or
-another activator module in an activator module the simulator runs,
-``groundwork`` importing a service) added to a copy of the tree makes
-``lint-imports`` fail and name the broken contract; an ignored import that
-matches nothing is an error; the purity contract covers every activator
-module ``simulator`` imports and names nothing it
+another activator module in an activator module the simulator runs, I/O in
+the EPP metrics reader, ``groundwork`` importing a service) added to a copy
+of the tree makes ``lint-imports`` fail and name the broken contract; an
+ignored import that matches nothing is an error; the purity contract covers
+every activator module ``simulator`` imports and names nothing it
 does not, so a new one cannot slip in unchecked.
 """
 
@@ -151,6 +151,12 @@ def test_tree_as_is_keeps_contracts(tree_copy: Path) -> None:
             "import simulator\n",
             "the product never imports the simulator",
             id="activator-imports-the-simulator",
+        ),
+        pytest.param(
+            "scaler/signals/epp_metrics.py",
+            "import aiohttp\n",
+            "the EPP metrics reader is pure",
+            id="epp-metrics-reader-imports-aiohttp",
         ),
         pytest.param(
             "groundwork/_violation.py",
