@@ -27,6 +27,7 @@ import os
 import random
 import statistics
 import sys
+from collections.abc import Sequence
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -53,6 +54,7 @@ from simulator.runner import (
     task_count,
 )
 from simulator.scorecard import Prices, Scorecard, prefix_hit_rate
+from simulator.trace_stream import StreamedTrace, scaled, windowed
 from simulator.warm_tier import POOL_POLICIES, PoolConfig
 from simulator.world import STEPPERS, ColdStart, SpotModel, WorldConfig
 
@@ -552,16 +554,42 @@ def synthetic_shape(args: argparse.Namespace) -> tuple[float, float]:
     return float(duration), float(rate)
 
 
-def load_requests(args: argparse.Namespace, *, warn: bool = True) -> list[traces.TraceRequest]:
+def load_requests(args: argparse.Namespace, *, warn: bool = True) -> Sequence[traces.TraceRequest]:
     """The workload the flags describe (a file, a named trace, or a synthetic one).
 
-    ``warn``: print to stderr what reading the trace noticed (skipped rows, a
-    doubtful time unit).
+    A file in time order and the synthetic kinds that draw in time order are
+    read as streams (:class:`~simulator.trace_stream.StreamedTrace`: each
+    row reads them afresh, so their length costs no memory); the others are
+    lists. ``warn``: print to stderr what reading the trace noticed (skipped
+    rows, a doubtful time unit).
     """
     name: str = args.trace
+    source = _source(args, warn=warn)
+    if isinstance(source, StreamedTrace):
+        records: Sequence[traces.TraceRequest] = source
+        if args.skip or args.duration is not None or args.load_factor != 1:
+            records = StreamedTrace(
+                lambda: scaled(
+                    windowed(source, start_s=args.skip, duration_s=args.duration),
+                    args.load_factor,
+                    seed=args.seed,
+                )
+            )
+    else:
+        records = traces.window(source, start_s=args.skip, duration_s=args.duration)
+        records = scale_load(records, args.load_factor, seed=args.seed)
+    if not records:
+        raise traces.TraceError(f"{name}: no request in the window the flags select")
+    return records
+
+
+def _source(args: argparse.Namespace, *, warn: bool) -> Sequence[traces.TraceRequest]:
+    """The whole trace the flags name, before the window and the load factor."""
+    name: str = args.trace
     synthetic_s, synthetic_rate = synthetic_shape(args)
+    kind = name.removeprefix("synthetic:")
     if name == _CHAT_TRACE:
-        records = generate_chat(
+        return generate_chat(
             ChatSpec(
                 duration_s=synthetic_s,
                 conversations_per_s=synthetic_rate / 60.0 / MEAN_TURNS,
@@ -569,54 +597,57 @@ def load_requests(args: argparse.Namespace, *, warn: bool = True) -> list[traces
                 seed=args.seed,
             )
         )
-    elif name.removeprefix("synthetic:") in prefix_workloads.WORKLOADS:
-        records = prefix_workloads.generate_workload(
+    if kind in prefix_workloads.WORKLOADS:
+        return prefix_workloads.generate_workload(
             prefix_workloads.WorkloadSpec(
-                kind=name.removeprefix("synthetic:"),
+                kind=kind,
                 duration_s=synthetic_s,
                 rate_per_s=synthetic_rate / 60.0,
                 block_tokens=block_tokens(args),
                 seed=args.seed,
             )
         )
-    elif name.startswith("synthetic:"):
-        kind = name.removeprefix("synthetic:")
-        records = synthetic.generate(
-            synthetic.SyntheticSpec(
-                kind=kind,
-                duration_s=synthetic_s,
-                requests_per_min=synthetic_rate,
-                models=args.synthetic_models,
-                seed=args.seed,
-                day_s=args.day_length,
-            )
+    if name.startswith("synthetic:"):
+        spec = synthetic.SyntheticSpec(
+            kind=kind,
+            duration_s=synthetic_s,
+            requests_per_min=synthetic_rate,
+            models=args.synthetic_models,
+            seed=args.seed,
+            day_s=args.day_length,
         )
-    else:
-        fmt = traces.TraceFormat(
-            time_field=args.time_field,
-            prompt_field=args.prompt_field,
-            output_field=args.output_field,
-            model_field=args.model_field,
-            prefix_field=args.prefix_field,
-            class_field=args.class_field,
-            tenant_field=args.tenant_field,
-            time_unit=args.time_unit,
-            timestamps=args.timestamps,
-            kind=args.format,
-        )
-        notes: list[str] = []
-        records = traces.read_trace(traces.find_trace(name), fmt, notes=notes)
-        for warning in [*notes, *traces.unit_warnings(records, fmt)] if warn else []:
-            print(f"tidal simulate: warning: {name}: {warning}", file=sys.stderr)
-    records = traces.window(records, start_s=args.skip, duration_s=args.duration)
-    records = scale_load(records, args.load_factor, seed=args.seed)
-    if not records:
-        raise traces.TraceError(f"{name}: no request in the window the flags select")
+        if kind == "many-models":
+            return synthetic.generate(spec)  # drawn model by model: made whole
+        return StreamedTrace(lambda: synthetic.stream(spec))
+    fmt = traces.TraceFormat(
+        time_field=args.time_field,
+        prompt_field=args.prompt_field,
+        output_field=args.output_field,
+        model_field=args.model_field,
+        prefix_field=args.prefix_field,
+        class_field=args.class_field,
+        tenant_field=args.tenant_field,
+        time_unit=args.time_unit,
+        timestamps=args.timestamps,
+        kind=args.format,
+    )
+    path = traces.find_trace(name)
+    notes: list[str] = []
+    # Only the first reading notes what it skipped.
+    first = iter([notes])
+    records: Sequence[traces.TraceRequest]
+    try:
+        records = StreamedTrace(lambda: traces.stream_trace(path, fmt, notes=next(first, None)))
+    except traces.UnsortedTraceError:
+        notes = []
+        records = traces.read_trace(path, fmt, notes=notes)
+    for warning in [*notes, *traces.unit_warnings(records, fmt)] if warn else []:
+        print(f"tidal simulate: warning: {name}: {warning}", file=sys.stderr)
     return records
 
 
 def scale_load(
-    records: list[traces.TraceRequest], factor: float, *, seed: int
+    records: Sequence[traces.TraceRequest], factor: float, *, seed: int
 ) -> list[traces.TraceRequest]:
     """Each request ``int(factor)`` times, and once more with probability ``factor - int(factor)``.
 
@@ -627,7 +658,7 @@ def scale_load(
     if not factor > 0:
         raise traces.TraceError(f"--load-factor must be > 0, got {factor}")
     if factor == 1:
-        return records
+        return list(records)
     whole, part = int(factor), factor - int(factor)
     rng = random.Random(seed)
     out: list[traces.TraceRequest] = []
@@ -877,7 +908,7 @@ def _check_charts(args: argparse.Namespace) -> None:
 
 
 def routed_policies(
-    requests: list[traces.TraceRequest], options: SimulationOptions, args: argparse.Namespace
+    requests: Sequence[traces.TraceRequest], options: SimulationOptions, args: argparse.Namespace
 ) -> list[PolicyRun]:
     """Every policy, once per ``--routing`` (once, as always, without it).
 
@@ -923,7 +954,7 @@ def routed_policies(
 
 
 def variant_policies(
-    requests: list[traces.TraceRequest], options: SimulationOptions, args: argparse.Namespace
+    requests: Sequence[traces.TraceRequest], options: SimulationOptions, args: argparse.Namespace
 ) -> list[PolicyRun]:
     """Every policy once per ``--cold-start`` value and ``--routing`` (cold starts outermost).
 

@@ -43,11 +43,12 @@ import pickle
 import tempfile
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 from functools import cache
 from pathlib import Path
 
+from simulator.columns import Counts, Reasons, Seconds, Times
 from simulator.traces import TraceRequest
 from simulator.world import ReplicaLife, RunResult, Second, WorldConfig
 
@@ -60,10 +61,12 @@ __all__ = [
 
 CACHE_DIR_ENV = "TIDAL_SIM_CACHE"
 #: Bumped when the stored layout changes (the source hash covers behaviour).
-_FORMAT = 1
+_FORMAT = 2
 # Runs kept in memory besides the disk (a --cold-start list or a battery
 # asks for the same fleets again within one process).
 _MEMORY_ENTRIES = 16
+# Requests hashed at a time (a stream is never held whole).
+_CHUNK = 1 << 16
 
 _ROOT = Path(__file__).resolve().parent.parent
 # What a fixed fleet's run depends on, besides the trace and the world.
@@ -113,16 +116,21 @@ class FleetCache:
         self.misses = 0
 
     @staticmethod
-    def trace_key(requests: Sequence[TraceRequest]) -> str:
-        """A digest of everything in ``requests`` that a run can depend on."""
+    def trace_key(requests: Iterable[TraceRequest]) -> str:
+        """A digest of everything in ``requests`` that a run can depend on (one pass)."""
         digest = hashlib.sha256()
-        offsets = array("d", (r.offset_s for r in requests))
-        tokens = array("q", (t for r in requests for t in (r.prompt_tokens, r.output_tokens)))
-        digest.update(offsets.tobytes())
-        digest.update(tokens.tobytes())
-        if any(r.model or r.prefix or r.priority or r.tenant for r in requests):
-            for r in requests:
-                digest.update(repr((r.model, r.prefix, r.priority, r.tenant)).encode())
+        times = array("d")
+        tokens = array("q")
+        for index, r in enumerate(requests):
+            times.append(r.offset_s)
+            tokens.append(r.prompt_tokens)
+            tokens.append(r.output_tokens)
+            if r.model or r.prefix or r.priority or r.tenant:
+                digest.update(repr((index, r.model, r.prefix, r.priority, r.tenant)).encode())
+            if len(times) == _CHUNK:
+                digest.update(times.tobytes() + tokens.tobytes())
+                times, tokens = array("d"), array("q")
+        digest.update(times.tobytes() + tokens.tobytes())
         return digest.hexdigest()
 
     def run(
@@ -223,6 +231,8 @@ class _Stored:
     spec: array[int]
     end_s: float
     preemptions: int
+    classes: bool  # the run kept each request's class (the trace has them)
+    tenants: bool
 
 
 def _pack(result: RunResult, key: str) -> _Stored:
@@ -249,6 +259,8 @@ def _pack(result: RunResult, key: str) -> _Stored:
         spec=array("q", (s.spec for s in line)),
         end_s=result.end_s,
         preemptions=result.preemptions,
+        classes=bool(result.priority),
+        tenants=bool(result.tenant),
     )
 
 
@@ -263,11 +275,11 @@ def _unpack(stored: object, key: str, requests: Sequence[TraceRequest]) -> RunRe
         raise ValueError("entry is for another trace")
     return RunResult(
         name=stored.name,
-        arrival_s=tuple(r.offset_s for r in requests),
-        first_token_s=_times(stored.first),
-        finished_s=_times(stored.finished),
-        output_tokens=tuple(r.output_tokens for r in requests),
-        failed_reason=tuple(None if c == 0 else stored.reasons[c - 1] for c in stored.failed),
+        arrival_s=Seconds(r.offset_s for r in requests),
+        first_token_s=Times(_times(stored.first)),
+        finished_s=Times(_times(stored.finished)),
+        output_tokens=Counts(r.output_tokens for r in requests),
+        failed_reason=Reasons(None if c == 0 else stored.reasons[c - 1] for c in stored.failed),
         cold_start_wait_s=tuple(stored.waits),
         cold_starts=stored.cold_starts,
         replicas=tuple(ReplicaLife(*r) for r in stored.replicas),
@@ -284,6 +296,6 @@ def _unpack(stored: object, key: str, requests: Sequence[TraceRequest]) -> RunRe
         ),
         end_s=stored.end_s,
         preemptions=stored.preemptions,
-        priority=tuple(r.priority for r in requests),
-        tenant=tuple(r.tenant for r in requests),
+        priority=tuple(r.priority for r in requests) if stored.classes else (),
+        tenant=tuple(r.tenant for r in requests) if stored.tenants else (),
     )

@@ -73,6 +73,7 @@ from simulator.profile import DEFAULT_ITL_S, decode_tokens_per_s, prefill_tokens
 from simulator.reactive import FIRST_MINUTE_S, Reactive, demand_per_second, first_minute_fleet
 from simulator.scorecard import Prices, Scorecard, score
 from simulator.tidal import TidalAutoscaler
+from simulator.trace_stream import StreamedTrace
 from simulator.traces import TraceRequest
 from simulator.warm_tier import POOL_POLICIES, PoolConfig, run_pool
 from simulator.world import (
@@ -312,7 +313,13 @@ def _start(
     return _Started(autoscaler, max(warm, autoscaler.initial))
 
 
-def _by_model(requests: Sequence[TraceRequest]) -> list[list[TraceRequest]]:
+def _by_model(requests: Sequence[TraceRequest]) -> list[Sequence[TraceRequest]]:
+    """The trace split by model; one model's trace is itself (a stream stays a stream)."""
+    if isinstance(requests, StreamedTrace):
+        if requests.models == 1:
+            return [requests]
+    elif len({r.model for r in requests}) == 1:
+        return [requests]
     groups: dict[str, list[TraceRequest]] = {}
     for r in requests:
         groups.setdefault(r.model, []).append(r)

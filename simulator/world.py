@@ -60,7 +60,7 @@ import math
 import random
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
@@ -70,6 +70,7 @@ from groundwork.fair_hold_queue import FairHoldQueue
 from scaler.policy import PlacementConfig, split
 from scaler.policy.api import PROMPT_SIZE_BOUNDS
 from simulator import progress
+from simulator.columns import Counts, Reasons, Seconds, Times
 from simulator.engine import LlmParams
 from simulator.engine.jump import JumpEngine, StepEngine
 from simulator.traces import TraceRequest
@@ -323,27 +324,32 @@ class Second:
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    """Everything the scorecard needs from one run."""
+    """Everything the scorecard needs from one run.
+
+    The per-request sequences are tuples or, from :func:`run_world`, packed
+    columns that read the same (:mod:`simulator.columns`).
+    """
 
     name: str
-    arrival_s: tuple[float, ...]
-    first_token_s: tuple[float | None, ...]  # None: failed
-    finished_s: tuple[float | None, ...]
-    output_tokens: tuple[int, ...]
-    failed_reason: tuple[str | None, ...]
+    arrival_s: Sequence[float]
+    first_token_s: Sequence[float | None]  # None: failed
+    finished_s: Sequence[float | None]
+    output_tokens: Sequence[int]
+    failed_reason: Sequence[str | None]
     cold_start_wait_s: tuple[float, ...]  # per request held because nothing was ready
     cold_starts: int  # transitions from zero ready replicas to one or more
     replicas: tuple[ReplicaLife, ...]
     timeline: tuple[Second, ...]
     end_s: float
     preemptions: int
-    # Each request's priority class and tenant, as the trace gave them.
-    priority: tuple[int, ...] = ()
-    tenant: tuple[str, ...] = ()
+    # Each request's priority class and tenant, as the trace gave them (empty:
+    # the trace has none, every request standard and of one tenant).
+    priority: Sequence[int] = ()
+    tenant: Sequence[str] = ()
 
 
 def run_world(
-    requests: Sequence[TraceRequest],
+    requests: Iterable[TraceRequest],
     autoscaler: Autoscaler,
     config: WorldConfig | None = None,
     *,
@@ -352,7 +358,10 @@ def run_world(
     """Replay ``requests`` (sorted by offset) against ``autoscaler``; see the module docstring.
 
     The run ends at the first tick after the last arrival (or at ``until_s``,
-    if later) once every request is answered.
+    if later) once every request is answered. ``requests`` is read once, as
+    a stream: only requests held or in flight are kept, and per request
+    only the packed columns of the result, so a trace of millions runs in
+    flat memory.
     """
     return _World(requests, autoscaler, config or WorldConfig()).run(until_s)
 
@@ -552,17 +561,21 @@ class _Fleet:
 
 class _World:
     def __init__(
-        self, requests: Sequence[TraceRequest], autoscaler: Autoscaler, config: WorldConfig
+        self, requests: Iterable[TraceRequest], autoscaler: Autoscaler, config: WorldConfig
     ) -> None:
-        if not requests:
-            raise ValueError("a simulation needs at least one request")
         self.config = config
         self.autoscaler = autoscaler
-        self.reqs = requests
-        n = len(requests)
-        self.first_token: list[float | None] = [None] * n
-        self.finished: list[float | None] = [None] * n
-        self.failed: list[str | None] = [None] * n
+        self.pending = iter(requests)
+        self.last_offset = -math.inf
+        self.exhausted = False
+        self.live: dict[int, TraceRequest] = {}  # held or in flight
+        self.arrival_s = Seconds()
+        self.outputs = Counts()
+        self.first_token = Times()
+        self.finished = Times()
+        self.failed = Reasons()
+        self.priorities: list[int] | None = None  # once a request has a class
+        self.tenants: list[str] | None = None  # once a request has a tenant
         self.held_cold: set[int] = set()  # held while no replica was ready
         self.cold_waits: list[float] = []
         self.where: dict[int, _Replica] = {}
@@ -601,11 +614,25 @@ class _World:
         self.order += 1
         heapq.heappush(self.events, (at_s, kind, self.order, key, payload))
 
+    def _next_arrival(self) -> bool:
+        """Schedule the trace's next request (the stream is read one ahead); False: none left."""
+        request = next(self.pending, None)
+        if request is None:
+            self.exhausted = True
+            return False
+        if request.offset_s < self.last_offset:
+            raise ValueError(
+                f"requests must come in time order: one at {request.offset_s} s follows one at "
+                f"{self.last_offset} s"
+            )
+        self.last_offset = request.offset_s
+        self._push(request.offset_s, _ARRIVAL, 0, request)
+        return True
+
     def run(self, until_s: float | None) -> RunResult:
-        for i, r in enumerate(self.reqs):
-            self._push(r.offset_s, _ARRIVAL, i)
-        last_arrival = self.reqs[-1].offset_s
-        horizon = max(math.floor(last_arrival) + 1.0, until_s or 0.0)
+        if not self._next_arrival():
+            raise ValueError("a simulation needs at least one request")
+        horizon = math.inf
         fleet = self.fleet
         # The zones' spot state is drawn before the warm start, so that warm
         # spot replicas go only to zones that have spot at time 0.
@@ -623,7 +650,9 @@ class _World:
             if kind == _STEP_END:
                 self._step_end(*payload)  # type: ignore[misc]
             elif kind == _ARRIVAL:
-                self._arrive(key)
+                if not self._next_arrival() and horizon == math.inf:
+                    horizon = max(math.floor(self.last_offset) + 1.0, until_s or 0.0)
+                self._arrive(payload)  # type: ignore[arg-type]
             elif kind == _TICK:
                 self._tick()
                 if at_s >= horizon and self.outstanding == 0:
@@ -643,19 +672,19 @@ class _World:
         progress.advance(*self.unreported)
         return RunResult(
             name=self.autoscaler.name,
-            arrival_s=tuple(r.offset_s for r in self.reqs),
-            first_token_s=tuple(self.first_token),
-            finished_s=tuple(self.finished),
-            output_tokens=tuple(r.output_tokens for r in self.reqs),
-            failed_reason=tuple(self.failed),
+            arrival_s=self.arrival_s,
+            first_token_s=self.first_token,
+            finished_s=self.finished,
+            output_tokens=self.outputs,
+            failed_reason=self.failed,
             cold_start_wait_s=tuple(self.cold_waits),
             cold_starts=fleet.cold_starts,
             replicas=tuple(fleet.lives),
             timeline=tuple(self.timeline),
             end_s=end_s,
             preemptions=fleet.preemptions,
-            priority=tuple(r.priority for r in self.reqs),
-            tenant=tuple(r.tenant for r in self.reqs),
+            priority=tuple(self.priorities or ()),
+            tenant=tuple(self.tenants or ()),
         )
 
     def _advance(self, at_s: float) -> None:
@@ -671,15 +700,32 @@ class _World:
 
     # --- requests -------------------------------------------------------------------------
 
-    def _arrive(self, i: int) -> None:
+    def _record(self, r: TraceRequest) -> int:
+        """A new request's row in the result's columns: its index."""
+        i = len(self.arrival_s)
+        self.live[i] = r
+        self.arrival_s.append(r.offset_s)
+        self.outputs.append(r.output_tokens)
+        self.first_token.append(None)
+        self.finished.append(None)
+        self.failed.append(None)
+        if r.priority and self.priorities is None:
+            self.priorities = [0] * i
+        if self.priorities is not None:
+            self.priorities.append(r.priority)
+        if r.tenant and self.tenants is None:
+            self.tenants = [""] * i
+        if self.tenants is not None:
+            self.tenants.append(r.tenant)
+        return i
+
+    def _arrive(self, r: TraceRequest) -> None:
+        i = self._record(r)
         self.arrivals_in_second += 1
         prompt, output = self.tokens_in_second
-        self.tokens_in_second = (
-            prompt + self.reqs[i].prompt_tokens,
-            output + self.reqs[i].output_tokens,
-        )
+        self.tokens_in_second = (prompt + r.prompt_tokens, output + r.output_tokens)
         # The bounds it is over: those below it (they ascend).
-        for b in range(bisect_left(PROMPT_SIZE_BOUNDS, self.reqs[i].prompt_tokens)):
+        for b in range(bisect_left(PROMPT_SIZE_BOUNDS, r.prompt_tokens)):
             self.over_in_second[b] += 1
         self._change_outstanding(1)
         self.awaiting += 1
@@ -688,7 +734,6 @@ class _World:
             if replica is not None:
                 self._assign(i, replica)
                 return
-        r = self.reqs[i]
         if len(self.held) >= self.config.max_buffered:
             shed = self.held.shed_for(r.priority, r.tenant)
             if shed is None:
@@ -706,7 +751,8 @@ class _World:
     def _fail(self, i: int, reason: str) -> None:
         if self.first_token[i] is None:
             self.awaiting -= 1
-        self.failed[i] = reason
+        self.failed.set(i, reason)
+        del self.live[i]
         self._change_outstanding(-1)
 
     def _lose(self, i: int) -> None:
@@ -719,11 +765,11 @@ class _World:
         if not serving:
             return None
         if self.balancer is not None:
-            return self.balancer.pick(self.reqs[i], serving, self.config.container_concurrency)
+            return self.balancer.pick(self.live[i], serving, self.config.container_concurrency)
         return pick(serving, self.config.container_concurrency, self.rng)
 
     def _assign(self, i: int, replica: _Replica) -> None:
-        r = self.reqs[i]
+        r = self.live[i]
         params = self.config.engine
         limit = min(params.max_model_len, params.kv_cache_tokens)
         prompt = max(1, r.prompt_tokens)
@@ -783,21 +829,23 @@ class _World:
         outcome = replica.engine.end_step()
         firsts, prefilled = self.prefilled_in_second
         for i in outcome.first:
-            self.first_token[i] = outcome.end_s
+            self.first_token.set(i, outcome.end_s)
             firsts += 1
-            prefilled += self.reqs[i].prompt_tokens
+            prompt = self.live[i].prompt_tokens
+            prefilled += prompt
             took = outcome.end_s - self.sent_at.pop(i, outcome.end_s)
             self.ttfts_in_second.append(took)
             if took > 0:
-                self.best_prefill = max(self.best_prefill, self.reqs[i].prompt_tokens / took)
+                self.best_prefill = max(self.best_prefill, prompt / took)
         self.awaiting -= len(outcome.first)
         self.prefilled_in_second = (firsts, prefilled)
         self.generated_in_second += outcome.tokens
         if outcome.finished:
             for i in outcome.finished:
-                self.finished[i] = outcome.end_s
+                self.finished.set(i, outcome.end_s)
                 replica.requests.discard(i)
                 del self.where[i]
+                del self.live[i]
             replica.in_flight -= len(outcome.finished)
             self._change_outstanding(-len(outcome.finished))
         if replica.engine.has_work:
