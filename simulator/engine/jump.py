@@ -35,11 +35,12 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from simulator.engine.llm import KvEventRecorder, LlmEngine, LlmParams
+from simulator.engine.prefix_cache import PrefixCache
 
 __all__ = ["JumpEngine", "StepEngine", "Stepped"]
 
@@ -131,10 +132,18 @@ class JumpEngine:
         self.plan_no = 0  # changes whenever the end of the steps in flight does
         self._busy_done_s = 0.0
         self.preemptions = 0
-        self._blocks: OrderedDict[Hashable, None] = OrderedDict()
+        self._cache = PrefixCache(self.params.prefix_block_tokens)
         self.cached_tokens = 0
         self.queried_tokens = 0
-        self.kv_events: KvEventRecorder | None = None
+
+    @property
+    def kv_events(self) -> KvEventRecorder | None:
+        """The recorder of the prefix cache's changes (None: not asked for)."""
+        return self._cache.events
+
+    @kv_events.setter
+    def kv_events(self, recorder: KvEventRecorder | None) -> None:
+        self._cache.events = recorder
 
     # --- requests -------------------------------------------------------------------
 
@@ -431,12 +440,7 @@ class JumpEngine:
         return chunk
 
     def _reuse_prefix(self, seq: _Seq) -> None:
-        hits = 0
-        for block in seq.prefix:
-            if block not in self._blocks:
-                break
-            self._blocks.move_to_end(block)
-            hits += 1
+        hits = self._cache.touch_leading(seq.prefix)
         free = self.params.kv_cache_tokens - self._kv_used
         cached = min(hits * self.params.prefix_block_tokens, seq.prefill_target - 1, free)
         if cached <= 0:
@@ -446,27 +450,10 @@ class JumpEngine:
         self._kv_used += cached
         seq.cached += cached
         self.cached_tokens += cached
-        self._evict()
+        self._cache.evict(self.params.kv_cache_tokens - self._kv_used)
 
     def _remember(self, prefix: tuple[Hashable, ...]) -> None:
-        stored: list[Hashable] = []
-        for block in prefix:
-            if block not in self._blocks:
-                stored.append(block)
-            self._blocks[block] = None
-            self._blocks.move_to_end(block)
-        if self.kv_events is not None and stored:
-            first = prefix.index(stored[0])
-            self.kv_events.stored(stored, prefix[first - 1] if first else None)
-        self._evict()
-
-    def _evict(self) -> None:
-        room = self.params.kv_cache_tokens - self._kv_used
-        removed: list[Hashable] = []
-        while self._blocks and len(self._blocks) * self.params.prefix_block_tokens > room:
-            removed.append(self._blocks.popitem(last=False)[0])
-        if self.kv_events is not None and removed:
-            self.kv_events.removed(removed)
+        self._cache.store(prefix, self.params.kv_cache_tokens - self._kv_used)
 
 
 class StepEngine(LlmEngine):

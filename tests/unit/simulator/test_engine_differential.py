@@ -1,13 +1,15 @@
 """The jumping engine against the step engine it replaces (simulator.engine.jump).
 
-Covers: over steady, bursty, long-prompt, prefix-cached (prefix routing),
+Covers: over steady, bursty, long-prompt, prefix-cached (prefix routing on
+its own record of blocks, and on the engines' KV-cache events),
 spot (interruptions and zones coming and going), many-model and
 KV-preempting traffic, ``tidal``, a baseline and a fixed fleet score the
 same with either stepper: every count identical (requests, completed,
 failures by reason, cold starts, peak replicas, preemptions, SLO attainment,
-which is a count of requests), GPU-seconds, busy time and latency
-percentiles within 0.1 % (the jump's step ends are ``t0 + i x dt`` where the
-step engine adds ``dt`` once per step: the last bits of a float). A jump in
+which is a count of requests), GPU-seconds, busy time, latency
+percentiles and prefix-cache hit rates within 0.1 % (the jump's step ends
+are ``t0 + i x dt`` where the step engine adds ``dt`` once per step: the
+last bits of a float). A jump in
 flight cut by an arrival admits it where the step engine would, and the
 server metrics the policy reads each second (tokens generated, sequences
 running and waiting, KV usage) are the step engine's.
@@ -26,7 +28,7 @@ from simulator.engine import LlmParams
 from simulator.engine.jump import JumpEngine, StepEngine
 from simulator.prefix_routing import balancer
 from simulator.runner import SimulationOptions, run_policies
-from simulator.scorecard import Scorecard
+from simulator.scorecard import Scorecard, prefix_hit_rate
 from simulator.synthetic import SyntheticSpec, generate
 from simulator.traces import TraceRequest
 from simulator.world import ColdStart, SpotModel, WorldConfig
@@ -73,6 +75,19 @@ def _scenarios() -> dict[str, tuple[list[TraceRequest], SimulationOptions]]:
                 ),
             ),
         ),
+        "prefix-caching-kv-events": (
+            chat,
+            replace(
+                base,
+                world=replace(
+                    WORLD,
+                    engine=LlmParams(prefix_block_tokens=16, kv_cache_tokens=40_000),
+                    balancer=balancer(
+                        "prefix", engine=LlmParams(prefix_block_tokens=16), exact=True
+                    ),
+                ),
+            ),
+        ),
         "spot": (
             _synthetic("bursts", 90.0, 600.0, gamma_shape=1.0, tokens="chat"),
             replace(
@@ -112,10 +127,13 @@ def _differences(step: Scorecard, jump: Scorecard) -> dict[str, tuple[object, ob
 def test_both_steppers_give_the_same_scorecard(name: str) -> None:
     requests, options = SCENARIOS[name]
     cards = {}
+    hits = {}
     for stepper in ("step", "jump"):
         world = replace(options.world, stepper=stepper)
         runs = run_policies(requests, replace(options, world=world))
         cards[stepper] = [r.scorecard for r in runs]
+        hits[stepper] = [prefix_hit_rate(r.result) for r in runs if r.result is not None]
+    assert all(_close(a, b) for a, b in zip(hits["step"], hits["jump"], strict=True))
     assert len(cards["step"]) == len(cards["jump"])
     for step, jump in zip(cards["step"], cards["jump"], strict=True):
         assert _differences(step, jump) == {}, step.name
