@@ -17,10 +17,12 @@ too small to measure; nothing is counted unless a bar was started
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import sys
 import time
 from dataclasses import dataclass
+from multiprocessing.synchronize import Lock
 from typing import TextIO
 
 __all__ = ["SHOW_AFTER_S", "Bar", "advance", "draw", "finish", "row_done", "start"]
@@ -35,8 +37,8 @@ class Bar:
     rows: int  # rows in the whole run
     stream: TextIO
     started: float
-    counts: object  # shared doubles: simulated seconds, requests, rows done
-    lock: object
+    counts: ctypes.Array[ctypes.c_double]  # shared: simulated seconds, requests, rows done
+    lock: Lock
     drawn_at: float = 0.0
     shown: bool = False
 
@@ -62,18 +64,18 @@ def advance(simulated_s: float, requests: int) -> None:
     bar = _BAR
     if bar is None:
         return
-    with bar.lock:  # type: ignore[attr-defined]
+    with bar.lock:
         counts = bar.counts
-        counts[0] += simulated_s  # type: ignore[index]
-        counts[1] += requests  # type: ignore[index]
+        counts[0] += simulated_s
+        counts[1] += requests
 
 
 def row_done() -> None:
     bar = _BAR
     if bar is None:
         return
-    with bar.lock:  # type: ignore[attr-defined]
-        bar.counts[2] += 1  # type: ignore[index]
+    with bar.lock:
+        bar.counts[2] += 1
     draw()
 
 
@@ -86,7 +88,7 @@ def draw() -> None:
     if now - bar.started < SHOW_AFTER_S or now - bar.drawn_at < _REDRAW_S:
         return
     bar.drawn_at = now
-    simulated, requests, rows = bar.counts[0], bar.counts[1], bar.counts[2]  # type: ignore[index]
+    simulated, requests, rows = bar.counts[0], bar.counts[1], bar.counts[2]
     filled = int(min(1.0, rows / bar.rows) * 20)
     line = (
         f"\r[{'#' * filled}{'.' * (20 - filled)}] rows {int(rows)}/{bar.rows}, "
