@@ -12,7 +12,9 @@ in one pass when it is made.
 
 Main decision: **it is a** :class:`~collections.abc.Sequence`, so every
 yardstick and row reads it as it reads a list: by iterating. Random access
-is possible but walks the stream (no caller does it on a long trace).
+is possible but walks the stream (no caller does it on a long trace). A
+short trace (at most :data:`KEEP` requests, some tens of megabytes) is kept
+from the first reading, so that an hour's trace is not parsed once per row.
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ from typing import overload
 
 from simulator.traces import TraceError, TraceRequest
 
-__all__ = ["StreamedTrace", "scaled", "windowed"]
+__all__ = ["KEEP", "StreamedTrace", "scaled", "windowed"]
+
+#: Traces up to this many requests are kept in memory after the first reading.
+KEEP = 200_000
 
 
 class StreamedTrace(Sequence[TraceRequest]):
@@ -38,6 +43,7 @@ class StreamedTrace(Sequence[TraceRequest]):
         first: TraceRequest | None = None
         last: TraceRequest | None = None
         models: set[str] = set()
+        kept: list[TraceRequest] | None = []
         for request in opener():
             if first is None:
                 first = request
@@ -45,6 +51,11 @@ class StreamedTrace(Sequence[TraceRequest]):
             count += 1
             if len(models) < 2:
                 models.add(request.model)
+            if kept is not None:
+                kept.append(request)
+                if len(kept) > KEEP:
+                    kept = None
+        self._kept = kept
         self._count = count
         self._ends = (first, last)
         self.models = len(models)  # 1, or 2 for "more than one"
@@ -53,7 +64,7 @@ class StreamedTrace(Sequence[TraceRequest]):
         return self._count
 
     def __iter__(self) -> Iterator[TraceRequest]:
-        return self._opener()
+        return iter(self._kept) if self._kept is not None else self._opener()
 
     @overload
     def __getitem__(self, index: int) -> TraceRequest: ...
@@ -71,7 +82,7 @@ class StreamedTrace(Sequence[TraceRequest]):
             return first
         if index == self._count - 1 and last is not None:
             return last
-        return next(itertools.islice(self._opener(), index, None))
+        return next(itertools.islice(iter(self), index, None))
 
 
 def windowed(

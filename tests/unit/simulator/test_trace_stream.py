@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator import cli, traces
+from simulator import cli, trace_stream, traces
 from simulator.baselines import AlwaysOn
 from simulator.trace_stream import StreamedTrace, scaled, windowed
 from simulator.traces import TraceRequest, UnsortedTraceError
@@ -49,7 +49,10 @@ def test_a_file_out_of_order_is_read_whole_by_the_command(tmp_path: Path) -> Non
     assert [r.offset_s for r in records] == [1.0, 3.0, 5.0]
 
 
-def test_a_streamed_trace_replays_the_same_requests_each_time() -> None:
+def test_a_streamed_trace_replays_the_same_requests_each_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(trace_stream, "KEEP", 10)  # longer than this: read again each time
     opened: list[int] = []
 
     def opener() -> Iterator[TraceRequest]:
@@ -61,6 +64,11 @@ def test_a_streamed_trace_replays_the_same_requests_each_time() -> None:
     assert list(stream) == list(stream) == TRACE
     assert stream[7] == TRACE[7]
     assert len(opened) == 4  # the survey, two replays and a walk to the eighth request
+    monkeypatch.setattr(trace_stream, "KEEP", len(TRACE))
+    opened.clear()
+    kept = StreamedTrace(opener)
+    assert list(kept) == list(kept) == TRACE
+    assert len(opened) == 1  # short: kept from the first reading
 
 
 def test_the_window_and_load_factor_on_a_stream_equal_their_list_versions() -> None:
