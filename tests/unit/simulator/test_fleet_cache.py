@@ -6,16 +6,20 @@ size is a different entry, and an on-demand fleet's cold start is not part
 of its key; an entry cut short is run again and rewritten; ``off`` in the
 environment turns the disk copy off; a custom balancer is never cached;
 ``jobs`` above 1 gives the same rows as one process, with the CPU each row
-took.
+took; ``tidal simulate --fleet-cache DIR --jobs 2`` run twice keeps its
+fleets there and prints the same rows.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from simulator import cli
 from simulator.baselines import AlwaysOn
 from simulator.fleet_cache import CACHE_DIR_ENV, FleetCache, default_cache_dir
 from simulator.prefix_routing import balancer
@@ -100,3 +104,24 @@ def test_rows_in_processes_are_the_rows_of_one_process() -> None:
     assert [r.scorecard for r in side_by_side] == [r.scorecard for r in alone]
     assert [r.fleets for r in side_by_side] == [r.fleets for r in alone]
     assert all(r.cpu_s > 0 for r in side_by_side if r.scorecard.name != "oracle")
+
+
+def test_the_command_reuses_fleets_kept_in_its_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parser = argparse.ArgumentParser()
+    cli.configure(parser)
+    flags = [
+        "--trace", "synthetic:bursts", "--synthetic-duration", "1m", "--max-replicas", "3",
+        "--policies", "always-on,hpa", "--json", "--fleet-cache", str(tmp_path), "--jobs", "2",
+    ]  # fmt: skip
+    documents = []
+    for _ in range(2):
+        assert cli.run(parser.parse_args(flags)) == 0
+        documents.append(json.loads(capsys.readouterr().out.strip().splitlines()[-1]))
+    assert list(tmp_path.rglob("*.fleet"))
+    first, again = (
+        [{k: v for k, v in p.items() if k != "cpu_s"} for p in d["policies"]] for d in documents
+    )
+    assert again == first
+    assert all(p["cpu_s"] >= 0 for d in documents for p in d["policies"])
