@@ -567,7 +567,6 @@ class _World:
         self.autoscaler = autoscaler
         self.pending = iter(requests)
         self.last_offset = -math.inf
-        self.exhausted = False
         self.live: dict[int, TraceRequest] = {}  # held or in flight
         self.arrival_s = Seconds()
         self.outputs = Counts()
@@ -618,7 +617,6 @@ class _World:
         """Schedule the trace's next request (the stream is read one ahead); False: none left."""
         request = next(self.pending, None)
         if request is None:
-            self.exhausted = True
             return False
         if request.offset_s < self.last_offset:
             raise ValueError(
