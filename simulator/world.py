@@ -393,6 +393,7 @@ class _Fleet:
         self.cold_rng = random.Random(config.seed + 1)
         self.spot_rng = random.Random(config.seed + 2)
         self.replicas: list[_Replica] = []  # alive (not ended)
+        self._serving: list[_Replica] | None = None  # the serving ones (None: to count again)
         self.lives: list[ReplicaLife] = []
         self.next_rid = 0
         self.target = 0
@@ -410,7 +411,10 @@ class _Fleet:
                 self.schedule_market(zone)
 
     def serving(self) -> list[_Replica]:
-        return [r for r in self.replicas if r.serving]
+        """The replicas taking requests (kept until one starts, stops or changes)."""
+        if self._serving is None:
+            self._serving = [r for r in self.replicas if r.serving]
+        return self._serving
 
     def create(self, capacity: str, *, warm: bool) -> None:
         replica = _Replica(
@@ -423,6 +427,7 @@ class _Fleet:
         )
         self.next_rid += 1
         self.replicas.append(replica)
+        self._serving = None
         if capacity == SPOT:
             zone = self.spot_zone()
             if zone is None:
@@ -443,6 +448,7 @@ class _Fleet:
     def start(self, replica: _Replica, *, warm: bool = False) -> None:
         """The replica has a node: its GPU is held from now, its cold start begins."""
         replica.pending = False
+        self._serving = None
         replica.created_s = self.now
         if warm:
             replica.ready = True
@@ -474,6 +480,7 @@ class _Fleet:
         if replica.ended_s is not None or replica.draining:
             return
         replica.ready = True
+        self._serving = None
         if not replica.noticed:
             if self.ready_count == 0:
                 self.cold_starts += 1
@@ -487,6 +494,7 @@ class _Fleet:
             self.ready_count -= 1
         replica.ended_s = self.now
         self.replicas.remove(replica)
+        self._serving = None
         if replica.pending:
             return  # never had a node: no GPU time
         self.emitted(replica.engine.settle(self.now))
@@ -506,6 +514,7 @@ class _Fleet:
         if replica.serving:
             self.ready_count -= 1
         replica.draining = True
+        self._serving = None
         if replica.in_flight == 0:
             self.end(replica)
 
@@ -515,6 +524,7 @@ class _Fleet:
         if replica.serving:
             self.ready_count -= 1
         replica.noticed = True
+        self._serving = None
         self.preemptions += 1
         self.push(self.now + self.config.spot.notice_s, _KILL, 0, replica)
         self.reconcile()
