@@ -27,7 +27,7 @@ import os
 import random
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -565,16 +565,18 @@ def load_requests(args: argparse.Namespace, *, warn: bool = True) -> Sequence[tr
     """
     name: str = args.trace
     source = _source(args, warn=warn)
-    if isinstance(source, StreamedTrace):
+    whole = not (args.skip or args.duration is not None or args.load_factor != 1)
+    if isinstance(source, StreamedTrace) and whole:
         records: Sequence[traces.TraceRequest] = source
-        if args.skip or args.duration is not None or args.load_factor != 1:
-            records = StreamedTrace(
-                lambda: scaled(
-                    windowed(source, start_s=args.skip, duration_s=args.duration),
-                    args.load_factor,
-                    seed=args.seed,
-                )
+    elif isinstance(source, StreamedTrace) or callable(source):
+        opener = source.__iter__ if isinstance(source, StreamedTrace) else source
+        records = StreamedTrace(
+            lambda: scaled(
+                windowed(opener(), start_s=args.skip, duration_s=args.duration),
+                args.load_factor,
+                seed=args.seed,
             )
+        )
     else:
         records = traces.window(source, start_s=args.skip, duration_s=args.duration)
         records = scale_load(records, args.load_factor, seed=args.seed)
@@ -583,8 +585,11 @@ def load_requests(args: argparse.Namespace, *, warn: bool = True) -> Sequence[tr
     return records
 
 
-def _source(args: argparse.Namespace, *, warn: bool) -> Sequence[traces.TraceRequest]:
-    """The whole trace the flags name, before the window and the load factor."""
+def _source(
+    args: argparse.Namespace, *, warn: bool
+) -> Sequence[traces.TraceRequest] | Callable[[], Iterator[traces.TraceRequest]]:
+    """The whole trace the flags name, before the window and the load factor: a list, a
+    file read as a stream, or how to draw a synthetic one (read only through the window)."""
     name: str = args.trace
     synthetic_s, synthetic_rate = synthetic_shape(args)
     kind = name.removeprefix("synthetic:")
@@ -618,7 +623,7 @@ def _source(args: argparse.Namespace, *, warn: bool) -> Sequence[traces.TraceReq
         )
         if kind == "many-models":
             return synthetic.generate(spec)  # drawn model by model: made whole
-        return StreamedTrace(lambda: synthetic.stream(spec))
+        return lambda: synthetic.stream(spec)
     fmt = traces.TraceFormat(
         time_field=args.time_field,
         prompt_field=args.prompt_field,
