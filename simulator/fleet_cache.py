@@ -14,7 +14,7 @@ of a battery of them) asks again. So each such run is kept, keyed by
 - the fleet size,
 - and the simulator's version: a hash of the sources whose behaviour a run
   depends on (the simulator package, and the activator, groundwork and
-  placement modules it runs), so that a changed engine or world never
+  placement modules it runs; ``_SOURCES``), so that a changed engine or world never
   serves an old answer.
 
 Main decision: **the disk copy is what makes it pay, and it must be safe to
@@ -76,6 +76,7 @@ _SOURCES = (
     "activator/targets.py",
     "groundwork/fair_hold_queue.py",
     "groundwork/priority.py",
+    "groundwork/rules",
     "scaler/policy/placement",
     "scaler/policy/api.py",
 )
@@ -87,6 +88,8 @@ def simulator_version() -> str:
     digest = hashlib.sha256(f"format {_FORMAT}".encode())
     for name in _SOURCES:
         path = _ROOT / name
+        if not path.exists():
+            continue  # moved away: what moved is named on its own
         files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
         for file in files:
             digest.update(str(file.relative_to(_ROOT)).encode())
