@@ -119,7 +119,17 @@ _LEGEND = (
     "REASON: why the scale last changed (status annotation); "
     "LIVE-REASON: what the scaler says now (GET /v1/targets). "
     "MODE panic beside LIVE-REASON Steady is usual: in panic the scale is never lowered, "
-    "so it stays where the burst put it. -o wide shows every column."
+    "so it stays where the burst put it."
+)
+_NARROW_LEGEND = " -o wide shows every column."
+# What a "-" means in the columns only -o wide shows.
+_WIDE_LEGEND = (
+    "QUEUE, KV-CACHE and GPU: the stable window's average of a signal the model scales on. "
+    "'-' there: the model does not scale on it (no autoscaling.tidal.dev/target-queue-depth, "
+    "target-kv-cache-utilization or target-gpu-utilization annotation), or no sample has "
+    "arrived yet (GPU comes from DCGM through the scaler's --prometheus-url, or from Triton "
+    "itself). '-' elsewhere: not known yet, or not in use (ON-DEMAND and SPOT without a spot "
+    "placement)."
 )
 
 #: What MODE and the reasons mean, for ``tidal status --help``.
@@ -354,7 +364,9 @@ def render_table(table: Sequence[Mapping[str, Any]], *, wide: bool = False) -> s
     if held:
         text += ["", "Held by priority class (all activators, live):", *held]
     if with_live:
-        text += ["", *textwrap.wrap(_LEGEND, 100)]
+        text += ["", *textwrap.wrap(_LEGEND + ("" if wide else _NARROW_LEGEND), 100)]
+        if wide:
+            text += textwrap.wrap(_WIDE_LEGEND, 100)
     problems = [f"{r['namespace']}/{r['name']}: {r['problem']}" for r in table if r.get("problem")]
     if problems:
         text += ["", "Left alone until fixed:", *problems]

@@ -120,7 +120,10 @@ EVENT_REASONS: tuple[EventReason, ...] = (
         ADAPTER_LOAD_REFUSED,
         True,
         "a replica refused to load a LoRA adapter (the message names the replica, the adapter"
-        " and its answer); the activator sends that adapter's requests elsewhere for a minute",
+        " and its answer); the activator sends that adapter's requests elsewhere for a minute,"
+        " and answers them 503 at once when no replica is left to ask. Also raised, at most once"
+        " a minute, when no replica of the model can load adapters at all (none publishes LoRA"
+        " support): the message names --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING",
     ),
 )
 
