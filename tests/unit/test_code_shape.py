@@ -74,8 +74,6 @@ ALLOWED: frozenset[str] = frozenset(
         "simulator.world",
         "simulator.world:_World",
         # split by job on this branch, one commit each
-        "loadtests.sandbox.cluster.controllers.deployment:DeploymentController",
-        "loadtests.sandbox.cluster.controllers.deployment:DeploymentController._write_status",
         "loadtests.sandbox.cluster.openapi:OpenApi._paths",
         "loadtests.sandbox.servers.cli:configure",
         "loadtests.sandbox.stack:SandboxStack",
