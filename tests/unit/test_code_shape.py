@@ -74,7 +74,6 @@ ALLOWED: frozenset[str] = frozenset(
         "simulator.world",
         "simulator.world:_World",
         # split by job on this branch, one commit each
-        "loadtests.sandbox.servers.cli:configure",
         "loadtests.sandbox.stack:SandboxStack",
     }
 )
