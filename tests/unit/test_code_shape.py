@@ -73,8 +73,6 @@ ALLOWED: frozenset[str] = frozenset(
         "simulator.traces",
         "simulator.world",
         "simulator.world:_World",
-        # split by job on this branch, one commit each
-        "loadtests.sandbox.stack:SandboxStack",
     }
 )
 
