@@ -17,13 +17,13 @@ in it (``activator/``, ``scaler/``, ``groundwork/``, ``simulator/``,
   for an interface has no body a method could have been moved out of;
 - no code reads or calls another object's ``_private`` attribute: only
   ``self._x`` and ``cls._x`` are one's own (``os._exit``, the standard
-library's documented exit for a forked child, is public despite its name).
+  library's documented exit for a forked child, is public despite its name).
 
 A part past these sizes is doing several jobs, and an object whose privates
 others touch has no interface of its own.
 
 ``ALLOWED`` lists the parts that break a rule while another branch is
-rewriting them; each entry is a qualified name (``module`` for a module,
+rewriting them (they are divided once it has merged); each entry is a qualified name (``module`` for a module,
 ``module:Class``, ``module:function``, or ``module:expression`` for a
 private access). A fixed part must leave the list: an entry that no longer
 offends fails the test too.
