@@ -105,15 +105,14 @@ from scaler.kube.types import (
 from scaler.kube.writer import KubeEvents, KubeScaleTarget
 from scaler.metrics import Metrics
 from scaler.placement.actuation import PlacementActuation
-from scaler.policy.api import Decision, Reason
+from scaler.policy.api import Reason
 from scaler.policy.events import (
     INVALID_ANNOTATION,
     WRITES_FAILING,
-    change_message,
-    change_reason,
 )
 from scaler.policy.placement.providers import ProviderPreset
 from scaler.policy.status_doc import StatusDocument, encode_status, same_status
+from scaler.writes.announcements import Announcements, LeaseLost
 from scaler.writes.failures import WriteFailures
 from scaler.writes.plan import Decided, WriteOutcome, WritePlan, plan_writes, status_for
 from scaler.writes.status_records import StatusRecord, StatusRecords
@@ -132,14 +131,6 @@ log = logging.getLogger(__name__)
 def wall_time() -> str:
     """Now as the status annotation's ``lastChangeTime`` says it (UTC, RFC 3339)."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def _fmt(value: float | None) -> str:
-    return "none" if value is None else f"{value:.3g}"
-
-
-class _LeaseLost(Exception):
-    """This replica no longer holds the Lease: no more writes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +173,7 @@ class Actuator:
         self._metrics = metrics
         self._wall_time = wall_time
         self._slots = asyncio.Semaphore(self._settings.max_concurrent_writes)
+        self._announcements = Announcements(events, metrics)
         self._failures = WriteFailures(
             metrics,
             backoff_base_s=self._settings.backoff_base_s,
@@ -216,7 +208,7 @@ class Actuator:
 
     def _fence(self) -> None:
         if not self._leader.is_leader:
-            raise _LeaseLost
+            raise LeaseLost
 
     async def carry_out(self, plan: WritePlan, *, now: float) -> WriteOutcome:
         """Perform ``plan`` at ``now`` and keep the status record it leaves; failures
@@ -239,7 +231,7 @@ class Actuator:
                     # undone: rank again at the next decision, on a fresh view.
                     return progress.outcome(ok=False, deferred=True)
                 await self._carry_out(plan, progress)
-            except _LeaseLost:
+            except LeaseLost:
                 log.warning("%s: lost the Lease; stopped before the next write", d.key)
                 return progress.outcome(ok=False, fenced=True)
             except KubeError as exc:
@@ -292,7 +284,7 @@ class Actuator:
         )
         progress.intended = document
         if changed:
-            await self._announce(plan, decision, before)
+            await self._announcements.changed(plan, decision, before, fence=self._fence)
         if changed or plan.record.intended is not None:
             due = document != progress.status  # a new reason or time to record
         else:
@@ -317,7 +309,7 @@ class Actuator:
         async with self._slots:
             try:
                 await self._placement.remove_orphan(companion, fence=self._fence)
-            except _LeaseLost:
+            except LeaseLost:
                 log.warning("%s: lost the Lease; spot companion left for the next leader", key)
             except KubeError as exc:
                 log.warning("%s: could not remove spot companion, will retry: %s", key, exc)
@@ -340,7 +332,7 @@ class Actuator:
         d = plan.deployment
         try:
             await self._undo_costs(d)
-        except (KubeError, _LeaseLost) as undo_exc:
+        except (KubeError, LeaseLost) as undo_exc:
             log.warning("%s: deletion costs not put back yet: %s", d.key, undo_exc)
         if isinstance(exc, Conflict):
             # The Deployment changed since the decision: never re-apply it; re-read
@@ -369,18 +361,9 @@ class Actuator:
     async def _count_failure(self, d: DeploymentInfo, exc: KubeError, now: float) -> None:
         """Count a failed write; warn once its streak is long enough."""
         if self._failures.failed(d.key, exc, now):
-            await self._warn(d, exc)
-
-    async def _warn(self, d: DeploymentInfo, exc: KubeError) -> None:
-        message = (
-            f"{self._failures.failures(d.key)} writes in a row failed; the last: {exc}. "
-            "Retrying with backoff; the scale is left as it is meanwhile"
-        )
-        try:
-            self._fence()
-            await self._events.emit(d, reason=WRITES_FAILING, message=message, warning=True)
-        except (KubeError, _LeaseLost) as warn_exc:
-            log.warning("%s: could not record event %s: %s", d.key, WRITES_FAILING, warn_exc)
+            await self._announcements.writes_failing(
+                d, self._failures.failures(d.key), exc, fence=self._fence
+            )
 
     async def note(
         self, subject: EventSubject, *, reason: str, message: str, warning: bool = False
@@ -395,7 +378,7 @@ class Actuator:
             async with self._slots:
                 self._fence()
                 await self._events.emit(subject, reason=reason, message=message, warning=warning)
-        except (KubeError, _LeaseLost) as exc:
+        except (KubeError, LeaseLost) as exc:
             log.warning("%s: could not record event %s: %s", subject.key, reason, exc)
             return False
         return True
@@ -409,35 +392,10 @@ class Actuator:
             async with self._slots:
                 self._fence()
                 await self._pod_labels.set_pod_labels(namespace, key, values)
-        except (KubeError, _LeaseLost) as exc:
+        except (KubeError, LeaseLost) as exc:
             log.warning("%s: could not label pods %s: %s", namespace, sorted(values), exc)
             return False
         return True
-
-    async def _announce(self, plan: WritePlan, decision: Decision, before: int) -> None:
-        d = plan.deployment
-        reason = change_reason(decision, before).value
-        self._metrics.scaled(d.key, direction="up" if decision.desired > before else "down")
-        signals = ", ".join(
-            f"{kind.value} stable={_fmt(r.stable)} panic={_fmt(r.panic)}"
-            + ("" if r.fresh else " (stale)")
-            for kind, r in plan.decided.readings.items()
-        )
-        log.info(
-            "%s: scaled %d -> %d, reason %s, mode %s; signals: %s; %s",
-            d.key,
-            before,
-            decision.desired,
-            reason,
-            decision.mode.value,
-            signals or "none",
-            decision.message or "-",
-        )
-        try:
-            self._fence()
-            await self._events.emit(d, reason=reason, message=change_message(decision, before))
-        except KubeError as exc:  # the scale changed; a lost Event must not undo that
-            log.warning("%s: could not record event %s: %s", d.key, reason, exc)
 
 
 @dataclass(slots=True)
