@@ -23,9 +23,10 @@ A part past these sizes is doing several jobs, and an object whose privates
 others touch has no interface of its own.
 
 ``ALLOWED`` lists the parts that break a rule while another branch is
-rewriting them (they are divided once it has merged); each entry is a qualified name (``module`` for a module,
-``module:Class``, ``module:function``, or ``module:expression`` for a
-private access). A fixed part must leave the list: an entry that no longer
+rewriting them (they are divided once it has merged); each entry is a
+qualified name (``module`` for a module, ``module:Class``,
+``module:function``, or ``module:expression`` for a private access). A
+fixed part must leave the list: an entry that no longer
 offends fails the test too.
 """
 
