@@ -52,7 +52,7 @@ PREFIX = "tidal_activator_"
 # Why the activator answered a request itself instead of relaying a replica's
 # answer: the codes of its status table, in table order.
 REASONS = tuple(dict.fromkeys(spec.code for spec in ERROR_STATUS.values()))
-# Why a request's answer was cut before its end (activator/forwarding.py): its client
+# Why a request's answer was cut before its end (activator/forwarding/): its client
 # left before the answer ended (while held, before it began, or mid-answer and
 # it did not end within the grace), its replica failed mid-answer, or the
 # activator shut down with it still being served.

@@ -21,7 +21,7 @@ relayed as a stream. The steps, in order, each written once:
    (:mod:`activator.holding.target`); forward over a pooled keep-alive
    connection with hop-by-hop headers removed and ``X-Forwarded-*`` and
    ``X-Request-Id`` set, streaming the request body as it arrives
-   (:func:`activator.http1.send`); relay the response as it arrives
+   (:meth:`activator.http1.UpstreamConnection.send`); relay the response as it arrives
    (server-sent events included). Only idle timeouts apply, never a total
    one, so a long generation is not cut.
 
@@ -52,7 +52,6 @@ from activator.forwarding import SERVE_ERRORS, Answers, Forwarder, Forwarding, i
 from activator.holding.held_bodies import HeldBodies
 from activator.holding.target import Target
 from activator.http1 import Exchange
-from activator.http1.heads import error_head_and_body
 from activator.metrics import Metrics
 from activator.replicas.denylist import is_denied
 from activator.routing.model_body import model_of
@@ -66,38 +65,12 @@ from activator.statuses import (
     NoAdapter,
     NoTarget,
     RefusedRequest,
-    error_document,
-    status_of,
 )
 
-__all__ = ["Proxy", "ProxyOptions", "error_response"]
+__all__ = ["Proxy", "ProxyOptions"]
 
 _TARGET_HEADER = TARGET_HEADER.lower().encode()
 _STRIP = frozenset({_TARGET_HEADER})
-
-
-def error_response(
-    exc: Exception,
-    *,
-    request_id: str | bytes,
-    retry_after_s: int = 1,
-    detail: str = "",
-    close: bool = False,
-    http10: bool = False,
-) -> bytes:
-    """The activator's own answer for ``exc``, head and body (:mod:`activator.statuses`)."""
-    spec = status_of(exc)
-    error = error_document(exc, detail)["error"]
-    return error_head_and_body(
-        spec.status,
-        error_type=error["type"],
-        code=error["code"],
-        message=error["message"],
-        request_id=request_id.encode() if isinstance(request_id, str) else request_id,
-        retry_after_s=retry_after_s if spec.retry_after else None,
-        close=close,
-        http10=http10,
-    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,12 @@
 """Every write the scaler makes, in one place (docs/architecture.md, "The scaler").
 
 A target's reconciler decides; this module acts. A decision that needs
-writes becomes a :class:`WritePlan` (:func:`plan_writes`, pure, from the
-:class:`Decided` values and the target's :class:`StatusRecord`), and
-:meth:`Actuator.carry_out` performs it against the Kubernetes API:
+writes becomes a :class:`~scaler.writes.plan.WritePlan`
+(:func:`~scaler.writes.plan.plan_writes`, pure, from the
+:class:`~scaler.writes.plan.Decided` values and the target's
+:class:`~scaler.writes.status_records.StatusRecord`), and
+:meth:`Actuator.carry_out` performs it against the Kubernetes API, in this
+order:
 
 1. for a rejected config, one ``InvalidAnnotation`` Warning Event, nothing else;
 2. before a scale-down (not to zero), pod-deletion-cost on the pods, so the
@@ -28,11 +31,15 @@ over them for the service. Companions whose Deployment is no longer opted in
 are removed through :meth:`Actuator.remove_orphan`.
 
 The actuator keeps a target's write bookkeeping and nothing else of it: its
-write backoff, the deletion costs to put back after a half-done plan, and
-its :class:`StatusRecord` (what the status annotation holds, what is still
-to be written, the Warnings already raised), kept in one
-:class:`StatusRecords`: a plan is made from it (:meth:`Actuator.plan`) and
-the record a plan leaves is kept there; no caller carries it. This is also
+failed writes in a row and their backoff (:mod:`scaler.writes.failures`),
+the deletion costs to put back after a half-done plan, and its status
+record (what the status annotation holds, what is still to be written, the
+Warnings already raised), kept in one
+:class:`~scaler.writes.status_records.StatusRecords`: a plan is made from it
+(:meth:`Actuator.plan`) and the record a plan leaves is kept there; no
+caller carries it. What each part of a spot placement writes is
+:mod:`scaler.placement.actuation`; the actuator calls it in its place in
+the sequence, fenced like the rest. This is also
 where leadership is checked for every write: a follower plans nothing,
 raises no Warning and removes no companion.
 
@@ -78,8 +85,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from groundwork.kube.connection import KubeAccess
 from groundwork.kube.errors import Conflict, KubeError
@@ -90,7 +97,6 @@ from scaler.kube.types import (
     EventSink,
     EventSubject,
     LeaderElector,
-    PodInfo,
     PodLabels,
     ScaleState,
     ScaleTarget,
@@ -99,34 +105,23 @@ from scaler.kube.types import (
 from scaler.kube.writer import KubeEvents, KubeScaleTarget
 from scaler.metrics import Metrics
 from scaler.placement.actuation import PlacementActuation
-from scaler.policy.api import Decision, Reason, SignalKind, SignalReading
-from scaler.policy.deletion import deletion_costs
+from scaler.policy.api import Reason
 from scaler.policy.events import (
     INVALID_ANNOTATION,
     WRITES_FAILING,
-    change_message,
-    change_reason,
 )
-from scaler.policy.placement.plan import PlacementPlan
 from scaler.policy.placement.providers import ProviderPreset
-from scaler.policy.status_doc import (
-    StatusDocument,
-    encode_status,
-    same_status,
-    status_document,
-)
+from scaler.policy.status_doc import StatusDocument, encode_status, same_status
+from scaler.writes.announcements import Announcements, LeaseLost
+from scaler.writes.failures import WriteFailures
+from scaler.writes.plan import Decided, WriteOutcome, WritePlan, plan_writes, status_for
+from scaler.writes.status_records import StatusRecord, StatusRecords
 
 __all__ = [
     "WRITES_FAILING",
     "Actuator",
     "ActuatorSettings",
-    "Decided",
-    "StatusRecord",
-    "StatusRecords",
-    "WriteOutcome",
-    "WritePlan",
     "kube_actuator",
-    "plan_writes",
     "wall_time",
 ]
 
@@ -139,257 +134,6 @@ def wall_time() -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class StatusRecord:
-    """What a target's status annotation holds and what is still to be written.
-
-    ``status``: the annotation as far as this replica knows; ``intended``: a
-    status whose write failed after its change took (its reason and time win
-    over the previous ones at the next write); ``last_change_wall``: when the
-    scale last changed (``lastChangeTime``); ``problem_reported``: the
-    ``InvalidAnnotation`` Warning of these annotations was raised;
-    ``warnings_reported``: so were the Warnings that leave scaling on
-    (``InvalidRouting``).
-    """
-
-    status: StatusDocument | None = None
-    intended: StatusDocument | None = None
-    last_change_wall: str | None = None
-    problem_reported: bool = False
-    warnings_reported: bool = False
-
-    @property
-    def last_desired(self) -> object:
-        """The last target decided: the one a failed status write still intends, if
-        any, else the one the annotation holds."""
-        return (self.intended or self.status or {}).get("desired")
-
-
-class StatusRecords:
-    """Every target's :class:`StatusRecord`, with one owner: the actuator.
-
-    A plan is made from the target's record (:meth:`Actuator.plan`) and the
-    actuator keeps the record a plan leaves (:meth:`keep`); each target's
-    reconciler tells it what the Deployment carries at each sync (:meth:`seen`): a
-    changed config may report its problems again, and a follower copies the
-    status annotation the leader wrote, so that on taking over it rewrites it
-    only if its decision differs.
-    """
-
-    def __init__(self, leader: LeaderElector) -> None:
-        self._leader = leader
-        self._records: dict[str, StatusRecord] = {}
-
-    def get(self, key: str) -> StatusRecord:
-        return self._records.get(key, StatusRecord())
-
-    def start(self, key: str, status: StatusDocument | None) -> None:
-        """A new target: its status annotation as the Deployment carries it."""
-        self._records[key] = StatusRecord(status=status)
-
-    def seen(self, key: str, status: StatusDocument | None, *, changed: bool) -> None:
-        """The target as synced: ``changed`` config (its problems are reported
-        again); on a follower, the status annotation the leader wrote."""
-        record = self.get(key)
-        if changed:
-            record = replace(record, problem_reported=False, warnings_reported=False)
-        if not self._leader.is_leader:
-            record = replace(record, status=status)
-        self._records[key] = record
-
-    def warnings_due(self, key: str) -> bool:
-        """True once per set of annotations, on the leader: raise the Warnings that
-        leave scaling on now (marked raised even if the Events are lost)."""
-        record = self.get(key)
-        if record.warnings_reported or not self._leader.is_leader:
-            return False
-        self._records[key] = replace(record, warnings_reported=True)
-        return True
-
-    def keep(self, plan: WritePlan, after: StatusRecord) -> None:
-        """The record as ``plan`` left it. A config change while it ran may have
-        cleared the problems already reported, and that clearing stands."""
-        key = plan.deployment.key
-        current = self.get(key)
-        reported_now = after.problem_reported and not plan.record.problem_reported
-        self._records[key] = replace(
-            after,
-            problem_reported=current.problem_reported or reported_now,
-            warnings_reported=current.warnings_reported,
-        )
-
-    def forget(self, key: str) -> None:
-        self._records.pop(key, None)
-
-
-@dataclass(frozen=True, slots=True)
-class Decided:
-    """One decision and what it was based on, as :func:`plan_writes` needs it.
-
-    ``decision`` ``None`` with a ``problem``: the annotations are invalid.
-    ``pod_load`` ranks pods for a scale-down; ``readings`` go into the log
-    line of a change. With a spot placement policy, ``placement`` is this
-    decision's plan, ``companion_replicas`` the companion's scale now
-    (``None``: no companion) and ``total_before`` the pair's previous target.
-    """
-
-    decision: Decision | None
-    problem: str | None = None
-    readings: Mapping[SignalKind, SignalReading] = field(default_factory=dict)
-    pod_load: Mapping[str, float] = field(default_factory=dict)
-    placement: PlacementPlan | None = None
-    companion_replicas: int | None = None
-    total_before: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class WritePlan:
-    """What one decision asks to be written for one target.
-
-    ``decision`` ``None`` with a ``problem``: report the problem only. Otherwise
-    ``deletion_costs`` go first (a scale-down; ``previous_costs`` are the pods'
-    costs before, for the undo), then the scale when the decided replicas
-    differ from the Deployment's, then the status. ``record`` is the target's
-    status record the plan was made from.
-    """
-
-    deployment: DeploymentInfo
-    decided: Decided
-    record: StatusRecord = field(default_factory=StatusRecord)
-    deletion_costs: Mapping[str, int] = field(default_factory=dict)
-    previous_costs: Mapping[str, int | None] = field(default_factory=dict)
-
-    @property
-    def decision(self) -> Decision | None:
-        return self.decided.decision
-
-    @property
-    def placement(self) -> PlacementPlan | None:
-        return self.decided.placement
-
-    @property
-    def scale_to(self) -> int | None:
-        """The replicas the user's Deployment should have."""
-        if self.placement is not None:
-            return self.placement.on_demand_replicas
-        return self.decision.desired if self.decision is not None else None
-
-    @property
-    def split(self) -> tuple[int, int] | None:
-        """``(on_demand, spot)`` for the status document (``None``: all on demand)."""
-        if self.placement is None:
-            return None
-        return self.placement.split.on_demand, self.placement.split.spot
-
-
-@dataclass(frozen=True, slots=True)
-class WriteOutcome:
-    """How far a plan got.
-
-    ``record``: the target's status record after the plan (already kept in
-    :attr:`Actuator.records`); ``fresh``: after a conflict, the Deployment's scale as re-read
-    (decide again on it); ``fenced``: the Lease was lost, the sequence
-    stopped; ``deferred``: not attempted (backoff, or an undo just ran and the
-    plan's ranking is stale); ``conflict``: the 409 behind ``fresh``, not
-    counted as a failure yet.
-    """
-
-    ok: bool
-    record: StatusRecord = field(default_factory=StatusRecord)
-    fresh: ScaleState | None = None
-    fenced: bool = False
-    deferred: bool = False
-    conflict: Conflict | None = None
-
-
-def plan_writes(
-    deployment: DeploymentInfo,
-    pods: Sequence[PodInfo],
-    decided: Decided,
-    record: StatusRecord = StatusRecord(),
-) -> WritePlan | None:
-    """The writes ``decided`` needs, or ``None`` when it needs none (pure).
-
-    Without a decision (a rejected config) only an unreported problem needs a
-    write. With one: a scale that differs, a status whose content would
-    change, or an intended status not yet written. With a placement plan the
-    user's Deployment is compared with the on-demand share, and any
-    companion, pin or spot-scale write or placement Event needs writes too.
-    """
-    decision, placement = decided.decision, decided.placement
-    if decision is None:
-        if decided.problem is None or record.problem_reported:
-            return None
-        return WritePlan(deployment=deployment, decided=decided, record=record)
-    scale_to = placement.on_demand_replicas if placement is not None else decision.desired
-    split = (placement.split.on_demand, placement.split.spot) if placement is not None else None
-    scaling = scale_to != deployment.spec_replicas
-    if (
-        not scaling
-        and not _status_due(decision, record, split=split)
-        and not _placement_writes(placement, decided.companion_replicas)
-    ):
-        return None
-    costs: Mapping[str, int] = {}
-    previous: dict[str, int | None] = {}
-    if 0 < scale_to < deployment.spec_replicas:
-        costs = deletion_costs(pods, decided.pod_load)
-        previous = {p.name: p.deletion_cost for p in pods if p.name in costs}
-    return WritePlan(
-        deployment=deployment,
-        decided=decided,
-        record=record,
-        deletion_costs=costs,
-        previous_costs=previous,
-    )
-
-
-def _placement_writes(placement: PlacementPlan | None, companion_replicas: int | None) -> bool:
-    if placement is None:
-        return False
-    p = placement
-    if p.ensure_companion or p.pin or p.delete_companion or p.unpin or p.events:
-        return True
-    return p.companion_replicas is not None and companion_replicas != p.companion_replicas
-
-
-def _document(
-    decision: Decision,
-    record: StatusRecord,
-    *,
-    changed: bool,
-    now_wall: str,
-    split: tuple[int, int] | None = None,
-) -> StatusDocument:
-    base = record.intended if record.intended is not None else record.status
-    last_change_wall = now_wall if changed else record.last_change_wall
-    return status_document(
-        decision,
-        base,
-        changed=changed,
-        now_wall=now_wall,
-        last_change_wall=last_change_wall,
-        split=split,
-    )
-
-
-def _status_due(
-    decision: Decision, record: StatusRecord, *, split: tuple[int, int] | None = None
-) -> bool:
-    document = _document(decision, record, changed=False, now_wall="", split=split)
-    if record.intended is not None:
-        return document != record.status
-    return not same_status(document, record.status)
-
-
-def _fmt(value: float | None) -> str:
-    return "none" if value is None else f"{value:.3g}"
-
-
-class _LeaseLost(Exception):
-    """This replica no longer holds the Lease: no more writes."""
-
-
-@dataclass(frozen=True, slots=True)
 class ActuatorSettings:
     # Writes in flight at once across targets.
     max_concurrent_writes: int = 16
@@ -398,13 +142,6 @@ class ActuatorSettings:
     backoff_max_s: float = 60.0
     # Failures in a row before a WritesFailing Warning Event.
     warn_after_failures: int = 3
-
-
-@dataclass(slots=True)
-class _Streak:
-    failures: int = 0
-    retry_at: float = 0.0
-    warned: bool = False
 
 
 class Actuator:
@@ -436,23 +173,23 @@ class Actuator:
         self._metrics = metrics
         self._wall_time = wall_time
         self._slots = asyncio.Semaphore(self._settings.max_concurrent_writes)
-        self._streaks: dict[str, _Streak] = {}
+        self._announcements = Announcements(events, metrics)
+        self._failures = WriteFailures(
+            metrics,
+            backoff_base_s=self._settings.backoff_base_s,
+            backoff_max_s=self._settings.backoff_max_s,
+            warn_after=self._settings.warn_after_failures,
+        )
         self._undo: dict[str, dict[str, int | None]] = {}  # target -> pod -> cost to restore
         self.records = StatusRecords(leader)
 
     def backing_off(self, key: str, now: float) -> bool:
         """True while ``key``'s writes wait out a backoff after failures."""
-        streak = self._streaks.get(key)
-        return streak is not None and now < streak.retry_at
-
-    def failures(self, key: str) -> int:
-        """``key``'s failed writes in a row."""
-        streak = self._streaks.get(key)
-        return streak.failures if streak is not None else 0
+        return self._failures.backing_off(key, now)
 
     def forget(self, key: str) -> None:
         """``key`` is no longer a target."""
-        self._streaks.pop(key, None)
+        self._failures.forget(key)
         self._undo.pop(key, None)
         self.records.forget(key)
 
@@ -471,13 +208,13 @@ class Actuator:
 
     def _fence(self) -> None:
         if not self._leader.is_leader:
-            raise _LeaseLost
+            raise LeaseLost
 
     async def carry_out(self, plan: WritePlan, *, now: float) -> WriteOutcome:
         """Perform ``plan`` at ``now`` and keep the status record it leaves; failures
         are logged and counted, never raised."""
         outcome = await self._attempt(plan, now)
-        self.records.keep(plan, outcome.record)
+        self.records.keep(plan.deployment.key, plan.record, outcome.record)
         return outcome
 
     async def _attempt(self, plan: WritePlan, now: float) -> WriteOutcome:
@@ -494,12 +231,12 @@ class Actuator:
                     # undone: rank again at the next decision, on a fresh view.
                     return progress.outcome(ok=False, deferred=True)
                 await self._carry_out(plan, progress)
-            except _LeaseLost:
+            except LeaseLost:
                 log.warning("%s: lost the Lease; stopped before the next write", d.key)
                 return progress.outcome(ok=False, fenced=True)
             except KubeError as exc:
                 return await self._failed(plan, progress, exc, now)
-        self._streaks.pop(d.key, None)
+        self._failures.succeeded(d.key)
         return progress.outcome(ok=True)
 
     async def _carry_out(self, plan: WritePlan, progress: _Progress) -> None:
@@ -542,12 +279,12 @@ class Actuator:
         now_wall = self._wall_time()
         if changed:
             progress.last_change_wall = now_wall
-        document = _document(
+        document = status_for(
             decision, plan.record, changed=changed, now_wall=now_wall, split=plan.split
         )
         progress.intended = document
         if changed:
-            await self._announce(plan, decision, before)
+            await self._announcements.changed(plan, decision, before, fence=self._fence)
         if changed or plan.record.intended is not None:
             due = document != progress.status  # a new reason or time to record
         else:
@@ -572,7 +309,7 @@ class Actuator:
         async with self._slots:
             try:
                 await self._placement.remove_orphan(companion, fence=self._fence)
-            except _LeaseLost:
+            except LeaseLost:
                 log.warning("%s: lost the Lease; spot companion left for the next leader", key)
             except KubeError as exc:
                 log.warning("%s: could not remove spot companion, will retry: %s", key, exc)
@@ -595,7 +332,7 @@ class Actuator:
         d = plan.deployment
         try:
             await self._undo_costs(d)
-        except (KubeError, _LeaseLost) as undo_exc:
+        except (KubeError, LeaseLost) as undo_exc:
             log.warning("%s: deletion costs not put back yet: %s", d.key, undo_exc)
         if isinstance(exc, Conflict):
             # The Deployment changed since the decision: never re-apply it; re-read
@@ -622,30 +359,11 @@ class Actuator:
         await self._count_failure(deployment, exc, now)
 
     async def _count_failure(self, d: DeploymentInfo, exc: KubeError, now: float) -> None:
-        """Count a failed write, back off (not after a conflict), warn after a streak."""
-        self._metrics.write_failed(d.key)
-        streak = self._streaks.setdefault(d.key, _Streak())
-        streak.failures += 1
-        if not isinstance(exc, Conflict):
-            delay = min(
-                self._settings.backoff_max_s,
-                self._settings.backoff_base_s * 2 ** (streak.failures - 1),
+        """Count a failed write; warn once its streak is long enough."""
+        if self._failures.failed(d.key, exc, now):
+            await self._announcements.writes_failing(
+                d, self._failures.failures(d.key), exc, fence=self._fence
             )
-            streak.retry_at = now + delay
-        if streak.failures >= self._settings.warn_after_failures and not streak.warned:
-            streak.warned = True
-            await self._warn(d, streak, exc)
-
-    async def _warn(self, d: DeploymentInfo, streak: _Streak, exc: KubeError) -> None:
-        message = (
-            f"{streak.failures} writes in a row failed; the last: {exc}. "
-            "Retrying with backoff; the scale is left as it is meanwhile"
-        )
-        try:
-            self._fence()
-            await self._events.emit(d, reason=WRITES_FAILING, message=message, warning=True)
-        except (KubeError, _LeaseLost) as warn_exc:
-            log.warning("%s: could not record event %s: %s", d.key, WRITES_FAILING, warn_exc)
 
     async def note(
         self, subject: EventSubject, *, reason: str, message: str, warning: bool = False
@@ -660,7 +378,7 @@ class Actuator:
             async with self._slots:
                 self._fence()
                 await self._events.emit(subject, reason=reason, message=message, warning=warning)
-        except (KubeError, _LeaseLost) as exc:
+        except (KubeError, LeaseLost) as exc:
             log.warning("%s: could not record event %s: %s", subject.key, reason, exc)
             return False
         return True
@@ -674,35 +392,10 @@ class Actuator:
             async with self._slots:
                 self._fence()
                 await self._pod_labels.set_pod_labels(namespace, key, values)
-        except (KubeError, _LeaseLost) as exc:
+        except (KubeError, LeaseLost) as exc:
             log.warning("%s: could not label pods %s: %s", namespace, sorted(values), exc)
             return False
         return True
-
-    async def _announce(self, plan: WritePlan, decision: Decision, before: int) -> None:
-        d = plan.deployment
-        reason = change_reason(decision, before).value
-        self._metrics.scaled(d.key, direction="up" if decision.desired > before else "down")
-        signals = ", ".join(
-            f"{kind.value} stable={_fmt(r.stable)} panic={_fmt(r.panic)}"
-            + ("" if r.fresh else " (stale)")
-            for kind, r in plan.decided.readings.items()
-        )
-        log.info(
-            "%s: scaled %d -> %d, reason %s, mode %s; signals: %s; %s",
-            d.key,
-            before,
-            decision.desired,
-            reason,
-            decision.mode.value,
-            signals or "none",
-            decision.message or "-",
-        )
-        try:
-            self._fence()
-            await self._events.emit(d, reason=reason, message=change_message(decision, before))
-        except KubeError as exc:  # the scale changed; a lost Event must not undo that
-            log.warning("%s: could not record event %s: %s", d.key, reason, exc)
 
 
 @dataclass(slots=True)

@@ -44,7 +44,13 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from groundwork.rules.stats_report import ReportError, is_target_key, parse_report
+from groundwork.rules.stats_report import (
+    ReportError,
+    ScalerAnswer,
+    answer_json,
+    is_target_key,
+    parse_report,
+)
 from scaler.controller import Controller
 from scaler.metrics import Metrics
 from scaler.policy.api import Demand
@@ -188,15 +194,15 @@ class _Handlers:
         got = request.headers.get("Authorization", "").encode()
         return hmac.compare_digest(got, self._expected)
 
-    def _warm_answer(self) -> dict[str, Any]:
+    def _answer(self, *, activators: int | None = None, target: str | None = None) -> ScalerAnswer:
         # The warm tier: endpoints activators must not route to (asleep, being put to
         # sleep or woken). Only the leader knows them; activators take the leader's word.
         leading = self._leader()
-        body: dict[str, Any] = {"leader": leading}
         warm = self._controller.warm
+        sleeping = None
         if leading and warm is not None:
-            body["sleeping"] = warm.pool.not_routable()
-        return body
+            sleeping = {key: tuple(ends) for key, ends in warm.pool.not_routable().items()}
+        return ScalerAnswer(leader=leading, activators=activators, target=target, sleeping=sleeping)
 
     def _warm_view(self, key: str) -> dict[str, Any]:
         warm = self._controller.warm
@@ -220,7 +226,7 @@ class _Handlers:
             return _error(400, str(exc), "invalid_request")
         metrics.report("accepted")
         metrics.activators.set(count)
-        return web.json_response({"activators": count, **self._warm_answer()})
+        return web.json_response(answer_json(self._answer(activators=count)))
 
     async def activate(self, request: web.Request) -> web.Response:
         metrics, controller = self._metrics, self._controller
@@ -247,7 +253,7 @@ class _Handlers:
             metrics.activation("unknown_target")
             return _error(404, f"no opted-in Deployment {target}", "not_found")
         metrics.activation("accepted")
-        return web.json_response({"target": target, **self._warm_answer()}, status=202)
+        return web.json_response(answer_json(self._answer(target=target)), status=202)
 
     async def targets(self, request: web.Request) -> web.Response:
         states = self._controller.target_states()

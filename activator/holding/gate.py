@@ -86,6 +86,7 @@ from activator.holding.shed_counts import ShedCounts
 from activator.holding.wake_clock import WakeClock
 from activator.replicas.readiness import EndpointTracker, TargetEndpoints
 from groundwork.fair_hold_queue import BY_CLASS, SKIP, FairHoldQueue, Skip
+from groundwork.rules.priority import PRIORITY_LABELS
 
 __all__ = [
     "BufferFull",
@@ -143,7 +144,7 @@ class Gate:
         self.wakes = WakeClock()
         self.buffered = 0
         # Held requests by class label; those shed, by class label and cause.
-        self.held_by_class = dict.fromkeys(("critical", "standard", "sheddable"), 0)
+        self.held_by_class = dict.fromkeys(PRIORITY_LABELS, 0)
         self.sheds = ShedCounts()
         # Shed, their callers not yet woken: still in ``buffered``, no longer held.
         self._shedding = 0

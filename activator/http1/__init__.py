@@ -11,8 +11,10 @@ Two sides, and the seam between them:
   (a server's connections: idle sweep, drain, shutdown),
   :mod:`~activator.http1.reading` (limits, reasons reading pauses) and
   :mod:`~activator.http1.rejections` (what is refused as it is parsed);
-- the **replica side**: :mod:`~activator.http1.upstream` (pooled keep-alive
-  connections to replicas that relay answers as bytes) and
+- the **replica side**: :mod:`~activator.http1.upstream` (a connection to a
+  replica that sends a request and relays its answer as bytes),
+  :mod:`~activator.http1.upstream_pool` (those connections pooled by
+  replica, kept alive, opened a few at a time) and
   :mod:`~activator.http1.answer` (a replica's answer, parsed);
 - :mod:`~activator.http1.relay`: the interfaces the two sides see each other
   through; neither imports the other. :mod:`~activator.http1.heads` (heads
@@ -21,7 +23,7 @@ Two sides, and the seam between them:
 What a request means (routing, holding, statuses) is not here: that is
 :mod:`activator.proxy`, whose ``Proxy.handle`` each connection hands every
 parsed :class:`Exchange` to, and :mod:`activator.forwarding`, which joins an
-exchange to a replica connection (:func:`send`).
+exchange to a replica connection (:meth:`UpstreamConnection.send`).
 """
 
 from activator.http1.client_connection import ClientConnection, Handle
@@ -37,14 +39,8 @@ from activator.http1.rejections import (
     RequestRejected,
 )
 from activator.http1.request_body import RequestBody
-from activator.http1.upstream import (
-    NotSent,
-    OnDone,
-    ReplicaFailed,
-    UpstreamConnection,
-    UpstreamPool,
-    send,
-)
+from activator.http1.upstream import NotSent, OnDone, ReplicaFailed, UpstreamConnection
+from activator.http1.upstream_pool import UpstreamPool
 
 __all__ = [
     "REJECTIONS",
@@ -65,5 +61,4 @@ __all__ = [
     "ShutAnswer",
     "UpstreamConnection",
     "UpstreamPool",
-    "send",
 ]

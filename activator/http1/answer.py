@@ -7,7 +7,8 @@ it arrives, whether the answer is complete, how its body is relayed, and
 whether bytes came past its end. The connection decides what to do with a
 read; this parser says what the read means:
 
-- :meth:`AnswerParser.feed` parses a read, and says when the answer failed
+- :meth:`AnswerParser.read_head` keeps and parses the reads that bring the
+  head; :meth:`AnswerParser.feed` parses a read, and says when the answer failed
   (malformed, or a protocol switch the proxy never asks for); bytes past a
   complete answer are noted as excess, never parsed as a second answer;
 - :meth:`AnswerParser.client_head` rewrites the head for the client (header
@@ -99,6 +100,27 @@ class AnswerParser:
                 return None
             return f"malformed response: {exc}"
         return None
+
+    def read_head(self, data: bytes) -> str | None:
+        """A read before the head is complete: kept (the head is relayed rewritten, from its
+        bytes as read) and parsed; why the answer failed, or None."""
+        head = self.head
+        if isinstance(head, bytearray):
+            head += data  # a head over several reads grows in place
+        else:  # nearly always the whole head in one read: kept, not copied
+            self.head = bytearray(head) + data if head else data
+        return self.feed(data)
+
+    def counted(self, data: bytes) -> bytes:
+        """The part of a raw body's read that is the answer's: a Content-Length body is
+        counted, and bytes past its length are held back (noted as excess)."""
+        remaining = self.remaining
+        if remaining >= 0:
+            if len(data) > remaining:
+                data = data[:remaining]
+                self.excess = True
+            self.remaining = remaining - len(data)
+        return data
 
     def up_to_end(self, data: bytes) -> tuple[bytes, str | None]:
         """The part of ``data`` up to the chunked answer's end (all of it when the end is

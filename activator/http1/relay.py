@@ -1,11 +1,12 @@
 """The seam between the client side and the replica side of the data path.
 
-The replica side (:mod:`activator.http1.upstream`, :mod:`activator.http1.answer`)
+The replica side (:mod:`activator.http1.upstream`, :mod:`activator.http1.upstream_pool`,
+:mod:`activator.http1.answer`)
 relays a replica's answer into the client's exchange, and the client side
 (:mod:`activator.http1.client_connection`) slows the relay when its client
 reads slowly. Neither imports the other: each sees the other only through
 the interface here, and the proxy, which holds both, joins them
-(:func:`activator.http1.upstream.send`). So the replica side never turns
+(:meth:`activator.http1.upstream.UpstreamConnection.send`). So the replica side never turns
 back into the HTTP layer (an import contract in ``pyproject.toml`` keeps
 it so):
 

@@ -12,7 +12,8 @@ shed in the period), the requests held by class and those shed, for
 ``tidal status``.
 Every known target is listed, idle ones too: the scaler may take a model to
 zero only when every activator reports zero for it. The scaler's answer
-``{"activators": n}`` sets this activator's share of container-concurrency.
+``{"activators": n}`` sets this activator's share of container-concurrency
+(the report and the answer are :mod:`groundwork.rules.stats_report`'s).
 
 ``POST /v1/activate`` goes out the moment a request is held for a target with
 no ready replica: the gate puts the target on the
@@ -63,7 +64,13 @@ from activator.routing.registry import Registry
 from activator.scaler_link.peers import Peer, ScalerPeers
 from activator.scaler_link.wake_queue import WakeQueue
 from activator.scaler_link.wake_refusal import NotWoken, refusal
-from groundwork.rules.stats_report import ActivatorReport, TargetStats, report_json
+from groundwork.rules.stats_report import (
+    ActivatorReport,
+    ScalerAnswer,
+    TargetStats,
+    parse_answer,
+    report_json,
+)
 
 __all__ = ["ACTIVATE_BACKOFF_S", "STATS_BACKOFF_PERIODS", "Reporter", "build_report"]
 
@@ -211,12 +218,11 @@ class Reporter:
                     raise aiohttp.ClientResponseError(
                         resp.request_info, (), status=resp.status, message=resp.reason or ""
                     )
-                answer = await resp.json(content_type=None)
-            count = answer.get("activators") if isinstance(answer, dict) else None
+                answer = parse_answer(await resp.json(content_type=None))
             self._take_sleeping(answer)
             now = self.clock()
-            if isinstance(count, int) and count > 0:
-                state.activators = count
+            if answer.activators is not None:
+                state.activators = answer.activators
                 state.answered_at = now
                 self._update_activators(now)
             self.metrics.reports.labels("ok").inc()
@@ -234,20 +240,10 @@ class Reporter:
         finally:
             state.posting = None
 
-    def _take_sleeping(self, answer: Any) -> None:
+    def _take_sleeping(self, answer: ScalerAnswer) -> None:
         """The leader's list of sleeping endpoints, when this answer is the leader's."""
-        if not isinstance(answer, dict) or answer.get("leader") is not True:
-            return
-        sleeping = answer.get("sleeping")
-        if not isinstance(sleeping, dict):
-            return
-        self.registry.set_sleeping(
-            {
-                str(target): [str(e) for e in endpoints]
-                for target, endpoints in sleeping.items()
-                if isinstance(endpoints, list)
-            }
-        )
+        if answer.sleeping is not None:
+            self.registry.set_sleeping({key: list(ends) for key, ends in answer.sleeping.items()})
 
     def _update_activators(self, now: float) -> None:
         fresh_after = now - ANSWER_FRESH_PERIODS * self.period_s
@@ -306,7 +302,7 @@ class Reporter:
                 raw = await resp.read()
             if ok:
                 with contextlib.suppress(ValueError):
-                    self._take_sleeping(json.loads(raw))
+                    self._take_sleeping(parse_answer(json.loads(raw)))
             refused = None if ok else refusal(resp.status, raw)
             result = "ok" if ok else "refused" if refused is not None else "error"
             self.metrics.activations.labels(target, result).inc()

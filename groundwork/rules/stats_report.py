@@ -19,6 +19,18 @@ The activator builds :class:`ActivatorReport` values and writes them with
 the simulator hands the scaler's hub the same values, so a field exists on
 both sides or on neither (a test writes every field and reads it back).
 
+The scaler's answer (:class:`ScalerAnswer`, written with :func:`answer_json`
+and read by the activator with :func:`parse_answer`) says how many
+activators report to that scaler replica now (the activator's share of
+container-concurrency is one over the largest fresh count) and whether it
+leads; the leader's answer also lists, per target, the endpoints the warm
+tier keeps out of rotation (asleep, going to sleep or waking)::
+
+    {"activators": 2, "leader": true, "sleeping": {"<namespace>/<name>": ["ip:port"]}}
+
+An activation (``POST /v1/activate``, 202) is answered the same way, with
+the ``target`` in place of the count.
+
 Main decisions:
 
 - **Optional counts are written only when they say something**: a field
@@ -29,6 +41,10 @@ Main decisions:
 - **A bad body is refused whole** (:class:`ReportError` names the field,
   what it holds and what is allowed): a report is a snapshot of one
   activator; half of one would read as zero load for the rest.
+- **An answer is read for what it can say**: a count that is not a whole
+  number of at least one says nothing (the last fresh one stands), and the
+  sleeping list counts only in the leader's answer (a follower's knows no
+  sleeps); a bad part of an answer is ignored, never the report's fault.
 - **Bounded**: at most ``max_targets`` targets, :data:`MAX_ADAPTER_REFUSALS`
   refusals per target each cut to :data:`MAX_REFUSAL_CHARS`, an activator
   name of at most 253 characters (a pod name's limit), a period of 0.05 to
@@ -49,8 +65,11 @@ __all__ = [
     "MAX_REFUSAL_CHARS",
     "ActivatorReport",
     "ReportError",
+    "ScalerAnswer",
     "TargetStats",
+    "answer_json",
     "is_target_key",
+    "parse_answer",
     "parse_report",
     "report_json",
 ]
@@ -239,3 +258,56 @@ def parse_report(payload: object, *, max_targets: int = 100_000) -> ActivatorRep
             raise ReportError(f"targets: keys must be 'namespace/name', got {key!r}")
         targets[key] = _target_stats(raw, f"targets[{key}]")
     return ActivatorReport(activator=activator, period_s=period_s, targets=targets)
+
+
+@dataclass(frozen=True, slots=True)
+class ScalerAnswer:
+    """A scaler replica's answer to a report or an activation (see the module docstring).
+
+    ``activators``: the activators reporting to it now (in an answer to a
+    report); ``target``: the target activated (in an answer to an
+    activation); ``sleeping``: the leader's endpoints out of rotation, by
+    target (``None``: not the leader's answer, or no warm tier).
+    """
+
+    leader: bool
+    activators: int | None = None
+    target: str | None = None
+    sleeping: Mapping[str, tuple[str, ...]] | None = None
+
+
+def answer_json(answer: ScalerAnswer) -> dict[str, Any]:
+    """The JSON body of ``answer``."""
+    body: dict[str, Any] = {}
+    if answer.activators is not None:
+        body["activators"] = answer.activators
+    if answer.target is not None:
+        body["target"] = answer.target
+    body["leader"] = answer.leader
+    if answer.sleeping is not None:
+        body["sleeping"] = {target: list(ends) for target, ends in answer.sleeping.items()}
+    return body
+
+
+def parse_answer(payload: object) -> ScalerAnswer:
+    """What a scaler's answer says; the parts it cannot say are ``None`` (never an error)."""
+    if not isinstance(payload, dict):
+        return ScalerAnswer(leader=False)
+    count = payload.get("activators")
+    activators = count if type(count) is int and count > 0 else None
+    target = payload.get("target")
+    leader = payload.get("leader") is True
+    sleeping = payload.get("sleeping")
+    listed = None
+    if leader and isinstance(sleeping, dict):
+        listed = {
+            str(key): tuple(str(e) for e in ends)
+            for key, ends in sleeping.items()
+            if isinstance(ends, list)
+        }
+    return ScalerAnswer(
+        leader=leader,
+        activators=activators,
+        target=target if isinstance(target, str) else None,
+        sleeping=listed,
+    )

@@ -33,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +122,111 @@ class HttpWatcher:
                     self.arrivals[marker] = time.perf_counter()
 
 
+@dataclass(frozen=True, slots=True)
+class _Figures:
+    """What one run measured (see the module docstring for what each stands for)."""
+
+    deployments: int
+    pods: int
+    converge_s: float
+    writes: int
+    delivered: int
+    list_all_s: float
+    list_one_s: float
+    http_latencies_s: list[float]
+    local_latencies_s: list[float]
+    rss_start_mib: float
+    rss_end_mib: float
+
+
+class _Run:
+    """One run's phases on a started cluster, its HTTP watchers already watching."""
+
+    def __init__(
+        self,
+        store: Store,
+        session: aiohttp.ClientSession,
+        watchers: list[HttpWatcher],
+        *,
+        url: str,
+        token: str,
+        ssl_context: ssl.SSLContext,
+    ) -> None:
+        self._store = store
+        self._session = session
+        self._watchers = watchers
+        self._url = url
+        self._token = token
+        self._ssl = ssl_context
+
+    async def converge(self, deployments: int, replicas: int) -> tuple[float, int]:
+        """Create the Deployments and wait until every one has all its replicas
+        available: the seconds it took, and the store writes made meanwhile."""
+        store = self._store
+        writes_before = int(store.resource_version)
+        ready = asyncio.Event()
+        available: set[str] = set()
+
+        def on_change(rtype: Any, _event: str, _old: Any, new: dict[str, Any]) -> None:
+            if rtype.key != DEPLOYMENTS.key:
+                return
+            if (new.get("status") or {}).get("availableReplicas") == replicas:
+                available.add(new["metadata"]["name"])
+                if len(available) == deployments:
+                    ready.set()
+
+        store.add_listener(on_change)
+        started = time.perf_counter()
+        for i in range(deployments):
+            store.create(DEPLOYMENTS, deployment(i, replicas))
+            if i % 50 == 49:
+                await asyncio.sleep(0)  # as a client's creates would interleave
+        await asyncio.wait_for(ready.wait(), timeout=600)
+        return time.perf_counter() - started, int(store.resource_version) - writes_before
+
+    async def list_latency(self) -> tuple[float, float]:
+        """LIST latency over HTTP (the median of three): all pods, and ten of one namespace."""
+        headers = {"Authorization": f"Bearer {self._token}"}
+
+        async def timed_get(path: str) -> float:
+            t = time.perf_counter()
+            async with self._session.get(self._url + path, headers=headers, ssl=self._ssl) as r:
+                await r.read()
+                r.raise_for_status()
+            return time.perf_counter() - t
+
+        list_all = statistics.median([await timed_get("/api/v1/pods") for _ in range(3)])
+        list_one = statistics.median(
+            [await timed_get("/api/v1/namespaces/ns-0/pods?limit=10") for _ in range(3)]
+        )
+        return list_all, list_one
+
+    async def watch_latency(self, pods: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
+        """Annotate pods one at a time and time until every HTTP watcher sees each, and
+        until an in-process store watch does: both latencies, sorted."""
+        store, watchers = self._store, self._watchers
+        store_watch = store.watch(PODS)
+        while store_watch.pending():
+            await store_watch.next(0)
+        http_lat: list[float] = []
+        local_lat: list[float] = []
+        for k in range(200):
+            pod = store.get(PODS, pods[k]["metadata"]["namespace"], pods[k]["metadata"]["name"])
+            pod["metadata"].setdefault("annotations", {})["bench"] = f"m{k}"
+            t = time.perf_counter()
+            store.update(PODS, pod)
+            await store_watch.next(5)
+            local_lat.append(time.perf_counter() - t)
+            deadline = time.perf_counter() + 5
+            while any(f"m{k}" not in w.arrivals for w in watchers):
+                await asyncio.sleep(0)
+                if time.perf_counter() > deadline:
+                    break
+            http_lat.append(max(w.arrivals.get(f"m{k}", deadline) for w in watchers) - t)
+        store_watch.close()
+        return sorted(http_lat), sorted(local_lat)
+
+
 async def run_bench(deployments: int, replicas: int) -> int:
     rss_start = rss_mib()
     pods_total = deployments * replicas
@@ -139,89 +245,58 @@ async def run_bench(deployments: int, replicas: int) -> int:
                 watchers = [HttpWatcher(session, api.url, api.admin_token) for _ in range(5)]
                 tasks = [asyncio.create_task(w.run(ssl_context)) for w in watchers]
                 await asyncio.gather(*(w.ready.wait() for w in watchers))
-                writes_before = int(store.resource_version)
-                ready = asyncio.Event()
-                available: set[str] = set()
-
-                def on_change(rtype: Any, _event: str, _old: Any, new: dict[str, Any]) -> None:
-                    if rtype.key != DEPLOYMENTS.key:
-                        return
-                    if (new.get("status") or {}).get("availableReplicas") == replicas:
-                        available.add(new["metadata"]["name"])
-                        if len(available) == deployments:
-                            ready.set()
-
-                store.add_listener(on_change)
-                started = time.perf_counter()
-                for i in range(deployments):
-                    store.create(DEPLOYMENTS, deployment(i, replicas))
-                    if i % 50 == 49:
-                        await asyncio.sleep(0)  # as a client's creates would interleave
-                await asyncio.wait_for(ready.wait(), timeout=600)
-                converge_s = time.perf_counter() - started
-                writes = int(store.resource_version) - writes_before
+                run = _Run(
+                    store,
+                    session,
+                    watchers,
+                    url=api.url,
+                    token=api.admin_token,
+                    ssl_context=ssl_context,
+                )
+                converge_s, writes = await run.converge(deployments, replicas)
                 delivered = sum(w.events for w in watchers)
                 pods = store.list(PODS, copy=False)[0]
                 assert len(pods) == pods_total, len(pods)
                 rss_end = rss_mib()
-
-                # LIST latency over HTTP: all pods vs one namespace.
-                headers = {"Authorization": f"Bearer {api.admin_token}"}
-
-                async def timed_get(path: str) -> float:
-                    t = time.perf_counter()
-                    async with session.get(api.url + path, headers=headers, ssl=ssl_context) as r:
-                        await r.read()
-                        r.raise_for_status()
-                    return time.perf_counter() - t
-
-                list_all = statistics.median([await timed_get("/api/v1/pods") for _ in range(3)])
-                list_one = statistics.median(
-                    [await timed_get("/api/v1/namespaces/ns-0/pods?limit=10") for _ in range(3)]
-                )
-
-                # Watch latency: annotate pods, time until every HTTP watcher sees it.
-                store_watch = store.watch(PODS)
-                while store_watch.pending():
-                    await store_watch.next(0)
-                http_lat: list[float] = []
-                local_lat: list[float] = []
-                for k in range(200):
-                    pod = store.get(
-                        PODS, pods[k]["metadata"]["namespace"], pods[k]["metadata"]["name"]
-                    )
-                    pod["metadata"].setdefault("annotations", {})["bench"] = f"m{k}"
-                    t = time.perf_counter()
-                    store.update(PODS, pod)
-                    await store_watch.next(5)
-                    local_lat.append(time.perf_counter() - t)
-                    deadline = time.perf_counter() + 5
-                    while any(f"m{k}" not in w.arrivals for w in watchers):
-                        await asyncio.sleep(0)
-                        if time.perf_counter() > deadline:
-                            break
-                    http_lat.append(max(w.arrivals.get(f"m{k}", deadline) for w in watchers) - t)
-                store_watch.close()
+                list_all, list_one = await run.list_latency()
+                http_lat, local_lat = await run.watch_latency(pods)
                 for task in tasks:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
-    bare_s = bare_store_writes(writes)
-    http_lat.sort()
-    local_lat.sort()
-    pod_writes = delivered / 5
-    print(f"deployments={deployments} pods={pods_total} nodes=50 watchers=5 (one core)")
+    figures = _Figures(
+        deployments=deployments,
+        pods=pods_total,
+        converge_s=converge_s,
+        writes=writes,
+        delivered=delivered,
+        list_all_s=list_all,
+        list_one_s=list_one,
+        http_latencies_s=http_lat,
+        local_latencies_s=local_lat,
+        rss_start_mib=rss_start,
+        rss_end_mib=rss_end,
+    )
+    _print_figures(figures)
+    return 0
+
+
+def _print_figures(f: _Figures) -> None:
+    bare_s = bare_store_writes(f.writes)
+    pod_writes = f.delivered / 5
+    print(f"deployments={f.deployments} pods={f.pods} nodes=50 watchers=5 (one core)")
     print(
-        f"converge: {converge_s:.2f} s for {writes} store writes "
-        f"= {converge_s / bare_s:.1f}x a bare store loop of the same writes ({bare_s:.2f} s)"
+        f"converge: {f.converge_s:.2f} s for {f.writes} store writes "
+        f"= {f.converge_s / bare_s:.1f}x a bare store loop of the same writes ({bare_s:.2f} s)"
     )
     print(
-        f"watch delivery: {delivered / converge_s:,.0f} pod events/s to 5 HTTP watchers "
-        f"({pod_writes:,.0f} events each = {pod_writes / writes:.2f} of all writes)"
+        f"watch delivery: {f.delivered / f.converge_s:,.0f} pod events/s to 5 HTTP watchers "
+        f"({pod_writes:,.0f} events each = {pod_writes / f.writes:.2f} of all writes)"
     )
     print(
-        f"LIST all {pods_total} pods over HTTP: {list_all * 1000:.0f} ms "
-        f"= {list_all / list_one:.0f}x a 10-pod LIST ({list_one * 1000:.1f} ms)"
+        f"LIST all {f.pods} pods over HTTP: {f.list_all_s * 1000:.0f} ms "
+        f"= {f.list_all_s / f.list_one_s:.0f}x a 10-pod LIST ({f.list_one_s * 1000:.1f} ms)"
     )
+    http_lat, local_lat = f.http_latencies_s, f.local_latencies_s
     p50 = http_lat[len(http_lat) // 2]
     p99 = http_lat[int(len(http_lat) * 0.99) - 1]
     local = local_lat[len(local_lat) // 2]
@@ -230,11 +305,10 @@ async def run_bench(deployments: int, replicas: int) -> int:
         f"= {p50 / local:.0f}x an in-process store watch ({local * 1e6:.0f} us)"
     )
     print(
-        f"RSS: {rss_start:.0f} MiB -> {rss_end:.0f} MiB "
-        f"({(rss_end - rss_start) * 1024 / pods_total:.1f} KiB per pod, "
+        f"RSS: {f.rss_start_mib:.0f} MiB -> {f.rss_end_mib:.0f} MiB "
+        f"({(f.rss_end_mib - f.rss_start_mib) * 1024 / f.pods:.1f} KiB per pod, "
         "with its share of ReplicaSet and Deployment)"
     )
-    return 0
 
 
 def main(argv: list[str]) -> int:

@@ -178,7 +178,7 @@ async def _run(args: argparse.Namespace) -> int:
     # Start-up: zygote fork vs fresh interpreter.
     launcher = ZygoteLauncher()
     try:
-        await launcher._ensure_zygote()
+        await launcher.ensure_zygote()
         port = free_port()
         started = time.perf_counter()
         spec = ServerSpec(engine="vllm", model="m", host="127.0.0.1", port=port)

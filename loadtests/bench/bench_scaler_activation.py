@@ -32,11 +32,12 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import aiohttp
 
+from loadtests.sandbox.cluster.apiserver.server import AuditRecord
 from loadtests.sandbox.example import ExampleModel
 from loadtests.sandbox.stack import SandboxStack, StackSettings
 
@@ -54,12 +55,11 @@ def _model() -> ExampleModel:
     )
 
 
-async def _api_round_trips(stack: SandboxStack, count: int) -> list[float]:
-    api = stack.cluster.api
-    assert api is not None
-    context = ssl.create_default_context(cafile=str(api.ca_path))
-    url = f"{api.url}/apis/apps/v1/namespaces/default/deployments/llama/scale"
-    headers = {"Authorization": f"Bearer {api.admin_token}"}
+async def _api_round_trips(base_url: str, ca_path: Path, token: str, count: int) -> list[float]:
+    """``count`` reads of a Deployment's ``/scale`` straight from the API server, timed."""
+    context = ssl.create_default_context(cafile=str(ca_path))
+    url = f"{base_url}/apis/apps/v1/namespaces/default/deployments/llama/scale"
+    headers = {"Authorization": f"Bearer {token}"}
     took = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as session:
         for _ in range(count + 5):
@@ -71,12 +71,11 @@ async def _api_round_trips(stack: SandboxStack, count: int) -> list[float]:
     return took[5:]  # the first ones open the connection
 
 
-def _scale_patches(stack: SandboxStack, since: float) -> list[float]:
-    api = stack.cluster.api
-    assert api is not None
+def _scale_patches(audit: Iterable[AuditRecord], since: float) -> list[float]:
+    """When the scalers patched ``llama``'s scale since ``since`` (the API server's clock)."""
     return [
         r.at
-        for r in api.audit
+        for r in audit
         if r.at >= since
         and r.user.startswith("tidal-scaler")
         and r.method == "PATCH"
@@ -99,16 +98,18 @@ async def run_bench(rounds: int) -> int:
         stack = SandboxStack(Path(tmp), StackSettings(example=example))
         try:
             await stack.start()
+            api = stack.cluster.api
+            assert api is not None
             loop = asyncio.get_running_loop()
-            reference = await _api_round_trips(stack, 50)
-            url = f"{stack.activator_url}/v1/completions"
+            reference = await _api_round_trips(api.url, api.ca_path, api.admin_token, 50)
+            url = f"{stack.addresses.activator_url}/v1/completions"
             body = {"model": example.model, "prompt": "hi", "max_tokens": 4}
             latencies: list[float] = []
             timeout = aiohttp.ClientTimeout(total=60)
             async with aiohttp.ClientSession(timeout=timeout) as session:
                 # The activator must know the target before the first round (404 until then).
                 for _ in range(200):
-                    async with session.get(f"{stack.activator_url}/v1/models") as resp:
+                    async with session.get(f"{stack.addresses.activator_url}/v1/models") as resp:
                         await resp.read()
                     if stack.deployment_state(example.name) == (0, 0, 0):
                         break
@@ -124,7 +125,7 @@ async def run_bench(rounds: int) -> int:
                     async with session.post(url, json=body) as resp:
                         await resp.read()
                         status = resp.status
-                    patches = _scale_patches(stack, sent)
+                    patches = _scale_patches(api.audit, sent)
                     if status == 404 and not patches:
                         await asyncio.sleep(0.5)  # routing not learnt yet: not a round
                         continue

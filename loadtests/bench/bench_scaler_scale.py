@@ -143,6 +143,61 @@ async def _ready(cluster: SandboxCluster, count: int) -> int:
     return sum(1 for d in items if (d.get("status", {}).get("readyReplicas") or 0) >= 1)
 
 
+def _scaler_process(
+    cluster: SandboxCluster, directory: Path, token: str
+) -> tuple[TidalProcess, str]:
+    """A ``tidal scaler`` for the cluster, on the sandbox's address for it, and its URL."""
+    assert cluster.addresses is not None
+    host = cluster.addresses.api_host.rsplit(".", 1)[0] + ".2"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIDAL_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    env["TIDAL_SCALER_TOKEN"] = token
+    scaler = TidalProcess(
+        "scaler",
+        [
+            "scaler",
+            "--host",
+            host,
+            "--port",
+            "8090",
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        log=directory / "tidal-scaler.log",
+    )
+    return scaler, f"http://{host}:8090"
+
+
+async def _until_ready(scaler_url: str) -> None:
+    async with aiohttp.ClientSession() as session:
+        for _ in range(300):
+            with contextlib.suppress(aiohttp.ClientError):
+                async with session.get(f"{scaler_url}/readyz") as resp:
+                    if resp.status == 200:
+                        break
+            await asyncio.sleep(0.1)
+    await asyncio.sleep(2)  # imports and first sync done
+
+
+async def _converge(cluster: SandboxCluster, deployments: int) -> float | None:
+    """Create the Deployments; the seconds until all are ready (None: not within 90 s)."""
+    started = time.monotonic()
+    for i in range(deployments):
+        obj = _deployment(i)
+        apply_defaults(obj, "Deployment", creating=True)
+        cluster.store.create(DEPLOYMENTS, obj)
+        if i % 50 == 0:
+            await asyncio.sleep(0)
+    while await _ready(cluster, deployments) < deployments:
+        if time.monotonic() - started > 90:
+            return None
+        await asyncio.sleep(0.5)
+    return time.monotonic() - started
+
+
 async def run_bench(deployments: int, measure_s: float) -> int:
     nodes = [NodeSpec(f"cpu-{i}", "on-demand", "us-east-1a", gpus=0, pods=120) for i in range(50)]
     token = secrets.token_urlsafe(16)
@@ -150,56 +205,18 @@ async def run_bench(deployments: int, measure_s: float) -> int:
         directory = Path(tmp)
         async with SandboxCluster(directory, nodes=nodes) as cluster:
             assert cluster.api is not None
-            assert cluster.addresses is not None
-            host = cluster.addresses.api_host.rsplit(".", 1)[0] + ".2"
-            scaler_url = f"http://{host}:8090"
-            env = {k: v for k, v in os.environ.items() if not k.startswith("TIDAL_")}
-            env["PYTHONUNBUFFERED"] = "1"
-            env["TIDAL_SCALER_TOKEN"] = token
-            scaler = TidalProcess(
-                "scaler",
-                [
-                    "scaler",
-                    "--host",
-                    host,
-                    "--port",
-                    "8090",
-                    "--kubeconfig",
-                    str(cluster.kubeconfig),
-                    "--log-level",
-                    "warning",
-                ],
-                env=env,
-                log=directory / "tidal-scaler.log",
-            )
+            scaler, scaler_url = _scaler_process(cluster, directory, token)
             reporter_task: asyncio.Task[None] | None = None
             try:
                 await scaler.start()
                 assert scaler.proc is not None
                 pid = scaler.proc.pid
-                async with aiohttp.ClientSession() as session:
-                    for _ in range(300):
-                        with contextlib.suppress(aiohttp.ClientError):
-                            async with session.get(f"{scaler_url}/readyz") as resp:
-                                if resp.status == 200:
-                                    break
-                        await asyncio.sleep(0.1)
-                await asyncio.sleep(2)  # imports and first sync done
+                await _until_ready(scaler_url)
                 idle_cpu, idle_rss = await _measure(pid, measure_s)
-
-                started = time.monotonic()
-                for i in range(deployments):
-                    obj = _deployment(i)
-                    apply_defaults(obj, "Deployment", creating=True)
-                    cluster.store.create(DEPLOYMENTS, obj)
-                    if i % 50 == 0:
-                        await asyncio.sleep(0)
-                while await _ready(cluster, deployments) < deployments:
-                    if time.monotonic() - started > 90:
-                        print("the Deployments did not converge in 90 s", file=sys.stderr)
-                        return 1
-                    await asyncio.sleep(0.5)
-                converge_s = time.monotonic() - started
+                converge_s = await _converge(cluster, deployments)
+                if converge_s is None:
+                    print("the Deployments did not converge in 90 s", file=sys.stderr)
+                    return 1
                 keys = [f"{NAMESPACE}/model-{i:04d}" for i in range(deployments)]
                 reporter = SyntheticActivator(scaler_url, token, keys)
                 reporter_task = asyncio.create_task(reporter.run())

@@ -31,6 +31,7 @@ from typing import Any
 import aiohttp
 
 from loadtests.demo.session import INTERRUPTED, DemoSession
+from loadtests.demo.stage import Stage
 from loadtests.sandbox.cluster.defaults import apply_defaults
 from loadtests.sandbox.cluster.resources import by_group_version_plural
 from loadtests.sandbox.example import ExampleModel
@@ -72,7 +73,7 @@ def _deployment() -> dict[str, Any]:
     return deployment
 
 
-def _apply(stack: SandboxStack) -> None:
+def _apply(stack: Stage) -> None:
     assert DEPLOYMENTS is not None
     assert SERVICES is not None
     for rtype, obj in ((SERVICES, BASE.service()), (DEPLOYMENTS, _deployment())):
@@ -88,7 +89,7 @@ async def _wait(predicate: Any, timeout_s: float, what: str) -> None:
         await asyncio.sleep(0.2)
 
 
-async def _loaded(stack: SandboxStack, session: aiohttp.ClientSession) -> dict[str, list[str]]:
+async def _loaded(stack: Stage, session: aiohttp.ClientSession) -> dict[str, list[str]]:
     """Each replica's adapters, from its own ``GET /v1/models``."""
     assert PODS is not None
     pods, _ = stack.cluster.store.list(PODS, namespace="default")
@@ -130,14 +131,14 @@ class _Client:
         return []
 
 
-async def play(stack: SandboxStack, say: Any) -> dict[str, Any]:
+async def play(stack: Stage, say: Any) -> dict[str, Any]:
     """The story on a started stack; the figures it observed."""
     _apply(stack)
     say(f"{BASE.target}: two replicas, two adapter slots each, ten adapters declared")
     await _wait(lambda: stack.deployment_state(BASE.name)[1] == 2, 60, "both replicas ready")
     timeout = aiohttp.ClientTimeout(total=120)
     async with aiohttp.ClientSession(timeout=timeout) as session:
-        client = _Client(session, stack.activator_url)
+        client = _Client(session, stack.addresses.activator_url)
         listed = await client.adapters()
         say(f"GET /v1/models: {len(listed)} adapters with parent {BASE.model}")
         await asyncio.sleep(2.5)  # one adapter refresh: the activator knows the slots

@@ -35,6 +35,7 @@ import aiohttp
 
 from groundwork.kube.connection import connect
 from loadtests.demo.session import INTERRUPTED, DemoSession
+from loadtests.demo.stage import Stage
 from loadtests.sandbox.cluster.defaults import apply_defaults
 from loadtests.sandbox.cluster.resources import by_group_version_plural
 from loadtests.sandbox.epp.service import FakeEpp
@@ -66,7 +67,7 @@ LOAD_S = 25.0
 ZERO_TIMEOUT_S = 90.0
 
 
-def _apply(stack: SandboxStack, metrics_url: str) -> None:
+def _apply(stack: Stage, metrics_url: str) -> None:
     for rtype, obj in (
         (SERVICES, LLAMA.service()),
         (DEPLOYMENTS, LLAMA.deployment()),
@@ -92,12 +93,12 @@ async def _complete(session: aiohttp.ClientSession, url: str, tokens: int) -> in
         return resp.status
 
 
-async def _scaler_reads_the_picker(session: aiohttp.ClientSession, stack: SandboxStack) -> None:
+async def _scaler_reads_the_picker(session: aiohttp.ClientSession, stack: Stage) -> None:
     """Until the scaler's view of the pool's Deployment carries the picker's figures."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
-            async with session.get(f"{stack.scaler_url}/v1/targets") as resp:
+            async with session.get(f"{stack.addresses.scaler_url}/v1/targets") as resp:
                 targets = (await resp.json()).get("targets") or []
         except aiohttp.ClientError:
             targets = []
@@ -111,7 +112,7 @@ async def _scaler_reads_the_picker(session: aiohttp.ClientSession, stack: Sandbo
 
 
 async def _from_zero(
-    session: aiohttp.ClientSession, stack: SandboxStack, epp: FakeEpp, say: Any
+    session: aiohttp.ClientSession, stack: Stage, epp: FakeEpp, say: Any
 ) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
     name = LLAMA.model.name
@@ -133,7 +134,7 @@ async def _from_zero(
 
 
 async def _under_load(
-    session: aiohttp.ClientSession, stack: SandboxStack, epp: FakeEpp, say: Any
+    session: aiohttp.ClientSession, stack: Stage, epp: FakeEpp, say: Any
 ) -> dict[str, Any]:
     say(f"2/3 {LOAD_CLIENTS} clients through the picker for {LOAD_S:g}s")
     statuses: list[int] = []
@@ -158,12 +159,12 @@ async def _under_load(
     return {"requests": len(statuses), "succeeded": ok, "peak_ready": peak_ready}
 
 
-async def play(stack: SandboxStack, say: Any) -> dict[str, Any]:
+async def play(stack: Stage, say: Any) -> dict[str, Any]:
     """The story on a started stack; the figures it observed."""
     access = await connect(kubeconfig=str(stack.kubeconfig))
     try:
         async with (
-            FakeEpp(LLAMA.epp_config(host=stack.picker_host), access=access) as epp,
+            FakeEpp(LLAMA.epp_config(host=stack.addresses.picker_host), access=access) as epp,
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=180)) as session,
         ):
             _apply(stack, epp.metrics_url)

@@ -227,7 +227,7 @@ class SpotRun:
         )
 
     async def _sample_forever(self) -> None:
-        admin_url = self.stack.activator_admin_url
+        admin_url = self.stack.addresses.activator_admin_url
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3.0)) as session:
             while True:
                 self.sample()
@@ -286,7 +286,7 @@ class SpotRun:
         while not stop.is_set():
             result = await stream_chat(
                 client,
-                self.stack.activator_url,
+                self.stack.addresses.activator_url,
                 model=self.model.model,
                 max_tokens=self.story.max_tokens,
                 clock_start_s=self.t0,
@@ -372,7 +372,7 @@ class SpotRun:
 
     async def _cost(self) -> None:
         self.phase = "cost"
-        url = f"{self.stack.scaler_url}/v1/targets"
+        url = f"{self.stack.addresses.scaler_url}/v1/targets"
         try:
             async with (
                 aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session,

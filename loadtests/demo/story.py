@@ -227,7 +227,7 @@ class DemoRun:
         assert self._metrics_session is not None
         desired, ready, pods = self.stack.deployment_state(self.model.name, self.model.namespace)
         self.held = await read_gauges(
-            self._metrics_session, self.stack.activator_admin_url, self.model.target
+            self._metrics_session, self.stack.addresses.activator_admin_url, self.model.target
         )
         sample = ClusterSample(
             at_s=self.elapsed(),
@@ -392,7 +392,7 @@ class DemoRun:
     async def _request(self, client: aiohttp.ClientSession) -> RequestResult:
         result = await stream_chat(
             client,
-            self.stack.activator_url,
+            self.stack.addresses.activator_url,
             model=self.model.model,
             max_tokens=self.story.max_tokens,
             clock_start_s=self.t0,
@@ -440,8 +440,8 @@ async def _main(args: argparse.Namespace) -> int:
     async def play() -> None:
         nonlocal run
         console.event(
-            f"Up in {session.elapsed():.1f}s: activator {stack.activator_url}, "
-            f"scaler {stack.scaler_url}; Deployment {model.target} at zero replicas"
+            f"Up in {session.elapsed():.1f}s: activator {stack.addresses.activator_url}, "
+            f"scaler {stack.addresses.scaler_url}; Deployment {model.target} at zero replicas"
         )
         run = DemoRun(stack, model, story, console)
         await run.play()

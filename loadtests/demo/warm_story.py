@@ -27,6 +27,7 @@ from typing import Any
 import aiohttp
 
 from loadtests.demo.session import INTERRUPTED, DemoSession
+from loadtests.demo.stage import Stage
 from loadtests.sandbox.cluster.defaults import apply_defaults
 from loadtests.sandbox.cluster.resources import by_group_version_plural
 from loadtests.sandbox.example import ExampleModel
@@ -68,7 +69,7 @@ def _deployment(example: ExampleModel, *, replicas: int, sleep_mode: bool) -> di
     return deployment
 
 
-def _apply(stack: SandboxStack, example: ExampleModel, deployment: dict[str, Any]) -> None:
+def _apply(stack: Stage, example: ExampleModel, deployment: dict[str, Any]) -> None:
     assert DEPLOYMENTS is not None
     assert SERVICES is not None
     for rtype, obj in ((SERVICES, example.service()), (DEPLOYMENTS, deployment)):
@@ -76,7 +77,7 @@ def _apply(stack: SandboxStack, example: ExampleModel, deployment: dict[str, Any
         stack.cluster.store.create(rtype, obj)
 
 
-def _reasons(stack: SandboxStack, name: str) -> list[str]:
+def _reasons(stack: Stage, name: str) -> list[str]:
     assert EVENTS is not None
     items, _ = stack.cluster.store.list(EVENTS, namespace="default")
     return [
@@ -107,7 +108,7 @@ async def _request(session: aiohttp.ClientSession, url: str, model: str) -> tupl
     return 404, time.monotonic() - started
 
 
-async def play(stack: SandboxStack, say: Any) -> dict[str, Any]:
+async def play(stack: Stage, say: Any) -> dict[str, Any]:
     """The story on a started stack; the figures it observed."""
     _apply(stack, COLD, _deployment(COLD, replicas=0, sleep_mode=False))
     _apply(stack, WARM, _deployment(WARM, replicas=1, sleep_mode=True))
@@ -122,10 +123,10 @@ async def play(stack: SandboxStack, say: Any) -> dict[str, Any]:
     timeout = aiohttp.ClientTimeout(total=120)
     async with aiohttp.ClientSession(timeout=timeout) as session:
         (cold_status, cold_s), (warm_status, warm_s) = await asyncio.gather(
-            _request(session, stack.activator_url, COLD.model),
-            _request(session, stack.activator_url, WARM.model),
+            _request(session, stack.addresses.activator_url, COLD.model),
+            _request(session, stack.addresses.activator_url, WARM.model),
         )
-        async with session.get(f"{stack.scaler_url}/v1/targets") as resp:
+        async with session.get(f"{stack.addresses.scaler_url}/v1/targets") as resp:
             targets = (await resp.json()).get("targets") or []
     view: dict[str, Any] = next((t for t in targets if t.get("target") == WARM.target), {})
     wake_s = (view.get("warm") or {}).get("lastWakeSeconds")

@@ -6,14 +6,11 @@ What ``tidal sandbox up``, ``tidal demo`` and the end-to-end tests run: a
 its kubeconfig, exactly as they would reach a real one, and optionally the
 example model (a Deployment at zero replicas and its Service).
 
-Addresses: the cluster holds a loopback block 127.X.0.0/16 of its own; the
-scaler listens on 127.X.0.2, the activator on 127.X.0.3, Prometheus (when
-asked for) on 127.X.0.4 and further scalers (:meth:`SandboxStack.add_scaler`)
-on 127.X.0.5 and up, and an endpoint picker (an InferencePool's) on
-127.X.0.250, so two stacks on one machine never collide and no port needs
-to be discovered. Further activators (:meth:`SandboxStack.add_activator`)
-share 127.X.0.3 on the next ports (data and admin port + 1, + 2, ...), as
-activator replicas side by side that share nothing but the scaler.
+Addresses (:attr:`SandboxStack.addresses`, :mod:`.stack_addresses`): the
+cluster holds a loopback block 127.X.0.0/16 of its own; each part of the
+stack, and every further scaler (:meth:`SandboxStack.add_scaler`) and
+activator (:meth:`SandboxStack.add_activator`), has its place in it, so two
+stacks on one machine never collide and no port needs to be discovered.
 
 Several scalers: each scaler process has its own identity (``scaler-<n>``,
 the name it puts in the Lease) and its own kubeconfig user
@@ -53,6 +50,7 @@ from loadtests.sandbox.cluster.resources import by_group_version_plural
 from loadtests.sandbox.cluster.simple_launcher import die_with_parent
 from loadtests.sandbox.example import ExampleModel
 from loadtests.sandbox.prometheus import PrometheusProcess
+from loadtests.sandbox.stack_addresses import StackAddresses
 
 __all__ = ["SandboxStack", "StackSettings", "TidalProcess"]
 
@@ -153,44 +151,22 @@ class SandboxStack:
         self.activators: list[TidalProcess] = []  # the stack's own first, then add_activator's
         self.prometheus: PrometheusProcess | None = None
 
-    # --- addresses ---------------------------------------------------------------
+    # --- addresses (:mod:`.stack_addresses`) ------------------------------------------
 
-    def _host(self, last_octet: int) -> str:
+    @property
+    def addresses(self) -> StackAddresses:
+        """Where each part listens (the cluster must be started: it holds the block)."""
         block = self.cluster.addresses
         if block is None:
             raise RuntimeError("the sandbox cluster is not started")
-        return block.api_host.rsplit(".", 1)[0] + f".{last_octet}"
-
-    def scaler_host(self, index: int = 0) -> str:
-        """Scaler ``index``'s address: 127.X.0.2 for the first, 127.X.0.5 and up after."""
-        return self._host(2 if index == 0 else 4 + index)
-
-    @property
-    def picker_host(self) -> str:
-        """Where an endpoint picker of the stack's (``tidal sandbox epp``) listens: 127.X.0.250."""
-        return self._host(250)
-
-    def scaler_url_of(self, index: int) -> str:
-        return f"http://{self.scaler_host(index)}:{self.settings.scaler_port}"
-
-    @property
-    def scaler_url(self) -> str:
-        return self.scaler_url_of(0)
-
-    def activator_url_of(self, index: int) -> str:
-        """Activator ``index``'s data URL: the stack's own is 0, add_activator's 1 and up."""
-        return f"http://{self._host(3)}:{self.settings.activator_port + index}"
-
-    def activator_admin_url_of(self, index: int) -> str:
-        return f"http://{self._host(3)}:{self.settings.activator_admin_port + index}"
-
-    @property
-    def activator_url(self) -> str:
-        return self.activator_url_of(0)
-
-    @property
-    def activator_admin_url(self) -> str:
-        return self.activator_admin_url_of(0)
+        return StackAddresses(
+            prefix=block.api_host.rsplit(".", 1)[0],
+            scaler_port=self.settings.scaler_port,
+            activator_port=self.settings.activator_port,
+            activator_admin_port=self.settings.activator_admin_port,
+            kubeconfig=self.kubeconfig,
+            directory=self.directory,
+        )
 
     @property
     def kubeconfig(self) -> Path:
@@ -228,7 +204,7 @@ class SandboxStack:
             [
                 "scaler",
                 "--host",
-                self.scaler_host(index),
+                self.addresses.scaler_host(index),
                 "--port",
                 str(self.settings.scaler_port),
                 "--identity",
@@ -257,7 +233,7 @@ class SandboxStack:
                 self.prometheus = PrometheusProcess(
                     self.settings.prometheus,
                     self.directory / "prometheus",
-                    host=self._host(4),
+                    host=self.addresses.host(4),
                     port=self.settings.prometheus_port,
                     targets=[f"{exporter.exporter.host}:{exporter.exporter.port}"],
                 )
@@ -282,15 +258,15 @@ class SandboxStack:
             [
                 "activator",
                 "--host",
-                self._host(3),
+                self.addresses.host(3),
                 "--port",
                 str(self.settings.activator_port + index),
                 "--admin-host",
-                self._host(3),
+                self.addresses.host(3),
                 "--admin-port",
                 str(self.settings.activator_admin_port + index),
                 "--scaler-url",
-                self.scaler_url,
+                self.addresses.scaler_url,
                 *self.settings.activator_args,
                 *args,
             ],
@@ -307,7 +283,7 @@ class SandboxStack:
         process = self._activator_process(index, args)
         self.activators.append(process)
         await process.start()
-        await self._wait_for(process, f"{self.activator_admin_url_of(index)}/readyz")
+        await self._wait_for(process, f"{self.addresses.activator_admin_url_of(index)}/readyz")
         return process
 
     async def restart(self, process: TidalProcess) -> None:
@@ -315,9 +291,9 @@ class SandboxStack:
         if process.running:
             raise RuntimeError(f"tidal {process.name} is still running; stop or kill it first")
         if process in self.activators:
-            url = f"{self.activator_admin_url_of(self.activators.index(process))}/readyz"
+            url = f"{self.addresses.activator_admin_url_of(self.activators.index(process))}/readyz"
         elif process in self.scalers:
-            url = f"{self.scaler_url_of(self.scalers.index(process))}/readyz"
+            url = f"{self.addresses.scaler_url_of(self.scalers.index(process))}/readyz"
         else:
             raise ValueError(f"tidal {process.name} is not one of this stack's processes")
         await process.start()
@@ -331,7 +307,7 @@ class SandboxStack:
         process = self._scaler_process(index, [*self.settings.scaler_args, *args], env)
         self.scalers.append(process)
         await process.start()
-        await self._wait_for(process, f"{self.scaler_url_of(index)}/readyz")
+        await self._wait_for(process, f"{self.addresses.scaler_url_of(index)}/readyz")
         return process
 
     def apply_example(self, example: ExampleModel) -> None:
@@ -348,9 +324,9 @@ class SandboxStack:
 
     async def _wait_ready(self) -> None:
         assert self.scaler is not None
-        await self._wait_for(self.scaler, f"{self.scaler_url}/readyz")
+        await self._wait_for(self.scaler, f"{self.addresses.scaler_url}/readyz")
         if self.activator is not None:
-            await self._wait_for(self.activator, f"{self.activator_admin_url}/readyz")
+            await self._wait_for(self.activator, f"{self.addresses.activator_admin_url}/readyz")
 
     async def _wait_for(self, process: TidalProcess, url: str) -> None:
         deadline = asyncio.get_running_loop().time() + self.settings.start_timeout_s

@@ -40,6 +40,7 @@ from loadtests.sandbox.directory import add_dir_flag
 from loadtests.sandbox.example import ExampleModel
 from loadtests.sandbox.example_flags import add_model_flags, model_from_args
 from loadtests.sandbox.stack import SandboxStack, StackSettings
+from loadtests.sandbox.stack_addresses import StackAddresses
 
 __all__ = ["SANDBOX_MODEL", "configure", "run", "try_commands"]
 
@@ -82,18 +83,18 @@ def _tool(name: str) -> str:
     return str(path.absolute())
 
 
-def try_commands(stack: SandboxStack, model: ExampleModel | None) -> list[tuple[str, str]]:
+def try_commands(where: StackAddresses, model: ExampleModel | None) -> list[tuple[str, str]]:
     """(what it shows, the command) for each thing to try, with real paths and URLs."""
-    kube = f"KUBECONFIG={shlex.quote(str(stack.kubeconfig))}"
+    kube = f"KUBECONFIG={shlex.quote(str(where.kubeconfig))}"
     commands = [
         # One type per watch: kubectl refuses "get deploy,pods -w".
         ("watch the model's pods come and go", f"{kube} kubectl get pods -w"),
         ("watch the Deployment's replicas", f"{kube} kubectl get deploy -w"),
         (
             "what Tidal is doing (live signals from the scaler)",
-            f"{kube} {_tool('tidal')} status --scaler-url {stack.scaler_url}",
+            f"{kube} {_tool('tidal')} status --scaler-url {where.scaler_url}",
         ),
-        ("the activator's own metrics", f"curl -s {stack.activator_admin_url}/metrics"),
+        ("the activator's own metrics", f"curl -s {where.activator_admin_url}/metrics"),
     ]
     if model is None:
         return commands
@@ -111,7 +112,7 @@ def try_commands(stack: SandboxStack, model: ExampleModel | None) -> list[tuple[
         (
             f"a streaming request through the activator (held {model.startup_delay_s:g}s "
             "while the model wakes)",
-            f"curl -N {stack.activator_url}/v1/chat/completions "
+            f"curl -N {where.activator_url}/v1/chat/completions "
             f"-H 'Content-Type: application/json' -d {shlex.quote(body)}",
         ),
         (
@@ -122,10 +123,10 @@ def try_commands(stack: SandboxStack, model: ExampleModel | None) -> list[tuple[
         (
             "a locust spike from zero, with replicas sampled from the API",
             f"{_tool('python')} -m loadtests.replicas_sampler --kubeconfig "
-            f"{shlex.quote(str(stack.kubeconfig))} --namespace {model.namespace} "
+            f"{shlex.quote(str(where.kubeconfig))} --namespace {model.namespace} "
             f"--deployment {model.name} --out out/replicas.csv -- "
             f"{_tool('locust')} -f {shlex.quote(str(locustfile))} --headless "
-            f"--host {stack.activator_url} --shape spike --spike-idle-before-s 5 "
+            f"--host {where.activator_url} --shape spike --spike-idle-before-s 5 "
             f"--spike-users 16 --spike-s 30 --spike-idle-after-s {to_zero_s:.0f} "
             f"--model {model.model} --prompt-tokens 256 --output-tokens 64 "
             "--csv out/spike --csv-full-history OpenAIStreamingUser",
@@ -138,13 +139,13 @@ def try_commands(stack: SandboxStack, model: ExampleModel | None) -> list[tuple[
     return commands
 
 
-def _describe(stack: SandboxStack, model: ExampleModel | None) -> str:
+def _describe(where: StackAddresses, model: ExampleModel | None) -> str:
     rows = [
-        ("kubeconfig", str(stack.kubeconfig)),
-        ("activator", stack.activator_url),
-        ("activator admin", f"{stack.activator_admin_url}  (/metrics, /readyz)"),
-        ("scaler", f"{stack.scaler_url}  (GET /v1/targets)"),
-        ("logs", str(stack.directory / "logs")),
+        ("kubeconfig", str(where.kubeconfig)),
+        ("activator", where.activator_url),
+        ("activator admin", f"{where.activator_admin_url}  (/metrics, /readyz)"),
+        ("scaler", f"{where.scaler_url}  (GET /v1/targets)"),
+        ("logs", str(where.directory / "logs")),
     ]
     if model is not None:
         rows.insert(
@@ -157,7 +158,7 @@ def _describe(stack: SandboxStack, model: ExampleModel | None) -> str:
                 f"at most {model.max_scale} replicas, to zero after {model.grace_s:g}s idle",
             ),
         )
-    lines = [f"Tidal sandbox is up in {stack.directory}"]
+    lines = [f"Tidal sandbox is up in {where.directory}"]
     lines += [f"  {name + ':':<17}{value}" for name, value in rows]
     if model is None:
         lines += [
@@ -168,7 +169,7 @@ def _describe(stack: SandboxStack, model: ExampleModel | None) -> str:
             "sandbox.tidal.dev/* pod annotations that shape it.",
         ]
     lines += ["", "Try (in another terminal):"]
-    for what, command in try_commands(stack, model):
+    for what, command in try_commands(where, model):
         lines += [f"  # {what}", f"  {command}"]
     lines += ["", "Ctrl-C stops the activator, the scaler, the cluster and every pod."]
     return "\n".join(lines)
@@ -202,7 +203,7 @@ async def _serve(args: argparse.Namespace) -> int:
         except asyncio.CancelledError:
             print("interrupted while starting", flush=True)
             return 0
-        print(_describe(stack, model), flush=True)
+        print(_describe(stack.addresses, model), flush=True)
         while not stop.is_set():
             for process in (stack.scaler, stack.activator):
                 if process is not None and not process.running:

@@ -9,7 +9,9 @@ What the controller uses, all re-exported here:
 
 - :mod:`~scaler.policy.api`: the value types (config, observation, decision);
 - :mod:`~scaler.policy.annotations`: ``parse_scaling_config`` (annotations to
-  config, raising ``InvalidAnnotation`` naming every bad key);
+  config, the rules between keys), raising ``InvalidAnnotation``
+  (:mod:`~scaler.policy.invalid_annotation`) naming every bad key; the keys
+  it knows and the warnings for the others are :mod:`~scaler.policy.known_keys`;
 - :mod:`~scaler.policy.windows`: ``SignalWindows``, one per target, fed with
   samples as they arrive and read at each decision;
 - :mod:`~scaler.policy.decide`: ``decide`` and its ``PolicyState``;
@@ -30,12 +32,7 @@ Deployment's shapes, a shape's pod template) are parsed and built here but
 not yet used by the controller.
 """
 
-from scaler.policy.annotations import (
-    STATUS_ANNOTATION,
-    AnnotationProblem,
-    InvalidAnnotation,
-    parse_scaling_config,
-)
+from scaler.policy.annotations import parse_scaling_config
 from scaler.policy.api import (
     Decision,
     Demand,
@@ -48,6 +45,8 @@ from scaler.policy.api import (
     SignalReading,
 )
 from scaler.policy.decide import PolicyState, decide, desired_for_signal
+from scaler.policy.invalid_annotation import AnnotationProblem, InvalidAnnotation
+from scaler.policy.known_keys import STATUS_ANNOTATION
 from scaler.policy.placement.split import Split, split
 from scaler.policy.windows import MaxHold, SignalWindows, TrailingAverages
 

@@ -1,27 +1,19 @@
-"""Parse and validate a Deployment's annotations into a :class:`ScalingConfig`.
+"""A Deployment's annotations read into a :class:`ScalingConfig`: the rules between keys.
 
 ``parse_scaling_config(annotations)`` reads every ``autoscaling.tidal.dev/*``
-and ``placement.tidal.dev/*`` key, applies the defaults of the table in
-``docs/annotations.md``, and checks each value and the cross-field rules (min <= max,
-initial <= max, baseline <= max, overprovision <= max). It raises one
-:class:`InvalidAnnotation` that lists **every** problem, so the controller's
-``InvalidAnnotation`` Event names each bad key at once and the user fixes them
-in one round.
+and ``placement.tidal.dev/*`` key the scaler knows, each by its grammar
+(:mod:`groundwork.rules.scaling_keys`, which the activator reads the keys it
+acts on with: durations Go-style, ``500ms``, ``90s``, ``5m``, ``1h30m``, a
+bare ``0`` too; percentages 0-100, which become fractions here), applies the
+defaults of the table in ``docs/annotations.md``, and checks the rules
+*between* keys (min <= max, initial <= max, baseline <= max, overprovision
+<= max; a warm tier, an SLO and the signals below). It raises one
+:class:`~scaler.policy.invalid_annotation.InvalidAnnotation` that lists
+**every** problem. Keys it does not know are warnings, not errors
+(:mod:`scaler.policy.known_keys`).
 
 Main decisions:
 
-- **A typo in a key warns; a bad value refuses.** An unknown
-  ``autoscaling.tidal.dev/*`` or ``placement.tidal.dev/*`` key
-  (:func:`unknown_keys`) is named with the closest known key ("did you mean
-  ``max-scale``?", by difflib's ratio) and ignored: it cannot make a
-  scale unsafe, and refusing the whole Deployment for it would answer every
-  request at zero with a 503. A bad *value* of a known key still rejects
-  the config: the user asked for something Tidal cannot honour.
-  ``autoscaling.tidal.dev/status`` (written by Tidal),
-  ``autoscaling.tidal.dev/enabled`` (the opt-in label, sometimes copied into
-  annotations) and ``placement.tidal.dev/on-demand-pin`` (written by Tidal
-  when it pins the Deployment to on-demand capacity) are known.
-  ``routing.tidal.dev/*`` belongs to the activator and is ignored here.
 - ``scale-to-zero-grace-period: adaptive`` sets ``scale_to_zero_grace_adaptive``
   and keeps the 5-minute default as the fallback while the idle history is
   short (:mod:`scaler.policy.idle.adaptive`).
@@ -32,11 +24,6 @@ Main decisions:
   depend on the scaler's setup as well: :func:`check_supported` checks a
   parsed config against it (Triton exports GPU utilization, any engine has it
   when the scaler queries a Prometheus).
-- **Each key's grammar is shared** (:mod:`groundwork.rules.scaling_keys`,
-  which the activator reads the keys it acts on with): durations are
-  Go-style (``500ms``, ``90s``, ``5m``, ``1h30m``; a bare ``0`` too),
-  percentages are 0-100 and become fractions here. What is decided here is
-  the rules *between* keys.
 """
 
 from __future__ import annotations
@@ -44,20 +31,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from groundwork.rules.annotation_keys import (
-    ANNOTATIONS_PAGE,
-    Key,
-    KeyReader,
-    unknown_key_problem,
-    unknown_key_problems,
-)
-from groundwork.rules.annotation_keys import Problem as AnnotationProblem
+from groundwork.rules.annotation_keys import Key, KeyReader
 from groundwork.rules.durations import format_duration
-from groundwork.rules.pool_keys import POOL_KEYS
 from groundwork.rules.scaling_keys import (
     ADAPTER_KEEP_ALIVE,
     ADAPTIVE,
-    AUTOSCALING_PREFIX,
     ENGINE,
     FALLBACK,
     GRACE_PERIOD,
@@ -72,9 +50,7 @@ from groundwork.rules.scaling_keys import (
     PANIC_WINDOW_PCT,
     PENDING_TIMEOUT,
     PLACEMENT_POLICY,
-    PLACEMENT_PREFIX,
     SCALE_DOWN_DELAY,
-    SCALING_KEYS,
     SLEEP_AFTER,
     SLEEP_LEVEL,
     SLO_ATTAINMENT,
@@ -88,108 +64,9 @@ from groundwork.rules.scaling_keys import (
     WINDOW,
 )
 from scaler.policy.api import PlacementConfig, ScalingConfig
+from scaler.policy.invalid_annotation import InvalidAnnotation
 
-__all__ = [
-    "ANNOTATIONS_PAGE",
-    "AUTOSCALING_PREFIX",
-    "KNOWN_KEYS",
-    "PLACEMENT_PREFIX",
-    "STATUS_ANNOTATION",
-    "AnnotationProblem",
-    "AnnotationSpec",
-    "InvalidAnnotation",
-    "check_supported",
-    "parse_scaling_config",
-    "unknown_key_problem",
-    "unknown_keys",
-]
-
-STATUS_ANNOTATION = AUTOSCALING_PREFIX + "status"
-_ENABLED = AUTOSCALING_PREFIX + "enabled"
-
-#: Every key this module reads, and the InferencePool keys (scaler.policy.pool_annotations).
-KNOWN_KEYS: tuple[str, ...] = tuple(key.name for key in (*SCALING_KEYS, *POOL_KEYS))
-
-
-@dataclass(frozen=True, slots=True)
-class AnnotationSpec:
-    """A row of docs/annotations.md for keys read by a reader of their own (the GPU
-    shapes' ``placement.tidal.dev/shape-args.<shape>``), where one key of
-    :data:`~groundwork.rules.scaling_keys.SCALING_KEYS` has its grammar instead."""
-
-    key: str
-    default: str
-    allowed: str
-    meaning: str
-
-
-# Written by Tidal: the status, and the record of the on-demand pin (policy.companion).
-_ALLOWED_UNREAD = frozenset({STATUS_ANNOTATION, _ENABLED, PLACEMENT_PREFIX + "on-demand-pin"})
-
-
-class InvalidAnnotation(ValueError):
-    """One or more annotations are invalid; the message names each key, value and what is allowed.
-
-    ``InvalidAnnotation(key, value, allowed)`` builds one with a single
-    problem; :meth:`from_problems` one with several. ``key``, ``value`` and
-    ``allowed`` are those of the first problem; ``problems`` holds them all.
-    """
-
-    problems: tuple[AnnotationProblem, ...]
-
-    def __init__(
-        self,
-        key: str,
-        value: str,
-        allowed: str,
-        *,
-        unsupported: bool = False,
-        more: tuple[AnnotationProblem, ...] = (),
-    ) -> None:
-        self.problems = (AnnotationProblem(key, value, allowed, unsupported), *more)
-        super().__init__("; ".join(str(p) for p in self.problems))
-
-    @classmethod
-    def from_problems(cls, problems: tuple[AnnotationProblem, ...]) -> InvalidAnnotation:
-        if not problems:
-            raise ValueError("InvalidAnnotation needs at least one problem")
-        first, *more = problems
-        return cls(
-            first.key,
-            first.value,
-            first.allowed,
-            unsupported=first.unsupported,
-            more=tuple(more),
-        )
-
-    @property
-    def key(self) -> str:
-        return self.problems[0].key
-
-    @property
-    def value(self) -> str:
-        return self.problems[0].value
-
-    @property
-    def allowed(self) -> str:
-        return self.problems[0].allowed
-
-    @property
-    def keys(self) -> tuple[str, ...]:
-        """Every bad key, in the order found."""
-        return tuple(p.key for p in self.problems)
-
-
-def unknown_keys(annotations: Mapping[str, str]) -> tuple[AnnotationProblem, ...]:
-    """Every ``autoscaling.tidal.dev/*`` or ``placement.tidal.dev/*`` key this module does not
-    read, each with the closest known key. They are warnings: scaling goes on with the keys
-    that are known (:func:`parse_scaling_config` ignores these)."""
-    return unknown_key_problems(
-        annotations,
-        prefixes=(AUTOSCALING_PREFIX, PLACEMENT_PREFIX),
-        known=KNOWN_KEYS,
-        also_known=_ALLOWED_UNREAD,
-    )
+__all__ = ["check_supported", "parse_scaling_config"]
 
 
 @dataclass(frozen=True, slots=True)

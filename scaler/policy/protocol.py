@@ -17,15 +17,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from scaler.policy.annotations import (
-    AnnotationProblem,
-    InvalidAnnotation,
-    check_supported,
-    parse_scaling_config,
-)
+from scaler.policy.annotations import check_supported, parse_scaling_config
 from scaler.policy.api import Decision, Observation, ScalingConfig
 from scaler.policy.decide import PolicyState
 from scaler.policy.idle.grace import DEFAULT_COLD_START_ESTIMATE_S, decide_with_grace
+from scaler.policy.invalid_annotation import AnnotationProblem, InvalidAnnotation
 
 __all__ = ["InvalidTargetConfig", "Policy", "PurePolicy", "parse_for_setup"]
 
@@ -61,7 +57,7 @@ class Policy(Protocol):
 
 class PurePolicy:
     """:class:`Policy` with :mod:`scaler.policy`: its
-    :class:`~scaler.policy.annotations.InvalidAnnotation` becomes an
+    :class:`~scaler.policy.invalid_annotation.InvalidAnnotation` becomes an
     :class:`InvalidTargetConfig`, message unchanged. Decisions go through
     :func:`~scaler.policy.idle.grace.decide_with_grace`, so an ``adaptive`` grace
     period is learned per target; ``cold_start_estimate_s`` times its

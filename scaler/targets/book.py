@@ -41,8 +41,9 @@ from scaler.kube.types import (
     PoolState,
     TargetSnapshot,
 )
-from scaler.policy.annotations import AnnotationProblem, unknown_keys
 from scaler.policy.api import ScalingConfig
+from scaler.policy.invalid_annotation import AnnotationProblem
+from scaler.policy.known_keys import unknown_keys
 from scaler.policy.pool_annotations import PickerConfig, merge, read_picker
 from scaler.policy.protocol import InvalidTargetConfig, Policy, parse_for_setup
 from scaler.policy.routing_check import routing_problems

@@ -27,7 +27,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from scaler.actuator import Decided
 from scaler.kube.types import CompanionInfo, TargetSnapshot
 from scaler.placement.placer import Placer, pair_counts
 from scaler.policy.api import Decision, ScalingConfig
@@ -36,6 +35,7 @@ from scaler.policy.placement.fallback import FallbackState
 from scaler.policy.placement.plan import PlacementPlan
 from scaler.policy.protocol import Policy
 from scaler.signals.hub import SignalHub, SignalView
+from scaler.writes.plan import Decided
 
 __all__ = ["Decider", "Made", "decided"]
 

@@ -50,7 +50,7 @@ import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
-from scaler.actuator import Actuator, Decided, WritePlan
+from scaler.actuator import Actuator
 from scaler.gpu_ledger import CostView
 from scaler.kube.types import TargetSnapshot
 from scaler.policy.api import Decision
@@ -65,6 +65,7 @@ from scaler.targets.publishing import Publisher
 from scaler.targets.state import TargetState
 from scaler.targets.waking import Wakes
 from scaler.warm.tier import WarmTier
+from scaler.writes.plan import Decided, WritePlan
 
 __all__ = ["MAX_REDECISIONS", "Outcome", "Reconciler", "Shared", "Trigger"]
 

@@ -9,7 +9,8 @@ one replica twice.
 
 **Where "sleeping" is recorded**: in the answers of this scaler's
 ``/v1/stats`` and ``/v1/activate`` (``{"sleeping": {target: ["ip:port"]},
-"leader": true}``), not in a pod annotation. Activators already exchange
+"leader": true}``, :class:`groundwork.rules.stats_report.ScalerAnswer`), not
+in a pod annotation. Activators already exchange
 with every scaler replica every report period, so they learn a sleep within
 one period without watching pods (no pod watch per activator, no RBAC for
 pods, no API write per sleep and wake); the truth also lives in the replicas
@@ -37,14 +38,14 @@ follows vLLM's sequence ``/wake_up?tags=weights``, ``/collective_rpc``
 (the first request after a wake is several times slower without it), then
 the pod is routable again.
 
-**Making room on a shared GPU**: with GPU memory from DCGM (through
-Prometheus, :mod:`scaler.warm.gpu_memory`), each model's awake and asleep
-footprint is learned (:class:`~scaler.policy.warm_tier.MemoryBook`) and, before a
-wake, :func:`~scaler.policy.warm_tier.make_room` picks the least recently used
-idle models on the same physical GPU to put to sleep first. Without it, or
-when it was wrong, a wake that fails for want of memory puts the least
-recently used idle model on the same node to sleep and tries again (at most
-``max_evictions`` times). Any other failure, or no room, returns no woken
+**Making room on a shared GPU** (:mod:`scaler.warm.room`): with GPU memory
+from DCGM (through Prometheus, :mod:`scaler.warm.gpu_memory`), each model's
+awake and asleep footprint is learned
+(:class:`~scaler.policy.warm_tier.MemoryBook`) and, before a wake, the least
+recently used idle models on the same physical GPU are put to sleep first.
+Without it, or when it was wrong, a wake that fails for want of memory puts
+the least recently used idle model on the same node to sleep and tries again
+(at most ``max_evictions`` times). Any other failure, or no room, returns no woken
 pod and the target's reconciler falls back to the path from zero (one more replica).
 
 A server without sleep mode (vLLM started without ``VLLM_SERVER_DEV_MODE=1``
@@ -77,6 +78,7 @@ from scaler.warm.calls import HttpReplicaCalls, ReplicaCallFailed, ReplicaCalls
 from scaler.warm.choices import WarmChoices
 from scaler.warm.gpu_memory import GpuMemory
 from scaler.warm.pool import Phase, PoolEntry, WarmPool, address_of
+from scaler.warm.room import Lru, RoomMaker
 from scaler.warm.views import ModelView, WarmEvents
 
 __all__ = [
@@ -91,9 +93,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-# (target, pod, sleep level) of idle awake replicas on a node, least recently used first.
-Lru = Callable[[str | None, str], list[tuple[str, str, int]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,12 +153,6 @@ async def _logged(call: Awaitable[None], what: str) -> None:
         log.info("%s: %s", what, exc)
 
 
-#: The longest a sleep call is waited for once its handoff is over (a level-1
-#: sleep of a large model moves its weights to host RAM: seconds), and how often.
-_SLEEP_CALL_S = 10.0
-_POLL_S = 0.1
-
-
 class WarmTier:
     """The calls that sleep and wake replicas (leader only), over the pool's books."""
 
@@ -186,6 +179,14 @@ class WarmTier:
         self.settings = settings or WarmSettings()
         self.pool = WarmPool(memory)
         self.choices = WarmChoices(self.pool, views)
+        self._room = RoomMaker(
+            self.pool,
+            self.choices,
+            sleep_now=lambda target, pod, level: self.sleep_now(target, pod, level=level),
+            clock=clock,
+            handoff_s=self.settings.handoff_s,
+            busy_wait_s=self.settings.busy_wait_s,
+        )
         self._tasks = BackgroundTasks()
 
     # -- what the reconcilers ask -----------------------------------------------------
@@ -378,7 +379,7 @@ class WarmTier:
                 return WakeOutcome(None, reason="waking already")  # the new leader wakes it
             entry.phase = Phase.WAKING
             try:
-                evicted += await self._make_room(entry, target)
+                evicted += await self._room.before_wake(entry, target)
                 evicted += await self._wake_evicting(entry, target, lru or self.choices.lru_on)
                 await self._calls.warm_up(entry.base)
             except ReplicaCallFailed as exc:
@@ -405,29 +406,6 @@ class WarmTier:
         )
         return WakeOutcome(entry.name, took, evicted=tuple(evicted))
 
-    async def _make_room(self, entry: PoolEntry, target: str) -> list[str]:
-        """Before the wake: put to sleep what the memory learned says must make room;
-        the pods that went to sleep."""
-        # A sleep under way on the same GPU (keeping room to wake) frees memory:
-        # let it end before the plan, which counts that pod as asleep.
-        await sleeps_done(self, self.choices.draining_beside(entry.name, self._clock()))
-        first, _ = self.choices.plan_room(entry.name, target, self._clock())
-        owners = [self.pool.targets.get(v, "") for v in first]  # make_room picks warm-tier pods
-        results = await asyncio.gather(
-            *(
-                self.sleep_now(owner, v, level=self.pool.levels.get(owner, 1))
-                for owner, v in zip(owners, first, strict=True)
-            ),
-            return_exceptions=True,
-        )
-        evicted = []
-        for victim, result in zip(first, results, strict=True):
-            if isinstance(result, BaseException):
-                log.info("%s: %s could not make room: %s", target, victim, result)
-            else:
-                evicted.append(victim)
-        return evicted
-
     async def _wake_evicting(self, entry: PoolEntry, target: str, lru: Lru) -> list[str]:
         """The wake calls; a failure for memory puts the least recently used idle model
         on the node to sleep and tries again. The pods that went to sleep."""
@@ -440,53 +418,8 @@ class WarmTier:
                 if not exc.out_of_memory or attempt == self.settings.max_evictions:
                     raise
                 self.pool.counter(target).oom_retries += 1
-                made_room = await evict_one(self, entry, target, lru)
+                made_room = await self._room.after_out_of_memory(entry, target, lru)
                 if made_room is None:
                     raise
                 evicted.append(made_room)
         return evicted
-
-
-async def evict_one(tier: WarmTier, entry: PoolEntry, target: str, lru: Lru) -> str | None:
-    """Make room for ``entry``'s wake after one failed for memory: put the idle
-    model ``lru`` ranks first on its node to sleep; when none is idle, wait for
-    a sleep already under way (one that keeps room to wake), then for a busy
-    model there to finish its requests, up to ``busy_wait_s``, rather than fall
-    back to a cold start. The pod that went to sleep; None: nothing can."""
-    victim = await _sleep_first(tier, lru(entry.node, target), target)
-    if victim is not None:
-        return victim
-    draining = [e for e in tier.pool.entries.values() if e.phase is Phase.DRAINING]
-    done = await sleeps_done(tier, [e for e in draining if e is not entry])
-    if done:
-        return done[0]
-    for _ in range(round(tier.settings.busy_wait_s / _POLL_S)):
-        await asyncio.sleep(_POLL_S)
-        victim = await _sleep_first(tier, lru(entry.node, target), target)
-        if victim is not None:
-            return victim
-    return None
-
-
-async def _sleep_first(
-    tier: WarmTier, candidates: Sequence[tuple[str, str, int]], target: str
-) -> str | None:
-    for victim_target, victim, level in candidates:
-        try:
-            await tier.sleep_now(victim_target, victim, level=level)
-        except ReplicaCallFailed as exc:
-            log.info("%s: %s could not make room: %s", target, victim, exc)
-            continue
-        return victim
-    return None
-
-
-async def sleeps_done(tier: WarmTier, draining: list[PoolEntry]) -> list[str]:
-    """Wait for the sleeps under way of ``draining`` (within their handoff and the
-    sleep call); the pods that went to sleep."""
-    pool = tier.pool
-    for _ in range(round((tier.settings.handoff_s + _SLEEP_CALL_S) / _POLL_S)):
-        if not any(pool.entries.get(e.name) is e and e.phase is Phase.DRAINING for e in draining):
-            break
-        await asyncio.sleep(_POLL_S)
-    return [e.name for e in draining if pool.entries.get(e.name) is e]

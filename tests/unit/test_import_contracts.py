@@ -11,8 +11,11 @@ simulator runs, I/O in the EPP metrics reader, I/O in the GPU catalog,
 groundwork beyond the rules and the catalog in ``scaler.policy``,
 ``groundwork`` importing a service, the replica side of the data path
 importing the client side, the HTTP layer importing the proxy's holding or
-the replica side) added to a copy of the tree makes ``lint-imports`` fail and
-name the broken contract; an ignored import that matches nothing is an error;
+the replica side, the seam between them importing either) added to a copy
+of the tree makes ``lint-imports`` fail and name the broken contract; every
+module of the data path's ``http1`` package is under one of its three
+contracts (the HTTP layer, the replica side, the seam), so none of it is
+outside them; an ignored import that matches nothing is an error;
 the purity contract covers every activator module ``simulator`` imports and
 names nothing it does not, so a new one cannot slip in unchecked; every
 groundwork module but the shared rules and the GPU catalog (each pure under
@@ -233,6 +236,12 @@ def test_tree_as_is_keeps_contracts(tree_copy: Path) -> None:
             id="http-layer-imports-the-gate",
         ),
         pytest.param(
+            "activator/http1/relay.py",
+            "import activator.http1.upstream\n",
+            "the seam of the data path imports neither side",
+            id="seam-imports-the-replica-side",
+        ),
+        pytest.param(
             "activator/http1/exchange.py",
             "import activator.http1.upstream\n",
             "the HTTP layer knows nothing of what a request means",
@@ -325,3 +334,22 @@ def test_the_groundwork_the_pure_packages_import_is_itself_pure(module: str) -> 
     forbidden = own["forbidden_modules"]
     assert isinstance(forbidden, list)
     assert {"asyncio", "aiohttp", "socket", "time", "groundwork.kube"} <= set(forbidden)
+
+
+HTTP1_CONTRACTS = (
+    "the HTTP layer knows nothing of what a request means, nor of the replica side",
+    "the replica side never turns back into the HTTP layer",
+    "the seam of the data path imports neither side",
+)
+
+
+def test_every_module_of_the_data_path_is_under_one_of_its_contracts() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    contracts = {c["name"]: c for c in config["tool"]["importlinter"]["contracts"]}
+    covered = {m for name in HTTP1_CONTRACTS for m in contracts[name]["source_modules"]}
+    modules = {
+        f"activator.http1.{p.stem}"
+        for p in (ROOT / "activator" / "http1").glob("*.py")
+        if p.stem != "__init__"
+    }
+    assert modules - covered == set()

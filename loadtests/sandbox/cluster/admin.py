@@ -75,9 +75,7 @@ class AdminEndpoint:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, 0)
         await site.start()
-        server = site._server
-        sockets = getattr(server, "sockets", None) or []
-        port = int(sockets[0].getsockname()[1])
+        port = int(self._runner.addresses[0][1])
         self.url = f"http://{self.host}:{port}"
         path = self.directory / ADMIN_FILE
         path.write_text(json.dumps({"url": self.url, "token": self.token}))

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtests.sandbox.cluster.controllers.base import PODS, Cache
-from loadtests.sandbox.cluster.controllers.kubelet import ANNOTATION_PROCESS
+from loadtests.sandbox.cluster.controllers.kubelet.server_specs import ANNOTATION_PROCESS
 from loadtests.sandbox.servers.dcgm import DcgmExporter, GpuTarget
 
 __all__ = ["DCGM_PORT", "PodGpuExporter"]

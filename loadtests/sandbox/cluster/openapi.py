@@ -117,6 +117,9 @@ def _refs(node: Any, found: set[str]) -> None:
             _refs(value, found)
 
 
+_STATUS_REF = {"$ref": f"#/components/schemas/{_META}Status"}
+
+
 class OpenApi:
     def __init__(self, resources: Iterable[ResourceType], *, defs: Definitions | None = None):
         self._defs = defs or definitions(strict=False)
@@ -205,14 +208,29 @@ class OpenApi:
         }
 
     def _paths(self, rtype: ResourceType, name: str, list_name: str | None) -> dict[str, Any]:
-        base = f"/apis/{rtype.group}/{rtype.version}" if rtype.group else f"/api/{rtype.version}"
-        scoped = (
-            f"{base}/namespaces/{{namespace}}/{rtype.plural}"
-            if rtype.namespaced
-            else (f"{base}/{rtype.plural}")
+        return _ResourcePaths(rtype, name, list_name).paths()
+
+
+class _ResourcePaths:
+    """One resource type's paths in its group-version document: the collection, the item,
+    the list across namespaces and the subresources, each with only the operations the
+    resource takes, as the real server publishes them."""
+
+    def __init__(self, rtype: ResourceType, name: str, list_name: str | None) -> None:
+        self._rtype = rtype
+        self._base = (
+            f"/apis/{rtype.group}/{rtype.version}" if rtype.group else f"/api/{rtype.version}"
         )
-        gvk = {"group": rtype.group, "version": rtype.version, "kind": rtype.kind}
-        ref = {"$ref": f"#/components/schemas/{name}"}
+        self._scoped = (
+            f"{self._base}/namespaces/{{namespace}}/{rtype.plural}"
+            if rtype.namespaced
+            else f"{self._base}/{rtype.plural}"
+        )
+        self._gvk = {"group": rtype.group, "version": rtype.version, "kind": rtype.kind}
+        self._ref: dict[str, Any] = {"$ref": f"#/components/schemas/{name}"}
+        self._list_ref = {"$ref": f"#/components/schemas/{list_name}"} if list_name else self._ref
+        self._tag = f"{rtype.group or 'core'}_{rtype.version}"
+        self._scope = "Namespaced" if rtype.namespaced else ""
         ns_param = {
             "name": "namespace",
             "in": "path",
@@ -227,105 +245,103 @@ class OpenApi:
             "required": True,
             "schema": {"type": "string", "uniqueItems": True},
         }
-        tag = f"{rtype.group or 'core'}_{rtype.version}"
+        self._collection_params = [ns_param] if rtype.namespaced else []
+        self._item_params = [name_param, *self._collection_params]
 
-        def op(
-            action: str,
-            op_id: str,
-            *,
-            body: bool,
-            patch: bool = False,
-            out: Any = ref,
-            gvk_: dict[str, str] = gvk,
-        ) -> dict[str, Any]:
-            operation: dict[str, Any] = {
-                "tags": [tag],
-                "operationId": op_id,
-                "responses": {
-                    "200": {"description": "OK", "content": {"application/json": {"schema": out}}},
-                    "401": {"description": "Unauthorized"},
-                },
-                "x-kubernetes-action": action,
-                "x-kubernetes-group-version-kind": gvk_,
+    def paths(self) -> dict[str, Any]:
+        rtype, kind = self._rtype, self._rtype.kind
+        paths = self._published(
+            {self._scoped: self._collection(), f"{self._scoped}/{{name}}": self._item()}
+        )
+        if rtype.namespaced and "list" in rtype.verbs:
+            paths[f"{self._base}/{rtype.plural}"] = {
+                "get": self._op(
+                    "list", f"list{kind}ForAllNamespaces", body=False, out=self._list_ref
+                )
             }
-            params: list[dict[str, Any]] = []
-            if body:
-                params = [_DRY_RUN, _FIELD_MANAGER, _FIELD_VALIDATION]
-                if patch:
-                    params.append(_FORCE)
-                content_types = _patch_content(rtype) if patch else ("*/*",)
-                body_ref = {"$ref": f"#/components/schemas/{_META}Patch"} if patch else out
-                operation["requestBody"] = {
-                    "content": {ct: {"schema": body_ref} for ct in content_types},
-                    "required": True,
-                }
-            if params:
-                operation["parameters"] = params
-            return operation
+        for sub in rtype.subresources:
+            paths[f"{self._scoped}/{{name}}/{sub}"] = self._subresource(sub)
+        return paths
 
-        kind = rtype.kind
-        scope = "Namespaced" if rtype.namespaced else ""
-        collection_params = [ns_param] if rtype.namespaced else []
-        item_params = [name_param, *collection_params]
-        list_ref = {"$ref": f"#/components/schemas/{list_name}"} if list_name else ref
-        status_ref = {"$ref": f"#/components/schemas/{_META}Status"}
-        paths: dict[str, Any] = {
-            scoped: {
-                "get": op("list", f"list{scope}{kind}", body=False, out=list_ref),
-                "post": op("post", f"create{scope}{kind}", body=True),
-                "delete": op(
-                    "deletecollection", f"deleteCollection{scope}{kind}", body=False, out=status_ref
-                ),
-                "parameters": collection_params,
-            },
-            f"{scoped}/{{name}}": {
-                "get": op("get", f"read{scope}{kind}", body=False),
-                "put": op("put", f"replace{scope}{kind}", body=True),
-                "patch": op("patch", f"patch{scope}{kind}", body=True, patch=True),
-                "delete": op("delete", f"delete{scope}{kind}", body=False, out=status_ref),
-                "parameters": item_params,
-            },
+    def _collection(self) -> dict[str, Any]:
+        scope, kind = self._scope, self._rtype.kind
+        return {
+            "get": self._op("list", f"list{scope}{kind}", body=False, out=self._list_ref),
+            "post": self._op("post", f"create{scope}{kind}", body=True),
+            "delete": self._op(
+                "deletecollection", f"deleteCollection{scope}{kind}", body=False, out=_STATUS_REF
+            ),
+            "parameters": self._collection_params,
         }
-        # Publish only the operations the resource takes.
-        actions = {
-            "get": "get",
-            "post": "create",
-            "put": "update",
-            "patch": "patch",
+
+    def _item(self) -> dict[str, Any]:
+        scope, kind = self._scope, self._rtype.kind
+        return {
+            "get": self._op("get", f"read{scope}{kind}", body=False),
+            "put": self._op("put", f"replace{scope}{kind}", body=True),
+            "patch": self._op("patch", f"patch{scope}{kind}", body=True, patch=True),
+            "delete": self._op("delete", f"delete{scope}{kind}", body=False, out=_STATUS_REF),
+            "parameters": self._item_params,
         }
+
+    def _published(self, paths: dict[str, Any]) -> dict[str, Any]:
+        """Only the operations the resource takes (a path left with none is dropped)."""
+        actions = {"get": "get", "post": "create", "put": "update", "patch": "patch"}
         for item in list(paths.values()):
             for method in [m for m in item if m != "parameters"]:
                 action = item[method]["x-kubernetes-action"]
-                verb = actions.get(action, action)
-                if verb not in rtype.verbs:
+                if actions.get(action, action) not in self._rtype.verbs:
                     del item[method]
-        paths = {k: v for k, v in paths.items() if set(v) - {"parameters"}}
-        if rtype.namespaced and "list" in rtype.verbs:
-            paths[f"{base}/{rtype.plural}"] = {
-                "get": op("list", f"list{kind}ForAllNamespaces", body=False, out=list_ref)
+        return {k: v for k, v in paths.items() if set(v) - {"parameters"}}
+
+    def _subresource(self, sub: str) -> dict[str, Any]:
+        if sub == "scale":
+            sub_ref = {"$ref": "#/components/schemas/io.k8s.api.autoscaling.v1.Scale"}
+            sub_gvk = {"group": "autoscaling", "version": "v1", "kind": "Scale"}
+        else:
+            sub_ref, sub_gvk = self._ref, self._gvk
+        name = f"{self._scope}{self._rtype.kind}{sub.capitalize()}"
+        return {
+            "get": self._op("get", f"read{name}", body=False, out=sub_ref, gvk=sub_gvk),
+            "put": self._op("put", f"replace{name}", body=True, out=sub_ref, gvk=sub_gvk),
+            "patch": self._op(
+                "patch", f"patch{name}", body=True, patch=True, out=sub_ref, gvk=sub_gvk
+            ),
+            "parameters": self._item_params,
+        }
+
+    def _op(
+        self,
+        action: str,
+        op_id: str,
+        *,
+        body: bool,
+        patch: bool = False,
+        out: Any = None,
+        gvk: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        out = self._ref if out is None else out
+        operation: dict[str, Any] = {
+            "tags": [self._tag],
+            "operationId": op_id,
+            "responses": {
+                "200": {"description": "OK", "content": {"application/json": {"schema": out}}},
+                "401": {"description": "Unauthorized"},
+            },
+            "x-kubernetes-action": action,
+            "x-kubernetes-group-version-kind": gvk or self._gvk,
+        }
+        params: list[dict[str, Any]] = []
+        if body:
+            params = [_DRY_RUN, _FIELD_MANAGER, _FIELD_VALIDATION]
+            if patch:
+                params.append(_FORCE)
+            content_types = _patch_content(self._rtype) if patch else ("*/*",)
+            body_ref = {"$ref": f"#/components/schemas/{_META}Patch"} if patch else out
+            operation["requestBody"] = {
+                "content": {ct: {"schema": body_ref} for ct in content_types},
+                "required": True,
             }
-        for sub in rtype.subresources:
-            if sub == "scale":
-                sub_ref = {"$ref": "#/components/schemas/io.k8s.api.autoscaling.v1.Scale"}
-                sub_gvk = {"group": "autoscaling", "version": "v1", "kind": "Scale"}
-            else:
-                sub_ref, sub_gvk = ref, gvk
-            title = sub.capitalize()
-            paths[f"{scoped}/{{name}}/{sub}"] = {
-                "get": op(
-                    "get", f"read{scope}{kind}{title}", body=False, out=sub_ref, gvk_=sub_gvk
-                ),
-                "put": op(
-                    "put", f"replace{scope}{kind}{title}", body=True, out=sub_ref, gvk_=sub_gvk
-                ),
-                "patch": op(
-                    "patch",
-                    f"patch{scope}{kind}{title}",
-                    body=True,
-                    patch=True,
-                    out=sub_ref,
-                    gvk_=sub_gvk,
-                ),
-                "parameters": item_params,
-            }
-        return paths
+        if params:
+            operation["parameters"] = params
+        return operation

@@ -46,7 +46,18 @@ def _duration(text: str) -> float:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    llm, batcher = LlmParams(), BatcherParams()
+    """The flags, by group: the server, vLLM's and Triton's performance models, sleep mode
+    and GPU memory, the GPU device, LoRA adapters, faults."""
+    _configure_server(parser)
+    _configure_vllm_model(parser)
+    _configure_triton_batcher(parser)
+    _configure_sleep(parser)
+    gpu_device.configure(parser)
+    _configure_lora(parser)
+    _configure_faults(parser)
+
+
+def _configure_server(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("server")
     g.add_argument(
         "--engine",
@@ -100,6 +111,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="seed for output lengths and faults (default: a random one)",
     )
+
+
+def _configure_vllm_model(parser: argparse.ArgumentParser) -> None:
+    llm = LlmParams()
     p = parser.add_argument_group("vLLM performance model (defaults: Llama-3.1-8B, 1x H100)")
     p.add_argument(
         "--max-num-seqs",
@@ -171,6 +186,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=131_072,
         help="context length, tokens (default: 131072)",
     )
+
+
+def _configure_triton_batcher(parser: argparse.ArgumentParser) -> None:
+    batcher = BatcherParams()
     t = parser.add_argument_group("Triton dynamic batcher")
     t.add_argument(
         "--max-batch-size",
@@ -193,6 +212,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=batcher.exec_per_item_s,
         help=f"execution time added per item, seconds (default: {batcher.exec_per_item_s})",
     )
+
+
+def _configure_sleep(parser: argparse.ArgumentParser) -> None:
     s = parser.add_argument_group("sleep mode and GPU memory (vLLM only)")
     s.add_argument(
         "--enable-sleep-mode",
@@ -234,8 +256,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="extra time of the first request after a wake (default: 3s)",
     )
-    gpu_device.configure(parser)
-    _configure_lora(parser)
+
+
+def _configure_faults(parser: argparse.ArgumentParser) -> None:
     f = parser.add_argument_group("faults")
     f.add_argument(
         "--fail-rate",

@@ -88,7 +88,9 @@ class TokenStream:
             finally:
                 self._waiter = None
 
-    def _wake(self) -> None:
+    def wake(self) -> None:
+        """Tokens were emitted (or the request ended): the reader waiting in
+        :meth:`wait_beyond` looks again."""
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
@@ -224,7 +226,7 @@ class LlmRuntime(_EngineLoop):
                 del streams[rid]
                 if observer is not None:
                     observer.finished(stream, wall - stream.arrival_wall)
-            stream._wake()
+            stream.wake()
         if observer is not None and emitted:
             observer.tokens(len(emitted))
 

@@ -63,7 +63,8 @@ class _Process:
     def returncode(self) -> int | None:
         return self._exit.result() if self._exit.done() else None
 
-    def _exited(self, status: int) -> None:
+    def exited(self, status: int) -> None:
+        """The zygote reported the process's exit status."""
         if not self._exit.done():
             self._exit.set_result(status)
 
@@ -98,7 +99,9 @@ class ZygoteLauncher:
         self._lock = asyncio.Lock()
         self._closed = False
 
-    async def _ensure_zygote(self) -> asyncio.subprocess.Process:
+    async def ensure_zygote(self) -> asyncio.subprocess.Process:
+        """The zygote, started first if it is not running (a first start then costs only
+        the fork)."""
         async with self._lock:
             if self._closed:
                 raise RuntimeError("the launcher is closed")
@@ -140,7 +143,7 @@ class ZygoteLauncher:
                 if process is None:
                     self._early_exits[pid] = status
                 else:
-                    process._exited(status)
+                    process.exited(status)
             elif "id" in message:
                 future = self._starting.pop(int(message["id"]), None)
                 if future is not None and not future.done():
@@ -150,7 +153,7 @@ class ZygoteLauncher:
                         future.set_exception(OSError(message.get("error", "fork failed")))
         # The zygote is gone: its children got SIGKILL with it.
         for process in self._processes.values():
-            process._exited(-signal.SIGKILL)
+            process.exited(-signal.SIGKILL)
         self._processes.clear()
         for future in self._starting.values():
             if not future.done():
@@ -158,7 +161,7 @@ class ZygoteLauncher:
         self._starting.clear()
 
     async def start(self, spec: ServerSpec) -> _Process:
-        zygote = await self._ensure_zygote()
+        zygote = await self.ensure_zygote()
         assert zygote.stdin is not None
         request_id = next(self._ids)
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
@@ -174,7 +177,7 @@ class ZygoteLauncher:
         pid = await future
         process = _Process(pid)
         if pid in self._early_exits:
-            process._exited(self._early_exits.pop(pid))
+            process.exited(self._early_exits.pop(pid))
         else:
             self._processes[pid] = process
         return process

@@ -4,7 +4,7 @@ vLLM's automatic prefix caching hashes each full block of ``block_size``
 prompt tokens (16 by default) together with the hash of the block before
 it, and reuses the KV of the longest run of leading blocks it has cached.
 This server has no tokenizer (a token is four characters, a chat message
-four tokens more for its template: :mod:`loadtests.sandbox.servers.vllm`),
+four tokens more for its template: :mod:`loadtests.sandbox.servers.vllm_requests`),
 so a text block is ``block_chars`` characters (the caller's ``block_size``
 tokens at its characters per token: 64), the chat template's role marker
 included, and a token-id prompt's block is ``block_size`` ids.

@@ -44,9 +44,9 @@ Main decisions:
 
 - **What was valid is kept.** :func:`parse_shape_table` and
   :func:`read_shapes` return what parsed beside every problem
-  (:class:`~scaler.policy.annotations.AnnotationProblem`: the key, the
+  (:class:`~scaler.policy.invalid_annotation.AnnotationProblem`: the key, the
   value, what is allowed); :meth:`ShapesReading.error` is the one
-  :class:`~scaler.policy.annotations.InvalidAnnotation` naming them all, as
+  :class:`~scaler.policy.invalid_annotation.InvalidAnnotation` naming them all, as
   for every other key. A bad shape in the table is left out; a bad override
   leaves its shape as the table has it, so a model goes on with the shapes
   that were declared well.
@@ -67,12 +67,8 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from groundwork.gpu_catalog import device_for
-from scaler.policy.annotations import (
-    PLACEMENT_PREFIX,
-    AnnotationProblem,
-    AnnotationSpec,
-    InvalidAnnotation,
-)
+from groundwork.rules.scaling_keys import PLACEMENT_PREFIX
+from scaler.policy.invalid_annotation import AnnotationProblem, InvalidAnnotation
 
 __all__ = [
     "GPU_PRODUCT_LABEL",
@@ -83,6 +79,7 @@ __all__ = [
     "SHAPE_ENV_PREFIX",
     "SHAPE_PRICE_PREFIX",
     "SHAPE_SPECS",
+    "AnnotationSpec",
     "Capacity",
     "ChosenShape",
     "Prices",
@@ -102,6 +99,19 @@ SHAPE_ARGS_PREFIX = PLACEMENT_PREFIX + "shape-args."
 SHAPE_ENV_PREFIX = PLACEMENT_PREFIX + "shape-env."
 SHAPE_PRICE_PREFIX = PLACEMENT_PREFIX + "shape-price."
 _OVERRIDE_PREFIXES = (SHAPE_ARGS_PREFIX, SHAPE_ENV_PREFIX, SHAPE_PRICE_PREFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class AnnotationSpec:
+    """A row of docs/annotations.md for a key this module reads with its own reader
+    (``placement.tidal.dev/shape-args.<shape>`` is a family of keys, one per shape), where
+    a key of :data:`~groundwork.rules.scaling_keys.SCALING_KEYS` has its grammar instead."""
+
+    key: str
+    default: str
+    allowed: str
+    meaning: str
+
 
 #: The Deployment's keys, rows of docs/annotations.md.
 SHAPE_SPECS: tuple[AnnotationSpec, ...] = (

@@ -79,7 +79,7 @@ async def test_an_adapter_request_without_lora_is_answered_and_never_stalls_the_
         await wait_until(
             lambda: stack.deployment_state(example.name)[1] == 1, timeout_s=60, what="ready"
         )
-        url = stack.activator_url
+        url = stack.addresses.activator_url
         timeout = aiohttp.ClientTimeout(total=30)
         async with aiohttp.ClientSession(timeout=timeout) as session:
             # 1. Declared: listed with their parent.

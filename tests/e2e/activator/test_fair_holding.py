@@ -126,7 +126,7 @@ async def test_tenants_share_classes_order_and_sheddable_goes_first(tmp_path: Pa
     async with SandboxStack(tmp_path, settings) as stack:
         for model in (SHARED, RANKED, SMALL):
             stack.apply_example(model)
-        url = stack.activator_url
+        url = stack.addresses.activator_url
         connector = aiohttp.TCPConnector(limit=0)
         timeout = aiohttp.ClientTimeout(total=120)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:

@@ -80,20 +80,22 @@ async def test_alert_fires_and_every_referenced_metric_has_a_series(
     settings = StackSettings(example=None, scaler_args=("--tick-interval-s", "1"))
     async with running_stack(tmp_path / "stack", settings) as stack:
         apply(stack, example, deployment)
-        host = stack.scaler_host().rsplit(".", 1)[0] + ".4"
+        host = stack.addresses.scaler_host().rsplit(".", 1)[0] + ".4"
         prometheus = PrometheusProcess(
             tool_path("prometheus"),
             tmp_path / "prometheus",
             host=host,
             jobs={
-                "tidal-scaler": [f"{stack.scaler_host()}:{settings.scaler_port}"],
-                "tidal-activator": [stack.activator_admin_url.removeprefix("http://")],
+                "tidal-scaler": [f"{stack.addresses.scaler_host()}:{settings.scaler_port}"],
+                "tidal-activator": [stack.addresses.activator_admin_url.removeprefix("http://")],
             },
             rule_files=[_fast_rules(tmp_path / "tidal.rules.yml")],
         )
         await prometheus.start()
         try:
-            await _drive(stack.activator_url, prometheus.url, example.model, example.target)
+            await _drive(
+                stack.addresses.activator_url, prometheus.url, example.model, example.target
+            )
         finally:
             await prometheus.stop()
 

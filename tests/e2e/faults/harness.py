@@ -135,7 +135,7 @@ class FaultStack:
     # --- load ----------------------------------------------------------------------------
 
     async def load(self, rate: float) -> Load:
-        urls = [self.stack.activator_url_of(i) for i in range(len(self.activators))]
+        urls = [self.stack.addresses.activator_url_of(i) for i in range(len(self.activators))]
         load = Load(
             urls,
             self.example.model,
@@ -196,7 +196,7 @@ class FaultStack:
         timeout = aiohttp.ClientTimeout(total=2)
         async with aiohttp.ClientSession(timeout=timeout) as session:
             for index in range(len(self.activators)):
-                url = f"{self.stack.activator_admin_url_of(index)}/metrics"
+                url = f"{self.stack.addresses.activator_admin_url_of(index)}/metrics"
                 async with session.get(url) as resp:
                     text = await resp.text()
                 pattern = (
@@ -289,7 +289,7 @@ class FaultStack:
     async def readyz(self, index: int) -> int | None:
         """Activator ``index``'s ``/readyz`` status; None while nothing answers."""
         timeout = aiohttp.ClientTimeout(total=2)
-        url = f"{self.stack.activator_admin_url_of(index)}/readyz"
+        url = f"{self.stack.addresses.activator_admin_url_of(index)}/readyz"
         with contextlib.suppress(aiohttp.ClientError, TimeoutError):
             async with aiohttp.ClientSession(timeout=timeout) as session, session.get(url) as resp:
                 return resp.status

@@ -148,7 +148,7 @@ async def count_routes(stack: SandboxStack, seen: Observed) -> None:
     """How the activators chose each prefix-balanced replica (none: balanced by load)."""
     async with aiohttp.ClientSession() as session:
         for index in range(len(stack.activators)):
-            url = f"{stack.activator_admin_url_of(index)}/metrics"
+            url = f"{stack.addresses.activator_admin_url_of(index)}/metrics"
             async with session.get(url, timeout=aiohttp.ClientTimeout(total=5)) as resp:
                 text = await resp.text()
             for family in text_string_to_metric_families(text):
@@ -214,7 +214,9 @@ async def one_run(
         watcher = asyncio.create_task(observe(stack, model, seen))
         try:
             await run_locust(
-                [stack.activator_url_of(0), stack.activator_url_of(1)], directory / "run", workload
+                [stack.addresses.activator_url_of(0), stack.addresses.activator_url_of(1)],
+                directory / "run",
+                workload,
             )
             await count_routes(stack, seen)
         finally:

@@ -139,7 +139,7 @@ async def test_pair_notice_recovery_template_and_cleanup(tmp_path: Path) -> None
         tmp_path / "stack", StackSettings(example=None, activator=False, **SETTINGS)
     ) as stack:
         apply(stack, example, deployment)
-        async with Reporter([stack.scaler_url], stack.token, example.target) as reporter:
+        async with Reporter([stack.addresses.scaler_url], stack.token, example.target) as reporter:
             reporter.concurrency = 40.0  # four replicas of 10
             await wait_until(
                 lambda: (
@@ -271,7 +271,7 @@ async def test_full_spot_pool_then_spot_returns(tmp_path: Path) -> None:
         assert stack.cluster.plane is not None
         stack.cluster.plane.scheduler.set_spot_capacity(0)
         apply(stack, example, deployment)
-        async with Reporter([stack.scaler_url], stack.token, example.target) as reporter:
+        async with Reporter([stack.addresses.scaler_url], stack.token, example.target) as reporter:
             reporter.concurrency = 40.0
             await wait_until(
                 lambda: replicas(stack, "llama-spot") == 3 and replicas(stack, "llama") == 1,
@@ -349,7 +349,9 @@ async def test_preemption_under_streaming_load_fails_nothing(tmp_path: Path) -> 
         )
         results: Counter[str] = Counter()
         workers = [
-            asyncio.create_task(_stream_forever(stack.activator_url, example.model, results))
+            asyncio.create_task(
+                _stream_forever(stack.addresses.activator_url, example.model, results)
+            )
             for _ in range(8)
         ]
         try:

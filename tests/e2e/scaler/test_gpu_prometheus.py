@@ -56,7 +56,7 @@ async def test_scales_out_on_gpu_utilization_from_prometheus(
             timeout_s=20,
             what="one ready replica",
         )
-        url = f"{stack.activator_url}/v1/completions"
+        url = f"{stack.addresses.activator_url}/v1/completions"
         body = {"model": example.model, "prompt": "hi", "max_tokens": 100, "ignore_eos": True}
         stop = asyncio.Event()
         statuses: list[int] = []
@@ -87,7 +87,7 @@ async def test_scales_out_on_gpu_utilization_from_prometheus(
                     what="scaled out to 2 on GPU utilization",
                 )
                 series = await query("DCGM_FI_DEV_GPU_UTIL")
-                async with session.get(f"{stack.scaler_url}/v1/targets") as resp:
+                async with session.get(f"{stack.addresses.scaler_url}/v1/targets") as resp:
                     view = (await resp.json())["targets"][0]
             finally:
                 stop.set()

@@ -99,14 +99,16 @@ def deployment_reasons(stack: SandboxStack, name: str) -> list[str]:
 async def picker(stack: SandboxStack, example: PoolExample) -> AsyncIterator[FakeEpp]:
     access = await connect(kubeconfig=str(stack.kubeconfig))
     try:
-        async with FakeEpp(example.epp_config(host=stack.picker_host), access=access) as epp:
+        async with FakeEpp(
+            example.epp_config(host=stack.addresses.picker_host), access=access
+        ) as epp:
             yield epp
     finally:
         await access.close()
 
 
 async def target_view(session: aiohttp.ClientSession, stack: SandboxStack) -> dict[str, Any]:
-    async with session.get(f"{stack.scaler_url}/v1/targets") as resp:
+    async with session.get(f"{stack.addresses.scaler_url}/v1/targets") as resp:
         body = await resp.json()
     return next((t for t in body.get("targets") or () if t["target"] == "default/llama"), {})
 

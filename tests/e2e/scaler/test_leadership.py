@@ -73,7 +73,7 @@ async def test_one_writer_and_failover_within_lease_plus_retry(tmp_path: Path) -
         leader = lease_holder(stack)
         assert leader is not None
         follower = "scaler-1" if leader == "scaler-0" else "scaler-0"
-        urls = [stack.scaler_url_of(0), stack.scaler_url_of(1)]
+        urls = [stack.addresses.scaler_url_of(0), stack.addresses.scaler_url_of(1)]
         async with Reporter(urls, stack.token, example.target) as reporter:
             reporter.concurrency = 24.0  # 8 per replica -> 3
             await wait_until(

@@ -79,7 +79,9 @@ async def test_refusals_and_problems_are_said_at_once(tmp_path: Path) -> None:
         async with aiohttp.ClientSession(timeout=timeout) as session:
             for _ in range(100):  # the activator learns the target from its watch
                 started = time.monotonic()
-                async with session.post(f"{stack.activator_url}/v1/completions", json=body) as resp:
+                async with session.post(
+                    f"{stack.addresses.activator_url}/v1/completions", json=body
+                ) as resp:
                     status, answer = resp.status, await resp.json(content_type=None)
                 took = time.monotonic() - started
                 if status != 404:
@@ -115,7 +117,7 @@ async def test_refusals_and_problems_are_said_at_once(tmp_path: Path) -> None:
         apply(stack, opted_out, opted_out_deployment)
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "scaler", "status", "--kubeconfig", str(stack.kubeconfig),
-            "--scaler-url", stack.scaler_url,
+            "--scaler-url", stack.addresses.scaler_url,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
         out, err = await asyncio.wait_for(proc.communicate(), timeout=60)

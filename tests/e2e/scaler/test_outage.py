@@ -58,7 +58,7 @@ async def test_outage_neither_lowers_nor_crashes(tmp_path: Path) -> None:
         scaler = stack.scaler
         assert api is not None
         assert scaler is not None
-        async with Reporter([stack.scaler_url], stack.token, example.target) as reporter:
+        async with Reporter([stack.addresses.scaler_url], stack.token, example.target) as reporter:
             reporter.concurrency = 16.0  # 2 replicas' worth: steady
             await wait_until(
                 lambda: stack.deployment_state(example.name)[:2] == (2, 2),
@@ -90,7 +90,7 @@ async def test_outage_neither_lowers_nor_crashes(tmp_path: Path) -> None:
             assert scaler.running
             async with (
                 aiohttp.ClientSession() as session,
-                session.get(f"{stack.scaler_url}/metrics") as resp,
+                session.get(f"{stack.addresses.scaler_url}/metrics") as resp,
             ):
                 text = await resp.text()
             # It leads again (it stopped counting itself leader during the outage).

@@ -47,7 +47,7 @@ _FAILURES = re.compile(r"^tidal_scaler_write_failures_total\{[^}]*\} ([0-9.e+]+)
 async def write_failures(stack: SandboxStack) -> float:
     async with (
         aiohttp.ClientSession() as session,
-        session.get(f"{stack.scaler_url}/metrics") as resp,
+        session.get(f"{stack.addresses.scaler_url}/metrics") as resp,
     ):
         text = await resp.text()
     return sum(float(v) for v in _FAILURES.findall(text))
@@ -92,12 +92,12 @@ async def test_wake_scale_out_scale_in_write_no_failure_and_one_event_each(
     async with running_stack(tmp_path / "stack", settings) as stack:
         apply(stack, example, deployment)
         headers = {"Authorization": f"Bearer {stack.token}"}
-        async with Reporter([stack.scaler_url], stack.token, example.target) as reporter:
+        async with Reporter([stack.addresses.scaler_url], stack.token, example.target) as reporter:
             reporter.concurrency = 1.0
             async with aiohttp.ClientSession(headers=headers) as session:
                 for _ in range(50):  # until the scaler's watch has the Deployment
                     async with session.post(
-                        f"{stack.scaler_url}/v1/activate",
+                        f"{stack.addresses.scaler_url}/v1/activate",
                         json={"activator": "e2e", "target": example.target},
                     ) as resp:
                         if resp.status == 202:

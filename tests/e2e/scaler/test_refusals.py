@@ -62,7 +62,7 @@ async def test_reports_and_activations_need_the_token(tmp_path: Path) -> None:
     settings = StackSettings(example=None, activator=False, scaler_args=("--tick-interval-s", "1"))
     async with running_stack(tmp_path, settings) as stack:
         apply(stack, example, deployment)
-        reporter = Reporter([stack.scaler_url], stack.token, example.target)
+        reporter = Reporter([stack.addresses.scaler_url], stack.token, example.target)
         reporter.concurrency = 40.0
         report = reporter.body()
         activation = {"activator": "e2e", "target": example.target}
@@ -72,7 +72,7 @@ async def test_reports_and_activations_need_the_token(tmp_path: Path) -> None:
             async def post(path: str, body: dict[str, Any], auth: str | None) -> int:
                 headers = {"Authorization": auth} if auth is not None else {}
                 async with session.post(
-                    f"{stack.scaler_url}{path}", json=body, headers=headers
+                    f"{stack.addresses.scaler_url}{path}", json=body, headers=headers
                 ) as resp:
                     await resp.read()
                     return resp.status
@@ -87,9 +87,9 @@ async def test_reports_and_activations_need_the_token(tmp_path: Path) -> None:
             assert len(answers) == 18
             assert [a for a in answers if a[2] != 401] == [], answers
             # Two more decisions after the last refusal: nothing may have been woken.
-            await more_decisions(session, stack.scaler_url, 2)
+            await more_decisions(session, stack.addresses.scaler_url, 2)
             assert stack.deployment_state(example.name)[0] == 0
-            async with session.get(f"{stack.scaler_url}/v1/targets") as resp:
+            async with session.get(f"{stack.addresses.scaler_url}/v1/targets") as resp:
                 view = await resp.json()
             assert view["activators"] == 0
             # The same report with the token is taken, and its load wakes the model.
@@ -113,7 +113,7 @@ async def test_invalid_annotation_event_and_scale_untouched(tmp_path: Path) -> N
     async with running_stack(tmp_path, settings) as stack:
         apply(stack, example, deployment)
         async with (
-            Reporter([stack.scaler_url], stack.token, example.target) as reporter,
+            Reporter([stack.addresses.scaler_url], stack.token, example.target) as reporter,
             aiohttp.ClientSession() as session,
         ):
             reporter.concurrency = 40.0  # would want 5 replicas if the config were valid
@@ -122,7 +122,9 @@ async def test_invalid_annotation_event_and_scale_untouched(tmp_path: Path) -> N
                 timeout_s=10,
                 what="an InvalidAnnotation Event",
             )
-            await more_decisions(session, stack.scaler_url, 3)  # three more ticks under load
+            await more_decisions(
+                session, stack.addresses.scaler_url, 3
+            )  # three more ticks under load
         assert reporter.answers
         assert set(reporter.answers) == {200}, reporter.answers
         [event] = [e for e in events(stack, "llama") if e["reason"] == "InvalidAnnotation"]

@@ -67,7 +67,7 @@ async def phase(
 ) -> list[int]:
     """Run the clients for ``seconds`` (or until the model asks for ``until_replicas``);
     the desired replicas seen every half second."""
-    url = f"{stack.activator_url}/v1/completions"
+    url = f"{stack.addresses.activator_url}/v1/completions"
     desired: list[int] = []
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
         tasks = [
@@ -95,7 +95,7 @@ async def phase(
 async def slo_view(stack: SandboxStack) -> dict[str, Any]:
     async with (
         aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session,
-        session.get(f"{stack.scaler_url}/v1/targets") as resp,
+        session.get(f"{stack.addresses.scaler_url}/v1/targets") as resp,
     ):
         body = await resp.json()
     (view,) = [t for t in body["targets"] if t["target"] == MODEL.target]

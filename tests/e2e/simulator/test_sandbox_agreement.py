@@ -87,7 +87,7 @@ async def run_sandbox(directory: Path) -> tuple[list[RequestResult], list[tuple[
                 await asyncio.sleep(max(0.0, origin + at_s - time.monotonic()))
                 return await stream_chat(
                     session,
-                    stack.activator_url,
+                    stack.addresses.activator_url,
                     model=EXAMPLE.model,
                     prompt=PROMPT,
                     max_tokens=OUTPUT_TOKENS,

@@ -75,7 +75,9 @@ async def test_a_burst_to_a_sleeping_model_beside_a_starting_one_is_a_wake(
         timeout = aiohttp.ClientTimeout(total=60)
         async with aiohttp.ClientSession(timeout=timeout) as session:
             for n in ("beta", "gamma"):  # both used: woken, idle, nothing sleeps for minutes
-                status, _ = await complete(session, stack.activator_url, models[n][0].model)
+                status, _ = await complete(
+                    session, stack.addresses.activator_url, models[n][0].model
+                )
                 assert status == 200
             apply(stack, *delta)
             await wait_until(
@@ -85,7 +87,7 @@ async def test_a_burst_to_a_sleeping_model_beside_a_starting_one_is_a_wake(
             )
             results = await asyncio.gather(
                 *(
-                    complete(session, stack.activator_url, models["alpha"][0].model)
+                    complete(session, stack.addresses.activator_url, models["alpha"][0].model)
                     for _ in range(BURST)
                 )
             )

@@ -143,13 +143,15 @@ async def test_three_models_share_a_gpu_that_fits_two(
         async with aiohttp.ClientSession(timeout=timeout) as session:
             for round_ in range(2):
                 for example, _ in models:
-                    status, took = await complete(session, stack.activator_url, example.model)
+                    status, took = await complete(
+                        session, stack.addresses.activator_url, example.model
+                    )
                     statuses.append(status)
                     tooks.append(took)
                     assert took < COLD_START_S, (example.name, round_, took)
                     await asyncio.sleep(GAP_S)
             # Through the activator, a client may not put a model to sleep.
-            async with session.post(f"{stack.activator_url}/sleep?level=1") as resp:
+            async with session.post(f"{stack.addresses.activator_url}/sleep?level=1") as resp:
                 assert resp.status == 403
                 body = await resp.json()
             assert body["error"]["code"] == "denied_endpoint"
@@ -178,7 +180,7 @@ async def test_three_models_share_a_gpu_that_fits_two(
         assert not failed, failed
         async with (
             aiohttp.ClientSession() as session,
-            session.get(f"{stack.scaler_url}/v1/targets") as resp,
+            session.get(f"{stack.addresses.scaler_url}/v1/targets") as resp,
         ):
             views = {t["target"]: t["warm"] for t in (await resp.json())["targets"]}
         assert all(v["wakes"] >= 1 and v["sleeps"] >= 1 for v in views.values()), views

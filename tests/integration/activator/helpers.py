@@ -27,6 +27,7 @@ from multidict import CIMultiDict
 from activator.app import Activator, start
 from activator.settings import ActivatorSettings
 from activator.targets import Discovered, Endpoint, TargetSink, TargetSpec
+from groundwork.rules.stats_report import ScalerAnswer, answer_json
 
 
 async def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
@@ -146,8 +147,12 @@ class FakeScaler:
     wake_s: float = 0.0
     _runner: web.AppRunner | None = None
 
-    def _warm(self) -> dict[str, Any]:
-        return {} if self.sleeping is None else {"leader": True, "sleeping": self.sleeping}
+    def _answer(self, **more: Any) -> dict[str, Any]:
+        """As the scaler answers (the leader's, listing the sleeping, when ``sleeping`` is set)."""
+        if self.sleeping is None:
+            return answer_json(ScalerAnswer(leader=False, **more))
+        sleeping = {key: tuple(ends) for key, ends in self.sleeping.items()}
+        return answer_json(ScalerAnswer(leader=True, sleeping=sleeping, **more))
 
     async def _activate(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -158,13 +163,13 @@ class FakeScaler:
         if self.sleeping is not None and self.sleeping.get(body.get("target")):
             await asyncio.sleep(self.wake_s)
             self.sleeping = {k: v for k, v in self.sleeping.items() if k != body.get("target")}
-        return web.json_response(self._warm(), status=202)
+        return web.json_response(self._answer(target=body.get("target")), status=202)
 
     async def _stats(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.stats.append((time.perf_counter(), body, request.headers.get("Authorization", "")))
         self.reported.put_nowait(body)
-        return web.json_response({"activators": self.activators, **self._warm()})
+        return web.json_response(self._answer(activators=self.activators))
 
     async def start(self) -> FakeScaler:
         app = web.Application()

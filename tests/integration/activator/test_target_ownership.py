@@ -2,7 +2,7 @@
 
 docs/architecture.md ("Inside the activator") says a target's live state is
 written only through the target's verbs, and those are called from two
-modules besides the target's own: the request path (``activator.forwarding``)
+modules besides the target's own: the request path (``activator.forwarding.steps``)
 and the registry (``activator.routing.registry``), through which the sources,
 the scaler link, the prober and the adapter keeper reach a target; and that
 the target's parts (its gate, its endpoints, its adapter slots) are changed
@@ -64,7 +64,11 @@ TARGET_VERBS = (
     "take",
     "give_back",
 )
-TARGET_CALLERS = {"activator.forwarding", "activator.routing.registry", "activator.holding.target"}
+TARGET_CALLERS = {
+    "activator.forwarding.steps",
+    "activator.routing.registry",
+    "activator.holding.target",
+}
 PART_VERBS: dict[type[Any], tuple[str, ...]] = {
     Gate: (
         "configure",
@@ -179,7 +183,7 @@ async def test_only_the_request_path_and_the_registry_change_a_target(
 
     for verb in ("Target.take", "Target.try_take", "Target.give_back", "Target.arrive"):
         outside = callers[verb] - {"activator.holding.target"}
-        assert outside == {"activator.forwarding"}, (verb, callers[verb])
+        assert outside == {"activator.forwarding.steps"}, (verb, callers[verb])
     for verb in ("configure", "set_endpoints", "probed", "refresh_adapters", "take_period"):
         assert callers[f"Target.{verb}"], f"the test never took the path through Target.{verb}"
     writers = set().union(*(callers[f"Target.{v}"] for v in TARGET_VERBS))

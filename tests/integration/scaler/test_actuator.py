@@ -38,10 +38,12 @@ from kubernetes_asyncio import client
 from prometheus_client import CollectorRegistry
 
 from groundwork.kube.connection import KubeAccess
-from scaler.actuator import Actuator, Decided, StatusRecord, kube_actuator, plan_writes
+from scaler.actuator import Actuator, kube_actuator
 from scaler.kube.types import DeploymentInfo, PodInfo
 from scaler.metrics import Metrics
 from scaler.policy.api import Decision, Mode, Reason
+from scaler.writes.plan import Decided, plan_writes
+from scaler.writes.status_records import StatusRecord
 from tests.integration.scaler.fake_kube_api import FakeKubeApi, start
 from tests.unit.scaler.fakes import deployment, pod
 

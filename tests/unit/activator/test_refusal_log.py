@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from activator.refusal_log import RefusalLog
+from activator.forwarding.refusal_log import RefusalLog
 
 
 def test_each_kind_is_said_once_per_interval_with_what_was_left_out() -> None:

@@ -3,7 +3,8 @@
 Covers: after a failed exchange with a replica, a client body failure is
 the answer whether or not bytes went out; a failure before any byte goes
 back to waiting; one after bytes is a 502 naming the replica; every row of
-the table is a JSON error in the OpenAI shape, 503s with Retry-After (but
+the table is a JSON error in the OpenAI shape, as the activator writes it to
+a client (``Answers.fail`` on a real request), 503s with Retry-After (but
 ``not_woken`` and ``lora_unsupported``); a refusal to wake carries the scaler's reason; the
 metrics' reasons are the table's codes; each answer's reason phrase is the
 standard one; the held-body cap counts, refuses past the cap (0: no cap)
@@ -12,16 +13,20 @@ and rejects a negative cap.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from http import HTTPStatus
 
 import pytest
+from prometheus_client import CollectorRegistry
 
+from activator.forwarding import Answers
 from activator.holding.gate import BufferFull, ColdStartTimeout, GateClosed, Shed
 from activator.holding.held_bodies import HeldBodies
+from activator.http1 import ClientConnection, Connections, Exchange, ServerLimits
 from activator.http1.heads import error_head_and_body
-from activator.metrics import REASONS
-from activator.proxy import error_response
+from activator.metrics import REASONS, Metrics
 from activator.scaler_link.wake_refusal import NotWoken
 from activator.statuses import (
     ERROR_STATUS,
@@ -51,6 +56,51 @@ def test_a_client_body_failure_is_the_answer(
     answer = after_failure(failure, client_body=client_body, replica="pod-1", what="X")
     assert answer is client_body
     assert status_of(client_body).status in (408, 413)
+
+
+class _Transport(asyncio.Transport):
+    """A client connection's transport that keeps what was written to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = bytearray()
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.written += data
+
+    def is_closing(self) -> bool:
+        return False
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return ("127.0.0.1", 1) if name == "peername" else default
+
+
+def error_answer(exc: Exception, *, retry_after_s: int = 3) -> bytes:
+    """What the activator writes to a client for ``exc``: the real answer
+    (``Answers.fail``) to a real request (``X-Request-Id: r1``), as bytes."""
+    transport = _Transport()
+
+    async def run() -> None:
+        answers = Answers(Metrics(CollectorRegistry()), retry_after_s)
+
+        def handle(exchange: Exchange) -> None:
+            answers.fail(exchange, exc, "ml/a", time.perf_counter())
+
+        connections = Connections(idle_s=60)
+        conn = ClientConnection(handle, limits=ServerLimits(), connections=connections)
+        conn.connection_made(transport)
+        conn.data_received(b"GET /v1/models HTTP/1.1\r\nHost: a\r\nX-Request-Id: r1\r\n\r\n")
+        conn.connection_lost(None)
+        connections.close()
+
+    asyncio.run(run())
+    return bytes(transport.written)
 
 
 def test_nothing_sent_waits_again_and_something_sent_is_a_502() -> None:
@@ -137,8 +187,7 @@ def test_every_answer_has_its_standard_reason_phrase() -> None:
     ],
 )
 def test_error_status_table(exc: Exception, status: int, code: str, retry_after: bool) -> None:
-    # error_response writes the answer as bytes (the data path is byte-level).
-    answer = error_response(exc, request_id="r1", retry_after_s=3)
+    answer = error_answer(exc)
     head, body_bytes = answer.split(b"\r\n\r\n", 1)
     status_line, *header_lines = head.decode("latin-1").split("\r\n")
     headers = dict(line.split(": ", 1) for line in header_lines)
@@ -164,9 +213,9 @@ def test_every_503_where_waiting_helps_says_when_to_retry() -> None:
 
 
 def test_a_503_without_retry_after_tells_openai_clients_not_to_retry() -> None:
-    not_woken = error_response(NotWoken("fix it"), request_id="r", retry_after_s=3)
+    not_woken = error_answer(NotWoken("fix it"))
     head = not_woken.split(b"\r\n\r\n", 1)[0].lower()
     assert b"x-should-retry: false" in head and b"retry-after" not in head
-    full = error_response(Draining(), request_id="r", retry_after_s=3)
+    full = error_answer(Draining())
     head = full.split(b"\r\n\r\n", 1)[0].lower()
     assert b"retry-after: 3" in head and b"x-should-retry" not in head

@@ -29,7 +29,7 @@ from groundwork.rules.pool_keys import POOL_KEYS
 from groundwork.rules.routing_keys import ROUTING_KEYS
 from groundwork.rules.scaling_keys import SCALING_KEYS
 from scaler.policy import InvalidAnnotation, parse_scaling_config
-from scaler.policy.annotations import KNOWN_KEYS
+from scaler.policy.known_keys import KNOWN_KEYS
 from scripts import generate_docs
 
 ROOT = Path(__file__).resolve().parents[3]

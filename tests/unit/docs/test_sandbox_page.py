@@ -9,12 +9,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from loadtests.sandbox.cluster.controllers import kubelet
+from loadtests.sandbox.cluster.controllers.kubelet import server_specs
 
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "sandbox.md"
 
 
 def test_every_pod_annotation_is_documented() -> None:
-    read = {value for name, value in vars(kubelet).items() if name.startswith("ANNOTATION_")}
+    read = {value for name, value in vars(server_specs).items() if name.startswith("ANNOTATION_")}
     shown = set(re.findall(r"^\| `(sandbox\.tidal\.dev/[a-z-]+)` \|", PAGE.read_text(), re.M))
     assert shown == read

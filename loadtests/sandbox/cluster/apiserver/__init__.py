@@ -5,8 +5,10 @@ Real clients talk to it unmodified: ``kubectl`` 1.32, the official
 (its own CA, a bearer token) or an in-cluster token directory. One module per
 job:
 
-- :mod:`.server`: :class:`ApiServer` (listener, credentials, faults, the
-  audit log, the middleware and the dispatch with authentication and RBAC);
+- :mod:`.server`: :class:`ApiServer` (lifecycle, credentials, the audit
+  log, the middleware), over :mod:`.listener` (HTTPS, closed by a fault)
+  and :mod:`.fault_control` (the faults acted on, and ``/_sandbox/faults``);
+- :mod:`.dispatch`: a request to its handler, with authentication and RBAC;
 - :mod:`.routing`: which resource a path names and which verb a request is;
 - :mod:`.endpoints`: ``/version`` (v1.32.x: kubectl's dispatcher picks its
   binary from it), ``/healthz``, ``/livez``, ``/readyz``, discovery
@@ -32,8 +34,10 @@ job:
   ``tailLines``), from the files the kubelet writes (``cluster.pod_logs``);
 - :mod:`.port_forward`: ``pods/portforward`` for ``kubectl port-forward``
   (SPDY/3.1 in a WebSocket, ``cluster.spdy``);
-- :mod:`.context`: the state the handlers share, and ``events.k8s.io/v1``
-  Events over the core Events (``cluster.events_conversion``);
+- :mod:`.context`: what the handlers share, fixed once made, and
+  ``events.k8s.io/v1`` Events over the core Events
+  (``cluster.events_conversion``); :mod:`.open_watches`, the watch streams
+  served now;
 - :mod:`.wire`: JSON answers, ``Status`` errors, reading bodies (JSON, YAML,
   and the protobuf kubectl's typed ``create`` commands send: ``cluster.protobuf``).
 

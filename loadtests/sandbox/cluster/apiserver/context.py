@@ -10,11 +10,13 @@ the conversion lives in one place.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
 from loadtests.sandbox.cluster import events_conversion
+from loadtests.sandbox.cluster.apiserver.open_watches import OpenWatches
 from loadtests.sandbox.cluster.resources import ResourceType, by_group_version_plural
 from loadtests.sandbox.cluster.selectors import (
     FieldSelector,
@@ -22,7 +24,7 @@ from loadtests.sandbox.cluster.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
-from loadtests.sandbox.cluster.store import Store, Watcher
+from loadtests.sandbox.cluster.store import Store
 
 __all__ = ["ResourceContext"]
 
@@ -31,15 +33,17 @@ Obj = dict[str, Any]
 _EVENTS_GROUP = "events.k8s.io"
 
 
+@dataclass(frozen=True, slots=True)
 class ResourceContext:
-    """The state the resource handlers share (one per :class:`ApiServer`)."""
+    """What the resource handlers share (one per :class:`ApiServer`), fixed once made:
+    the store, the open watch streams (their own owner), the bookmark interval."""
 
-    def __init__(self, store: Store, *, bookmark_interval_s: float) -> None:
-        self.store = store
-        self.bookmark_interval_s = bookmark_interval_s
-        # Open watch streams, so that a fault can cut them all.
-        self.watchers: set[Watcher] = set()
-        self._core_events = by_group_version_plural("", "v1", "events")
+    store: Store
+    watches: OpenWatches
+    bookmark_interval_s: float
+    _core_events: ResourceType | None = field(
+        init=False, default_factory=lambda: by_group_version_plural("", "v1", "events")
+    )
 
     def storage_type(self, rtype: ResourceType) -> ResourceType:
         if self.is_events_group(rtype) and self._core_events:

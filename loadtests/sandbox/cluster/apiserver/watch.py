@@ -27,7 +27,7 @@ from loadtests.sandbox.cluster.errors import (
 )
 from loadtests.sandbox.cluster.resources import ResourceType
 from loadtests.sandbox.cluster.selectors import FieldSelector, parse_field_selector
-from loadtests.sandbox.cluster.store import Watcher, WatchEvent
+from loadtests.sandbox.cluster.watch_history import Watcher, WatchEvent
 
 __all__ = ["bookmark_line", "serve_watch", "table_event_line"]
 
@@ -77,7 +77,7 @@ async def serve_watch(
         await response.write(dumps({"type": "ERROR", "object": gone.status()}) + b"\n")
         await response.write_eof()
         return response
-    ctx.watchers.add(watcher)
+    ctx.watches.add(watcher)
     initial_left = watcher.pending() if send_initial else -1
     include = query.get("includeObject", "Metadata")
     loop = asyncio.get_running_loop()
@@ -118,7 +118,7 @@ async def serve_watch(
         return response  # the client went away mid-write: nothing left to say
     finally:
         watcher.close()
-        ctx.watchers.discard(watcher)
+        ctx.watches.discard(watcher)
     with contextlib.suppress(ConnectionResetError):
         await response.write_eof()
     return response

@@ -26,7 +26,7 @@ import os
 from pathlib import Path
 
 from loadtests.sandbox.cluster.controllers.base import ENDPOINTSLICES, SERVICES, Cache, Obj
-from loadtests.sandbox.cluster.store import Store
+from loadtests.sandbox.cluster.store import ObjectReader, Store
 
 __all__ = ["WRITE_INTERVAL_S", "ClusterDns", "dns_table"]
 
@@ -34,7 +34,7 @@ WRITE_INTERVAL_S = 0.2
 _SERVICE_LABEL = "kubernetes.io/service-name"
 
 
-def dns_table(store: Store) -> dict[str, list[str]]:
+def dns_table(store: ObjectReader) -> dict[str, list[str]]:
     """``{"<service>.<namespace>": [ready addresses, sorted]}`` for every Service."""
     table: dict[str, set[str]] = {}
     services, _ = store.list(SERVICES, copy=False)

@@ -23,13 +23,13 @@ Each sync of a Deployment:
   scaling is not proportional (the real controller splits a scale change
   across the ReplicaSets by size; here the rollout absorbs it);
 - removes old empty ReplicaSets past ``revisionHistoryLimit`` (10);
-- writes status from the ReplicaSets: ``observedGeneration``, ``replicas``,
-  ``updatedReplicas``, ``readyReplicas``, ``availableReplicas``,
-  ``unavailableReplicas`` (zeros omitted, as the real API omits them), and
-  the conditions ``Available`` (``MinimumReplicasAvailable`` /
-  ``MinimumReplicasUnavailable``) and ``Progressing`` (``NewReplicaSetCreated``,
-  ``FoundNewReplicaSet``, ``ReplicaSetUpdated``, ``NewReplicaSetAvailable``,
-  ``ProgressDeadlineExceeded`` after ``progressDeadlineSeconds``).
+- writes status from the ReplicaSets (:mod:`.deployment_status`: the counts,
+  the conditions ``Available`` and ``Progressing``, the progress deadline).
+
+What the rollout asks of the ReplicaSets before anything is written (the
+template hash, the surge and unavailability bounds, a new ReplicaSet) is
+:mod:`.deployment_rollout`; this module does the writes, with the real
+controller's ``ScalingReplicaSet`` Events.
 
 ``kubectl rollout status`` reads only these status fields: it waits for
 ``observedGeneration >= generation``, ``updatedReplicas == replicas ==
@@ -37,10 +37,6 @@ spec.replicas`` and ``availableReplicas == updatedReplicas``.
 """
 
 from __future__ import annotations
-
-import json
-import math
-from typing import Any
 
 from loadtests.sandbox.cluster.controllers.base import (
     DEPLOYMENTS,
@@ -51,72 +47,23 @@ from loadtests.sandbox.cluster.controllers.base import (
     EventRecorder,
     Key,
     Obj,
-    controller_ref,
     controller_uid,
-    set_condition,
 )
-from loadtests.sandbox.cluster.store import Store, copy_object, parse_rfc3339
+from loadtests.sandbox.cluster.controllers.deployment_rollout import (
+    DESIRED,
+    MAX_REPLICAS,
+    REVISION,
+    new_replicaset,
+    replicas_of,
+    revision_of,
+    rolling_bounds,
+    status_count,
+    without_hash,
+)
+from loadtests.sandbox.cluster.controllers.deployment_status import deployment_status
+from loadtests.sandbox.cluster.store import Store
 
-__all__ = ["DeploymentController", "pod_template_hash", "resolve_int_or_percent"]
-
-HASH_LABEL = "pod-template-hash"
-REVISION = "deployment.kubernetes.io/revision"
-DESIRED = "deployment.kubernetes.io/desired-replicas"
-MAX_REPLICAS = "deployment.kubernetes.io/max-replicas"
-_SAFE = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery rand.SafeEncodeString
-
-
-def pod_template_hash(template: Obj, collision_count: int = 0) -> str:
-    """FNV-32a of the template, encoded as the real controller encodes it."""
-    data = json.dumps(template, sort_keys=True, separators=(",", ":")).encode()
-    if collision_count:
-        data += str(collision_count).encode()
-    h = 0x811C9DC5
-    for byte in data:
-        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
-    return "".join(_SAFE[ord(c) % len(_SAFE)] for c in str(h))
-
-
-def resolve_int_or_percent(value: Any, total: int, *, round_up: bool, field: str) -> int:
-    if value is None:
-        value = "25%"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return max(0, value)
-    text = str(value).strip()
-    if text.endswith("%"):
-        try:
-            pct = float(text[:-1])
-        except ValueError:
-            raise ValueError(f"{field}: {value!r} is not an integer or a percentage") from None
-        amount = pct * total / 100
-        return max(0, math.ceil(amount) if round_up else math.floor(amount))
-    try:
-        return max(0, int(text))
-    except ValueError:
-        raise ValueError(f"{field}: {value!r} is not an integer or a percentage") from None
-
-
-def _without_hash(template: Obj) -> Obj:
-    copied: Obj = copy_object(template)
-    labels = (copied.get("metadata") or {}).get("labels")
-    if labels:
-        labels.pop(HASH_LABEL, None)
-    return copied
-
-
-def _replicas(rs: Obj) -> int:
-    return int(rs.get("spec", {}).get("replicas", 0))
-
-
-def _status(rs: Obj, field: str) -> int:
-    return int(rs.get("status", {}).get(field, 0))
-
-
-def _revision(obj: Obj) -> int:
-    try:
-        return int((obj["metadata"].get("annotations") or {}).get(REVISION, "0"))
-    except ValueError:
-        return 0
+__all__ = ["DeploymentController"]
 
 
 class DeploymentController(Controller):
@@ -171,7 +118,7 @@ class DeploymentController(Controller):
             (
                 rs
                 for rs in owned
-                if _without_hash(rs["spec"].get("template") or {}) == _without_hash(template)
+                if without_hash(rs["spec"].get("template") or {}) == without_hash(template)
             ),
             None,
         )
@@ -191,18 +138,18 @@ class DeploymentController(Controller):
                 "NewReplicaSetCreated",
                 f'Created new replica set "{new_rs["metadata"]["name"]}"',
             )
-        elif new_rs is not None and _revision(new_rs) <= max(
-            (_revision(r) for r in old_rss), default=0
+        elif new_rs is not None and revision_of(new_rs) <= max(
+            (revision_of(r) for r in old_rss), default=0
         ):
             # An old template came back (rollback): it becomes the newest revision.
-            new_rs = self._set_revision(new_rs, max(_revision(r) for r in old_rss) + 1)
-        max_surge, max_unavailable = self._rolling_bounds(d, desired)
+            new_rs = self._setrevision_of(new_rs, max(revision_of(r) for r in old_rss) + 1)
+        max_surge, max_unavailable = rolling_bounds(d, desired)
         if not paused and new_rs is not None:
             if (spec.get("strategy") or {}).get("type") == "Recreate":
                 new_rs = self._recreate(new_rs, old_rss, desired)
             else:
                 new_rs, old_rss = self._roll(new_rs, old_rss, desired, max_surge, max_unavailable)
-            self._sync_revision(d, new_rs)
+            self._syncrevision_of(d, new_rs)
         if not paused:
             self._cleanup(d, old_rss)
         d = self.store.peek(DEPLOYMENTS, namespace, name)
@@ -210,65 +157,9 @@ class DeploymentController(Controller):
             return None
         return self._write_status(d, new_rs, old_rss, max_unavailable, progress_reason)
 
-    def _rolling_bounds(self, d: Obj, desired: int) -> tuple[int, int]:
-        strategy = d.get("spec", {}).get("strategy") or {}
-        if strategy.get("type") == "Recreate":
-            return 0, desired
-        rolling = strategy.get("rollingUpdate") or {}
-        surge = resolve_int_or_percent(
-            rolling.get("maxSurge"),
-            desired,
-            round_up=True,
-            field="spec.strategy.rollingUpdate.maxSurge",
-        )
-        unavailable = resolve_int_or_percent(
-            rolling.get("maxUnavailable"),
-            desired,
-            round_up=False,
-            field="spec.strategy.rollingUpdate.maxUnavailable",
-        )
-        if surge == 0 and unavailable == 0:
-            unavailable = 1  # as the real controller: a rollout must be able to move
-        return surge, unavailable
-
     def _create_replicaset(self, d: Obj, old_rss: list[Obj]) -> Obj:
         meta = d["metadata"]
-        spec = d.get("spec", {})
-        template: Obj = copy_object(spec.get("template") or {})
-        collisions = int(d.get("status", {}).get("collisionCount", 0))
-        pth = pod_template_hash(_without_hash(template), collisions)
-        template.setdefault("metadata", {}).setdefault("labels", {})[HASH_LABEL] = pth
-        selector: Obj = copy_object(spec.get("selector") or {})
-        selector.setdefault("matchLabels", {})[HASH_LABEL] = pth
-        desired = int(spec.get("replicas", 1))
-        surge, _ = self._rolling_bounds(d, desired)
-        if any(_replicas(rs) for rs in old_rss):
-            # Rolling: start with what the surge allows; Recreate: start at zero.
-            current = sum(_replicas(rs) for rs in old_rss)
-            is_recreate = (spec.get("strategy") or {}).get("type") == "Recreate"
-            start = 0 if is_recreate else max(0, min(desired, desired + surge - current))
-        else:
-            start = desired
-        revision = max((_revision(rs) for rs in old_rss), default=0) + 1
-        rs = {
-            "metadata": {
-                "name": f"{meta['name']}-{pth}",
-                "namespace": meta["namespace"],
-                "labels": dict(template["metadata"]["labels"]),
-                "annotations": {
-                    DESIRED: str(desired),
-                    MAX_REPLICAS: str(desired + surge),
-                    REVISION: str(revision),
-                },
-                "ownerReferences": [controller_ref(d, kind="Deployment", api_version="apps/v1")],
-            },
-            "spec": {
-                "replicas": start,
-                "minReadySeconds": int(spec.get("minReadySeconds", 0)),
-                "selector": selector,
-                "template": template,
-            },
-        }
+        rs, start = new_replicaset(d, old_rss)
         created = self.store.create(REPLICASETS, rs, namespace=meta["namespace"])
         if start > 0:  # as the real controller: a replica set created empty scaled nothing
             self.recorder.record(
@@ -281,14 +172,14 @@ class DeploymentController(Controller):
             self.store.peek(REPLICASETS, meta["namespace"], created["metadata"]["name"]) or created
         )
 
-    def _set_revision(self, rs: Obj, revision: int) -> Obj:
+    def _setrevision_of(self, rs: Obj, revision: int) -> Obj:
         annotations = {**(rs["metadata"].get("annotations") or {}), REVISION: str(revision)}
         return self.store.update(
             REPLICASETS, {**rs, "metadata": {**rs["metadata"], "annotations": annotations}}
         )
 
-    def _sync_revision(self, d: Obj, new_rs: Obj) -> None:
-        revision = str(_revision(new_rs))
+    def _syncrevision_of(self, d: Obj, new_rs: Obj) -> None:
+        revision = str(revision_of(new_rs))
         annotations = d["metadata"].get("annotations") or {}
         if annotations.get(REVISION) != revision:
             current = self.store.peek(
@@ -305,7 +196,7 @@ class DeploymentController(Controller):
                 self.store.update(DEPLOYMENTS, {**current, "metadata": meta})
 
     def _scale(self, d_name: str, rs: Obj, replicas: int, *, desired: int, max_total: int) -> Obj:
-        current = _replicas(rs)
+        current = replicas_of(rs)
         if current == replicas:
             return rs
         annotations = {
@@ -347,7 +238,7 @@ class DeploymentController(Controller):
     def _recreate(self, new_rs: Obj, old_rss: list[Obj], desired: int) -> Obj:
         owner = self._owner_name(new_rs)
         for rs in old_rss:
-            if _replicas(rs):
+            if replicas_of(rs):
                 self._scale(owner, rs, 0, desired=desired, max_total=desired)
         old_pods = any(self.cache.by(PODS, "owner", rs["metadata"]["uid"]) for rs in old_rss)
         if old_pods:
@@ -360,21 +251,21 @@ class DeploymentController(Controller):
         owner = self._owner_name(new_rs)
         max_total = desired + max_surge
         # 1. The new ReplicaSet: up to what the surge allows, or down to desired.
-        if _replicas(new_rs) > desired:
+        if replicas_of(new_rs) > desired:
             new_rs = self._scale(owner, new_rs, desired, desired=desired, max_total=max_total)
-        elif _replicas(new_rs) < desired:
-            current = _replicas(new_rs) + sum(_replicas(rs) for rs in old_rss)
+        elif replicas_of(new_rs) < desired:
+            current = replicas_of(new_rs) + sum(replicas_of(rs) for rs in old_rss)
             if current < max_total:
-                up = min(max_total - current, desired - _replicas(new_rs))
+                up = min(max_total - current, desired - replicas_of(new_rs))
                 new_rs = self._scale(
-                    owner, new_rs, _replicas(new_rs) + up, desired=desired, max_total=max_total
+                    owner, new_rs, replicas_of(new_rs) + up, desired=desired, max_total=max_total
                 )
         # 2. The old ones: down by what availability allows.
-        if not any(_replicas(rs) for rs in old_rss):
+        if not any(replicas_of(rs) for rs in old_rss):
             return new_rs, old_rss
-        all_count = _replicas(new_rs) + sum(_replicas(rs) for rs in old_rss)
+        all_count = replicas_of(new_rs) + sum(replicas_of(rs) for rs in old_rss)
         min_available = desired - max_unavailable
-        new_unavailable = _replicas(new_rs) - _status(new_rs, "availableReplicas")
+        new_unavailable = replicas_of(new_rs) - status_count(new_rs, "availableReplicas")
         max_scaled_down = all_count - min_available - new_unavailable
         if max_scaled_down <= 0:
             return new_rs, old_rss
@@ -382,26 +273,26 @@ class DeploymentController(Controller):
         # First the old replicas that are not available anyway (cleanupUnhealthyReplicas).
         cleaned = 0
         for rs in old_rss:
-            unhealthy = _replicas(rs) - _status(rs, "availableReplicas")
+            unhealthy = replicas_of(rs) - status_count(rs, "availableReplicas")
             if cleaned < max_scaled_down and unhealthy > 0:
                 step = min(max_scaled_down - cleaned, unhealthy)
                 rs = self._scale(
-                    owner, rs, _replicas(rs) - step, desired=desired, max_total=max_total
+                    owner, rs, replicas_of(rs) - step, desired=desired, max_total=max_total
                 )
                 cleaned += step
             updated.append(rs)
         old_rss = updated
         # Then available ones, keeping at least minAvailable available overall.
-        available = _status(new_rs, "availableReplicas") + sum(
-            min(_status(rs, "availableReplicas"), _replicas(rs)) for rs in old_rss
+        available = status_count(new_rs, "availableReplicas") + sum(
+            min(status_count(rs, "availableReplicas"), replicas_of(rs)) for rs in old_rss
         )
         budget = available - min_available
         updated = []
         for rs in old_rss:
-            if budget > 0 and _replicas(rs) > 0:
-                step = min(_replicas(rs), budget)
+            if budget > 0 and replicas_of(rs) > 0:
+                step = min(replicas_of(rs), budget)
                 rs = self._scale(
-                    owner, rs, _replicas(rs) - step, desired=desired, max_total=max_total
+                    owner, rs, replicas_of(rs) - step, desired=desired, max_total=max_total
                 )
                 budget -= step
             updated.append(rs)
@@ -409,7 +300,7 @@ class DeploymentController(Controller):
 
     def _cleanup(self, d: Obj, old_rss: list[Obj]) -> None:
         limit = int(d.get("spec", {}).get("revisionHistoryLimit", 10))
-        empty = [rs for rs in old_rss if not _replicas(rs) and not _status(rs, "replicas")]
+        empty = [rs for rs in old_rss if not replicas_of(rs) and not status_count(rs, "replicas")]
         for rs in empty[: max(0, len(empty) - limit)]:
             if not self.cache.by(PODS, "owner", rs["metadata"]["uid"]):
                 self.store.delete(REPLICASETS, rs["metadata"]["namespace"], rs["metadata"]["name"])
@@ -424,139 +315,28 @@ class DeploymentController(Controller):
         max_unavailable: int,
         progress_reason: tuple[str, str] | None,
     ) -> float | None:
+        """Write the status the ReplicaSets give ``d`` (as they are now) when it changed;
+        when to reconcile again."""
         ns = d["metadata"]["namespace"]
         if new_rs is not None:
             new_rs = self.store.peek(REPLICASETS, ns, new_rs["metadata"]["name"])
         olds = [self.store.peek(REPLICASETS, ns, rs["metadata"]["name"]) for rs in old_rss]
-        all_rss = [rs for rs in [new_rs, *olds] if rs is not None]
-        spec = d.get("spec", {})
-        desired = int(spec.get("replicas", 1))
-        total_spec = sum(_replicas(rs) for rs in all_rss)
-        available = sum(_status(rs, "availableReplicas") for rs in all_rss)
-        counts = {
-            "replicas": sum(_status(rs, "replicas") for rs in all_rss),
-            "updatedReplicas": _status(new_rs, "replicas") if new_rs else 0,
-            "readyReplicas": sum(_status(rs, "readyReplicas") for rs in all_rss),
-            "availableReplicas": available,
-            "unavailableReplicas": max(0, total_spec - available),
-        }
-        old_status = d.get("status") or {}
-        status: Obj = {"observedGeneration": d["metadata"].get("generation", 1)}
-        status.update({k: v for k, v in counts.items() if v})
-        if old_status.get("collisionCount"):
-            status["collisionCount"] = old_status["collisionCount"]
-        now = self.store.now()
-        conditions = list(old_status.get("conditions") or [])
-        if available >= desired - max_unavailable:
-            conditions = set_condition(
-                conditions,
-                kind="Available",
-                status="True",
-                reason="MinimumReplicasAvailable",
-                message="Deployment has minimum availability.",
-                now=now,
-                with_update_time=True,
+        made = deployment_status(
+            d,
+            new_rs,
+            [rs for rs in [new_rs, *olds] if rs is not None],
+            max_unavailable=max_unavailable,
+            progress_reason=progress_reason,
+            now=self.store.now(),
+        )
+        if made.timed_out:
+            rs_name = new_rs["metadata"]["name"] if new_rs else ""
+            self.recorder.record(
+                d,
+                event_type="Warning",
+                reason="ProgressDeadlineExceeded",
+                message=f'ReplicaSet "{rs_name}" has timed out progressing.',
             )
-        else:
-            conditions = set_condition(
-                conditions,
-                kind="Available",
-                status="False",
-                reason="MinimumReplicasUnavailable",
-                message="Deployment does not have minimum availability.",
-                now=now,
-                with_update_time=True,
-            )
-        recheck: float | None = None
-        deadline_s = spec.get("progressDeadlineSeconds", 600)
-        rs_name = new_rs["metadata"]["name"] if new_rs else ""
-        if spec.get("paused"):
-            conditions = set_condition(
-                conditions,
-                kind="Progressing",
-                status="Unknown",
-                reason="DeploymentPaused",
-                message="Deployment is paused",
-                now=now,
-                with_update_time=True,
-            )
-        elif deadline_s is not None and new_rs is not None:
-            complete = (
-                counts["updatedReplicas"] == desired
-                and counts["replicas"] == desired
-                and available == desired
-            )
-            current = next((c for c in conditions if c.get("type") == "Progressing"), None)
-            progressed = (
-                counts["updatedReplicas"] > int(old_status.get("updatedReplicas", 0))
-                or counts["readyReplicas"] > int(old_status.get("readyReplicas", 0))
-                or available > int(old_status.get("availableReplicas", 0))
-                or counts["replicas"] < int(old_status.get("replicas", 0))
-            )
-            if complete:
-                conditions = set_condition(
-                    conditions,
-                    kind="Progressing",
-                    status="True",
-                    reason="NewReplicaSetAvailable",
-                    message=f'ReplicaSet "{rs_name}" has successfully progressed.',
-                    now=now,
-                    with_update_time=True,
-                )
-            elif progress_reason is not None or current is None:
-                reason, message = progress_reason or (
-                    "FoundNewReplicaSet",
-                    f'Found new replica set "{rs_name}"',
-                )
-                conditions = set_condition(
-                    conditions,
-                    kind="Progressing",
-                    status="True",
-                    reason=reason,
-                    message=message,
-                    now=now,
-                    with_update_time=True,
-                )
-                recheck = float(deadline_s)
-            elif progressed or current.get("reason") == "NewReplicaSetAvailable":
-                conditions = [c for c in conditions if c.get("type") != "Progressing"]
-                conditions = set_condition(
-                    conditions,
-                    kind="Progressing",
-                    status="True",
-                    reason="ReplicaSetUpdated",
-                    message=f'ReplicaSet "{rs_name}" is progressing.',
-                    now=now,
-                    with_update_time=True,
-                )
-                # Keep the transition time: the condition stayed True.
-                if current.get("status") == "True":
-                    conditions[-1]["lastTransitionTime"] = current.get("lastTransitionTime")
-                recheck = float(deadline_s)
-            elif current.get("status") == "True":
-                since = parse_rfc3339(current.get("lastUpdateTime"))
-                waited = (now - since).total_seconds() if since else 0.0
-                if waited >= float(deadline_s):
-                    conditions = set_condition(
-                        conditions,
-                        kind="Progressing",
-                        status="False",
-                        reason="ProgressDeadlineExceeded",
-                        message=f'ReplicaSet "{rs_name}" has timed out progressing.',
-                        now=now,
-                        with_update_time=True,
-                    )
-                    self.recorder.record(
-                        d,
-                        event_type="Warning",
-                        reason="ProgressDeadlineExceeded",
-                        message=f'ReplicaSet "{rs_name}" has timed out progressing.',
-                    )
-                else:
-                    recheck = float(deadline_s) - waited
-        # Available first, then Progressing, as kubectl shows them.
-        order = {"Available": 0, "Progressing": 1}
-        status["conditions"] = sorted(conditions, key=lambda c: order.get(c.get("type", ""), 2))
-        if status != old_status:
-            self.store.update(DEPLOYMENTS, {**d, "status": status}, subresource="status")
-        return recheck
+        if made.status != (d.get("status") or {}):
+            self.store.update(DEPLOYMENTS, {**d, "status": made.status}, subresource="status")
+        return made.recheck_s

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtests.sandbox.cluster.resources import by_group_version_plural
-from loadtests.sandbox.cluster.store import Store
+from loadtests.sandbox.cluster.store import ObjectReader
 from loadtests.sandbox.servers.spec import ServerSpec
 
 __all__ = [
@@ -75,7 +75,7 @@ def is_tidal_image(image: str) -> bool:
     return name.split(":", 1)[0] == "tidal"
 
 
-def _key_ref(store: Store, ref: Obj, namespace: str, *, secret: bool) -> str | None:
+def _key_ref(store: ObjectReader, ref: Obj, namespace: str, *, secret: bool) -> str | None:
     rtype = SECRETS if secret else CONFIG_MAPS
     assert rtype is not None
     what = "secret" if secret else "configmap"
@@ -113,7 +113,7 @@ def _field_ref(pod: Obj, path: str, host: str) -> str:
     return str(fields[path])
 
 
-def container_env(store: Store, pod: Obj, container: Obj, *, host: str) -> dict[str, str]:
+def container_env(store: ObjectReader, pod: Obj, container: Obj, *, host: str) -> dict[str, str]:
     """The container's environment as the kubelet would set it."""
     namespace = pod["metadata"].get("namespace", "default")
     env: dict[str, str] = {}
@@ -147,7 +147,7 @@ class TidalPodFiles:
 
 
 def tidal_spec_for(
-    store: Store,
+    store: ObjectReader,
     pod: Obj,
     *,
     host: str,

@@ -4,7 +4,9 @@ Covers: a report with every field set is written by the activator's writer
 and read back equal by the scaler's reader, and one with only the four
 counts stays that small on the wire; a target key must be
 ``namespace/name``; every malformed body is refused whole, with an error
-that names the field and what is allowed.
+that names the field and what is allowed. The scaler's answer, as its
+writer (the scaler's) writes it and its reader (the activator's) reads it:
+every field back as written, and what an answer cannot say read as unsaid.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from groundwork.rules.prompt_sizes import PROMPT_SIZE_BOUNDS
 from groundwork.rules.stats_report import (
     ActivatorReport,
     ReportError,
+    ScalerAnswer,
     TargetStats,
+    answer_json,
     is_target_key,
+    parse_answer,
     parse_report,
     report_json,
 )
@@ -112,3 +117,48 @@ def test_a_report_is_bounded() -> None:
     refusals = report("a", {"d/m": {"adapter_refusals": ["x" * 600] * 20}})
     kept = parse_report(refusals).targets["d/m"].adapter_refusals
     assert len(kept) == 10 and {len(r) for r in kept} == {500}
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        ScalerAnswer(leader=True, activators=2, sleeping={"ml/a": ("10.0.0.1:8000",), "ml/b": ()}),
+        ScalerAnswer(leader=True, activators=1, sleeping={}),
+        ScalerAnswer(leader=False, activators=3),
+        ScalerAnswer(leader=True, target="ml/a", sleeping={"ml/a": ("10.0.0.1:8000",)}),
+        ScalerAnswer(leader=False, target="ml/a"),
+    ],
+    ids=["leader", "leader-nothing-sleeps", "follower", "activation", "activation-follower"],
+)
+def test_an_answer_is_read_as_the_scaler_wrote_it(answer: ScalerAnswer) -> None:
+    assert parse_answer(answer_json(answer)) == answer
+
+
+@pytest.mark.parametrize(
+    ("payload", "read"),
+    [
+        ("not an object", ScalerAnswer(leader=False)),
+        ({"activators": 0, "leader": True}, ScalerAnswer(leader=True)),
+        ({"activators": "2"}, ScalerAnswer(leader=False)),
+        ({"activators": True}, ScalerAnswer(leader=False)),
+        ({"leader": "true", "sleeping": {"ml/a": ["x"]}}, ScalerAnswer(leader=False)),
+        ({"activators": 2, "sleeping": {"ml/a": ["x"]}}, ScalerAnswer(leader=False, activators=2)),
+        (
+            {"leader": True, "sleeping": {"ml/a": "x", "ml/b": [1]}},
+            ScalerAnswer(leader=True, sleeping={"ml/b": ("1",)}),
+        ),
+        ({"leader": True, "sleeping": ["ml/a"]}, ScalerAnswer(leader=True)),
+    ],
+    ids=[
+        "not-an-object",
+        "no-activators",
+        "count-as-text",
+        "count-as-bool",
+        "leader-as-text",
+        "a-follower-lists-no-sleeps",
+        "bad-lists-left-out",
+        "sleeping-not-an-object",
+    ],
+)
+def test_what_an_answer_cannot_say_is_read_as_unsaid(payload: object, read: ScalerAnswer) -> None:
+    assert parse_answer(payload) == read

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from scaler.policy.annotations import InvalidAnnotation, check_supported
+from scaler.policy.annotations import check_supported
 from scaler.policy.api import Decision, Mode, Reason, ScalingConfig, SignalKind
 from scaler.policy.deletion import deletion_costs
 from scaler.policy.events import change_message, change_reason
 from scaler.policy.freshness import fresh_bounds, readings
+from scaler.policy.invalid_annotation import InvalidAnnotation
 from scaler.policy.status_doc import encode_status, parse_status, same_status, status_document
 from scaler.policy.windows import SignalWindows
 

@@ -17,7 +17,7 @@ from dataclasses import replace
 import pytest
 
 from groundwork.gpu_catalog import device
-from scaler.policy.annotations import InvalidAnnotation
+from scaler.policy.invalid_annotation import InvalidAnnotation
 from scaler.policy.shapes.declarations import (
     Capacity,
     ChosenShape,

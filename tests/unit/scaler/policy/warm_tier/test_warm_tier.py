@@ -6,9 +6,10 @@ import dataclasses
 
 import pytest
 
-from scaler.policy.annotations import InvalidAnnotation, parse_scaling_config
+from scaler.policy.annotations import parse_scaling_config
 from scaler.policy.api import ScalingConfig
 from scaler.policy.idle.keep_alive import IdleGaps
+from scaler.policy.invalid_annotation import InvalidAnnotation
 from scaler.policy.warm_tier import (
     MemoryBook,
     Replica,

@@ -22,7 +22,7 @@ from loadtests.sandbox.cluster.controllers.base import (
     REPLICASETS,
     is_pod_ready,
 )
-from loadtests.sandbox.cluster.controllers.deployment import (
+from loadtests.sandbox.cluster.controllers.deployment_rollout import (
     HASH_LABEL,
     REVISION,
     resolve_int_or_percent,

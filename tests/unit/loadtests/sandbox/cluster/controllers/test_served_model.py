@@ -15,7 +15,10 @@ from typing import Any
 import pytest
 
 from loadtests.sandbox.cluster.controllers.base import DEPLOYMENTS, NAMESPACES, PODS, REPLICASETS
-from loadtests.sandbox.cluster.controllers.kubelet import routed_models, server_spec_for
+from loadtests.sandbox.cluster.controllers.kubelet.server_specs import (
+    routed_models,
+    server_spec_for,
+)
 from loadtests.sandbox.cluster.store import Store
 
 

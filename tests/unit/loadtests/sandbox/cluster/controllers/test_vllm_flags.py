@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from loadtests.sandbox.cluster.controllers.kubelet import server_spec_for
+from loadtests.sandbox.cluster.controllers.kubelet.server_specs import server_spec_for
 from loadtests.sandbox.cluster.controllers.vllm_flags import tuning_flags
 
 

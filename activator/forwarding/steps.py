@@ -13,12 +13,12 @@ wraps hold, send and release in one call:
    request that never waits reads no such header);
 2. **take a connection** to it from the pool: an idle keep-alive one at
    once, else a new one (awaited);
-3. **send** the request over it (:func:`activator.http1.send`); the replica
+3. **send** the request over it (:meth:`activator.http1.UpstreamConnection.send`); the replica
    connection relays the answer by callbacks and calls :meth:`Forwarding.done`
    once when it ended;
 4. **end**: give back the connection and the endpoint, count the request,
    and end the exchange; or, after a failure, decide (:func:`after_failure`)
-   and answer it (:meth:`Answers.fail`) or send the request again.
+   and answer it (:meth:`~activator.forwarding.answers.Answers.fail`) or send the request again.
 
 A request is counted by what happened to its answer. One whose replica's
 answer ended is *completed*, under the replica's status, however the client
@@ -27,11 +27,13 @@ their connection as soon as they read ``data: [DONE]``, and that close can
 reach the activator before the replica's last chunk (the chunked body's
 terminator) does. So a client that leaves while an answer it has begun to
 receive is relayed does not cut the replica's connection at once: the
-answer may run on, unread, for a grace (:class:`~activator.http1.leaving.EndGrace`),
-and ends as completed if it ends within it. One that does not (the client
-left mid-stream), one whose client left before any byte of answer, or while
-it was held, and one whose replica failed mid-answer, is *cut*, with its reason (``client_closed``,
-``replica_failed``, ``shutdown``): :meth:`Answers.cut` counts it and logs it.
+answer may run on, unread, for a grace
+(:class:`~activator.forwarding.leaving.EndGrace`), and ends as completed if
+it ends within it. One that does not (the client left mid-stream), one
+whose client left before any byte of answer, or while it was held, and one
+whose replica failed mid-answer, is *cut*, with its reason
+(``client_closed``, ``replica_failed``, ``shutdown``):
+:meth:`~activator.forwarding.answers.Answers.cut` counts it and logs it.
 
 Most requests never wait: an endpoint with room and an idle connection to it
 mean the steps run in the parser's callback (:meth:`Forwarding.start`), with
@@ -58,15 +60,14 @@ Failures, and where each goes (the status table is :mod:`activator.statuses`):
   mid-stream) it cannot become a status: the client connection is closed,
   which tells the client the truth.
 
-:class:`Answers` writes every answer the activator makes itself: one place
-for the status, the body, ``Retry-After``, whether the connection closes, and
-the metrics.
+:class:`~activator.forwarding.answers.Answers` writes every answer the
+activator makes itself: one place for the status, the body,
+``Retry-After``, whether the connection closes, and the metrics.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -74,52 +75,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from activator import http1
-from activator.holding.gate import ColdStartTimeout, DrainEnded, HoldError, Shed
+from activator.forwarding.answers import SERVE_ERRORS, Answers
+from activator.forwarding.leaving import END_GRACE_S, EndGrace, leaving_reason, on_leaving
+from activator.holding.gate import ColdStartTimeout
 from activator.holding.held_bodies import HeldBodies
 from activator.holding.request_class import HoldClass, hold_class
 from activator.holding.target import HoldTicket, Target
 from activator.http1 import Exchange
-from activator.http1.leaving import END_GRACE_S, EndGrace, leaving_reason, on_leaving
-from activator.metrics import Metrics
-from activator.refusal_log import RefusalLog
 from activator.replicas.readiness import EndpointTracker
 from activator.statuses import (
-    AdapterLoadFailed,
     AllRefused,
-    Draining,
     Failure,
-    NoAdapter,
-    NoTarget,
-    ProxyError,
-    UpstreamFailed,
     after_failure,
-    error_document,
-    status_of,
 )
 
-__all__ = ["SERVE_ERRORS", "Answers", "Forwarder", "Forwarding", "in_task"]
+__all__ = ["Forwarder", "Forwarding", "in_task"]
 
 log = logging.getLogger(__name__)
-
-# What a request's own answer is made of: each class one row of the status table.
-SERVE_ERRORS = (
-    ProxyError,
-    HoldError,
-    http1.BodyTooLarge,
-    http1.BodyStalled,
-    http1.RequestRejected,
-)
-# Failures whose text the client is told (it names the model, the replica, the refusal).
-_DETAILED = (
-    UpstreamFailed,
-    AllRefused,
-    NoTarget,
-    NoAdapter,
-    AdapterLoadFailed,
-    http1.RequestRejected,
-)
-# Failures after which the connection closes: the drain, or a body not read to its end.
-_CLOSING = (Draining, DrainEnded, http1.BodyStalled, http1.BodyTooLarge, http1.RequestRejected)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,82 +105,6 @@ class Forwarder:
     max_body_bytes: int = 0
     upstream_idle_s: float = 0.0
     strip: frozenset[bytes] = frozenset()
-
-
-class Answers:
-    """The activator's own answers, and the count of every request that ends: answered,
-    relayed whole, or cut (:meth:`cut`)."""
-
-    __slots__ = ("cuts", "metrics", "refusals", "retry_after_s")
-
-    def __init__(self, metrics: Metrics, retry_after_s: int) -> None:
-        self.metrics = metrics
-        self.retry_after_s = retry_after_s
-        self.refusals = RefusalLog()
-        self.cuts = RefusalLog(verb="cut")
-
-    def fail(self, exchange: Exchange, exc: Exception, target: str, started: float) -> None:
-        """Answer ``exc`` by the status table, or cut an answer already begun; then count
-        it, and log it (one line per kind and target per interval: :mod:`refusal_log`)."""
-        spec = status_of(exc)
-        self.metrics.reject(target, spec.code)
-        error = error_document(exc, str(exc) if isinstance(exc, _DETAILED) else "")["error"]
-        said = self.refusals.note(
-            status=spec.status,
-            # A shed says which rule fired, in its own line: each is a different fix.
-            code=f"{spec.code} ({exc.cause})" if isinstance(exc, Shed) else spec.code,
-            target=target,
-            message=error["message"],
-            now=time.monotonic(),
-        )
-        if said is not None:
-            log.log(*said)
-        if exchange.started:
-            exchange.cut()  # part of an answer went out: it cannot become a status
-        else:
-            exchange.answer_error(
-                spec.status,
-                error_type=error["type"],
-                code=error["code"],
-                message=error["message"],
-                retry_after_s=(getattr(exc, "retry_after_s", None) or self.retry_after_s)
-                if spec.retry_after
-                else None,
-                close=isinstance(exc, _CLOSING),
-            )
-        self.metrics.observe(target, spec.status, time.perf_counter() - started)
-
-    def cut(self, target: str, reason: str, detail: str) -> None:
-        """Count a request whose answer was cut (``reason``: one of ``CUT_REASONS``),
-        and log it (one line per reason and target per interval, as refusals are)."""
-        self.metrics.count_cut(target, reason)
-        said = self.cuts.note(
-            status=0, code=reason, target=target, message=detail, now=time.monotonic()
-        )
-        if said is not None:
-            # A replica failing mid-answer is the model's trouble; a client leaving is not.
-            log.log(logging.WARNING if reason == "replica_failed" else said[0], said[1])
-
-    def json(self, exchange: Exchange, document: object, target: str, started: float) -> None:
-        """A 200 with a JSON body that the activator writes itself (the model list)."""
-        self.own(
-            exchange,
-            (200, b"OK", b"application/json", json.dumps(document).encode()),
-            target,
-            started,
-        )
-
-    def own(
-        self,
-        exchange: Exchange,
-        answer: tuple[int, bytes, bytes, bytes],
-        target: str,
-        started: float,
-    ) -> None:
-        """An answer the activator writes itself, not an error: ``(status, reason, content
-        type, body)`` (a probe's: :mod:`activator.routing.server_probes`)."""
-        exchange.answer(*answer)
-        self.metrics.observe(target, answer[0], time.perf_counter() - started)
 
 
 def in_task(exchange: Exchange, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -400,8 +296,7 @@ class Forwarding:
         exchange.cancel = self.cancel
         forwarder = self.forwarder
         try:
-            http1.send(
-                conn,
+            conn.send(
                 exchange,
                 body=self.body,
                 max_body_bytes=forwarder.max_body_bytes,
