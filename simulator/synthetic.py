@@ -19,7 +19,10 @@ so that a run is reproducible:
   and 182 output tokens on average), log-normal with a prompt sigma of 1.5
   (median 2,460 tokens), so that about 2 % of prompts are longer than what
   one replica prefills within 2 s (about 50,000 tokens) and a few are over
-  the 131,072-token context and refused.
+  the 131,072-token context and refused;
+- ``long-prompt`` (steady traffic with prompts from hundreds to over 100,000
+  tokens) and ``reasoning`` (short prompts, long heavy-tailed answers, the
+  rate swinging fivefold over real hours): :mod:`simulator.production_shapes`.
 
 Token counts are log-normal around the code trace's medians (1,469 prompt,
 13 output tokens; ``chat`` uses the conversation trace's 1,020 and 129), with
@@ -37,11 +40,12 @@ import math
 import random
 from dataclasses import dataclass
 
+from simulator.production_shapes import LONG_PROMPT, REASONING, long_prompt, reasoning
 from simulator.traces import TraceRequest
 
 __all__ = ["KINDS", "SyntheticSpec", "generate"]
 
-KINDS = ("bursts", "diurnal", "many-models", "long-context")
+KINDS = ("bursts", "diurnal", "many-models", "long-context", LONG_PROMPT, REASONING)
 
 _MAX_PROMPT = 32_000
 _MAX_OUTPUT = 4_000
@@ -148,6 +152,14 @@ def generate(spec: SyntheticSpec) -> list[TraceRequest]:
             rng, rate_per_s=rate, shape=spec.gamma_shape, end_s=spec.duration_s
         ):
             requests.append(TraceRequest(t, *_tokens(rng, spec.tokens)))
+    elif spec.kind == LONG_PROMPT:
+        requests = long_prompt(
+            duration_s=spec.duration_s, mean_per_min=spec.requests_per_min, seed=spec.seed
+        )
+    elif spec.kind == REASONING:
+        requests = reasoning(
+            duration_s=spec.duration_s, mean_per_min=spec.requests_per_min, seed=spec.seed
+        )
     elif spec.kind == "long-context":
         for t in _gamma_arrivals(rng, rate_per_s=rate, shape=1.0, end_s=spec.duration_s):
             requests.append(TraceRequest(t, *_long_tokens(rng)))
