@@ -114,3 +114,33 @@ def judge(row: Point, fleets: Sequence[Point], others: Sequence[Point] = ()) -> 
         attainment_gap=None if at_gpu is None else at_gpu.attainment - row.attainment,
         dominated_by=dominated_by,
     )
+
+
+def row_verdicts(
+    rows: Sequence[tuple[str, float, float, object]],
+    frontiers: Sequence[tuple[object, Sequence[Point]]],
+) -> list[Verdict | None]:
+    """A verdict for each autoscaler row of a scorecard, against the frontier of its variant.
+
+    ``rows``: ``(name, attainment, gpu_seconds, variant)``; ``frontiers``:
+    ``(variant, fleets)``, the variant being whatever tells one run's rows
+    from another's (a cold start, a routing). Fixed fleets (``always-on``)
+    and the oracle (a bound, not a run) get ``None``, as does every row of a
+    variant with no frontier. Each row is also judged against the other
+    autoscaler rows of its variant."""
+    fleets_of = {variant: list(points) for variant, points in frontiers}
+    judged = [
+        (name, Point(name, attainment, gpu), variant)
+        for name, attainment, gpu, variant in rows
+        if not name.startswith("always-on") and name != "oracle"
+    ]
+    out: list[Verdict | None] = []
+    for name, _, _, variant in rows:
+        fleets = fleets_of.get(variant)
+        mine = next((p for n, p, v in judged if n == name and v == variant), None)
+        if fleets is None or mine is None:
+            out.append(None)
+            continue
+        others = [p for n, p, v in judged if v == variant and n != name]
+        out.append(judge(mine, fleets, others))
+    return out
