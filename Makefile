@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 # TEST_WORKERS=0 runs them one at a time in one process.
 TEST_WORKERS ?= 4
 
-.PHONY: demo test test-fast bench bench-profile lint format docs sim-docs frontier clean debs
+.PHONY: demo test test-fast bench bench-profile lint format docs sim-docs frontier clean debs guidellm
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Tidal needs Python 3.11 or newer; set PYTHON=python3.11 or newer")'
@@ -56,6 +56,39 @@ bench: $(STAMP_DEV) debs
 # (counts, which compare across versions where timings on a busy machine do not).
 bench-profile: $(STAMP_DEV) debs
 	$(BIN)/python -m loadtests.bench.profile_relay
+
+# GuideLLM (vLLM's benchmark tool) through an activator, from zero, with the
+# example model's replicas sampled: `tidal sandbox up` in one terminal, then
+# `make guidellm ACTIVATOR=<its activator URL> KUBECONFIG=<its kubeconfig>`.
+# GuideLLM needs torch and transformers, which Tidal does not: it gets its own
+# environment (GUIDELLM_TORCH: a torch requirement installed first, e.g. a CPU
+# build, which saves gigabytes). Its synthetic prompts need a tokenizer: one
+# is built offline (loadtests/guidellm/build_tokenizer.py). The report goes to
+# out/guidellm.{json,csv,html}, beside locust's out/spike_report.*.
+GUIDELLM_VENV := .venv-guidellm
+GUIDELLM ?= guidellm==0.8.1
+GUIDELLM_TORCH ?=
+ACTIVATOR ?= http://127.1.0.3:8080
+KUBECONFIG ?= /tmp/tidal-sandbox/kubeconfig
+GUIDELLM_ARGS ?= --profile kind=constant,rate=2 --constraint kind=max_duration,seconds=75 \
+	--data kind=synthetic_text,prompt_tokens=256,output_tokens=64
+
+$(GUIDELLM_VENV)/bin/guidellm:
+	$(PYTHON) -m venv $(GUIDELLM_VENV)
+	$(if $(GUIDELLM_TORCH),$(GUIDELLM_VENV)/bin/python -m pip install -q '$(GUIDELLM_TORCH)')
+	$(GUIDELLM_VENV)/bin/python -m pip install -q '$(GUIDELLM)'
+
+out/guidellm-tokenizer/tokenizer.json: loadtests/guidellm/build_tokenizer.py | $(GUIDELLM_VENV)/bin/guidellm
+	$(GUIDELLM_VENV)/bin/python loadtests/guidellm/build_tokenizer.py out/guidellm-tokenizer
+
+guidellm: $(STAMP_DEV) $(GUIDELLM_VENV)/bin/guidellm out/guidellm-tokenizer/tokenizer.json
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 \
+	$(BIN)/python -m loadtests.replicas_sampler --kubeconfig $(KUBECONFIG) --namespace default \
+	    --deployment llama --out out/guidellm-replicas.csv -- \
+	  $(GUIDELLM_VENV)/bin/guidellm run --backend kind=openai_http,target=$(ACTIVATOR) \
+	    $(GUIDELLM_ARGS) --tokenizer kind=huggingface_auto,model=out/guidellm-tokenizer \
+	    --output kind=json,path=out/guidellm.json --output kind=csv,path=out/guidellm.csv \
+	    --output kind=html,path=out/guidellm.html --disable-console-interactive
 
 lint: $(STAMP_DEV)
 	$(BIN)/ruff check .

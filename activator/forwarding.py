@@ -19,6 +19,19 @@ wraps hold, send and release in one call:
    and end the exchange; or, after a failure, decide (:func:`after_failure`)
    and answer it (:meth:`Answers.fail`) or send the request again.
 
+A request is counted by what happened to its answer. One whose replica's
+answer ended is *completed*, under the replica's status, however the client
+closed after it: benchmark clients (GuideLLM, ``vllm bench serve``) close
+their connection as soon as they read ``data: [DONE]``, and that close can
+reach the activator before the replica's last chunk (the chunked body's
+terminator) does. So a client that leaves while an answer it has begun to
+receive is relayed does not cut the replica's connection at once: the
+answer may run on, unread, for a grace (:class:`~activator.http1.leaving.EndGrace`),
+and ends as completed if it ends within it. One that does not (the client
+left mid-stream), one whose client left before any byte of answer, or while
+it was held, and one whose replica failed mid-answer, is *cut*, with its reason (``client_closed``,
+``replica_failed``, ``shutdown``): :meth:`Answers.cut` counts it and logs it.
+
 Most requests never wait: an endpoint with room and an idle connection to it
 mean the steps run in the parser's callback (:meth:`Forwarding.start`), with
 no task, future or wake-up, and the replica connection's end-of-answer
@@ -66,6 +79,7 @@ from activator.holding.held_bodies import HeldBodies
 from activator.holding.request_class import hold_class
 from activator.holding.target import Target
 from activator.http1 import Exchange
+from activator.http1.leaving import END_GRACE_S, EndGrace, leaving_reason, on_leaving
 from activator.metrics import Metrics
 from activator.refusal_log import RefusalLog
 from activator.replicas.lora_client import LoadRefused
@@ -124,14 +138,16 @@ class Forwarder:
 
 
 class Answers:
-    """The activator's own answers, and the count of every request that ends."""
+    """The activator's own answers, and the count of every request that ends: answered,
+    relayed whole, or cut (:meth:`cut`)."""
 
-    __slots__ = ("metrics", "refusals", "retry_after_s")
+    __slots__ = ("cuts", "metrics", "refusals", "retry_after_s")
 
     def __init__(self, metrics: Metrics, retry_after_s: int) -> None:
         self.metrics = metrics
         self.retry_after_s = retry_after_s
         self.refusals = RefusalLog()
+        self.cuts = RefusalLog(verb="cut")
 
     def fail(self, exchange: Exchange, exc: Exception, target: str, started: float) -> None:
         """Answer ``exc`` by the status table, or cut an answer already begun; then count
@@ -161,10 +177,37 @@ class Answers:
             )
         self.metrics.observe(target, spec.status, time.perf_counter() - started)
 
+    def cut(self, target: str, reason: str, detail: str) -> None:
+        """Count a request whose answer was cut (``reason``: one of ``CUT_REASONS``),
+        and log it (one line per reason and target per interval, as refusals are)."""
+        self.metrics.count_cut(target, reason)
+        said = self.cuts.note(
+            status=0, code=reason, target=target, message=detail, now=time.monotonic()
+        )
+        if said is not None:
+            # A replica failing mid-answer is the model's trouble; a client leaving is not.
+            log.log(logging.WARNING if reason == "replica_failed" else said[0], said[1])
+
     def json(self, exchange: Exchange, document: object, target: str, started: float) -> None:
         """A 200 with a JSON body that the activator writes itself (the model list)."""
-        exchange.answer(200, b"OK", b"application/json", json.dumps(document).encode())
-        self.metrics.observe(target, 200, time.perf_counter() - started)
+        self.own(
+            exchange,
+            (200, b"OK", b"application/json", json.dumps(document).encode()),
+            target,
+            started,
+        )
+
+    def own(
+        self,
+        exchange: Exchange,
+        answer: tuple[int, bytes, bytes, bytes],
+        target: str,
+        started: float,
+    ) -> None:
+        """An answer the activator writes itself, not an error: ``(status, reason, content
+        type, body)`` (a probe's: :mod:`activator.routing.server_probes`)."""
+        exchange.answer(*answer)
+        self.metrics.observe(target, answer[0], time.perf_counter() - started)
 
 
 def in_task(exchange: Exchange, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -198,6 +241,7 @@ class Forwarding:
         "document",
         "exchange",
         "forwarder",
+        "grace",
         "prompt",
         "sent_again",
         "started",
@@ -232,6 +276,8 @@ class Forwarding:
         self.tracker: EndpointTracker | None = None
         self.conn: http1.UpstreamConnection | None = None
         self.sent_again = False  # it went out once and came back unanswered
+        # Set while an answer whose client left runs on (module docstring).
+        self.grace: EndGrace | None = None
 
     # -- steps 1 to 3 ----------------------------------------------------------------
 
@@ -274,6 +320,12 @@ class Forwarding:
             self.forwarder.answers.fail(exchange, exc, self.target.name, self.started)
             exchange.finish()
             return
+        except asyncio.CancelledError:
+            # The client left while it was held (or the activator shuts down).
+            self.forwarder.answers.cut(
+                self.target.name, leaving_reason(self.exchange), "left while held"
+            )
+            raise
         self._send(tracker, conn)
 
     async def _endpoint_and_connection(self) -> tuple[EndpointTracker, http1.UpstreamConnection]:
@@ -400,8 +452,16 @@ class Forwarding:
         exchange = self.exchange
         exchange.cancel = None
         tracker = self.tracker
+        if self.grace is not None:
+            self.grace.cancel()  # the answer ended within the grace: completed
+            self.grace = None
         try:
             self._release()
+            if isinstance(exc, http1.ReplicaFailed) and exc.started:
+                # The replica's head already went to the client: the cut connection is the answer.
+                self.forwarder.answers.cut(self.target.name, "replica_failed", str(exc))
+                exchange.finish()
+                return
             if exc is not None:
                 assert tracker is not None
                 again = self._after_failure(exc, tracker)
@@ -423,11 +483,6 @@ class Forwarding:
         request again; raises the error to answer."""
         if not isinstance(exc, http1.ReplicaFailed):
             raise exc  # the client's own body failed (408, 413)
-        if exc.started:
-            # The replica's head already went to the client; the cut
-            # connection is the answer. Count it under that status.
-            log.warning("replica %s failed mid-response: %s", tracker.label, exc)
-            return exc.status
         if exc.unanswered:
             failure, again = Failure.UNANSWERED, self._can_send_again()
         else:
@@ -460,8 +515,19 @@ class Forwarding:
             self._give_back(tracker)
 
     def cancel(self) -> None:
-        """The client went away (or the server shuts): abandon the replica's answer."""
+        """The client went away (or the server shuts): see :func:`.leaving.on_leaving`."""
+        self.grace = on_leaving(
+            self.exchange, self.conn, cut=self._cut, expired=self._cut_after_grace
+        )
+
+    def _cut(self, reason: str, detail: str) -> None:
+        """Abandon the replica's answer, counted cut for ``reason``."""
         if self.conn is not None:
             self.conn.abort()
-        self.exchange.body.detach()
         self._release()
+        self.forwarder.answers.cut(self.target.name, reason, detail)
+
+    def _cut_after_grace(self) -> None:
+        self.grace = None
+        self._cut("client_closed", f"mid-answer (not ended {END_GRACE_S:g}s later)")
+        self.exchange.finish()

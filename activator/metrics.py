@@ -2,7 +2,8 @@
 
 Names follow docs/metrics.md with the ``tidal_activator_`` prefix; label values are
 bounded: ``target`` is one of the configured targets (or empty when none
-matched), ``code`` is a status class (``2xx`` ... ``5xx``), ``reason`` comes
+matched), ``code`` is a status class (``2xx`` ... ``5xx``, or ``cut``: the
+answer was cut before its end, its reason in ``requests_cut``), ``reason`` comes
 from :data:`REASONS`.
 
 The hot path touches only pre-resolved children: label lookups are cached in
@@ -44,13 +45,18 @@ from prometheus_client.registry import Collector
 from activator.holding.target import Target
 from activator.statuses import ERROR_STATUS
 
-__all__ = ["REASONS", "Metrics", "merge_expositions"]
+__all__ = ["CUT_REASONS", "REASONS", "Metrics", "merge_expositions"]
 
 PREFIX = "tidal_activator_"
 
 # Why the activator answered a request itself instead of relaying a replica's
 # answer: the codes of its status table, in table order.
 REASONS = tuple(dict.fromkeys(spec.code for spec in ERROR_STATUS.values()))
+# Why a request's answer was cut before its end (activator/forwarding.py): its client
+# left before the answer ended (while held, before it began, or mid-answer and
+# it did not end within the grace), its replica failed mid-answer, or the
+# activator shut down with it still being served.
+CUT_REASONS = ("client_closed", "replica_failed", "shutdown")
 
 _DURATION_BUCKETS = (
     0.001,
@@ -154,10 +160,11 @@ class _TargetCollector(Collector):
 class _Totals:
     """One target's answered requests: counts by status class, durations by bucket."""
 
-    __slots__ = ("buckets", "classes", "total_s")
+    __slots__ = ("buckets", "classes", "cut", "total_s")
 
     def __init__(self) -> None:
         self.classes: dict[int, int] = {}
+        self.cut = 0  # requests whose answer was cut before its end
         self.buckets = [0] * len(_DURATION_BOUNDS)  # per bucket, not cumulative; last: +Inf
         self.total_s = 0.0
 
@@ -205,12 +212,14 @@ class _RequestCollector(Collector):
     def _families(self) -> tuple[CounterMetricFamily, HistogramMetricFamily]:
         requests = CounterMetricFamily(
             PREFIX + "requests",
-            "requests answered, by target and status class",
+            "requests that ended, by target and status class: answered by the activator or "
+            "relayed to their end (whenever the client closed after it), or code cut: the "
+            "answer was cut before its end (tidal_activator_requests_cut_total says why)",
             labels=["target", "code"],
         )
         duration = HistogramMetricFamily(
             PREFIX + "request_duration_seconds",
-            "time from request to the end of the response",
+            "time from request to the end of the response (requests cut before it: none)",
             labels=["target"],
         )
         return requests, duration
@@ -223,6 +232,8 @@ class _RequestCollector(Collector):
         for target, totals in sorted(self._totals.items()):
             for klass, n in sorted(totals.classes.items()):
                 requests.add_metric([target, f"{klass}xx"], n)
+            if totals.cut:
+                requests.add_metric([target, "cut"], totals.cut)
             cumulative, buckets = 0, []
             for le, n in zip(_DURATION_LE, totals.buckets, strict=True):
                 cumulative += n
@@ -257,6 +268,15 @@ class Metrics:
             ["target", "reason"],
             registry=registry,
         )
+        self.cut = Counter(
+            PREFIX + "requests_cut",
+            "requests whose answer was cut before its end, by reason: client_closed (the "
+            "client left while it was held, before its answer began, or mid-answer and the "
+            "answer did not end within a second), replica_failed, shutdown",
+            ["target", "reason"],
+            registry=registry,
+        )
+        self._cut: dict[tuple[str, str], Counter] = {}
         self.resent = Counter(
             PREFIX + "resent",
             "requests sent again after a replica closed the connection before answering",
@@ -276,7 +296,7 @@ class Metrics:
             ["result"],
             registry=registry,
         )
-        # By class (groundwork.priority.class_label: three values); the tenant is
+        # By class (groundwork.rules.priority.class_label: three values); the tenant is
         # never a label: tenants are unbounded, and a hash of a credential is
         # still not something to publish. Per bucket, not cumulative (last:
         # +Inf), and the sum in a one-item list.
@@ -304,6 +324,20 @@ class Metrics:
         # Histogram.observe's rule: the first bucket whose bound is >= the value.
         totals.buckets[bisect.bisect_left(_DURATION_BOUNDS, duration_s)] += 1
         totals.total_s += duration_s
+
+    def count_cut(self, target: str, reason: str) -> None:
+        """Count one request whose answer was cut (``reason`` from :data:`CUT_REASONS`)."""
+        key = (target, reason)
+        child = self._cut.get(key)
+        if child is None:
+            if reason not in CUT_REASONS:
+                raise ValueError(f"unknown cut reason {reason!r}; known: {CUT_REASONS}")
+            child = self._cut[key] = self.cut.labels(target, reason)
+        child.inc()
+        totals = self._totals.get(target)
+        if totals is None:
+            totals = self._totals[target] = _Totals()
+        totals.cut += 1
 
     def observe_cold_wait(self, target: str, wait_s: float) -> None:
         hist = self._cold.get(target)

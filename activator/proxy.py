@@ -11,9 +11,11 @@ relayed as a stream. The steps, in order, each written once:
    targets are ever dialled, never an address from the request; refuse a
    replica's development endpoints, and new requests once draining;
 2. route it (:mod:`activator.routing.table`): by header, host and path, else by
-   the body's ``model`` (read whole, bounded, in a task); ``GET /v1/models``
-   and ``GET /v1/models/{id}`` that no route claims are answered here; a
-   body over the limit is refused;
+   the body's ``model`` (read whole, bounded, in a task); ``GET /v1/models``,
+   ``GET /v1/models/{id}`` and the other routes clients probe a model server
+   with (``/health``, ``/ping``, ``/version``:
+   :mod:`activator.routing.server_probes`) that no route claims are answered
+   here; a body over the limit is refused;
 3. to 5. (:mod:`activator.forwarding`): take an endpoint from the target's
    gate, at once when one has room, else held until one does
    (:mod:`activator.holding.gate`); forward over a pooled keep-alive
@@ -55,6 +57,7 @@ from activator.metrics import Metrics
 from activator.replicas.denylist import is_denied
 from activator.routing.model_body import model_of
 from activator.routing.registry import Registry
+from activator.routing.server_probes import probe_answer, probes
 from activator.routing.table import TARGET_HEADER, lists_models, retrieved_model
 from activator.statuses import (
     ConnectRefused,
@@ -157,6 +160,9 @@ class Proxy:
             if lists_models(head.method, head.target):
                 self.answers.json(exchange, table.models_listing(), "", started)
                 exchange.finish()
+            elif (probe := probe_answer(head.method, head.target)) is not None:
+                self.answers.own(exchange, probe, "", started)
+                exchange.finish()
             elif model is not None:
                 entry = table.model_entry(model)
                 if entry is None:
@@ -203,6 +209,7 @@ class Proxy:
         if not (
             lists_models(head.method, path)
             or retrieved_model(head.method, path) is not None
+            or probes(head.method, path)
             or table.wants_model(head.method, path)
         ):
             raise NoTarget()

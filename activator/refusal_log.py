@@ -29,6 +29,9 @@ class RefusalLog:
     """Which refusals to log now (see the module docstring)."""
 
     interval_s: float = 10.0
+    # What the line says was done: ``refused`` (an answer of the activator's own)
+    # or ``cut`` (an answer cut before its end: its status is the replica's, 0 here).
+    verb: str = "refused"
     _logged_at: dict[tuple[str, str], float] = field(default_factory=dict)
     _left_out: dict[tuple[str, str], int] = field(default_factory=dict)
 
@@ -44,7 +47,8 @@ class RefusalLog:
             return None
         self._logged_at[key] = now
         left_out = self._left_out.pop(key, 0)
-        line = f"refused {status} {code} (target {target or '-'}): {message}"
+        said = f"{self.verb} {status} {code}" if status else f"{self.verb} {code}"
+        line = f"{said} (target {target or '-'}): {message}"
         if left_out:
             line += f" [and {left_out} more like it in the last {self.interval_s:g}s]"
         return (logging.WARNING if status >= 500 else logging.INFO), line

@@ -81,6 +81,11 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "run one fake vLLM- or Triton-like model server",
     ),
     Subcommand(
+        ("sandbox", "epp"),
+        "loadtests.sandbox.epp.cli",
+        "run a fake endpoint picker (gateway and EPP) for an InferencePool",
+    ),
+    Subcommand(
         ("sandbox", "preempt"),
         "loadtests.sandbox.cluster.preempt",
         "preempt a spot node: interruption notice, then removal",

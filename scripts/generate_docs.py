@@ -1,8 +1,9 @@
 """Generate the reference pages in docs/ from the code that defines them.
 
 ``python -m scripts.generate_docs`` rewrites ``docs/annotations.md`` (from
-the scaler's annotation table :data:`scaler.policy.annotations.SPECS` and the
-activator's :data:`activator.kube.translate.ROUTING_ANNOTATIONS`) and
+the tables of keys both services read with,
+:data:`groundwork.rules.scaling_keys.SCALING_KEYS` and
+:data:`groundwork.rules.routing_keys.ROUTING_KEYS`) and
 ``docs/metrics.md`` (from the metrics each service registers, read back from
 a fresh ``CollectorRegistry``) and ``docs/statuses.md`` (from the
 activator's one table of its own answers, ``activator.statuses.ERROR_STATUS``).
@@ -24,12 +25,14 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from activator.kube.translate import ROUTING_ANNOTATIONS
 from activator.metrics import Metrics as ActivatorMetrics
 from activator.statuses import ERROR_STATUS
+from groundwork.rules.routing_keys import ROUTING_KEYS
+from groundwork.rules.scaling_keys import SCALING_KEYS
 from scaler.metrics import Metrics as ScalerMetrics
-from scaler.policy.annotations import SPECS, STATUS_ANNOTATION
+from scaler.policy.annotations import STATUS_ANNOTATION
 from scaler.policy.events import EVENT_REASONS
+from scaler.policy.shapes.declarations import SHAPE_SPECS
 
 __all__ = ["PAGES", "annotations_page", "main", "metrics_page", "statuses_page"]
 
@@ -49,14 +52,19 @@ def annotations_page() -> str:
         "# Annotations",
         "",
         _GENERATED.format(
-            source="`scaler/policy/annotations.py` (SPECS), "
-            "`activator/kube/translate.py` (ROUTING_ANNOTATIONS) and "
+            source="`groundwork/rules/scaling_keys.py` (SCALING_KEYS), "
+            "`scaler/policy/shapes/declarations.py` (SHAPE_SPECS), "
+            "`groundwork/rules/routing_keys.py` (ROUTING_KEYS) and "
             "`scaler/policy/events.py` (EVENT_REASONS)"
         ),
         "",
         'Opt a Deployment in with the **label** `autoscaling.tidal.dev/enabled: "true"`;',
         "the knobs below are **annotations** on the same Deployment. Durations are",
-        "Go-style (`500ms`, `90s`, `5m`, `1h30m`); percentages are 0-100.",
+        "Go-style (`500ms`, `90s`, `5m`, `1h30m`, `1.5h`; a bare `0` is zero, allowed",
+        "where the key's range starts at 0s; no sign, and no other bare number);",
+        "whole numbers are digits with an optional sign; percentages are 0-100. The",
+        "activator and the scaler read every key by the same rules, so a value one",
+        "of them refuses the other refuses too.",
         "",
         "Every value is checked. A bad one produces a Kubernetes",
         "Event of reason `InvalidAnnotation` naming each bad key, its value and what",
@@ -79,9 +87,24 @@ def annotations_page() -> str:
         _row("annotation", "default", "allowed", "meaning"),
         _row("---", "---", "---", "---"),
     ]
-    for spec in SPECS:
-        default = f"`{spec.default}`" if spec.default else "unset"
-        lines.append(_row(f"`{spec.key}`", default, spec.allowed, spec.meaning))
+    for key in SCALING_KEYS:
+        default = f"`{key.default}`" if key.default else "unset"
+        lines.append(_row(f"`{key.name}`", default, key.allowed, key.meaning))
+    lines += [
+        "",
+        "## GPU shapes (declarations)",
+        "",
+        "The GPU shapes a model may run on, from the cluster's `tidal-shapes` table, and",
+        "its container's arguments, environment and price on each ([shapes.md](shapes.md)).",
+        "This version parses and checks these declarations",
+        "(`scaler/policy/shapes/declarations.py`); the scaler does not act on them yet and",
+        "names them as unknown keys, as it does any key it does not read.",
+        "",
+        _row("annotation", "default", "allowed", "meaning"),
+        _row("---", "---", "---", "---"),
+    ]
+    for spec in SHAPE_SPECS:
+        lines.append(_row(f"`{spec.key}`", "unset", spec.allowed, spec.meaning))
     lines += [
         "",
         "## Routing (read by the activator)",
@@ -89,9 +112,9 @@ def annotations_page() -> str:
         _row("annotation", "default", "allowed", "meaning"),
         _row("---", "---", "---", "---"),
     ]
-    for routing in ROUTING_ANNOTATIONS:
-        default = f"`{routing.default}`" if routing.default else routing.default_note
-        lines.append(_row(f"`{routing.key}`", default, routing.allowed, routing.meaning))
+    for key in ROUTING_KEYS:
+        default = f"`{key.default}`" if key.default else key.default_note
+        lines.append(_row(f"`{key.name}`", default, key.allowed, key.meaning))
     lines += [
         "",
         "## Written by Tidal",
@@ -170,10 +193,24 @@ def metrics_page() -> str:
         "admin port (9091), never on the data port. With `--workers` the activator",
         "sums its workers' samples. Label values are bounded: `target` is a",
         "`namespace/name` of an opted-in Deployment (its series go when it opts",
-        "out), `code` a status class (`2xx`...`5xx`), `reason`, `result`,",
+        "out), `code` a status class (`2xx`...`5xx`, or `cut`), `reason`, `result`,",
         "`signal`, `direction`, `outcome` and `capacity_type` come from fixed sets.",
         "[`deploy/monitoring/`](../deploy/monitoring/) scrapes them, alerts on",
         "them and draws them.",
+        "",
+        "The activator counts each request once, by what happened to its answer.",
+        "One whose replica's answer ended is counted under its status, however",
+        "the client closed after it: benchmark clients close at `data: [DONE]`,",
+        "which can reach the activator before the end of the replica's chunked",
+        "body, and such an answer is read to its end (for up to a second) rather",
+        'than cut. One cut before its end is counted with `code="cut"` in',
+        "`tidal_activator_requests_total`, by reason in",
+        "`tidal_activator_requests_cut_total` (`client_closed`: the client left",
+        "while it was held, before the answer began, or mid-answer and the",
+        "answer did not end within that second; `replica_failed`; `shutdown`),",
+        "and logged (`cut client_closed (target ml/llama): mid-answer`, one line",
+        "per reason and target per 10 s). The duration histogram holds the",
+        "answers that ended.",
         "",
         "## Scaler (`tidal_scaler_*`)",
         "",
@@ -299,6 +336,34 @@ def statuses_page() -> str:
         "same (the head and the valid chunks reach the upstream, then the",
         "connection is closed); nginx by default reads the whole body before it",
         "connects, and forwards nothing of such a request.",
+        "",
+        "## The routes clients probe: `/health`, `/ping`, `/version`, `/v1/models`",
+        "",
+        "Benchmark tools and OpenAI clients check a server before they send it",
+        "work (GuideLLM stops unless `GET /health` is a 2xx; `vllm bench serve`",
+        "reads the first model's `id` and `root` from `GET /v1/models`). Where no",
+        "target claims the route by header, host or path prefix (then it goes to",
+        "that target's replicas, held while they wake), the activator answers",
+        "these itself, in vLLM's shapes, whether the models have replicas or are",
+        "at zero (it takes their requests either way):",
+        "",
+        _row("route", "at zero replicas, and at any other time"),
+        _row("---", "---"),
+        _row("`GET /health`", "200, empty body; 503 `draining` while the activator shuts down"),
+        _row("`GET /ping`, `POST /ping`", "the same (SageMaker's route, which vLLM serves too)"),
+        _row(
+            "`GET /version`",
+            '200 `{"version": "<Tidal\'s version>", "server": "tidal-activator"}`',
+        ),
+        _row("`GET /v1/models`", "200, every model routed by name, at zero too (below)"),
+        _row("`GET /v1/models/{id}`", "200, that model's card; 404 `no_target` if not served"),
+        "",
+        "The model cards carry vLLM's fields: `id`, `object`, `created` (0),",
+        "`owned_by` (the target that serves it), `root` (the served name: vLLM's",
+        "is the model's path, the same unless `--served-model-name` renames it;",
+        "give `vllm bench serve` `--tokenizer` where it differs), `parent` (a",
+        "LoRA adapter's base model), `max_model_len` (null: only a replica knows",
+        "its context length) and `permission`.",
         "",
         "## `GET /v1/models`",
         "",

@@ -28,7 +28,9 @@ name (LoRA adapters with their ``parent``, as vLLM lists them), whether its
 target has replicas or is at zero, since OpenAI clients
 list models before they send anything; ``GET /v1/models/{id}`` answers one
 of them the same way (:meth:`RoutingTable.model_entry`), as OpenAI's
-retrieval does. A ``model`` that no target serves is a 404 whose message
+retrieval does; the other routes clients probe a server with (``/health``,
+``/ping``, ``/version``) are :mod:`activator.routing.server_probes`'. A
+``model`` that no target serves is a 404 whose message
 names it and the models served (:meth:`RoutingTable.unknown_model`;
 ``no_adapter`` naming the declared LoRA adapters,
 :meth:`RoutingTable.unknown_adapter`, where any are); a body
@@ -47,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import unquote
 
+from activator.routing.server_probes import model_card
 from activator.targets import TargetSpec
 
 __all__ = ["MODELS_PATH", "TARGET_HEADER", "RoutingTable", "lists_models", "retrieved_model"]
@@ -179,22 +182,13 @@ class RoutingTable:
         """The body of ``GET /v1/models`` in OpenAI's shape: every model routed by name.
 
         A LoRA adapter's ``parent`` is its base model, a base model's is null,
-        as vLLM lists them.
+        as vLLM lists them; each card has vLLM's fields
+        (:func:`~activator.routing.server_probes.model_card`).
         """
         return {
             "object": "list",
-            # ``created`` is required by OpenAI's schema; the activator
-            # does not know when a model was made, so it says 0.
             "data": [
-                # ``created`` is required by OpenAI's schema; the activator
-                # does not know when a model was made, so it says 0.
-                {
-                    "id": model,
-                    "object": "model",
-                    "created": 0,
-                    "owned_by": target,
-                    "parent": self.parents.get(model),
-                }
+                model_card(model, owner=target, parent=self.parents.get(model))
                 for model, target in sorted(self.models.items())
             ],
         }
@@ -204,7 +198,7 @@ class RoutingTable:
         target = self.models.get(model)
         if target is None:
             return None
-        return {"id": model, "object": "model", "created": 0, "owned_by": target}
+        return model_card(model, owner=target, parent=self.parents.get(model))
 
     def unknown_model(self, model: str) -> str:
         """The 404 detail for a ``model`` no target serves: what was asked, what is served."""

@@ -1,7 +1,9 @@
 """Pure decision logic: no asyncio, aiohttp or Kubernetes imports, time passed in.
 
 An import contract (``make lint``) keeps this package free of I/O so that every
-decision can be tested by stepping a simulated clock.
+decision can be tested by stepping a simulated clock; of the rest of Tidal it
+imports only the rules both services agree on (:mod:`groundwork.rules`: the
+annotations' grammar, durations, prompt size bounds), which are as pure.
 
 What the controller uses, all re-exported here:
 
@@ -23,13 +25,15 @@ Beside them, the pure pieces the controller, the hub and the actuator use:
 and SLO-first scaling: :mod:`~scaler.policy.slo.decide` (the decision with ``slo-ttft``),
 :mod:`~scaler.policy.slo.load` (load in tokens, learned capacity, sizing) and
 :mod:`~scaler.policy.idle.keep_alive` (warm or zero on expected cost).
+GPU shapes (:mod:`~scaler.policy.shapes`: the cluster's table, a
+Deployment's shapes, a shape's pod template) are parsed and built here but
+not yet used by the controller.
 """
 
 from scaler.policy.annotations import (
     STATUS_ANNOTATION,
     AnnotationProblem,
     InvalidAnnotation,
-    parse_duration_s,
     parse_scaling_config,
 )
 from scaler.policy.api import (
@@ -67,7 +71,6 @@ __all__ = [
     "TrailingAverages",
     "decide",
     "desired_for_signal",
-    "parse_duration_s",
     "parse_scaling_config",
     "split",
 ]

@@ -72,6 +72,7 @@ from scaler.policy.api import (
     SignalReading,
 )
 from scaler.policy.idle.adaptive import AdaptiveGrace
+from scaler.policy.wake_backlog import WakeBacklog, capped, count_demand
 from scaler.policy.windows import MaxHold
 
 if TYPE_CHECKING:
@@ -99,7 +100,9 @@ class PolicyState:
     ``adaptive`` the learned grace period's state (only with
     ``scale-to-zero-grace-period: adaptive``; :mod:`scaler.policy.idle.grace`
     keeps it, ``decide`` passes it through), ``slo`` what SLO-first scaling
-    learns of the target (only with ``slo-ttft``; :mod:`scaler.policy.slo.decide`).
+    learns of the target (only with ``slo-ttft``; :mod:`scaler.policy.slo.decide`),
+    ``wake`` the wake in progress, whose backlog the count signals do not take
+    for demand (:mod:`scaler.policy.wake_backlog`).
     """
 
     started_s: float
@@ -112,6 +115,7 @@ class PolicyState:
     last_reason: Reason | None = None
     adaptive: AdaptiveGrace | None = None
     slo: SloState | None = None
+    wake: WakeBacklog | None = None
 
     @classmethod
     def initial(cls, now: float) -> PolicyState:
@@ -161,7 +165,9 @@ class _Estimates:
     missing: tuple[SignalKind, ...]  # configured but missing or stale
 
 
-def _estimate(config: ScalingConfig, observation: Observation) -> _Estimates:
+def _estimate(
+    config: ScalingConfig, observation: Observation, wake: WakeBacklog | None, now: float
+) -> _Estimates:
     stable = panic = 0
     per_stable: dict[SignalKind, int] = {}
     per_panic: dict[SignalKind, int] = {}
@@ -172,11 +178,23 @@ def _estimate(config: ScalingConfig, observation: Observation) -> _Estimates:
         if reading is None or reading.stable is None:
             missing.append(kind)
             continue
-        s = desired_for_signal(kind, reading.stable, config=config, ready_replicas=ready)
+        # Around a wake, the held requests are a backlog, not demand.
+        stable_value, panic_value, cap = count_demand(
+            kind,
+            reading.stable,
+            reading.panic,
+            wake=wake,
+            observation=observation,
+            config=config,
+            now=now,
+        )
+        s = capped(desired_for_signal(kind, stable_value, config=config, ready_replicas=ready), cap)
         per_stable[kind] = s
         p: int | None = None
-        if reading.panic is not None:
-            p = desired_for_signal(kind, reading.panic, config=config, ready_replicas=ready)
+        if panic_value is not None:
+            p = capped(
+                desired_for_signal(kind, panic_value, config=config, ready_replicas=ready), cap
+            )
             per_panic[kind] = p
         if not reading.fresh:
             missing.append(kind)
@@ -534,17 +552,22 @@ def decide(
     """Decide one target's desired replica count at ``now``; see the module docstring."""
     _check(observation, now)
     current, ready = observation.spec_replicas, observation.ready_replicas
-    est = _estimate(config, observation)  # 1. per signal
+    wake = state.wake.follow(observation, config, now) if state.wake is not None else None
+    est = _estimate(config, observation, wake, now)  # 1. per signal
     rates = _rates(config, current, ready)  # 2. rates
     panic = _panic(config, state, est, rates, current=current, ready=ready, now=now)  # 3. panic
     idle = _idle(state, observation.demand, observation.demand_seen_at_s, now)
     context = _Context(per_signal=_per_signal(est, panic.mode), missing=est.missing, now=now)
 
     if current == 0:
-        return _finish(state, _at_zero(config, observation, est, rates, panic, idle, now), context)
+        outcome = _at_zero(config, observation, est, rates, panic, idle, now)
+        decision, new_state = _finish(state, outcome, context)
+        # A wake begins: its held requests are a backlog (scaler.policy.wake_backlog).
+        began = WakeBacklog.start(now) if outcome.desired > 0 else None
+        return decision, replace(new_state, wake=began)
     if _grace_over(config, est, idle):
         grace_s = config.scale_to_zero_grace_s
-        return _finish(
+        decision, new_state = _finish(
             state,
             _Outcome(
                 desired=0,
@@ -557,6 +580,7 @@ def decide(
             ),
             context,
         )
+        return decision, replace(new_state, wake=None)
 
     floor = _no_data_floor(config, state, est, panic.want, current, now)  # 4. no data
     delay = _scale_down_delay(config, state, floor.want, now)  # 5. scale-down delay
@@ -576,8 +600,10 @@ def decide(
         grace_pending=grace_pending,
         busy=observation.demand.busy,
     )
+    if wake is not None:
+        message += f"; {wake.why(config, now)}"
     rechecks = [floor.recheck_s, delay.recheck_s, grace_s - idle.for_s if grace_pending else None]
-    return _finish(
+    decision, new_state = _finish(
         state,
         _Outcome(
             desired=desired,
@@ -591,3 +617,4 @@ def decide(
         ),
         context,
     )
+    return decision, replace(new_state, wake=wake)

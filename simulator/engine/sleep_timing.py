@@ -12,6 +12,19 @@ against 30-100+ s for a cold start. Here:
 - the KV cache: 0.05 s (allocating, not copying: it starts empty);
 - level-1 sleep: ``0.1 s + weights / 20 GiB/s``; level-2 sleep: 0.1 s.
 
+Level 2 sits between level 1 and zero: for Llama-3.1-8B (15 GiB of
+weights) a level-1 wake takes 0.9 s, a level-2 wake 2.2 s (the reload
+reads the weights from the node's page cache, at storage-to-GPU speed
+rather than a pinned host-to-device copy), a cold start tens of seconds.
+What each level holds while asleep, after the same post and vLLM's
+``CuMemAllocator`` (level 1 offloads the allocations tagged ``weights`` to
+pinned CPU memory and drops the rest; level 2 drops everything):
+
+- GPU memory: the residual (CUDA context, allocator pools) at either level;
+- host memory: the weights at level 1 (:func:`host_memory_mib`), nothing at
+  level 2, so a node's RAM bounds how many level-1 sleepers it holds and
+  not how many level-2 ones.
+
 Main decision: plain functions of the weights' size and the level, no state,
 so both users can call them with their own sizes.
 """
@@ -25,6 +38,7 @@ __all__ = [
     "DEFAULT_WEIGHTS_MIB",
     "GIB",
     "KV_KIB_PER_TOKEN",
+    "host_memory_mib",
     "kv_cache_mib",
     "sleep_seconds",
     "wake_seconds",
@@ -54,6 +68,13 @@ def wake_seconds(weights_mib: int, level: int, tags: Iterable[str]) -> float:
     if "kv_cache" in wanted:
         seconds += 0.05
     return seconds
+
+
+def host_memory_mib(weights_mib: int, level: int) -> int:
+    """Host RAM a replica asleep at ``level`` holds: its weights at level 1, none at level 2."""
+    if level not in (1, 2):
+        raise ValueError(f"sleep level must be 1 or 2; got {level!r}")
+    return weights_mib if level == 1 else 0
 
 
 def kv_cache_mib(kv_cache_tokens: int) -> int:

@@ -1,10 +1,10 @@
 """``tidal sandbox cluster``: run the emulated cluster until interrupted.
 
 Starts :class:`SandboxCluster` in ``--dir`` (default pool, or ``--nodes
-FILE``; RBAC enforced with ``--rbac``; spot GPUs limited with
-``--spot-capacity``), prints where the kubeconfig is, and
-runs until SIGINT or SIGTERM, then stops everything it started (pod
-processes included). The flags are plain flags rather than pydantic
+FILE`` or a pool's name such as ``gpu-mix``, see ``node_pools``; RBAC
+enforced with ``--rbac``; spot GPUs limited with ``--spot-capacity``),
+prints where the kubeconfig is, and runs until SIGINT or SIGTERM, then
+stops everything it started (pod processes included). The flags are plain flags rather than pydantic
 settings: the sandbox is a test world with a handful of knobs, none of them
 scaler or activator settings.
 """
@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 import uvloop
 
 from loadtests.sandbox.cluster.controllers.kubelet import KubeletSettings
-from loadtests.sandbox.cluster.nodes import DEFAULT_POOL, NodeSpec, load_nodes_file
+from loadtests.sandbox.cluster.node_pools import resolve_nodes
+from loadtests.sandbox.cluster.nodes import NodeSpec
 from loadtests.sandbox.cluster.quantity import parse_duration
 from loadtests.sandbox.cluster.spot_capacity import parse_gpus
 from loadtests.sandbox.directory import add_dir_flag
@@ -39,8 +40,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--nodes",
-        type=Path,
-        help="YAML/JSON nodes file (default: 2 on-demand + 4 spot nodes, 8 GPUs each, 2 zones)",
+        metavar="FILE|POOL",
+        help="YAML/JSON nodes file, or a pool: 'default' (2 on-demand + 4 spot nodes, 8 GPUs "
+        "each, 2 zones) or 'gpu-mix' (modelled H100, H100 and A100 MIG, L4 nodes)",
     )
     parser.add_argument(
         "--rbac", action="store_true", help="enforce RBAC (default: every token may do anything)"
@@ -64,7 +66,7 @@ async def _serve(args: argparse.Namespace) -> int:
     from loadtests.sandbox.cluster.cluster import DirectoryInUse, SandboxCluster
 
     try:
-        nodes = load_nodes_file(args.nodes) if args.nodes else DEFAULT_POOL
+        nodes = resolve_nodes(args.nodes)
         backoff_s = parse_duration(args.crash_backoff)
         spot_gpus = parse_gpus(args.spot_capacity)
     except (OSError, ValueError) as exc:

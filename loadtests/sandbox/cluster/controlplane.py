@@ -81,6 +81,7 @@ class ControlPlane:
 
     def add_nodes(self, specs: Sequence[NodeSpec], *, first_index: int = 0) -> None:
         addresses = [self.addresses.node_address(first_index + i) for i in range(len(specs))]
+        self.kubelet.devices.add_nodes(specs)
         self.nodes.register(specs, addresses=addresses)
 
     def start(self) -> None:

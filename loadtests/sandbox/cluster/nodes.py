@@ -31,6 +31,14 @@ file can ask for.
         gpuMemoryMiB: 40960   # optional: one GPU's framebuffer, shared by its units
         labels: {team: ml}
         taints: [{key: cloud.google.com/gke-spot, value: "true", effect: NoSchedule}]
+      - name: h100-mig        # a modelled GPU (gpu_nodes): GPU feature discovery's
+        gpu: H100-80GB        # labels, MIG resources (mixed strategy), the instance's
+        mig: all-balanced     # cpu and memory; its servers run at that GPU's speed
+
+``gpu`` takes the catalog's GPUs (``H100-80GB``, ``A100-80GB``,
+``A100-40GB``, ``L40S``, ``L4``, or their products) and excludes
+``gpuProduct``, ``gpuMemoryMiB`` and ``gpuReplicas``; see
+:mod:`~loadtests.sandbox.cluster.gpu_nodes`.
 
 **Preemption** (:meth:`NodeLifecycle.preempt`), as a cloud and its
 termination handler do it to a spot node: the node is cordoned
@@ -73,6 +81,7 @@ from loadtests.sandbox.cluster.controllers.base import (
     Obj,
 )
 from loadtests.sandbox.cluster.errors import AlreadyExists, NotFound
+from loadtests.sandbox.cluster.gpu_nodes import GpuPool, parse_gpu_pool
 from loadtests.sandbox.cluster.quantity import canonical_quantity, parse_quantity
 from loadtests.sandbox.cluster.store import Store, rfc3339
 from scaler.policy.placement.providers import PRESETS
@@ -123,6 +132,9 @@ class NodeSpec:
     gpu_memory_mib: int = 40_960
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Mapping[str, str], ...] = ()
+    # A modelled GPU (gpu_nodes): its labels and resources replace the
+    # gpu_product/gpu_memory_mib/gpu_replicas ones, and gpus is its count.
+    gpu_pool: GpuPool | None = None
 
 
 def _default_pool() -> tuple[NodeSpec, ...]:
@@ -153,11 +165,14 @@ def _labels(spec: NodeSpec) -> dict[str, str]:
         REGION: region,
         CAPACITY_TYPE: spec.capacity_type,
         "eks.amazonaws.com/capacityType": "SPOT" if spot else "ON_DEMAND",
-        "nvidia.com/gpu.present": "true" if spec.gpus else "false",
-        "nvidia.com/gpu.count": str(spec.gpus),
-        "nvidia.com/gpu.product": spec.gpu_product,
-        "nvidia.com/gpu.memory": str(spec.gpu_memory_mib),
     }
+    if spec.gpu_pool is not None:
+        labels.update(spec.gpu_pool.labels())
+    else:
+        labels["nvidia.com/gpu.present"] = "true" if spec.gpus else "false"
+        labels["nvidia.com/gpu.count"] = str(spec.gpus)
+        labels["nvidia.com/gpu.product"] = spec.gpu_product
+        labels["nvidia.com/gpu.memory"] = str(spec.gpu_memory_mib)
     if spec.gpu_replicas > 1:
         labels["nvidia.com/gpu.replicas"] = str(spec.gpu_replicas)
         labels["nvidia.com/gpu.sharing-strategy"] = "time-slicing"
@@ -180,6 +195,10 @@ def node_object(
         "ephemeral-storage": "500Gi",
         "nvidia.com/gpu": canonical_quantity(spec.gpus * spec.gpu_replicas),
     }
+    if spec.gpu_pool is not None:
+        capacity.update(
+            {name: canonical_quantity(n) for name, n in spec.gpu_pool.capacity().items()}
+        )
     condition = {
         "type": "Ready",
         "status": "True",
@@ -242,14 +261,8 @@ def _fail(where: str, problem: str) -> ValueError:
     return ValueError(f"nodes file: {where}: {problem}")
 
 
-def parse_nodes(data: Any) -> tuple[NodeSpec, ...]:
-    """Node specs from a parsed nodes file (see the module docstring for the format)."""
-    if isinstance(data, Mapping):
-        data = data.get("nodes")
-    if not isinstance(data, Sequence) or isinstance(data, str) or not data:
-        raise _fail("top level", "expected a non-empty list under 'nodes'")
-    specs: list[NodeSpec] = []
-    allowed = {
+_ALLOWED_KEYS = frozenset(
+    {
         "name",
         "count",
         "capacityType",
@@ -262,80 +275,121 @@ def parse_nodes(data: Any) -> tuple[NodeSpec, ...]:
         "gpuProduct",
         "gpuReplicas",
         "gpuMemoryMiB",
+        "gpu",
+        "mig",
         "labels",
         "taints",
     }
-    for i, entry in enumerate(data):
-        where = f"nodes[{i}]"
-        if not isinstance(entry, Mapping):
-            raise _fail(where, "expected a mapping")
-        unknown = set(entry) - allowed
-        if unknown:
-            raise _fail(where, f"unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
-        name = entry.get("name")
-        if not isinstance(name, str) or not name:
-            raise _fail(where, "'name' is required")
-        capacity_type = entry.get("capacityType", "on-demand")
-        if capacity_type not in CAPACITY_TYPES:
-            raise _fail(where, f"capacityType {capacity_type!r} is not one of {CAPACITY_TYPES}")
-        count = entry.get("count", 1)
-        if not isinstance(count, int) or count < 1:
-            raise _fail(where, f"count {count!r} must be an integer >= 1")
-        gpus = entry.get("gpus", 8)
-        if not isinstance(gpus, int) or gpus < 0:
-            raise _fail(where, f"gpus {gpus!r} must be an integer >= 0")
-        gpu_replicas = entry.get("gpuReplicas", 1)
-        if (
-            isinstance(gpu_replicas, bool)
-            or not isinstance(gpu_replicas, int)
-            or not (1 <= gpu_replicas <= 64)
-        ):
-            raise _fail(where, f"gpuReplicas {gpu_replicas!r} must be an integer 1..64")
-        gpu_memory = entry.get("gpuMemoryMiB", 40_960)
-        if isinstance(gpu_memory, bool) or not isinstance(gpu_memory, int) or gpu_memory < 1:
-            raise _fail(where, f"gpuMemoryMiB {gpu_memory!r} must be an integer >= 1")
-        for key in ("cpu", "memory"):
-            if key in entry:
-                try:
-                    parse_quantity(str(entry[key]))
-                except ValueError as exc:
-                    raise _fail(where, str(exc)) from None
-        taints = []
-        for t in entry.get("taints") or ():
-            if not isinstance(t, Mapping) or "key" not in t:
-                raise _fail(where, f"taint {t!r} needs at least a 'key'")
-            effect = t.get("effect", "NoSchedule")
-            if effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
-                raise _fail(
-                    where,
-                    f"taint effect {effect!r} is not NoSchedule, PreferNoSchedule or NoExecute",
-                )
-            taint = {"key": str(t["key"]), "effect": effect}
-            if t.get("value") is not None:
-                taint["value"] = str(t["value"])
-            taints.append(taint)
-        labels = entry.get("labels") or {}
-        if not isinstance(labels, Mapping):
-            raise _fail(where, "labels must be a mapping")
-        names = [name] if count == 1 else [f"{name}-{n}" for n in range(1, count + 1)]
-        for node_name in names:
-            specs.append(
-                NodeSpec(
-                    name=node_name,
-                    capacity_type=capacity_type,
-                    zone=str(entry.get("zone", "us-east-1a")),
-                    gpus=gpus,
-                    cpu=str(entry.get("cpu", "96")),
-                    memory=str(entry.get("memory", "1152Gi")),
-                    pods=int(entry.get("pods", 110)),
-                    instance_type=str(entry.get("instanceType", "p4d.24xlarge")),
-                    gpu_product=str(entry.get("gpuProduct", "NVIDIA-A100-SXM4-40GB")),
-                    gpu_replicas=gpu_replicas,
-                    gpu_memory_mib=gpu_memory,
-                    labels={str(k): str(v) for k, v in labels.items()},
-                    taints=tuple(taints),
-                )
+)
+# Keys a modelled GPU (``gpu``) sets itself.
+_LEGACY_GPU_KEYS = ("gpuProduct", "gpuMemoryMiB", "gpuReplicas")
+
+
+def _int_key(entry: Mapping[str, Any], key: str, default: int, low: int, high: int) -> int:
+    value = entry.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        allowed = f"{low}..{high}" if high < 2**31 else f">= {low}"
+        raise ValueError(f"{key} {value!r} must be an integer {allowed}")
+    return value
+
+
+def _taints(entry: Mapping[str, Any]) -> tuple[Mapping[str, str], ...]:
+    taints = []
+    for t in entry.get("taints") or ():
+        if not isinstance(t, Mapping) or "key" not in t:
+            raise ValueError(f"taint {t!r} needs at least a 'key'")
+        effect = t.get("effect", "NoSchedule")
+        if effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise ValueError(
+                f"taint effect {effect!r} is not NoSchedule, PreferNoSchedule or NoExecute"
             )
+        taint = {"key": str(t["key"]), "effect": effect}
+        if t.get("value") is not None:
+            taint["value"] = str(t["value"])
+        taints.append(taint)
+    return tuple(taints)
+
+
+def _gpu_fields(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The NodeSpec fields about GPUs: a modelled pool (``gpu``) or the legacy keys."""
+    if "gpu" not in entry:
+        if "mig" in entry:
+            raise ValueError("mig needs gpu (the GPU it partitions)")
+        gpu_memory = _int_key(entry, "gpuMemoryMiB", 40_960, 1, 2**31)
+        return {
+            "gpus": _int_key(entry, "gpus", 8, 0, 2**31),
+            "gpu_product": str(entry.get("gpuProduct", "NVIDIA-A100-SXM4-40GB")),
+            "gpu_replicas": _int_key(entry, "gpuReplicas", 1, 1, 64),
+            "gpu_memory_mib": gpu_memory,
+        }
+    clashing = [key for key in _LEGACY_GPU_KEYS if key in entry]
+    if clashing:
+        raise ValueError(f"gpu sets the GPU's product, memory and sharing; drop {clashing}")
+    pool, instance = parse_gpu_pool(entry["gpu"], entry.get("mig"), entry.get("gpus"))
+    return {
+        "gpus": pool.count,
+        "gpu_pool": pool,
+        "gpu_product": pool.gpu.product,
+        "gpu_memory_mib": pool.gpu.memory_mib,
+        "instance_type": instance.instance_type,
+        "cpu": instance.cpu,
+        "memory": instance.memory,
+    }
+
+
+def _entry_specs(entry: Mapping[str, Any]) -> list[NodeSpec]:
+    """The node specs of one nodes-file entry; ``ValueError`` names what is wrong."""
+    unknown = set(entry) - _ALLOWED_KEYS
+    if unknown:
+        raise ValueError(f"unknown key(s) {sorted(unknown)}; allowed: {sorted(_ALLOWED_KEYS)}")
+    name = entry.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError("'name' is required")
+    capacity_type = entry.get("capacityType", "on-demand")
+    if capacity_type not in CAPACITY_TYPES:
+        raise ValueError(f"capacityType {capacity_type!r} is not one of {CAPACITY_TYPES}")
+    count = entry.get("count", 1)
+    if not isinstance(count, int) or count < 1:
+        raise ValueError(f"count {count!r} must be an integer >= 1")
+    fields = _gpu_fields(entry)
+    for key in ("cpu", "memory"):
+        if key in entry:
+            parse_quantity(str(entry[key]))
+            fields[key] = str(entry[key])
+    if "instanceType" in entry:
+        fields["instance_type"] = str(entry["instanceType"])
+    labels = entry.get("labels") or {}
+    if not isinstance(labels, Mapping):
+        raise ValueError("labels must be a mapping")
+    names = [name] if count == 1 else [f"{name}-{n}" for n in range(1, count + 1)]
+    return [
+        NodeSpec(
+            name=node_name,
+            capacity_type=capacity_type,
+            zone=str(entry.get("zone", "us-east-1a")),
+            pods=int(entry.get("pods", 110)),
+            labels={str(k): str(v) for k, v in labels.items()},
+            taints=_taints(entry),
+            **fields,
+        )
+        for node_name in names
+    ]
+
+
+def parse_nodes(data: Any) -> tuple[NodeSpec, ...]:
+    """Node specs from a parsed nodes file (see the module docstring for the format)."""
+    if isinstance(data, Mapping):
+        data = data.get("nodes")
+    if not isinstance(data, Sequence) or isinstance(data, str) or not data:
+        raise _fail("top level", "expected a non-empty list under 'nodes'")
+    specs: list[NodeSpec] = []
+    for i, entry in enumerate(data):
+        if not isinstance(entry, Mapping):
+            raise _fail(f"nodes[{i}]", "expected a mapping")
+        try:
+            specs.extend(_entry_specs(entry))
+        except ValueError as exc:
+            raise _fail(f"nodes[{i}]", str(exc)) from None
     seen: set[str] = set()
     for spec in specs:
         if spec.name in seen:

@@ -27,6 +27,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from loadtests.sandbox.cluster.custom_resources import is_custom
 from loadtests.sandbox.cluster.resources import ResourceType
 from loadtests.sandbox.cluster.schemas import Definitions, Schema, definitions
 
@@ -50,6 +51,14 @@ _SPECIAL = {
         "type": "string",
     },
 }
+
+
+def _patch_content(rtype: ResourceType) -> tuple[str, ...]:
+    """The patch types a kind takes: a custom kind has no strategic merge patch, so
+    kubectl sees it missing here and applies with a JSON merge patch, as on a real cluster."""
+    if is_custom(rtype.group, rtype.version, rtype.kind):
+        return tuple(t for t in _PATCH_CONTENT if t != "application/strategic-merge-patch+json")
+    return _PATCH_CONTENT
 
 
 def _query(name: str, description: str) -> dict[str, Any]:
@@ -244,7 +253,7 @@ class OpenApi:
                 params = [_DRY_RUN, _FIELD_MANAGER, _FIELD_VALIDATION]
                 if patch:
                     params.append(_FORCE)
-                content_types = _PATCH_CONTENT if patch else ("*/*",)
+                content_types = _patch_content(rtype) if patch else ("*/*",)
                 body_ref = {"$ref": f"#/components/schemas/{_META}Patch"} if patch else out
                 operation["requestBody"] = {
                     "content": {ct: {"schema": body_ref} for ct in content_types},

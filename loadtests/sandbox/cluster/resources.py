@@ -4,11 +4,14 @@ One table drives discovery, routing, the store's per-type behaviour (is it
 namespaced, does it have a ``status`` subresource whose writes are kept apart
 from the main resource's) and kubectl's short names. Adding a type here is
 all it takes for the store to hold it; the API server serves what is listed.
+The kinds of the CRDs bundled in ``crds/`` are listed from their manifests.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from loadtests.sandbox.cluster.custom_resources import bundled_kinds
 
 __all__ = ["RESOURCES", "ResourceType", "by_group_version_plural", "by_kind"]
 
@@ -89,6 +92,20 @@ RESOURCES: tuple[ResourceType, ...] = (
         "selfsubjectaccessreviews",
         False,
         verbs=("create",),
+    ),
+    # The kinds of the bundled CustomResourceDefinitions (custom_resources).
+    *(
+        ResourceType(
+            c.group,
+            c.version,
+            c.kind,
+            c.plural,
+            c.namespaced,
+            c.short_names,
+            c.subresources,
+            c.categories,
+        )
+        for c in bundled_kinds()
     ),
 )
 

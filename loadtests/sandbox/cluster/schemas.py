@@ -9,7 +9,8 @@ loads the definitions once and answers "which definition is this kind" and
 "what schema sits under this field".
 
 The version served is the newest bundled one not newer than the API server's
-own (v1.32), so the schemas match what kubectl 1.32 expects.
+own (v1.32), so the schemas match what kubectl 1.32 expects. The kinds of
+the bundled CRDs (``custom_resources``) are added to the same definitions.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import re
 from functools import cache
 from importlib import resources
 from typing import Any
+
+from loadtests.sandbox.cluster import custom_resources
 
 __all__ = ["SCHEMA_VERSION", "Definitions", "definitions"]
 
@@ -112,6 +115,9 @@ def definitions(strict: bool = True) -> Definitions:
     directory = _schema_dir(strict)
     path = resources.files("kubernetes_validate") / "kubernetes-json-schema" / directory
     document = json.loads((path / "_definitions.json").read_text())
+    # The bundled CRDs' kinds join the official ones: one set of definitions
+    # serves validation, /openapi/v3 and patching for every kind.
+    document["$defs"].update(custom_resources.definitions(strict=strict))
     return Definitions(document, directory=directory)
 
 

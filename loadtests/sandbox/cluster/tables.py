@@ -5,6 +5,7 @@ what comes back; without a Table it shows only NAME and AGE. Each kind gets
 the columns the real printers (``pkg/printers/internalversion``) give it, with
 the same wording of cells (``1/1``, ``Running``, ``<none>``, ages as
 ``HumanDuration`` prints them). Columns of priority 1 show with ``-o wide``.
+A custom kind gets its CRD's printer columns (``crd_columns``).
 
 ``includeObject`` decides what rides along each row: ``None``, ``Metadata``
 (a ``PartialObjectMetadata``, the default) or the whole ``Object``.
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from loadtests.sandbox.cluster.crd_columns import custom_printer
 from loadtests.sandbox.cluster.resources import ResourceType
 from loadtests.sandbox.cluster.selectors import selector_string
 from loadtests.sandbox.cluster.store import parse_rfc3339
@@ -556,7 +558,9 @@ def table_for(
     Events are printed from their core form).
     """
     now = now or datetime.now(UTC)
-    columns, printer = _PRINTERS.get(rtype.kind, (_DEFAULT_COLUMNS, _default))
+    columns, printer = custom_printer(
+        rtype.group, rtype.version, rtype.kind, age=_age
+    ) or _PRINTERS.get(rtype.kind, (_DEFAULT_COLUMNS, _default))
     rows = []
     for obj in objects:
         printed = row_source(obj) if row_source else obj

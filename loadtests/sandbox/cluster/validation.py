@@ -9,10 +9,12 @@ Two kinds of finding, as on the real server:
   succeeds and each field comes back in a ``Warning`` header; with
   ``Ignore`` nothing is said. The unknown fields are dropped before storing,
   as decoding into Go types drops them.
-- **invalid values**: wrong types, bad enum values, and the semantic rules the
+- **invalid values**: wrong types, bad enum values, values outside a schema's
+  bounds (worded as the real server words them), the semantic rules the
   real validators enforce that a schema cannot say (replicas not negative,
   selector matching the template's labels, names as RFC 1123 subdomains,
-  required fields). These are 422 ``Invalid`` naming each field. (The real
+  required fields), and a custom resource's CRD rules (``crd_rules``).
+  These are 422 ``Invalid`` naming each field. (The real
   server rejects a wrong JSON type earlier, while decoding, with a 400; here
   it is a 422 with the field named, which is what clients need to act on.)
 
@@ -32,6 +34,7 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]
 from referencing import Registry, Resource
 
+from loadtests.sandbox.cluster.crd_rules import rule_findings
 from loadtests.sandbox.cluster.errors import BadRequest, Invalid
 from loadtests.sandbox.cluster.schemas import definitions
 
@@ -161,9 +164,40 @@ def _classify(error: jsonschema.ValidationError, findings: Findings) -> None:
         for name in missing or ["?"]:
             findings.invalid.append((_path([*where, name]), "Required value"))
         return
+    bound = _bound_message(error.validator, error.validator_value, error.instance, _path(where))
     findings.invalid.append(
-        (_path(where), f"Invalid value: {_go_value(error.instance)}: {error.message}")
+        (_path(where), bound or f"Invalid value: {_go_value(error.instance)}: {error.message}")
     )
+
+
+# How the real server words a value outside a schema's bounds (kube-openapi's
+# validate errors, as apiextensions-apiserver turns them into field errors):
+# the bounds custom resources' schemas use (``minimum: 1``, ``maxItems: 8``).
+_BOUNDS = {
+    "minimum": "should be greater than or equal to {limit}",
+    "exclusiveMinimum": "should be greater than {limit}",
+    "maximum": "should be less than or equal to {limit}",
+    "exclusiveMaximum": "should be less than {limit}",
+    "minLength": "should be at least {limit} chars long",
+    "pattern": "should match '{limit}'",
+    "minItems": "should have at least {limit} items",
+}
+
+
+def _bound_message(validator: Any, limit: Any, value: Any, where: str) -> str | None:
+    if validator in ("maxItems", "maxProperties"):
+        size = len(value) if isinstance(value, list | dict) else value
+        return f"Too many: {size}: must have at most {limit} items"
+    if validator == "maxLength":
+        return f"Too long: may not be more than {limit} bytes"
+    if validator == "minProperties":
+        # kube-openapi reports the bound itself as the value here.
+        return f"Invalid value: {limit}: {where} in body should have at least {limit} properties"
+    shown = len(value) if validator == "minItems" and isinstance(value, list) else value
+    template = _BOUNDS.get(str(validator))
+    if template is None:
+        return None
+    return f"Invalid value: {_go_value(shown)}: {where} in body {template.format(limit=limit)}"
 
 
 def _semantic_findings(obj: dict[str, Any], kind: str, *, namespaced: bool) -> Findings:
@@ -362,6 +396,9 @@ def validate_object(
     findings = _schema_findings(obj, group, version, kind)
     semantic = _semantic_findings(obj, kind, namespaced=namespaced)
     findings.invalid.extend(c for c in semantic.invalid if c not in findings.invalid)
+    findings.invalid.extend(
+        rule_findings(obj, group=group, version=version, kind=kind, earlier=findings.invalid)
+    )
     warnings: list[str] = []
     if findings.unknown:
         if field_validation == "Strict":

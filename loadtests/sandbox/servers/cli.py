@@ -4,7 +4,8 @@ Flags map one to one onto :class:`ServerConfig`; durations are Go-style
 (``90s``, ``5m``, ``250ms``, ``1m30s``) or plain seconds, read by the
 sandbox's one duration parser (``loadtests.sandbox.cluster.quantity``).
 Performance knobs default to Llama-3.1-8B on one H100 under vLLM
-(``simulator.engine.llm``).
+(``simulator.engine.llm``); with ``--gpu-shape`` they are scaled to that
+GPU or MIG device (:mod:`~loadtests.sandbox.servers.gpu_device`).
 This module is also the entry point of the launcher's forked children
 (:func:`main`), so it imports only what a server needs.
 
@@ -21,6 +22,7 @@ import sys
 from collections.abc import Sequence
 
 from loadtests.sandbox.cluster.quantity import parse_duration
+from loadtests.sandbox.servers import gpu_device
 from loadtests.sandbox.servers.faults import Faults
 from loadtests.sandbox.servers.kv_events import parse_kv_events_config
 from loadtests.sandbox.servers.lora import LoraParams, parse_lora_module
@@ -28,6 +30,7 @@ from loadtests.sandbox.servers.prompt_blocks import DEFAULT_BLOCK_SIZE
 from loadtests.sandbox.servers.server import ServerConfig, run_process
 from loadtests.sandbox.servers.sleep_mode import DEFAULT_WEIGHTS_MIB, SleepParams, kv_cache_mib
 from simulator.engine import BatcherParams, LlmParams
+from simulator.engine.device_fit import DoesNotFit
 
 __all__ = ["config_from_args", "configure", "main", "run"]
 
@@ -214,8 +217,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--gpu-memory-mib",
         metavar="MIB",
         type=int,
-        default=81_920,
-        help="framebuffer of the physical GPU, MiB; wakes past it fail (default: 81920; 0: none)",
+        default=None,
+        help="framebuffer of the physical GPU, MiB; wakes past it fail (default: the "
+        "--gpu-shape device's, else 81920; 0: none)",
     )
     s.add_argument(
         "--gpu-ledger-dir",
@@ -230,6 +234,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="extra time of the first request after a wake (default: 3s)",
     )
+    gpu_device.configure(parser)
     _configure_lora(parser)
     f = parser.add_argument_group("faults")
     f.add_argument(
@@ -315,16 +320,10 @@ def _configure_lora(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
-    """Build the config; raises ValueError naming what is wrong."""
-    return ServerConfig(
-        engine=args.engine,
-        model=args.model,
-        host=args.host,
-        port=args.port,
-        startup_delay_s=args.startup_delay,
-        speedup=args.speedup,
-        kv_events=parse_kv_events_config(args.kv_events_config),
-        llm=LlmParams(
+    """Build the config; raises ValueError naming what is wrong (DoesNotFit: vLLM's refusal)."""
+    llm = gpu_device.engine_on_device(
+        args,
+        LlmParams(
             max_num_seqs=args.max_num_seqs,
             max_num_batched_tokens=args.max_num_batched_tokens,
             prefill_tokens_per_s=args.prefill_tokens_per_s,
@@ -333,6 +332,16 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             kv_cache_tokens=args.kv_cache_tokens,
             prefix_block_tokens=args.block_size,
         ),
+    )
+    return ServerConfig(
+        engine=args.engine,
+        model=args.model,
+        host=args.host,
+        port=args.port,
+        startup_delay_s=args.startup_delay,
+        speedup=args.speedup,
+        kv_events=parse_kv_events_config(args.kv_events_config),
+        llm=llm,
         batcher=BatcherParams(
             max_batch_size=args.max_batch_size,
             exec_base_s=args.exec_base_s,
@@ -354,14 +363,17 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         sleep=SleepParams(
             weights_mib=args.weights_mib,
             kv_cache_mib=(
-                kv_cache_mib(args.kv_cache_tokens)
+                kv_cache_mib(llm.kv_cache_tokens)
                 if args.kv_cache_mib is None
                 else args.kv_cache_mib
             ),
-            gpu_memory_mib=args.gpu_memory_mib,
+            gpu_memory_mib=gpu_device.gpu_memory_mib(args),
             first_request_penalty_s=args.first_request_penalty,
         ),
         gpu_ledger_dir=args.gpu_ledger_dir,
+        host_ledger_dir=args.host_ledger_dir,
+        host_memory_mib=args.host_memory_mib,
+        device=args.gpu_shape,
         lora=LoraParams(
             enable_lora=args.enable_lora,
             max_loras=args.max_loras,
@@ -376,6 +388,10 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
 def run(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
+    except DoesNotFit as e:
+        # What vLLM prints as it dies at start, and its exit status.
+        print(str(e), file=sys.stderr)
+        return 1
     except ValueError as e:
         print(f"tidal sandbox model-server: {e}", file=sys.stderr)
         return 2

@@ -60,6 +60,11 @@ class ServerConfig:
     sleep: SleepParams = field(default_factory=SleepParams)
     # The shared ledger of the physical GPU this server runs on (see sleep_mode).
     gpu_ledger_dir: str | None = None
+    # The node's host memory, shared by its servers: what level-1 sleepers take.
+    host_ledger_dir: str | None = None
+    host_memory_mib: int = 0  # 0: no limit
+    # The GPU device the server was given (--gpu-shape), None: the reference GPU.
+    device: str | None = None
     # LoRA adapters (vLLM only): --enable-lora, --max-loras, --lora-modules ...
     lora: LoraParams = field(default_factory=LoraParams)
     # vLLM's --kv-events-config enable_kv_cache_events: serve GET /kv_events.
@@ -82,6 +87,8 @@ class ServerConfig:
             raise ValueError(f"max model length must be >= 2 tokens; got {self.max_model_len}")
         if self.drain_timeout_s < 0:
             raise ValueError(f"drain timeout must be >= 0 s; got {self.drain_timeout_s}")
+        if self.host_memory_mib < 0:
+            raise ValueError(f"host memory must be >= 0 MiB; got {self.host_memory_mib}")
 
 
 class EngineApp(Protocol):
@@ -161,6 +168,10 @@ class RuntimeApp(Generic[RuntimeT]):
         """Memory of the physical GPU this server runs on, MiB (None: not modelled)."""
         return None
 
+    def sandbox_state(self) -> dict[str, float | int | str]:
+        """More of the flavour's state for ``GET /sandbox/gpu`` (sleep level, device)."""
+        return {}
+
     async def gpu(self, request: web.Request) -> web.Response:
         body: dict[str, float | int | str] = {
             "busy_s": self.busy_time_s(),
@@ -175,7 +186,8 @@ class RuntimeApp(Generic[RuntimeT]):
         # Which physical GPU, when the kubelet placed this server on a shared one.
         index = os.environ.get("TIDAL_SANDBOX_GPU_INDEX")
         devices = os.environ.get("NVIDIA_VISIBLE_DEVICES", "")
-        if index is not None and index.isdigit() and devices.startswith("GPU-"):
+        if index is not None and index.isdigit() and devices.startswith(("GPU-", "MIG-")):
             body["gpu"] = int(index)
             body["uuid"] = devices
+        body.update(self.sandbox_state())
         return web.json_response(body)

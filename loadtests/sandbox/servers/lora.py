@@ -45,6 +45,7 @@ import json
 import os
 import re
 import time
+import uuid
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -61,6 +62,7 @@ __all__ = [
     "LoraError",
     "LoraParams",
     "LoraState",
+    "model_permission",
     "parse_lora_module",
 ]
 
@@ -232,9 +234,28 @@ class LoraState:
                 "root": path,
                 "parent": parent,
                 "max_model_len": None,
+                "permission": [model_permission(created)],
             }
             for name, path in self.loaded.items()
         ]
+
+
+def model_permission(created: int) -> dict[str, Any]:
+    """The ``permission`` entry vLLM gives every model card (its ModelPermission defaults)."""
+    return {
+        "id": f"modelperm-{uuid.uuid4().hex}",
+        "object": "model_permission",
+        "created": created,
+        "allow_create_engine": False,
+        "allow_sampling": True,
+        "allow_logprobs": True,
+        "allow_search_indices": False,
+        "allow_view": True,
+        "allow_fine_tuning": False,
+        "organization": "*",
+        "group": None,
+        "is_blocking": False,
+    }
 
 
 class LoraInfoCollector(Collector):

@@ -23,6 +23,15 @@ wake without a one-token warm-up took 4.12 s against 0.96 s with one. Here:
   from 256 tokens on, so a one-token warm-up pays about 1/256 of it and
   takes the penalty away from the request that follows.
 
+Host memory: a level-1 sleep moves the weights to pinned host RAM
+(:func:`~simulator.engine.sleep_timing.host_memory_mib`), taken from the
+node's memory, which every server on the node shares through a
+:class:`HostLedger`; a level-2 sleep drops them and takes none. A level-1
+sleep that does not fit is refused with a 500 and the server stays awake
+and serving (a real vLLM's pinned allocation fails with a CUDA error there,
+and the caller is better served by a clean refusal it can answer with a
+level-2 sleep or a scale to zero); the wake of the weights gives the room back.
+
 GPU memory: several fake servers may share one physical GPU (time-sliced
 replicas of the NVIDIA device plugin). They keep one ledger per GPU, a
 directory with one file per server process holding the MiB it uses; taking
@@ -50,6 +59,7 @@ from typing import Literal
 from simulator.engine.sleep_timing import (
     DEFAULT_RESIDUAL_MIB,
     DEFAULT_WEIGHTS_MIB,
+    host_memory_mib,
     kv_cache_mib,
     sleep_seconds,
     wake_seconds,
@@ -58,6 +68,7 @@ from simulator.engine.sleep_timing import (
 __all__ = [
     "DEFAULT_WEIGHTS_MIB",
     "GpuLedger",
+    "HostLedger",
     "SleepError",
     "SleepMachine",
     "SleepParams",
@@ -138,6 +149,25 @@ class SleepMachine:
     @property
     def serving(self) -> bool:
         return not self.sleeping and self.weights_valid
+
+    @property
+    def state(self) -> str:
+        """vLLM's ``vllm:engine_sleep_state`` label: awake, weights_offloaded or discard_all."""
+        if not self.sleeping:
+            return "awake"
+        return "weights_offloaded" if self.level == 1 else "discard_all"
+
+    def host_mib(self) -> int:
+        """Host RAM held now: the weights, while a level-1 sleep keeps them off the GPU."""
+        if self.weights_on_gpu or self.level != 1:
+            return 0
+        return host_memory_mib(self.params.weights_mib, 1)
+
+    def sleep_host_mib(self, level: int) -> int:
+        """Host RAM held once a sleep of ``level`` is done (asleep already: what is held)."""
+        if self.sleeping or level not in (1, 2):
+            return self.host_mib()
+        return host_memory_mib(self.params.weights_mib, level)
 
     def gpu_mib(self) -> int:
         p = self.params
@@ -271,16 +301,20 @@ class GpuLedger:
                 continue
         return total
 
+    def refusal(self, mib: int, others: int) -> SleepError:
+        """What a holding of ``mib`` that does not fit beside ``others`` MiB raises."""
+        return SleepError(
+            f"CUDA out of memory: need {mib} MiB, {others} MiB of the GPU's "
+            f"{self.budget_mib} MiB are held by other processes",
+            status=500,
+        )
+
     def set(self, mib: int, *, check: bool) -> None:
         """Hold ``mib`` in all; with ``check``, raise SleepError when it does not fit."""
         with self._locked():
             others = self.others_mib()
             if check and self.budget_mib and others + mib > self.budget_mib:
-                raise SleepError(
-                    f"CUDA out of memory: need {mib} MiB, {others} MiB of the GPU's "
-                    f"{self.budget_mib} MiB are held by other processes",
-                    status=500,
-                )
+                raise self.refusal(mib, others)
             self._own = mib
             if self.directory is not None:
                 tmp = self._file.with_name(self._file.name + ".tmp")
@@ -296,3 +330,15 @@ class GpuLedger:
     @property
     def own_mib(self) -> int:
         return self._own
+
+
+class HostLedger(GpuLedger):
+    """The host RAM each server on one node holds (level-1 sleepers' weights), shared by files."""
+
+    def refusal(self, mib: int, others: int) -> SleepError:
+        return SleepError(
+            f"cannot offload the weights to host memory: pinned allocation of {mib} MiB failed; "
+            f"{others} MiB of the node's {self.budget_mib} MiB are held by other sleeping "
+            "servers (sleep at level 2 instead, which keeps nothing in host memory)",
+            status=500,
+        )

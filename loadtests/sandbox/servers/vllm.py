@@ -3,7 +3,8 @@
 Endpoints, in vLLM's shapes: ``POST /v1/completions`` and
 ``POST /v1/chat/completions`` (with and without ``stream``; server-sent
 events in the OpenAI chunk format ending in ``data: [DONE]``;
-``stream_options.include_usage``), ``GET /v1/models``, ``GET /health``,
+``stream_options.include_usage``, and vLLM's ``continuous_usage_stats``:
+the usage so far in every chunk), ``GET /v1/models``, ``GET /health``,
 ``GET /version``, ``GET /metrics`` (vLLM's names, label ``model_name``), and
 ``GET /sandbox/gpu`` (busy time and framebuffer used for the DCGM-like
 exporter; not vLLM's).
@@ -23,9 +24,14 @@ in LRU order within its KV cache. ``vllm:prefix_cache_queries`` and
 ``vllm:prefix_cache_hits`` count prompt tokens looked up and found, as
 vLLM's V1 engine does.
 
-There is no tokenizer. A prompt counts one token per four characters (the
-usual rule of thumb for English), a chat message four more for its template;
-token-id prompts count their ids. Output length: ``max_tokens`` exactly with
+There is no tokenizer: token counts follow a stated rule, the one the
+activator and the scaler estimate prompts by, so every count in the sandbox
+agrees. A prompt counts one token per four characters, rounded up (the
+usual rule of thumb for English), a chat message four more for its
+template, and three for the reply's; token-id prompts count their ids. The
+usage in every answer counts by it (docs/sandbox.md says so for users, and
+loadtests/guidellm/ builds a tokenizer for GuideLLM that counts about the
+same). Output length: ``max_tokens`` exactly with
 ``ignore_eos`` (what benchmarks send), otherwise a natural length drawn per
 request (mean ``mean_output_tokens``) and capped by ``max_tokens``, ending with
 ``finish_reason`` ``stop`` or ``length`` accordingly. The text is words from a
@@ -41,12 +47,10 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import random
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -57,14 +61,15 @@ from loadtests.sandbox.servers.engine_app import RuntimeApp, ServerConfig
 from loadtests.sandbox.servers.engine_runtime import LlmRuntime, TokenStream
 from loadtests.sandbox.servers.faults import FaultInjector
 from loadtests.sandbox.servers.kv_events import KvEventFeed
-from loadtests.sandbox.servers.lora import LoraEndpoints, LoraInfoCollector, LoraState
-from loadtests.sandbox.servers.prompt_blocks import chat_blocks, prompt_blocks
-from loadtests.sandbox.servers.sleep_mode import (
-    GpuLedger,
-    SleepError,
-    SleepMachine,
-    parse_tags,
+from loadtests.sandbox.servers.lora import (
+    LoraEndpoints,
+    LoraInfoCollector,
+    LoraState,
+    model_permission,
 )
+from loadtests.sandbox.servers.prompt_blocks import chat_blocks, prompt_blocks
+from loadtests.sandbox.servers.sleep_endpoints import SleepEndpoints, SleepStateCollector
+from loadtests.sandbox.servers.vllm_errors import error_response
 from simulator.engine import LlmEngine
 
 __all__ = ["VllmApp", "VllmMetrics", "count_prompt_tokens"]
@@ -203,18 +208,6 @@ class BadRequest(Exception):
         self.param = param
 
 
-def error_response(message: str, *, status: int, param: str | None = None) -> web.Response:
-    """vLLM's error body (``ErrorResponse``)."""
-    kind = {
-        400: "BadRequestError",
-        404: "NotFoundError",
-        409: "ConflictError",
-        503: "ServiceUnavailableError",
-    }.get(status, "InternalServerError")
-    body = {"object": "error", "message": message, "type": kind, "param": param, "code": status}
-    return web.json_response(body, status=status)
-
-
 def count_prompt_tokens(prompt: object, *, param: str = "prompt") -> int:
     """Tokens in a completions prompt: a string, token ids, or a one-element list of either."""
     if isinstance(prompt, str):
@@ -265,6 +258,8 @@ class _Job:
     model: str  # the served name the request asked for (the first when it named none)
     blocks: tuple[bytes, ...] = ()  # the prompt's chained block hashes
     adapter: str | None = None  # the LoRA adapter the request named
+    # stream_options.continuous_usage_stats: every chunk carries the usage so far.
+    continuous_usage: bool = False
 
 
 class _Chunks:
@@ -290,6 +285,12 @@ class _Chunks:
             self.suffix = b'","logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n'
             self.role = b""
             self.last_suffix = b'","logprobs":null,"finish_reason":"%s","stop_reason":null}]}\n\n'
+
+    @staticmethod
+    def with_usage(suffix: bytes, prompt: int, completion: int) -> bytes:
+        """A chunk's ``suffix`` carrying the usage so far (``continuous_usage_stats``)."""
+        usage = json.dumps(_usage(prompt, completion), separators=(",", ":")).encode()
+        return suffix[: -len(b"}\n\n")] + b',"usage":' + usage + b"}\n\n"
 
     def usage(self, prompt: int, completion: int) -> bytes:
         usage = _usage(prompt, completion)
@@ -335,29 +336,29 @@ class VllmApp(RuntimeApp[LlmRuntime]):
         LoraEndpoints(self.lora).add_routes(app)
         if config.kv_events:
             app.router.add_get("/kv_events", KvEventFeed(runtime.engine).handle)
-        self.sleep = SleepMachine(config.sleep)
-        ledger_dir = Path(config.gpu_ledger_dir) if config.gpu_ledger_dir else None
-        self.ledger = GpuLedger(ledger_dir, budget_mib=config.sleep.gpu_memory_mib)
-        self._sleep_lock = asyncio.Lock()
         self._inflight = 0
-        if config.enable_sleep_mode and os.environ.get("VLLM_SERVER_DEV_MODE") == "1":
-            app.router.add_post("/sleep", self.sleep_endpoint)
-            app.router.add_post("/wake_up", self.wake_up)
-            app.router.add_get("/is_sleeping", self.is_sleeping)
-            app.router.add_post("/collective_rpc", self.collective_rpc)
-            app.router.add_post("/reset_prefix_cache", self.reset_prefix_cache)
+        self.sleep_mode = SleepEndpoints(
+            config.sleep,
+            gpu_ledger_dir=config.gpu_ledger_dir,
+            host_ledger_dir=config.host_ledger_dir,
+            host_memory_mib=config.host_memory_mib,
+            busy=self._busy,
+            pause=self._model_sleep,
+            reset_prefix_cache=runtime.engine.reset_prefix_cache,
+        )
+        self.sleep = self.sleep_mode.machine
+        self.sleep_mode.add_routes(app, enabled=config.enable_sleep_mode)
+        if config.enable_sleep_mode:
+            self.registry.register(SleepStateCollector(self.sleep, self.names[0]))
         super().__init__(app=app, runtime=runtime)
 
     def start_engine(self) -> None:
-        # The engine takes its memory when it comes up. A cold start is not
-        # refused for want of memory: the sandbox's scheduler places by GPU
-        # count, and only wakes are checked against the GPU's budget.
-        self.ledger.set(self.sleep.gpu_mib(), check=False)
+        self.sleep_mode.start()
         super().start_engine()
 
     async def stop_engine(self) -> None:
         await super().stop_engine()
-        self.ledger.release()
+        self.sleep_mode.stop()
 
     def fb_used_mib(self) -> int | None:
         return self.sleep.gpu_mib()
@@ -365,7 +366,14 @@ class VllmApp(RuntimeApp[LlmRuntime]):
     def fb_total_mib(self) -> int | None:
         return self.config.sleep.gpu_memory_mib or None
 
-    # --- sleep mode (dev endpoints) -------------------------------------------------
+    def sandbox_state(self) -> dict[str, float | int | str]:
+        state: dict[str, float | int | str] = {
+            "sleep_level": self.sleep.level if self.sleep.sleeping else 0,
+            "host_mib": self.sleep.host_mib(),
+        }
+        if self.config.device:
+            state["device"] = self.config.device
+        return state
 
     def _busy(self) -> bool:
         engine = self.runtime.engine
@@ -374,65 +382,6 @@ class VllmApp(RuntimeApp[LlmRuntime]):
     async def _model_sleep(self, model_s: float) -> None:
         if model_s > 0:
             await asyncio.sleep(self.runtime.clock.to_wall_s(model_s))
-
-    async def sleep_endpoint(self, request: web.Request) -> web.Response:
-        raw = request.query.get("level", "1")
-        try:
-            level = int(raw)
-        except ValueError:
-            return error_response(f"level must be 1 or 2; got {raw!r}", status=400)
-        async with self._sleep_lock:
-            try:
-                seconds = self.sleep.sleep(level, busy=self._busy())
-            except SleepError as e:
-                return error_response(str(e), status=e.status)
-            await self._model_sleep(seconds)
-            self.ledger.set(self.sleep.gpu_mib(), check=False)
-        return web.Response(status=200)
-
-    async def wake_up(self, request: web.Request) -> web.Response:
-        try:
-            tags = parse_tags(request.query.getall("tags", []))
-        except SleepError as e:
-            return error_response(str(e), status=e.status, param="tags")
-        async with self._sleep_lock:
-            mib, seconds = self.sleep.wake_cost(tags)
-            if mib:
-                try:
-                    # Take the memory first: a wake that does not fit fails at once.
-                    self.ledger.set(self.sleep.gpu_mib() + mib, check=True)
-                except SleepError as e:
-                    return error_response(str(e), status=e.status)
-            await self._model_sleep(seconds)
-            self.sleep.woke(tags)
-        return web.Response(status=200)
-
-    async def is_sleeping(self, request: web.Request) -> web.Response:
-        return web.json_response({"is_sleeping": self.sleep.sleeping})
-
-    async def collective_rpc(self, request: web.Request) -> web.Response:
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return error_response("the request body is not valid JSON", status=400)
-        method = body.get("method") if isinstance(body, dict) else None
-        if method != "reload_weights":
-            return error_response(
-                f"this fake vLLM's collective_rpc knows method 'reload_weights' only; "
-                f"got {method!r}",
-                status=400,
-                param="method",
-            )
-        async with self._sleep_lock:
-            try:
-                await self._model_sleep(self.sleep.reload_weights())
-            except SleepError as e:
-                return error_response(str(e), status=e.status)
-        return web.json_response({"results": [None]})
-
-    async def reset_prefix_cache(self, request: web.Request) -> web.Response:
-        self.runtime.engine.reset_prefix_cache()
-        return web.Response(status=200)
 
     # --- plain endpoints ------------------------------------------------------------
 
@@ -452,6 +401,7 @@ class VllmApp(RuntimeApp[LlmRuntime]):
                 "root": self.names[0],
                 "parent": None,
                 "max_model_len": self.config.max_model_len,
+                "permission": [model_permission(self._created)],
             }
             for name in self.names
         ]
@@ -572,7 +522,8 @@ class VllmApp(RuntimeApp[LlmRuntime]):
         if options is not None and not isinstance(options, dict):
             raise BadRequest("stream_options must be an object", param="stream_options")
         include_usage = bool(options and options.get("include_usage"))
-        if include_usage and not stream:
+        continuous = bool(options and options.get("continuous_usage_stats"))
+        if (include_usage or continuous) and not stream:
             raise BadRequest(
                 "stream_options may only be set when stream is true", param="stream_options"
             )
@@ -582,6 +533,7 @@ class VllmApp(RuntimeApp[LlmRuntime]):
             finish_reason="length" if output == max_tokens else "stop",
             stream=stream,
             include_usage=include_usage,
+            continuous_usage=include_usage and continuous,
             model=model if isinstance(model, str) else self.names[0],
             blocks=blocks,
             adapter=model if isinstance(model, str) and model not in self.names else None,
@@ -653,7 +605,10 @@ class VllmApp(RuntimeApp[LlmRuntime]):
             for i in range(sent, upto):
                 parts.append(prefix)
                 parts.append(words[i % n_words])
-                parts.append(last_suffix if i == total - 1 else suffix)
+                end = last_suffix if i == total - 1 else suffix
+                if job.continuous_usage:
+                    end = chunks.with_usage(end, job.prompt_tokens, i + 1)
+                parts.append(end)
             sent = upto
             if sent >= total:
                 if job.include_usage:

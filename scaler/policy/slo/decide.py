@@ -103,6 +103,7 @@ def _goal(
         cold_start_s=cold_start_s,
         backlog=0.0 if observation.load is None else observation.load.awaiting_first_token,
         ready=observation.ready_replicas,
+        asked=observation.spec_replicas,
         recent_s=recent_window_s(cold_start_s),
     )
 

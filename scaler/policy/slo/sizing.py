@@ -45,7 +45,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from scaler.policy.api import PROMPT_SIZE_BOUNDS
+from groundwork.rules.prompt_sizes import PROMPT_SIZE_BOUNDS
 from scaler.policy.slo.load import LOOKBACK_S, LoadHistory
 from scaler.policy.slo.phases import PhaseFit
 
@@ -104,6 +104,8 @@ class SizingGoal:
     cold_start_s: float = 60.0  # how long a replica asked for now takes to serve
     backlog: float = 0.0  # requests waiting for a first token now
     ready: int = 0  # replicas serving now (for what the replay predicts of them)
+    # Replicas asked for, ready or starting: the first to take a backlog (a wake's).
+    asked: int = 0
     recent_s: float = 0.0  # the window the attainment measured covers (0: none)
 
 
@@ -197,7 +199,11 @@ def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
         lo = _least_cost(late, top, history.span_s, goal.miss_price_s)
     # Waiting requests no replica can serve in time are not worth draining.
     drain = _drain(
-        series, goal.backlog * (1 - hopeless / requests), requests, goal.cold_start_s, goal.ready
+        series,
+        goal.backlog * (1 - hopeless / requests),
+        requests,
+        goal.cold_start_s,
+        max(goal.ready, goal.asked),
     )
     lo = min(top, max(lo, drain))
     share = (late(lo) + hopeless) / requests
@@ -292,18 +298,20 @@ def _drain(
     backlog: float,
     requests: float,
     cold_start_s: float,
-    ready: int,
+    first: int,
 ) -> int:
     """Replicas that serve the last cold start's load and drain the requests waiting
-    now within a cold start; 0 without a backlog, or where the replicas there clear
-    it within a cold start anyway (one asked for now would come after it is gone)."""
+    now within a cold start; 0 without a backlog, or where the ``first`` replicas (those
+    asked for, ready or still starting) clear it within a cold start anyway: one asked
+    for now would come after it is gone. A wake's backlog is sized so: the replicas
+    starting take it, and what they could not clear asks for more."""
     if backlog < 1 or requests <= 0 or not series:
         return 0
     rates = _window_rates(series, cold_start_s, 1) or [
         sum(w for _, w, _ in series) / sum(dt for dt, _, _ in series)
     ]
     work = backlog * sum(w for _, w, _ in series) / requests
-    spare = ready - rates[-1]
+    spare = first - rates[-1]
     if spare > 0 and work / spare < cold_start_s:
         return 0
     return math.ceil(rates[-1] + work / cold_start_s)

@@ -9,6 +9,7 @@ reads it, and a failing test can show it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -69,13 +70,20 @@ def _field(text: str, name: str) -> str | None:
 
 @pytest.fixture
 def sandbox_up(tmp_path: Path) -> Iterator[SandboxUp]:
+    with running_sandbox(tmp_path, FAST_KNOBS) as up:
+        yield up
+
+
+@contextlib.contextmanager
+def running_sandbox(tmp_path: Path, knobs: tuple[str, ...]) -> Iterator[SandboxUp]:
+    """``tidal sandbox up`` with ``knobs``, up until the block ends (stopped even on failure)."""
     output = tmp_path / "sandbox-up.out"
     with output.open("wb") as sink:
         proc = subprocess.Popen(
             [
                 *(sys.executable, "-m", "scaler", "sandbox", "up"),
                 *("--dir", str(tmp_path / "sandbox")),
-                *FAST_KNOBS,
+                *knobs,
             ],
             stdin=subprocess.DEVNULL,
             stdout=sink,

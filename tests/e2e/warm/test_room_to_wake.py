@@ -93,9 +93,12 @@ async def test_a_burst_to_a_sleeping_model_beside_a_starting_one_is_a_wake(
         assert [s for s, _ in results] == [200] * BURST
         tooks = sorted(t for _, t in results)
         # Answered after a wake (and at most a sleep to make room, plus a tick or
-        # two of handoff), while delta was still in its cold start.
+        # two of handoff), while delta was still in its cold start. A cold start
+        # of alpha's own could not answer before its startup delay: that is the
+        # line, not a fraction of it, so a loaded machine's slower ticks (5 s seen
+        # at a load average of 8 on two cores) do not read as a cold start.
         assert delta_ready == 0, tooks
-        assert tooks[0] >= WAKE_S * 0.8 and tooks[-1] < COLD_START_S / 2, tooks
+        assert tooks[0] >= WAKE_S * 0.8 and tooks[-1] < COLD_START_S, tooks
         alpha = events(stack, "alpha")
         assert any(e["reason"] == "Woke" for e in alpha), alpha
         assert not any(e["reason"] == "WakeFailed" for e in alpha), alpha

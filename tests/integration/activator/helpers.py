@@ -52,6 +52,8 @@ class Backend:
     status: int = 200
     sse_chunks: int = 0
     sse_gap_s: float = 0.0
+    # Between ``data: [DONE]`` and the end of the chunked body (its terminator).
+    sse_end_delay_s: float = 0.0
     # When set, each SSE chunk after the first waits for this event (tests
     # prove a chunk reached the client before the next one is produced).
     sse_gate: asyncio.Queue[None] | None = None
@@ -86,6 +88,8 @@ class Backend:
                         await asyncio.sleep(self.sse_gap_s)
                     await resp.write(f"data: chunk-{i}\n\n".encode())
                 await resp.write(b"data: [DONE]\n\n")
+                if self.sse_end_delay_s:
+                    await asyncio.sleep(self.sse_end_delay_s)
                 await resp.write_eof()
                 return resp
             payload = {"backend": self.name, "path": request.path_qs, "len": len(body)}

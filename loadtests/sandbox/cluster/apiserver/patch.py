@@ -2,7 +2,8 @@
 
 Main decision: a patch without a ``resourceVersion`` applies to whatever is
 stored now (no 409); one that sets it is checked like an update. An apply
-patch to a missing object creates it (it needs a ``fieldManager``).
+patch to a missing object creates it (it needs a ``fieldManager``). A custom
+kind takes no strategic merge patch (415), as on the real server.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from loadtests.sandbox.cluster.apiserver.wire import (
     read_body,
 )
 from loadtests.sandbox.cluster.apiserver.writes import record_manager
+from loadtests.sandbox.cluster.custom_resources import is_custom
 from loadtests.sandbox.cluster.errors import (
     BadRequest,
     NotFound,
@@ -45,6 +47,11 @@ async def patch_object(
         raise UnsupportedMediaType(
             f"the body of the request was in an unknown format - accepted media types include: "
             f"{', '.join(patching.PATCH_TYPES)}"
+        )
+    if content_type == patching.STRATEGIC and is_custom(rtype.group, rtype.version, rtype.kind):
+        raise UnsupportedMediaType(
+            "the body of the request was in an unknown format - accepted media types include: "
+            f"{', '.join(t for t in patching.PATCH_TYPES if t != patching.STRATEGIC)}"
         )
     patch = await read_body(request)
     storage = ctx.storage_type(rtype)

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from loadtests.sandbox.cluster import protobuf, validation
+from loadtests.sandbox.cluster import custom_resources, protobuf, validation
 from loadtests.sandbox.cluster.errors import (
     ApiError,
     BadRequest,
@@ -129,8 +129,10 @@ def decode_body(rtype: ResourceType, obj: Obj, request: web.Request) -> list[str
 
     What the real server's decoding does to a typed object: afterwards the
     object reads back as it would from a real cluster (``nvidia.com/gpu: 1``
-    as ``"1"``).
+    as ``"1"``). A custom resource gets its schema's defaults first: its
+    CRD's rules read defaulted fields, as the real server's do.
     """
+    custom_resources.apply_defaults(obj, group=rtype.group, version=rtype.version, kind=rtype.kind)
     warnings = validation.validate_object(
         obj,
         group=rtype.group,

@@ -18,7 +18,13 @@ runs a :class:`PodWorker`:
   the owner chain: ReplicaSet, Deployment, and the user's Deployment above a
   spot companion), so a user's own manifest answers the names the activator
   sends it; ``sandbox-model`` when there are none. The port is the
-  container's first ``containerPort`` (default 8000). Other containers (sidecars) run nothing
+  container's first ``containerPort`` (default 8000). A fake vLLM also takes
+  the memory and batch flags of the container's command and args that real
+  vLLM reads (``--max-model-len``, ``--max-num-seqs``,
+  ``--max-num-batched-tokens``, ``--gpu-memory-utilization``;
+  :mod:`vllm_flags`), before those of ``sandbox.tidal.dev/args``, and is
+  told the GPU devices it was given and its node's host memory
+  (:mod:`~loadtests.sandbox.cluster.devices`). Other containers (sidecars) run nothing
   and count as ready once started;
 - status moves as the real kubelet moves it: phase Pending with the
   container waiting in ``ContainerCreating``, then Running; conditions
@@ -88,8 +94,9 @@ from loadtests.sandbox.cluster.controllers.tidal_pods import (
     tidal_command,
     tidal_spec_for,
 )
+from loadtests.sandbox.cluster.controllers.vllm_flags import tuning_flags
+from loadtests.sandbox.cluster.devices import DeviceBook, NoFreeDevice
 from loadtests.sandbox.cluster.errors import NotFound
-from loadtests.sandbox.cluster.gpu_slices import SliceBook, requested_gpus
 from loadtests.sandbox.cluster.pod_logs import container_log_path
 from loadtests.sandbox.cluster.quantity import parse_duration
 from loadtests.sandbox.cluster.simple_launcher import SimpleLauncher
@@ -141,8 +148,8 @@ class KubeletSettings:
     kubelet_version: str = "v1.32.2"
     # Where pod processes write their output (``<ns>_<pod>_<container>.log``).
     log_dir: Path | None = None
-    # Where servers sharing a time-sliced GPU keep its memory ledger (None: a
-    # temporary directory of the kubelet's own).
+    # Where servers keep their shared memory ledgers, a time-sliced GPU's and
+    # each node's host memory (None: a temporary directory of the kubelet's own).
     gpu_dir: Path | None = None
 
 
@@ -247,11 +254,13 @@ def server_spec_for(
         delay_s = parse_duration(annotations.get(ANNOTATION_STARTUP_DELAY, "0s"))
     except ValueError as exc:
         raise PodConfigError(f"annotation {ANNOTATION_STARTUP_DELAY}: {exc}") from None
+    container = (pod.get("spec", {}).get("containers") or [{}])[0]
     try:
         extra = tuple(shlex.split(annotations.get(ANNOTATION_ARGS, "")))
     except ValueError as exc:
         raise PodConfigError(f"annotation {ANNOTATION_ARGS}: {exc}") from None
-    container = (pod.get("spec", {}).get("containers") or [{}])[0]
+    if engine == "vllm":
+        extra = tuning_flags(container) + extra
     meta = pod["metadata"]
     env = {
         str(e["name"]): str(e["value"])
@@ -578,7 +587,7 @@ class PodWorker:
             if self.ip is not None:
                 self.kubelet.addresses.release_pod_ip(self.ip)
             self.kubelet._workers.pop(self.uid, None)
-            self.kubelet.slices.release(self.uid)
+            self.kubelet.devices.release(self.uid)
 
     async def _run(self) -> None:
         pod = self._pod()
@@ -649,7 +658,7 @@ class PodWorker:
             log_dir=settings.log_dir,
             routed=routed_models(self.kubelet.store, pod),
         )
-        return self.kubelet.with_gpu_slice(spec, pod, uid=self.uid, node_name=self.node)
+        return self.kubelet.with_devices(spec, pod, uid=self.uid, node_name=self.node)
 
     async def _run_without_process(self, pod: Obj) -> None:
         try:
@@ -900,7 +909,7 @@ class Kubelet:
         if gpu_dir is None:
             self._gpu_tmp = tempfile.TemporaryDirectory(prefix="tidal-gpus-")
             gpu_dir = Path(self._gpu_tmp.name)
-        self.slices = SliceBook(gpu_dir)
+        self.devices = DeviceBook(gpu_dir)
         self.queue = WorkQueue()
         self._removed: dict[str, None] = {}
         cache.on(PODS, self._on_pod)
@@ -911,7 +920,7 @@ class Kubelet:
     @property
     def pod_files_dir(self) -> Path:
         """Where Tidal pods' kubeconfigs go: beside the logs, else a temporary directory."""
-        base = self.settings.log_dir.parent if self.settings.log_dir else self.slices.directory
+        base = self.settings.log_dir.parent if self.settings.log_dir else self.devices.directory
         path = base / "pods"
         path.mkdir(parents=True, exist_ok=True)
         return path
@@ -933,20 +942,18 @@ class Kubelet:
         if new.get("spec", {}).get("nodeName"):
             self.queue.add((new["metadata"]["namespace"], new["metadata"]["name"]))
 
-    def with_gpu_slice(self, spec: ServerSpec, pod: Obj, *, uid: str, node_name: str) -> ServerSpec:
-        """The spec plus its time-sliced GPU's index, UUID and ledger, when it has one."""
-        if spec.engine != "vllm" or requested_gpus(pod) < 1:
+    def with_devices(self, spec: ServerSpec, pod: Obj, *, uid: str, node_name: str) -> ServerSpec:
+        """The spec plus the GPU devices and memory ledgers it is given (:mod:`devices`)."""
+        if spec.engine != "vllm":
             return spec
         node = self.store.peek(NODES, "", node_name)
         if node is None:
             return spec
-        gpu = self.slices.assign(uid=uid, node=node)
-        if gpu is None:
-            return spec
-        gpu.ledger_dir.mkdir(parents=True, exist_ok=True)
-        return replace(
-            spec, extra_args=gpu.server_args() + spec.extra_args, env={**spec.env, **gpu.env()}
-        )
+        try:
+            given = self.devices.assign(uid=uid, pod=pod, node=node)
+        except NoFreeDevice as exc:
+            raise PodConfigError(str(exc)) from None
+        return replace(spec, extra_args=given.args + spec.extra_args, env={**spec.env, **given.env})
 
     def worker(self, namespace: str, name: str) -> PodWorker | None:
         for worker in self._workers.values():

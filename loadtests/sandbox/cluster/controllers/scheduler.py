@@ -41,8 +41,12 @@ back on cluster events.
 Among the nodes that fit, the pod goes to the domain with the fewest
 matching pods of its ``ScheduleAnyway`` spread constraints, then where the
 fewest pods of its owner already run (the default topology spreading), then to the least allocated
-node (GPU, then CPU, then memory; the default ``LeastAllocated`` score), then
-by name, so placement is deterministic.
+node (the GPU devices it asks for, ``nvidia.com/gpu`` or a MIG profile such
+as ``nvidia.com/mig-3g.40gb``, then CPU, then memory; the default
+``LeastAllocated`` score), then by name, so placement is deterministic.
+Extended resources of any name are counted like ``nvidia.com/gpu``: a pod
+asking for ``nvidia.com/mig-3g.40gb: 1`` goes only where one is free, and
+waits Pending with ``Insufficient nvidia.com/mig-3g.40gb`` otherwise.
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ __all__ = [
 ]
 
 GPU = "nvidia.com/gpu"
+MIG_PREFIX = "nvidia.com/mig-"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
@@ -426,6 +431,8 @@ class Scheduler(Controller):
         ]
         all_pods = self.store.list(PODS, copy=False)[0] if soft else []
         spread = [(c.get("topologyKey", ""), _spread_counts(pod, c, nodes, all_pods)) for c in soft]
+        # The GPU devices the pod asks for (a MIG profile is its own resource).
+        devices = [r for r in pod_requests(pod) if r == GPU or r.startswith(MIG_PREFIX)] or [GPU]
 
         def spread_score(node: Obj) -> int:
             labels = node["metadata"].get("labels") or {}
@@ -436,7 +443,7 @@ class Scheduler(Controller):
             key=lambda n: (
                 spread_score(n),
                 siblings.get(n["metadata"]["name"], 0),
-                fraction(n, GPU),
+                max(fraction(n, r) for r in devices),
                 fraction(n, "cpu"),
                 fraction(n, "memory"),
                 n["metadata"]["name"],

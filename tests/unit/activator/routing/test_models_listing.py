@@ -5,6 +5,7 @@ Covers:
   or without a query or a trailing slash; nothing else);
 - the listing: every model routed by name, sorted, in OpenAI's shape,
   including a target's several models; none when no target routes by name;
+  each card with vLLM's fields;
 - the 404 detail for an unknown model names it and the models served, and
   stays short with many models.
 """
@@ -46,14 +47,23 @@ def test_listing_has_every_model_routed_by_name() -> None:
     )
     listing = table.models_listing()
     assert listing["object"] == "list"
-    assert listing["data"] == [
-        {"id": name, "object": "model", "created": 0, "owned_by": owner, "parent": None}
-        for name, owner in [
-            ("llama-3-8b", "ml/llama"),
-            ("llama-3-8b-instruct", "ml/llama"),
-            ("mistral-7b", "ml/mistral"),
-        ]
+    assert [(m["id"], m["owned_by"], m["parent"]) for m in listing["data"]] == [  # type: ignore[index, union-attr]
+        ("llama-3-8b", "ml/llama", None),
+        ("llama-3-8b-instruct", "ml/llama", None),
+        ("mistral-7b", "ml/mistral", None),
     ]
+
+
+def test_each_card_has_the_fields_of_vllms() -> None:
+    (card,) = _table(
+        TargetSpec(name="ml/llama", models=("meta-llama/Llama-3.1-8B",))
+    ).models_listing()["data"]  # type: ignore[misc]
+    # vLLM's ModelCard fields (vllm/entrypoints/openai/protocol.py), in its order.
+    assert list(card) == [
+        "id", "object", "created", "owned_by", "root", "parent", "max_model_len", "permission",
+    ]  # fmt: skip
+    assert (card["root"], card["max_model_len"]) == ("meta-llama/Llama-3.1-8B", None)
+    assert card["permission"][0]["allow_sampling"] is True
 
 
 def test_adapters_are_routed_to_their_base_model_and_listed_with_it() -> None:

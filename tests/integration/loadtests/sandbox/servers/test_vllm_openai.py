@@ -2,7 +2,8 @@
 
 Covers:
 - the unmodified ``openai`` client completes chat and completion requests,
-  streaming and not, with max_tokens, ignore_eos, include_usage and usage;
+  streaming and not, with max_tokens, ignore_eos, include_usage and usage,
+  continuous_usage_stats (the usage so far in every chunk);
 - /v1/models, /health, /version; several served names (comma-separated, as
   the sandbox gives a Deployment routing several), each listed, accepted and
   echoed; vLLM-shaped errors (unknown model 404,
@@ -93,6 +94,24 @@ async def test_streaming_chat_with_usage(client: openai.AsyncOpenAI) -> None:
     assert set(finish[:-1]) == {None}
     assert usage is not None
     assert usage.completion_tokens == 12
+
+
+async def test_streaming_with_continuous_usage_stats(client: openai.AsyncOpenAI) -> None:
+    stream = await client.completions.create(
+        model="m",
+        prompt="abcdefgh",  # 8 characters: 2 tokens by the stated rule
+        max_tokens=5,
+        stream=True,
+        stream_options={"include_usage": True, "continuous_usage_stats": True},  # type: ignore[typeddict-unknown-key]
+        extra_body=IGNORE_EOS,
+    )
+    usages = [
+        (c.usage.prompt_tokens, c.usage.completion_tokens, c.usage.total_tokens)
+        async for c in stream
+        if c.usage is not None
+    ]
+    # One per token, then the last chunk's usage alone.
+    assert usages == [(2, n, 2 + n) for n in (1, 2, 3, 4, 5, 5)]
 
 
 async def test_streaming_completion(client: openai.AsyncOpenAI) -> None:

@@ -5,7 +5,9 @@ It waits its startup delay, then answers every GET with 200 (``/fail`` with
 listener and exits 0 after ``--term-delay`` seconds (or never, with
 ``--ignore-term``). ``--exit-after S`` makes it exit with status 3 after S
 seconds, to play a crashing server; ``--fail-after S`` answers 500 to
-everything after S seconds, to play a server that turns unhealthy.
+everything after S seconds, to play a server that turns unhealthy. Flags it
+does not know (the devices and ledgers the kubelet gives a fake vLLM) are
+ignored.
 """
 
 from __future__ import annotations
@@ -64,7 +66,10 @@ if __name__ == "__main__":
     parser.add_argument("--fail-after", type=float)
     parser.add_argument("--ignore-term", action="store_true")
     parser.add_argument("--pidfile")
-    arguments = parser.parse_args()
+    # The kubelet also hands a fake vLLM its devices and its node's host-memory
+    # ledger (--host-ledger-dir, --gpu-shape, ...): a model server's business,
+    # not this stand-in's.
+    arguments, _ = parser.parse_known_args()
     if arguments.pidfile:
         with open(arguments.pidfile, "a") as f:
             f.write(f"{os.getpid()}\n")

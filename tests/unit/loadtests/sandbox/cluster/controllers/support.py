@@ -14,6 +14,7 @@ from loadtests.sandbox.cluster.controlplane import ControlPlane
 from loadtests.sandbox.cluster.resources import ResourceType
 from loadtests.sandbox.cluster.simple_launcher import SimpleLauncher
 from loadtests.sandbox.cluster.store import Store
+from loadtests.sandbox.servers.spec import Launcher
 
 Obj = dict[str, Any]
 
@@ -49,7 +50,7 @@ def make_plane(
     store: Store,
     lock_dir: Path,
     *,
-    launcher: SimpleLauncher | None = None,
+    launcher: Launcher | None = None,
     settings: KubeletSettings | None = None,
 ) -> ControlPlane:
     block = AddressBlock.acquire(directory=lock_dir)
