@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from scaler.policy import parse_duration_s
+from groundwork.rules.durations import parse_duration_s
 from simulator.battery.grid import COLD_STARTS_S, WORKLOADS, cells
 from simulator.battery.report import judge_cell, table, to_json
 from simulator.battery.runs import run_cells
