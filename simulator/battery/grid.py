@@ -11,7 +11,8 @@ command the battery prints under its table. The grid:
   first five, while conversations accumulate), ``bursts`` (BurstGPT's Gamma
   arrivals at the code trace's rate) and ``long-context`` (Mooncake's
   prompts, a heavy tail);
-- ``synthetic:diurnal``, the day the scenario table runs;
+- ``synthetic:diurnal``: a production day, 24 real hours at the Azure 2024
+  code service's rate (its default), peak ten times the trough;
 - ``synthetic:long-prompt`` (:mod:`simulator.production_shapes`) at 180,
   480 and 1,200 requests a minute, the rates at which the fixed-fleet
   frontier turns flat at about 3, 8 and 20 replicas;
@@ -93,15 +94,7 @@ WORKLOADS: tuple[Workload, ...] = (
     ),
     _synthetic("bursts", "bursts"),
     _synthetic("long-context", "long-context"),
-    _synthetic(
-        "diurnal",
-        "diurnal",
-        "--synthetic-rate",
-        "1500",
-        "--synthetic-duration",
-        "20m",
-        swings=True,
-    ),
+    _synthetic("diurnal", "diurnal", swings=True),
     *(
         _synthetic(
             f"long-prompt@{n}",
