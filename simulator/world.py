@@ -131,6 +131,9 @@ class View:
     generated_tokens: int = 0
     running: int = 0
     server_waiting: int = 0
+    # The fewest running and waiting on any one serving replica now.
+    running_least: int = 0
+    waiting_least: int = 0
     kv_cache_utilization: float = 0.0
     server_ttfts: tuple[float, ...] = ()
     # The last second's arrivals with prompts longer than each of the policy's
@@ -886,6 +889,8 @@ class _World:
             generated_tokens=self.generated_in_second,
             running=sum(e.num_running for e in engines),
             server_waiting=sum(e.num_waiting for e in engines),
+            running_least=min((e.num_running for e in engines), default=0),
+            waiting_least=min((e.num_waiting for e in engines), default=0),
             kv_cache_utilization=sum(e.kv_usage for e in engines) / max(1, len(engines)),
             server_ttfts=tuple(self.ttfts_in_second),
             prompts_over=tuple(self.over_in_second),
