@@ -11,13 +11,16 @@ command the battery prints under its table. The grid:
   first five, while conversations accumulate), ``bursts`` (BurstGPT's Gamma
   arrivals at the code trace's rate) and ``long-context`` (Mooncake's
   prompts, a heavy tail);
-- ``synthetic:diurnal``: a production day, 24 real hours at the Azure 2024
-  code service's rate (its default), peak ten times the trough;
+- ``synthetic:diurnal``: a production day at the Azure 2024 code service's
+  rate (its default), peak ten times the trough, its 24 hours drawn over 4
+  real ones (the trough to the peak in two hours: a swing over hours, as a
+  day's, not over minutes; a whole day's rows cost more CPU than the battery
+  can spend per cell);
 - ``synthetic:long-prompt`` (:mod:`simulator.production_shapes`) at 180,
   480 and 1,200 requests a minute, the rates at which the fixed-fleet
   frontier turns flat at about 3, 8 and 20 replicas;
-- ``synthetic:reasoning`` over three real hours, at mean rates whose peaks
-  need about 5 and 20 replicas;
+- ``synthetic:reasoning`` over two real hours, the rate swinging fivefold
+  and back, at mean rates whose peaks need about 5 and 20 replicas;
 
 each at cold starts of 60, 20 and 5 s. Fixed fleets start warm and never
 change, so the cold start does not move them: the frontier is run once per
@@ -94,7 +97,7 @@ WORKLOADS: tuple[Workload, ...] = (
     ),
     _synthetic("bursts", "bursts"),
     _synthetic("long-context", "long-context"),
-    _synthetic("diurnal", "diurnal", swings=True),
+    _synthetic("diurnal", "diurnal", "--day-length", "4h", swings=True),
     *(
         _synthetic(
             f"long-prompt@{n}",
@@ -113,7 +116,7 @@ WORKLOADS: tuple[Workload, ...] = (
             "--synthetic-rate",
             rate,
             "--synthetic-duration",
-            "3h",
+            "2h",
             swings=True,
         )
         for n, rate in ((5, "1000"), (20, "4000"))

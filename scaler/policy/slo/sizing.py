@@ -69,6 +69,8 @@ __all__ = ["Sizing", "SizingGoal", "hopeless_count", "lookback_for", "replicas_f
 
 # The share of the miss allowance that sizing may spend (the rest: cold starts, error).
 _SIZING_SHARE = 0.5
+# Which phase binds is told from the last minute's work (or a cold start's).
+_BINDING_WINDOW_S = 60.0
 # A prompt's own prefill takes at most this share of the objective when
 # counting the wait a replica may add (a longer prompt cannot meet it anyway).
 _MAX_SERVICE_SHARE = 0.75
@@ -159,7 +161,7 @@ def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
         return Sizing(0, 0.0, f"no request in the last {goal.lookback_s:.0f}s")
     p = goal.prefill_per_s
     limit = p * goal.slo_ttft_s
-    raw, pre_total, dec_total, hopeless = _work(history, goal, limit)
+    raw, hopeless = _work(history, goal, limit)
     # The replay at the load's level now, where it has fallen by more than its own
     # noise explains (a day's decline); its bursts keep their shape.
     level, recent_s = fallen_level(stretches(raw), goal.cold_start_s)
@@ -172,7 +174,7 @@ def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
     wait_s = goal.slo_ttft_s - service_s
     allowed = (1.0 - goal.attainment) * _SIZING_SHARE * requests - hopeless
     top = max(1, goal.max_replicas)
-    binding = "decode" if dec_total > pre_total else "prefill"
+    binding = _binding(raw, max(_BINDING_WINDOW_S, goal.cold_start_s))
 
     tail = prompt_tail(
         history.prompts_over, requests, history.tokens, prefill_per_s=p, slo_ttft_s=goal.slo_ttft_s
@@ -249,24 +251,33 @@ def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
     )
 
 
-def _work(
-    history: LoadHistory, goal: SizingGoal, limit: float
-) -> tuple[list[Raw], float, float, float]:
+def _work(history: LoadHistory, goal: SizingGoal, limit: float) -> tuple[list[Raw], float]:
     """Each interval as ``(seconds, prefill, decode, servable requests, arrivals)``
-    (the work with the headroom), the prefill and decode work in all, and the
-    requests whose prompts are longer than ``limit`` tokens (no replica serves them
-    in time)."""
+    (the work with the headroom), and the requests whose prompts are longer than
+    ``limit`` tokens (no replica serves them in time)."""
     raw: list[Raw] = []
-    pre_total = dec_total = hopeless = 0.0
+    hopeless = 0.0
     p = goal.prefill_per_s
     for start_s, end_s, tokens, count, output, over in history.intervals:
         pre, dec = goal.fit.work_s(tokens, output, prefill_per_s=p, slo_tpot_s=goal.slo_tpot_s)
-        pre_total += pre
-        dec_total += dec
         lost = min(count, hopeless_count(over, limit))
         hopeless += lost
         raw.append((end_s - start_s, pre * goal.headroom, dec * goal.headroom, count - lost, count))
-    return raw, pre_total, dec_total, hopeless
+    return raw, hopeless
+
+
+def _binding(raw: Sequence[Raw], window_s: float) -> str:
+    """The phase with the larger share of the last ``window_s`` seconds' work: what
+    binds the load now (an hour-old phase of long prompts does not), prompts no
+    replica serves in time left out (they buy no replica, so they bind nothing)."""
+    prefill = decode = spent = 0.0
+    for dt, pre, dec, servable, arrivals in reversed(raw):
+        prefill += pre * (servable / arrivals if arrivals > 0 else 1.0)
+        decode += dec
+        spent += dt
+        if spent >= window_s:
+            break
+    return "decode" if decode > prefill else "prefill"
 
 
 def _predicted(
