@@ -4,9 +4,11 @@ Every cell by default; ``--workload`` and ``--cold-start`` choose a subset
 while iterating on the policy, ``--tidal-only`` leaves the baselines out
 (the fixed fleets still run: the verdict needs them), ``--jobs`` runs that
 many tasks at once, ``--json`` prints one JSON document instead of the
-table, and ``--annotation`` tries a ``tidal`` knob across the grid. The
-exit status is 1 when any cell fails its limits, so that a script can
-gate on it.
+table, and ``--annotation`` tries a ``tidal`` knob across the grid.
+``--save FILE`` keeps a run's JSON, ``--render FILE...`` judges saved runs
+again (a long grid run in parts), and ``--doc PAGE`` rewrites the table in
+docs/slo-scaling.md. The exit status is 1 when any cell fails its limits,
+so that a script can gate on it.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from groundwork.rules.durations import parse_duration_s
 from simulator.battery.grid import COLD_STARTS_S, WORKLOADS, cells
-from simulator.battery.report import judge_cell, table, to_json
+from simulator.battery.report import from_json, judge_cell, table, to_json, write_block
 from simulator.battery.runs import run_cells
 
 __all__ = ["main"]
@@ -76,6 +79,30 @@ def _parser() -> argparse.ArgumentParser:
         help="a Tidal annotation for the tidal row (as tidal simulate --annotation), repeatable",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument(
+        "--save",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write the run's JSON document to FILE (for --render)",
+    )
+    parser.add_argument(
+        "--render",
+        type=Path,
+        nargs="+",
+        default=None,
+        metavar="FILE",
+        help="run nothing: judge the cells of saved runs (--save), a later file's cell "
+        "replacing an earlier one's, and print or --doc them",
+    )
+    parser.add_argument(
+        "--doc",
+        type=Path,
+        default=None,
+        metavar="PAGE",
+        help="also rewrite the battery's table in PAGE between its generated:battery markers "
+        "(docs/slo-scaling.md)",
+    )
     return parser
 
 
@@ -84,18 +111,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.jobs < 1:
         print(f"--jobs must be >= 1, got {args.jobs}", file=sys.stderr)
         return 2
+    started = time.monotonic()
     try:
-        chosen = cells(args.workload, args.cold_start)
-    except ValueError as error:
+        if args.render:
+            judged = [judge_cell(r) for r in from_json([p.read_text() for p in args.render])]
+        else:
+            chosen = cells(args.workload, args.cold_start)
+            runs = run_cells(
+                chosen, jobs=args.jobs, annotations=args.annotation, tidal_only=args.tidal_only
+            )
+            judged = [judge_cell(r) for r in runs]
+    except (ValueError, OSError) as error:
         print(f"python -m simulator.battery: {error}", file=sys.stderr)
         return 2
-    started = time.monotonic()
-    runs = run_cells(
-        chosen, jobs=args.jobs, annotations=args.annotation, tidal_only=args.tidal_only
-    )
-    judged = [judge_cell(r) for r in runs]
+    document = json.dumps({"cells": to_json(judged), "wall_s": round(time.monotonic() - started)})
+    if args.save is not None:
+        args.save.write_text(document + "\n")
+    if args.doc is not None:
+        write_block(args.doc, table(judged))
     if args.json:
-        print(json.dumps({"cells": to_json(judged), "wall_s": round(time.monotonic() - started)}))
+        print(document)
     else:
         print(table(judged))
         print(

@@ -20,16 +20,19 @@ A cell passes at 1 or less; the worst cell is printed last.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
 
-from simulator.battery.grid import Cell, limits
+from simulator.battery.grid import WORKLOADS, Cell, cells, limits
 from simulator.battery.runs import CellRuns
 from simulator.frontier import FleetPoint
 from simulator.scorecard import Scorecard
 from simulator.verdict import ATTAINMENT_MARGIN, GPU_MARGIN, Point, Verdict, judge
 
-__all__ = ["Judged", "judge_cell", "table", "to_json"]
+__all__ = ["Judged", "from_json", "judge_cell", "table", "to_json", "write_block"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,3 +165,43 @@ def to_json(judged: Sequence[Judged]) -> list[dict[str, object]]:
             }
         )
     return out
+
+
+def from_json(documents: Sequence[str]) -> list[CellRuns]:
+    """The cells of saved runs (``--save``), a later document's cell replacing an
+    earlier one's, in the grid's order."""
+    found: dict[str, CellRuns] = {}
+    workloads = {w.name: w for w in WORKLOADS}
+    for text in documents:
+        for cell in json.loads(text)["cells"]:
+            workload = workloads.get(cell["workload"])
+            if workload is None:
+                raise ValueError(f"a saved cell names no workload of the grid: {cell['workload']}")
+            found[cell["cell"]] = CellRuns(
+                Cell(workload, float(cell["cold_start_s"])),
+                _card(cell["tidal"]),
+                tuple(_card(b) for b in cell["baselines"]),
+                tuple(FleetPoint(**p) for p in cell["fleets"]),
+                float(cell.get("cpu_s", 0.0)),
+            )
+    order = {c.name: i for i, c in enumerate(cells())}
+    return sorted(found.values(), key=lambda r: order.get(r.cell.name, len(order)))
+
+
+def _card(data: dict[str, Any]) -> Scorecard:
+    known = {f.name for f in fields(Scorecard)}
+    return Scorecard(**{k: v for k, v in data.items() if k in known})
+
+
+_BEGIN = "<!-- BEGIN generated:battery by `make frontier` -->"
+_END = "<!-- END generated:battery -->"
+
+
+def write_block(page: Path, text: str) -> None:
+    """``page`` with the text between its battery markers replaced by ``text``."""
+    content = page.read_text()
+    start, end = content.find(_BEGIN), content.find(_END)
+    if start < 0 or end < start:
+        raise ValueError(f"{page}: no {_BEGIN} ... {_END} block to write the table in")
+    block = f"{_BEGIN}\n```\n$ make frontier\n{text}\n```\n"
+    page.write_text(content[:start] + block + content[end:])
