@@ -6,17 +6,19 @@ at 5 s); a cell's score is over 1 exactly when a fleet or a baseline
 dominates tidal, or a limit is missed, and the table puts the worst cell
 last; one small cell run through the real runs, in one process and in
 two, gives the same rows and a frontier; the command exits 1 when a cell
-fails and 2 on an unknown workload.
+fails and 2 on an unknown workload; a saved run renders the same table
+again and writes it into a page between its markers.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from simulator.battery import grid
+from simulator.battery import grid, report
 from simulator.battery.__main__ import main
 from simulator.battery.grid import Cell, Workload, cells, limits
 from simulator.battery.report import judge_cell, table, to_json
@@ -133,3 +135,26 @@ def test_the_command_prints_json_and_fails_a_failing_cell(
     [cell] = document["cells"]
     assert cell["cell"] == "tiny 5s" and cell["fleets"]
     assert status == (1 if cell["score"] > 1 else 0)
+
+
+def test_a_saved_run_renders_again_and_writes_its_table_into_a_page(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    tiny = Workload("tiny", ("--trace", "synthetic:bursts", "--synthetic-duration", "3m"))
+    monkeypatch.setattr(grid, "WORKLOADS", (tiny,))
+    monkeypatch.setattr(report, "WORKLOADS", (tiny,))
+    saved = tmp_path / "run.json"
+    main(["--workload", "tiny", "--cold-start", "5s", "--tidal-only", "--save", str(saved)])
+    first = capsys.readouterr().out
+    page = tmp_path / "page.md"
+    page.write_text(
+        "before\n<!-- BEGIN generated:battery by `make frontier` -->\nold\n"
+        "<!-- END generated:battery -->\nafter\n"
+    )
+    main(["--render", str(saved), "--doc", str(page)])
+    again = capsys.readouterr().out
+    assert again.splitlines()[:3] == first.splitlines()[:3]
+    text = page.read_text()
+    assert "old" not in text and "$ make frontier" in text and "tiny 5s" in text
+    assert text.startswith("before\n") and text.endswith("after\n")
+    assert main(["--render", str(tmp_path / "missing.json")]) == 2
