@@ -102,7 +102,8 @@ def test_the_worst_cell_is_last() -> None:
     judged = [judge_cell(_runs(0.95, 7200.0)), judge_cell(_runs(0.96, 7000.0))]
     lines = table(judged).splitlines()
     assert "ok" in lines[2] and "fleet 2" in lines[3]
-    assert [c["score"] for c in to_json(judged)] == sorted(c["score"] for c in to_json(judged))
+    scores = [float(str(c["score"])) for c in to_json(judged)]
+    assert scores == sorted(scores)
 
 
 def test_a_small_cell_runs_alike_in_one_process_and_in_two() -> None:
