@@ -254,8 +254,9 @@ def _sized(
     hold = state.delay_hold
     if state.slo is None:
         # The replicas found at the first decision (a scaler restarted, a fleet
-        # taken over) fade as a peak would: one per cold start, not all at once.
-        hold = hold.record(current, now, window_s=window_s)
+        # taken over) fade as a peak wanted a cold start ago would: one per cold
+        # start from now, not all at once.
+        hold = hold.record(current, now - cold_start_s, window_s=window_s)
     hold = hold.record(target, now, window_s=window_s)
     held = fading_floor(hold, now, cold_start_s=cold_start_s) or target
     desired = max(target, held)

@@ -69,6 +69,9 @@ __all__ = ["Sizing", "SizingGoal", "hopeless_count", "lookback_for", "replicas_f
 
 # The share of the miss allowance that sizing may spend (the rest: cold starts, error).
 _SIZING_SHARE = 0.5
+# The replicas asked for are kept, not added to, while they keep all but this
+# many times the allowance in time (noise on a steady load is not demand).
+_UP_SLACK = 1.5
 # Which phase binds is told from the last minute's work (or a cold start's).
 _BINDING_WINDOW_S = 60.0
 # A prompt's own prefill takes at most this share of the objective when
@@ -83,6 +86,9 @@ _MIN_LOOKBACK_S = 600.0
 # times the first (a burst's own rise is steeper).
 _MIN_TREND_WINDOW_S = 10.0
 _RAMP_AT_MOST = 2.5
+# ... and at least this much above the first (a steady load's thirds wander a
+# few per cent, rising three times running one time in six).
+_RAMP_AT_LEAST = 1.1
 
 
 def lookback_for(cold_start_s: float) -> float:
@@ -199,6 +205,11 @@ def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
                 hi = mid
             else:
                 lo = mid + 1
+        # A replica started must pay for its cold start: where the replicas asked
+        # for already keep all but half again the allowance in time, noise in the
+        # replay buys none.
+        if 0 < goal.asked < lo and late(goal.asked, _UP_SLACK * allowed) <= _UP_SLACK * allowed:
+            lo = goal.asked
         cap = lo
     # The goal's count, or fewer where the last replicas it takes stop buying
     # attainment worth their GPU-hours over the load of the last few cold starts
@@ -334,6 +345,8 @@ def _trend(series: Sequence[Step], cold_start_s: float, slots: float) -> list[St
     rates = _window_rates(series, third, 3)
     if len(rates) < 3 or not 0 < rates[0] < rates[1] < rates[2] <= _RAMP_AT_MOST * rates[0]:
         return []
+    if rates[2] < _RAMP_AT_LEAST * rates[0]:
+        return []  # three thirds in a row above the last: one time in six by chance
     requests = prefill = decode = spent = 0.0
     for step in reversed(series):
         requests += step.requests
