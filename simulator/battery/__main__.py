@@ -93,7 +93,8 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="FILE",
         help="run nothing: judge the cells of saved runs (--save), a later file's cell "
-        "replacing an earlier one's, and print or --doc them",
+        "replacing an earlier one's (a --tidal-only run only its tidal row), and print or "
+        "--doc them",
     )
     parser.add_argument(
         "--doc",

@@ -169,7 +169,8 @@ def to_json(judged: Sequence[Judged]) -> list[dict[str, object]]:
 
 def from_json(documents: Sequence[str]) -> list[CellRuns]:
     """The cells of saved runs (``--save``), a later document's cell replacing an
-    earlier one's, in the grid's order."""
+    earlier one's (a ``--tidal-only`` run replaces only the ``tidal`` row, the
+    baselines kept from the earlier run), in the grid's order."""
     found: dict[str, CellRuns] = {}
     workloads = {w.name: w for w in WORKLOADS}
     for text in documents:
@@ -177,10 +178,14 @@ def from_json(documents: Sequence[str]) -> list[CellRuns]:
             workload = workloads.get(cell["workload"])
             if workload is None:
                 raise ValueError(f"a saved cell names no workload of the grid: {cell['workload']}")
+            baselines = tuple(_card(b) for b in cell["baselines"])
+            earlier = found.get(cell["cell"])
+            if not baselines and earlier is not None:
+                baselines = earlier.baselines
             found[cell["cell"]] = CellRuns(
                 Cell(workload, float(cell["cold_start_s"])),
                 _card(cell["tidal"]),
-                tuple(_card(b) for b in cell["baselines"]),
+                baselines,
                 tuple(FleetPoint(**p) for p in cell["fleets"]),
                 float(cell.get("cpu_s", 0.0)),
             )

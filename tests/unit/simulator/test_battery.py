@@ -159,3 +159,14 @@ def test_a_saved_run_renders_again_and_writes_its_table_into_a_page(
     assert "old" not in text and "$ make frontier" in text and "tiny 5s" in text
     assert text.startswith("before\n") and text.endswith("after\n")
     assert main(["--render", str(tmp_path / "missing.json")]) == 2
+    # A later tidal-only run replaces the tidal row and keeps the baselines.
+    full = json.loads(saved.read_text())
+    full["cells"][0]["baselines"] = [full["cells"][0]["tidal"] | {"name": "hpa"}]
+    saved.write_text(json.dumps(full))
+    later = json.loads(saved.read_text())
+    later["cells"][0]["baselines"] = []
+    later["cells"][0]["tidal"]["gpu_seconds"] = 1.0
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps(later))
+    [merged] = report.from_json([saved.read_text(), newer.read_text()])
+    assert merged.tidal.gpu_seconds == 1.0 and [b.name for b in merged.baselines] == ["hpa"]
