@@ -125,3 +125,11 @@ def test_the_command_reuses_fleets_kept_in_its_folder(
     )
     assert again == first
     assert all(p["cpu_s"] >= 0 for d in documents for p in d["policies"])
+
+
+def test_every_source_a_fleet_depends_on_exists() -> None:
+    # A moved module would drop out of the hash silently and leave stale fleets.
+    from simulator import fleet_cache
+
+    missing = [n for n in fleet_cache._SOURCES if not (fleet_cache._ROOT / n).exists()]
+    assert missing == []
