@@ -28,6 +28,9 @@ __all__ = [
     "INVALID_ANNOTATION",
     "INVALID_ROUTING",
     "ON_DEMAND_PINNED",
+    "SHAPES_CHANGED",
+    "SHAPE_RECOVERED",
+    "SHAPE_UNAVAILABLE",
     "SLEEP_MODE_UNAVAILABLE",
     "SLEPT",
     "SPOT_FALLBACK",
@@ -56,6 +59,9 @@ WOKE = "Woke"
 WAKE_FAILED = "WakeFailed"
 SLEEP_MODE_UNAVAILABLE = "SleepModeUnavailable"
 ADAPTER_LOAD_REFUSED = "AdapterLoadRefused"
+SHAPE_UNAVAILABLE = "ShapeUnavailable"
+SHAPE_RECOVERED = "ShapeRecovered"
+SHAPES_CHANGED = "ShapesChanged"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +113,19 @@ EVENT_REASONS: tuple[EventReason, ...] = (
         SPOT_FALLBACK, True, "on-demand replicas cover spot ones that do not serve, and why"
     ),
     EventReason(SPOT_RECOVERED, False, "spot serves again: the on-demand cover is released"),
+    EventReason(
+        SHAPES_CHANGED,
+        False,
+        "GPU shapes: the model's replicas move to another mix of shapes (the mix, its hourly"
+        " cost, and the one before)",
+    ),
+    EventReason(
+        SHAPE_UNAVAILABLE,
+        True,
+        "GPU shapes: replicas of a shape stayed Pending past the pending-timeout; the shape is"
+        " capped at what it has, the next cheapest covers, and when it is asked for again",
+    ),
+    EventReason(SHAPE_RECOVERED, False, "GPU shapes: a capped shape serves again"),
     EventReason(SLEPT, False, "warm tier: an idle replica sleeps"),
     EventReason(WOKE, False, "warm tier: a sleeping replica woke, and how long it took"),
     EventReason(WAKE_FAILED, True, "warm tier: waking a replica failed; a new one starts"),
