@@ -14,11 +14,15 @@ writes becomes a :class:`WritePlan` (:func:`plan_writes`, pure, from the
    the on-demand pin, the spot scale, ``SpotFallback``/``SpotRecovered``),
    each fenced like the rest (a decision made again after a conflict, on
    the same Deployment object, does not pin or announce the rollout twice);
-4. when the scale changed (of a spot pair: its total), an Event
+   with GPU shapes the user's Deployment gets its shape's part, then the
+   shapes' writes follow (:mod:`scaler.placement.shape_actuation`: the
+   companions ``<name>-<shape>``, their scale, the shape Events);
+4. when the scale changed (of a spot pair, or of a model's shapes: its total), an Event
    (:mod:`scaler.policy.events`) and an INFO log line with target, from -> to,
    reason, mode and signals;
 5. the status annotation, when its content changed
-   (:mod:`scaler.policy.status_doc`; with placement, the spot/on-demand split).
+   (:mod:`scaler.policy.status_doc`; with placement, the spot/on-demand split;
+   with shapes, the replicas per shape and their hourly cost).
 
 The only other write of the scaler, the Lease renewal of leader election,
 belongs to :mod:`scaler.kube.leader`. An import contract keeps the write
@@ -97,6 +101,8 @@ from scaler.kube.types import (
 from scaler.kube.writer import KubeEvents, KubeScaleTarget
 from scaler.metrics import Metrics
 from scaler.placement.actuation import PlacementActuation
+from scaler.placement.shape_actuation import ShapeActuation
+from scaler.placement.shaper import ShapesMade
 from scaler.policy.api import Decision, Reason, SignalKind, SignalReading
 from scaler.policy.deletion import deletion_costs
 from scaler.policy.events import (
@@ -107,6 +113,8 @@ from scaler.policy.events import (
 )
 from scaler.policy.placement.plan import PlacementPlan
 from scaler.policy.placement.providers import ProviderPreset
+from scaler.policy.shapes.mix import cost_per_hour
+from scaler.policy.shapes.plan import CompanionSeen
 from scaler.policy.status_doc import (
     StatusDocument,
     encode_status,
@@ -233,6 +241,8 @@ class Decided:
     line of a change. With a spot placement policy, ``placement`` is this
     decision's plan, ``companion_replicas`` the companion's scale now
     (``None``: no companion) and ``total_before`` the pair's previous target.
+    With GPU shapes, ``shapes`` is the shape step (its plan, the companions it
+    saw) and ``total_before`` the model's previous total over its shapes.
     """
 
     decision: Decision | None
@@ -242,6 +252,7 @@ class Decided:
     placement: PlacementPlan | None = None
     companion_replicas: int | None = None
     total_before: int | None = None
+    shapes: ShapesMade | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,9 +283,7 @@ class WritePlan:
     @property
     def scale_to(self) -> int | None:
         """The replicas the user's Deployment should have."""
-        if self.placement is not None:
-            return self.placement.on_demand_replicas
-        return self.decision.desired if self.decision is not None else None
+        return _scale_to(self.decided)
 
     @property
     def split(self) -> tuple[int, int] | None:
@@ -282,6 +291,27 @@ class WritePlan:
         if self.placement is None:
             return None
         return self.placement.split.on_demand, self.placement.split.spot
+
+
+def _scale_to(decided: Decided) -> int | None:
+    """The user's Deployment's replicas: its on-demand share with a spot placement,
+    its shape's part with shapes, else the decision."""
+    if decided.placement is not None:
+        return decided.placement.on_demand_replicas
+    if decided.shapes is not None:
+        return decided.shapes.plan.user_replicas
+    return decided.decision.desired if decided.decision is not None else None
+
+
+def _shapes_status(decided: Decided) -> tuple[dict[str, int], float] | None:
+    """Replicas per shape and their hourly cost for the status document (``None``: the
+    model has no shapes)."""
+    made = decided.shapes
+    if made is None or made.outcome is None:
+        return None
+    prices = {c.shape.name: c.shape.prices.on_demand for c in made.shapes}
+    replicas = dict(sorted(made.outcome.asks.items()))
+    return replicas, cost_per_hour(replicas, prices)
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,13 +353,16 @@ def plan_writes(
         if decided.problem is None or record.problem_reported:
             return None
         return WritePlan(deployment=deployment, decided=decided, record=record)
-    scale_to = placement.on_demand_replicas if placement is not None else decision.desired
+    scale_to = _scale_to(decided)
+    assert scale_to is not None
     split = (placement.split.on_demand, placement.split.spot) if placement is not None else None
     scaling = scale_to != deployment.spec_replicas
+    shapes = decided.shapes
     if (
         not scaling
-        and not _status_due(decision, record, split=split)
+        and not _status_due(decision, record, split=split, shapes=_shapes_status(decided))
         and not _placement_writes(placement, decided.companion_replicas)
+        and not (shapes is not None and shapes.plan.needs_writes(_seen(shapes)))
     ):
         return None
     costs: Mapping[str, int] = {}
@@ -344,6 +377,13 @@ def plan_writes(
         deletion_costs=costs,
         previous_costs=previous,
     )
+
+
+def _seen(made: ShapesMade) -> dict[str, CompanionSeen]:
+    return {
+        name: CompanionSeen(c.spec_replicas, c.ready_replicas, current=True)
+        for name, c in made.companions.items()
+    }
 
 
 def _placement_writes(placement: PlacementPlan | None, companion_replicas: int | None) -> bool:
@@ -362,6 +402,7 @@ def _document(
     changed: bool,
     now_wall: str,
     split: tuple[int, int] | None = None,
+    shapes: tuple[dict[str, int], float] | None = None,
 ) -> StatusDocument:
     base = record.intended if record.intended is not None else record.status
     last_change_wall = now_wall if changed else record.last_change_wall
@@ -372,13 +413,18 @@ def _document(
         now_wall=now_wall,
         last_change_wall=last_change_wall,
         split=split,
+        shapes=shapes,
     )
 
 
 def _status_due(
-    decision: Decision, record: StatusRecord, *, split: tuple[int, int] | None = None
+    decision: Decision,
+    record: StatusRecord,
+    *,
+    split: tuple[int, int] | None = None,
+    shapes: tuple[dict[str, int], float] | None = None,
 ) -> bool:
-    document = _document(decision, record, changed=False, now_wall="", split=split)
+    document = _document(decision, record, changed=False, now_wall="", split=split, shapes=shapes)
     if record.intended is not None:
         return document != record.status
     return not same_status(document, record.status)
@@ -424,8 +470,10 @@ class Actuator:
         wall_time: Callable[[], str] = wall_time,
         settings: ActuatorSettings | None = None,
         placement: PlacementActuation | None = None,
+        shapes: ShapeActuation | None = None,
     ) -> None:
         self._placement = placement
+        self._shapes = shapes
         self._settings = settings or ActuatorSettings()
         if self._settings.max_concurrent_writes < 1:
             raise ValueError(
@@ -531,20 +579,27 @@ class Actuator:
             self._undo.pop(d.key, None)  # the scale took: the ranking did its job
         before = d.spec_replicas
         changed = scaling
-        if plan.placement is not None:
-            if self._placement is not None:
-                # Before the status: a conflict on the status write (the Deployment
-                # moves on as it rolls) must not hold back the companion, the pin,
-                # the spot scale or the Events. Cover came first, with the scale.
-                await self._placement.carry_out(d, plan.placement, fence=self._fence)
-            total_before = plan.decided.total_before
-            before = total_before if total_before is not None else before
+        if plan.placement is not None and self._placement is not None:
+            # Before the status: a conflict on the status write (the Deployment
+            # moves on as it rolls) must not hold back the companion, the pin,
+            # the spot scale or the Events. Cover came first, with the scale.
+            await self._placement.carry_out(d, plan.placement, fence=self._fence)
+        if plan.decided.shapes is not None and self._shapes is not None:
+            await self._shapes.carry_out(d, plan.decided.shapes, fence=self._fence)
+        total_before = plan.decided.total_before
+        if total_before is not None:
+            before = total_before
             changed = decision.desired != before
         now_wall = self._wall_time()
         if changed:
             progress.last_change_wall = now_wall
         document = _document(
-            decision, plan.record, changed=changed, now_wall=now_wall, split=plan.split
+            decision,
+            plan.record,
+            changed=changed,
+            now_wall=now_wall,
+            split=plan.split,
+            shapes=_shapes_status(plan.decided),
         )
         progress.intended = document
         if changed:
@@ -578,6 +633,20 @@ class Actuator:
             except KubeError as exc:
                 log.warning("%s: could not remove spot companion, will retry: %s", key, exc)
                 self._metrics.write_failed(key)
+
+    async def remove_shape_orphan(self, namespace: str, name: str) -> None:
+        """A shape companion whose Deployment is no longer opted in: delete (fenced)."""
+        if self._shapes is None or not self._leader.is_leader:
+            return
+        async with self._slots:
+            try:
+                await self._shapes.remove_orphan(namespace, name, fence=self._fence)
+            except _LeaseLost:
+                log.warning("%s/%s: lost the Lease; shape companion left for the next leader",
+                            namespace, name)  # fmt: skip
+            except KubeError as exc:
+                log.warning("%s/%s: could not remove shape companion, will retry: %s",
+                            namespace, name, exc)  # fmt: skip
 
     async def _undo_costs(self, d: DeploymentInfo) -> bool:
         """Put back the deletion costs a failed plan left on ``d``'s pods; True if any."""
@@ -739,13 +808,11 @@ def kube_actuator(
     api = access.api
     scale_target = KubeScaleTarget(api, request_timeout_s=request_timeout_s)
     events = KubeEvents(api, instance=identity, request_timeout_s=request_timeout_s)
+    companions = KubeCompanions(api, request_timeout_s=request_timeout_s)
     placement = None
     if preset is not None:
         placement = PlacementActuation(
-            companions=KubeCompanions(api, request_timeout_s=request_timeout_s),
-            scale_target=scale_target,
-            events=events,
-            preset=preset,
+            companions=companions, scale_target=scale_target, events=events, preset=preset
         )
     return Actuator(
         scale_target=scale_target,
@@ -754,4 +821,5 @@ def kube_actuator(
         metrics=metrics,
         settings=settings,
         placement=placement,
+        shapes=ShapeActuation(companions=companions, scale_target=scale_target, events=events),
     )

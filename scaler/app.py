@@ -124,6 +124,7 @@ def target_view(state: TargetState) -> dict[str, Any]:
         # SLO-first scaling: the learned capacity and what it sized.
         **({"slo": decision.slo.as_json()} if decision and decision.slo else {}),
         **_placement_view(state),
+        **({"shapes": state.shapes} if state.shapes is not None else {}),
     }
 
 

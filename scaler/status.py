@@ -32,6 +32,12 @@ A model with a spot placement policy is a pair of Deployments: the user's
 pair's, and a line under the table names both halves with their ready
 replicas (and, live, the cost), so the pair is obvious.
 
+A model with GPU shapes (``placement.tidal.dev/shapes``, docs/shapes.md)
+runs a companion ``<name>-<shape>`` per extra shape: its READY counts them
+all, and a line under the table gives the replicas asked of each shape and
+their hourly cost (from the status annotation), each Deployment's Ready
+replicas and, live, the shapes capped because their pods stayed Pending.
+
 Under the table, lines name what Tidal does not act on or cannot do:
 Deployments left alone for an invalid annotation, routing annotations the
 activator cannot use (it routes with the defaults), annotation keys of ours
@@ -61,11 +67,17 @@ import aiohttp
 
 from groundwork.kube.connection import KubeConfigError, connect
 from groundwork.kube.errors import KubeError
-from scaler.kube.listing import list_companions, list_not_opted_in, list_opted_in
+from scaler.kube.listing import (
+    list_companions,
+    list_not_opted_in,
+    list_opted_in,
+    list_shape_companions,
+)
 from scaler.kube.types import ENABLED_LABEL, STATUS_ANNOTATION, CompanionInfo, DeploymentInfo
 from scaler.policy.annotations import InvalidAnnotation, parse_scaling_config, unknown_keys
 from scaler.policy.placement.companion import companion_name
 from scaler.policy.routing_check import routing_problems
+from scaler.policy.shapes.declarations import is_shape_key
 
 __all__ = ["HELP_LEGEND", "configure", "render_table", "rows", "run"]
 
@@ -156,11 +168,13 @@ def rows(
     deployments: Sequence[DeploymentInfo],
     live: Mapping[str, Mapping[str, Any]] | None = None,
     companions: Mapping[str, CompanionInfo] | None = None,
+    shape_companions: Mapping[str, Mapping[str, CompanionInfo]] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per Deployment: API state, plus live values when ``live`` is given.
 
     ``companions`` (by ``namespace/name`` of the user's Deployment) adds the
-    spot half of a pair to READY and to the row's ``pair``.
+    spot half of a pair to READY and to the row's ``pair``; ``shape_companions``
+    (the same, then by shape) the shapes' companions to READY and to ``shapes``.
     """
     out = []
     for d in deployments:
@@ -192,7 +206,7 @@ def rows(
         routing = routing_problems(d.annotations)
         if routing:
             row["routing_problem"] = "; ".join(str(p) for p in routing)
-        unknown = unknown_keys(d.annotations)
+        unknown = [p for p in unknown_keys(d.annotations) if not is_shape_key(p.key)]
         if unknown:
             row["unknown_keys"] = "; ".join(str(p) for p in unknown)
         companion = (companions or {}).get(d.key)
@@ -208,6 +222,10 @@ def rows(
                     "ready": spot_ready,
                 },
             }
+        shaped = _shapes(d, st, (shape_companions or {}).get(d.key) or {})
+        if shaped is not None:
+            row["ready"] += sum(shaped["ready"].values()) - d.ready_replicas
+            row["shapes"] = shaped
         if live is not None:
             view = live.get(d.key) or {}
             signals = view.get("signals") or {}
@@ -222,6 +240,9 @@ def rows(
             slo = view.get("slo")
             if isinstance(slo, Mapping):
                 row["live"]["slo"] = dict(slo)
+            shapes = view.get("shapes")
+            if isinstance(shapes, Mapping):
+                row["live"]["shapes"] = dict(shapes)
             warm = view.get("warm")
             if isinstance(warm, Mapping):
                 pods = warm.get("pods") or {}
@@ -239,6 +260,21 @@ def rows(
                 }
         out.append(row)
     return out
+
+
+def _shapes(
+    d: DeploymentInfo, status: Mapping[str, Any], companions: Mapping[str, CompanionInfo]
+) -> dict[str, Any] | None:
+    """A model's shapes: replicas asked of each and their cost (the status annotation),
+    each of its Deployments' Ready replicas (None: it has no shapes)."""
+    if not companions and "shapes" not in status:
+        return None
+    return {
+        "replicas": status.get("shapes") or {},
+        "cost_per_hour": status.get("costPerHour"),
+        "ready": {d.name: d.ready_replicas}
+        | {c.name: c.ready_replicas for _, c in sorted(companions.items())},
+    }
 
 
 def _spot_policy(d: DeploymentInfo) -> bool:
@@ -346,6 +382,9 @@ def render_table(table: Sequence[Mapping[str, Any]], *, wide: bool = False) -> s
     pairs = [_pair_line(r) for r in table if r.get("pair")]
     if pairs:
         text += ["", "Spot pairs (on-demand + spot Deployments):", *pairs]
+    shaped = [_shapes_line(r) for r in table if r.get("shapes")]
+    if shaped:
+        text += ["", "GPU shapes (replicas asked of each, their on-demand cost):", *shaped]
     slo_lines = [_slo_line(r) for r in table if r.get("slo")]
     if slo_lines:
         text += ["", "Time-to-first-token objectives (SLO-first scaling):", *slo_lines]
@@ -447,6 +486,21 @@ def _held_line(row: Mapping[str, Any]) -> str:
     return f"{row['namespace']}/{row['name']}: held {held}; shed {shed} in the last report"
 
 
+def _shapes_line(row: Mapping[str, Any]) -> str:
+    shapes = row["shapes"]
+    asked = " + ".join(f"{n} x {name}" for name, n in sorted(shapes["replicas"].items()))
+    cost = shapes["cost_per_hour"]
+    line = f"{row['namespace']}/{row['name']}: {asked or 'none'}"
+    if cost is not None:
+        line += f", ${cost:.2f}/h"
+    ready = ", ".join(f"{name} {n}" for name, n in shapes["ready"].items())
+    line += f"; ready: {ready}"
+    capped = ((row.get("live") or {}).get("shapes") or {}).get("capped") or {}
+    for name, cap in sorted(capped.items()):
+        line += f"; {name} capped at {cap['at_most']} (Pending past the pending-timeout)"
+    return line
+
+
 def _pair_line(row: Mapping[str, Any]) -> str:
     pair = row["pair"]
     od, spot = pair["on_demand"], pair["spot"]
@@ -497,6 +551,9 @@ async def _main(args: argparse.Namespace) -> int:
             companions = await list_companions(
                 access.api, namespace=namespace, request_timeout_s=args.timeout_s
             )
+        shape_companions = await list_shape_companions(
+            access.api, namespace=namespace, request_timeout_s=args.timeout_s
+        )
     finally:
         await access.close()
     live = None
@@ -513,7 +570,7 @@ async def _main(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             failed = True
-    table = rows(deployments, live, companions)
+    table = rows(deployments, live, companions, shape_companions)
     if args.output == "json":
         table += [
             {"namespace": key.split("/")[0], "name": key.split("/")[1], "opted_in": False,

@@ -84,7 +84,9 @@ EVENT_REASONS: tuple[EventReason, ...] = (
         True,
         "an `autoscaling.tidal.dev/` or `placement.tidal.dev/` annotation is invalid (each key,"
         " value and what is allowed); the scale is left alone and requests held for the model"
-        " are answered 503 `not_woken` until it is fixed",
+        " are answered 503 `not_woken` until it is fixed. A bad GPU shape key"
+        " (`placement.tidal.dev/shapes` and its overrides) is the exception: the model scales"
+        " on the shapes declared well",
     ),
     EventReason(
         UNKNOWN_ANNOTATION,

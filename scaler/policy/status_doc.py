@@ -2,7 +2,8 @@
 
 A JSON object ``{"desired", "mode", "onDemand", "spot", "reason",
 "lastChangeTime"}`` that the leader writes on the Deployment and ``tidal
-status`` reads back.
+status`` reads back; a model with GPU shapes adds ``"shapes"`` (replicas
+asked of each shape) and ``"costPerHour"`` (their on-demand dollars per hour).
 
 Main decision, when to write: only its *discrete* content (desired, mode,
 split, reason) is compared, never the time, so a decision that changes
@@ -27,7 +28,7 @@ __all__ = ["StatusDocument", "encode_status", "parse_status", "same_status", "st
 
 StatusDocument = dict[str, Any]
 
-_DISCRETE = ("desired", "mode", "onDemand", "spot", "reason")
+_DISCRETE = ("desired", "mode", "onDemand", "spot", "reason", "shapes")
 
 
 def parse_status(raw: str | None) -> StatusDocument | None:
@@ -60,12 +61,15 @@ def status_document(
     now_wall: str,
     last_change_wall: str | None = None,
     split: tuple[int, int] | None = None,
+    shapes: tuple[Mapping[str, int], float] | None = None,
 ) -> StatusDocument:
     """The document for ``decision``. ``changed``: this decision changed the scale, so
     its reason and ``now_wall`` are recorded; otherwise the previous reason and time
     stay (``last_change_wall``, else ``now_wall``, when there was no time), and with
     no previous reason both are ``null``: Tidal has not changed the scale. ``split``:
-    ``(on_demand, spot)`` replicas asked of each capacity type (``None``: all on demand)."""
+    ``(on_demand, spot)`` replicas asked of each capacity type (``None``: all on demand).
+    ``shapes``: replicas asked of each GPU shape and their cost per hour (``None``: no
+    shapes, and no such keys)."""
     before = previous or {}
     reason: str | None
     when: str | None
@@ -77,7 +81,7 @@ def status_document(
     else:
         # Tidal has not changed this scale (yet): no reason for a change to show.
         reason, when = None, last_change_wall
-    return {
+    document: StatusDocument = {
         "desired": decision.desired,
         "mode": decision.mode.value,
         "onDemand": decision.desired if split is None else split[0],
@@ -85,6 +89,11 @@ def status_document(
         "reason": reason,
         "lastChangeTime": when,
     }
+    if shapes is not None:
+        replicas, cost = shapes
+        document["shapes"] = dict(replicas)
+        document["costPerHour"] = round(cost, 4)
+    return document
 
 
 def encode_status(status: Mapping[str, Any]) -> str:

@@ -64,6 +64,9 @@ class SourceReading:
     # First tokens new since the previous refresh at or under each TTFT bound
     # (cumulative, rising bounds, +inf last): the servers' TTFT histogram.
     ttft_new: tuple[tuple[float, float], ...] = ()
+    # The same view of each group of the target's pods (a GPU shape's replicas,
+    # named by PodEndpoint.group), where the source tells its pods apart.
+    groups: Mapping[str, SourceReading] = field(default_factory=dict)
 
 
 class DemandSource(Protocol):
@@ -93,6 +96,10 @@ class PodEndpoint:
     name: str
     ip: str
     metrics_port: int
+    # Which of the target's groups the pod is in (its GPU shape, docs/shapes.md;
+    # "" for the shape of the user's own pod template); None for a target whose
+    # pods are all alike.
+    group: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

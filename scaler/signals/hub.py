@@ -89,6 +89,9 @@ class SignalView:
     demand_seen_at_s: float | None = None
     # Request and token counters since the hub began tracking the target.
     load: LoadTotals | None = None
+    # The servers' counters and gauges of each group of its pods (a GPU shape's
+    # replicas), where a source tells them apart: only the servers' fields are set.
+    groups: Mapping[str, LoadTotals] = field(default_factory=dict)
 
     def observation(self, *, ready: int, spec: int, activation: bool) -> Observation:
         """What the policy is given, with the replica counts the caller read.
@@ -137,6 +140,8 @@ class SignalHub:
         self._windows: dict[str, SignalWindows] = {}
         self._demand_seen_at: dict[str, float] = {}
         self._totals: dict[str, LoadTotals] = {}
+        # Per target, the servers' counters of each group of its pods (GPU shapes).
+        self._group_totals: dict[str, dict[str, LoadTotals]] = {}
         # Refused LoRA adapter loads per target, until a reconciler raises them.
         self._adapter_refusals: dict[str, list[str]] = {}
 
@@ -158,6 +163,7 @@ class SignalHub:
             del self._windows[key]
             self._demand_seen_at.pop(key, None)
             self._totals.pop(key, None)
+            self._group_totals.pop(key, None)
         out = {}
         for key, config in configs.items():
             if config is None:
@@ -243,20 +249,13 @@ class SignalHub:
         target with a TTFT objective, their new first tokens within it."""
         if reading is None:
             return
-        tokens = reading.observed.get("server_new_prompt_tokens", 0.0)
-        generated = reading.observed.get("server_new_generation_tokens", 0.0)
-        within, counted = (
-            share_within(reading.ttft_new, slo_ttft_s) if slo_ttft_s is not None else (0.0, 0.0)
-        )
-        if tokens > 0 or counted > 0 or generated > 0:
-            was = self._totals.get(key, LoadTotals())
-            self._totals[key] = replace(
-                was,
-                served_prompt_tokens=was.served_prompt_tokens + tokens,
-                generated_tokens=was.generated_tokens + generated,
-                ttft_counted=was.ttft_counted + counted,
-                ttft_within_slo=was.ttft_within_slo + within,
-            )
+        totals = _served(self._totals.get(key), reading, slo_ttft_s)
+        if totals is not None:
+            self._totals[key] = totals
+        if reading.groups:
+            groups = self._group_totals.setdefault(key, {})
+            for name, group in reading.groups.items():
+                groups[name] = _served(groups.get(name), group, slo_ttft_s) or LoadTotals()
 
     def observe(self, key: str, config: ScalingConfig | None, *, now: float) -> SignalView:
         """``key``'s combined sources at ``now`` and, with a config, its signals' readings
@@ -280,8 +279,11 @@ class SignalHub:
                 server_waiting=observed.get("server_waiting", 0.0),
                 kv_cache_utilization=observed.get("server_kv_cache_utilization"),
             )
+        groups = self._group_loads(key, now)
         if config is None:
-            return SignalView(combined=combined, readings={}, demand_seen_at_s=seen, load=totals)
+            return SignalView(
+                combined=combined, readings={}, demand_seen_at_s=seen, load=totals, groups=groups
+            )
         windows = self._windows.get(key)
         if windows is None:
             windows = self._windows[key] = SignalWindows.for_config(config)
@@ -292,11 +294,58 @@ class SignalHub:
             fresh_within_s=self._fresh_within_s,
             now=now,
         )
-        return SignalView(combined=combined, readings=got, demand_seen_at_s=seen, load=totals)
+        return SignalView(
+            combined=combined, readings=got, demand_seen_at_s=seen, load=totals, groups=groups
+        )
+
+    def _group_loads(self, key: str, now: float) -> dict[str, LoadTotals]:
+        """Each group's servers' counters, with their gauges as the sources say now."""
+        counted = self._group_totals.get(key)
+        if not counted:
+            return {}
+        gauges: dict[str, SourceReading] = {}
+        for source in self._sources:
+            reading = source.read(key, now=now)
+            if reading is not None:
+                gauges.update(reading.groups)
+        out = {}
+        for name, totals in counted.items():
+            now_seen = gauges.get(name)
+            observed = now_seen.observed if now_seen is not None else {}
+            out[name] = replace(
+                totals,
+                running=observed.get("server_running"),
+                server_waiting=observed.get("server_waiting", 0.0),
+                kv_cache_utilization=observed.get("server_kv_cache_utilization"),
+            )
+        return out
 
     def windows(self, key: str) -> SignalWindows | None:
         """``key``'s windows, for inspection (``None`` before its first sample)."""
         return self._windows.get(key)
+
+
+def _served(
+    was: LoadTotals | None, reading: SourceReading, slo_ttft_s: float | None
+) -> LoadTotals | None:
+    """``was`` plus the servers' counts one refresh brought: new prompt and generated
+    tokens and, with a TTFT objective, new first tokens and those within it (``was``
+    itself when it brought none)."""
+    tokens = reading.observed.get("server_new_prompt_tokens", 0.0)
+    generated = reading.observed.get("server_new_generation_tokens", 0.0)
+    within, counted = (
+        share_within(reading.ttft_new, slo_ttft_s) if slo_ttft_s is not None else (0.0, 0.0)
+    )
+    if tokens <= 0 and counted <= 0 and generated <= 0:
+        return was
+    was = was or LoadTotals()
+    return replace(
+        was,
+        served_prompt_tokens=was.served_prompt_tokens + tokens,
+        generated_tokens=was.generated_tokens + generated,
+        ttft_counted=was.ttft_counted + counted,
+        ttft_within_slo=was.ttft_within_slo + within,
+    )
 
 
 def _added(total: tuple[float, ...], new: tuple[int, ...]) -> tuple[float, ...]:

@@ -21,6 +21,11 @@ Per engine, from each pod's Prometheus text:
   is taken between two successful scrapes of the same pod (a counter that went
   down means the server restarted; that pair is skipped).
 
+Where the pods of a target fall into groups (a model's GPU shapes:
+:attr:`~scaler.signals.base.PodEndpoint.group`), a read gives the same view
+of each group beside the whole (:attr:`~scaler.signals.base.SourceReading.groups`),
+so each shape's servers are measured on their own (docs/shapes.md).
+
 Main decision, failures: a scrape that times out, is refused or does not
 parse leaves the pod's last good values in place but marks the pod stale once
 they are older than ``stale_after_s``; a stale pod makes the whole view not
@@ -34,7 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import aiohttp
@@ -231,6 +236,7 @@ class _PodState:
 class _TargetState:
     engine: str
     pods: dict[str, _PodState]
+    groups: dict[str, str]  # pod name -> its group, where the target's pods have groups
 
 
 class PodScraper:
@@ -306,7 +312,8 @@ class PodScraper:
                 pods[pod.name] = state if state is not None else _PodState()
                 if target.engine in ENGINES:
                     jobs.append(self._scrape(pods[pod.name], pod, target.engine, now))
-            seen[target.key] = _TargetState(engine=target.engine, pods=pods)
+            groups = {pod.name: pod.group for pod in target.pods if pod.group is not None}
+            seen[target.key] = _TargetState(engine=target.engine, pods=pods, groups=groups)
         # Forget targets and pods no longer listed (gone or no longer ready).
         self._targets = seen
         self._refreshed_at = now
@@ -319,6 +326,19 @@ class PodScraper:
             return SourceReading(source=SCRAPE, fresh=False, reporters=0)
         if target.engine not in ENGINES:
             return None
+        reading = self._aggregate(target.pods, target.engine, now)
+        if not target.groups:
+            return reading
+        members: dict[str, dict[str, _PodState]] = {}
+        for name, pod in target.pods.items():
+            group = target.groups.get(name)
+            if group is not None:
+                members.setdefault(group, {})[name] = pod
+        groups = {g: self._aggregate(pods, target.engine, now) for g, pods in members.items()}
+        return replace(reading, groups=groups)
+
+    def _aggregate(self, pods: Mapping[str, _PodState], engine: str, now: float) -> SourceReading:
+        """One reading over ``pods`` (a whole target, or one of its groups)."""
         fresh = True
         reporters = 0
         running = waiting = 0.0
@@ -328,7 +348,7 @@ class PodScraper:
         load: dict[str, float] = {}
         new_prompt = new_generated = new_firsts = new_ttft_s = 0.0
         ttft_new: dict[float, float] = {}
-        for name, pod in target.pods.items():
+        for name, pod in pods.items():
             if pod.last_ok_at is None or now - pod.last_ok_at > self._stale_after_s:
                 fresh = False
             m = pod.last
@@ -351,7 +371,7 @@ class PodScraper:
                 new_ttft_s += m.new_ttft_sum_s
                 for bound, count in m.new_ttft_buckets:
                     ttft_new[bound] = ttft_new.get(bound, 0.0) + count
-        has_data = reporters > 0 or not target.pods
+        has_data = reporters > 0 or not pods
         observed = {"server_running": running, "server_waiting": waiting} if has_data else {}
         kv_mean, gpu_mean, ratio_mean = _mean(kv), _mean(gpu), _mean(ratios)
         if kv_mean is not None:
@@ -360,7 +380,7 @@ class PodScraper:
             observed["server_gpu_utilization"] = gpu_mean
         if ratio_mean is not None:
             observed["server_queue_to_compute_ratio"] = ratio_mean
-        if has_data and target.engine == "vllm":
+        if has_data and engine == "vllm":
             observed["server_new_prompt_tokens"] = new_prompt
             observed["server_new_generation_tokens"] = new_generated
             if new_firsts > 0:

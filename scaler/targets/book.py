@@ -18,6 +18,12 @@ Main decisions:
   with its problem (the controller reports it and leaves the scale alone)
   until the annotations change; a WARNING is logged once per change. An
   unknown key of ours, or a bad routing annotation, only warns.
+- **GPU shapes keep what was valid** (docs/shapes.md): a model's
+  ``placement.tidal.dev/shapes`` and its overrides are read against the
+  cluster's shape table (:class:`ShapeSource`), again whenever the table
+  changes; a bad one only warns (``InvalidAnnotation``, naming each key and
+  what is allowed, and why a listed shape is missing from the table) and
+  the model scales on the shapes declared well.
 """
 
 from __future__ import annotations
@@ -25,16 +31,40 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from scaler.kube.types import STATUS_ANNOTATION, ClusterView, DeploymentInfo, TargetSnapshot
-from scaler.policy.annotations import unknown_keys
+from scaler.policy.annotations import AnnotationProblem, unknown_keys
 from scaler.policy.api import ScalingConfig
 from scaler.policy.protocol import InvalidTargetConfig, Policy, parse_for_setup
 from scaler.policy.routing_check import routing_problems
+from scaler.policy.shapes.declarations import (
+    SHAPES,
+    SHAPES_CONFIGMAP,
+    ChosenShape,
+    ShapeTable,
+    is_shape_key,
+    read_shapes,
+)
+from scaler.policy.shapes.template import SHAPE_LABEL
 from scaler.policy.status_doc import StatusDocument, parse_status
 from scaler.signals.base import PodEndpoint, TargetPods
 
-__all__ = ["TargetBook", "TargetConfig"]
+__all__ = ["ShapeSource", "TargetBook", "TargetConfig"]
+
+
+class ShapeSource(Protocol):
+    """The cluster's shape table (:class:`~scaler.kube.shape_watch.ShapeWatch`)."""
+
+    def table(self) -> tuple[int, ShapeTable]:
+        """The table and its revision (moves on each change)."""
+        ...
+
+    @property
+    def problems(self) -> tuple[AnnotationProblem, ...]:
+        """The table's entries left out, each with its problem."""
+        ...
+
 
 log = logging.getLogger(__name__)
 
@@ -59,15 +89,28 @@ class TargetConfig:
     # Unknown autoscaling/placement keys: ignored, so scaling goes on; the controller
     # raises an UnknownAnnotation Warning naming the closest known key.
     unknown_keys: str | None = None
+    # The GPU shapes it may run on, as declared well (empty: no shapes, its own
+    # pod template only), and what was not (an InvalidAnnotation Warning).
+    shapes: tuple[ChosenShape, ...] = ()
+    shape_problem: str | None = None
 
 
 class TargetBook:
     """Opted-in Deployments -> :class:`TargetConfig`, synced from a :class:`ClusterView`."""
 
-    def __init__(self, cluster: ClusterView, policy: Policy, *, gpu_metrics: bool = False) -> None:
+    def __init__(
+        self,
+        cluster: ClusterView,
+        policy: Policy,
+        *,
+        gpu_metrics: bool = False,
+        shapes: ShapeSource | None = None,
+    ) -> None:
         self._cluster = cluster
         self._policy = policy
         self._gpu_metrics = gpu_metrics
+        self._shapes = shapes
+        self._table_revision = 0
         self._entries: dict[str, TargetConfig] = {}
         self._seen: dict[str, Mapping[str, str]] = {}  # annotations as last synced, by identity
 
@@ -96,6 +139,13 @@ class TargetBook:
         for key in [k for k in self._entries if k not in snapshots]:
             del self._entries[key]
             del self._seen[key]
+        if self._shapes is not None:
+            revision, _ = self._shapes.table()
+            if revision != self._table_revision:
+                self._table_revision = revision
+                for key, entry in self._entries.items():
+                    if SHAPES in entry.annotations:
+                        self._entries[key] = self._with_shapes(entry, reread=True)
         for key, snap in snapshots.items():
             d = snap.deployment
             if self._seen.get(key) is not d.annotations:
@@ -132,18 +182,50 @@ class TargetBook:
         routing = "; ".join(str(p) for p in routing_problems(annotations)) or None
         if routing is not None:
             log.warning("%s: routing annotations the activator cannot use: %s", key, routing)
-        unknown = "; ".join(str(p) for p in unknown_keys(annotations)) or None
+        unknown = (
+            "; ".join(str(p) for p in unknown_keys(annotations) if not is_shape_key(p.key)) or None
+        )
         if unknown is not None:
             log.warning("%s: %s", key, unknown)
-        self._entries[key] = TargetConfig(
-            key=key,
-            annotations=annotations,
-            config=config,
-            problem=problem,
-            seen_status=seen_status,
-            revision=0 if entry is None else entry.revision + 1,
-            routing_problem=routing,
-            unknown_keys=unknown,
+        self._entries[key] = self._with_shapes(
+            TargetConfig(
+                key=key,
+                annotations=annotations,
+                config=config,
+                problem=problem,
+                seen_status=seen_status,
+                revision=0 if entry is None else entry.revision + 1,
+                routing_problem=routing,
+                unknown_keys=unknown,
+            )
+        )
+
+    def _with_shapes(self, entry: TargetConfig, *, reread: bool = False) -> TargetConfig:
+        """``entry`` with its shapes read against the table as it is now; ``reread``:
+        again, after the table changed (a new reading reports its problems again: the
+        revision moves)."""
+        annotations = entry.annotations
+        if not any(is_shape_key(k) for k in annotations):
+            return replace(entry, shapes=(), shape_problem=None)
+        table = self._shapes.table()[1] if self._shapes is not None else ShapeTable({})
+        reading = read_shapes(annotations, table)
+        problems = list(reading.problems)
+        listed = {n.strip() for n in annotations.get(SHAPES, "").split(",")}
+        table_problems = self._shapes.problems if self._shapes is not None else ()
+        for bad in table_problems:
+            if bad.key.split(" ")[0] in listed:
+                problems.append(
+                    AnnotationProblem(f"{SHAPES_CONFIGMAP} {bad.key}", bad.value, bad.allowed)
+                )
+        problem = "; ".join(str(p) for p in problems) or None
+        if problem is not None:
+            log.warning("%s: shapes declared badly, scaling on the rest: %s", entry.key, problem)
+        changed = entry.shapes != reading.shapes or entry.shape_problem != problem
+        return replace(
+            entry,
+            shapes=reading.shapes,
+            shape_problem=problem,
+            revision=entry.revision + 1 if changed and reread else entry.revision,
         )
 
     def poll_targets(self) -> list[TargetPods]:
@@ -156,11 +238,17 @@ class TargetBook:
             config = entry.config if entry is not None else None
             engine = config.engine if config is not None else "generic"
             port: int | str = config.metrics_port if config is not None else 8000
+            shaped = entry is not None and bool(entry.shapes)
             pods = []
             for pod in snap.ready_pods:
                 number = pod.port(port)
                 if number is not None and pod.ip is not None:
-                    pods.append(PodEndpoint(name=pod.name, ip=pod.ip, metrics_port=number))
+                    # A model with shapes: each pod in its shape's group ("": the
+                    # user's own template's), so each shape is measured on its own.
+                    group = pod.labels.get(SHAPE_LABEL, "") if shaped else None
+                    pods.append(
+                        PodEndpoint(name=pod.name, ip=pod.ip, metrics_port=number, group=group)
+                    )
             d = snap.deployment
             out.append(TargetPods(key=key, namespace=d.namespace, engine=engine, pods=pods))
         return out

@@ -38,17 +38,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from types import MappingProxyType
 
 from scaler.policy.api import Decision, LoadTotals, Observation, Reason, ScalingConfig
 from scaler.policy.decide import PolicyState
 from scaler.policy.placement.availability import PodFacts
 from scaler.policy.protocol import Policy
 from scaler.policy.shapes.availability import ShapeAvailability, Turn, observe_shapes
-from scaler.policy.shapes.capacity import ShapeStates, relative, shape_config
+from scaler.policy.shapes.capacity import ShapeStates, relative, shape_config, target_ratio
+from scaler.policy.shapes.declarations import Capacity as Ratios
 from scaler.policy.shapes.declarations import ChosenShape
 from scaler.policy.shapes.handover import hand_over
-from scaler.policy.shapes.mix import Mix, MixGoal, Offer, choose_mix
+from scaler.policy.shapes.mix import Mix, MixGoal, Offer, choose_mix, mix_of
 
 __all__ = ["ShapeSeen", "ShapesOutcome", "ShapesState", "decide_shapes", "own_load"]
 
@@ -71,14 +71,22 @@ class ShapeSeen:
 @dataclass(frozen=True, slots=True)
 class ShapesState:
     """What a model with shapes keeps between decisions: each shape's policy state,
-    each shape's part of the last mix, and which shapes are capped."""
+    the last mix, and which shapes are capped."""
 
     states: ShapeStates = field(default_factory=lambda: ShapeStates({}))
-    targets: Mapping[str, int] = field(default_factory=dict)
+    mix: Mix = field(default_factory=lambda: Mix({}, 0.0, "none"))
     availability: ShapeAvailability = field(default_factory=ShapeAvailability)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "targets", MappingProxyType(dict(self.targets)))
+    @property
+    def targets(self) -> Mapping[str, int]:
+        """Each shape's part of the last mix."""
+        return self.mix.replicas
+
+    @classmethod
+    def running(cls, replicas: Mapping[str, int], shapes: Sequence[ChosenShape]) -> ShapesState:
+        """The state of a model first seen with ``replicas`` running: they are its mix."""
+        prices = {c.shape.name: c.shape.prices.on_demand for c in shapes}
+        return cls(mix=mix_of(replicas, prices))
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +101,32 @@ class ShapesOutcome:
     asks: Mapping[str, int]  # what each shape's Deployment asks for (the hand-over included)
     shapes: ShapesState
     turns: tuple[Turn, ...] = ()
+    # Per shape, how much one replica takes against the others (its learned prefill
+    # or decode rate, whichever binds; without an objective its prior ratio), and the
+    # longest prompt it prefills within the objective (None: no objective).
+    weights: Mapping[str, float] = field(default_factory=dict)
+    limits: Mapping[str, float | None] = field(default_factory=dict)
+
+    def as_json(self, *, now_wall: float) -> dict[str, object]:
+        """What ``/v1/targets`` shows of the step."""
+        caps = self.shapes.availability.caps(now_wall)
+        return {
+            "mix": dict(self.mix.replicas),
+            "asks": dict(self.asks),
+            "cost_dollars_per_hour": round(self.mix.cost_per_h, 4),
+            "why": self.mix.why,
+            "lead": self.lead,
+            "need": {name: d.desired for name, d in self.decisions.items()},
+            "weights": {name: round(w, 4) for name, w in self.weights.items()},
+            "prefill_limit_tokens": {
+                name: None if v is None else round(v) for name, v in self.limits.items()
+            },
+            "capped": {
+                name: {"at_most": caps[name], "why": o.why}
+                for name, o in self.shapes.availability.outages.items()
+                if name in caps
+            },
+        }
 
 
 def own_load(
@@ -248,7 +282,7 @@ def decide_shapes(
     )
     new_state = ShapesState(
         states=state.states.with_states(states).only(frozenset(by_name)),
-        targets=dict(mix.replicas),
+        mix=mix,
         availability=availability,
     )
     return ShapesOutcome(
@@ -260,4 +294,22 @@ def decide_shapes(
         asks=asks,
         shapes=new_state,
         turns=turns,
+        weights={
+            name: _weight(d, relative(by_name[name].shape.capacity, base_ratios))
+            for name, d in decisions.items()
+        },
+        limits={
+            name: None if d.slo is None else d.slo.capacity_tokens_per_s * d.slo.slo_ttft_s
+            for name, d in decisions.items()
+        },
     )
+
+
+def _weight(decision: Decision, ratios: Ratios) -> float:
+    """How much one replica takes (see :attr:`ShapesOutcome.weights`)."""
+    slo = decision.slo
+    if slo is None:
+        return target_ratio(ratios)
+    if slo.binding == "decode":
+        return slo.decode_tokens_per_s
+    return slo.capacity_tokens_per_s

@@ -49,7 +49,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-__all__ = ["Mix", "MixGoal", "Offer", "choose_mix", "cost_per_hour"]
+__all__ = ["Mix", "MixGoal", "Offer", "choose_mix", "cost_per_hour", "mix_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +155,13 @@ def _with_long(
 
 def _cost(counts: Mapping[str, int], offers: Mapping[str, Offer]) -> float:
     return sum(n * offers[name].price for name, n in counts.items())
+
+
+def mix_of(replicas: Mapping[str, int], prices: Mapping[str, float]) -> Mix:
+    """``replicas`` as a :class:`Mix` at ``prices`` (what runs, described as a chosen
+    mix is)."""
+    offers = {name: Offer(name, 1, prices.get(name, 0.0)) for name in replicas}
+    return Mix(replicas, _cost(replicas, offers), _describe(replicas, offers))
 
 
 def _bounded(counts: dict[str, int], offers: Mapping[str, Offer], goal: MixGoal) -> dict[str, int]:

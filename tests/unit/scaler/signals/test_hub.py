@@ -12,7 +12,9 @@ Covers:
   name are refused;
 - token counters: reports add up, the servers' prompt tokens count once per
   refresh, and for a target with a TTFT objective the servers' first tokens
-  within it are counted (none for a target without one).
+  within it are counted (none for a target without one);
+- the servers' counters and gauges of each group of a target's pods (its
+  GPU shapes) are kept apart, beside the target's whole.
 """
 
 from __future__ import annotations
@@ -183,6 +185,33 @@ def test_first_tokens_within_the_objective_are_counted_for_a_target_with_an_slo(
     load = hub.observe("ns/a", slo, now=2.0).load
     assert load is not None and (load.ttft_within_slo, load.ttft_counted) == (120.0, 140.0)
     assert hub.observe("ns/b", ScalingConfig(), now=2.0).load is None  # no objective, no count
+
+
+def test_each_group_of_pods_has_its_own_servers_counters() -> None:
+    catalog = Catalog()
+    catalog.targets = {"ns/a": ScalingConfig()}
+    scrape = FakeSource("scrape")
+    hub = SignalHub(sources=[scrape], catalog=catalog)
+
+    def served(tokens: float, running: float) -> SourceReading:
+        observed = {"server_new_prompt_tokens": tokens, "server_running": running}
+        return SourceReading(source="scrape", fresh=True, reporters=1, observed=observed)
+
+    whole = served(4000.0, 10.0)
+    groups = {"h100": served(3000.0, 8.0), "l4": served(1000.0, 2.0)}
+    scrape.readings["ns/a"] = SourceReading(
+        source="scrape", fresh=True, reporters=2, observed=whole.observed, groups=groups
+    )
+    hub.arrived("scrape", now=1.0)
+    hub.arrived("scrape", now=2.0)
+    view = hub.observe("ns/a", ScalingConfig(), now=2.0)
+    assert view.load is not None and view.load.served_prompt_tokens == 8000.0
+    h100, l4 = view.groups["h100"], view.groups["l4"]
+    assert (h100.served_prompt_tokens, h100.running) == (6000.0, 8.0)
+    assert (l4.served_prompt_tokens, l4.running) == (2000.0, 2.0)
+    catalog.targets = {}
+    hub.arrived("scrape", now=3.0)
+    assert hub.observe("ns/a", None, now=3.0).groups == {}
 
 
 def test_held_by_class_and_sheds_are_summed_over_the_activators() -> None:

@@ -69,7 +69,7 @@ class Model:
 
     def __post_init__(self) -> None:
         # A scaler that starts on a running model takes what runs as the last mix.
-        self.state = ShapesState(targets=self.asks)
+        self.state = ShapesState.running(self.asks, self.listed)
 
     def pods(self, shape: str) -> list[PodFacts]:
         stuck = shape in self.stuck
