@@ -137,7 +137,6 @@ async def test_vllm_scrape_then_failures_go_stale_not_zero(serve, session) -> No
     assert (r.concurrency, r.fresh) == (6.0, False)  # stale, and still not zero
 
 
-
 async def test_pods_in_groups_are_read_per_group_too(serve, session) -> None:  # type: ignore[no-untyped-def]
     ports = [
         await serve(FakePod(lambda: VLLM.format(running=3, waiting=1))),
@@ -162,6 +161,7 @@ async def test_pods_in_groups_are_read_per_group_too(serve, session) -> None:  #
     assert (h100.concurrency, h100.reporters) == (4.0, 1)
     assert (mig.concurrency, mig.queue_depth, mig.reporters) == (8.0, 5.0, 2)
     assert mig.pod_load == {"p1": 2.0, "p2": 6.0}
+
 
 async def test_refused_connection_and_never_scraped_pod(session) -> None:  # type: ignore[no-untyped-def]
     # Port 1 on loopback: nothing listens there, the connection is refused.
