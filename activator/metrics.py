@@ -296,7 +296,7 @@ class Metrics:
             ["result"],
             registry=registry,
         )
-        # By class (groundwork.priority.class_label: three values); the tenant is
+        # By class (groundwork.rules.priority.class_label: three values); the tenant is
         # never a label: tenants are unbounded, and a hash of a credential is
         # still not something to publish. Per bucket, not cumulative (last:
         # +Inf), and the sum in a one-item list.

@@ -17,12 +17,11 @@ source says it is going away, and nothing the activator sees overrides that.
 A target may declare LoRA adapters (:class:`Adapter`: a name a request puts
 in ``model`` and the source its replicas load it from); requests for one
 are routed by :mod:`activator.balancing.adapter_affinity`.
-:func:`parse_adapters` reads the annotation's ``name=source`` list and
-:func:`adapters_from_mapping` a ConfigMap's data, with the same rules.
 
-Durations are Go-style strings in annotations and routes files (``90s``,
-``5m``, ``1h30m``, ``250ms``); :func:`parse_duration_s` turns them into
-seconds and says what is allowed when it cannot.
+What a routing key may say, its default and its range are the shared rules
+of :mod:`groundwork.rules.routing_keys` (the scaler checks the same keys
+with them); a :class:`TargetSpec` checks its limits against the same ranges,
+whichever source built it.
 """
 
 from __future__ import annotations
@@ -32,82 +31,36 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from groundwork.rules.priority import PRIORITY_RANGE
+from groundwork.rules.routing_keys import (
+    BALANCING_MODES,
+    COLD_START_TIMEOUT_RANGE_S,
+    CONTAINER_CONCURRENCY_RANGE,
+    DEFAULT_BALANCING,
+    DEFAULT_COLD_START_TIMEOUT_S,
+    DEFAULT_CONTAINER_CONCURRENCY,
+    DEFAULT_MAX_BUFFERED,
+    DEFAULT_PRIORITY,
+    DEFAULT_RESEND_UNANSWERED,
+    MAX_BUFFERED_RANGE,
+    Adapter,
+)
+from groundwork.rules.scaling_keys import ADAPTER_KEEP_ALIVE
+
 __all__ = [
-    "ADAPTER_KEEP_ALIVE_RANGE_S",
-    "BALANCING_MODES",
     "DEFAULT_ADAPTER_KEEP_ALIVE_S",
-    "DEFAULT_BALANCING",
-    "DEFAULT_COLD_START_TIMEOUT_S",
-    "DEFAULT_CONTAINER_CONCURRENCY",
-    "DEFAULT_MAX_BUFFERED",
-    "DEFAULT_PRIORITY",
-    "DEFAULT_RESEND_UNANSWERED",
     "Adapter",
     "Endpoint",
     "TargetSink",
     "TargetSource",
     "TargetSpec",
-    "adapters_from_mapping",
-    "parse_adapters",
-    "parse_duration_s",
     "parse_target_name",
 ]
 
-# Defaults of the routing.tidal.dev/* annotations (docs/annotations.md).
-DEFAULT_COLD_START_TIMEOUT_S = 600.0
-DEFAULT_MAX_BUFFERED = 1000
-DEFAULT_CONTAINER_CONCURRENCY = 0
-# How a request picks among ready replicas: least in flight, or where its
-# prompt's prefix is most likely cached (activator.balancing.prefix_affinity).
-BALANCING_MODES = ("least-loaded", "prefix")
-DEFAULT_BALANCING = "least-loaded"
-# A request whose replica closed the connection before a byte of answer is
-# sent once more (activator.statuses says why that suits inference).
-DEFAULT_RESEND_UNANSWERED = True
-# The class of a held request that names none (groundwork.priority: standard),
-# and the range a class may take.
-DEFAULT_PRIORITY = 0
-PRIORITY_RANGE = (-1_000_000, 1_000_000)
-
-# Allowed ranges (docs/annotations.md); the routes file and the annotations share them.
-COLD_START_TIMEOUT_RANGE_S = (1.0, 3600.0)
-MAX_BUFFERED_RANGE = (0, 100_000)
-CONTAINER_CONCURRENCY_RANGE = (0, 10_000)
-
 # autoscaling.tidal.dev/adapter-keep-alive: an adapter idle this long is unloaded.
-DEFAULT_ADAPTER_KEEP_ALIVE_S = 600.0
-ADAPTER_KEEP_ALIVE_RANGE_S = (1.0, 24 * 3600.0)
+DEFAULT_ADAPTER_KEEP_ALIVE_S: float = ADAPTER_KEEP_ALIVE.default_value()
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
-
-def parse_duration_s(value: str | float | int, *, key: str) -> float:
-    """``"90s"`` -> 90.0; ``"1h30m"`` -> 5400.0. Plain numbers are seconds.
-
-    ``key`` names the setting in the error, so a user sees what to fix.
-    """
-    if isinstance(value, bool):
-        raise ValueError(f"{key}: expected a duration such as 90s, 5m or 1h, got {value!r}")
-    if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError(f"{key}: a duration cannot be negative, got {value!r}")
-        return float(value)
-    text = value.strip()
-    pos = 0
-    total = 0.0
-    for match in _DURATION_PART.finditer(text):
-        if match.start() != pos:
-            break
-        total += float(match.group(1)) * _UNIT_S[match.group(2)]
-        pos = match.end()
-    if not text or pos != len(text):
-        raise ValueError(
-            f"{key}: {value!r} is not a duration; use Go-style units ms, s, m, h "
-            "such as 250ms, 90s, 5m or 1h30m"
-        )
-    return total
 
 
 def parse_target_name(value: str, *, key: str = "name") -> str:
@@ -119,61 +72,6 @@ def parse_target_name(value: str, *, key: str = "name") -> str:
             "in lowercase letters, digits and '-', such as default/llama"
         )
     return value
-
-
-# An adapter name as vLLM takes it in ``model`` and a ConfigMap takes it as a key.
-ADAPTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
-_ADAPTER_SOURCE = re.compile(r"[^\s,=]+")
-
-
-@dataclass(frozen=True, slots=True)
-class Adapter:
-    """One declared LoRA adapter: the ``model`` name and where vLLM loads it from."""
-
-    name: str
-    source: str
-
-
-def adapters_from_mapping(
-    pairs: Mapping[str, str], *, base_models: tuple[str, ...] = (), where: str = "adapters"
-) -> tuple[Adapter, ...]:
-    """Name -> source pairs as adapters, in name order; ValueError naming the first bad one."""
-    adapters = []
-    for name, source in sorted(pairs.items()):
-        name, source = name.strip(), source.strip()
-        if not ADAPTER_NAME.fullmatch(name):
-            raise ValueError(
-                f"{where}: adapter name {name!r} is not allowed; use letters, digits, "
-                "'.', '_' and '-', starting with a letter or digit"
-            )
-        if not _ADAPTER_SOURCE.fullmatch(source):
-            raise ValueError(
-                f"{where}: adapter {name!r} needs a source (a path or a Hugging Face id, "
-                f"without spaces, ',' or '='); got {source!r}"
-            )
-        if name in base_models:
-            raise ValueError(f"{where}: adapter {name!r} has the name of the base model")
-        adapters.append(Adapter(name, source))
-    return tuple(adapters)
-
-
-def parse_adapters(text: str, *, base_models: tuple[str, ...] = ()) -> tuple[Adapter, ...]:
-    """``"sql=/models/sql-lora, chat=org/chat-lora"`` -> adapters; ValueError when bad."""
-    pairs: dict[str, str] = {}
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        name, sep, source = item.partition("=")
-        if not sep:
-            raise ValueError(
-                f"adapters: {item!r} is not name=source, such as sql-lora=/models/sql-lora"
-            )
-        if name.strip() in pairs:
-            raise ValueError(f"adapters: {name.strip()!r} is declared twice")
-        pairs[name.strip()] = source
-    if not pairs:
-        raise ValueError("adapters: the list is empty; expected name=source, ...")
-    return adapters_from_mapping(pairs, base_models=base_models)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,11 @@ the single copy, and both services (and the load tests) may import it:
   then tenants in turns weighted by tokens; arrival order without either),
   with no clock and no event loop, that the activator's Gate holds with and
   the policy simulator runs in simulated time (it must hold exactly as the
-  Gate does); :mod:`groundwork.priority` reads a class as both write it.
+  Gate does).
+- :mod:`groundwork.rules`: the rules both services and the simulator must
+  agree on, each written once (durations, priority, the annotations'
+  grammar, the ``/v1/stats`` report, the prompt size bounds); pure, and a
+  leaf, so that the scaler's pure policy may import it too.
 
 Why this name, and not "common" or "utils": a package named for being
 shared invites anything two modules happen to call. This one holds the

@@ -202,11 +202,6 @@ class StatusRecords:
             record = replace(record, status=status)
         self._records[key] = record
 
-    @property
-    def leading(self) -> bool:
-        """Whether this scaler holds the Lease now (Events are raised by the leader)."""
-        return self._leader.is_leader
-
     def warnings_due(self, key: str) -> bool:
         """True once per set of annotations, on the leader: raise the Warnings that
         leave scaling on now (marked raised even if the Events are lost)."""
@@ -721,8 +716,10 @@ class Actuator:
         self, deployment: DeploymentInfo, *, reason: str, message: str, warning: bool = False
     ) -> None:
         """An Event about ``deployment`` that goes with no scale write (the warm tier's
-        sleeps and wakes); fenced like every write, best effort like the Event after a
-        change."""
+        sleeps and wakes, refused adapter loads); fenced like every write, best effort
+        like the Event after a change. A follower raises none, and that is no failure."""
+        if not self._leader.is_leader:
+            return
         try:
             async with self._slots:
                 self._fence()

@@ -44,11 +44,12 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from groundwork.rules.stats_report import ReportError, is_target_key, parse_report
 from scaler.controller import Controller
 from scaler.metrics import Metrics
 from scaler.policy.api import Demand
 from scaler.policy.events import INVALID_ANNOTATION
-from scaler.signals.activator_reports import ReportError, parse_report
+from scaler.signals.activator_reports import ActivatorReports
 from scaler.signals.hub import SignalHub
 from scaler.targets.state import TargetState
 
@@ -156,9 +157,7 @@ async def _read_json(request: web.Request) -> Any:
 def _target_of(body: Any) -> str | None:
     """The ``namespace/name`` an activation names, or None when it names none."""
     target = body.get("target") if isinstance(body, dict) else None
-    if not isinstance(target, str) or target.count("/") != 1 or "" in target.split("/"):
-        return None
-    return target
+    return target if is_target_key(target) else None
 
 
 class _Handlers:
@@ -169,6 +168,7 @@ class _Handlers:
         *,
         controller: Controller,
         signals: SignalHub,
+        reports: ActivatorReports,
         metrics: Metrics,
         token: str,
         clock: Callable[[], float],
@@ -177,6 +177,7 @@ class _Handlers:
     ) -> None:
         self._controller = controller
         self._signals = signals
+        self._reports = reports
         self._metrics = metrics
         self._expected = f"Bearer {token}".encode()
         self._clock = clock
@@ -210,8 +211,10 @@ class _Handlers:
             return _error(401, "missing or wrong bearer token", "unauthorized")
         try:
             report = parse_report(await _read_json(request))
+            now = self._clock()
+            count = self._reports.record(report, now=now)
             # Into the hub now, at its arrival time: samples are taken when they arrive.
-            count = self._signals.report(report, now=self._clock())
+            self._signals.arrived(self._reports.name, now=now)
         except ReportError as exc:
             metrics.report("rejected")
             return _error(400, str(exc), "invalid_request")
@@ -251,7 +254,7 @@ class _Handlers:
         body = {
             "identity": self._identity,
             "leader": self._leader(),
-            "activators": self._signals.reporting(now=self._clock()),
+            "activators": self._reports.reporting(now=self._clock()),
             "targets": [{**target_view(t), **self._warm_view(t.key)} for t in states],
         }
         return web.json_response(body)
@@ -268,7 +271,7 @@ class _Handlers:
         # Set when read: /metrics is the gauge's only reader, and a follower that
         # never writes still says it follows.
         self._metrics.set_leader(self._leader())
-        self._metrics.activators.set(self._signals.reporting(now=self._clock()))
+        self._metrics.activators.set(self._reports.reporting(now=self._clock()))
         resp = web.Response(body=generate_latest(self._metrics.registry))
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return resp
@@ -278,6 +281,7 @@ def build_app(
     *,
     controller: Controller,
     signals: SignalHub,
+    reports: ActivatorReports,
     metrics: Metrics,
     token: str,
     clock: Callable[[], float],
@@ -290,6 +294,7 @@ def build_app(
     handlers = _Handlers(
         controller=controller,
         signals=signals,
+        reports=reports,
         metrics=metrics,
         token=token,
         clock=clock,

@@ -50,6 +50,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from groundwork.background_tasks import BackgroundTasks
 from scaler.actuator import Actuator
 from scaler.gpu_ledger import GpuLedger
 from scaler.metrics import Metrics
@@ -63,7 +64,7 @@ from scaler.targets.deciding import Decider
 from scaler.targets.publishing import Publisher
 from scaler.targets.reconciler import Outcome, Reconciler, Shared, Trigger
 from scaler.targets.state import TargetState
-from scaler.ticking import CallLater, RecheckTimers, SideTasks, Ticker
+from scaler.ticking import CallLater, RecheckTimers, Ticker
 from scaler.warm.tier import WarmTier
 from scaler.warm.views import ModelBoard
 
@@ -128,7 +129,9 @@ class Controller:
         self._targets: dict[str, Reconciler] = {}
         self._last_tick: float | None = None
         # Extra decisions (rechecks) run only while run() is active.
-        self._side = SideTasks()
+        # Decisions outside the tick (rechecks), as tasks that exist only while the
+        # loop runs: a controller stepped tick by tick in a test leaves none behind.
+        self._side = BackgroundTasks(running=False)
         self._rechecks = RecheckTimers(self._recheck_due, call_later)
         self.ticks = 0
         self.rechecks_run = 0
@@ -270,7 +273,7 @@ class Controller:
 
     def _recheck_due(self, key: str) -> None:
         name, failure = f"tidal-scaler-recheck:{key}", f"{key}: recheck failed"
-        self._side.spawn(lambda: self._recheck(key), name, failure=failure)
+        self._side.spawn(self._recheck(key), name=name, failure=failure)
 
     async def _recheck(self, key: str) -> bool:
         self.rechecks_run += 1

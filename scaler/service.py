@@ -1,9 +1,11 @@
 """``tidal scaler``: run the controller, its HTTP server and its watches.
 
 Composition: Kubernetes access (``KUBECONFIG`` or in-cluster), the opted-in
-Deployments' watches and the target book over them, the three demand sources
-(activator reports always; pod scrapes unless disabled; Prometheus when a URL
-is set) in the signal hub, each pulled source polled on its own schedule, the
+Deployments' watches and the target book over them, the demand sources in
+the signal hub (the activators' reports, which the HTTP API takes, and every
+polled source the settings register and turn on,
+:func:`scaler.signals.registry.polled_sources`, each polled on its own
+schedule), the
 Lease election, the actuator, the controller ticking every
 ``tick_interval_s``, and the aiohttp server on ``port`` (default 8090).
 uvloop runs the loop (entry point only).
@@ -46,7 +48,6 @@ from scaler.kube.shape_watch import ShapeWatch
 from scaler.metrics import Metrics
 from scaler.placement.placer import Placer
 from scaler.placement.shaper import Shaper
-from scaler.policy.api import SignalKind
 from scaler.policy.placement.providers import ProviderPreset
 from scaler.policy.protocol import PurePolicy
 from scaler.settings import (
@@ -58,10 +59,9 @@ from scaler.settings import (
     visible_secret_warnings,
 )
 from scaler.signals.activator_reports import ActivatorReports
-from scaler.signals.base import DemandSource, PolledSource, TargetPods
+from scaler.signals.base import TargetPods
 from scaler.signals.hub import HubSettings, SignalHub
-from scaler.signals.prometheus import PrometheusGpu
-from scaler.signals.scrape import PodScraper
+from scaler.signals.registry import Polled, SourceContext, polled_sources
 from scaler.targets.book import TargetBook
 from scaler.ticking import IntervalTicker
 from scaler.warm.gpu_memory import PrometheusGpuMemory
@@ -86,13 +86,11 @@ def _identity(settings: ScalerSettings) -> str:
 
 
 async def _poll(
-    source: PolledSource,
-    interval_s: float,
-    listing: Callable[[], list[TargetPods]],
-    signals: SignalHub,
+    polled: Polled, listing: Callable[[], list[TargetPods]], signals: SignalHub
 ) -> None:
-    """Refresh ``source`` every ``interval_s`` for the pods ``listing`` names, and tell
+    """Refresh a polled source on its schedule for the pods ``listing`` names, and tell
     the hub when each refresh completes."""
+    source, interval_s = polled.source, polled.every_s
     loop = asyncio.get_running_loop()
     while True:
         started = loop.time()
@@ -134,73 +132,40 @@ async def _refresh_memory(
         await asyncio.sleep(every_s)
 
 
-def _fresh_by_kind(settings: ScalerSettings) -> dict[SignalKind, float]:
-    """Signals fed only by a slow poll need a freshness bound of one poll and a half
-    plus its timeout (samples arrive once per poll, not every second)."""
-    out: dict[SignalKind, float] = {}
-    scrape, prom = settings.scrape, settings.prometheus
-    if scrape.enabled:
-        bound = 1.5 * scrape.interval_s + scrape.timeout_s
-        out[SignalKind.KV_CACHE_UTILIZATION] = bound
-        if not prom.url:
-            out[SignalKind.GPU_UTILIZATION] = bound
-    if prom.url:
-        out[SignalKind.GPU_UTILIZATION] = 1.5 * prom.interval_s + prom.timeout_s
-    return out
-
-
 @dataclass(frozen=True, slots=True)
 class _Sources:
-    """The demand sources: activator reports always, pod scrapes unless disabled,
-    Prometheus when a URL is set (and, with it, the warm tier's GPU memory)."""
+    """The demand sources: the activators' reports (the HTTP API records them) and the
+    polled ones the settings turn on; and, with a Prometheus URL, the warm tier's view
+    of GPU memory."""
 
     reports: ActivatorReports
-    all: list[DemandSource]
-    polled: list[tuple[PolledSource, float]]  # each with its interval
+    polled: list[Polled]
     memory: PrometheusGpuMemory | None
+
+    def hub(self, settings: ScalerSettings, catalog: TargetBook) -> SignalHub:
+        return SignalHub(
+            sources=[self.reports, *(p.source for p in self.polled)],
+            catalog=catalog,
+            settings=HubSettings(
+                fresh_within_s=settings.fresh_within_s,
+                source_fresh_within_s={p.source.name: p.fresh_within_s for p in self.polled},
+            ),
+        )
 
 
 def _sources(settings: ScalerSettings, session: aiohttp.ClientSession) -> _Sources:
-    reports = ActivatorReports(
-        drop_after_periods=settings.reports.drop_after_periods,
-        fresh_within_periods=settings.reports.fresh_within_periods,
-        expect_for_s=settings.reports.expect_for_s,
-    )
-    sources: list[DemandSource] = [reports]
-    polled: list[tuple[PolledSource, float]] = []
-    if settings.scrape.enabled:
-        scraper = PodScraper(
-            session=session,
-            timeout_s=settings.scrape.timeout_s,
-            stale_after_s=settings.scrape.stale_after_s,
-            max_concurrent=settings.scrape.max_concurrent,
-        )
-        sources.append(scraper)
-        polled.append((scraper, settings.scrape.interval_s))
     prom = settings.prometheus
+    client = prom.client(session)
     memory = None
-    if prom.url:
-        gpu = PrometheusGpu(
-            session=session,
-            url=prom.url,
-            metric=prom.metric,
-            pod_label=prom.pod_label,
-            namespace_label=prom.namespace_label,
-            timeout_s=prom.timeout_s,
-            stale_after_s=prom.stale_after_s,
-        )
-        sources.append(gpu)
-        polled.append((gpu, prom.interval_s))
-        # The warm tier's view of GPU memory (framebuffer used and free, by GPU).
+    if client is not None:
         memory = PrometheusGpuMemory(
-            session=session,
-            url=prom.url,
+            client,
             pod_label=prom.pod_label,
             namespace_label=prom.namespace_label,
-            timeout_s=prom.timeout_s,
             stale_after_s=prom.stale_after_s,
         )
-    return _Sources(reports, sources, polled, memory)
+    polled = polled_sources(settings, SourceContext(session=session))
+    return _Sources(settings.reports.build(), polled, memory)
 
 
 def _placement(
@@ -303,14 +268,7 @@ def _compose(
     book = TargetBook(
         cluster, policy, gpu_metrics=bool(settings.prometheus.url), shapes=shape_watch
     )
-    signals = SignalHub(
-        sources=sources.all,
-        catalog=book,
-        settings=HubSettings(
-            fresh_within_s=settings.fresh_within_s,
-            fresh_within_s_by_kind=_fresh_by_kind(settings),
-        ),
-    )
+    signals = sources.hub(settings, book)
     actuator = kube_actuator(
         access,
         identity=identity,
@@ -368,8 +326,8 @@ def _jobs(
         ("gpu-ledger", _account(parts.ledger, book, parts.warm, settings.tick_interval_s, clock)),
     ]
     jobs += [
-        (f"poll-{s.name}", _poll(s, every, book.poll_targets, parts.signals))
-        for s, every in parts.sources.polled
+        (f"poll-{p.source.name}", _poll(p, book.poll_targets, parts.signals))
+        for p in parts.sources.polled
     ]
     memory = parts.sources.memory
     if memory is not None:
@@ -386,6 +344,7 @@ async def _listen(
     app = build_app(
         controller=parts.controller,
         signals=parts.signals,
+        reports=parts.sources.reports,
         metrics=metrics,
         token=settings.token.get_secret_value(),
         clock=asyncio.get_running_loop().time,

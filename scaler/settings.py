@@ -34,7 +34,9 @@ from groundwork.settings_loading import load_settings as load_service_settings
 from groundwork.settings_loading import visible_secret_warnings as warn_visible_secrets
 from groundwork.token_file import read_token
 from scaler.placement.settings import PlacementSettings
-from scaler.signals.prometheus import GpuMetric
+from scaler.signals.activator_reports import ReportSettings
+from scaler.signals.prometheus import GpuMetric, PrometheusSettings
+from scaler.signals.scrape import ScrapeSettings
 
 __all__ = [
     "ScalerSettings",
@@ -90,52 +92,6 @@ class LeaderSettings(BaseModel):
     retry_period_s: float = Field(2.0, gt=0, description="time between election attempts, seconds")
 
 
-class ReportSettings(BaseModel):
-    drop_after_periods: float = Field(
-        3.0, gt=0, description="drop an activator silent for this many report periods"
-    )
-    fresh_within_periods: float = Field(
-        2.0, gt=0, description="reports older than this many periods make the view stale"
-    )
-    expect_for_s: float = Field(
-        300.0,
-        ge=0,
-        description=(
-            "after the last report, how long silence counts as unknown demand "
-            "rather than as no activators, seconds"
-        ),
-    )
-
-
-class ScrapeSettings(BaseModel):
-    enabled: bool = Field(True, description="scrape ready pods' /metrics")
-    interval_s: float = Field(2.0, gt=0, description="time between scrapes of every pod, seconds")
-    timeout_s: float = Field(1.0, gt=0, description="timeout of one pod scrape, seconds")
-    stale_after_s: float = Field(
-        6.0, gt=0, description="a pod's values older than this are stale, seconds"
-    )
-    max_concurrent: int = Field(64, ge=1, description="scrapes in flight at once")
-
-
-class PrometheusSettings(BaseModel):
-    url: str | None = Field(
-        None, description="Prometheus base URL for DCGM GPU utilization (unset: no GPU view)"
-    )
-    metric: GpuMetric = Field(
-        GpuMetric.DCGM_GPU_UTIL,
-        description="DCGM_FI_DEV_GPU_UTIL (percent) or DCGM_FI_PROF_GR_ENGINE_ACTIVE (fraction)",
-    )
-    pod_label: str = Field("pod", description="label naming the pod (often exported_pod)")
-    namespace_label: str = Field(
-        "namespace", description="label naming the namespace (often exported_namespace)"
-    )
-    interval_s: float = Field(5.0, gt=0, description="time between queries, seconds")
-    timeout_s: float = Field(2.0, gt=0, description="timeout of one query, seconds")
-    stale_after_s: float = Field(
-        15.0, gt=0, description="an answer older than this is stale, seconds"
-    )
-
-
 class PriceSettings(BaseModel):
     on_demand_per_gpu_hour: float = Field(
         0.0, ge=0, description="price of one on-demand GPU-hour, for the cost metric (0: unset)"
@@ -185,6 +141,8 @@ class ScalerSettings(ServiceSettings):
     kube: KubeSettings = Field(default_factory=KubeSettings)  # type: ignore[arg-type]
     leader: LeaderSettings = Field(default_factory=LeaderSettings)  # type: ignore[arg-type]
     reports: ReportSettings = Field(default_factory=ReportSettings)  # type: ignore[arg-type]
+    # The polled demand sources: each field of a PolledSourceSettings type registers
+    # one (scaler.signals.registry; docs/architecture.md, "The signal sources").
     scrape: ScrapeSettings = Field(default_factory=ScrapeSettings)  # type: ignore[arg-type]
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)  # type: ignore[arg-type]
     prices: PriceSettings = Field(default_factory=PriceSettings)  # type: ignore[arg-type]

@@ -67,6 +67,7 @@ import aiohttp
 
 from groundwork.kube.connection import KubeConfigError, connect
 from groundwork.kube.errors import KubeError
+from groundwork.rules.priority import PRIORITY_LABELS
 from scaler.kube.listing import (
     list_companions,
     list_not_opted_in,
@@ -475,10 +476,7 @@ def _held_line(row: Mapping[str, Any]) -> str:
     """Held requests by class and those shed in the last report, when classes are in use
     (anything held outside ``standard``, or anything shed); else empty."""
     observed = (row.get("live") or {}).get("observed") or {}
-    counts = {
-        label: int(observed.get(f"activator_held_{label}") or 0)
-        for label in ("critical", "standard", "sheddable")
-    }
+    counts = {label: int(observed.get(f"activator_held_{label}") or 0) for label in PRIORITY_LABELS}
     shed = int(observed.get("activator_shed") or 0)
     if not (counts["critical"] or counts["sheddable"] or shed):
         return ""

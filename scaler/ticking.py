@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
-__all__ = ["CallLater", "IntervalTicker", "RecheckTimers", "SideTasks", "Ticker", "Timer"]
+__all__ = ["CallLater", "IntervalTicker", "RecheckTimers", "Ticker", "Timer"]
 
 log = logging.getLogger(__name__)
 
@@ -103,38 +103,3 @@ class RecheckTimers:
         for _, handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
-
-
-class SideTasks:
-    """Decisions outside the tick (rechecks, pokes), as tasks that exist only while
-    the loop runs: a controller driven tick by tick in a test leaves nothing behind,
-    and a failing one is logged, never raised into the loop."""
-
-    def __init__(self) -> None:
-        self.running = False
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    def spawn(self, make: Callable[[], Awaitable[object]], name: str, *, failure: str) -> None:
-        """Run ``make()`` as a task named ``name`` if the loop runs; log ``failure`` if it
-        raises."""
-        if not self.running:
-            return
-
-        async def guarded() -> None:
-            try:
-                await make()
-            except Exception:
-                log.exception("%s", failure)
-
-        task = asyncio.ensure_future(guarded())
-        task.set_name(name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def stop(self) -> None:
-        """Stop spawning; cancel and wait for what runs."""
-        self.running = False
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,1 @@
+"""Maintainer scripts: the reference pages generated from the code, the simulator tables."""

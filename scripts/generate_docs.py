@@ -1,8 +1,9 @@
 """Generate the reference pages in docs/ from the code that defines them.
 
 ``python -m scripts.generate_docs`` rewrites ``docs/annotations.md`` (from
-the scaler's annotation table :data:`scaler.policy.annotations.SPECS` and the
-activator's :data:`activator.kube.translate.ROUTING_ANNOTATIONS`) and
+the tables of keys both services read with,
+:data:`groundwork.rules.scaling_keys.SCALING_KEYS` and
+:data:`groundwork.rules.routing_keys.ROUTING_KEYS`) and
 ``docs/metrics.md`` (from the metrics each service registers, read back from
 a fresh ``CollectorRegistry``) and ``docs/statuses.md`` (from the
 activator's one table of its own answers, ``activator.statuses.ERROR_STATUS``).
@@ -24,11 +25,12 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from activator.kube.translate import ROUTING_ANNOTATIONS
 from activator.metrics import Metrics as ActivatorMetrics
 from activator.statuses import ERROR_STATUS
+from groundwork.rules.routing_keys import ROUTING_KEYS
+from groundwork.rules.scaling_keys import SCALING_KEYS
 from scaler.metrics import Metrics as ScalerMetrics
-from scaler.policy.annotations import SPECS, STATUS_ANNOTATION
+from scaler.policy.annotations import STATUS_ANNOTATION
 from scaler.policy.events import EVENT_REASONS
 from scaler.policy.shapes.declarations import SHAPE_SPECS
 
@@ -50,15 +52,19 @@ def annotations_page() -> str:
         "# Annotations",
         "",
         _GENERATED.format(
-            source="`scaler/policy/annotations.py` (SPECS), "
+            source="`groundwork/rules/scaling_keys.py` (SCALING_KEYS), "
             "`scaler/policy/shapes/declarations.py` (SHAPE_SPECS), "
-            "`activator/kube/translate.py` (ROUTING_ANNOTATIONS) and "
+            "`groundwork/rules/routing_keys.py` (ROUTING_KEYS) and "
             "`scaler/policy/events.py` (EVENT_REASONS)"
         ),
         "",
         'Opt a Deployment in with the **label** `autoscaling.tidal.dev/enabled: "true"`;',
         "the knobs below are **annotations** on the same Deployment. Durations are",
-        "Go-style (`500ms`, `90s`, `5m`, `1h30m`); percentages are 0-100.",
+        "Go-style (`500ms`, `90s`, `5m`, `1h30m`, `1.5h`; a bare `0` is zero, allowed",
+        "where the key's range starts at 0s; no sign, and no other bare number);",
+        "whole numbers are digits with an optional sign; percentages are 0-100. The",
+        "activator and the scaler read every key by the same rules, so a value one",
+        "of them refuses the other refuses too.",
         "",
         "Every value is checked. A bad one produces a Kubernetes",
         "Event of reason `InvalidAnnotation` naming each bad key, its value and what",
@@ -81,9 +87,9 @@ def annotations_page() -> str:
         _row("annotation", "default", "allowed", "meaning"),
         _row("---", "---", "---", "---"),
     ]
-    for spec in SPECS:
-        default = f"`{spec.default}`" if spec.default else "unset"
-        lines.append(_row(f"`{spec.key}`", default, spec.allowed, spec.meaning))
+    for key in SCALING_KEYS:
+        default = f"`{key.default}`" if key.default else "unset"
+        lines.append(_row(f"`{key.name}`", default, key.allowed, key.meaning))
     lines += [
         "",
         "## GPU shapes",
@@ -107,9 +113,9 @@ def annotations_page() -> str:
         _row("annotation", "default", "allowed", "meaning"),
         _row("---", "---", "---", "---"),
     ]
-    for routing in ROUTING_ANNOTATIONS:
-        default = f"`{routing.default}`" if routing.default else routing.default_note
-        lines.append(_row(f"`{routing.key}`", default, routing.allowed, routing.meaning))
+    for key in ROUTING_KEYS:
+        default = f"`{key.default}`" if key.default else key.default_note
+        lines.append(_row(f"`{key.name}`", default, key.allowed, key.meaning))
     lines += [
         "",
         "## Written by Tidal",

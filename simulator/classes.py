@@ -6,7 +6,7 @@ priority class; the simulated activator holds them by class and tenant
 class got: requests, TTFT p50 and p99 of those answered, and those that
 failed (shed, refused, timed out).
 
-Main decision: classes are grouped by :func:`groundwork.priority.class_label`
+Main decision: classes are grouped by :func:`groundwork.rules.priority.class_label`
 (critical above 0, standard at 0, sheddable below), the same three groups the
 activator's metrics use, so a trace with many integers still prints three
 rows at most.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from groundwork.priority import PRIORITY_LABELS, class_label
+from groundwork.rules.priority import PRIORITY_LABELS, class_label
 from simulator.scorecard import percentile
 from simulator.world import RunResult
 

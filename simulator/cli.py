@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from activator.balancing.prefix_affinity import AffinityConfig
-from scaler.policy import InvalidAnnotation, PlacementConfig, parse_duration_s
-from scaler.policy.annotations import AUTOSCALING_PREFIX
+from groundwork.rules.durations import parse_duration_s
+from groundwork.rules.scaling_keys import AUTOSCALING_PREFIX
+from scaler.policy import InvalidAnnotation, PlacementConfig
 from simulator import adapter_cli, prefix_workloads, synthetic, traces
 from simulator.chat_trace import MEAN_TURNS, ChatSpec, generate_chat
 from simulator.classes import class_table, ttft_by_class
@@ -61,9 +62,7 @@ def _duration(text: str) -> float:
     try:
         return parse_duration_s(text)
     except ValueError as error:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a duration; use Go style such as 90s, 5m, 1h30m"
-        ) from error
+        raise argparse.ArgumentTypeError(str(error)) from error
 
 
 def _positive(text: str) -> float:

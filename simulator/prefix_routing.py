@@ -51,6 +51,7 @@ from typing import cast
 
 from activator.balancing.least_loaded import pick
 from activator.balancing.prefix_affinity import AffinityConfig, PrefixAffinity
+from groundwork.rules.routing_keys import BALANCING_MODES
 from simulator.baselines import AlwaysOn
 from simulator.chat_trace import ChatSpec, generate_chat
 from simulator.engine import KvEventRecorder, LlmEngine, LlmParams
@@ -76,7 +77,8 @@ __all__ = [
     "hit_rate",
 ]
 
-ROUTINGS = ("least-loaded", "prefix")
+# The routing.tidal.dev/balancing modes the replay compares.
+ROUTINGS = BALANCING_MODES
 
 
 class LoadSpread:

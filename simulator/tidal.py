@@ -38,14 +38,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from groundwork.rules.stats_report import ActivatorReport, TargetStats
 from scaler.policy import Reason, ScalingConfig
 from scaler.policy.api import SignalKind
 from scaler.policy.idle.adaptive import GracePlan
 from scaler.policy.protocol import PurePolicy
-from scaler.signals.activator_reports import ActivatorReport, ActivatorReports, TargetStats
-from scaler.signals.base import DemandSource, SourceReading
+from scaler.signals.activator_reports import ActivatorReports
+from scaler.signals.base import Brought, DemandSource, Levels, SourceReading
 from scaler.signals.hub import SignalHub
-from scaler.signals.names import SCRAPE
+from scaler.signals.scrape import SCRAPE
 from simulator.world import View
 
 __all__ = ["ServerMetrics", "TidalAutoscaler"]
@@ -78,22 +79,34 @@ class ServerMetrics:
             (bound, float(sum(1 for t in view.server_ttfts if t <= bound)))
             for bound in _TTFT_BOUNDS
         )
+        prefilled, generated = float(view.prefilled_tokens), float(view.generated_tokens)
+        brought = None
+        if prefilled > 0 or generated > 0 or view.server_ttfts:
+            brought = Brought(
+                served_prompt_tokens=prefilled,
+                generated_tokens=generated,
+                ttft_new=buckets if view.server_ttfts else (),
+            )
+        signals = {SignalKind.CONCURRENCY: running + waiting, SignalKind.QUEUE_DEPTH: waiting}
+        if view.ready:
+            signals[SignalKind.KV_CACHE_UTILIZATION] = view.kv_cache_utilization
         self._reading = SourceReading(
-            source=SCRAPE,
             fresh=True,
             reporters=view.ready,
-            concurrency=running + waiting,
-            queue_depth=waiting,
+            signals=signals,
             busy=running + waiting > 0,
-            kv_cache_utilization=view.kv_cache_utilization if view.ready else None,
+            levels=Levels(
+                running=running,
+                server_waiting=waiting,
+                awaiting_first_token=waiting,
+                kv_cache_utilization=view.kv_cache_utilization,
+            ),
+            brought=brought,
             observed={
                 "server_running": running,
                 "server_waiting": waiting,
                 "server_kv_cache_utilization": view.kv_cache_utilization,
-                "server_new_prompt_tokens": float(view.prefilled_tokens),
-                "server_new_generation_tokens": float(view.generated_tokens),
             },
-            ttft_new=buckets if view.server_ttfts else (),
         )
 
     def read(self, key: str, *, now: float) -> SourceReading | None:
@@ -143,7 +156,8 @@ class TidalAutoscaler:
         self.warm_start = min(warm_start, self.config.max_scale)
         # With an objective, the servers' metrics too (see the module docstring).
         self.servers = ServerMetrics() if self.config.slo_ttft_s is not None else None
-        sources: list[DemandSource] = [ActivatorReports()]
+        self.reports = ActivatorReports()
+        sources: list[DemandSource] = [self.reports]
         if self.servers is not None:
             sources.append(self.servers)
         self.hub = SignalHub(sources=sources, catalog=_OneTarget(self.config))
@@ -181,10 +195,11 @@ class TidalAutoscaler:
                 best_prefill_tokens_per_s=view.best_prefill_tokens_per_s,
                 prompts_over=view.prompts_over,
             )
-            self.hub.report(
+            self.reports.record(
                 ActivatorReport(activator="sim", period_s=_REPORT_PERIOD_S, targets={_KEY: stats}),
                 now=now,
             )
+            self.hub.arrived(self.reports.name, now=now)
             if self.servers is not None:
                 self.servers.update(view)
                 self.hub.arrived(SCRAPE, now=now)

@@ -57,7 +57,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from groundwork.priority import PRIORITY_ALLOWED, parse_priority
+from groundwork.rules.priority import PRIORITY_ALLOWED, parse_priority
 
 __all__ = [
     "TRACES_DIR_ENV",
@@ -107,7 +107,7 @@ class TraceRequest:
     model: str = ""  # empty: the trace has one model
     # The prompt as block hashes (the trace's prefix field); empty: unknown.
     prefix: tuple[int | str, ...] = ()
-    # Its priority class (groundwork.priority: higher first) and tenant, from
+    # Its priority class (groundwork.rules.priority: higher first) and tenant, from
     # the trace's class and tenant fields; 0 and "" when it has none.
     priority: int = 0
     tenant: str = ""

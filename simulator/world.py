@@ -62,10 +62,10 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from activator.balancing.least_loaded import pick
-from activator.targets import DEFAULT_COLD_START_TIMEOUT_S, DEFAULT_MAX_BUFFERED
 from groundwork.fair_hold_queue import FairHoldQueue
+from groundwork.rules.prompt_sizes import PROMPT_SIZE_BOUNDS
+from groundwork.rules.routing_keys import DEFAULT_COLD_START_TIMEOUT_S, DEFAULT_MAX_BUFFERED
 from scaler.policy import PlacementConfig, split
-from scaler.policy.api import PROMPT_SIZE_BOUNDS
 from simulator.engine import LlmEngine, LlmParams
 from simulator.traces import TraceRequest
 

@@ -48,7 +48,6 @@ from dataclasses import dataclass
 __all__ = [
     "BLOCK_CHARS",
     "CHARS_PER_TOKEN",
-    "PROMPT_SIZE_BOUNDS",
     "PromptBlocks",
     "estimated_tokens",
     "prompt_blocks",
@@ -58,10 +57,6 @@ BLOCK_CHARS = 256
 #: Characters per prompt token in the estimate (see the module docstring).
 CHARS_PER_TOKEN = 4
 _CHAT_TOKENS_PER_MESSAGE = 4
-#: Prompt sizes (estimated tokens) at which the activator counts arrivals in its
-#: report, so the scaler sees the share of prompts too long for an objective: the
-#: scaler's own bounds (scaler.policy.api), which it checks a report against.
-PROMPT_SIZE_BOUNDS = (1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000)
 _SEPARATOR = "\x1e"  # ASCII record separator: never ends a role or starts a message's text
 
 

@@ -6,7 +6,7 @@ three from a request that must be held:
 
 - **class** from ``x-tidal-priority`` (``critical``, ``standard``,
   ``sheddable`` or a whole number, higher first:
-  :func:`groundwork.priority.parse_priority`), else the target's
+  :func:`groundwork.rules.priority.parse_priority`), else the target's
   ``routing.tidal.dev/default-priority``. A value that does not parse is
   the default too, and is counted (``bad_priority``): a class only matters
   while a request waits, so a typo must not cost an answer that a free
@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from activator.balancing.prefix_key import estimated_tokens
-from groundwork.priority import class_label, parse_priority
+from groundwork.rules.priority import class_label, parse_priority
 
 __all__ = [
     "ANONYMOUS",
@@ -71,7 +71,7 @@ class HoldClass:
     tenant: str
     cost: int
     bad_priority: bool = False  # the header was there and did not parse
-    # The class's metric label (groundwork.priority.class_label), worked out once.
+    # The class's metric label (groundwork.rules.priority.class_label), worked out once.
     label: str = field(init=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -10,7 +10,8 @@ servers' own counters, so these only tell it what is on the way.
 
 from __future__ import annotations
 
-from activator.balancing.prefix_key import PROMPT_SIZE_BOUNDS, estimated_tokens
+from activator.balancing.prefix_key import estimated_tokens
+from groundwork.rules.prompt_sizes import PROMPT_SIZE_BOUNDS
 
 __all__ = ["TokenTally"]
 

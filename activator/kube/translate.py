@@ -5,7 +5,8 @@ events, items of lists), so these functions need no client and are tested
 with literal dicts.
 
 - :func:`target_from_deployment` reads an opted-in Deployment's
-  ``routing.tidal.dev/*`` annotations (docs/annotations.md). A bad value is reported
+  ``routing.tidal.dev/*`` annotations (docs/annotations.md) with the rules
+  both services share (:func:`groundwork.rules.routing_keys.read_routing`). A bad value is reported
   (the returned problems name the key, the value and what is allowed) and
   its default is used, so one typo does not take a model off the data path;
   an unknown key is reported with the closest known one ("did you mean")
@@ -34,182 +35,27 @@ with literal dicts.
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from activator.targets import (
-    ADAPTER_KEEP_ALIVE_RANGE_S,
-    BALANCING_MODES,
-    COLD_START_TIMEOUT_RANGE_S,
-    CONTAINER_CONCURRENCY_RANGE,
-    DEFAULT_ADAPTER_KEEP_ALIVE_S,
-    DEFAULT_BALANCING,
-    DEFAULT_COLD_START_TIMEOUT_S,
-    DEFAULT_CONTAINER_CONCURRENCY,
-    DEFAULT_MAX_BUFFERED,
-    DEFAULT_RESEND_UNANSWERED,
-    MAX_BUFFERED_RANGE,
-    Adapter,
-    Endpoint,
-    TargetSpec,
-    adapters_from_mapping,
-    parse_adapters,
-    parse_duration_s,
-)
-from groundwork.priority import PRIORITY_ALLOWED, parse_priority
+from activator.targets import DEFAULT_ADAPTER_KEEP_ALIVE_S, Adapter, Endpoint, TargetSpec
+from groundwork.rules.routing_keys import ROUTING_PREFIX, adapter_pairs, read_routing
+from groundwork.rules.scaling_keys import ADAPTER_KEEP_ALIVE, SLO_TTFT
 
 __all__ = [
     "ENABLED_LABEL",
-    "ROUTING_ANNOTATIONS",
     "SERVICE_NAME_LABEL",
     "Routing",
-    "RoutingAnnotation",
     "build_targets",
     "endpoints_from_slices",
     "target_from_deployment",
 ]
 
 ENABLED_LABEL = "autoscaling.tidal.dev/enabled"
-# A model with a TTFT objective is sized in prompt tokens: its requests' token
-# estimates are worth counting (the scaler validates the value; here only its presence).
-SLO_TTFT_ANNOTATION = "autoscaling.tidal.dev/slo-ttft"
-# How long a LoRA adapter stays loaded idle: the activator unloads it, so it
-# reads the key; the scaler validates it with the other autoscaling keys.
-ADAPTER_KEEP_ALIVE_ANNOTATION = "autoscaling.tidal.dev/adapter-keep-alive"
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
-_R = "routing.tidal.dev/"
 
 Obj = Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class RoutingAnnotation:
-    """One ``routing.tidal.dev/*`` annotation as a user sees it (a row of docs/annotations.md).
-
-    ``default`` is the annotation text equal to the default (a unit test
-    parses it and checks it changes nothing); ``default_note`` describes a
-    default that depends on the Deployment instead.
-    """
-
-    key: str
-    default: str
-    default_note: str
-    allowed: str
-    meaning: str
-
-
-#: Every routing annotation :func:`target_from_deployment` reads, in the order
-#: docs/annotations.md lists them.
-ROUTING_ANNOTATIONS: tuple[RoutingAnnotation, ...] = (
-    RoutingAnnotation(
-        _R + "service",
-        "",
-        "the Deployment's name",
-        "a Service name",
-        "the Service whose EndpointSlices list the replicas",
-    ),
-    RoutingAnnotation(
-        _R + "port",
-        "",
-        "the Service's first port",
-        "a port number 1 to 65535 or a port name",
-        "Service port to send traffic to",
-    ),
-    RoutingAnnotation(
-        _R + "hosts",
-        "",
-        "none",
-        "comma-separated host names; `*.example.com` allowed",
-        "Host header values routed to this model",
-    ),
-    RoutingAnnotation(
-        _R + "path-prefix",
-        "",
-        "none",
-        "a path starting with `/`",
-        "path prefix routed to this model (the longest match wins)",
-    ),
-    RoutingAnnotation(
-        _R + "models",
-        "",
-        "none",
-        "comma-separated names",
-        "OpenAI `model` names served (listed by `GET /v1/models`)",
-    ),
-    RoutingAnnotation(
-        _R + "adapters",
-        "",
-        "none",
-        "comma-separated `name=source` (source: a path or Hugging Face id vLLM loads from)",
-        "LoRA adapters the replicas may load on demand; a request names one in `model` "
-        "([adapters](adapters.md))",
-    ),
-    RoutingAnnotation(
-        _R + "adapters-configmap",
-        "",
-        "none",
-        "a ConfigMap name in the Deployment's namespace",
-        "more adapters: each key of the ConfigMap's `data` an adapter name, its value the "
-        "source (for hundreds)",
-    ),
-    RoutingAnnotation(
-        _R + "cold-start-timeout",
-        "10m",
-        "",
-        "1s to 1h",
-        "how long a request may wait for a ready replica before a 504",
-    ),
-    RoutingAnnotation(
-        _R + "max-buffered",
-        str(DEFAULT_MAX_BUFFERED),
-        "",
-        f"{MAX_BUFFERED_RANGE[0]} to {MAX_BUFFERED_RANGE[1]}",
-        "requests one activator holds for this model; more get a 503",
-    ),
-    RoutingAnnotation(
-        _R + "container-concurrency",
-        str(DEFAULT_CONTAINER_CONCURRENCY),
-        "",
-        f"{CONTAINER_CONCURRENCY_RANGE[0]} to {CONTAINER_CONCURRENCY_RANGE[1]} (0: no limit)",
-        "most requests in flight per replica",
-    ),
-    RoutingAnnotation(
-        _R + "balancing",
-        DEFAULT_BALANCING,
-        "",
-        " or ".join(f"`{m}`" for m in BALANCING_MODES),
-        "how a request picks a ready replica: the fewest in flight, or where its prompt's "
-        "prefix is most likely cached, within 1.25x the mean load "
-        "([prefix-aware routing](prefix-routing.md))",
-    ),
-    RoutingAnnotation(
-        _R + "resend-unanswered",
-        "true",
-        "",
-        "`true` or `false`",
-        "send a request once more when its replica closed the connection before any byte of "
-        "answer (RFC 9110 §9.2.2 lets a proxy resend only what it is configured to treat as "
-        "idempotent; inference is, so the default is `true`)",
-    ),
-    RoutingAnnotation(
-        _R + "default-priority",
-        "standard",
-        "",
-        "`critical`, `standard`, `sheddable` or a whole number -1000000 to 1000000",
-        "class of a held request without an `x-tidal-priority` header; higher classes are "
-        "released first and shed last ([priority and fairness](priority.md))",
-    ),
-    RoutingAnnotation(
-        _R + "shed-at-zero",
-        "false",
-        "",
-        "`true` or `false`",
-        "refuse a sheddable request (class below 0) at once with `503 shed` when no replica "
-        "is ready, rather than hold it through a cold start",
-    ),
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,71 +78,51 @@ def key_of(obj: Obj) -> str:
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
-def _list(value: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in value.split(",") if v.strip())
-
-
-def _int_in(value: str, lo: int, hi: int) -> int:
-    number = int(value.strip())
-    if not lo <= number <= hi:
-        raise ValueError
-    return number
-
-
 def _adapters(
-    notes: Mapping[str, str],
+    declared: tuple[Adapter, ...],
+    configmap: str | None,
     configmaps: Mapping[str, Obj],
     namespace: str,
     base_models: tuple[str, ...],
-    bad: Callable[[str, str], None],
-) -> tuple[tuple[Adapter, ...], float]:
-    """The declared adapters (annotation, then ConfigMap) and their keep-alive."""
-    adapters: dict[str, Adapter] = {}
-    if _R + "adapters" in notes:
-        try:
-            adapters.update(
-                (a.name, a) for a in parse_adapters(notes[_R + "adapters"], base_models=base_models)
-            )
-        except ValueError as exc:
-            bad("adapters", f"allowed: comma-separated name=source ({exc})")
-    cm_name = (notes.get(_R + "adapters-configmap") or "").strip()
-    if cm_name:
-        data = (configmaps.get(f"{namespace}/{cm_name}") or {}).get("data")
+) -> tuple[tuple[Adapter, ...], str | None]:
+    """The declared adapters (the annotation's, then the ConfigMap's) and the problem
+    of the ConfigMap's data, if any (the annotation wins a name both declare)."""
+    adapters = {a.name: a for a in declared}
+    problem = None
+    if configmap is not None:
+        data = (configmaps.get(f"{namespace}/{configmap}") or {}).get("data")
+        where = f"ConfigMap {namespace}/{configmap}"
         try:
             if not isinstance(data, Mapping):
-                raise ValueError(f"no ConfigMap {namespace}/{cm_name} with data")
-            where = f"ConfigMap {namespace}/{cm_name}"
-            found = adapters_from_mapping(data, base_models=base_models, where=where)
+                raise ValueError(f"no ConfigMap {namespace}/{configmap} with data")
+            found = adapter_pairs(data, base_models=base_models, where=where)
             adapters.update((a.name, a) for a in found if a.name not in adapters)
         except ValueError as exc:
-            bad("adapters-configmap", f"allowed: a ConfigMap of name: source ({exc})")
-    keep_alive = DEFAULT_ADAPTER_KEEP_ALIVE_S
-    if ADAPTER_KEEP_ALIVE_ANNOTATION in notes:
-        try:
-            keep_alive = parse_duration_s(notes[ADAPTER_KEEP_ALIVE_ANNOTATION], key="keep-alive")
-            lo, hi = ADAPTER_KEEP_ALIVE_RANGE_S
-            if not lo <= keep_alive <= hi:
-                raise ValueError
-        except ValueError:
-            keep_alive = DEFAULT_ADAPTER_KEEP_ALIVE_S  # the scaler raises the Event
-    return tuple(sorted(adapters.values(), key=lambda a: a.name)), keep_alive
-
-
-def _unknown_keys(name: str, notes: Mapping[str, str]) -> list[str]:
-    """A problem for each ``routing.tidal.dev/*`` key not read here, with the closest
-    known key (difflib's ratio); the reference page lists them all."""
-    known = [a.key.removeprefix(_R) for a in ROUTING_ANNOTATIONS]
-    problems = []
-    for key, value in notes.items():
-        if key.startswith(_R) and key.removeprefix(_R) not in known:
-            # Names compared without the prefix, which would make every key look close.
-            close = difflib.get_close_matches(key.removeprefix(_R), known, n=1, cutoff=0.6)
-            hint = f" (did you mean {_R}{close[0]}?)" if close else ""
-            problems.append(
-                f"{name}: annotation {key}={value!r} is unknown, ignored{hint};"
-                " every key: docs/annotations.md"
+            problem = (
+                f"annotation {ROUTING_PREFIX}adapters-configmap={configmap!r}: the ConfigMap's "
+                f"adapters are not used; allowed: a ConfigMap of name: source ({exc})"
             )
-    return problems
+    return tuple(sorted(adapters.values(), key=lambda a: a.name)), problem
+
+
+def _keep_alive_s(notes: Mapping[str, str]) -> float:
+    """How long an idle adapter stays loaded: a bad value keeps the default (the
+    scaler, which reads the key with the same grammar, raises the Event)."""
+    text = notes.get(ADAPTER_KEEP_ALIVE.name)
+    try:
+        return ADAPTER_KEEP_ALIVE.parse(text) if text is not None else DEFAULT_ADAPTER_KEEP_ALIVE_S
+    except ValueError:
+        return DEFAULT_ADAPTER_KEEP_ALIVE_S
+
+
+def _counts_tokens(notes: Mapping[str, str]) -> bool:
+    """A model with a TTFT objective is sized in prompt tokens: its requests' token
+    estimates are worth counting (an objective the scaler refuses sizes nothing)."""
+    text = notes.get(SLO_TTFT.name)
+    try:
+        return text is not None and SLO_TTFT.parse(text) > 0
+    except ValueError:
+        return False
 
 
 def target_from_deployment(deployment: Obj, configmaps: Mapping[str, Obj] | None = None) -> Routing:
@@ -304,92 +130,32 @@ def target_from_deployment(deployment: Obj, configmaps: Mapping[str, Obj] | None
     meta = _meta(deployment)
     name = key_of(deployment)
     notes: Mapping[str, str] = meta.get("annotations") or {}
-    problems: list[str] = []
-
-    def bad(key: str, allowed: str) -> None:
-        problems.append(
-            f"{name}: annotation {_R}{key}={notes.get(_R + key)!r} is invalid; {allowed}"
-        )
-
-    problems.extend(_unknown_keys(name, notes))
-    cold_s = DEFAULT_COLD_START_TIMEOUT_S
-    if _R + "cold-start-timeout" in notes:
-        try:
-            cold_s = parse_duration_s(notes[_R + "cold-start-timeout"], key="cold-start-timeout")
-            lo, hi = COLD_START_TIMEOUT_RANGE_S
-            if not lo <= cold_s <= hi:
-                raise ValueError
-        except ValueError:
-            bad("cold-start-timeout", "allowed: a duration from 1s to 1h, such as 10m")
-            cold_s = DEFAULT_COLD_START_TIMEOUT_S
-    max_buffered = DEFAULT_MAX_BUFFERED
-    if _R + "max-buffered" in notes:
-        try:
-            max_buffered = _int_in(notes[_R + "max-buffered"], *MAX_BUFFERED_RANGE)
-        except ValueError:
-            bad("max-buffered", "allowed: a whole number 0..100000")
-    cc = DEFAULT_CONTAINER_CONCURRENCY
-    if _R + "container-concurrency" in notes:
-        try:
-            cc = _int_in(notes[_R + "container-concurrency"], *CONTAINER_CONCURRENCY_RANGE)
-        except ValueError:
-            bad("container-concurrency", "allowed: a whole number 0..10000 (0: no limit)")
-    balancing = notes.get(_R + "balancing", DEFAULT_BALANCING).strip()
-    if balancing not in BALANCING_MODES:
-        bad("balancing", "allowed: " + " or ".join(BALANCING_MODES))
-        balancing = DEFAULT_BALANCING
-    resend = DEFAULT_RESEND_UNANSWERED
-    if _R + "resend-unanswered" in notes:
-        flag = notes[_R + "resend-unanswered"].strip().lower()
-        if flag in ("true", "false"):
-            resend = flag == "true"
-        else:
-            bad("resend-unanswered", "allowed: true or false")
-    priority = 0
-    if _R + "default-priority" in notes:
-        parsed = parse_priority(notes[_R + "default-priority"])
-        if parsed is None:
-            bad("default-priority", "allowed: " + PRIORITY_ALLOWED)
-        else:
-            priority = parsed
-    shed_at_zero = notes.get(_R + "shed-at-zero", "false").strip().lower()
-    if shed_at_zero not in ("true", "false"):
-        bad("shed-at-zero", "allowed: true or false")
-    prefix = notes.get(_R + "path-prefix")
-    if prefix is not None and not prefix.startswith("/"):
-        bad("path-prefix", "allowed: a path starting with '/'")
-        prefix = None
-    port: str | int | None = None
-    if _R + "port" in notes:
-        raw = notes[_R + "port"].strip()
-        if raw.isdigit() and 0 < int(raw) < 65536:
-            port = int(raw)
-        elif raw and not raw.isdigit():
-            port = raw
-        else:
-            bad("port", "allowed: a port number 1..65535 or a port name")
-    service = (notes.get(_R + "service") or "").strip() or str(meta.get("name", ""))
-    models = _list(notes.get(_R + "models", ""))
-    adapters, keep_alive_s = _adapters(
-        notes, configmaps or {}, str(meta.get("namespace", "")), models, bad
+    read = read_routing(notes)
+    problems = [f"{name}: {problem}" for problem in read.problems]
+    namespace = str(meta.get("namespace", ""))
+    adapters, configmap_problem = _adapters(
+        read.adapters, read.adapters_configmap, configmaps or {}, namespace, read.models
     )
+    if configmap_problem is not None:
+        problems.append(f"{name}: {configmap_problem}")
     spec = TargetSpec(
         name=name,
-        hosts=_list(notes.get(_R + "hosts", "")),
-        path_prefix=prefix,
-        models=models,
-        container_concurrency=cc,
-        cold_start_timeout_s=cold_s,
-        max_buffered=max_buffered,
-        balancing=balancing,
-        resend_unanswered=resend,
-        counts_tokens=SLO_TTFT_ANNOTATION in notes,
+        hosts=read.hosts,
+        path_prefix=read.path_prefix,
+        models=read.models,
+        container_concurrency=read.container_concurrency,
+        cold_start_timeout_s=read.cold_start_timeout_s,
+        max_buffered=read.max_buffered,
+        balancing=read.balancing,
+        resend_unanswered=read.resend_unanswered,
+        counts_tokens=_counts_tokens(notes),
         adapters=adapters,
-        adapter_keep_alive_s=keep_alive_s,
-        default_priority=priority,
-        shed_at_zero=shed_at_zero == "true",
+        adapter_keep_alive_s=_keep_alive_s(notes),
+        default_priority=read.default_priority,
+        shed_at_zero=read.shed_at_zero,
     )
-    return Routing(spec=spec, service=service, port=port, problems=tuple(problems))
+    service = read.service or str(meta.get("name", ""))
+    return Routing(spec=spec, service=service, port=read.port, problems=tuple(problems))
 
 
 def _slice_port_name(port: str | int | None, service: Obj | None) -> str | int | None:

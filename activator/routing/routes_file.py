@@ -44,17 +44,19 @@ from activator.routing.table import RoutingTable
 from activator.settings import Defaults
 from activator.targets import (
     DEFAULT_ADAPTER_KEEP_ALIVE_S,
-    DEFAULT_BALANCING,
-    DEFAULT_RESEND_UNANSWERED,
     Adapter,
     Endpoint,
     TargetSink,
     TargetSpec,
-    adapters_from_mapping,
-    parse_duration_s,
     parse_target_name,
 )
-from groundwork.priority import PRIORITY_ALLOWED, parse_priority
+from groundwork.rules.durations import DURATION_SYNTAX, parse_duration_s
+from groundwork.rules.priority import PRIORITY_ALLOWED, parse_priority
+from groundwork.rules.routing_keys import (
+    DEFAULT_BALANCING,
+    DEFAULT_RESEND_UNANSWERED,
+    adapter_pairs,
+)
 
 __all__ = ["RoutesFileSource", "parse_endpoint", "parse_routes"]
 
@@ -84,7 +86,21 @@ def _adapters(entry: dict[str, object], models: tuple[str, ...], where: str) -> 
         isinstance(k, str) and isinstance(v, str) for k, v in raw.items()
     ):
         raise ValueError(f"{where}.adapters: expected a mapping of adapter name to source")
-    return adapters_from_mapping(raw, base_models=models, where=f"{where}.adapters")
+    return adapter_pairs(raw, base_models=models, where=f"{where}.adapters")
+
+
+def _duration(value: object, *, where: str) -> float:
+    """A YAML number of seconds, or a duration string (the annotations' grammar)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"{where}: expected {DURATION_SYNTAX} or a number of seconds")
+    if isinstance(value, str):
+        try:
+            return parse_duration_s(value)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+    if value < 0:
+        raise ValueError(f"{where}: a duration cannot be negative, got {value!r}")
+    return float(value)
 
 
 def parse_endpoint(text: object, *, where: str) -> Endpoint:
@@ -159,12 +175,14 @@ def parse_routes(text: str, *, defaults: Defaults | None = None) -> dict[str, Ta
             raise ValueError(
                 f"{where}.default_priority: expected {PRIORITY_ALLOWED}, got {written!r}"
             )
-        cold = entry.get("cold_start_timeout", defaults.cold_start_timeout_s)
-        if not isinstance(cold, str | int | float):
-            raise ValueError(f"{where}.cold_start_timeout: expected a duration such as 10m")
-        keep_alive = entry.get("adapter_keep_alive", DEFAULT_ADAPTER_KEEP_ALIVE_S)
-        if not isinstance(keep_alive, str | int | float):
-            raise ValueError(f"{where}.adapter_keep_alive: expected a duration such as 10m")
+        cold = _duration(
+            entry.get("cold_start_timeout", defaults.cold_start_timeout_s),
+            where=f"{where}.cold_start_timeout",
+        )
+        keep_alive = _duration(
+            entry.get("adapter_keep_alive", DEFAULT_ADAPTER_KEEP_ALIVE_S),
+            where=f"{where}.adapter_keep_alive",
+        )
         try:
             models = _str_list(entry.get("models"), where=f"{where}.models")
             specs[name] = TargetSpec(
@@ -176,7 +194,7 @@ def parse_routes(text: str, *, defaults: Defaults | None = None) -> dict[str, Ta
                     entry.get("container_concurrency", defaults.container_concurrency),
                     where=f"{where}.container_concurrency",
                 ),
-                cold_start_timeout_s=parse_duration_s(cold, key=f"{where}.cold_start_timeout"),
+                cold_start_timeout_s=cold,
                 max_buffered=_int(
                     entry.get("max_buffered", defaults.max_buffered), where=f"{where}.max_buffered"
                 ),
@@ -184,9 +202,7 @@ def parse_routes(text: str, *, defaults: Defaults | None = None) -> dict[str, Ta
                 balancing=str(entry.get("balancing", DEFAULT_BALANCING)),
                 resend_unanswered=resend,
                 adapters=_adapters(entry, models, where),
-                adapter_keep_alive_s=parse_duration_s(
-                    keep_alive, key=f"{where}.adapter_keep_alive"
-                ),
+                adapter_keep_alive_s=keep_alive,
                 default_priority=priority,
                 shed_at_zero=shed_at_zero,
             )

@@ -63,6 +63,7 @@ from activator.routing.registry import Registry
 from activator.scaler_link.peers import Peer, ScalerPeers
 from activator.scaler_link.wake_queue import WakeQueue
 from activator.scaler_link.wake_refusal import NotWoken, refusal
+from groundwork.rules.stats_report import ActivatorReport, TargetStats, report_json
 
 __all__ = ["ACTIVATE_BACKOFF_S", "STATS_BACKOFF_PERIODS", "Reporter", "build_report"]
 
@@ -76,32 +77,35 @@ ANSWER_FRESH_PERIODS = 3
 
 
 def build_report(*, activator: str, registry: Registry, elapsed_s: float) -> dict[str, Any]:
-    """The ``/v1/stats`` body for the period that just ended (resets the period)."""
-    targets: dict[str, Any] = {}
+    """The ``/v1/stats`` body for the period that just ended (resets the period); its
+    schema is :mod:`groundwork.rules.stats_report`, which the scaler reads it with."""
+    targets: dict[str, TargetStats] = {}
     for name, target in registry.targets.items():
         gate = target.gate
         area, arrivals = gate.take_period()
-        targets[name] = {
-            "concurrency": round(area / elapsed_s, 4) if elapsed_s > 0 else 0.0,
-            "in_flight": gate.in_flight,
-            "buffered": gate.buffered,
-            "arrivals": arrivals,
-            "pods": gate.pods(),
-        }
-        if gate.tokens.on:
-            prompt, output, over = gate.tokens.take()
-            targets[name]["prompt_tokens"] = prompt
-            targets[name]["output_tokens"] = output
-            targets[name]["prompts_over"] = over
+        prompt, output, over = gate.tokens.take() if gate.tokens.on else (0, 0, [])
         # By priority class, only where classes are in use (else as before).
         shed = gate.take_shed()
         held = gate.held_by_class
-        if shed or held["critical"] or held["sheddable"]:
-            targets[name].update({f"held_{label}": n for label, n in held.items()})
-            targets[name]["shed"] = shed
-        if target.adapters is not None and target.adapters.refusals:
-            targets[name]["adapter_refusals"] = target.adapters.take_refusals()
-    return {"activator": activator, "period_s": round(elapsed_s, 4), "targets": targets}
+        classes = bool(shed or held["critical"] or held["sheddable"])
+        slots = target.adapters
+        targets[name] = TargetStats(
+            concurrency=round(area / elapsed_s, 4) if elapsed_s > 0 else 0.0,
+            in_flight=gate.in_flight,
+            buffered=gate.buffered,
+            arrivals=arrivals,
+            pods=gate.pods(),
+            prompt_tokens=prompt,
+            output_tokens=output,
+            prompts_over=tuple(over),
+            held_critical=held["critical"] if classes else 0,
+            held_standard=held["standard"] if classes else 0,
+            held_sheddable=held["sheddable"] if classes else 0,
+            shed=shed,
+            adapter_refusals=tuple(slots.take_refusals()) if slots is not None else (),
+        )
+    report = ActivatorReport(activator=activator, period_s=round(elapsed_s, 4), targets=targets)
+    return report_json(report)
 
 
 @dataclass(slots=True)

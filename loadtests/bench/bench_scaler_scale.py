@@ -37,6 +37,7 @@ from typing import Any
 
 import aiohttp
 
+from groundwork.rules.stats_report import ActivatorReport, TargetStats, report_json
 from loadtests.sandbox.cluster.cluster import SandboxCluster
 from loadtests.sandbox.cluster.controllers.base import DEPLOYMENTS
 from loadtests.sandbox.cluster.defaults import apply_defaults
@@ -117,14 +118,10 @@ class SyntheticActivator:
         out = {}
         for key in self.targets:
             c = round(self._rng.uniform(4.0, 12.0), 3)
-            out[key] = {
-                "concurrency": c,
-                "in_flight": round(c),
-                "buffered": 0,
-                "arrivals": round(c * 2),
-                "pods": {},
-            }
-        return {"activator": "bench-activator", "period_s": 1.0, "targets": out}
+            out[key] = TargetStats(
+                concurrency=c, in_flight=round(c), buffered=0, arrivals=round(c * 2)
+            )
+        return report_json(ActivatorReport(activator="bench-activator", period_s=1.0, targets=out))
 
     async def run(self) -> None:
         headers = {"Authorization": f"Bearer {self.token}"}

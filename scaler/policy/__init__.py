@@ -1,7 +1,9 @@
 """Pure decision logic: no asyncio, aiohttp or Kubernetes imports, time passed in.
 
 An import contract (``make lint``) keeps this package free of I/O so that every
-decision can be tested by stepping a simulated clock.
+decision can be tested by stepping a simulated clock; of the rest of Tidal it
+imports only the rules both services agree on (:mod:`groundwork.rules`: the
+annotations' grammar, durations, prompt size bounds), which are as pure.
 
 What the controller uses, all re-exported here:
 
@@ -32,7 +34,6 @@ from scaler.policy.annotations import (
     STATUS_ANNOTATION,
     AnnotationProblem,
     InvalidAnnotation,
-    parse_duration_s,
     parse_scaling_config,
 )
 from scaler.policy.api import (
@@ -70,7 +71,6 @@ __all__ = [
     "TrailingAverages",
     "decide",
     "desired_for_signal",
-    "parse_duration_s",
     "parse_scaling_config",
     "split",
 ]

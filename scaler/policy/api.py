@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 __all__ = [
-    "PROMPT_SIZE_BOUNDS",
     "Decision",
     "Demand",
     "LoadTotals",
@@ -163,21 +162,6 @@ class Demand:
     all_sources_fresh: bool
 
 
-#: Prompt sizes (tokens) at which arrivals are counted, for the share of requests
-#: whose prefill alone cannot meet the objective (vLLM's ``request_prompt_tokens``
-#: histogram bounds, the part of them that matters at objectives of seconds).
-PROMPT_SIZE_BOUNDS: tuple[float, ...] = (
-    1_000.0,
-    2_000.0,
-    5_000.0,
-    10_000.0,
-    20_000.0,
-    50_000.0,
-    100_000.0,
-    200_000.0,
-)
-
-
 @dataclass(frozen=True, slots=True)
 class LoadTotals:
     """One target's request and token counters, summed over every report since the
@@ -220,7 +204,8 @@ class LoadTotals:
     running: float | None = None
     server_waiting: float = 0.0
     kv_cache_utilization: float | None = None
-    # Arrivals whose prompt is longer than each of :data:`PROMPT_SIZE_BOUNDS`
+    # Arrivals whose prompt is longer than each of
+    # :data:`~groundwork.rules.prompt_sizes.PROMPT_SIZE_BOUNDS`
     # tokens (counters, one per bound; empty where no source counts them).
     prompts_over: tuple[float, ...] = ()
 

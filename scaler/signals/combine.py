@@ -24,26 +24,42 @@ is stale (it can raise the scale), but the freshness rule
 (:mod:`scaler.policy.freshness`) marks the reading not
 fresh so the policy never lowers on it.
 
-The servers' TTFT histogram is passed through as it is (the scrape's new
-first tokens per bound); :func:`share_within` reads from it how many came
-within a model's objective, for the attainment SLO-first scaling reports.
+The levels (:class:`~scaler.signals.base.Levels`) are views of the same
+servers: each is the largest any source gives, as concurrency is.
+:func:`share_within` reads from a TTFT histogram how many first tokens
+came within a model's objective, for the attainment SLO-first scaling
+reports; :func:`utilization_bounds` gives each utilization the freshness
+bound of its most direct source.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 
 from scaler.policy.api import Demand, SignalKind
-from scaler.signals.base import COUNTS, SourceReading
+from scaler.signals.base import COUNTS, Levels, SourceReading
 
-__all__ = ["CombinedSignals", "Fed", "combine", "fed_by", "share_within"]
+__all__ = [
+    "CombinedSignals",
+    "Fed",
+    "combine",
+    "fed_by",
+    "largest_levels",
+    "share_within",
+    "utilization_bounds",
+]
 
 #: One source's reading (``None``: not expected for this target) with the
 #: signals that source measures.
 Fed = tuple[frozenset[SignalKind], SourceReading | None]
 
 _UTILIZATIONS = frozenset(SignalKind) - COUNTS
+#: How each count is combined over the sources that measure it (module docstring).
+_COUNT_RULES: Mapping[SignalKind, Callable[[Iterable[float]], float]] = {
+    SignalKind.CONCURRENCY: max,
+    SignalKind.QUEUE_DEPTH: sum,
+}
 
 
 def _most_direct(kind: SignalKind, feeds: Sequence[frozenset[SignalKind] | None]) -> int | None:
@@ -67,6 +83,22 @@ def fed_by(source: int, every: Sequence[frozenset[SignalKind]]) -> frozenset[Sig
     return frozenset((feeds & COUNTS) | direct)
 
 
+def utilization_bounds(
+    every: Sequence[frozenset[SignalKind]], bounds: Sequence[float | None]
+) -> dict[SignalKind, float]:
+    """Per utilization, how recent its latest sample must be: the bound of the source it
+    comes from (``bounds[i]``: source ``i``'s, ``None`` for the hub's own). A utilization
+    is sampled only when its most direct source arrives, so a source polled every 5 s
+    needs a bound of its own; the counts arrive with every activator report."""
+    out = {}
+    for kind in _UTILIZATIONS:
+        direct = _most_direct(kind, every)
+        bound = bounds[direct] if direct is not None else None
+        if bound is not None:
+            out[kind] = bound
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class CombinedSignals:
     values: Mapping[SignalKind, float]  # what to record now; kinds with no data are absent
@@ -77,45 +109,42 @@ class CombinedSignals:
         default_factory=dict
     )  # pod -> requests, for deletion cost
     observed: Mapping[str, float] = field(default_factory=dict)  # raw values, named with units
-    # The servers' new first tokens per TTFT bound (the scrape's; see SourceReading).
-    ttft_new: tuple[tuple[float, float], ...] = ()
+    levels: Levels = field(default_factory=Levels)  # the largest view of each
 
 
 def _count(kind: SignalKind, readings: Sequence[Fed]) -> tuple[list[float], bool]:
     """The values of a count from every source measuring it, and whether all of
     them answered fresh with a value."""
     counted = [r for feeds, r in readings if kind in feeds and r is not None]
-    present = [v for r in counted if (v := _value(kind, r)) is not None]
+    present = [r.signals[kind] for r in counted if kind in r.signals]
     complete = bool(counted) and len(present) == len(counted) and all(r.fresh for r in counted)
     return present, complete
 
 
-def _value(kind: SignalKind, reading: SourceReading) -> float | None:
-    if kind is SignalKind.CONCURRENCY:
-        return reading.concurrency
-    if kind is SignalKind.QUEUE_DEPTH:
-        return reading.queue_depth
-    if kind is SignalKind.KV_CACHE_UTILIZATION:
-        return reading.kv_cache_utilization
-    return reading.gpu_utilization
+def largest_levels(present: Sequence[SourceReading]) -> Levels:
+    """Each level's largest view over the sources that give it."""
+    largest: dict[str, float] = {}
+    for reading in present:
+        for spec in fields(Levels):
+            value = getattr(reading.levels, spec.name)
+            if value is not None:
+                largest[spec.name] = max(value, largest.get(spec.name, value))
+    return Levels(**largest)
 
 
 def combine(readings: Sequence[Fed]) -> CombinedSignals:
     """Combine one target's readings, each with the signals its source measures."""
     values: dict[SignalKind, float] = {}
     complete: dict[SignalKind, bool] = {}
-    conc, complete[SignalKind.CONCURRENCY] = _count(SignalKind.CONCURRENCY, readings)
-    if conc:
-        values[SignalKind.CONCURRENCY] = max(conc)
-    queue, complete[SignalKind.QUEUE_DEPTH] = _count(SignalKind.QUEUE_DEPTH, readings)
-    if queue:
-        values[SignalKind.QUEUE_DEPTH] = sum(queue)
+    for kind, rule in _COUNT_RULES.items():
+        got, complete[kind] = _count(kind, readings)
+        if got:
+            values[kind] = rule(got)
     for kind in (SignalKind.KV_CACHE_UTILIZATION, SignalKind.GPU_UTILIZATION):
         direct = _most_direct(kind, [feeds if r is not None else None for feeds, r in readings])
         source = readings[direct][1] if direct is not None else None
-        value = _value(kind, source) if source is not None else None
-        if value is not None:
-            values[kind] = value
+        if source is not None and kind in source.signals:
+            values[kind] = source.signals[kind]
         complete[kind] = source is not None and source.fresh
     present = [r for _, r in readings if r is not None]
     pod_load: dict[str, float] = {}
@@ -135,7 +164,7 @@ def combine(readings: Sequence[Fed]) -> CombinedSignals:
         activators=sum(r.activators for r in present),
         pod_load=pod_load,
         observed=observed,
-        ttft_new=next((r.ttft_new for r in present if r.ttft_new), ()),
+        levels=largest_levels(present),
     )
 
 

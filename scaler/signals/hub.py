@@ -2,14 +2,15 @@
 
 The hub holds the demand sources (each behind the one small interface
 :class:`~scaler.signals.base.DemandSource`: its name, the signals it
-measures, a reading per target; the hub iterates them without knowing which
-is which), every target's
-:class:`~scaler.policy.windows.SignalWindows`, and the combination rule
-(:mod:`scaler.signals.combine`). News goes *in*: an activator report
-(:meth:`SignalHub.report`), or a pulled source that finished a refresh
-(:meth:`SignalHub.arrived`). Observations come *out*: at a decision the
-controller asks :meth:`SignalHub.observe` for a target's combined view and its
-signals' readings.
+measures, a typed reading per target), every target's
+:class:`~scaler.policy.windows.SignalWindows` and counters, and the
+combination rule (:mod:`scaler.signals.combine`). It never knows which
+source is which: it iterates them, and combines their readings by what each
+measures. News goes *in*: a source brought news (:meth:`SignalHub.arrived`:
+an activator report the HTTP API took, a refresh a poll finished).
+Observations come *out*: at a decision a reconciler asks
+:meth:`SignalHub.observe` for a target's combined view and its signals'
+readings.
 
 Main decisions:
 
@@ -19,9 +20,9 @@ Main decisions:
   (:func:`~scaler.signals.combine.fed_by`), so a second in which nothing
   arrived is *missing* in the windows, never a zero, and a slow source's last
   value is not recorded again at every faster arrival.
-- **Every target at every report**: an activator report lists the targets
-  its activator knows, idle ones at zero, and one that it does not list is at
-  zero there; so a report records for every target the hub tracks.
+- **Every target at every arrival**: an arrival records for every target the
+  catalog lists (a source with nothing to say of one says so: an activator
+  report that does not list a target is zero there).
 - **Which targets** comes from a :class:`TargetCatalog` (the controller's
   :class:`~scaler.targets.book.TargetBook`): a target that appeared since the last
   decision is recorded at its first arrival.
@@ -29,14 +30,22 @@ Main decisions:
   the combined sources showed a target busy is kept
   (:attr:`SignalView.demand_seen_at_s`), so a short request seen only in a
   report between two ticks still restarts the idle clock of scale to zero.
-- **Tokens as counters**: each activator report's request and token counts
-  (its own period's) are added to the target's
-  :class:`~scaler.policy.api.LoadTotals` when it arrives, so the policy
+- **Counts as counters**: what the arriving source brought
+  (:class:`~scaler.signals.base.Brought`: requests and tokens, the servers'
+  new first tokens by TTFT bound) is added to the target's
+  :class:`~scaler.policy.api.LoadTotals` at that arrival, each value once
+  (an arrival announced twice adds nothing the second time), so the policy
   diffs two decisions' counters and sees every token between them however
-  many reports came in; requests awaiting a first token are a level, the
-  sum of the activators' latest. The counts a pulled source brings with a
-  refresh (the servers' new prompt tokens, their new first tokens by TTFT
-  bound) are added when that source arrives, once per refresh.
+  many arrivals came in; the levels (requests running, waiting, awaiting a
+  first token, KV cache use) are the sources' largest views at the decision.
+- **Groups of pods apart** (a model's GPU shapes, docs/shapes.md): where a
+  source reads a target's pods in groups
+  (:attr:`~scaler.signals.base.SourceReading.groups`), each group's counts
+  and levels are kept too (:attr:`SignalView.groups`), by the same rules, so
+  each shape's servers are measured on their own.
+- **Freshness per signal**: a sample must be younger than the hub's bound,
+  or, for a utilization, than the bound of the source it comes from (a
+  Prometheus polled every 5 s; :func:`~scaler.signals.combine.utilization_bounds`).
 - **Synchronous, time passed in**: no clock and no I/O, so a simulator drives
   it with simulated time as the scaler does with the loop's clock.
 """
@@ -44,20 +53,23 @@ Main decisions:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Protocol
 
+from groundwork.rules.stats_report import MAX_ADAPTER_REFUSALS
 from scaler.policy.api import LoadTotals, Observation, ScalingConfig, SignalKind, SignalReading
 from scaler.policy.freshness import fresh_bounds, readings
 from scaler.policy.windows import SignalWindows
-from scaler.signals.activator_reports import (
-    MAX_ADAPTER_REFUSALS,
-    ActivatorReport,
-    ActivatorReports,
-    TargetStats,
+from scaler.signals.base import Brought, DemandSource, Levels, SourceReading
+from scaler.signals.combine import (
+    CombinedSignals,
+    Fed,
+    combine,
+    fed_by,
+    largest_levels,
+    share_within,
+    utilization_bounds,
 )
-from scaler.signals.base import DemandSource, SourceReading
-from scaler.signals.combine import CombinedSignals, Fed, combine, fed_by, share_within
 
 __all__ = ["HubSettings", "SignalHub", "SignalView", "TargetCatalog"]
 
@@ -74,9 +86,9 @@ class TargetCatalog(Protocol):
 class HubSettings:
     # A window sample older than this no longer counts as fresh (seconds).
     fresh_within_s: float = 5.0
-    # Per signal, a longer bound, for signals fed only by a slower poll (GPU
-    # utilization from a Prometheus queried every 5 s).
-    fresh_within_s_by_kind: Mapping[SignalKind, float] = field(default_factory=dict)
+    # Per source name, a longer bound for the samples it brings (a source polled
+    # every 5 s); a utilization takes its most direct source's.
+    source_fresh_within_s: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +101,8 @@ class SignalView:
     demand_seen_at_s: float | None = None
     # Request and token counters since the hub began tracking the target.
     load: LoadTotals | None = None
-    # The servers' counters and gauges of each group of its pods (a GPU shape's
-    # replicas), where a source tells them apart: only the servers' fields are set.
+    # The same of each group of its pods (a GPU shape's replicas), where a source
+    # tells them apart: only the servers' counts and levels are in them.
     groups: Mapping[str, LoadTotals] = field(default_factory=dict)
 
     def observation(self, *, ready: int, spec: int, activation: bool) -> Observation:
@@ -133,15 +145,19 @@ class SignalHub:
         self._fed = [fed_by(i, self._feeds) for i in range(len(self._sources))]
         self._catalog = catalog
         settings = settings or HubSettings()
+        by_source = [settings.source_fresh_within_s.get(name) for name in names]
         self._fresh_within_s = fresh_bounds(
-            settings.fresh_within_s, settings.fresh_within_s_by_kind
+            settings.fresh_within_s, utilization_bounds(self._feeds, by_source)
         )
-        self._reports = next((s for s in sources if isinstance(s, ActivatorReports)), None)
         self._windows: dict[str, SignalWindows] = {}
         self._demand_seen_at: dict[str, float] = {}
         self._totals: dict[str, LoadTotals] = {}
-        # Per target, the servers' counters of each group of its pods (GPU shapes).
+        # Per (source, target), the last counts added: each is added once.
+        self._added: dict[tuple[int, str], Brought] = {}
+        # The same per group of a target's pods: target -> group -> counters, and
+        # (source, target, group) -> the last counts added.
         self._group_totals: dict[str, dict[str, LoadTotals]] = {}
+        self._group_added: dict[tuple[int, str, str], Brought] = {}
         # Refused LoRA adapter loads per target, until a reconciler raises them.
         self._adapter_refusals: dict[str, list[str]] = {}
 
@@ -152,143 +168,99 @@ class SignalHub:
     def _read(self, key: str, now: float) -> list[Fed]:
         return [(f, s.read(key, now=now)) for f, s in zip(self._feeds, self._sources, strict=True)]
 
-    def _combine(self, key: str, now: float) -> CombinedSignals:
-        return combine(self._read(key, now))
-
-    def _tracked(self) -> dict[str, tuple[ScalingConfig, SignalWindows]]:
-        """Windows for every valid target of the catalog (created on first sight,
-        dropped with the target)."""
+    def _catalogued(self) -> Mapping[str, ScalingConfig | None]:
+        """The catalog's targets, after forgetting what the hub kept of any other."""
         configs = self._catalog.configs()
         for key in [k for k in self._windows if k not in configs]:
             del self._windows[key]
-            self._demand_seen_at.pop(key, None)
-            self._totals.pop(key, None)
-            self._group_totals.pop(key, None)
-        out = {}
-        for key, config in configs.items():
-            if config is None:
-                continue
-            windows = self._windows.get(key)
-            if windows is None:
-                windows = self._windows[key] = SignalWindows.for_config(config)
-            out[key] = (config, windows)
-        return out
+        for kept in (self._demand_seen_at, self._totals, self._adapter_refusals):
+            for key in [k for k in kept if k not in configs]:
+                del kept[key]
+        for key in [k for k in self._group_totals if k not in configs]:
+            del self._group_totals[key]
+        for pair in [p for p in self._added if p[1] not in configs]:
+            del self._added[pair]
+        for triple in [t for t in self._group_added if t[1] not in configs]:
+            del self._group_added[triple]
+        return configs
 
-    def report(self, report: ActivatorReport, *, now: float) -> int:
-        """An activator's report arrived at ``now``: keep it and record what it feeds
-        for every target. Returns how many activators report
-        (:class:`~scaler.signals.activator_reports.ReportError` past the limit)."""
-        if self._reports is None:
-            raise ValueError("this hub has no activator reports source")
-        count = self._reports.record(report, now=now)
-        # The catalog is read once per report, and only for a target not yet
-        # tracked: building it for every target of every report would cost the
-        # square of the targets each second.
-        configs: Mapping[str, ScalingConfig | None] | None = None
-        for key, stats in report.targets.items():
-            if key not in self._windows:
-                configs = self._catalog.configs() if configs is None else configs
-                if key not in configs:
-                    continue
-            self._count(key, stats)
-            if stats.adapter_refusals:
-                kept = self._adapter_refusals.setdefault(key, [])
-                kept.extend(stats.adapter_refusals[: MAX_ADAPTER_REFUSALS - len(kept)])
-        self.arrived(self._reports.name, now=now)
-        return count
-
-    def take_adapter_refusals(self, key: str) -> list[str]:
-        """LoRA adapter loads refused for ``key`` since the last call (for one Event)."""
-        return self._adapter_refusals.pop(key, [])
-
-    def _count(self, key: str, stats: TargetStats) -> None:
-        """Add one report's per-period counts to ``key``'s counters (each report's
-        counts are its own period's, so adding never counts a request twice)."""
-        was = self._totals.get(key, LoadTotals())
-        self._totals[key] = replace(
-            was,
-            arrivals=was.arrivals + stats.arrivals,
-            prompt_tokens=was.prompt_tokens + stats.prompt_tokens,
-            output_tokens=was.output_tokens + stats.output_tokens,
-            first_tokens=was.first_tokens + stats.first_tokens,
-            prefilled_tokens=was.prefilled_tokens + stats.prefilled_tokens,
-            best_prefill_tokens_per_s=max(
-                was.best_prefill_tokens_per_s, stats.best_prefill_tokens_per_s
-            ),
-            prompts_over=_added(was.prompts_over, stats.prompts_over),
-        )
-
-    def reporting(self, *, now: float) -> int:
-        """Activators whose reports count at ``now``."""
-        return self._reports.reporting(now=now) if self._reports is not None else 0
+    def _windows_of(self, key: str, config: ScalingConfig) -> SignalWindows:
+        windows = self._windows.get(key)
+        if windows is None:
+            windows = self._windows[key] = SignalWindows.for_config(config)
+        return windows
 
     def arrived(self, source: str, *, now: float, keys: Iterable[str] | None = None) -> int:
-        """``source`` brought news at ``now``: record the signals it feeds, for ``keys``
-        (default: every target), into their windows. Returns the targets recorded."""
+        """``source`` brought news at ``now`` (call it once per arrival): record the signals
+        it feeds for ``keys`` (default: every target) into their windows, and add what it
+        brought to their counters. Returns the targets recorded."""
         index = self._index.get(source)
-        kinds = self._fed[index] if index is not None else frozenset()
-        tracked = self._tracked()
-        wanted = tracked.keys() if keys is None else [k for k in keys if k in tracked]
+        if index is None:
+            raise ValueError(f"no demand source {source!r}; the hub has {self.source_names}")
+        kinds = self._fed[index]
+        configs = self._catalogued()
+        wanted = configs.keys() if keys is None else [k for k in keys if k in configs]
+        recorded = 0
         for key in wanted:
-            config, windows = tracked[key]
-            readings = self._read(key, now)
-            combined = combine(readings)
-            if index is not None:
-                self._count_brought(key, readings[index][1], config.slo_ttft_s)
+            config = configs[key]
+            got = self._read(key, now)
+            self._add_brought(index, key, got[index][1], config)
+            if config is None:
+                continue  # invalid annotations: no windows, no decision
+            combined = combine(got)
+            windows = self._windows_of(key, config)
             for kind, value in combined.values.items():
                 if kind in kinds:
                     windows.record(kind, value, now)
             if combined.demand.busy:
                 self._demand_seen_at[key] = now
-        return len(wanted)
+            recorded += 1
+        return recorded
 
-    def _count_brought(
-        self, key: str, reading: SourceReading | None, slo_ttft_s: float | None
+    def take_adapter_refusals(self, key: str) -> list[str]:
+        """LoRA adapter loads refused for ``key`` since the last call (for one Event)."""
+        return self._adapter_refusals.pop(key, [])
+
+    def _add_brought(
+        self, index: int, key: str, reading: SourceReading | None, config: ScalingConfig | None
     ) -> None:
-        """The counts one refresh brought: the servers' new prompt tokens and, for a
-        target with a TTFT objective, their new first tokens within it."""
+        """Add what source ``index``'s latest arrival brought for ``key`` to its counters,
+        once (each arrival's counts are its own, so adding never counts a request twice)."""
         if reading is None:
             return
-        totals = _served(self._totals.get(key), reading, slo_ttft_s)
-        if totals is not None:
-            self._totals[key] = totals
-        if reading.groups:
-            groups = self._group_totals.setdefault(key, {})
-            for name, group in reading.groups.items():
-                groups[name] = _served(groups.get(name), group, slo_ttft_s) or LoadTotals()
+        slo_ttft_s = config.slo_ttft_s if config is not None else None
+        for group, part in reading.groups.items():
+            got = part.brought
+            if got is not None and got is not self._group_added.get((index, key, group)):
+                self._group_added[(index, key, group)] = got
+                groups = self._group_totals.setdefault(key, {})
+                groups[group] = _added(groups.get(group, LoadTotals()), got, slo_ttft_s)
+        brought = reading.brought
+        if brought is None or brought is self._added.get((index, key)):
+            return
+        self._added[(index, key)] = brought
+        self._totals[key] = _added(self._totals.get(key, LoadTotals()), brought, slo_ttft_s)
+        if brought.adapter_refusals:
+            kept = self._adapter_refusals.setdefault(key, [])
+            kept.extend(brought.adapter_refusals[: MAX_ADAPTER_REFUSALS - len(kept)])
 
     def observe(self, key: str, config: ScalingConfig | None, *, now: float) -> SignalView:
         """``key``'s combined sources at ``now`` and, with a config, its signals' readings
         (a signal not fresh when a source behind it is stale)."""
-        combined = self._combine(key, now)
+        read = self._read(key, now)
+        combined = combine(read)
         seen = self._demand_seen_at.get(key)
         totals = self._totals.get(key)
         if totals is not None:
-            # Requests still to be prefilled: the activators' count, or the
-            # servers' waiting requests where no activator counts them.
-            awaiting = max(
-                combined.observed.get("activator_awaiting_first_token", 0.0),
-                combined.observed.get("server_waiting", 0.0),
-            )
-            # The servers' decode gauges, as they stand now (None: no server says).
-            observed = combined.observed
-            totals = replace(
-                totals,
-                awaiting_first_token=awaiting,
-                running=observed.get("server_running"),
-                server_waiting=observed.get("server_waiting", 0.0),
-                kv_cache_utilization=observed.get("server_kv_cache_utilization"),
-            )
-        groups = self._group_loads(key, now)
+            # The levels as they stand now, where some source measures them.
+            totals = _with_levels(totals, combined.levels)
+        groups = self._groups(key, read)
         if config is None:
             return SignalView(
                 combined=combined, readings={}, demand_seen_at_s=seen, load=totals, groups=groups
             )
-        windows = self._windows.get(key)
-        if windows is None:
-            windows = self._windows[key] = SignalWindows.for_config(config)
         got = readings(
-            windows,
+            self._windows_of(key, config),
             config,
             complete=combined.complete,
             fresh_within_s=self._fresh_within_s,
@@ -298,26 +270,16 @@ class SignalHub:
             combined=combined, readings=got, demand_seen_at_s=seen, load=totals, groups=groups
         )
 
-    def _group_loads(self, key: str, now: float) -> dict[str, LoadTotals]:
-        """Each group's servers' counters, with their gauges as the sources say now."""
+    def _groups(self, key: str, read: Sequence[Fed]) -> dict[str, LoadTotals]:
+        """Each group's counters with its levels as the sources say now (the largest
+        view of each, as for the target)."""
         counted = self._group_totals.get(key)
         if not counted:
             return {}
-        gauges: dict[str, SourceReading] = {}
-        for source in self._sources:
-            reading = source.read(key, now=now)
-            if reading is not None:
-                gauges.update(reading.groups)
         out = {}
-        for name, totals in counted.items():
-            now_seen = gauges.get(name)
-            observed = now_seen.observed if now_seen is not None else {}
-            out[name] = replace(
-                totals,
-                running=observed.get("server_running"),
-                server_waiting=observed.get("server_waiting", 0.0),
-                kv_cache_utilization=observed.get("server_kv_cache_utilization"),
-            )
+        for group, totals in counted.items():
+            parts = [r.groups[group] for _, r in read if r is not None and group in r.groups]
+            out[group] = _with_levels(totals, largest_levels(parts))
         return out
 
     def windows(self, key: str) -> SignalWindows | None:
@@ -325,31 +287,42 @@ class SignalHub:
         return self._windows.get(key)
 
 
-def _served(
-    was: LoadTotals | None, reading: SourceReading, slo_ttft_s: float | None
-) -> LoadTotals | None:
-    """``was`` plus the servers' counts one refresh brought: new prompt and generated
-    tokens and, with a TTFT objective, new first tokens and those within it (``was``
-    itself when it brought none)."""
-    tokens = reading.observed.get("server_new_prompt_tokens", 0.0)
-    generated = reading.observed.get("server_new_generation_tokens", 0.0)
+def _with_levels(totals: LoadTotals, levels: Levels) -> LoadTotals:
+    """``totals`` with the levels some source measures now."""
+    measured = {
+        spec.name: value
+        for spec in fields(levels)
+        if (value := getattr(levels, spec.name)) is not None
+    }
+    return replace(totals, **measured)
+
+
+def _added(totals: LoadTotals, brought: Brought, slo_ttft_s: float | None) -> LoadTotals:
+    """``totals`` plus one arrival's counts; first tokens within the objective are read
+    from the histogram it brought (none without an objective)."""
     within, counted = (
-        share_within(reading.ttft_new, slo_ttft_s) if slo_ttft_s is not None else (0.0, 0.0)
+        share_within(brought.ttft_new, slo_ttft_s) if slo_ttft_s is not None else (0.0, 0.0)
     )
-    if tokens <= 0 and counted <= 0 and generated <= 0:
-        return was
-    was = was or LoadTotals()
     return replace(
-        was,
-        served_prompt_tokens=was.served_prompt_tokens + tokens,
-        generated_tokens=was.generated_tokens + generated,
-        ttft_counted=was.ttft_counted + counted,
-        ttft_within_slo=was.ttft_within_slo + within,
+        totals,
+        arrivals=totals.arrivals + brought.arrivals,
+        prompt_tokens=totals.prompt_tokens + brought.prompt_tokens,
+        output_tokens=totals.output_tokens + brought.output_tokens,
+        first_tokens=totals.first_tokens + brought.first_tokens,
+        prefilled_tokens=totals.prefilled_tokens + brought.prefilled_tokens,
+        best_prefill_tokens_per_s=max(
+            totals.best_prefill_tokens_per_s, brought.best_prefill_tokens_per_s
+        ),
+        served_prompt_tokens=totals.served_prompt_tokens + brought.served_prompt_tokens,
+        generated_tokens=totals.generated_tokens + brought.generated_tokens,
+        ttft_counted=totals.ttft_counted + counted,
+        ttft_within_slo=totals.ttft_within_slo + within,
+        prompts_over=_per_bound(totals.prompts_over, brought.prompts_over),
     )
 
 
-def _added(total: tuple[float, ...], new: tuple[int, ...]) -> tuple[float, ...]:
-    """Per-bound counters plus one report's counts (a report without them adds none)."""
+def _per_bound(total: tuple[float, ...], new: tuple[float, ...]) -> tuple[float, ...]:
+    """Per-bound counters plus one arrival's counts (an arrival without them adds none)."""
     if not new:
         return total
     if not total:

@@ -5,7 +5,9 @@ One instant query per refresh covers every target:
 ``DCGM_FI_DEV_GPU_UTIL`` (percent, 0-100) or
 ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (fraction, 0-1), and both are converted to
 a fraction. The label names are settings because exporters scraped through a
-ServiceMonitor usually relabel the workload's pod as ``exported_pod``.
+ServiceMonitor usually relabel the workload's pod as ``exported_pod``. The
+query goes through the scaler's one Prometheus client
+(:mod:`scaler.signals.prometheus_query`).
 
 Main decision, partial answers: the view of a target is fresh only if the last
 query succeeded within ``stale_after_s`` *and* it had a value for every ready
@@ -17,20 +19,24 @@ go stale.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 import aiohttp
+from pydantic import Field
 
 from scaler.policy.api import SignalKind
 from scaler.signals.base import SourceReading, TargetPods
-from scaler.signals.names import PROMETHEUS
+from scaler.signals.prometheus_query import PrometheusError, PrometheusQuery, Sample
+from scaler.signals.registry import Polled, PolledSourceSettings, SourceContext
 
-__all__ = ["GpuMetric", "PrometheusError", "PrometheusGpu", "parse_vector"]
+__all__ = ["PROMETHEUS", "GpuMetric", "PrometheusGpu", "PrometheusSettings", "by_pod"]
 
 log = logging.getLogger(__name__)
+
+#: This source's name.
+PROMETHEUS = "prometheus"
 
 
 class GpuMetric(StrEnum):
@@ -42,33 +48,53 @@ class GpuMetric(StrEnum):
         return 0.01 if self is GpuMetric.DCGM_GPU_UTIL else 1.0
 
 
-class PrometheusError(Exception):
-    """The query failed, or its answer is not an instant vector."""
+class PrometheusSettings(PolledSourceSettings):
+    url: str | None = Field(
+        None, description="Prometheus base URL for DCGM GPU utilization (unset: no GPU view)"
+    )
+    metric: GpuMetric = Field(
+        GpuMetric.DCGM_GPU_UTIL,
+        description="DCGM_FI_DEV_GPU_UTIL (percent) or DCGM_FI_PROF_GR_ENGINE_ACTIVE (fraction)",
+    )
+    pod_label: str = Field("pod", description="label naming the pod (often exported_pod)")
+    namespace_label: str = Field(
+        "namespace", description="label naming the namespace (often exported_namespace)"
+    )
+    interval_s: float = Field(5.0, gt=0, description="time between queries, seconds")
+    timeout_s: float = Field(2.0, gt=0, description="timeout of one query, seconds")
+    stale_after_s: float = Field(
+        15.0, gt=0, description="an answer older than this is stale, seconds"
+    )
+
+    def client(self, session: aiohttp.ClientSession) -> PrometheusQuery | None:
+        """A client of the configured Prometheus (``None`` without a URL)."""
+        if not self.url:
+            return None
+        return PrometheusQuery(session=session, url=self.url, timeout_s=self.timeout_s)
+
+    def build(self, context: SourceContext) -> Polled | None:
+        client = self.client(context.session)
+        if client is None:
+            return None
+        gpu = PrometheusGpu(
+            client,
+            metric=self.metric,
+            pod_label=self.pod_label,
+            namespace_label=self.namespace_label,
+            stale_after_s=self.stale_after_s,
+        )
+        return Polled(gpu, self.interval_s, 1.5 * self.interval_s + self.timeout_s)
 
 
-def parse_vector(
-    payload: object, *, pod_label: str, namespace_label: str
+def by_pod(
+    samples: Sequence[Sample], *, pod_label: str, namespace_label: str
 ) -> dict[tuple[str, str], float]:
-    """``{(namespace, pod): value}`` from a Prometheus ``/api/v1/query`` answer."""
-    if not isinstance(payload, dict) or payload.get("status") != "success":
-        error = payload.get("error") if isinstance(payload, dict) else None
-        raise PrometheusError(f"query failed: {error or payload!r}")
-    data = payload.get("data")
-    if not isinstance(data, dict) or data.get("resultType") != "vector":
-        raise PrometheusError("expected data.resultType 'vector'")
-    result = data.get("result")
-    if not isinstance(result, list):
-        raise PrometheusError("expected data.result to be a list")
+    """``{(namespace, pod): value}`` of the samples that name both."""
     values: dict[tuple[str, str], float] = {}
-    for item in result:
-        try:
-            labels, (_, raw) = item["metric"], item["value"]
-            value = float(raw)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise PrometheusError(f"malformed sample {item!r}") from exc
-        pod, ns = labels.get(pod_label), labels.get(namespace_label)
-        if isinstance(pod, str) and isinstance(ns, str) and math.isfinite(value):
-            values[(ns, pod)] = value
+    for sample in samples:
+        pod, ns = sample.labels.get(pod_label), sample.labels.get(namespace_label)
+        if pod is not None and ns is not None:
+            values[(ns, pod)] = sample.value
     return values
 
 
@@ -79,25 +105,21 @@ class _Answer:
 
 
 class PrometheusGpu:
-    """GPU utilization per pod from instant queries to one Prometheus URL."""
+    """GPU utilization per pod from instant queries to one Prometheus."""
 
     def __init__(
         self,
+        client: PrometheusQuery,
         *,
-        session: aiohttp.ClientSession,
-        url: str,
         metric: GpuMetric = GpuMetric.DCGM_GPU_UTIL,
         pod_label: str = "pod",
         namespace_label: str = "namespace",
-        timeout_s: float = 2.0,
         stale_after_s: float = 15.0,
     ) -> None:
-        self._session = session
-        self._url = url.rstrip("/") + "/api/v1/query"
+        self._client = client
         self._metric = metric
         self._pod_label = pod_label
         self._namespace_label = namespace_label
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._stale_after_s = stale_after_s
         self._answer: _Answer | None = None
         self._pods: dict[str, tuple[str, tuple[str, ...]]] = {}  # key -> (ns, ready pods)
@@ -117,17 +139,10 @@ class PrometheusGpu:
 
     async def fetch(self) -> dict[tuple[str, str], float]:
         """Run the query once; fractions by ``(namespace, pod)``."""
-        try:
-            async with self._session.get(
-                self._url, params={"query": self.query}, timeout=self._timeout
-            ) as resp:
-                if resp.status >= 500 or resp.status in (401, 403, 404):
-                    raise PrometheusError(f"GET {self._url}: HTTP {resp.status}")
-                payload = await resp.json(content_type=None)
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-            raise PrometheusError(f"GET {self._url}: {type(exc).__name__}: {exc}") from exc
-        raw = parse_vector(
-            payload, pod_label=self._pod_label, namespace_label=self._namespace_label
+        raw = by_pod(
+            await self._client.instant(self.query),
+            pod_label=self._pod_label,
+            namespace_label=self._namespace_label,
         )
         scale = self._metric.to_fraction
         return {k: min(1.0, max(0.0, v * scale)) for k, v in raw.items()}
@@ -145,15 +160,14 @@ class PrometheusGpu:
         listed = self._pods.get(key)
         answer = self._answer
         if listed is None or answer is None:
-            return SourceReading(source=PROMETHEUS, fresh=False, reporters=0)
+            return SourceReading(fresh=False, reporters=0)
         namespace, pods = listed
         got = [answer.values[(namespace, p)] for p in pods if (namespace, p) in answer.values]
         fresh = now - answer.at <= self._stale_after_s and len(got) == len(pods)
         mean = sum(got) / len(got) if got else None
         return SourceReading(
-            source=PROMETHEUS,
             fresh=fresh,
             reporters=len(got),
-            gpu_utilization=mean,
+            signals={SignalKind.GPU_UTILIZATION: mean} if mean is not None else {},
             observed={"dcgm_gpu_utilization": mean} if mean is not None else {},
         )

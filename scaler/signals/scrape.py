@@ -11,9 +11,10 @@ Per engine, from each pod's Prometheus text:
   first tokens at or under each bound, from which the hub measures a
   model's attainment of its TTFT objective), each turned into what was new
   since the pod's previous scrape (a counter that went down: the server
-  restarted, nothing new counted). A read sums the new prompt tokens and
-  bucket counts over the pods scraped in the latest refresh only, so the
-  hub, which adds them up once per refresh, counts every token once;
+  restarted, nothing new counted). A refresh sums the new prompt tokens
+  and bucket counts over the pods it scraped, and that is what it brought
+  (the same value until the next refresh), so the hub, which adds each
+  value once, counts every token once;
 - Triton: ``nv_inference_pending_request_count`` (summed over models),
   ``nv_gpu_utilization`` (0..1, mean over GPUs), and the rate of
   ``nv_inference_queue_duration_us`` over the rate of
@@ -40,16 +41,27 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import Field
 
 from scaler.policy.api import SignalKind
-from scaler.signals.base import PodEndpoint, SourceReading, TargetPods
-from scaler.signals.names import SCRAPE
+from scaler.signals.base import Brought, Levels, PodEndpoint, SourceReading, TargetPods
+from scaler.signals.registry import Polled, PolledSourceSettings, SourceContext
 
-__all__ = ["PodMetrics", "PodScraper", "ScrapeError", "parse_pod_metrics"]
+__all__ = [
+    "SCRAPE",
+    "PodMetrics",
+    "PodScraper",
+    "ScrapeError",
+    "ScrapeSettings",
+    "parse_pod_metrics",
+]
+
+#: This source's name.
+SCRAPE = "scrape"
 
 log = logging.getLogger(__name__)
 
@@ -236,7 +248,76 @@ class _PodState:
 class _TargetState:
     engine: str
     pods: dict[str, _PodState]
-    groups: dict[str, str]  # pod name -> its group, where the target's pods have groups
+    # Pod name -> its group, where the target's pods are in groups (GPU shapes).
+    groups: dict[str, str] = field(default_factory=dict)
+
+    def members(self) -> dict[str, dict[str, _PodState]]:
+        """The pods of each group."""
+        out: dict[str, dict[str, _PodState]] = {}
+        for name, group in self.groups.items():
+            if name in self.pods:
+                out.setdefault(group, {})[name] = self.pods[name]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class _New:
+    """What one target's pods scraped in a refresh counted that was new."""
+
+    prompt_tokens: float = 0.0
+    generated_tokens: float = 0.0
+    first_tokens: float = 0.0
+    ttft_s: float = 0.0
+    ttft_buckets: tuple[tuple[float, float], ...] = ()
+
+    def brought(self) -> Brought | None:
+        """The counts the hub adds (``None``: nothing new)."""
+        counted = any(count > 0 for _, count in self.ttft_buckets)
+        if self.prompt_tokens > 0 or self.generated_tokens > 0 or counted:
+            return Brought(
+                served_prompt_tokens=self.prompt_tokens,
+                generated_tokens=self.generated_tokens,
+                ttft_new=self.ttft_buckets,
+            )
+        return None
+
+
+def _new_in(pods: Mapping[str, _PodState], refreshed_at: float | None) -> _New:
+    """The new counts of the pods scraped in the refresh of ``refreshed_at`` only."""
+    prompt = generated = firsts = ttft_s = 0.0
+    buckets: dict[float, float] = {}
+    for pod in pods.values():
+        m = pod.last
+        if m is None or pod.last_ok_at is None or pod.last_ok_at != refreshed_at:
+            continue
+        prompt += m.new_prompt_tokens
+        generated += m.new_generation_tokens
+        firsts += m.new_first_tokens
+        ttft_s += m.new_ttft_sum_s
+        for bound, count in m.new_ttft_buckets:
+            buckets[bound] = buckets.get(bound, 0.0) + count
+    return _New(prompt, generated, firsts, ttft_s, tuple(sorted(buckets.items())))
+
+
+class ScrapeSettings(PolledSourceSettings):
+    enabled: bool = Field(True, description="scrape ready pods' /metrics")
+    interval_s: float = Field(2.0, gt=0, description="time between scrapes of every pod, seconds")
+    timeout_s: float = Field(1.0, gt=0, description="timeout of one pod scrape, seconds")
+    stale_after_s: float = Field(
+        6.0, gt=0, description="a pod's values older than this are stale, seconds"
+    )
+    max_concurrent: int = Field(64, ge=1, description="scrapes in flight at once")
+
+    def build(self, context: SourceContext) -> Polled | None:
+        if not self.enabled:
+            return None
+        scraper = PodScraper(
+            session=context.session,
+            timeout_s=self.timeout_s,
+            stale_after_s=self.stale_after_s,
+            max_concurrent=self.max_concurrent,
+        )
+        return Polled(scraper, self.interval_s, 1.5 * self.interval_s + self.timeout_s)
 
 
 class PodScraper:
@@ -263,6 +344,9 @@ class PodScraper:
         self._max_body_bytes = max_body_bytes
         self._targets: dict[str, _TargetState] = {}
         self._refreshed_at: float | None = None
+        # What the latest refresh brought per vLLM target, kept until the next one.
+        self._brought: dict[str, Brought] = {}
+        self._group_brought: dict[str, dict[str, Brought]] = {}
 
     @property
     def name(self) -> str:
@@ -318,26 +402,41 @@ class PodScraper:
         self._targets = seen
         self._refreshed_at = now
         await asyncio.gather(*jobs)
+        # Each refresh's counts are made once, so the hub adds each value once.
+        self._brought = {}
+        self._group_brought = {}
+        for key, listed in seen.items():
+            if listed.engine != "vllm":
+                continue
+            brought = _new_in(listed.pods, now).brought()
+            if brought is not None:
+                self._brought[key] = brought
+            self._group_brought[key] = {
+                group: got
+                for group, pods in listed.members().items()
+                if (got := _new_in(pods, now).brought()) is not None
+            }
 
     def read(self, key: str, *, now: float) -> SourceReading | None:
         target = self._targets.get(key)
         if target is None:
             # Never refreshed: we know nothing yet, which is not "idle".
-            return SourceReading(source=SCRAPE, fresh=False, reporters=0)
+            return SourceReading(fresh=False, reporters=0)
         if target.engine not in ENGINES:
             return None
-        reading = self._aggregate(target.pods, target.engine, now)
+        reading = self._aggregate(target.pods, target.engine, now, self._brought.get(key))
         if not target.groups:
             return reading
-        members: dict[str, dict[str, _PodState]] = {}
-        for name, pod in target.pods.items():
-            group = target.groups.get(name)
-            if group is not None:
-                members.setdefault(group, {})[name] = pod
-        groups = {g: self._aggregate(pods, target.engine, now) for g, pods in members.items()}
+        brought = self._group_brought.get(key, {})
+        groups = {
+            group: self._aggregate(pods, target.engine, now, brought.get(group))
+            for group, pods in target.members().items()
+        }
         return replace(reading, groups=groups)
 
-    def _aggregate(self, pods: Mapping[str, _PodState], engine: str, now: float) -> SourceReading:
+    def _aggregate(
+        self, pods: Mapping[str, _PodState], engine: str, now: float, brought: Brought | None
+    ) -> SourceReading:
         """One reading over ``pods`` (a whole target, or one of its groups)."""
         fresh = True
         reporters = 0
@@ -346,8 +445,6 @@ class PodScraper:
         gpu: list[float] = []
         ratios: list[float] = []
         load: dict[str, float] = {}
-        new_prompt = new_generated = new_firsts = new_ttft_s = 0.0
-        ttft_new: dict[float, float] = {}
         for name, pod in pods.items():
             if pod.last_ok_at is None or now - pod.last_ok_at > self._stale_after_s:
                 fresh = False
@@ -364,37 +461,41 @@ class PodScraper:
                 gpu.append(m.gpu_utilization)
             if m.queue_to_compute_ratio is not None:
                 ratios.append(m.queue_to_compute_ratio)
-            if pod.last_ok_at is not None and pod.last_ok_at == self._refreshed_at:
-                new_prompt += m.new_prompt_tokens
-                new_generated += m.new_generation_tokens
-                new_firsts += m.new_first_tokens
-                new_ttft_s += m.new_ttft_sum_s
-                for bound, count in m.new_ttft_buckets:
-                    ttft_new[bound] = ttft_new.get(bound, 0.0) + count
         has_data = reporters > 0 or not pods
-        observed = {"server_running": running, "server_waiting": waiting} if has_data else {}
         kv_mean, gpu_mean, ratio_mean = _mean(kv), _mean(gpu), _mean(ratios)
+        signals: dict[SignalKind, float] = {}
+        observed: dict[str, float] = {}
+        if has_data:
+            signals[SignalKind.CONCURRENCY] = running + waiting
+            signals[SignalKind.QUEUE_DEPTH] = waiting
+            observed = {"server_running": running, "server_waiting": waiting}
         if kv_mean is not None:
+            signals[SignalKind.KV_CACHE_UTILIZATION] = kv_mean
             observed["server_kv_cache_utilization"] = kv_mean
         if gpu_mean is not None:
+            signals[SignalKind.GPU_UTILIZATION] = gpu_mean
             observed["server_gpu_utilization"] = gpu_mean
         if ratio_mean is not None:
             observed["server_queue_to_compute_ratio"] = ratio_mean
         if has_data and engine == "vllm":
-            observed["server_new_prompt_tokens"] = new_prompt
-            observed["server_new_generation_tokens"] = new_generated
-            if new_firsts > 0:
-                observed["server_ttft_mean_s"] = new_ttft_s / new_firsts
+            new = _new_in(pods, self._refreshed_at)
+            observed["server_new_prompt_tokens"] = new.prompt_tokens
+            observed["server_new_generation_tokens"] = new.generated_tokens
+            if new.first_tokens > 0:
+                observed["server_ttft_mean_s"] = new.ttft_s / new.first_tokens
         return SourceReading(
-            source=SCRAPE,
             fresh=fresh,
             reporters=reporters,
-            concurrency=running + waiting if has_data else None,
-            queue_depth=waiting if has_data else None,
+            signals=signals,
             busy=running + waiting > 0,
-            kv_cache_utilization=kv_mean,
-            gpu_utilization=gpu_mean,
             pod_load=load,
+            # Requests waiting on a server have no first token yet.
+            levels=Levels(
+                running=running if has_data else None,
+                server_waiting=waiting if has_data else None,
+                awaiting_first_token=waiting if has_data else None,
+                kv_cache_utilization=kv_mean,
+            ),
+            brought=brought if has_data else None,
             observed=observed,
-            ttft_new=tuple(sorted(ttft_new.items())),
         )

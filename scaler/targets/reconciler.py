@@ -360,11 +360,10 @@ class Reconciler:
 
     def _refusals_due(self) -> tuple[tuple[str, str], ...]:
         """An AdapterLoadRefused Warning for the LoRA adapter loads the activators
-        reported refused since the last tick (leader only; they are taken either way)."""
+        reported refused since the last tick (the actuator raises it on the leader only;
+        they are taken either way)."""
         refusals = self.shared.decider.signals.take_adapter_refusals(self.key)
-        if not refusals or not self.shared.actuator.records.leading:
-            return ()
-        return ((ADAPTER_LOAD_REFUSED, "; ".join(refusals)),)
+        return ((ADAPTER_LOAD_REFUSED, "; ".join(refusals)),) if refusals else ()
 
     def _warnings_due(self, entry: TargetConfig) -> tuple[tuple[str, str], ...]:
         """The Warning Events (reason, message) to raise now, once per set of

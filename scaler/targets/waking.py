@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from collections.abc import Awaitable, Callable
 
+from groundwork.background_tasks import BackgroundTasks
 from scaler.kube.types import TargetSnapshot
 from scaler.metrics import Metrics
 from scaler.policy.api import Decision, Mode, Reason, ScalingConfig
@@ -64,7 +64,7 @@ class Wakes:
         self._clock = clock
         self._waking = False  # a background wake for more replicas is under way
         # Background wakes (and their fallback): stop() cancels what is left.
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = BackgroundTasks()
 
     def tend(
         self,
@@ -88,7 +88,7 @@ class Wakes:
             return
         if tended.wake_wanted(decision.desired):
             self._waking = True
-            self._spawn(self._wake_more(warm), f"tidal-scaler-wake:{self._key}")
+            self._tasks.spawn(self._wake_more(warm), name=f"tidal-scaler-wake:{self._key}")
 
     async def for_activation(self) -> None:
         """An activation was decided: wake a sleeping replica, waiting at most
@@ -100,22 +100,13 @@ class Wakes:
         warm = self._warm
         if warm is None:
             return
-        task = self._spawn(self._wake(warm), f"tidal-scaler-wake:{self._key}")
-        await asyncio.wait({task}, timeout=ACTIVATE_WAIT_S)
+        task = self._tasks.spawn(self._wake(warm), name=f"tidal-scaler-wake:{self._key}")
+        if task is not None:
+            await asyncio.wait({task}, timeout=ACTIVATE_WAIT_S)
 
     def cancel(self) -> list[asyncio.Task[None]]:
         """Cancel the background wakes still running (the target is gone); the tasks."""
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        return tasks
-
-    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
-        task = asyncio.ensure_future(coro)
-        task.set_name(name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        return self._tasks.cancel()
 
     async def _wake_more(self, warm: WarmTier) -> None:
         try:

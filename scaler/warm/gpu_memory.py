@@ -12,6 +12,9 @@ learns each model's awake and asleep footprint from these samples
 models on the same GPU to put to sleep (:func:`scaler.policy.warm_tier.make_room`),
 instead of waiting for an out-of-memory answer.
 
+Both go through the scaler's one Prometheus client
+(:mod:`scaler.signals.prometheus_query`).
+
 Main decision: a failed query keeps the last answer and the answer carries
 its time; the warm tier uses it only while it is younger than
 ``stale_after_s``, and otherwise falls back to trying the wake and making
@@ -21,10 +24,10 @@ room when it fails for memory.
 from __future__ import annotations
 
 import logging
-import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import aiohttp
+from scaler.signals.prometheus_query import PrometheusError, PrometheusQuery, Sample
 
 __all__ = ["GpuMemory", "GpuMemorySnapshot", "PrometheusGpuMemory", "parse_memory"]
 
@@ -50,41 +53,27 @@ class GpuMemorySnapshot:
         return {key: mib for key, (gpu, mib) in self.pods.items() if gpu == uuid}
 
 
-def _result(payload: object) -> list[dict[str, object]]:
-    if not isinstance(payload, dict) or payload.get("status") != "success":
-        raise ValueError(f"query failed: {payload!r}"[:300])
-    data = payload.get("data")
-    if not isinstance(data, dict) or data.get("resultType") != "vector":
-        raise ValueError("expected an instant vector")
-    result = data.get("result")
-    if not isinstance(result, list):
-        raise ValueError("expected data.result to be a list")
-    return result
-
-
 def parse_memory(
-    used: object, free: object, *, at: float, pod_label: str, namespace_label: str
+    used: Sequence[Sample],
+    free: Sequence[Sample],
+    *,
+    at: float,
+    pod_label: str,
+    namespace_label: str,
 ) -> GpuMemorySnapshot:
-    """The snapshot from the two answers; raises ValueError on a malformed one."""
+    """The snapshot from the two queries' samples (a sample that names no pod or GPU, or a
+    negative value, is left out)."""
     pods: dict[tuple[str, str], tuple[str, float]] = {}
-    for item in _result(used):
-        labels, value = item.get("metric"), item.get("value")
-        if not isinstance(labels, dict) or not isinstance(value, list) or len(value) != 2:
-            raise ValueError(f"malformed sample {item!r}")
-        mib = float(value[1])
+    for sample in used:
+        labels = sample.labels
         pod, ns, uuid = labels.get(pod_label), labels.get(namespace_label), labels.get("UUID")
-        named = isinstance(pod, str) and isinstance(ns, str) and isinstance(uuid, str)
-        if named and math.isfinite(mib) and mib >= 0:
-            pods[(str(ns), str(pod))] = (str(uuid), mib)
+        if pod is not None and ns is not None and uuid is not None and sample.value >= 0:
+            pods[(ns, pod)] = (uuid, sample.value)
     frees: dict[str, float] = {}
-    for item in _result(free):
-        labels, value = item.get("metric"), item.get("value")
-        if not isinstance(labels, dict) or not isinstance(value, list) or len(value) != 2:
-            raise ValueError(f"malformed sample {item!r}")
-        mib = float(value[1])
-        uuid = labels.get("UUID")
-        if isinstance(uuid, str) and math.isfinite(mib) and mib >= 0:
-            frees[uuid] = mib
+    for sample in free:
+        uuid = sample.labels.get("UUID")
+        if uuid is not None and sample.value >= 0:
+            frees[uuid] = sample.value
     return GpuMemorySnapshot(at=at, pods=pods, free=frees)
 
 
@@ -107,44 +96,29 @@ class PrometheusGpuMemory(GpuMemory):
 
     def __init__(
         self,
+        client: PrometheusQuery,
         *,
-        session: aiohttp.ClientSession,
-        url: str,
         pod_label: str = "pod",
         namespace_label: str = "namespace",
-        timeout_s: float = 2.0,
         stale_after_s: float = 15.0,
     ) -> None:
         super().__init__(stale_after_s=stale_after_s)
-        self._session = session
-        self._url = url.rstrip("/") + "/api/v1/query"
+        self._client = client
         self._pod_label = pod_label
         self._namespace_label = namespace_label
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
 
     @property
     def queries(self) -> tuple[str, str]:
         by = f"{self._pod_label}, {self._namespace_label}, UUID"
         return (f"max by ({by}) (DCGM_FI_DEV_FB_USED)", "max by (UUID) (DCGM_FI_DEV_FB_FREE)")
 
-    async def _query(self, query: str) -> object:
-        async with self._session.get(
-            self._url, params={"query": query}, timeout=self._timeout
-        ) as resp:
-            if resp.status >= 300:
-                raise ValueError(f"GET {self._url}: HTTP {resp.status}")
-            return await resp.json(content_type=None)
-
     async def refresh(self, *, now: float) -> None:
         used_q, free_q = self.queries
         try:
-            used, free = await self._query(used_q), await self._query(free_q)
-            self.snapshot = parse_memory(
-                used,
-                free,
-                at=now,
-                pod_label=self._pod_label,
-                namespace_label=self._namespace_label,
-            )
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            used, free = await self._client.instant(used_q), await self._client.instant(free_q)
+        except PrometheusError as exc:
             log.warning("GPU memory query failed, keeping the last answer: %s", exc)
+            return
+        self.snapshot = parse_memory(
+            used, free, at=now, pod_label=self._pod_label, namespace_label=self._namespace_label
+        )

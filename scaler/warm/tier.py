@@ -67,8 +67,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
 
+from groundwork.background_tasks import BackgroundTasks
 from scaler.kube.types import PodInfo
 from scaler.policy.api import ScalingConfig
 from scaler.policy.events import SLEEP_MODE_UNAVAILABLE, SLEPT, WAKE_FAILED, WOKE
@@ -186,7 +186,7 @@ class WarmTier:
         self.settings = settings or WarmSettings()
         self.pool = WarmPool(memory)
         self.choices = WarmChoices(self.pool, views)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = BackgroundTasks()
 
     # -- what the reconcilers ask -----------------------------------------------------
 
@@ -220,13 +220,15 @@ class WarmTier:
         """Leader only: start the sleeps that keep room to wake on each GPU; the pods."""
         keepers = self.choices.room_keepers(now) if self._leading() else []
         for target, pod, level in keepers:
-            self._spawn(_logged(self.sleep_now(target, pod, level=level), f"{pod} stays awake"))
+            sleep = _logged(self.sleep_now(target, pod, level=level), f"{pod} stays awake")
+            self._tasks.spawn(sleep, name=f"tidal-scaler-sleep:{pod}")
         return [pod for _, pod, _ in keepers]
 
     def reconcile(self, target: str, config: ScalingConfig, pods: Sequence[PodInfo]) -> None:
         """Ask pods this replica has not asked yet whether they sleep (a new leader)."""
         for pod, base, endpoint in self.pool.unasked(target, config, pods):
-            self._spawn(self._ask(target, config, pod, base, endpoint))
+            asking = self._ask(target, config, pod, base, endpoint)
+            self._tasks.spawn(asking, name=f"tidal-scaler-ask-sleeping:{pod.name}")
 
     async def _ask(
         self, target: str, config: ScalingConfig, pod: PodInfo, base: str, endpoint: str
@@ -243,16 +245,8 @@ class WarmTier:
                 self._clock(),
             )  # fmt: skip
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     async def close(self) -> None:
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._tasks.stop()
 
     def _notify(self, target: str, reason: str, message: str, warning: bool) -> None:
         """An Event about ``target`` (its sink sends it in the background)."""

@@ -15,12 +15,12 @@ tier holds no reference into a reconciler.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from groundwork.background_tasks import BackgroundTasks
 from scaler.actuator import Actuator
 from scaler.kube.types import PodInfo, TargetSnapshot
 from scaler.metrics import Metrics
@@ -100,7 +100,7 @@ class ActuatorEvents:
         self._actuator = actuator
         self._book = book
         self._metrics = metrics
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = BackgroundTasks()
 
     def note(self, target: str, reason: str, message: str, warning: bool) -> None:
         snap = self._book.snapshots().get(target)
@@ -111,14 +111,8 @@ class ActuatorEvents:
         write = self._actuator.note(
             snap.deployment, reason=reason, message=message, warning=warning
         )
-        task = asyncio.ensure_future(write)
-        task.set_name(f"tidal-scaler-event:{target}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(write, name=f"tidal-scaler-event:{target}")
 
     async def close(self) -> None:
         """Cancel the Events still being written."""
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._tasks.stop()

@@ -1,17 +1,23 @@
 """The import contracts of docs/architecture.md, "Layout and import rules" hold and really bite.
 
 Covers: the tree as it is passes ``lint-imports``; each kind of violation
-(I/O in ``scaler.policy``, kubernetes_asyncio outside the kube packages, the
+(I/O in ``scaler.policy``, groundwork beyond its shared rules in the policy or
+the balancers, I/O or other Tidal code in the shared rules,
+kubernetes_asyncio outside the kube packages, the
 scaler importing the activator, a service importing the simulator, the
 activator importing the scaler, a scaler module other than the actuator,
 ``scaler.kube`` included, importing the Kubernetes write helpers, I/O or
 another activator module in an activator module the simulator runs, I/O in
 the EPP metrics reader, I/O in the GPU catalog, groundwork beyond the
-catalog in ``scaler.policy``, ``groundwork`` importing a service) added to a
-copy of the tree makes ``lint-imports`` fail and name the broken contract;
-an ignored import that matches nothing is an error; the purity contract
-covers every activator module ``simulator`` imports and names nothing it
-does not, so a new one cannot slip in unchecked.
+rules and the catalog in ``scaler.policy``, ``groundwork`` importing a
+service) added to a copy of the tree makes ``lint-imports`` fail and name
+the broken contract; an ignored import that matches nothing is an error;
+the purity contract covers every activator module ``simulator`` imports
+and names nothing it does not, so a new one cannot slip in unchecked;
+every groundwork module but the shared rules and the GPU catalog (each
+pure under its own contract) is forbidden to the pure packages, so a new
+one cannot slip into them either; the hub, the combination and the
+reconcilers import no demand source.
 """
 
 from __future__ import annotations
@@ -98,6 +104,18 @@ def test_tree_as_is_keeps_contracts(tree_copy: Path) -> None:
             id="activator-imports-scaler",
         ),
         pytest.param(
+            "scaler/signals/hub.py",
+            "import scaler.signals.scrape\n",
+            "the hub knows no source",
+            id="hub-imports-a-source",
+        ),
+        pytest.param(
+            "scaler/targets/_violation.py",
+            "from scaler.signals.activator_reports import ActivatorReports\n",
+            "the hub knows no source",
+            id="reconciler-reaches-for-a-source",
+        ),
+        pytest.param(
             "scaler/_violation.py",
             "from scaler.kube.writer import KubeScaleTarget\n",
             "writes stay in the actuator",
@@ -124,22 +142,46 @@ def test_tree_as_is_keeps_contracts(tree_copy: Path) -> None:
             id="balancing-package-imports-asyncio",
         ),
         pytest.param(
-            "activator/targets.py",
+            "activator/balancing/least_loaded.py",
             "import activator.proxy\n",
             SIM_PURITY,
-            id="targets-imports-the-proxy",
-        ),
-        pytest.param(
-            "groundwork/priority.py",
-            "import asyncio\n",
-            "the hold queues are pure",
-            id="hold-queue-imports-asyncio",
+            id="balancing-imports-the-proxy",
         ),
         pytest.param(
             "groundwork/fair_hold_queue.py",
             "import time\n",
-            "the hold queues are pure",
+            "the hold queue is pure",
             id="hold-queue-reads-a-clock",
+        ),
+        pytest.param(
+            "groundwork/rules/priority.py",
+            "import asyncio\n",
+            "the shared rules are pure and a leaf",
+            id="rules-import-asyncio",
+        ),
+        pytest.param(
+            "groundwork/rules/durations.py",
+            "import groundwork.settings_loading\n",
+            "the shared rules are pure and a leaf",
+            id="rules-import-other-groundwork",
+        ),
+        pytest.param(
+            "groundwork/rules/stats_report.py",
+            "import scaler.signals\n",
+            "the shared rules are pure and a leaf",
+            id="rules-import-a-service",
+        ),
+        pytest.param(
+            "scaler/policy/_violation.py",
+            "import groundwork.background_tasks\n",
+            "scaler.policy is pure",
+            id="policy-imports-groundwork-beyond-the-rules",
+        ),
+        pytest.param(
+            "activator/balancing/_violation.py",
+            "import groundwork.fair_hold_queue\n",
+            SIM_PURITY,
+            id="balancing-imports-groundwork-beyond-the-rules",
         ),
         pytest.param(
             "scaler/signals/_violation.py",
@@ -164,12 +206,6 @@ def test_tree_as_is_keeps_contracts(tree_copy: Path) -> None:
             "import groundwork.kube\n",
             "the GPU catalog is pure data",
             id="gpu-catalog-imports-kube",
-        ),
-        pytest.param(
-            "scaler/policy/_violation.py",
-            "import groundwork.priority\n",
-            "scaler.policy is pure",
-            id="policy-imports-groundwork-beyond-the-catalog",
         ),
         pytest.param(
             "groundwork/_violation.py",
@@ -234,3 +270,39 @@ def test_purity_contract_names_every_activator_module_the_simulator_imports() ->
     assert not uncovered, f"the simulator imports {uncovered}: add them to the purity contract"
     unused = {s for s in sources if not any(within(m, s) for m in imported)}
     assert not unused, f"{unused} in the purity contract: the simulator no longer imports them"
+
+
+# The groundwork modules the pure packages may import: each is pure under its own contract.
+_PURE_GROUNDWORK = {
+    "groundwork.rules": "the shared rules are pure and a leaf",
+    "groundwork.gpu_catalog": "the GPU catalog is pure data",
+}
+# Per purity contract, the groundwork it may import (the shared rules are a leaf).
+_MAY_IMPORT = {
+    "scaler.policy is pure": set(_PURE_GROUNDWORK),
+    SIM_PURITY: set(_PURE_GROUNDWORK),
+    "the shared rules are pure and a leaf": {"groundwork.rules"},
+}
+
+
+@pytest.mark.parametrize("contract", sorted(_MAY_IMPORT))
+def test_the_pure_packages_may_import_only_the_pure_groundwork(contract: str) -> None:
+    groundwork = {
+        f"groundwork.{path.stem}"
+        for path in (ROOT / "groundwork").iterdir()
+        if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").exists()
+    }
+    forbidden = _contract(contract)["forbidden_modules"]
+    assert isinstance(forbidden, list)
+    unlisted = groundwork - _MAY_IMPORT[contract] - set(forbidden)
+    assert not unlisted, f"{contract}: add {sorted(unlisted)} to its forbidden modules"
+    assert "groundwork" not in forbidden
+
+
+@pytest.mark.parametrize("module", sorted(_PURE_GROUNDWORK))
+def test_the_groundwork_the_pure_packages_import_is_itself_pure(module: str) -> None:
+    own = _contract(_PURE_GROUNDWORK[module])
+    assert own["source_modules"] == [module]
+    forbidden = own["forbidden_modules"]
+    assert isinstance(forbidden, list)
+    assert {"asyncio", "aiohttp", "socket", "time", "groundwork.kube"} <= set(forbidden)

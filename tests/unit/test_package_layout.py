@@ -2,8 +2,9 @@
 
 Covers: at most 12 modules directly under ``scaler/`` and ``activator/``
 (``__init__`` and ``__main__`` counted); every package under them has a
-docstring that says what it holds. A new module belongs in the package of
-its job; when no package fits, that is the moment to make one.
+docstring that says what it holds, and every module of Tidal opens with
+one; no module of Tidal imports the tests. A new module belongs in the
+package of its job; when no package fits, that is the moment to make one.
 """
 
 from __future__ import annotations
@@ -34,3 +35,35 @@ def test_every_package_says_what_it_holds(service: str) -> None:
         if not ast.get_docstring(ast.parse(init.read_text()))
     ]
     assert not silent, f"packages without a docstring: {silent}"
+
+
+PACKAGES = ("groundwork", "scaler", "activator", "simulator", "loadtests", "scripts")
+
+
+def _modules() -> list[Path]:
+    return sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
+
+
+def test_every_module_opens_with_a_docstring() -> None:
+    silent = [
+        str(p.relative_to(ROOT))
+        for p in _modules()
+        if not ast.get_docstring(ast.parse(p.read_text()))
+    ]
+    assert not silent, f"modules without a docstring saying their job: {silent}"
+
+
+def test_nothing_imports_the_tests() -> None:
+    importing = []
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            if any(n == "tests" or n.startswith("tests.") for n in names):
+                importing.append(str(path.relative_to(ROOT)))
+    assert not importing, f"modules importing the tests: {importing}"

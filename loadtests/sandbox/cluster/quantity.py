@@ -4,8 +4,9 @@
 ``"1e3"``) into floats of the base unit, as the scheduler needs them to add
 up requests against a node's allocatable. ``parse_duration`` reads the
 Go-style durations the sandbox's annotations and flags use (``"90s"``,
-``"1m30s"``, ``"250ms"``; a bare number is seconds). Both raise ``ValueError``
-naming the value and the accepted forms.
+``"1m30s"``, ``"250ms"``: Tidal's own grammar, :mod:`groundwork.rules.durations`;
+a bare number is seconds). Both raise ``ValueError`` naming the value and the
+accepted forms.
 
 ``canonical_quantity`` writes a quantity as a real API server stores and
 returns it (``resource.Quantity``'s canonical string): a JSON number ``1``
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 import re
 from decimal import ROUND_UP, Decimal, InvalidOperation, localcontext
+
+from groundwork.rules.durations import parse_duration_s
 
 __all__ = ["canonical_quantity", "parse_duration", "parse_quantity"]
 
@@ -42,16 +45,6 @@ _SUFFIXES = {
     "Ei": 2.0**60,
 }
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?)$")
-_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
-_DURATION_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
 
 
 def parse_quantity(value: str | int | float) -> float:
@@ -157,22 +150,15 @@ def parse_duration(value: str | int | float) -> float:
     if isinstance(value, int | float):
         seconds = float(value)
     else:
-        text = value.strip()
         try:
-            seconds = float(text)
+            seconds = float(value.strip())
         except ValueError:
-            pos, seconds = 0, 0.0
-            while pos < len(text):
-                match = _DURATION_PART.match(text, pos)
-                if match is None:
-                    raise ValueError(
-                        f"duration {value!r} is not valid: expected e.g. '30s', '1m30s', "
-                        "'250ms' or a number of seconds"
-                    ) from None
-                seconds += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-                pos = match.end()
-            if not text:
+            if not value.strip():
                 raise ValueError("duration '' is empty: expected e.g. '30s'") from None
+            try:
+                seconds = parse_duration_s(value)
+            except ValueError as exc:
+                raise ValueError(f"duration {exc}, or a number of seconds") from None
     if seconds < 0:
         raise ValueError(f"duration {value!r} is negative: it must be 0 or more")
     return seconds

@@ -155,7 +155,7 @@ def saturated_sample(
 
 #: One decision interval of the history: ``(start_s, end_s, prompt_tokens, requests,
 #: output_tokens, prompts_over)``, the last the arrivals over each of
-#: :data:`~scaler.policy.api.PROMPT_SIZE_BOUNDS` (empty where none are counted).
+#: :data:`~groundwork.rules.prompt_sizes.PROMPT_SIZE_BOUNDS` (empty where none are counted).
 Interval = tuple[float, float, float, float, float, tuple[float, ...]]
 
 

@@ -45,7 +45,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from scaler.policy.api import PROMPT_SIZE_BOUNDS
+from groundwork.rules.prompt_sizes import PROMPT_SIZE_BOUNDS
 from scaler.policy.slo.load import LOOKBACK_S, LoadHistory
 from scaler.policy.slo.phases import PhaseFit
 

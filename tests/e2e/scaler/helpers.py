@@ -23,6 +23,7 @@ from typing import Any
 
 import aiohttp
 
+from groundwork.rules.stats_report import ActivatorReport, TargetStats, report_json
 from loadtests.sandbox.cluster.defaults import apply_defaults
 from loadtests.sandbox.cluster.resources import by_group_version_plural
 from loadtests.sandbox.example import ExampleModel
@@ -139,19 +140,11 @@ class Reporter:
 
     def body(self) -> dict[str, Any]:
         c = self.concurrency
-        return {
-            "activator": "e2e-reporter",
-            "period_s": 1.0,
-            "targets": {
-                self.target: {
-                    "concurrency": c,
-                    "in_flight": round(c),
-                    "buffered": 0,
-                    "arrivals": round(c),
-                    "pods": {},
-                }
-            },
-        }
+        stats = TargetStats(concurrency=c, in_flight=round(c), buffered=0, arrivals=round(c))
+        report = ActivatorReport(
+            activator="e2e-reporter", period_s=1.0, targets={self.target: stats}
+        )
+        return report_json(report)
 
     async def _run(self) -> None:
         headers = {"Authorization": f"Bearer {self.token}"}

@@ -71,6 +71,7 @@ async def scaler() -> AsyncIterator[Scaler]:
     app = build_app(
         controller=wired.controller,
         signals=wired.signals,
+        reports=reports,
         metrics=metrics,
         token=TOKEN,
         clock=lambda: clock[0],

@@ -1,4 +1,4 @@
-"""Declared LoRA adapters: the annotation and the ConfigMap (activator.targets, kube.translate).
+"""Declared LoRA adapters: the annotation and the ConfigMap (groundwork.rules, kube.translate).
 
 Covers: ``name=source`` lists and ConfigMap data parse to the same adapters;
 each bad form is refused naming what is allowed; the Deployment's
@@ -10,13 +10,14 @@ from __future__ import annotations
 import pytest
 
 from activator.kube.translate import target_from_deployment
-from activator.targets import Adapter, adapters_from_mapping, parse_adapters
+from activator.targets import Adapter
+from groundwork.rules.routing_keys import ADAPTERS, adapter_pairs
 
 
 def test_the_annotation_and_the_configmap_say_the_same() -> None:
     expected = (Adapter("chat", "org/chat-lora"), Adapter("sql", "/models/sql"))
-    assert parse_adapters(" sql=/models/sql, chat=org/chat-lora ,") == expected
-    assert adapters_from_mapping({"sql": "/models/sql", "chat": "org/chat-lora"}) == expected
+    assert ADAPTERS.parse(" sql=/models/sql, chat=org/chat-lora ,") == expected
+    assert adapter_pairs({"sql": "/models/sql", "chat": "org/chat-lora"}) == expected
 
 
 @pytest.mark.parametrize(
@@ -28,12 +29,26 @@ def test_the_annotation_and_the_configmap_say_the_same() -> None:
         ("sql=", "adapter 'sql' needs a source"),
         ("sql=a b", "adapter 'sql' needs a source"),
         (" , ", "the list is empty"),
-        ("llama=org/x", "has the name of the base model"),
     ],
 )
 def test_bad_lists_are_refused_naming_what_is_allowed(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        parse_adapters(text, base_models=("llama",))
+        ADAPTERS.parse(text)
+    routing = target_from_deployment(_deployment(**{ADAPTERS.name: text}))
+    (problem,) = routing.problems
+    assert message in problem.replace('"', "'")
+    assert routing.spec.adapters == ()
+
+
+def test_an_adapter_named_as_the_model_is_refused() -> None:
+    routing = target_from_deployment(
+        _deployment(**{ADAPTERS.name: "llama=org/x", "routing.tidal.dev/models": "llama"})
+    )
+    (problem,) = routing.problems
+    assert "no adapter named as a model (llama)" in problem
+    assert routing.spec.adapters == ()
+    with pytest.raises(ValueError, match="has the name of the base model"):
+        adapter_pairs({"llama": "org/x"}, base_models=("llama",))
 
 
 def _deployment(**notes: str) -> dict[str, object]:

@@ -9,6 +9,8 @@ Covers:
   default as for no annotation at all, and a non-default value changes it;
 - the documented keys are the keys the scaler's parser accepts;
 - every documented metric is registered (the page lists the registry);
+- every test and import contract docs/architecture.md names as holding a
+  rule exists (a renamed test cannot leave the page pointing at nothing);
 - every relative link in README.md and docs/*.md resolves inside the
   repository, and none points outside it (nor mentions ../shared, which a
   clone does not have).
@@ -21,9 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from activator.kube.translate import ROUTING_ANNOTATIONS, target_from_deployment
+from activator.kube.translate import target_from_deployment
+from groundwork.rules.annotation_keys import Key
+from groundwork.rules.routing_keys import ROUTING_KEYS
+from groundwork.rules.scaling_keys import SCALING_KEYS
 from scaler.policy import InvalidAnnotation, parse_scaling_config
-from scaler.policy.annotations import KNOWN_KEYS, SPECS
+from scaler.policy.annotations import KNOWN_KEYS
 from scripts import generate_docs
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -56,14 +61,13 @@ def test_every_error_code_is_a_counted_reason() -> None:
 
 
 def test_documented_keys_are_the_parsers_keys() -> None:
-    assert tuple(spec.key for spec in SPECS) == KNOWN_KEYS
+    assert tuple(key.name for key in SCALING_KEYS) == KNOWN_KEYS
     assert len(set(KNOWN_KEYS)) == len(KNOWN_KEYS)
 
 
-@pytest.mark.parametrize("spec", [s for s in SPECS if s.default], ids=lambda s: s.key)
-def test_scaler_documented_default_is_the_parsers_default(spec: object) -> None:
-    key = spec.key  # type: ignore[attr-defined]
-    default = spec.default  # type: ignore[attr-defined]
+@pytest.mark.parametrize("spec", [s for s in SCALING_KEYS if s.default], ids=lambda s: s.name)
+def test_scaler_documented_default_is_the_parsers_default(spec: Key[object]) -> None:
+    key, default = spec.name, spec.default
     needs = _ALONGSIDE.get(key.split("/", 1)[1], {})
     assert parse_scaling_config({**needs, key: default}) == parse_scaling_config(needs)
 
@@ -106,23 +110,23 @@ _ALONGSIDE = {
 
 
 @pytest.mark.parametrize(
-    "spec", [s for s in SPECS if not s.key.endswith("/policy")], ids=lambda s: s.key
+    "spec", [s for s in SCALING_KEYS if not s.name.endswith("/policy")], ids=lambda s: s.name
 )
-def test_scaler_other_value_changes_the_config(spec: object) -> None:
+def test_scaler_other_value_changes_the_config(spec: Key[object]) -> None:
     """The documented key is live: the parser reads it (a default that is ignored is no default)."""
-    key: str = spec.key  # type: ignore[attr-defined]
+    key = spec.name
     value = _OTHER_VALUES[key.split("/", 1)[1]]
     needs = _ALONGSIDE.get(key.split("/", 1)[1], {})
     assert parse_scaling_config({**needs, key: value}) != parse_scaling_config(needs)
 
 
 def test_spot_placement_policies_are_documented_and_accepted() -> None:
-    policy = next(s for s in SPECS if s.key.endswith("/policy"))
+    policy = next(s for s in SCALING_KEYS if s.name.endswith("/policy"))
     for value in ("spot", "spot-with-on-demand-baseline"):
         assert f"`{value}`" in policy.allowed
-        assert parse_scaling_config({policy.key: value}).placement.policy == value
+        assert parse_scaling_config({policy.name: value}).placement.policy == value
     with pytest.raises(InvalidAnnotation):
-        parse_scaling_config({policy.key: "cheap"})
+        parse_scaling_config({policy.name: "cheap"})
 
 
 def _deployment(annotations: dict[str, str]) -> dict[str, object]:
@@ -136,10 +140,9 @@ def _deployment(annotations: dict[str, str]) -> dict[str, object]:
     }
 
 
-@pytest.mark.parametrize("spec", [s for s in ROUTING_ANNOTATIONS if s.default], ids=lambda s: s.key)
-def test_routing_documented_default_is_the_parsers_default(spec: object) -> None:
-    key: str = spec.key  # type: ignore[attr-defined]
-    with_default = target_from_deployment(_deployment({key: spec.default}))  # type: ignore[attr-defined]
+@pytest.mark.parametrize("spec", [s for s in ROUTING_KEYS if s.default], ids=lambda s: s.name)
+def test_routing_documented_default_is_the_parsers_default(spec: Key[object]) -> None:
+    with_default = target_from_deployment(_deployment({spec.name: spec.default}))
     assert with_default.problems == ()
     assert with_default == target_from_deployment(_deployment({}))
 
@@ -161,16 +164,10 @@ def test_routing_documented_default_is_the_parsers_default(spec: object) -> None
 )
 def test_routing_documented_key_is_read(suffix: str, value: str) -> None:
     key = "routing.tidal.dev/" + suffix
-    assert key in {s.key for s in ROUTING_ANNOTATIONS}
+    assert key in {s.name for s in ROUTING_KEYS}
     changed = target_from_deployment(_deployment({key: value}))
     assert changed.problems == ()
     assert changed != target_from_deployment(_deployment({}))
-
-
-def test_every_routing_key_is_documented() -> None:
-    source = (ROOT / "activator/kube/translate.py").read_text(encoding="utf-8")
-    read = set(re.findall(r'_R \+ "([a-z-]+)"', source))
-    assert read == {s.key.split("/", 1)[1] for s in ROUTING_ANNOTATIONS}
 
 
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -193,3 +190,27 @@ def test_links_resolve_inside_the_repository(path: Path) -> None:
         resolved = (path.parent / file_part).resolve()
         assert resolved.is_relative_to(ROOT), f"{path.name}: {target} leaves the repository"
         assert resolved.exists(), f"{path.name}: {target} does not exist"
+
+
+_NAMED_TEST = re.compile(r"`(tests/[\w/]+\.py)(?:::(\w+))?`|`::(\w+)`")
+_NAMED_CONTRACT = re.compile(r'the import contract "([^"]+)"')
+
+
+def test_what_the_architecture_names_as_holding_a_rule_exists() -> None:
+    text = (ROOT / "docs/architecture.md").read_text(encoding="utf-8")
+    last_file: Path | None = None
+    named = 0
+    for match in _NAMED_TEST.finditer(text):
+        path, test, same_file_test = match.groups()
+        if path is not None:
+            last_file = ROOT / path
+            assert last_file.exists(), f"docs/architecture.md names {path}, which does not exist"
+        name = test or same_file_test
+        if name is not None:
+            assert last_file is not None
+            assert f"def {name}(" in last_file.read_text(), f"no {name} in {last_file}"
+            named += 1
+    assert named >= 10, "the rules of the scaler's sections name the tests that hold them"
+    contracts = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    for contract in _NAMED_CONTRACT.findall(text):
+        assert f'name = "{contract}' in contracts, f"no import contract named {contract!r}"

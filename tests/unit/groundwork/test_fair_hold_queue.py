@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 import pytest
 
 from groundwork.fair_hold_queue import FairHoldQueue
-from groundwork.priority import class_label, parse_priority
+from groundwork.rules.priority import class_label, parse_priority
 
 
 def _release(queue: FairHoldQueue[str], slots: int | None = None) -> list[str]:

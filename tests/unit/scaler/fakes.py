@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from groundwork.kube.errors import Conflict, KubeError
 from scaler.actuator import Actuator
@@ -202,6 +203,27 @@ FEEDS = {
     "scrape": frozenset(SignalKind),
     "prometheus": frozenset({SignalKind.GPU_UTILIZATION}),
 }
+
+
+def reading(
+    *,
+    fresh: bool,
+    reporters: int = 1,
+    concurrency: float | None = None,
+    queue_depth: float | None = None,
+    kv_cache_utilization: float | None = None,
+    gpu_utilization: float | None = None,
+    **rest: Any,
+) -> SourceReading:
+    """A source's reading, its signals given by name (``None``: not measured now)."""
+    named = {
+        SignalKind.CONCURRENCY: concurrency,
+        SignalKind.QUEUE_DEPTH: queue_depth,
+        SignalKind.KV_CACHE_UTILIZATION: kv_cache_utilization,
+        SignalKind.GPU_UTILIZATION: gpu_utilization,
+    }
+    signals = {kind: value for kind, value in named.items() if value is not None}
+    return SourceReading(fresh=fresh, reporters=reporters, signals=signals, **rest)
 
 
 class FakeSource:

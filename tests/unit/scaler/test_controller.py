@@ -35,6 +35,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from groundwork.kube.errors import ApiUnavailable
+from groundwork.rules.stats_report import parse_report
 from scaler.app import target_view
 from scaler.metrics import Metrics
 from scaler.policy.api import (
@@ -47,7 +48,7 @@ from scaler.policy.api import (
 )
 from scaler.policy.decide import PolicyState
 from scaler.policy.protocol import InvalidTargetConfig, Policy
-from scaler.signals.activator_reports import ActivatorReports, parse_report
+from scaler.signals.activator_reports import ActivatorReports
 from scaler.signals.base import SourceReading
 from scaler.ticking import CallLater
 from tests.unit.scaler.fakes import (
@@ -59,6 +60,7 @@ from tests.unit.scaler.fakes import (
     ManualTicker,
     deployment,
     pod,
+    reading,
     wire,
 )
 
@@ -66,16 +68,13 @@ KEY = "default/llama"
 
 
 def idle(source: str, *, fresh: bool = True) -> SourceReading:
-    return SourceReading(
-        source=source, fresh=fresh, reporters=1, concurrency=0.0, queue_depth=0.0, busy=False
-    )
+    return reading(fresh=fresh, reporters=1, concurrency=0.0, queue_depth=0.0, busy=False)
 
 
 def loaded(
     source: str, concurrency: float, *, fresh: bool = True, buffered: float = 0.0
 ) -> SourceReading:
-    return SourceReading(
-        source=source,
+    return reading(
         fresh=fresh,
         reporters=1,
         concurrency=concurrency,
@@ -284,8 +283,8 @@ async def test_api_outage_does_not_crash_and_writes_resume() -> None:
         pytest.param(idle("activator", fresh=False), idle("scrape"), id="activator-stale"),
         pytest.param(idle("activator"), idle("scrape", fresh=False), id="scrape-stale"),
         pytest.param(
-            SourceReading(source="activator", fresh=False, reporters=0),
-            SourceReading(source="scrape", fresh=False, reporters=0),
+            reading(fresh=False, reporters=0),
+            reading(fresh=False, reporters=0),
             id="both-silent",
         ),
     ],
@@ -344,15 +343,14 @@ async def test_deletion_cost_on_idlest_pods_before_scale_down() -> None:
     w = World(replicas=3, policy=policy)
     pods = (pod("p1", ip="10.0.0.1"), pod("p2", ip="10.0.0.2", cost=0), pod("p3", ip="10.0.0.3"))
     w.cluster.put(deployment(replicas=3), pods)
-    w.activator.readings[KEY] = SourceReading(
-        source="activator",
+    w.activator.readings[KEY] = reading(
         fresh=True,
         reporters=1,
         concurrency=7.0,
         pod_load={"p1": 5.0, "10.0.0.3:8000": 2.0},
     )
-    w.scrape.readings[KEY] = SourceReading(
-        source="scrape", fresh=True, reporters=3, concurrency=7.0, pod_load={"p1": 4.0, "p2": 0.0}
+    w.scrape.readings[KEY] = reading(
+        fresh=True, reporters=3, concurrency=7.0, pod_load={"p1": 4.0, "p2": 0.0}
     )
     policy.desired = 2
     await w.run_for(2)
@@ -503,11 +501,13 @@ async def test_short_request_between_ticks_restarts_the_grace_period() -> None:
 
 
 async def test_refused_adapter_loads_become_one_warning_event() -> None:
-    w = World(replicas=1, reports=ActivatorReports())  # real reports: what the activator posts
+    reports = ActivatorReports()  # real reports: what the activator posts
+    w = World(replicas=1, reports=reports)
     w.scrape.readings[KEY] = idle("scrape")
     refusal = "http://10.0.0.7:8000 refused to load 'sql-lora': 404 Not Found"
     body = {"activator": "a", "period_s": 1.0, "targets": {KEY: {"adapter_refusals": [refusal]}}}
-    w.signals.report(parse_report(body), now=w.now)
+    reports.record(parse_report(body), now=w.now)
+    w.signals.arrived(reports.name, now=w.now)
     await w.run_for(6)
     [(key, _, message, warning)] = [e for e in w.events.events if e[1] == "AdapterLoadRefused"]
     assert (key, message, warning) == (KEY, refusal, True)

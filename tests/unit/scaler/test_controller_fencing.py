@@ -10,13 +10,21 @@ Covers, with the fakes of the scaler's seams:
   the same scale against the fresh version within the same call;
 - a conflict that deciding again resolves counts no failed write; a conflict
   on every attempt gives up after a bounded number of decisions and counts
-  one.
+  one;
+- leadership is asked where writes are fenced only: no module of the
+  controller or the reconcilers reads whether this replica leads, and a
+  follower's refused adapter loads raise no Event (the actuator fences it).
 """
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 from groundwork.kube.errors import Conflict
+from groundwork.rules.stats_report import parse_report
 from scaler.policy.api import Observation
+from scaler.signals.activator_reports import ActivatorReports
 from tests.unit.scaler.fakes import deployment, pod
 from tests.unit.scaler.test_controller import KEY, ScriptedPolicy, World, idle
 
@@ -129,3 +137,32 @@ async def test_conflicts_on_every_attempt_give_up_until_the_next_tick() -> None:
     assert w.scale.calls.count("scale") == 3
     assert w.replicas() == 1
     assert failures(w) == 1  # one decision that could not be written
+
+
+ROOT = Path(__file__).resolve().parents[3]
+# What asking whether this replica leads looks like (scaler.kube.types.LeaderElector).
+_ASKING = {"is_leader", "leading", "LeaderElector"}
+
+
+def test_the_controller_and_the_reconcilers_never_ask_who_leads() -> None:
+    paths = [ROOT / "scaler/controller.py", *sorted((ROOT / "scaler/targets").glob("*.py"))]
+    asking = {
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in paths
+        for node in ast.walk(ast.parse(path.read_text()))
+        if (isinstance(node, ast.Attribute) and node.attr in _ASKING)
+        or (isinstance(node, ast.Name) and node.id in _ASKING)
+    }
+    assert not asking, f"leadership is the actuator's and the warm tier's to check: {asking}"
+
+
+async def test_a_followers_refused_adapter_loads_raise_no_event() -> None:
+    reports = ActivatorReports()
+    w = World(replicas=1, leader=False, reports=reports)
+    w.scrape.readings[KEY] = idle("scrape")
+    body = {"activator": "a", "period_s": 1.0, "targets": {KEY: {"adapter_refusals": ["no"]}}}
+    reports.record(parse_report(body), now=w.now)
+    w.signals.arrived(reports.name, now=w.now)
+    await w.run_for(4)
+    assert w.events.events == []
+    assert w.signals.take_adapter_refusals(KEY) == []  # taken all the same

@@ -40,7 +40,7 @@ from scaler.policy.protocol import PurePolicy
 from scaler.signals.base import COUNTS, SourceReading
 from scaler.signals.hub import SignalHub
 from scaler.targets.book import TargetBook
-from tests.unit.scaler.fakes import FakeCluster, FakeEvents, FakeLeader
+from tests.unit.scaler.fakes import FakeCluster, FakeEvents, FakeLeader, reading
 
 KEY = "default/llama"
 KARPENTER = PRESETS["karpenter"]
@@ -251,8 +251,7 @@ class _Source:
         self.concurrency = 40.0
 
     def read(self, key: str, *, now: float) -> SourceReading | None:
-        return SourceReading(
-            source="activator",
+        return reading(
             fresh=True,
             reporters=1,
             concurrency=self.concurrency,

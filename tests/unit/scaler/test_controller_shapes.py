@@ -38,7 +38,7 @@ from scaler.policy.shapes.template import SHAPE_LABEL
 from scaler.signals.base import COUNTS, SourceReading
 from scaler.signals.hub import SignalHub
 from scaler.targets.book import TargetBook
-from tests.unit.scaler.fakes import FakeCluster, FakeEvents, FakeLeader
+from tests.unit.scaler.fakes import FakeCluster, FakeEvents, FakeLeader, reading
 
 KEY = "default/llama"
 SLICE = "mig-3g.40gb"
@@ -186,9 +186,7 @@ class World:
 
     def read(self, key: str, *, now: float) -> SourceReading | None:
         c = self.concurrency
-        return SourceReading(
-            source="activator", fresh=True, reporters=1, concurrency=c, queue_depth=0.0, busy=c > 0
-        )
+        return reading(fresh=True, concurrency=c, queue_depth=0.0, busy=c > 0)
 
     # PlacementView and ShapeView
     def nodes(self) -> Mapping[str, NodeInfo]:

@@ -27,8 +27,7 @@ import pytest
 
 from scaler.policy.api import Decision, Mode, Observation, Reason, ScalingConfig, SignalKind
 from scaler.policy.decide import PolicyState
-from scaler.signals.base import SourceReading
-from tests.unit.scaler.fakes import FakeSource, ManualTicker, ManualTimers, deployment
+from tests.unit.scaler.fakes import FakeSource, ManualTicker, ManualTimers, deployment, reading
 from tests.unit.scaler.test_controller import KEY, ScriptedPolicy, World, idle, loaded
 
 
@@ -56,9 +55,7 @@ async def test_arrival_records_only_what_its_source_feeds() -> None:
     prometheus = FakeSource("prometheus")
     w = World(replicas=1, policy=policy, prometheus=True, extra_sources=(prometheus,))
     w.set(loaded("activator", 4.0), idle("scrape"))
-    prometheus.readings[KEY] = SourceReading(
-        source="prometheus", fresh=True, reporters=1, gpu_utilization=0.9
-    )
+    prometheus.readings[KEY] = reading(fresh=True, reporters=1, gpu_utilization=0.9)
     # Recorded before any tick: the target is picked up at its first arrival.
     assert w.signals.arrived("activator", now=w.now) == 1
     windows = w.signals.windows(KEY)

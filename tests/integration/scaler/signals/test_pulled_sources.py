@@ -28,8 +28,10 @@ import pytest_asyncio
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from scaler.policy.api import SignalKind
 from scaler.signals.base import PodEndpoint, TargetPods
 from scaler.signals.prometheus import GpuMetric, PrometheusGpu
+from scaler.signals.prometheus_query import PrometheusQuery
 from scaler.signals.scrape import PodScraper
 
 VLLM = """# TYPE vllm:num_requests_running gauge
@@ -48,6 +50,9 @@ nv_inference_compute_infer_duration_us{{model="m",version="1"}} {compute}
 # TYPE nv_gpu_utilization gauge
 nv_gpu_utilization{{gpu_uuid="GPU-0"}} 0.8
 """
+
+CONC, QUEUE = SignalKind.CONCURRENCY, SignalKind.QUEUE_DEPTH
+GPU, KV = SignalKind.GPU_UTILIZATION, SignalKind.KV_CACHE_UTILIZATION
 
 
 @dataclass
@@ -122,8 +127,8 @@ async def test_vllm_scrape_then_failures_go_stale_not_zero(serve, session) -> No
     await scraper.refresh([t], now=10.0)
     r = scraper.read("ns/llama", now=10.0)
     assert r is not None
-    assert (r.concurrency, r.queue_depth, r.fresh, r.reporters) == (6.0, 1.0, True, 2)
-    assert r.kv_cache_utilization == 0.25
+    assert (r.signals.get(CONC), r.signals.get(QUEUE), r.fresh, r.reporters) == (6.0, 1.0, True, 2)
+    assert r.signals.get(KV) == 0.25
     assert r.pod_load == {"p0": 4.0, "p1": 2.0}
 
     a.mode = "error"
@@ -131,10 +136,10 @@ async def test_vllm_scrape_then_failures_go_stale_not_zero(serve, session) -> No
     await scraper.refresh([t], now=13.0)
     r = scraper.read("ns/llama", now=13.0)
     assert r is not None
-    assert (r.concurrency, r.fresh) == (6.0, True)  # last values, 3 s old: still fresh
+    assert (r.signals.get(CONC), r.fresh) == (6.0, True)  # last values, 3 s old: still fresh
     r = scraper.read("ns/llama", now=15.5)
     assert r is not None
-    assert (r.concurrency, r.fresh) == (6.0, False)  # stale, and still not zero
+    assert (r.signals.get(CONC), r.fresh) == (6.0, False)  # stale, and still not zero
 
 
 async def test_pods_in_groups_are_read_per_group_too(serve, session) -> None:  # type: ignore[no-untyped-def]
@@ -169,7 +174,7 @@ async def test_refused_connection_and_never_scraped_pod(session) -> None:  # typ
     await scraper.refresh([target("ns/x", "vllm", [1])], now=1.0)
     r = scraper.read("ns/x", now=1.0)
     assert r is not None
-    assert (r.fresh, r.concurrency, r.reporters) == (False, None, 0)
+    assert (r.fresh, r.signals.get(CONC), r.reporters) == (False, None, 0)
     assert scraper.read("ns/never-listed", now=1.0) is not None  # unknown: stale, not absent
     await scraper.refresh([target("ns/g", "generic", [1])], now=2.0)
     assert scraper.read("ns/g", now=2.0) is None  # generic engine: no server view
@@ -181,7 +186,7 @@ async def test_zero_ready_pods_is_a_fresh_zero(session) -> None:  # type: ignore
     await scraper.refresh([target("ns/x", "vllm", [])], now=1.0)
     r = scraper.read("ns/x", now=1.0)
     assert r is not None
-    assert (r.fresh, r.concurrency, r.busy) == (True, 0.0, False)
+    assert (r.fresh, r.signals.get(CONC), r.busy) == (True, 0.0, False)
 
 
 async def test_triton_rates_between_scrapes(serve, session) -> None:  # type: ignore[no-untyped-def]
@@ -192,7 +197,7 @@ async def test_triton_rates_between_scrapes(serve, session) -> None:  # type: ig
     await scraper.refresh([t], now=1.0)
     r = scraper.read("ns/t", now=1.0)
     assert r is not None
-    assert (r.concurrency, r.queue_depth, r.gpu_utilization) == (2.0, 2.0, 0.8)
+    assert (r.signals.get(CONC), r.signals.get(QUEUE), r.signals.get(GPU)) == (2.0, 2.0, 0.8)
     assert "server_queue_to_compute_ratio" not in r.observed
     counters.update(queue=4000, compute=16000)
     await scraper.refresh([t], now=3.0)
@@ -214,7 +219,7 @@ async def test_scrape_concurrency_is_bounded(serve, session) -> None:  # type: i
     await scraper.refresh([many], now=1.0)
     r = scraper.read("ns/m", now=1.0)
     assert r is not None
-    assert r.concurrency == 8.0
+    assert r.signals.get(CONC) == 8.0
     assert shared.max_in_flight == 2
 
 
@@ -244,9 +249,11 @@ async def test_prometheus_gpu(session) -> None:  # type: ignore[no-untyped-def]
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     try:
+        client = PrometheusQuery(
+            session=session, url=f"http://127.0.0.1:{server.port}/", timeout_s=2.0
+        )
         gpu = PrometheusGpu(
-            session=session,
-            url=f"http://127.0.0.1:{server.port}/",
+            client,
             metric=GpuMetric.DCGM_GPU_UTIL,
             pod_label="exported_pod",
             namespace_label="exported_namespace",
@@ -258,7 +265,7 @@ async def test_prometheus_gpu(session) -> None:  # type: ignore[no-untyped-def]
         r = gpu.read("ns/llama", now=1.0)
         assert r is not None
         assert r.fresh
-        assert r.gpu_utilization == pytest.approx(0.7)
+        assert r.signals.get(GPU) == pytest.approx(0.7)
         three = TargetPods(
             key="ns/llama",
             namespace="ns",
@@ -269,7 +276,7 @@ async def test_prometheus_gpu(session) -> None:  # type: ignore[no-untyped-def]
         r = gpu.read("ns/llama", now=2.0)
         assert r is not None
         assert not r.fresh  # p2 has no value yet: may raise, not lower
-        assert r.gpu_utilization == pytest.approx(0.7)
+        assert r.signals.get(GPU) == pytest.approx(0.7)
         prom.status = 503
         await gpu.refresh([two], now=5.0)
         r = gpu.read("ns/llama", now=5.0)
@@ -278,7 +285,7 @@ async def test_prometheus_gpu(session) -> None:  # type: ignore[no-untyped-def]
         r = gpu.read("ns/llama", now=12.5)
         assert r is not None
         assert not r.fresh
-        assert r.gpu_utilization == pytest.approx(0.7)
+        assert r.signals.get(GPU) == pytest.approx(0.7)
     finally:
         await server.close()
 
@@ -334,4 +341,8 @@ async def test_ttft_buckets_new_in_a_refresh_are_summed_over_its_pods(serve, ses
     counts["a"], counts["b"] = (15, 20), (5, 6)
     await scraper.refresh([t], now=2.0)
     got = scraper.read("ns/llama", now=2.0)
-    assert got is not None and got.ttft_new == ((1.0, 7.0), (float("inf"), 11.0))
+    assert got is not None and got.brought is not None
+    assert got.brought.ttft_new == ((1.0, 7.0), (float("inf"), 11.0))
+    # Read again before the next refresh: the same counts, which the hub adds once.
+    again = scraper.read("ns/llama", now=2.5)
+    assert again is not None and again.brought is got.brought

@@ -22,12 +22,7 @@ import json
 import pytest
 from prometheus_client import CollectorRegistry
 
-from activator.balancing.prefix_key import (
-    BLOCK_CHARS,
-    PROMPT_SIZE_BOUNDS,
-    estimated_tokens,
-    prompt_blocks,
-)
+from activator.balancing.prefix_key import BLOCK_CHARS, estimated_tokens, prompt_blocks
 from activator.holding.gate import ColdStartTimeout, Gate
 from activator.holding.target import Target
 from activator.kube.translate import target_from_deployment
@@ -35,7 +30,6 @@ from activator.metrics import PREFIX, Metrics
 from activator.routing.registry import Registry
 from activator.routing.routes_file import parse_routes
 from activator.targets import Endpoint, TargetSpec
-from scaler.policy.api import PROMPT_SIZE_BOUNDS as SCALER_PROMPT_SIZE_BOUNDS
 
 SYSTEM = {"role": "system", "content": "You are a careful assistant. " * 20}
 
@@ -225,11 +219,9 @@ def test_only_a_model_with_a_ttft_objective_counts_tokens() -> None:
     assert counted.tokens.take() == (0, 0, none)
     assert plain.tokens.take() == (0, 0, none)
     assert plain.arrivals == counted.arrivals == 2
-    # A prompt of about 6,000 tokens counts over the bounds it passes, the
-    # scaler's bounds (its report parser checks the length against them).
+    # A prompt of about 6,000 tokens counts over the bounds it passes.
     counted.arrive({"model": "m", "prompt": "x" * 24_000, "max_tokens": 9})
     assert counted.tokens.take() == (6_000, 9, [1, 1, 1, 0, 0, 0, 0, 0])
-    assert tuple(int(b) for b in SCALER_PROMPT_SIZE_BOUNDS) == PROMPT_SIZE_BOUNDS
 
 
 def test_the_routes_file_reads_balancing_and_names_what_is_allowed() -> None:

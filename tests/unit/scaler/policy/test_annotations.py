@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import pytest
 
+from groundwork.rules.durations import parse_duration_s
 from scaler.policy import InvalidAnnotation, PlacementConfig, ScalingConfig, parse_scaling_config
-from scaler.policy.annotations import KNOWN_KEYS, parse_duration_s, unknown_keys
+from scaler.policy.annotations import KNOWN_KEYS, unknown_keys
 
 A = "autoscaling.tidal.dev/"
 P = "placement.tidal.dev/"

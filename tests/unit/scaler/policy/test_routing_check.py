@@ -1,19 +1,15 @@
-"""The scaler's check of ``routing.tidal.dev/*`` agrees with the activator, which routes.
+"""The scaler's check of ``routing.tidal.dev/*``: what it reports and how.
 
-Covers: a misspelt key is named with the closest known key; bad values name key,
-value and what is allowed; other prefixes are not this check's business; the
-keys are the activator's, and over the same values both sides find the same
-keys bad.
+Covers: a misspelt key is named with the closest known key and a pointer to
+the reference page; bad values name key, value and what is allowed; other
+prefixes are not this check's business; a Deployment without routing keys
+has nothing to report. That both services find the same keys bad, for
+every key, is tests/unit/groundwork/rules/test_both_services_agree.py.
 """
 
 from __future__ import annotations
 
-import re
-
-import pytest
-
-from activator.kube.translate import ROUTING_ANNOTATIONS, target_from_deployment
-from scaler.policy.routing_check import ROUTING_KEYS, routing_problems
+from scaler.policy.routing_check import routing_problems
 
 R = "routing.tidal.dev/"
 
@@ -26,41 +22,13 @@ def test_a_misspelt_key_is_named_with_the_known_ones() -> None:
     assert f"did you mean {R}models?" in text and "docs/annotations.md" in text
 
 
-def test_the_keys_are_the_activators() -> None:
-    assert set(ROUTING_KEYS) == {a.key for a in ROUTING_ANNOTATIONS}
+def test_a_bad_value_names_the_key_the_value_and_what_is_allowed() -> None:
+    (problem,) = routing_problems({R + "max-buffered": "lots", R + "hosts": "a,b"})
+    assert str(problem) == (
+        'routing.tidal.dev/max-buffered: "lots" is not allowed; '
+        "allowed: an integer from 0 to 100000"
+    )
 
 
-@pytest.mark.parametrize(
-    "annotations",
-    [
-        {R + "cold-start-timeout": "5x", R + "max-buffered": "-1"},
-        {R + "cold-start-timeout": "2h", R + "container-concurrency": "10001"},
-        {R + "cold-start-timeout": "500ms", R + "port": "0", R + "path-prefix": "v1"},
-        {R + "max-buffered": "1.5", R + "container-concurrency": "abc", R + "port": "70000"},
-        {R + "cold-start-timeout": "90s", R + "max-buffered": "100000", R + "port": "http"},
-        {R + "container-concurrency": "0", R + "path-prefix": "/v1", R + "hosts": "a,b"},
-        {R + "balancing": "prefix", R + "max-buffered": "10"},
-        {R + "balancing": "round-robin"},
-        {R + "model": "llama", R + "max-buferd": "3"},
-        {R + "default-priority": "urgent", R + "shed-at-zero": "yes"},
-        {R + "default-priority": "1000001", R + "shed-at-zero": "True"},
-        {R + "default-priority": "sheddable", R + "max-buffered": "10"},
-        {R + "default-priority": "-40"},
-        {R + "adapters": "sql=/models/sql, chat=org/chat-lora"},
-        {R + "adapters": "sql"},
-        {R + "adapters": "sql=a, sql=b"},
-        {R + "adapters": "s ql=a"},
-        {R + "adapters": "sql=/a b"},
-        {R + "adapters": " , "},
-    ],
-)
-def test_both_sides_find_the_same_keys_bad(annotations: dict[str, str]) -> None:
-    ours = {p.key for p in routing_problems(annotations)}
-    deployment = {"metadata": {"name": "llama", "namespace": "ml", "annotations": annotations}}
-    theirs = {
-        R + m.group(1)
-        for text in target_from_deployment(deployment).problems
-        for m in [re.search(r"routing\.tidal\.dev/([a-z-]+)=", text)]
-        if m is not None
-    }
-    assert ours == theirs
+def test_no_routing_keys_nothing_to_report() -> None:
+    assert routing_problems({"autoscaling.tidal.dev/max-scale": "zero"}) == ()

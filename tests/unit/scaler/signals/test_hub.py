@@ -1,33 +1,41 @@
-"""The signal hub: reports and refreshes go in, observations come out.
+"""The signal hub: arrivals go in, observations come out, and no source is named.
 
 Covers:
-- an activator report is kept and recorded at once for every valid target,
+- an activator report's arrival is recorded at once for every valid target,
   including one the catalog gained since the last decision; an invalid
   target gets no windows;
 - a pulled source's arrival records only the signals it feeds and only for
   the keys it refreshed;
 - observe() combines the sources (max of the concurrency views) and marks a
   signal not fresh when a source behind it is stale;
-- a target dropped from the catalog loses its windows; two sources of one
-  name are refused;
-- token counters: reports add up, the servers' prompt tokens count once per
-  refresh, and for a target with a TTFT objective the servers' first tokens
-  within it are counted (none for a target without one);
-- the servers' counters and gauges of each group of a target's pods (its
-  GPU shapes) are kept apart, beside the target's whole.
+- a target dropped from the catalog loses its windows and counters; two
+  sources of one name are refused, and so is an arrival of a source the hub
+  does not have;
+- counters: what each arrival brought is added once (reports add up, the
+  servers' prompt tokens count once per refresh), the levels are the
+  sources' largest views at the decision, and for a target with a TTFT
+  objective the servers' first tokens within it are counted (none for a
+  target without one);
+- the servers' counts and levels of each group of a target's pods (its GPU
+  shapes) are kept apart, beside the target's whole, and go with it;
+- a source the hub has never heard of (its own name, counts, levels and
+  counts brought) is combined by the same rules, with nothing to change;
+- a utilization is fresh within its most direct source's bound.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import pytest
 
+from groundwork.rules.stats_report import parse_report
 from scaler.policy.api import ScalingConfig, SignalKind
-from scaler.signals.activator_reports import ActivatorReports, parse_report
-from scaler.signals.base import SourceReading
-from scaler.signals.hub import SignalHub
-from tests.unit.scaler.fakes import FakeSource
+from scaler.signals.activator_reports import ActivatorReports
+from scaler.signals.base import Brought, Levels, SourceReading
+from scaler.signals.hub import HubSettings, SignalHub
+from tests.unit.scaler.fakes import FakeSource, reading
 
 
 class Catalog:
@@ -46,25 +54,32 @@ def report(activator: str, **concurrency: float) -> object:
     }
 
 
+def push(hub: SignalHub, reports: ActivatorReports, body: object, *, now: float) -> int:
+    """What the scaler's HTTP API does with a report: record it, tell the hub."""
+    count = reports.record(parse_report(body), now=now)
+    hub.arrived(reports.name, now=now)
+    return count
+
+
 def test_report_is_recorded_for_every_valid_target() -> None:
     catalog = Catalog()
     catalog.targets = {"ns/a": ScalingConfig(), "ns/bad": None}
     reports = ActivatorReports()
     hub = SignalHub(sources=[reports], catalog=catalog)
-    assert hub.report(parse_report(report("act-1", a=6.0)), now=10.0) == 1
+    assert push(hub, reports, report("act-1", a=6.0), now=10.0) == 1
     a = hub.windows("ns/a")
     assert a is not None
     assert hub.windows("ns/bad") is None
     # A target that appeared since: recorded at the next report, at zero from this activator.
     catalog.targets["ns/b"] = ScalingConfig()
-    hub.report(parse_report(report("act-2", a=2.0)), now=11.0)
+    push(hub, reports, report("act-2", a=2.0), now=11.0)
     view = hub.observe("ns/a", ScalingConfig(), now=11.0)
     conc = view.readings[SignalKind.CONCURRENCY]
     assert conc.stable == pytest.approx((6.0 + 8.0) / 2)
     assert conc.fresh
     b = hub.observe("ns/b", ScalingConfig(), now=11.0).readings[SignalKind.CONCURRENCY]
     assert b.stable == 0.0
-    assert hub.reporting(now=11.0) == 2
+    assert reports.reporting(now=11.0) == 2
 
 
 def test_arrival_records_only_what_its_source_feeds() -> None:
@@ -73,12 +88,8 @@ def test_arrival_records_only_what_its_source_feeds() -> None:
     catalog.targets = {"ns/a": config, "ns/b": config}
     activator, prometheus = FakeSource("activator"), FakeSource("prometheus")
     for key in catalog.targets:
-        activator.readings[key] = SourceReading(
-            source="activator", fresh=True, reporters=1, concurrency=3.0, queue_depth=0.0
-        )
-        prometheus.readings[key] = SourceReading(
-            source="prometheus", fresh=True, reporters=1, gpu_utilization=0.8
-        )
+        activator.readings[key] = reading(fresh=True, reporters=1, concurrency=3.0, queue_depth=0.0)
+        prometheus.readings[key] = reading(fresh=True, reporters=1, gpu_utilization=0.8)
     hub = SignalHub(sources=[activator, prometheus], catalog=catalog)
     assert hub.arrived("prometheus", now=5.0, keys=["ns/a", "ns/gone"]) == 1
     a = hub.observe("ns/a", config, now=5.0).readings
@@ -92,19 +103,15 @@ def test_observe_combines_and_marks_partial_views() -> None:
     catalog = Catalog()
     catalog.targets = {"ns/a": ScalingConfig()}
     activator, scrape = FakeSource("activator"), FakeSource("scrape")
-    activator.readings["ns/a"] = SourceReading(
-        source="activator", fresh=True, reporters=1, concurrency=3.0, busy=True
-    )
-    scrape.readings["ns/a"] = SourceReading(
-        source="scrape", fresh=False, reporters=1, concurrency=5.0
-    )
+    activator.readings["ns/a"] = reading(fresh=True, reporters=1, concurrency=3.0, busy=True)
+    scrape.readings["ns/a"] = reading(fresh=False, reporters=1, concurrency=5.0)
     hub = SignalHub(sources=[activator, scrape], catalog=catalog)
     hub.arrived("activator", now=1.0)
     view = hub.observe("ns/a", ScalingConfig(), now=1.0)
     assert view.combined.values[SignalKind.CONCURRENCY] == 5.0  # max, not sum
     assert view.combined.demand.busy
-    reading = view.readings[SignalKind.CONCURRENCY]
-    assert (reading.stable, reading.fresh) == (5.0, False)
+    concurrency = view.readings[SignalKind.CONCURRENCY]
+    assert (concurrency.stable, concurrency.fresh) == (5.0, False)
     # No config (invalid target): combined only.
     assert hub.observe("ns/a", None, now=1.0).readings == {}
 
@@ -120,14 +127,15 @@ def test_dropped_target_loses_windows_and_names_are_unique() -> None:
     assert hub.windows("ns/a") is None
     with pytest.raises(ValueError, match="distinct names"):
         SignalHub(sources=[FakeSource("scrape"), FakeSource("scrape")], catalog=catalog)
-    with pytest.raises(ValueError, match="no activator reports"):
-        hub.report(parse_report(report("x")), now=3.0)
+    with pytest.raises(ValueError, match="no demand source 'epp'"):
+        hub.arrived("epp", now=3.0)
 
 
 def test_token_counters_add_every_report_and_awaiting_is_the_latest_sum() -> None:
     catalog = Catalog()
     catalog.targets = {"ns/a": ScalingConfig()}
-    hub = SignalHub(sources=[ActivatorReports()], catalog=catalog)
+    reports = ActivatorReports()
+    hub = SignalHub(sources=[reports], catalog=catalog)
 
     def tokens(activator: str, prompt: int, awaiting: int) -> object:
         stats: dict[str, object] = {"concurrency": 1, "arrivals": 2, "prompt_tokens": prompt}
@@ -135,9 +143,9 @@ def test_token_counters_add_every_report_and_awaiting_is_the_latest_sum() -> Non
         stats |= {"prompts_over": [2, 1, 0, 0, 0, 0, 0, 0]}
         return {"activator": activator, "period_s": 1.0, "targets": {"ns/a": stats}}
 
-    hub.report(parse_report(tokens("act-1", 1000, 3)), now=1.0)
-    hub.report(parse_report(tokens("act-2", 500, 1)), now=1.5)
-    hub.report(parse_report(tokens("act-1", 1000, 2)), now=2.0)
+    push(hub, reports, tokens("act-1", 1000, 3), now=1.0)
+    push(hub, reports, tokens("act-2", 500, 1), now=1.5)
+    push(hub, reports, tokens("act-1", 1000, 2), now=2.0)
     load = (
         hub.observe("ns/a", ScalingConfig(), now=2.0)
         .observation(ready=1, spec=1, activation=False)
@@ -154,14 +162,21 @@ def test_servers_new_tokens_are_counted_once_per_refresh() -> None:
     catalog.targets = {"ns/a": ScalingConfig()}
     scrape = FakeSource("scrape")
     hub = SignalHub(sources=[scrape], catalog=catalog)
-    observed = {"server_new_prompt_tokens": 3000.0, "server_new_generation_tokens": 500.0}
-    observed |= {"server_running": 12.0, "server_waiting": 3.0}
-    scrape.readings["ns/a"] = SourceReading(
-        source="scrape", fresh=True, reporters=1, observed=observed
-    )
+
+    def refreshed() -> None:  # each refresh brings its own counts
+        scrape.readings["ns/a"] = reading(
+            fresh=True,
+            levels=Levels(running=12.0, server_waiting=3.0),
+            brought=Brought(served_prompt_tokens=3000.0, generated_tokens=500.0),
+        )
+
+    refreshed()
     hub.arrived("scrape", now=1.0)
-    # Reading again between refreshes (a decision) adds nothing.
+    # Reading again between refreshes (a decision), or an arrival announced twice,
+    # adds nothing.
     hub.observe("ns/a", ScalingConfig(), now=1.5)
+    hub.arrived("scrape", now=1.5)
+    refreshed()
     hub.arrived("scrape", now=2.0)
     load = hub.observe("ns/a", ScalingConfig(), now=2.0).load
     assert load is not None and load.served_prompt_tokens == 6000.0
@@ -169,40 +184,27 @@ def test_servers_new_tokens_are_counted_once_per_refresh() -> None:
     assert (load.generated_tokens, load.running, load.server_waiting) == (1000.0, 12.0, 3.0)
 
 
-def test_first_tokens_within_the_objective_are_counted_for_a_target_with_an_slo() -> None:
-    catalog = Catalog()
-    slo = ScalingConfig(slo_ttft_s=2.5)
-    catalog.targets = {"ns/a": slo, "ns/b": ScalingConfig()}
-    scrape = FakeSource("scrape")
-    hub = SignalHub(sources=[scrape], catalog=catalog)
-    histogram = ((1.0, 30.0), (2.5, 60.0), (float("inf"), 70.0))
-    for key in ("ns/a", "ns/b"):
-        scrape.readings[key] = SourceReading(
-            source="scrape", fresh=True, reporters=1, ttft_new=histogram
-        )
-    hub.arrived("scrape", now=1.0)
-    hub.arrived("scrape", now=2.0)
-    load = hub.observe("ns/a", slo, now=2.0).load
-    assert load is not None and (load.ttft_within_slo, load.ttft_counted) == (120.0, 140.0)
-    assert hub.observe("ns/b", ScalingConfig(), now=2.0).load is None  # no objective, no count
-
-
-def test_each_group_of_pods_has_its_own_servers_counters() -> None:
+def test_each_group_of_pods_has_its_own_servers_counts() -> None:
     catalog = Catalog()
     catalog.targets = {"ns/a": ScalingConfig()}
     scrape = FakeSource("scrape")
     hub = SignalHub(sources=[scrape], catalog=catalog)
 
-    def served(tokens: float, running: float) -> SourceReading:
-        observed = {"server_new_prompt_tokens": tokens, "server_running": running}
-        return SourceReading(source="scrape", fresh=True, reporters=1, observed=observed)
+    def part(tokens: float, running: float) -> SourceReading:
+        return reading(
+            fresh=True,
+            levels=Levels(running=running),
+            brought=Brought(served_prompt_tokens=tokens),
+        )
 
-    whole = served(4000.0, 10.0)
-    groups = {"h100": served(3000.0, 8.0), "l4": served(1000.0, 2.0)}
-    scrape.readings["ns/a"] = SourceReading(
-        source="scrape", fresh=True, reporters=2, observed=whole.observed, groups=groups
-    )
+    def refreshed() -> None:
+        groups = {"h100": part(3000.0, 8.0), "l4": part(1000.0, 2.0)}
+        scrape.readings["ns/a"] = replace(part(4000.0, 10.0), groups=groups)
+
+    refreshed()
     hub.arrived("scrape", now=1.0)
+    hub.arrived("scrape", now=1.5)  # announced twice: nothing more
+    refreshed()
     hub.arrived("scrape", now=2.0)
     view = hub.observe("ns/a", ScalingConfig(), now=2.0)
     assert view.load is not None and view.load.served_prompt_tokens == 8000.0
@@ -214,18 +216,36 @@ def test_each_group_of_pods_has_its_own_servers_counters() -> None:
     assert hub.observe("ns/a", None, now=3.0).groups == {}
 
 
+def test_first_tokens_within_the_objective_are_counted_for_a_target_with_an_slo() -> None:
+    catalog = Catalog()
+    slo = ScalingConfig(slo_ttft_s=2.5)
+    catalog.targets = {"ns/a": slo, "ns/b": ScalingConfig()}
+    scrape = FakeSource("scrape")
+    hub = SignalHub(sources=[scrape], catalog=catalog)
+    histogram = ((1.0, 30.0), (2.5, 60.0), (float("inf"), 70.0))
+    for now in (1.0, 2.0):
+        for key in ("ns/a", "ns/b"):
+            scrape.readings[key] = reading(fresh=True, brought=Brought(ttft_new=histogram))
+        hub.arrived("scrape", now=now)
+    load = hub.observe("ns/a", slo, now=2.0).load
+    assert load is not None and (load.ttft_within_slo, load.ttft_counted) == (120.0, 140.0)
+    no_objective = hub.observe("ns/b", ScalingConfig(), now=2.0).load
+    assert no_objective is not None and no_objective.ttft_counted == 0.0  # nothing measured
+
+
 def test_held_by_class_and_sheds_are_summed_over_the_activators() -> None:
     catalog = Catalog()
     catalog.targets = {"ns/a": ScalingConfig()}
-    hub = SignalHub(sources=[ActivatorReports()], catalog=catalog)
+    reports = ActivatorReports()
+    hub = SignalHub(sources=[reports], catalog=catalog)
 
     def held(activator: str, critical: int, sheddable: int, shed: int) -> object:
         stats = {"concurrency": 1, "held_critical": critical, "held_standard": 2}
         stats |= {"held_sheddable": sheddable, "shed": shed}
         return {"activator": activator, "period_s": 1.0, "targets": {"ns/a": stats}}
 
-    hub.report(parse_report(held("act-1", 3, 10, 4)), now=1.0)
-    hub.report(parse_report(held("act-2", 1, 0, 1)), now=1.5)
+    push(hub, reports, held("act-1", 3, 10, 4), now=1.0)
+    push(hub, reports, held("act-2", 1, 0, 1), now=1.5)
     combined = hub.observe("ns/a", ScalingConfig(), now=2.0).combined
     assert combined is not None
     got = {k: v for k, v in combined.observed.items() if "held_" in k or k.endswith("_shed")}
@@ -235,3 +255,64 @@ def test_held_by_class_and_sheds_are_summed_over_the_activators() -> None:
         "activator_held_sheddable": 10.0,
         "activator_shed": 5.0,
     }
+
+
+def test_a_source_the_hub_never_heard_of_is_combined_by_the_same_rules() -> None:
+    """An endpoint picker's view (its own name, nothing the hub knows of it): its counts
+    join the activators' and the servers' by the rules of each signal, its levels are
+    views like the others, and what it brings is counted at its own arrivals only."""
+    catalog = Catalog()
+    catalog.targets = {"ns/a": ScalingConfig()}
+    scrape, picker = FakeSource("scrape"), FakeSource("endpoint-picker")
+    scrape.readings["ns/a"] = reading(
+        fresh=True,
+        concurrency=5.0,
+        queue_depth=1.0,
+        levels=Levels(running=4.0, server_waiting=1.0),
+        brought=Brought(served_prompt_tokens=100.0),
+    )
+    picker.readings["ns/a"] = reading(
+        fresh=True,
+        concurrency=9.0,
+        queue_depth=3.0,
+        busy=True,
+        levels=Levels(server_waiting=3.0, awaiting_first_token=3.0),
+        brought=Brought(arrivals=7.0),
+        observed={"picker_queue": 3.0},
+    )
+    hub = SignalHub(sources=[scrape, picker], catalog=catalog)
+    hub.arrived("endpoint-picker", now=1.0)
+    picker.readings["ns/a"] = replace(picker.readings["ns/a"], brought=Brought(arrivals=7.0))
+    hub.arrived("endpoint-picker", now=2.0)
+    hub.arrived("scrape", now=2.0)
+    view = hub.observe("ns/a", ScalingConfig(), now=2.0)
+    combined = view.combined
+    assert combined.values[SignalKind.CONCURRENCY] == 9.0  # the larger view
+    assert combined.values[SignalKind.QUEUE_DEPTH] == 4.0  # different requests: summed
+    assert combined.demand.busy and combined.observed["picker_queue"] == 3.0
+    load = view.load
+    assert load is not None
+    assert (load.arrivals, load.served_prompt_tokens) == (14.0, 100.0)
+    assert (load.running, load.server_waiting, load.awaiting_first_token) == (4.0, 3.0, 3.0)
+
+
+def test_a_utilization_is_fresh_within_its_most_direct_sources_bound() -> None:
+    catalog = Catalog()
+    config = ScalingConfig(target_gpu_utilization=0.5, target_kv_cache_utilization=0.5)
+    catalog.targets = {"ns/a": config}
+    scrape, prometheus = FakeSource("scrape"), FakeSource("prometheus")
+    scrape.readings["ns/a"] = reading(
+        fresh=True, concurrency=0.0, kv_cache_utilization=0.4, gpu_utilization=0.1
+    )
+    prometheus.readings["ns/a"] = reading(fresh=True, gpu_utilization=0.6)
+    settings = HubSettings(
+        fresh_within_s=5.0, source_fresh_within_s={"scrape": 4.0, "prometheus": 9.5}
+    )
+    hub = SignalHub(sources=[scrape, prometheus], catalog=catalog, settings=settings)
+    hub.arrived("scrape", now=0.0)
+    hub.arrived("prometheus", now=0.0)
+    got = hub.observe("ns/a", config, now=9.0).readings
+    assert got[SignalKind.GPU_UTILIZATION].fresh  # DCGM's own bound, 9.5 s
+    assert got[SignalKind.GPU_UTILIZATION].stable == pytest.approx(0.6)
+    assert not got[SignalKind.KV_CACHE_UTILIZATION].fresh  # the hub's 5 s (the larger)
+    assert not got[SignalKind.CONCURRENCY].fresh  # the counts keep the hub's bound

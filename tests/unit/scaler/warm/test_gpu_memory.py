@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 
 from scaler.policy.api import ScalingConfig
+from scaler.signals.prometheus_query import PrometheusError, parse_vector
 from scaler.warm.gpu_memory import GpuMemory, GpuMemorySnapshot, parse_memory
 from tests.unit.scaler.warm.test_tier import CONFIG, PAST_HANDOFF_S, FakeReplicas, World, pod
 
@@ -29,12 +30,14 @@ def test_parse_memory_by_pod_and_gpu() -> None:
         ({"pod": "c-1", "namespace": "ml"}, 5),  # no UUID: left out
     )
     free = _vector(({"UUID": "GPU-1"}, 24800))
-    snap = parse_memory(used, free, at=1.0, pod_label="pod", namespace_label="namespace")
+    snap = parse_memory(
+        parse_vector(used), parse_vector(free), at=1.0, pod_label="pod", namespace_label="namespace"
+    )
     assert snap.pods == {("ml", "a-1"): ("GPU-1", 24600.0), ("ml", "b-1"): ("GPU-1", 600.0)}
     assert snap.budget("GPU-1") == 50_000
     assert snap.budget("GPU-2") is None
-    with pytest.raises(ValueError, match="query failed"):
-        parse_memory({"status": "error"}, free, at=1.0, pod_label="pod", namespace_label="ns")
+    with pytest.raises(PrometheusError, match="query failed"):
+        parse_vector({"status": "error"})
 
 
 def test_a_stale_snapshot_is_not_used() -> None:

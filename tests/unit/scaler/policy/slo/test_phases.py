@@ -22,7 +22,8 @@ from dataclasses import replace
 
 import pytest
 
-from scaler.policy.api import PROMPT_SIZE_BOUNDS, LoadTotals
+from groundwork.rules.prompt_sizes import PROMPT_SIZE_BOUNDS
+from scaler.policy.api import LoadTotals
 from scaler.policy.slo.floor import fading_floor, floor_window_s
 from scaler.policy.slo.load import LoadHistory
 from scaler.policy.slo.phases import PhaseFit, learn_phases

@@ -6,7 +6,8 @@ A class is an integer, higher first. The names ``critical``, ``standard`` and
 Extension's objectives carry an integer priority; negative ones are
 sheddable there as here). The activator reads the header and the
 ``routing.tidal.dev/default-priority`` annotation with :func:`parse_priority`,
-and the simulator reads a trace's class field with it, so the three agree.
+the scaler checks that annotation with it (:mod:`groundwork.rules.routing_keys`),
+and the simulator reads a trace's class field with it, so all of them agree.
 
 Main decision: a bad value parses to None and the caller uses the target's
 default (the activator counts it): a priority only matters while a request
@@ -21,6 +22,7 @@ __all__ = [
     "CRITICAL",
     "PRIORITY_ALLOWED",
     "PRIORITY_LABELS",
+    "PRIORITY_RANGE",
     "SHEDDABLE",
     "STANDARD",
     "class_label",
@@ -32,6 +34,8 @@ STANDARD = 0
 SHEDDABLE = -1
 _NAMES = {"critical": CRITICAL, "standard": STANDARD, "sheddable": SHEDDABLE}
 _LIMIT = 1_000_000
+#: The classes a whole number may name.
+PRIORITY_RANGE = (-_LIMIT, _LIMIT)
 PRIORITY_ALLOWED = "critical, standard, sheddable or a whole number -1000000..1000000"
 # The label values metrics use, highest class first.
 PRIORITY_LABELS = ("critical", "standard", "sheddable")
