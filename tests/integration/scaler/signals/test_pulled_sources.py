@@ -161,10 +161,10 @@ async def test_pods_in_groups_are_read_per_group_too(serve, session) -> None:  #
     scraper = PodScraper(session=session, timeout_s=0.3, stale_after_s=5.0)
     await scraper.refresh([t], now=10.0)
     r = scraper.read("ns/llama", now=10.0)
-    assert r is not None and r.concurrency == 12.0
+    assert r is not None and r.signals.get(CONC) == 12.0
     h100, mig = r.groups["h100"], r.groups["mig-3g.40gb"]
-    assert (h100.concurrency, h100.reporters) == (4.0, 1)
-    assert (mig.concurrency, mig.queue_depth, mig.reporters) == (8.0, 5.0, 2)
+    assert (h100.signals.get(CONC), h100.reporters, h100.levels.running) == (4.0, 1, 3.0)
+    assert (mig.signals.get(CONC), mig.signals.get(QUEUE), mig.reporters) == (8.0, 5.0, 2)
     assert mig.pod_load == {"p1": 2.0, "p2": 6.0}
 
 
