@@ -262,8 +262,10 @@ async def test_cheap_shape_then_cover_then_back(tmp_path: Path) -> None:
             )
             assert took <= PENDING_S + 3 * TICK_S, f"cover after {took:.1f}s"
             assert time.monotonic() - asked >= PENDING_S - 1, "covered before the timeout"
+            await wait_until(lambda: bool(scaler_events(stack, "ShapeUnavailable")), timeout_s=5,
+                             what="the ShapeUnavailable Event, after the scale")  # fmt: skip
             unavailable = scaler_events(stack, "ShapeUnavailable")
-            assert unavailable and unavailable[0]["type"] == "Warning"
+            assert unavailable[0]["type"] == "Warning"
             assert (
                 f"{SLICE}: 1 replica Pending past the pending-timeout"
                 in (unavailable[0]["message"])
@@ -279,7 +281,8 @@ async def test_cheap_shape_then_cover_then_back(tmp_path: Path) -> None:
                 timeout_s=60,
                 what="three slices and no H100 again",
             )
-            assert scaler_events(stack, "ShapeRecovered")
+            await wait_until(lambda: bool(scaler_events(stack, "ShapeRecovered")), timeout_s=5,
+                             what="the ShapeRecovered Event")  # fmt: skip
 
             # 4. A bad declaration: one Warning naming the keys; scaling goes on.
             obj = deploy(stack, "llama")
