@@ -69,7 +69,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     ),
     "diurnal-peak": (
         "--trace", "synthetic:diurnal", "--synthetic-rate", "1500", "--synthetic-duration", "20m",
-        "--skip", "8m", "--duration", "4m", "--policies", "always-on",
+        "--day-length", "20m", "--skip", "8m", "--duration", "4m", "--policies", "always-on",
     ),
     "sweep-default": ("--trace", "code", "--policies", "tidal-concurrency"),
     "sweep-panic": (
@@ -120,7 +120,16 @@ SCENARIOS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("bursts", ("--trace", "synthetic:bursts")),
     (
         "diurnal",
-        ("--trace", "synthetic:diurnal", "--synthetic-rate", "1500", "--synthetic-duration", "20m"),
+        (
+            "--trace",
+            "synthetic:diurnal",
+            "--synthetic-rate",
+            "1500",
+            "--synthetic-duration",
+            "20m",
+            "--day-length",
+            "20m",
+        ),
     ),
     (
         "chat",

@@ -1,7 +1,8 @@
 """The policy simulator (``tidal simulate``): Tidal and the baselines on a trace, in simulated time.
 
 - :mod:`~simulator.traces`: reading traces (CSV, JSONL; ``loadtests`` shares it);
-  :mod:`~simulator.synthetic`: workloads from published statistics;
+  :mod:`~simulator.trace_stream`: a trace read afresh for each row, as a
+  stream; :mod:`~simulator.synthetic`: workloads from published statistics;
 - :mod:`~simulator.world`: the discrete-event world of one model (requests,
   the activator's hold and balancing, replicas running the engine model,
   cold starts, placement, spot);
@@ -18,5 +19,10 @@
   policy, the command, its charts, and the tuning of ``tidal-tuned``;
 - :mod:`~simulator.harness`: the small one-target stepper the policy's
   scenario tests use; :mod:`~simulator.engine`: the engine models (shared
-  with the sandbox's fake servers).
+  with the sandbox's fake servers; ``engine.jump`` steps them from one
+  batch change to the next);
+- speed: :mod:`~simulator.fleet_cache` (fixed fleets run once per trace and
+  world), :mod:`~simulator.parallel` (``--jobs``), :mod:`~simulator.progress`
+  (the progress bar), :mod:`~simulator.columns` (a run's per-request
+  columns, packed).
 """

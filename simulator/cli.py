@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
-import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -35,10 +36,11 @@ from activator.balancing.prefix_affinity import AffinityConfig
 from groundwork.rules.durations import parse_duration_s
 from groundwork.rules.scaling_keys import AUTOSCALING_PREFIX
 from scaler.policy import InvalidAnnotation, PlacementConfig
-from simulator import adapter_cli, prefix_workloads, synthetic, traces
+from simulator import adapter_cli, prefix_workloads, progress, synthetic, traces
 from simulator.chat_trace import MEAN_TURNS, ChatSpec, generate_chat
 from simulator.classes import class_table, ttft_by_class
 from simulator.engine import LlmParams
+from simulator.fleet_cache import CACHE_DIR_ENV, FleetCache, default_cache_dir
 from simulator.frontier import FleetPoint
 from simulator.oracle import cacheable_tokens
 from simulator.prefix_routing import ROUTINGS, balancer
@@ -50,10 +52,12 @@ from simulator.runner import (
     PolicyRun,
     SimulationOptions,
     run_policies,
+    task_count,
 )
 from simulator.scorecard import Prices, Scorecard, prefix_hit_rate
+from simulator.trace_stream import StreamedTrace, scaled, windowed
 from simulator.warm_tier import POOL_POLICIES, PoolConfig
-from simulator.world import ColdStart, SpotModel, WorldConfig
+from simulator.world import STEPPERS, ColdStart, SpotModel, WorldConfig
 
 __all__ = ["configure", "load_requests", "run"]
 
@@ -119,6 +123,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     _warm_flags(parser)
     _spot_flags(parser)
     _output_flags(parser)
+    speed_flags(parser)
 
 
 def _workload_flags(parser: argparse.ArgumentParser) -> None:
@@ -235,17 +240,27 @@ def _window_flags(src: _Group) -> None:
     src.add_argument(
         "--synthetic-duration",
         type=_duration,
-        default=3600.0,
+        default=None,
         metavar="DURATION",
-        help="length of a synthetic:KIND trace (default 1h)",
+        help="length of a synthetic:KIND trace (default 1h; diurnal: 24h, week: 7 days of "
+        "--day-length)",
     )
     src.add_argument(
         "--synthetic-rate",
         type=_positive,
-        default=154.0,
+        default=None,
         metavar="PER-MIN",
-        help="requests/min of a synthetic:KIND trace (default 154; synthetic:chat: "
-        f"conversations start at this over their mean {MEAN_TURNS:.1f} turns)",
+        help="mean requests/min of a synthetic:KIND trace (default 154; diurnal and week: "
+        f"{synthetic.PRODUCTION_DAY_PER_MIN:,.0f}, the Azure LLM trace 2024's code service; "
+        f"synthetic:chat: conversations start at this over their mean {MEAN_TURNS:.1f} turns)",
+    )
+    src.add_argument(
+        "--day-length",
+        type=_duration,
+        default=synthetic.DAY_S,
+        metavar="DURATION",
+        help="the day of synthetic:diurnal and synthetic:week (default 24h, a real day; 20m "
+        "compresses it, for a quick look)",
     )
     src.add_argument(
         "--synthetic-models",
@@ -478,69 +493,165 @@ def _output_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_requests(args: argparse.Namespace, *, warn: bool = True) -> list[traces.TraceRequest]:
+def speed_flags(parser: argparse.ArgumentParser) -> None:
+    """How the run uses the machine: processes, the fixed-fleet cache, the progress bar."""
+    speed = parser.add_argument_group("speed")
+    speed.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the rows side by side in N processes (default 1); the answers are the same",
+    )
+    speed.add_argument(
+        "--stepper",
+        choices=STEPPERS,
+        default="jump",
+        help="how replicas' engines are simulated: jump from one batch change to the next, or "
+        "step, every engine step (the reference the jumps are checked against; slower, same "
+        "scorecard; default jump)",
+    )
+    speed.add_argument(
+        "--fleet-cache",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep fixed fleets' runs in this folder and reuse them across rows and runs "
+        f"(default ${CACHE_DIR_ENV}, else ~/.cache/tidal/fleets; {CACHE_DIR_ENV}=off: none)",
+    )
+    speed.add_argument(
+        "--no-fleet-cache",
+        action="store_true",
+        help="run every fixed fleet, reusing nothing from earlier runs",
+    )
+    speed.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a progress bar on stderr for runs over a few seconds (default: when stderr is "
+        "a terminal)",
+    )
+
+
+def fleet_cache(args: argparse.Namespace) -> FleetCache:
+    """The fixed-fleet cache the flags ask for (memory only with ``--no-fleet-cache``)."""
+    if args.no_fleet_cache:
+        return FleetCache(None)
+    return FleetCache(args.fleet_cache or default_cache_dir())
+
+
+def synthetic_shape(args: argparse.Namespace) -> tuple[float, float]:
+    """A synthetic trace's length and mean rate (per minute): the flags', else its kind's."""
+    kind = args.trace.removeprefix("synthetic:")
+    duration = args.synthetic_duration
+    if duration is None:
+        days = synthetic.DEFAULT_DURATION_S.get(kind, 3600.0) / synthetic.DAY_S
+        duration = days * args.day_length if kind in ("diurnal", "week") else 3600.0
+    rate = args.synthetic_rate
+    if rate is None:
+        rate = synthetic.PRODUCTION_DAY_PER_MIN if kind in ("diurnal", "week") else 154.0
+    return float(duration), float(rate)
+
+
+def load_requests(args: argparse.Namespace, *, warn: bool = True) -> Sequence[traces.TraceRequest]:
     """The workload the flags describe (a file, a named trace, or a synthetic one).
 
-    ``warn``: print to stderr what reading the trace noticed (skipped rows, a
-    doubtful time unit).
+    A file in time order and the synthetic kinds that draw in time order are
+    read as streams (:class:`~simulator.trace_stream.StreamedTrace`: each
+    row reads them afresh, so their length costs no memory); the others are
+    lists. ``warn``: print to stderr what reading the trace noticed (skipped
+    rows, a doubtful time unit).
     """
     name: str = args.trace
-    if name == _CHAT_TRACE:
-        records = generate_chat(
-            ChatSpec(
-                duration_s=args.synthetic_duration,
-                conversations_per_s=args.synthetic_rate / 60.0 / MEAN_TURNS,
-                block_tokens=block_tokens(args),
-                seed=args.seed,
-            )
-        )
-    elif name.removeprefix("synthetic:") in prefix_workloads.WORKLOADS:
-        records = prefix_workloads.generate_workload(
-            prefix_workloads.WorkloadSpec(
-                kind=name.removeprefix("synthetic:"),
-                duration_s=args.synthetic_duration,
-                rate_per_s=args.synthetic_rate / 60.0,
-                block_tokens=block_tokens(args),
-                seed=args.seed,
-            )
-        )
-    elif name.startswith("synthetic:"):
-        kind = name.removeprefix("synthetic:")
-        records = synthetic.generate(
-            synthetic.SyntheticSpec(
-                kind=kind,
-                duration_s=args.synthetic_duration,
-                requests_per_min=args.synthetic_rate,
-                models=args.synthetic_models,
+    source = _source(args, warn=warn)
+    whole = not (args.skip or args.duration is not None or args.load_factor != 1)
+    if isinstance(source, StreamedTrace) and whole:
+        records: Sequence[traces.TraceRequest] = source
+    elif isinstance(source, StreamedTrace) or callable(source):
+        opener = source.__iter__ if isinstance(source, StreamedTrace) else source
+        records = StreamedTrace(
+            lambda: scaled(
+                windowed(opener(), start_s=args.skip, duration_s=args.duration),
+                args.load_factor,
                 seed=args.seed,
             )
         )
     else:
-        fmt = traces.TraceFormat(
-            time_field=args.time_field,
-            prompt_field=args.prompt_field,
-            output_field=args.output_field,
-            model_field=args.model_field,
-            prefix_field=args.prefix_field,
-            class_field=args.class_field,
-            tenant_field=args.tenant_field,
-            time_unit=args.time_unit,
-            timestamps=args.timestamps,
-            kind=args.format,
-        )
-        notes: list[str] = []
-        records = traces.read_trace(traces.find_trace(name), fmt, notes=notes)
-        for warning in [*notes, *traces.unit_warnings(records, fmt)] if warn else []:
-            print(f"tidal simulate: warning: {name}: {warning}", file=sys.stderr)
-    records = traces.window(records, start_s=args.skip, duration_s=args.duration)
-    records = scale_load(records, args.load_factor, seed=args.seed)
+        records = traces.window(source, start_s=args.skip, duration_s=args.duration)
+        records = scale_load(records, args.load_factor, seed=args.seed)
     if not records:
         raise traces.TraceError(f"{name}: no request in the window the flags select")
     return records
 
 
+def _source(
+    args: argparse.Namespace, *, warn: bool
+) -> Sequence[traces.TraceRequest] | Callable[[], Iterator[traces.TraceRequest]]:
+    """The whole trace the flags name, before the window and the load factor: a list, a
+    file read as a stream, or how to draw a synthetic one (read only through the window)."""
+    name: str = args.trace
+    synthetic_s, synthetic_rate = synthetic_shape(args)
+    kind = name.removeprefix("synthetic:")
+    if name == _CHAT_TRACE:
+        return generate_chat(
+            ChatSpec(
+                duration_s=synthetic_s,
+                conversations_per_s=synthetic_rate / 60.0 / MEAN_TURNS,
+                block_tokens=block_tokens(args),
+                seed=args.seed,
+            )
+        )
+    if kind in prefix_workloads.WORKLOADS:
+        return prefix_workloads.generate_workload(
+            prefix_workloads.WorkloadSpec(
+                kind=kind,
+                duration_s=synthetic_s,
+                rate_per_s=synthetic_rate / 60.0,
+                block_tokens=block_tokens(args),
+                seed=args.seed,
+            )
+        )
+    if name.startswith("synthetic:"):
+        spec = synthetic.SyntheticSpec(
+            kind=kind,
+            duration_s=synthetic_s,
+            requests_per_min=synthetic_rate,
+            models=args.synthetic_models,
+            seed=args.seed,
+            day_s=args.day_length,
+        )
+        if kind == "many-models":
+            return synthetic.generate(spec)  # drawn model by model: made whole
+        return lambda: synthetic.stream(spec)
+    fmt = traces.TraceFormat(
+        time_field=args.time_field,
+        prompt_field=args.prompt_field,
+        output_field=args.output_field,
+        model_field=args.model_field,
+        prefix_field=args.prefix_field,
+        class_field=args.class_field,
+        tenant_field=args.tenant_field,
+        time_unit=args.time_unit,
+        timestamps=args.timestamps,
+        kind=args.format,
+    )
+    path = traces.find_trace(name)
+    notes: list[str] = []
+    # Only the first reading notes what it skipped.
+    first = iter([notes])
+    records: Sequence[traces.TraceRequest]
+    try:
+        records = StreamedTrace(lambda: traces.stream_trace(path, fmt, notes=next(first, None)))
+    except traces.UnsortedTraceError:
+        notes = []
+        records = traces.read_trace(path, fmt, notes=notes)
+    for warning in [*notes, *traces.unit_warnings(records, fmt)] if warn else []:
+        print(f"tidal simulate: warning: {name}: {warning}", file=sys.stderr)
+    return records
+
+
 def scale_load(
-    records: list[traces.TraceRequest], factor: float, *, seed: int
+    records: Sequence[traces.TraceRequest], factor: float, *, seed: int
 ) -> list[traces.TraceRequest]:
     """Each request ``int(factor)`` times, and once more with probability ``factor - int(factor)``.
 
@@ -551,7 +662,7 @@ def scale_load(
     if not factor > 0:
         raise traces.TraceError(f"--load-factor must be > 0, got {factor}")
     if factor == 1:
-        return records
+        return list(records)
     whole, part = int(factor), factor - int(factor)
     rng = random.Random(seed)
     out: list[traces.TraceRequest] = []
@@ -632,6 +743,8 @@ def options_from(args: argparse.Namespace) -> SimulationOptions:
     )
     if args.context_length < 1:
         raise ValueError(f"--context-length must be >= 1 token, got {args.context_length}")
+    if args.jobs < 1:
+        raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
     world = WorldConfig(
         engine=LlmParams(max_model_len=args.context_length, prefix_block_tokens=block_tokens(args)),
         cold_start=ColdStart(args.cold_start[0], args.cold_start_sigma),
@@ -644,6 +757,7 @@ def options_from(args: argparse.Namespace) -> SimulationOptions:
             zones=args.spot_zones,
         ),
         seed=args.seed,
+        stepper=args.stepper,
     )
     return SimulationOptions(
         slo_ttft_s=args.slo_ttft,
@@ -664,6 +778,8 @@ def options_from(args: argparse.Namespace) -> SimulationOptions:
             "autoscaling.tidal.dev/sleep-after": args.sleep_after,
             "autoscaling.tidal.dev/sleep-level": args.sleep_level,
         },
+        fleet_cache=fleet_cache(args),
+        jobs=args.jobs,
     )
 
 
@@ -796,7 +912,7 @@ def _check_charts(args: argparse.Namespace) -> None:
 
 
 def routed_policies(
-    requests: list[traces.TraceRequest], options: SimulationOptions, args: argparse.Namespace
+    requests: Sequence[traces.TraceRequest], options: SimulationOptions, args: argparse.Namespace
 ) -> list[PolicyRun]:
     """Every policy, once per ``--routing`` (once, as always, without it).
 
@@ -842,7 +958,7 @@ def routed_policies(
 
 
 def variant_policies(
-    requests: list[traces.TraceRequest], options: SimulationOptions, args: argparse.Namespace
+    requests: Sequence[traces.TraceRequest], options: SimulationOptions, args: argparse.Namespace
 ) -> list[PolicyRun]:
     """Every policy once per ``--cold-start`` value and ``--routing`` (cold starts outermost).
 
@@ -919,8 +1035,14 @@ def _frontiers(per_seed: list[list[PolicyRun]]) -> list[tuple[Scorecard, list[Fl
     return rows
 
 
+def _cpu_s() -> float:
+    """CPU seconds of this process and of the workers it has waited for (``--jobs``)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def run(args: argparse.Namespace) -> int:
-    started = time.process_time()
+    started = _cpu_s()
     if args.seeds < 1:
         print(f"tidal simulate: --seeds must be >= 1, got {args.seeds}", file=sys.stderr)
         return 2
@@ -935,6 +1057,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     seeds = [args.seed + i for i in range(args.seeds)]
     per_seed: list[list[PolicyRun]] = []
+    variants = len(args.routing or [None]) * len(args.cold_start)
+    if args.progress if args.progress is not None else sys.stderr.isatty():
+        policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+        tasks = task_count(policies, spot=args.placement != "on-demand")
+        progress.start(rows=len(seeds) * variants * tasks)
     try:
         _check_charts(args)
         for seed in seeds:
@@ -946,9 +1073,10 @@ def run(args: argparse.Namespace) -> int:
     except (traces.TraceError, traces.TracesMissingError, InvalidAnnotation, ValueError) as error:
         print(f"tidal simulate: {error}", file=sys.stderr)
         return 2
+    finally:
+        progress.finish()
     # Charts draw one variant's runs (the first cold start and routing): a
     # second would repeat every name.
-    variants = len(args.routing or [None]) * len(args.cold_start)
     runs = per_seed[0][: len(per_seed[0]) // variants]
     rows: list[tuple[Scorecard, dict[str, tuple[float, float]]]]
     if len(seeds) == 1:
@@ -966,12 +1094,14 @@ def run(args: argparse.Namespace) -> int:
             return 2
         for path in written:
             print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
-    elapsed = time.process_time() - started
+    elapsed = _cpu_s() - started
     results = [r.result for r in runs if r.result is not None]
     if args.json:
         policies = []
-        for card, spread in rows:
+        for index, (card, spread) in enumerate(rows):
             row = card.as_json()
+            # What the row cost, per seed (the always-on row carries the frontier's).
+            row["cpu_s"] = round(statistics.fmean(s[index].cpu_s for s in per_seed), 3)
             if len(seeds) > 1:
                 row["spread"] = {k: [round(lo, 4), round(hi, 4)] for k, (lo, hi) in spread.items()}
             policies.append(row)

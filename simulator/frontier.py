@@ -18,6 +18,10 @@ replica up, and a model stops being run at the first fleet that
   (a rule of thumb, not a proof: what is left to gain is the requests that
   miss however many replicas are ready, prompts just short of the limit).
 
+Each fleet's run is taken from a :class:`~simulator.fleet_cache.FleetCache`
+when the caller gives one (a fleet's run depends on the trace and the
+world, never on the row or the objective it is scored for).
+
 A fixed fleet holds every replica for the whole run, so each larger fleet
 is carried from the last run: the same requests met, GPU-seconds and cost
 in proportion to its size (such points say ``simulated`` false).
@@ -29,6 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from simulator.baselines import AlwaysOn
+from simulator.fleet_cache import FleetCache
 from simulator.scorecard import Prices, score
 from simulator.traces import TraceRequest
 from simulator.world import RunResult, WorldConfig, run_world
@@ -85,12 +90,23 @@ def _one_model(
     servable: int,
     goal: float,
     keep: Iterable[int],
+    cache: FleetCache | None,
 ) -> _Model:
     wanted = set(keep)
     model = _Model({}, {}, {}, {}, 0)
     n = len(requests)
+    trace_key = "" if cache is None else cache.trace_key(requests)
+
+    def fleet(size: int) -> RunResult:
+        def simulate() -> RunResult:
+            return run_world(requests, AlwaysOn(size), world)
+
+        if cache is None:
+            return simulate()
+        return cache.run(requests, trace_key, size, world, simulate)
+
     for size in range(1, ceiling + 1):
-        result = run_world(requests, AlwaysOn(size), world)
+        result = fleet(size)
         model.last_run = size
         card = score(result, slo_ttft_s=slo_ttft_s, prices=prices)
         met = round(card.slo_attainment * n)
@@ -109,7 +125,7 @@ def _one_model(
             break
     # A size asked for by name is simulated even above the first fleet that meets all.
     for size in sorted(wanted - set(model.runs)):
-        model.runs[size] = run_world(requests, AlwaysOn(size), world)
+        model.runs[size] = fleet(size)
     return model
 
 
@@ -131,12 +147,14 @@ def fleet_frontier(
     servable: Sequence[int],
     goal: float,
     keep: Iterable[int] = (),
+    cache: FleetCache | None = None,
 ) -> Frontier:
     """Every fleet of 1 to ``ceiling`` replicas per model (see the module docstring).
 
     ``servable``: per model, how many of its requests any schedule can meet;
     ``goal``: the attainment ``smallest`` looks for; ``keep``: fleet sizes
-    whose runs the caller wants back.
+    whose runs the caller wants back; ``cache``: where runs of fixed fleets
+    are reused from and kept (:mod:`simulator.fleet_cache`; None: all run).
     """
     wanted = tuple(keep)
     per_model = [
@@ -149,6 +167,7 @@ def fleet_frontier(
             servable=can,
             goal=goal,
             keep=wanted,
+            cache=cache,
         )
         for group, can in zip(models, servable, strict=True)
     ]

@@ -34,6 +34,7 @@ needs (:func:`first_minute_fleet`).
 from __future__ import annotations
 
 import math
+from array import array
 from collections import deque
 from collections.abc import Sequence
 
@@ -63,10 +64,14 @@ def demand_per_second(
         )
     # Per second: prompt tokens arriving, and the change in sequences present
     # and in their tokens (a difference array, summed below).
-    ends = [
-        r.offset_s + _prefill_s(r.prompt_tokens, params) + max(0, r.output_tokens - 1) * itl_s
-        for r in requests
-    ]
+    # Packed: a day's trace is millions of requests.
+    ends = array(
+        "d",
+        (
+            r.offset_s + _prefill_s(r.prompt_tokens, params) + max(0, r.output_tokens - 1) * itl_s
+            for r in requests
+        ),
+    )
     length = math.floor(max(ends)) + 2
     prompts = [0] * length
     seqs = [0] * (length + 1)

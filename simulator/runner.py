@@ -58,18 +58,22 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from scaler.policy import PlacementConfig
 from simulator.baselines import HOLD_TIMEOUTS_S, AlwaysOn, Hpa, Keda, Knative
+from simulator.fleet_cache import FleetCache
 from simulator.frontier import FleetPoint, Frontier, fleet_frontier
 from simulator.oracle import cacheable_tokens, fleet_cache_hits, oracle_bound, servable
+from simulator.parallel import run_tasks
 from simulator.planner import Planner
 from simulator.profile import DEFAULT_ITL_S, decode_tokens_per_s, prefill_tokens_per_s
 from simulator.reactive import FIRST_MINUTE_S, Reactive, demand_per_second, first_minute_fleet
 from simulator.scorecard import Prices, Scorecard, score
 from simulator.tidal import TidalAutoscaler
+from simulator.trace_stream import StreamedTrace
 from simulator.traces import TraceRequest
 from simulator.warm_tier import POOL_POLICIES, PoolConfig, run_pool
 from simulator.world import (
@@ -92,6 +96,7 @@ __all__ = [
     "SimulationOptions",
     "run_policies",
     "smallest_always_on",
+    "task_count",
     "tidal_annotations",
 ]
 
@@ -155,8 +160,14 @@ class SimulationOptions:
     # The time-sliced GPUs of tidal-pool and tidal-warm.
     pool: PoolConfig = field(default_factory=PoolConfig)
     warm_annotations: Mapping[str, str] = field(default_factory=lambda: dict(WARM_ANNOTATIONS))
+    # Where fixed fleets' runs are reused from (None: each is run; simulator.fleet_cache).
+    fleet_cache: FleetCache | None = None
+    # Rows run side by side in this many processes (1: one after another, here).
+    jobs: int = 1
 
     def __post_init__(self) -> None:
+        if self.jobs < 1:
+            raise ValueError(f"jobs must be >= 1 process, got {self.jobs}")
         if self.spot_placement is not None and self.spot_placement.policy == "on-demand":
             raise ValueError("spot_placement needs a spot policy, got on-demand")
         known = (*POLICY_NAMES, *OPTIONAL_POLICIES, *POOL_POLICIES)
@@ -219,6 +230,8 @@ class PolicyRun:
     result: RunResult | None  # None: the oracle, a bound rather than a run
     # always-on: every fleet from 1 to the ceiling (the frontier); else empty.
     fleets: tuple[FleetPoint, ...] = ()
+    # CPU seconds the row took (the first fixed-fleet row carries the frontier's).
+    cpu_s: float = 0.0
 
 
 #: Builds one model's autoscaler from its requests (the reactive oracle reads them).
@@ -300,7 +313,13 @@ def _start(
     return _Started(autoscaler, max(warm, autoscaler.initial))
 
 
-def _by_model(requests: Sequence[TraceRequest]) -> list[list[TraceRequest]]:
+def _by_model(requests: Sequence[TraceRequest]) -> list[Sequence[TraceRequest]]:
+    """The trace split by model; one model's trace is itself (a stream stays a stream)."""
+    if isinstance(requests, StreamedTrace):
+        if requests.models == 1:
+            return [requests]
+    elif len({r.model for r in requests}) == 1:
+        return [requests]
     groups: dict[str, list[TraceRequest]] = {}
     for r in requests:
         groups.setdefault(r.model, []).append(r)
@@ -381,45 +400,108 @@ def smallest_always_on(
 def run_policies(
     requests: Sequence[TraceRequest], options: SimulationOptions | None = None
 ) -> list[PolicyRun]:
-    """Every selected policy over ``requests``, in the order ``options.policies`` names them."""
+    """Every selected policy over ``requests``, in the order ``options.policies`` names them.
+
+    With ``options.jobs`` above 1 the rows (and the frontier) run side by
+    side in that many processes (:mod:`simulator.parallel`); the answers
+    are the same.
+    """
     options = options or SimulationOptions()
     if not requests:
         raise ValueError("the trace has no requests")
-    models = _by_model(requests)
-    factories = _factories(options)
-    frontier = _frontier(models, options) if _wants_fleets(options.policies) else None
+    tasks = _tasks(options.policies, spot=options.spot_placement is not None)
+    done = dict(zip(tasks, run_tasks(_Job(requests, options), tasks, options.jobs), strict=True))
+    frontier = done.pop(_FRONTIER, None)
     runs: list[PolicyRun] = []
+    frontier_cpu = 0.0 if frontier is None else frontier.cpu_s
     for policy in options.policies:
         if policy == "oracle":
-            runs.append(PolicyRun(_oracle_card(requests, models, runs, options), None))
-        elif policy == "always-on" or _FIXED.fullmatch(policy):
-            assert frontier is not None  # built whenever a fixed fleet is asked for
-            runs.append(_fixed_row(policy, frontier, options))
-        elif policy in POOL_POLICIES:
-            runs.append(_pool_row(policy, requests, options))
+            started = time.process_time()
+            card = _oracle_card(requests, _by_model(requests), runs, options)
+            runs.append(PolicyRun(card, None, cpu_s=time.process_time() - started))
+        elif _is_fixed(policy):
+            assert isinstance(frontier, _FrontierRun)  # built whenever a fixed fleet is asked for
+            started = time.process_time()
+            row = _fixed_row(policy, frontier.frontier, options)
+            spent = time.process_time() - started + frontier_cpu
+            frontier_cpu = 0.0
+            runs.append(replace(row, cpu_s=spent))
         else:
-            world = world_for(policy, options)
-            results = [
-                run_world(group, _start(factories[policy](group), group, options), world)
-                for group in models
-            ]
-            result = _merge(policy, results)
-            card = score(result, slo_ttft_s=options.slo_ttft_s, prices=options.prices)
-            runs.append(PolicyRun(card, result))
+            run = done[policy]
+            assert isinstance(run, PolicyRun)
+            runs.append(run)
     if options.spot_placement is not None:
-        world = replace(options.world, placement=options.spot_placement)
-        tidal_spot = _tidal("tidal-spot", options)
-        results = [
-            run_world(group, _start(tidal_spot(group), group, options), world) for group in models
-        ]
-        result = _merge("tidal-spot", results)
-        card = score(result, slo_ttft_s=options.slo_ttft_s, prices=options.prices)
-        runs.append(PolicyRun(card, result))
+        spot = done["tidal-spot"]
+        assert isinstance(spot, PolicyRun)
+        runs.append(spot)
     return runs
 
 
+# The task that builds the frontier, beside the rows' own names.
+_FRONTIER = "<frontier>"
+
+
+def _tasks(policies: Sequence[str], *, spot: bool) -> list[str]:
+    """What runs: the frontier (for the fixed rows), each other row but the oracle's."""
+    rows = [p for p in policies if p != "oracle" and not _is_fixed(p)]
+    frontier = [_FRONTIER] if _wants_fleets(policies) else []
+    return [*frontier, *rows, *(["tidal-spot"] if spot else [])]
+
+
+def task_count(policies: Sequence[str], *, spot: bool) -> int:
+    """How many runs :func:`run_policies` makes for these policies (for a progress bar)."""
+    return len(_tasks(policies, spot=spot))
+
+
+@dataclass(frozen=True, slots=True)
+class _FrontierRun:
+    frontier: Frontier
+    cpu_s: float
+
+
+class _Job:
+    """One trace under one set of options: runs any row of it, or the frontier."""
+
+    def __init__(self, requests: Sequence[TraceRequest], options: SimulationOptions) -> None:
+        self.requests = requests
+        self.options = options
+
+    def __call__(self, task: str) -> PolicyRun | _FrontierRun:
+        started = time.process_time()
+        models = _by_model(self.requests)
+        if task == _FRONTIER:
+            frontier = _frontier(models, self.options)
+            return _FrontierRun(frontier, time.process_time() - started)
+        if task in POOL_POLICIES:
+            run = _pool_row(task, self.requests, self.options)
+        else:
+            run = _world_row(task, models, self.options)
+        return replace(run, cpu_s=time.process_time() - started)
+
+
+def _world_row(
+    policy: str, models: Sequence[Sequence[TraceRequest]], options: SimulationOptions
+) -> PolicyRun:
+    """An autoscaler's row: one world per model, merged, scored."""
+    if policy == "tidal-spot":
+        assert options.spot_placement is not None
+        world = replace(options.world, placement=options.spot_placement)
+        factory = _tidal("tidal-spot", options)
+    else:
+        world = world_for(policy, options)
+        factory = _factories(options)[policy]
+    results = [run_world(group, _start(factory(group), group, options), world) for group in models]
+    result = _merge(policy, results)
+    card = score(result, slo_ttft_s=options.slo_ttft_s, prices=options.prices)
+    return PolicyRun(card, result)
+
+
+def _is_fixed(policy: str) -> bool:
+    return policy == "always-on" or _FIXED.fullmatch(policy) is not None
+
+
 def _wants_fleets(policies: Sequence[str]) -> bool:
-    return any(p == "always-on" or _FIXED.fullmatch(p) for p in policies)
+    return any(_is_fixed(p) for p in policies)
 
 
 def _frontier(models: Sequence[Sequence[TraceRequest]], options: SimulationOptions) -> Frontier:
@@ -443,6 +525,7 @@ def _frontier(models: Sequence[Sequence[TraceRequest]], options: SimulationOptio
         servable=servable_counts,
         goal=options.always_on_attainment,
         keep=sizes,
+        cache=options.fleet_cache,
     )
 
 

@@ -51,7 +51,7 @@ import itertools
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -66,12 +66,14 @@ __all__ = [
     "TraceRequest",
     "TraceSummary",
     "TracesMissingError",
+    "UnsortedTraceError",
     "compress",
     "find_trace",
     "parse_trace",
     "prepare",
     "project_root",
     "read_trace",
+    "stream_trace",
     "summarize",
     "traces_dir",
     "unit_warnings",
@@ -91,6 +93,10 @@ FileKind = Literal["auto", "csv", "jsonl"]
 
 class TraceError(ValueError):
     """A trace file or a trace parameter is not usable; the message says why."""
+
+
+class UnsortedTraceError(TraceError):
+    """A trace read as a stream is not in time order (read it whole: it is sorted then)."""
 
 
 class TracesMissingError(FileNotFoundError):
@@ -370,28 +376,25 @@ def _rows(
         yield line_number, row
 
 
-def parse_trace(
+_Raw = tuple[float, int, int, str, tuple[int | str, ...], int, str]
+
+
+def _parsed_rows(
     lines: Iterable[str],
     *,
-    source: str = "<trace>",
-    fmt: TraceFormat = AZURE_2023,
-    kind: Literal["csv", "jsonl"] = "csv",
-    notes: list[str] | None = None,
-) -> list[TraceRequest]:
-    """Records from the lines of a CSV (with a header) or JSONL trace, in arrival order.
+    source: str,
+    fmt: TraceFormat,
+    kind: Literal["csv", "jsonl"],
+    empty: list[int] | None,
+) -> Iterator[tuple[_Raw, bool]]:
+    """Each usable row as its raw fields, and whether its time was a date-time.
 
-    Offsets start at 0 at the earliest request for absolute timestamps and
-    are kept as written for relative ones (see the module docstring). With
-    ``notes`` (a list to append to), a row whose time or token count is
-    empty or null (a failed request in some traces) is skipped and counted
-    there; without it such a row is an error.
+    With ``empty`` (a list to append line numbers to) a row with an empty
+    or null time or token count is skipped and noted; without it, an error.
     """
-    raw: list[tuple[float, int, int, str, tuple[int | str, ...], int, str]] = []
-    saw_datetime = False
-    empty: list[int] = []
     needed = (fmt.time_field, fmt.prompt_field, fmt.output_field)
     for line_number, row in _rows(lines, kind=kind, fmt=fmt, source=source):
-        if notes is not None and any(_field(row, f) in (None, "") for f in needed):
+        if empty is not None and any(_field(row, f) in (None, "") for f in needed):
             empty.append(line_number)
             continue
         try:
@@ -428,17 +431,19 @@ def parse_trace(
                 )
             priority = parsed
         tenant = "" if fmt.tenant_field is None else str(_field(row, fmt.tenant_field))
-        saw_datetime = saw_datetime or is_datetime
-        raw.append((at_s, prompt, output, model, prefix, priority, tenant))
-    if empty and notes is not None:
-        notes.append(
-            f"skipped {len(empty)} row(s) with an empty or null {' or '.join(map(repr, needed))} "
-            f"(the first at line {empty[0]})"
-        )
-    if not raw:
-        raise TraceError(f"{source}: the trace has no requests")
-    raw.sort(key=lambda r: r[0])
-    first_s = raw[0][0]
+        yield (at_s, prompt, output, model, prefix, priority, tenant), is_datetime
+
+
+def _empty_note(empty: list[int], fmt: TraceFormat) -> str:
+    needed = (fmt.time_field, fmt.prompt_field, fmt.output_field)
+    return (
+        f"skipped {len(empty)} row(s) with an empty or null {' or '.join(map(repr, needed))} "
+        f"(the first at line {empty[0]})"
+    )
+
+
+def _base(source: str, fmt: TraceFormat, first_s: float, saw_datetime: bool) -> float:
+    """What to subtract from each time: the first request's for absolute timestamps."""
     if fmt.timestamps == "absolute":
         absolute = True
     elif fmt.timestamps == "relative":
@@ -452,8 +457,81 @@ def parse_trace(
         absolute = saw_datetime or first_s >= _EPOCH_THRESHOLD_S
     if not absolute and first_s < 0:
         raise TraceError(f"{source}: relative timestamps must be >= 0, the earliest is {first_s} s")
-    base = first_s if absolute else 0.0
+    return first_s if absolute else 0.0
+
+
+def parse_trace(
+    lines: Iterable[str],
+    *,
+    source: str = "<trace>",
+    fmt: TraceFormat = AZURE_2023,
+    kind: Literal["csv", "jsonl"] = "csv",
+    notes: list[str] | None = None,
+) -> list[TraceRequest]:
+    """Records from the lines of a CSV (with a header) or JSONL trace, in arrival order.
+
+    Offsets start at 0 at the earliest request for absolute timestamps and
+    are kept as written for relative ones (see the module docstring). With
+    ``notes`` (a list to append to), a row whose time or token count is
+    empty or null (a failed request in some traces) is skipped and counted
+    there; without it such a row is an error.
+    """
+    empty: list[int] | None = [] if notes is not None else None
+    raw: list[_Raw] = []
+    saw_datetime = False
+    for row, is_datetime in _parsed_rows(lines, source=source, fmt=fmt, kind=kind, empty=empty):
+        saw_datetime = saw_datetime or is_datetime
+        raw.append(row)
+    if empty and notes is not None:
+        notes.append(_empty_note(empty, fmt))
+    if not raw:
+        raise TraceError(f"{source}: the trace has no requests")
+    raw.sort(key=lambda r: r[0])
+    base = _base(source, fmt, raw[0][0], saw_datetime)
     return [TraceRequest(at_s - base, p, o, m, x, c, t) for at_s, p, o, m, x, c, t in raw]
+
+
+def stream_trace(
+    path: Path, fmt: TraceFormat = AZURE_2023, *, notes: list[str] | None = None
+) -> Iterator[TraceRequest]:
+    """:func:`read_trace`, one request at a time, for a file already in time order.
+
+    The first row decides the time base (its date-time, or its number against
+    the epoch threshold, where the timestamps are ``auto``); a row earlier
+    than the one before it is an error naming it (:func:`read_trace` sorts).
+    A JSON file holding one array is read whole first.
+    """
+    kind = _kind_of(path, fmt)
+    empty: list[int] | None = [] if notes is not None else None
+    source = str(path)
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            lines: Iterable[str] = handle
+            if kind == "jsonl" and handle.read(1) == "[":
+                handle.seek(0)
+                lines = _array_lines(handle.read(), source)
+            else:
+                handle.seek(0)
+            rows = _parsed_rows(lines, source=source, fmt=fmt, kind=kind, empty=empty)
+            base: float | None = None
+            last = -math.inf
+            for number, ((at_s, p, o, m, x, c, t), is_datetime) in enumerate(rows, start=1):
+                if base is None:
+                    base = _base(source, fmt, at_s, is_datetime)
+                if at_s < last:
+                    raise UnsortedTraceError(
+                        f"{source}: request {number} ({at_s}) comes before the one above it "
+                        f"({last}); a trace read as a stream must be in time order"
+                    )
+                last = at_s
+                yield TraceRequest(at_s - base, p, o, m, x, c, t)
+            if base is None:
+                raise TraceError(f"{source}: the trace has no requests")
+    except UnicodeDecodeError as error:
+        reason = f"not a text file ({error.reason}); expected CSV or JSONL"
+        raise TraceError(f"{source}: {reason}") from error
+    if empty and notes is not None:
+        notes.append(_empty_note(empty, fmt))
 
 
 def _shown(row: Mapping[str, object]) -> str:

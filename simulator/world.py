@@ -19,8 +19,11 @@ What runs here is the product's own code, not a copy:
   across tenants in turns weighted by tokens (in arrival order when the trace
   has neither field); at ``max-buffered`` a newcomer sheds the lowest class
   held (failure ``shed``) or is refused (``buffer-full``);
-- **engine**: each replica is a :class:`~simulator.engine.LlmEngine`, the
-  continuous-batching model that the sandbox's fake vLLM serves from;
+- **engine**: each replica runs the continuous-batching model that the
+  sandbox's fake vLLM serves from (:class:`~simulator.engine.LlmEngine`),
+  stepped from one batch change to the next
+  (:class:`~simulator.engine.jump.JumpEngine`; ``WorldConfig.stepper``
+  ``"step"`` walks every step, the reference);
 - **placement**: ``scaler.policy.split`` turns the autoscaler's total into spot
   and on-demand replica counts every tick, seeing which spot replicas are
   ready (not starting, not under an interruption notice);
@@ -57,7 +60,7 @@ import math
 import random
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
@@ -66,7 +69,10 @@ from groundwork.fair_hold_queue import FairHoldQueue
 from groundwork.rules.prompt_sizes import PROMPT_SIZE_BOUNDS
 from groundwork.rules.routing_keys import DEFAULT_COLD_START_TIMEOUT_S, DEFAULT_MAX_BUFFERED
 from scaler.policy import PlacementConfig, split
-from simulator.engine import LlmEngine, LlmParams
+from simulator import progress
+from simulator.columns import Counts, Reasons, Seconds, Times
+from simulator.engine import LlmParams
+from simulator.engine.jump import JumpEngine, StepEngine
 from simulator.traces import TraceRequest
 
 __all__ = [
@@ -82,6 +88,8 @@ __all__ = [
 
 ON_DEMAND = "on-demand"
 SPOT = "spot"
+#: The engines a world can step replicas with: jumping, and the step-by-step reference.
+STEPPERS = ("jump", "step")
 
 # Event kinds, in the order they are handled within the same instant: a
 # replica that turns ready at t serves a request that arrives at t.
@@ -92,6 +100,8 @@ _NOTICE = 3
 _ARRIVAL = 4
 _TICK = 5
 _MARKET = 6
+# Simulated seconds between two reports to the progress bar.
+_PROGRESS_EVERY = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +272,13 @@ class WorldConfig:
     seed: int = 1
     # None: the activator's least-in-flight pick. Built once per run, given the run's rng.
     balancer: Callable[[random.Random], Balancer] | None = None
+    # How replicas' engines are stepped: "jump" from one batch change to the next
+    # (simulator.engine.jump), or "step", every step (the reference it is checked against).
+    stepper: str = "jump"
+
+    def __post_init__(self) -> None:
+        if self.stepper not in STEPPERS:
+            raise ValueError(f"unknown stepper {self.stepper!r}; choose from {list(STEPPERS)}")
 
 
 @dataclass(slots=True)
@@ -269,7 +286,7 @@ class _Replica:
     rid: int
     capacity: str
     created_s: float
-    engine: LlmEngine
+    engine: JumpEngine | StepEngine
     ready: bool = False
     draining: bool = False  # removed by a scale-down: no new requests, finishing the rest
     noticed: bool = False  # spot interruption notice received
@@ -307,27 +324,32 @@ class Second:
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    """Everything the scorecard needs from one run."""
+    """Everything the scorecard needs from one run.
+
+    The per-request sequences are tuples or, from :func:`run_world`, packed
+    columns that read the same (:mod:`simulator.columns`).
+    """
 
     name: str
-    arrival_s: tuple[float, ...]
-    first_token_s: tuple[float | None, ...]  # None: failed
-    finished_s: tuple[float | None, ...]
-    output_tokens: tuple[int, ...]
-    failed_reason: tuple[str | None, ...]
+    arrival_s: Sequence[float]
+    first_token_s: Sequence[float | None]  # None: failed
+    finished_s: Sequence[float | None]
+    output_tokens: Sequence[int]
+    failed_reason: Sequence[str | None]
     cold_start_wait_s: tuple[float, ...]  # per request held because nothing was ready
     cold_starts: int  # transitions from zero ready replicas to one or more
     replicas: tuple[ReplicaLife, ...]
     timeline: tuple[Second, ...]
     end_s: float
     preemptions: int
-    # Each request's priority class and tenant, as the trace gave them.
-    priority: tuple[int, ...] = ()
-    tenant: tuple[str, ...] = ()
+    # Each request's priority class and tenant, as the trace gave them (empty:
+    # the trace has none, every request standard and of one tenant).
+    priority: Sequence[int] = ()
+    tenant: Sequence[str] = ()
 
 
 def run_world(
-    requests: Sequence[TraceRequest],
+    requests: Iterable[TraceRequest],
     autoscaler: Autoscaler,
     config: WorldConfig | None = None,
     *,
@@ -336,7 +358,10 @@ def run_world(
     """Replay ``requests`` (sorted by offset) against ``autoscaler``; see the module docstring.
 
     The run ends at the first tick after the last arrival (or at ``until_s``,
-    if later) once every request is answered.
+    if later) once every request is answered. ``requests`` is read once, as
+    a stream: only requests held or in flight are kept, and per request
+    only the packed columns of the result, so a trace of millions runs in
+    flat memory.
     """
     return _World(requests, autoscaler, config or WorldConfig()).run(until_s)
 
@@ -357,15 +382,18 @@ class _Fleet:
         push: Callable[[float, int, int, object], None],
         dispatch: Callable[[], None],
         lose: Callable[[int], None],
+        emitted: Callable[[int], None],
     ) -> None:
         self.config = config
         self.push = push
         self.dispatch = dispatch
         self.lose = lose
+        self.emitted = emitted
         self.now = 0.0
         self.cold_rng = random.Random(config.seed + 1)
         self.spot_rng = random.Random(config.seed + 2)
         self.replicas: list[_Replica] = []  # alive (not ended)
+        self._serving: list[_Replica] | None = None  # the serving ones (None: to count again)
         self.lives: list[ReplicaLife] = []
         self.next_rid = 0
         self.target = 0
@@ -383,17 +411,23 @@ class _Fleet:
                 self.schedule_market(zone)
 
     def serving(self) -> list[_Replica]:
-        return [r for r in self.replicas if r.serving]
+        """The replicas taking requests (kept until one starts, stops or changes)."""
+        if self._serving is None:
+            self._serving = [r for r in self.replicas if r.serving]
+        return self._serving
 
     def create(self, capacity: str, *, warm: bool) -> None:
         replica = _Replica(
             rid=self.next_rid,
             capacity=capacity,
             created_s=self.now,
-            engine=LlmEngine(self.config.engine),
+            engine=(JumpEngine if self.config.stepper == "jump" else StepEngine)(
+                self.config.engine
+            ),
         )
         self.next_rid += 1
         self.replicas.append(replica)
+        self._serving = None
         if capacity == SPOT:
             zone = self.spot_zone()
             if zone is None:
@@ -414,6 +448,7 @@ class _Fleet:
     def start(self, replica: _Replica, *, warm: bool = False) -> None:
         """The replica has a node: its GPU is held from now, its cold start begins."""
         replica.pending = False
+        self._serving = None
         replica.created_s = self.now
         if warm:
             replica.ready = True
@@ -445,6 +480,7 @@ class _Fleet:
         if replica.ended_s is not None or replica.draining:
             return
         replica.ready = True
+        self._serving = None
         if not replica.noticed:
             if self.ready_count == 0:
                 self.cold_starts += 1
@@ -458,8 +494,10 @@ class _Fleet:
             self.ready_count -= 1
         replica.ended_s = self.now
         self.replicas.remove(replica)
+        self._serving = None
         if replica.pending:
             return  # never had a node: no GPU time
+        self.emitted(replica.engine.settle(self.now))
         self.lives.append(
             ReplicaLife(
                 capacity=replica.capacity,
@@ -476,6 +514,7 @@ class _Fleet:
         if replica.serving:
             self.ready_count -= 1
         replica.draining = True
+        self._serving = None
         if replica.in_flight == 0:
             self.end(replica)
 
@@ -485,6 +524,7 @@ class _Fleet:
         if replica.serving:
             self.ready_count -= 1
         replica.noticed = True
+        self._serving = None
         self.preemptions += 1
         self.push(self.now + self.config.spot.notice_s, _KILL, 0, replica)
         self.reconcile()
@@ -531,17 +571,20 @@ class _Fleet:
 
 class _World:
     def __init__(
-        self, requests: Sequence[TraceRequest], autoscaler: Autoscaler, config: WorldConfig
+        self, requests: Iterable[TraceRequest], autoscaler: Autoscaler, config: WorldConfig
     ) -> None:
-        if not requests:
-            raise ValueError("a simulation needs at least one request")
         self.config = config
         self.autoscaler = autoscaler
-        self.reqs = requests
-        n = len(requests)
-        self.first_token: list[float | None] = [None] * n
-        self.finished: list[float | None] = [None] * n
-        self.failed: list[str | None] = [None] * n
+        self.pending = iter(requests)
+        self.last_offset = -math.inf
+        self.live: dict[int, TraceRequest] = {}  # held or in flight
+        self.arrival_s = Seconds()
+        self.outputs = Counts()
+        self.first_token = Times()
+        self.finished = Times()
+        self.failed = Reasons()
+        self.priorities: list[int] | None = None  # once a request has a class
+        self.tenants: list[str] | None = None  # once a request has a tenant
         self.held_cold: set[int] = set()  # held while no replica was ready
         self.cold_waits: list[float] = []
         self.where: dict[int, _Replica] = {}
@@ -549,7 +592,7 @@ class _World:
         self.balancer = config.balancer(self.rng) if config.balancer is not None else None
         self.events: list[tuple[float, int, int, int, object]] = []
         self.order = 0
-        self.fleet = _Fleet(config, self._push, self._dispatch, self._lose)
+        self.fleet = _Fleet(config, self._push, self._dispatch, self._lose, self._emitted)
         self.held: FairHoldQueue[int] = FairHoldQueue()
         # Held + in-flight, and its time integral since the last tick.
         self.outstanding = 0
@@ -561,6 +604,8 @@ class _World:
         self.timeline: list[Second] = []
         self.now = 0.0
         self.spot_times = deque(sorted(config.spot.times_s))
+        self.unreported = (0, 0)  # ticks and arrivals not yet told to the progress bar
+        self.kind = _TICK  # the kind of event being handled
 
     def _new_second(self) -> None:
         """The counts kept over one second of the world, from zero."""
@@ -578,11 +623,24 @@ class _World:
         self.order += 1
         heapq.heappush(self.events, (at_s, kind, self.order, key, payload))
 
+    def _next_arrival(self) -> bool:
+        """Schedule the trace's next request (the stream is read one ahead); False: none left."""
+        request = next(self.pending, None)
+        if request is None:
+            return False
+        if request.offset_s < self.last_offset:
+            raise ValueError(
+                f"requests must come in time order: one at {request.offset_s} s follows one at "
+                f"{self.last_offset} s"
+            )
+        self.last_offset = request.offset_s
+        self._push(request.offset_s, _ARRIVAL, 0, request)
+        return True
+
     def run(self, until_s: float | None) -> RunResult:
-        for i, r in enumerate(self.reqs):
-            self._push(r.offset_s, _ARRIVAL, i)
-        last_arrival = self.reqs[-1].offset_s
-        horizon = max(math.floor(last_arrival) + 1.0, until_s or 0.0)
+        if not self._next_arrival():
+            raise ValueError("a simulation needs at least one request")
+        horizon = math.inf
         fleet = self.fleet
         # The zones' spot state is drawn before the warm start, so that warm
         # spot replicas go only to zones that have spot at time 0.
@@ -595,11 +653,14 @@ class _World:
         events = self.events
         while events:
             at_s, kind, _, key, payload = heapq.heappop(events)
+            self.kind = kind
             self._advance(at_s)
             if kind == _STEP_END:
-                self._step_end(payload)  # type: ignore[arg-type]
+                self._step_end(*payload)  # type: ignore[misc]
             elif kind == _ARRIVAL:
-                self._arrive(key)
+                if not self._next_arrival() and horizon == math.inf:
+                    horizon = max(math.floor(self.last_offset) + 1.0, until_s or 0.0)
+                self._arrive(payload)  # type: ignore[arg-type]
             elif kind == _TICK:
                 self._tick()
                 if at_s >= horizon and self.outstanding == 0:
@@ -616,21 +677,22 @@ class _World:
         end_s = self.now
         for replica in list(fleet.replicas):
             fleet.end(replica)
+        progress.advance(*self.unreported)
         return RunResult(
             name=self.autoscaler.name,
-            arrival_s=tuple(r.offset_s for r in self.reqs),
-            first_token_s=tuple(self.first_token),
-            finished_s=tuple(self.finished),
-            output_tokens=tuple(r.output_tokens for r in self.reqs),
-            failed_reason=tuple(self.failed),
+            arrival_s=self.arrival_s,
+            first_token_s=self.first_token,
+            finished_s=self.finished,
+            output_tokens=self.outputs,
+            failed_reason=self.failed,
             cold_start_wait_s=tuple(self.cold_waits),
             cold_starts=fleet.cold_starts,
             replicas=tuple(fleet.lives),
             timeline=tuple(self.timeline),
             end_s=end_s,
             preemptions=fleet.preemptions,
-            priority=tuple(r.priority for r in self.reqs),
-            tenant=tuple(r.tenant for r in self.reqs),
+            priority=tuple(self.priorities or ()),
+            tenant=tuple(self.tenants or ()),
         )
 
     def _advance(self, at_s: float) -> None:
@@ -646,15 +708,32 @@ class _World:
 
     # --- requests -------------------------------------------------------------------------
 
-    def _arrive(self, i: int) -> None:
+    def _record(self, r: TraceRequest) -> int:
+        """A new request's row in the result's columns: its index."""
+        i = len(self.arrival_s)
+        self.live[i] = r
+        self.arrival_s.append(r.offset_s)
+        self.outputs.append(r.output_tokens)
+        self.first_token.append(None)
+        self.finished.append(None)
+        self.failed.append(None)
+        if r.priority and self.priorities is None:
+            self.priorities = [0] * i
+        if self.priorities is not None:
+            self.priorities.append(r.priority)
+        if r.tenant and self.tenants is None:
+            self.tenants = [""] * i
+        if self.tenants is not None:
+            self.tenants.append(r.tenant)
+        return i
+
+    def _arrive(self, r: TraceRequest) -> None:
+        i = self._record(r)
         self.arrivals_in_second += 1
         prompt, output = self.tokens_in_second
-        self.tokens_in_second = (
-            prompt + self.reqs[i].prompt_tokens,
-            output + self.reqs[i].output_tokens,
-        )
+        self.tokens_in_second = (prompt + r.prompt_tokens, output + r.output_tokens)
         # The bounds it is over: those below it (they ascend).
-        for b in range(bisect_left(PROMPT_SIZE_BOUNDS, self.reqs[i].prompt_tokens)):
+        for b in range(bisect_left(PROMPT_SIZE_BOUNDS, r.prompt_tokens)):
             self.over_in_second[b] += 1
         self._change_outstanding(1)
         self.awaiting += 1
@@ -663,7 +742,6 @@ class _World:
             if replica is not None:
                 self._assign(i, replica)
                 return
-        r = self.reqs[i]
         if len(self.held) >= self.config.max_buffered:
             shed = self.held.shed_for(r.priority, r.tenant)
             if shed is None:
@@ -681,7 +759,8 @@ class _World:
     def _fail(self, i: int, reason: str) -> None:
         if self.first_token[i] is None:
             self.awaiting -= 1
-        self.failed[i] = reason
+        self.failed.set(i, reason)
+        del self.live[i]
         self._change_outstanding(-1)
 
     def _lose(self, i: int) -> None:
@@ -694,11 +773,11 @@ class _World:
         if not serving:
             return None
         if self.balancer is not None:
-            return self.balancer.pick(self.reqs[i], serving, self.config.container_concurrency)
+            return self.balancer.pick(self.live[i], serving, self.config.container_concurrency)
         return pick(serving, self.config.container_concurrency, self.rng)
 
     def _assign(self, i: int, replica: _Replica) -> None:
-        r = self.reqs[i]
+        r = self.live[i]
         params = self.config.engine
         limit = min(params.max_model_len, params.kv_cache_tokens)
         prompt = max(1, r.prompt_tokens)
@@ -720,8 +799,15 @@ class _World:
             now=self.now,
             prefix=r.prefix,
         )
-        if replica.engine.in_step is None:
+        engine = replica.engine
+        if not engine.in_step:
             self._begin_step(replica)
+            return
+        # Steps in flight: the engine ends them where it would admit this request
+        # (at once for a step boundary now, when what is handled now comes first).
+        end = engine.cut(self.now, inclusive=self.kind < _STEP_END)
+        if end is not None:
+            self._push(end, _STEP_END, replica.rid, (replica, engine.plan_no))
 
     def _dispatch(self) -> None:
         for i, since, replica in self.held.hand_out(self._pick):
@@ -738,31 +824,36 @@ class _World:
     # --- engines --------------------------------------------------------------------------
 
     def _begin_step(self, replica: _Replica) -> None:
-        plan = replica.engine.begin_step(self.now)
-        if plan is not None:
-            self._push(plan.end_s, _STEP_END, replica.rid, replica)
+        end = replica.engine.begin_step(self.now)
+        if end is not None:
+            self._push(end, _STEP_END, replica.rid, (replica, replica.engine.plan_no))
 
-    def _step_end(self, replica: _Replica) -> None:
-        if replica.ended_s is not None:
-            return  # killed mid-step (spot removal)
+    def _emitted(self, tokens: int) -> None:
+        self.generated_in_second += tokens
+
+    def _step_end(self, replica: _Replica, plan_no: int) -> None:
+        if replica.ended_s is not None or replica.engine.plan_no != plan_no:
+            return  # killed mid-step (spot removal), or the steps were cut short since
         outcome = replica.engine.end_step()
         firsts, prefilled = self.prefilled_in_second
         for i in outcome.first:
-            self.first_token[i] = outcome.end_s
+            self.first_token.set(i, outcome.end_s)
             firsts += 1
-            prefilled += self.reqs[i].prompt_tokens
+            prompt = self.live[i].prompt_tokens
+            prefilled += prompt
             took = outcome.end_s - self.sent_at.pop(i, outcome.end_s)
             self.ttfts_in_second.append(took)
             if took > 0:
-                self.best_prefill = max(self.best_prefill, self.reqs[i].prompt_tokens / took)
+                self.best_prefill = max(self.best_prefill, prompt / took)
         self.awaiting -= len(outcome.first)
         self.prefilled_in_second = (firsts, prefilled)
-        self.generated_in_second += len(outcome.emitted)
+        self.generated_in_second += outcome.tokens
         if outcome.finished:
             for i in outcome.finished:
-                self.finished[i] = outcome.end_s
+                self.finished.set(i, outcome.end_s)
                 replica.requests.discard(i)
                 del self.where[i]
+                del self.live[i]
             replica.in_flight -= len(outcome.finished)
             self._change_outstanding(-len(outcome.finished))
         if replica.engine.has_work:
@@ -812,6 +903,10 @@ class _World:
 
     def _tick(self) -> None:
         concurrency = self.integral  # over the last second (ticks are 1 s apart)
+        # Steps that ended by now inside a jump count as the step engine's would.
+        for replica in self.fleet.replicas:
+            if replica.engine.in_step:
+                self.generated_in_second += replica.engine.settle(self.now)
         self._expire_held()
         while self.spot_times and self.spot_times[0] <= self.now:
             self.spot_times.popleft()
@@ -826,6 +921,11 @@ class _World:
                 spec=self.fleet.target,
             )
         )
+        ticks, arrivals = self.unreported
+        self.unreported = (ticks + 1, arrivals + self.arrivals_in_second)
+        if ticks + 1 >= _PROGRESS_EVERY:
+            progress.advance(*self.unreported)
+            self.unreported = (0, 0)
         self.integral = 0.0
         self.busy_in_second = self.outstanding > 0
         self._new_second()

@@ -11,6 +11,7 @@ Covers:
   one would otherwise get one from looptime's ``policy.get_event_loop()``
   that nobody closes (an "unclosed event loop" error at a later test);
 - under pytest-xdist, the longest tests are handed out first;
+- ``tidal simulate`` keeps nothing in the user's fixed-fleet cache folder;
 - ``tool_path`` finds a binary a test needs, or fails with the install hint:
   a test never skips silently because a tool is missing.
 
@@ -142,6 +143,13 @@ def _no_leftover_processes() -> Iterator[None]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     pytest.fail("test left child processes running (killed now):\n" + "\n".join(described))
+
+
+@pytest.fixture(autouse=True)
+def _no_fleet_cache_on_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tidal simulate`` keeps fixed fleets in the user's cache folder; tests keep
+    nothing there (a test of the cache names its own folder)."""
+    monkeypatch.setenv("TIDAL_SIM_CACHE", "off")
 
 
 @pytest.fixture

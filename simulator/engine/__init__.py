@@ -4,6 +4,10 @@
   (``LlmEngine``), its parameters (``LlmParams``, defaults for Llama-3.1-8B on
   one H100, with sources) and ``simulate``, which runs a list of arrivals
   through it on a simulated clock;
+- :mod:`simulator.engine.jump`: the same schedule, jumping from one batch
+  change to the next (``JumpEngine``, what ``tidal simulate`` steps
+  replicas with), and ``StepEngine``, ``LlmEngine`` behind the same
+  interface, the reference it is checked against;
 - :mod:`simulator.engine.batching`: a Triton-like dynamic batcher;
 - :mod:`simulator.engine.utilization`: GPU utilization from busy time.
 
