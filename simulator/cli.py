@@ -36,7 +36,7 @@ from activator.balancing.prefix_affinity import AffinityConfig
 from groundwork.rules.durations import parse_duration_s
 from groundwork.rules.scaling_keys import AUTOSCALING_PREFIX
 from scaler.policy import InvalidAnnotation, PlacementConfig
-from simulator import adapter_cli, prefix_workloads, progress, synthetic, traces
+from simulator import adapter_cli, prefix_workloads, progress, shape_cli, synthetic, traces
 from simulator.chat_trace import MEAN_TURNS, ChatSpec, generate_chat
 from simulator.classes import class_table, ttft_by_class
 from simulator.engine import LlmParams
@@ -123,6 +123,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     _warm_flags(parser)
     _spot_flags(parser)
     _output_flags(parser)
+    shape_cli.configure(parser)
     speed_flags(parser)
 
 
@@ -1055,6 +1056,14 @@ def run(args: argparse.Namespace) -> int:
     if args.trace is None:
         print("tidal simulate: --trace is required (or --adapters N)", file=sys.stderr)
         return 2
+    if args.shapes:
+        try:
+            requests = load_requests(args)
+            options = options_from(args)
+        except (traces.TraceError, traces.TracesMissingError, ValueError) as error:
+            print(f"tidal simulate: {error}", file=sys.stderr)
+            return 2
+        return shape_cli.run(args, requests, options)
     seeds = [args.seed + i for i in range(args.seeds)]
     per_seed: list[list[PolicyRun]] = []
     variants = len(args.routing or [None]) * len(args.cold_start)

@@ -70,6 +70,26 @@ class ShapeAvailability:
         """The shapes capped at ``now`` and their caps (shapes not named: no cap)."""
         return {name: o.most for name, o in self.outages.items() if now < o.until}
 
+    def unfit(
+        self, shape: str, why: str, *, now: float, pending_timeout_s: float
+    ) -> tuple[ShapeAvailability, Turn | None]:
+        """``shape`` capped at zero because its replicas miss the objective far more than
+        the model's sizing expects (:func:`~scaler.policy.shapes.correction.unfit`), with
+        the same backoff as a shape whose pods stay Pending; no change while it is capped."""
+        last = self.outages.get(shape)
+        if last is not None and now < last.until:
+            return self, None
+        strikes = 1 if last is None else last.strikes + 1
+        wait_s = _backoff_s(pending_timeout_s, strikes)
+        why = f"{why}; not asked for again for {_fmt_s(wait_s)}"
+        outage = Outage(until=now + wait_s, most=0, strikes=strikes, why=why)
+        return ShapeAvailability({**self.outages, shape: outage}), Turn(shape, out=True, why=why)
+
+
+def _backoff_s(pending_timeout_s: float, strikes: int) -> float:
+    """How long a shape stays capped: twice the timeout, doubling per strike."""
+    return float(min(MAX_OUT_S, 2 * pending_timeout_s * 2.0 ** (strikes - 1)))
+
 
 def _fmt_s(seconds: float) -> str:
     return f"{seconds / 60:g}m" if seconds >= 60 and seconds % 60 == 0 else f"{seconds:g}s"
@@ -110,7 +130,7 @@ def observe_shapes(
                 turns.append(Turn(name, out=False, why=f"{ready} ready"))
             continue
         strikes = 1 if last is None else last.strikes + 1
-        wait_s = min(MAX_OUT_S, 2 * pending_timeout_s * 2 ** (strikes - 1))
+        wait_s = _backoff_s(pending_timeout_s, strikes)
         most = len(live) - stuck
         replicas = "replica" if stuck == 1 else "replicas"
         why = (

@@ -16,10 +16,24 @@ counters, its pods), and at ``now``:
    own Ready replicas and its part of the last mix. Its decision's count is
    the shape's **need**: its replicas alone that meet the demand, held by
    the policy's own floors and delays.
-3. **The mix**: the cheapest replicas across shapes that meet the demand,
+3. **Correction**: with two shapes or more, each shape's need is corrected
+   by what its own servers measured (:mod:`scaler.policy.shapes.correction`);
+   a shape whose replicas miss far more than its sizing expects even so is
+   capped at zero for a while, as a Pending one is. A shape whose servers
+   have not yet kept the goal (a shape of no proof: its capacity is a
+   prior, or an estimate from too few requests) is offered one replica at
+   most: enough for a trickle of load, or to be measured on its share of a
+   larger one (one replica of the cheapest such shape is tried beside the
+   others when the mix would use more of it), too few to let a wrong prior
+   carry the model; the base shape needs no proof, nor any shape of a model
+   without an objective (nothing measures it against one).
+4. **The mix**: the cheapest replicas across shapes that meet the demand,
    prompts a shape cannot prefill in time sent where they can be, at most
-   ``max-scale`` replicas (:mod:`scaler.policy.shapes.mix`).
-4. **Hand-over**: the shrinking shapes keep Ready replicas until the new
+   ``max-scale`` replicas (:mod:`scaler.policy.shapes.mix`). For two
+   minutes after the first decision (a new model, or a scaler that just
+   started) every need is a guess: the shapes running stay (none running:
+   the base shape is woken).
+5. **Hand-over**: the shrinking shapes keep Ready replicas until the new
    ones are Ready (:mod:`scaler.policy.shapes.handover`).
 
 It returns the model's :class:`~scaler.policy.api.Decision` (the mix's
@@ -45,10 +59,12 @@ from scaler.policy.placement.availability import PodFacts
 from scaler.policy.protocol import Policy
 from scaler.policy.shapes.availability import ShapeAvailability, Turn, observe_shapes
 from scaler.policy.shapes.capacity import ShapeStates, relative, shape_config, target_ratio
+from scaler.policy.shapes.correction import LAG, Correction, recent_share
 from scaler.policy.shapes.declarations import Capacity as Ratios
 from scaler.policy.shapes.declarations import ChosenShape
 from scaler.policy.shapes.handover import hand_over
-from scaler.policy.shapes.mix import Mix, MixGoal, Offer, choose_mix, mix_of
+from scaler.policy.shapes.mix import SWITCH_SAVING, Mix, MixGoal, Offer, choose_mix, mix_of
+from scaler.policy.slo.sizing import hopeless_count
 
 __all__ = ["ShapeSeen", "ShapesOutcome", "ShapesState", "decide_shapes", "own_load"]
 
@@ -56,6 +72,12 @@ __all__ = ["ShapeSeen", "ShapesOutcome", "ShapesState", "decide_shapes", "own_lo
 # (scaler.policy.slo.sizing sizes at half; the rest is for cold starts): a mix
 # may leave at most this share of requests on shapes too slow for them.
 _ALLOWANCE_SHARE = 0.5
+# How long after its first decision a model's shapes' needs are compared: two
+# minutes of its arrivals (sizing replays at least one window of them).
+_SETTLE_S = 120.0
+# How long a shape may be on trial without proof before it counts as unfit: three
+# windows of its measured attainment (a cold start, then two windows of serving).
+_TRIAL_S = 3 * 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +98,11 @@ class ShapesState:
     states: ShapeStates = field(default_factory=lambda: ShapeStates({}))
     mix: Mix = field(default_factory=lambda: Mix({}, 0.0, "none"))
     availability: ShapeAvailability = field(default_factory=ShapeAvailability)
+    corrections: Mapping[str, Correction] = field(default_factory=dict)
+    decided_at_s: float | None = None
+    proven: frozenset[str] = frozenset()  # shapes whose servers have kept the goal
+    trials: Mapping[str, float] = field(default_factory=dict)  # shape on trial -> since when
+    started_s: float | None = None  # the first decision (None: none yet)
 
     @property
     def targets(self) -> Mapping[str, int]:
@@ -106,6 +133,7 @@ class ShapesOutcome:
     # longest prompt it prefills within the objective (None: no objective).
     weights: Mapping[str, float] = field(default_factory=dict)
     limits: Mapping[str, float | None] = field(default_factory=dict)
+    needs: Mapping[str, int] = field(default_factory=dict)  # each shape's, corrected
 
     def as_json(self, *, now_wall: float) -> dict[str, object]:
         """What ``/v1/targets`` shows of the step."""
@@ -116,7 +144,8 @@ class ShapesOutcome:
             "cost_dollars_per_hour": round(self.mix.cost_per_h, 4),
             "why": self.mix.why,
             "lead": self.lead,
-            "need": {name: d.desired for name, d in self.decisions.items()},
+            "need": dict(self.needs),
+            "correction": {name: round(c.factor, 3) for name, c in self.shapes.corrections.items()},
             "weights": {name: round(w, 4) for name, w in self.weights.items()},
             "prefill_limit_tokens": {
                 name: None if v is None else round(v) for name, v in self.limits.items()
@@ -193,12 +222,10 @@ def _long_weight(states: Mapping[str, PolicyState], config: ScalingConfig) -> fl
     return max(1.0, min(limits) / max(means))
 
 
-def _lead(mix: Mix, decisions: Mapping[str, Decision], base: str) -> str:
+def _lead(mix: Mix, needs: Mapping[str, int], base: str) -> str:
     """The shape covering most of the mix (the base shape when the mix is empty)."""
     covering = [
-        (n / max(1, decisions[name].desired), name)
-        for name, n in mix.replicas.items()
-        if name in decisions
+        (n / max(1, needs[name]), name) for name, n in mix.replicas.items() if name in needs
     ]
     return max(covering)[1] if covering else base
 
@@ -247,29 +274,50 @@ def decide_shapes(
             state=state.states.get(name, ratios, now),
             now=now,
         )
+    corrections: dict[str, Correction] = {}
+    # Without an objective nothing is measured against one: every shape is taken at its word.
+    proven = state.proven | {base} if config.slo_ttft_s is not None else frozenset(by_name)
+    if len(by_name) > 1:
+        corrections, availability, unfit_turns = _corrections(
+            state, states, config, availability, seen, base=base, now=now, now_wall=now_wall
+        )
+        turns = (*turns, *unfit_turns)
+        proven = _proven(proven, states, config, now) - {t.shape for t in unfit_turns} | {base}
+    needs = {
+        name: corrections[name].need(d.desired) if name in corrections else d.desired
+        for name, d in decisions.items()
+    }
     caps = availability.caps(now_wall)
     hopeless = {
-        name: d.slo.hopeless_share if d.slo is not None else 0.0 for name, d in decisions.items()
-    }
-    offers = [
-        Offer(name, d.desired, by_name[name].shape.prices.on_demand, hopeless[name], caps.get(name))
+        name: _hopeless(d, states[name], by_name[name].max_model_len)
         for name, d in decisions.items()
+    }
+    prices = {name: c.shape.prices.on_demand for name, c in by_name.items()}
+    offers = [
+        Offer(name, needs[name], prices[name], hopeless[name], caps.get(name)) for name in decisions
     ]
+    started_s = now if state.started_s is None else state.started_s
+    young = config.slo_ttft_s is not None and now - started_s < _SETTLE_S
     goal = MixGoal(
         max_total=config.max_scale,
         min_total=config.min_scale,
         allowance=(1.0 - config.slo_attainment) * _ALLOWANCE_SHARE,
         long_weight=_long_weight(states, config),
+        # While the history is young, every shape's need is a guess: no moves.
+        switch_saving=1.0 if young else SWITCH_SAVING,
     )
-    mix = choose_mix(offers, goal, state.targets)
+    if young and not any(n > 0 for n in state.targets.values()):
+        # No history to size on and nothing running: the shape the template names.
+        offers = [o for o in offers if o.name == base]
+    mix = _choose(offers, goal, state.targets, proven)
     asks = hand_over(
         mix.replicas,
         current=current,
         ready={name: s.ready for name, s in seen.items()},
-        needs={name: d.desired for name, d in decisions.items()},
-        prices={name: c.shape.prices.on_demand for name, c in by_name.items()},
+        needs=needs,
+        prices=prices,
     )
-    lead = _lead(mix, decisions, base)
+    lead = _lead(mix, needs, base)
     before = sum(state.targets.values())
     lead_decision = decisions[lead]
     rechecks = [d.recheck_after_s for d in decisions.values() if d.recheck_after_s is not None]
@@ -284,6 +332,11 @@ def decide_shapes(
         states=state.states.with_states(states).only(frozenset(by_name)),
         mix=mix,
         availability=availability,
+        corrections=corrections,
+        decided_at_s=now,
+        proven=frozenset(proven) & frozenset(by_name),
+        trials=_trials(state.trials, mix, proven, now),
+        started_s=started_s,
     )
     return ShapesOutcome(
         decision=decision,
@@ -294,15 +347,131 @@ def decide_shapes(
         asks=asks,
         shapes=new_state,
         turns=turns,
+        needs=needs,
         weights={
             name: _weight(d, relative(by_name[name].shape.capacity, base_ratios))
             for name, d in decisions.items()
         },
-        limits={
-            name: None if d.slo is None else d.slo.capacity_tokens_per_s * d.slo.slo_ttft_s
-            for name, d in decisions.items()
-        },
+        limits={name: _limit(d, by_name[name].max_model_len) for name, d in decisions.items()},
     )
+
+
+def _corrections(
+    state: ShapesState,
+    states: Mapping[str, PolicyState],
+    config: ScalingConfig,
+    availability: ShapeAvailability,
+    seen: Mapping[str, ShapeSeen],
+    *,
+    base: str,
+    now: float,
+    now_wall: float,
+) -> tuple[dict[str, Correction], ShapeAvailability, list[Turn]]:
+    """Each shape's correction after what its servers measured, and the shapes that
+    serve now found unfit, capped (step 3; :mod:`scaler.policy.shapes.correction`)."""
+    interval_s = 0.0 if state.decided_at_s is None else now - state.decided_at_s
+    goal = config.slo_attainment
+    shares = {
+        name: recent_share(s.slo.measured if s.slo is not None else None, now)
+        for name, s in states.items()
+    }
+    out = {}
+    turns: list[Turn] = []
+    for name, own in shares.items():
+        others = [got[0] for other, got in shares.items() if other != name and got is not None]
+        reference = max(others) if others else (goal if name != base else None)
+        corrected = state.corrections.get(name, Correction()).after(
+            own, reference=reference, goal=goal, now=now, interval_s=interval_s
+        )
+        out[name] = corrected
+        why = corrected.unfit(own, reference)
+        on_trial_s = now - state.trials.get(name, now)
+        if why is None and own is not None and on_trial_s > _TRIAL_S and own[0] < goal - LAG:
+            # Measured on its share of the load for a trial's length, and still short.
+            why = (
+                f"on trial for {on_trial_s:.0f}s, its servers kept {100 * own[0]:.1f} % of"
+                f" first tokens within the objective, short of the {100 * goal:g} % goal"
+            )
+        if why is not None and name in seen and seen[name].ready > 0:
+            availability, turn = availability.unfit(
+                name, why, now=now_wall, pending_timeout_s=config.placement.pending_timeout_s
+            )
+            turns += [turn] if turn is not None else []
+            out[name] = Correction()  # asked for again later, from its own sizing
+    return out, availability, turns
+
+
+def _proven(
+    proven: frozenset[str], states: Mapping[str, PolicyState], config: ScalingConfig, now: float
+) -> frozenset[str]:
+    """``proven`` with the shapes whose servers kept the goal over the last window."""
+    kept = set(proven)
+    for name, policy_state in states.items():
+        own = recent_share(policy_state.slo.measured if policy_state.slo else None, now)
+        if own is not None and own[0] >= config.slo_attainment - LAG:
+            kept.add(name)
+    return frozenset(kept)
+
+
+def _trials(
+    before: Mapping[str, float], mix: Mix, proven: frozenset[str], now: float
+) -> dict[str, float]:
+    """The shapes on trial (in ``mix``, not proven) and since when; a trial that left
+    the mix is remembered a while, so that going in and out does not restart it."""
+    kept = {
+        name: since
+        for name, since in before.items()
+        if name not in proven and now - since <= 2 * _TRIAL_S
+    }
+    for name, n in mix.replicas.items():
+        if n > 0 and name not in proven:
+            kept.setdefault(name, now)
+    return kept
+
+
+def _choose(
+    offers: Sequence[Offer], goal: MixGoal, running: Mapping[str, int], proven: frozenset[str]
+) -> Mix:
+    """The cheapest mix (step 4), a shape of no proof at one replica at most (step 3);
+    where the mix would use more of such a shape, one replica of the cheapest of them
+    is tried beside it."""
+    capped = [
+        o if o.name in proven else replace(o, most=1 if o.most is None else min(1, o.most))
+        for o in offers
+    ]
+    kept = choose_mix(capped, goal, running)
+    free = choose_mix(offers, goal, running)
+    untried = [n for n in free.replicas if n not in proven and n not in kept.replicas]
+    if not untried:
+        return kept
+    by_name = {o.name: o for o in offers}
+    trial = min(untried, key=lambda name: by_name[name].price * by_name[name].need)
+    replicas = {**kept.replicas, trial: 1}
+    cost = sum(n * by_name[name].price for name, n in replicas.items())
+    why = f"{kept.why}, and 1 x {trial} on trial (its servers have not yet kept the goal)"
+    return Mix(replicas, cost, why)
+
+
+def _limit(decision: Decision, max_model_len: int | None) -> float | None:
+    """The longest prompt a replica of the shape serves in time: what it prefills within
+    the objective, and short of its ``--max-model-len`` (None: no bound known)."""
+    bounds = []
+    if decision.slo is not None:
+        bounds.append(decision.slo.capacity_tokens_per_s * decision.slo.slo_ttft_s)
+    if max_model_len is not None:
+        bounds.append(float(max_model_len - 1))
+    return min(bounds) if bounds else None
+
+
+def _hopeless(decision: Decision, state: PolicyState, max_model_len: int | None) -> float:
+    """The share of requests the shape cannot serve in time: those whose prefill alone
+    misses the objective on it, or whose prompt its ``--max-model-len`` refuses."""
+    share = decision.slo.hopeless_share if decision.slo is not None else 0.0
+    history = state.slo.history if state.slo is not None else None
+    if max_model_len is None or history is None or history.requests <= 0:
+        return share
+    refused = sum(min(i[3], hopeless_count(i[5], max_model_len)) for i in history.intervals)
+    return max(share, refused / history.requests)
 
 
 def _weight(decision: Decision, ratios: Ratios) -> float:

@@ -28,9 +28,10 @@ picks the cheapest such mix at the shapes' prices per replica-hour:
    ``max-scale``); at least ``min_total`` (its ``min-scale``), the cheapest
    replicas added.
 5. **Steadiness**: a mix that uses shapes other than those running now
-   must save at least ``switch_saving`` of the cost of the best mix of the
-   running shapes. Moving a model between shapes costs cold starts; a
-   saving of a few percent, or a need that wobbles, does not pay for them.
+   must save at least ``switch_saving`` (:data:`SWITCH_SAVING`, a quarter)
+   of the cost of the best mix of the running shapes. Moving a model
+   between shapes costs cold starts of both; a saving of a few percent, or
+   a need that wobbles by a replica, does not pay for them.
 
 Scale-in falls out of the cost: when the demand drops, the cheapest cover
 of the smaller need drops the most expensive capacity per unit first.
@@ -49,7 +50,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-__all__ = ["Mix", "MixGoal", "Offer", "choose_mix", "cost_per_hour", "mix_of"]
+__all__ = ["SWITCH_SAVING", "Mix", "MixGoal", "Offer", "choose_mix", "cost_per_hour", "mix_of"]
+
+#: The least saving, against the best mix of the shapes running, that moves a
+#: model to other shapes: a move costs a cold start of both, and a need that
+#: wobbles by a replica would otherwise move it back and forth.
+SWITCH_SAVING = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +87,7 @@ class MixGoal:
     min_total: int = 0
     allowance: float = 1.0  # share of requests a mix may leave to no shape that serves them
     long_weight: float = 1.0  # long prompts' work per request against the mean
-    switch_saving: float = 0.1  # the least saving that moves a model to other shapes
+    switch_saving: float = SWITCH_SAVING  # the least saving that moves a model to other shapes
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 
 Covers, for a model whose template is an H100 and which lists ``h100`` and
 ``mig-3g.40gb``: at a light load the leader creates the slice companion and
-keeps the H100 until the slices are Ready, then lets it go (ShapesChanged),
+keeps the H100 until the slice is Ready, then lets it go (ShapesChanged),
 writing the replicas per shape and their hourly cost in the status; when
 the slices stay Pending past the pending-timeout the H100 covers in the same
 decision (ShapeUnavailable, a Warning) and the companion goes to zero; a
@@ -110,7 +110,7 @@ class World:
         self.now = 1000.0
         self.wall = WALL
         self.metrics = Metrics(CollectorRegistry())
-        self.concurrency = 5.0
+        self.concurrency = 3.0
         self.table = Table(TABLE)
         self.publish()
         policy = PurePolicy()
@@ -280,21 +280,21 @@ class World:
 async def test_a_light_load_moves_to_slices_with_no_gap() -> None:
     w = World()
     await w.tick()
-    # 5 in flight against 10 per H100: one H100 ($12.29) or two slices (4.3 each: $10.54).
-    assert ("ensure", SLICE, 2) in w.log
-    assert w.raw["spec"]["replicas"] == 1  # the H100 stays while the slices load
-    assert w.statuses()[-1]["shapes"] == {"h100": 1, SLICE: 2}
+    # 3 in flight against 10 per H100: one H100 ($12.29) or one slice (4.3: $5.27).
+    assert ("ensure", SLICE, 1) in w.log
+    assert w.raw["spec"]["replicas"] == 1  # the H100 stays while the slice loads
+    assert w.statuses()[-1]["shapes"] == {"h100": 1, SLICE: 1}
     w.slices(ready=True)
     await w.tick()
     assert w.raw["spec"]["replicas"] == 0
     status = w.statuses()[-1]
-    assert status["shapes"] == {SLICE: 2} and status["costPerHour"] == 10.54
-    assert status["desired"] == 2
+    assert status["shapes"] == {SLICE: 1} and status["costPerHour"] == 5.27
+    assert status["desired"] == 1
     changed = [e for e in w.events.events if e[1] == "ShapesChanged"]
-    assert changed and "now 2 x mig-3g.40gb at $10.54/h (was 1 x h100 at $12.29/h)" in changed[0][2]
+    assert changed and "now 1 x mig-3g.40gb at $5.27/h (was 1 x h100 at $12.29/h)" in changed[0][2]
     view = target_view(w.controller.target_states()[0])
-    assert view["shapes"]["mix"] == {SLICE: 2}
-    assert view["shapes"]["need"] == {"h100": 1, SLICE: 2}
+    assert view["shapes"]["mix"] == {SLICE: 1}
+    assert view["shapes"]["need"] == {"h100": 1, SLICE: 1}
 
 
 async def test_slices_stuck_pending_are_covered_by_the_h100() -> None:
@@ -306,7 +306,7 @@ async def test_slices_stuck_pending_are_covered_by_the_h100() -> None:
         await w.tick()
     unavailable = [e for e in w.events.events if e[1] == "ShapeUnavailable"]
     assert unavailable and unavailable[0][3] is True  # a Warning
-    assert "mig-3g.40gb: 2 replicas Pending past the pending-timeout (30s)" in unavailable[0][2]
+    assert "mig-3g.40gb: 1 replica Pending past the pending-timeout (30s)" in unavailable[0][2]
     assert w.raw["spec"]["replicas"] == 1  # the H100 covers
     assert w.companion_map[KEY][SLICE].spec_replicas == 0
     assert w.statuses()[-1]["shapes"] == {"h100": 1}
@@ -326,7 +326,7 @@ async def test_a_bad_declaration_warns_and_the_rest_scales() -> None:
     assert "placement.tidal.dev/shapes" in message and "a100 is not one" in message
     assert "h100, mig-3g.40gb" in message  # what is allowed
     assert "placement.tidal.dev/shape-args.l4" in message
-    assert ("ensure", SLICE, 2) in w.log  # scaling goes on with the valid shapes
+    assert ("ensure", SLICE, 1) in w.log  # scaling goes on with the valid shapes
     await w.tick()
     assert len([e for e in w.events.events if e[1] == "InvalidAnnotation"]) == 1  # once
     assert "UnknownAnnotation" not in w.events.reasons()
