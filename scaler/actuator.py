@@ -92,8 +92,10 @@ from scaler.kube.types import (
     CompanionInfo,
     DeploymentInfo,
     EventSink,
+    EventSubject,
     LeaderElector,
     PodInfo,
+    PodLabels,
     ScaleState,
     ScaleTarget,
     TargetSnapshot,
@@ -309,6 +311,15 @@ def _shapes_status(decided: Decided) -> tuple[dict[str, int], float] | None:
     return replicas, cost_per_hour(replicas, prices)
 
 
+def _change(plan: WritePlan, decision: Decision, *, scaling: bool) -> tuple[int, bool]:
+    """The replicas before ``decision`` and whether it changes them: of a spot pair,
+    or of a model's shapes, the total over its Deployments."""
+    total_before = plan.decided.total_before
+    if total_before is None:
+        return plan.deployment.spec_replicas, scaling
+    return total_before, decision.desired != total_before
+
+
 @dataclass(frozen=True, slots=True)
 class WriteOutcome:
     """How far a plan got.
@@ -443,6 +454,12 @@ class ActuatorSettings:
     # Failures in a row before a WritesFailing Warning Event.
     warn_after_failures: int = 3
 
+    def __post_init__(self) -> None:
+        if self.max_concurrent_writes < 1:
+            raise ValueError(
+                f"max_concurrent_writes must be >= 1, got {self.max_concurrent_writes}"
+            )
+
 
 @dataclass(slots=True)
 class _Streak:
@@ -465,15 +482,13 @@ class Actuator:
         wall_time: Callable[[], str] = wall_time,
         settings: ActuatorSettings | None = None,
         placement: PlacementActuation | None = None,
+        pod_labels: PodLabels | None = None,
         shapes: ShapeActuation | None = None,
     ) -> None:
         self._placement = placement
+        self._pod_labels = pod_labels
         self._shapes = shapes
         self._settings = settings or ActuatorSettings()
-        if self._settings.max_concurrent_writes < 1:
-            raise ValueError(
-                f"max_concurrent_writes must be >= 1, got {self._settings.max_concurrent_writes}"
-            )
         self._scale = scale_target
         self._events = events
         self._leader = leader
@@ -572,8 +587,6 @@ class Actuator:
                 d.namespace, d.name, scale_to, resource_version=d.resource_version
             )
             self._undo.pop(d.key, None)  # the scale took: the ranking did its job
-        before = d.spec_replicas
-        changed = scaling
         if plan.placement is not None and self._placement is not None:
             # Before the status: a conflict on the status write (the Deployment
             # moves on as it rolls) must not hold back the companion, the pin,
@@ -581,20 +594,18 @@ class Actuator:
             await self._placement.carry_out(d, plan.placement, fence=self._fence)
         if plan.decided.shapes is not None and self._shapes is not None:
             await self._shapes.carry_out(d, plan.decided.shapes, fence=self._fence)
-        total_before = plan.decided.total_before
-        if total_before is not None:
-            before = total_before
-            changed = decision.desired != before
+        before, changed = _change(plan, decision, scaling=scaling)
         now_wall = self._wall_time()
         if changed:
             progress.last_change_wall = now_wall
+        shapes = _shapes_status(plan.decided)
         document = _document(
             decision,
             plan.record,
             changed=changed,
             now_wall=now_wall,
             split=plan.split,
-            shapes=_shapes_status(plan.decided),
+            shapes=shapes,
         )
         progress.intended = document
         if changed:
@@ -615,33 +626,21 @@ class Actuator:
             progress.status = document
         progress.intended = None
 
-    async def remove_orphan(self, companion: CompanionInfo) -> None:
-        """A spot companion whose Deployment is no longer opted in: unpin, delete (fenced)."""
-        if self._placement is None or not self._leader.is_leader:
+    async def remove_orphan(self, companion: CompanionInfo, *, shape: bool = False) -> None:
+        """A spot (``shape``: a shape's) companion whose Deployment is no longer opted
+        in: the spot one's owner unpinned, then deleted (fenced)."""
+        writes = self._shapes if shape else self._placement
+        if writes is None or not self._leader.is_leader:
             return  # a follower leaves it to the leader
-        key = f"{companion.namespace}/{companion.companion_of}"
+        key, kind = f"{companion.namespace}/{companion.companion_of}", companion.name
         async with self._slots:
             try:
-                await self._placement.remove_orphan(companion, fence=self._fence)
+                await writes.remove_orphan(companion, fence=self._fence)
             except _LeaseLost:
-                log.warning("%s: lost the Lease; spot companion left for the next leader", key)
+                log.warning("%s: lost the Lease; companion %s left for the next leader", key, kind)
             except KubeError as exc:
-                log.warning("%s: could not remove spot companion, will retry: %s", key, exc)
+                log.warning("%s: could not remove companion %s, will retry: %s", key, kind, exc)
                 self._metrics.write_failed(key)
-
-    async def remove_shape_orphan(self, namespace: str, name: str) -> None:
-        """A shape companion whose Deployment is no longer opted in: delete (fenced)."""
-        if self._shapes is None or not self._leader.is_leader:
-            return
-        async with self._slots:
-            try:
-                await self._shapes.remove_orphan(namespace, name, fence=self._fence)
-            except _LeaseLost:
-                log.warning("%s/%s: lost the Lease; shape companion left for the next leader",
-                            namespace, name)  # fmt: skip
-            except KubeError as exc:
-                log.warning("%s/%s: could not remove shape companion, will retry: %s",
-                            namespace, name, exc)  # fmt: skip
 
     async def _undo_costs(self, d: DeploymentInfo) -> bool:
         """Put back the deletion costs a failed plan left on ``d``'s pods; True if any."""
@@ -713,19 +712,36 @@ class Actuator:
             log.warning("%s: could not record event %s: %s", d.key, WRITES_FAILING, warn_exc)
 
     async def note(
-        self, deployment: DeploymentInfo, *, reason: str, message: str, warning: bool = False
-    ) -> None:
-        """An Event about ``deployment`` that goes with no scale write (the warm tier's
-        sleeps and wakes, refused adapter loads); fenced like every write, best effort
-        like the Event after a change. A follower raises none, and that is no failure."""
+        self, subject: EventSubject, *, reason: str, message: str, warning: bool = False
+    ) -> bool:
+        """An Event about ``subject`` (a Deployment, or an InferencePool) that goes with
+        no scale write (the warm tier's sleeps and wakes, refused adapter loads, what is
+        wrong with a pool); fenced like every write, best effort like the Event after a
+        change. A follower raises none, and that is no failure. True when it was written."""
         if not self._leader.is_leader:
-            return
+            return False
         try:
             async with self._slots:
                 self._fence()
-                await self._events.emit(deployment, reason=reason, message=message, warning=warning)
+                await self._events.emit(subject, reason=reason, message=message, warning=warning)
         except (KubeError, _LeaseLost) as exc:
-            log.warning("%s: could not record event %s: %s", deployment.key, reason, exc)
+            log.warning("%s: could not record event %s: %s", subject.key, reason, exc)
+            return False
+        return True
+
+    async def label_pods(self, namespace: str, key: str, values: Mapping[str, str]) -> bool:
+        """Set label ``key`` on pods (the warm tier's awake label, docs/gateway-api.md);
+        fenced, leader only, best effort. True when every label was written."""
+        if not self._leader.is_leader or self._pod_labels is None or not values:
+            return False
+        try:
+            async with self._slots:
+                self._fence()
+                await self._pod_labels.set_pod_labels(namespace, key, values)
+        except (KubeError, _LeaseLost) as exc:
+            log.warning("%s: could not label pods %s: %s", namespace, sorted(values), exc)
+            return False
+        return True
 
     async def _announce(self, plan: WritePlan, decision: Decision, before: int) -> None:
         d = plan.deployment
@@ -818,5 +834,6 @@ def kube_actuator(
         metrics=metrics,
         settings=settings,
         placement=placement,
+        pod_labels=scale_target,
         shapes=ShapeActuation(companions=companions, scale_target=scale_target, events=events),
     )

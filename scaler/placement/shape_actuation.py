@@ -26,7 +26,13 @@ import logging
 from collections.abc import Callable
 
 from groundwork.kube.errors import KubeError
-from scaler.kube.types import CompanionWrites, DeploymentInfo, EventSink, ScaleTarget
+from scaler.kube.types import (
+    CompanionInfo,
+    CompanionWrites,
+    DeploymentInfo,
+    EventSink,
+    ScaleTarget,
+)
 from scaler.placement.shaper import ShapesMade
 from scaler.policy.shapes.companion import build_shape_companion, shape_companion_name
 
@@ -80,8 +86,15 @@ class ShapeActuation:
             except KubeError as exc:  # the writes happened; a lost Event must not undo them
                 log.warning("%s: could not record event %s: %s", d.key, reason, exc)
 
-    async def remove_orphan(self, namespace: str, name: str, *, fence: Callable[[], None]) -> None:
+    async def remove_orphan(
+        self, companion: CompanionInfo, *, fence: Callable[[], None] = lambda: None
+    ) -> None:
         """Delete a shape companion whose Deployment is no longer opted in."""
         fence()
-        if await self._companions.delete_companion(namespace, name):
-            log.info("%s/%s: owner opted out: shape companion deleted", namespace, name)
+        if await self._companions.delete_companion(companion.namespace, companion.name):
+            log.info(
+                "%s/%s: opted out: shape companion %s deleted",
+                companion.namespace,
+                companion.companion_of,
+                companion.name,
+            )

@@ -48,7 +48,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from scaler.actuator import Actuator, Decided, WritePlan
@@ -340,7 +340,7 @@ class Reconciler:
         self, step: _Step, plan: WritePlan | None, report: tuple[tuple[str, str], ...]
     ) -> Outcome:
         """A tick's writes, under the lock the tick took for them, and its Events."""
-        writes = []
+        writes: list[Awaitable[object]] = []
         if plan is not None:
             writes.append(self._locked_act(step, plan))
         for reason, message in report:
@@ -404,4 +404,5 @@ class Reconciler:
                 if self.shaped is None or self.shaped.outcome is None
                 else self.shaped.outcome.as_json(now_wall=self.shared.wall_clock())
             ),
+            pool=entry.pool.key if entry is not None and entry.pool is not None else None,
         )

@@ -38,3 +38,5 @@ class TargetState:
     cost: CostView | None = None
     # GPU shapes: the last shape step, as /v1/targets shows it (None: no shapes).
     shapes: Mapping[str, object] | None = None
+    # The InferencePool that makes it a target (namespace/name), if one does.
+    pool: str | None = None

@@ -255,25 +255,10 @@ def decide_shapes(
         now=now_wall,
         pending_timeout_s=config.placement.pending_timeout_s,
     )
-    total_ready = sum(s.ready for s in seen.values())
     base_ratios = by_name[base].shape.capacity
-    decisions: dict[str, Decision] = {}
-    states: dict[str, PolicyState] = {}
-    for name, chosen in by_name.items():
-        ratios = relative(chosen.shape.capacity, base_ratios)
-        got = seen.get(name, ShapeSeen())
-        own = replace(
-            observation,
-            ready_replicas=got.ready,
-            spec_replicas=state.targets.get(name, 0),
-            load=own_load(observation.load, got.load, ready=got.ready, total_ready=total_ready),
-        )
-        decisions[name], states[name] = policy.decide(
-            config=shape_config(config, ratios),
-            observation=own,
-            state=state.states.get(name, ratios, now),
-            now=now,
-        )
+    decisions, states = _each_alone(
+        policy, config, by_name, base_ratios, observation, seen, state, now=now
+    )
     corrections: dict[str, Correction] = {}
     # Without an objective nothing is measured against one: every shape is taken at its word.
     proven = state.proven | {base} if config.slo_ttft_s is not None else frozenset(by_name)
@@ -298,14 +283,7 @@ def decide_shapes(
     ]
     started_s = now if state.started_s is None else state.started_s
     young = config.slo_ttft_s is not None and now - started_s < _SETTLE_S
-    goal = MixGoal(
-        max_total=config.max_scale,
-        min_total=config.min_scale,
-        allowance=(1.0 - config.slo_attainment) * _ALLOWANCE_SHARE,
-        long_weight=_long_weight(states, config),
-        # While the history is young, every shape's need is a guess: no moves.
-        switch_saving=1.0 if young else SWITCH_SAVING,
-    )
+    goal = _goal(config, states, young=young)
     if young and not any(n > 0 for n in state.targets.values()):
         # No history to size on and nothing running: the shape the template names.
         offers = [o for o in offers if o.name == base]
@@ -318,16 +296,6 @@ def decide_shapes(
         prices=prices,
     )
     lead = _lead(mix, needs, base)
-    before = sum(state.targets.values())
-    lead_decision = decisions[lead]
-    rechecks = [d.recheck_after_s for d in decisions.values() if d.recheck_after_s is not None]
-    decision = replace(
-        lead_decision,
-        desired=mix.total,
-        reason=_reason(before, mix.total, list(decisions.values()), lead_decision),
-        message=f"{mix.why}; {lead}: {lead_decision.message}",
-        recheck_after_s=min(rechecks) if rechecks else None,
-    )
     new_state = ShapesState(
         states=state.states.with_states(states).only(frozenset(by_name)),
         mix=mix,
@@ -339,7 +307,7 @@ def decide_shapes(
         started_s=started_s,
     )
     return ShapesOutcome(
-        decision=decision,
+        decision=_combined(decisions, lead, mix, before=sum(state.targets.values())),
         state=states[lead],
         lead=lead,
         decisions=decisions,
@@ -353,6 +321,64 @@ def decide_shapes(
             for name, d in decisions.items()
         },
         limits={name: _limit(d, by_name[name].max_model_len) for name, d in decisions.items()},
+    )
+
+
+def _each_alone(
+    policy: Policy,
+    config: ScalingConfig,
+    by_name: Mapping[str, ChosenShape],
+    base_ratios: Ratios,
+    observation: Observation,
+    seen: Mapping[str, ShapeSeen],
+    state: ShapesState,
+    *,
+    now: float,
+) -> tuple[dict[str, Decision], dict[str, PolicyState]]:
+    """The policy's decision for each shape as if it served the model alone, on what
+    that shape's own replicas measured and its share of the model's load."""
+    total_ready = sum(s.ready for s in seen.values())
+    decisions: dict[str, Decision] = {}
+    states: dict[str, PolicyState] = {}
+    for name, chosen in by_name.items():
+        ratios = relative(chosen.shape.capacity, base_ratios)
+        got = seen.get(name, ShapeSeen())
+        own = replace(
+            observation,
+            ready_replicas=got.ready,
+            spec_replicas=state.targets.get(name, 0),
+            load=own_load(observation.load, got.load, ready=got.ready, total_ready=total_ready),
+        )
+        decisions[name], states[name] = policy.decide(
+            config=shape_config(config, ratios),
+            observation=own,
+            state=state.states.get(name, ratios, now),
+            now=now,
+        )
+    return decisions, states
+
+
+def _goal(config: ScalingConfig, states: Mapping[str, PolicyState], *, young: bool) -> MixGoal:
+    return MixGoal(
+        max_total=config.max_scale,
+        min_total=config.min_scale,
+        allowance=(1.0 - config.slo_attainment) * _ALLOWANCE_SHARE,
+        long_weight=_long_weight(states, config),
+        # While the history is young, every shape's need is a guess: no moves.
+        switch_saving=1.0 if young else SWITCH_SAVING,
+    )
+
+
+def _combined(decisions: Mapping[str, Decision], lead: str, mix: Mix, *, before: int) -> Decision:
+    """The model's one decision: the mix's total, told in the lead shape's words."""
+    lead_decision = decisions[lead]
+    rechecks = [d.recheck_after_s for d in decisions.values() if d.recheck_after_s is not None]
+    return replace(
+        lead_decision,
+        desired=mix.total,
+        reason=_reason(before, mix.total, list(decisions.values()), lead_decision),
+        message=f"{mix.why}; {lead}: {lead_decision.message}",
+        recheck_after_s=min(rechecks) if rechecks else None,
     )
 
 

@@ -20,7 +20,7 @@ import copy
 from prometheus_client import CollectorRegistry
 
 from scaler.gpu_ledger import GpuLedger
-from scaler.kube.cluster import deployment_from_raw
+from scaler.kube.objects import deployment_from_raw
 from scaler.kube.types import PodInfo, TargetSnapshot
 from scaler.metrics import Metrics
 from scaler.placement.placer import Placer
