@@ -79,6 +79,7 @@ class ServerMetrics:
             ready=view.ready,
             running=view.running,
             waiting=view.server_waiting,
+            least=(view.running_least, view.waiting_least),
             kv=view.kv_cache_utilization,
             prefilled=view.prefilled_tokens,
             generated=view.generated_tokens,
@@ -90,6 +91,7 @@ class ServerMetrics:
                 ready=shape.ready,
                 running=shape.running,
                 waiting=shape.server_waiting,
+                least=(shape.running_least, shape.waiting_least),
                 kv=shape.kv_cache_utilization,
                 prefilled=shape.prefilled_tokens,
                 generated=shape.generated_tokens,
@@ -108,12 +110,14 @@ def _scraped(
     ready: int,
     running: int,
     waiting: int,
+    least: tuple[int, int],
     kv: float,
     prefilled: int,
     generated: int,
     ttfts: tuple[float, ...],
 ) -> SourceReading:
-    """What a scrape of these servers reads for the last second."""
+    """What a scrape of these servers reads for the last second (``least``: the
+    fewest running and waiting on any one of them)."""
     buckets = tuple((bound, float(sum(1 for t in ttfts if t <= bound))) for bound in _TTFT_BOUNDS)
     brought = None
     if prefilled > 0 or generated > 0 or ttfts:
@@ -135,6 +139,8 @@ def _scraped(
             server_waiting=float(waiting),
             awaiting_first_token=float(waiting),
             kv_cache_utilization=kv,
+            running_least=float(least[0]) if ready else None,
+            waiting_least=float(least[1]) if ready else None,
         ),
         brought=brought,
         observed={

@@ -126,6 +126,8 @@ class ShapeView:
     generated_tokens: int = 0
     running: int = 0
     server_waiting: int = 0
+    running_least: int = 0
+    waiting_least: int = 0
     kv_cache_utilization: float = 0.0
     server_ttfts: tuple[float, ...] = ()
 
@@ -161,6 +163,9 @@ class View:
     generated_tokens: int = 0
     running: int = 0
     server_waiting: int = 0
+    # The fewest running and waiting on any one serving replica now.
+    running_least: int = 0
+    waiting_least: int = 0
     kv_cache_utilization: float = 0.0
     server_ttfts: tuple[float, ...] = ()
     # The last second's arrivals with prompts longer than each of the policy's
@@ -1032,6 +1037,8 @@ class _World:
             generated_tokens=self.generated_in_second,
             running=running,
             server_waiting=waiting,
+            running_least=min((r.engine.num_running for r in serving), default=0),
+            waiting_least=min((r.engine.num_waiting for r in serving), default=0),
             kv_cache_utilization=kv / max(1, len(serving)),
             server_ttfts=tuple(self.ttfts_in_second),
             prompts_over=tuple(self.over_in_second),
@@ -1050,6 +1057,8 @@ class _World:
                 generated_tokens=generated,
                 running=sum(e.num_running for e in engines),
                 server_waiting=sum(e.num_waiting for e in engines),
+                running_least=min((e.num_running for e in engines), default=0),
+                waiting_least=min((e.num_waiting for e in engines), default=0),
                 kv_cache_utilization=sum(e.kv_usage for e in engines) / max(1, len(engines)),
                 server_ttfts=tuple(ttfts),
             )

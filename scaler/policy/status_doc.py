@@ -2,8 +2,12 @@
 
 A JSON object ``{"desired", "mode", "onDemand", "spot", "reason",
 "lastChangeTime"}`` that the leader writes on the Deployment and ``tidal
-status`` reads back; a model with GPU shapes adds ``"shapes"`` (replicas
-asked of each shape) and ``"costPerHour"`` (their on-demand dollars per hour).
+status`` reads back; with an objective (``slo-ttft``) also ``"binding"``
+(the phase, prefill or decode, whose work is the larger) and
+``"nextReplica"`` (the share of requests one more replica would meet
+besides, as at that write: what the next replica would buy); a model with
+GPU shapes adds ``"shapes"`` (replicas asked of each shape) and
+``"costPerHour"`` (their on-demand dollars per hour).
 
 Main decision, when to write: only its *discrete* content (desired, mode,
 split, reason) is compared, never the time, so a decision that changes
@@ -89,6 +93,11 @@ def status_document(
         "reason": reason,
         "lastChangeTime": when,
     }
+    if decision.slo is not None:
+        # SLO-first scaling: the phase that binds and what one more replica would
+        # meet besides (a share of requests), as at this write.
+        document["binding"] = decision.slo.binding
+        document["nextReplica"] = round(decision.slo.next_replica, 4)
     if shapes is not None:
         replicas, cost = shapes
         document["shapes"] = dict(replicas)
