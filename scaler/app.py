@@ -19,6 +19,11 @@ feed demand in (and make the scaler grow a model) nor wake one. ``/readyz``
 means "serving": it depends on neither the API server nor the Lease, so every
 replica takes reports and keeps its windows warm.
 
+The leader's answers to both write endpoints also carry its word on
+routing (``"leader": true``): the warm tier's sleeping endpoints
+(``"sleeping"``) and each GPU-shaped model's endpoints with their shape,
+weight and reach (``"shapes"``, :mod:`scaler.policy.shapes.routes`).
+
 Errors are JSON ``{"error": {"message", "type", "code"}}`` as the activator's.
 
 An activation of a target whose annotations are invalid is answered at once
@@ -189,14 +194,20 @@ class _Handlers:
         got = request.headers.get("Authorization", "").encode()
         return hmac.compare_digest(got, self._expected)
 
-    def _warm_answer(self) -> dict[str, Any]:
+    def _leader_word(self) -> dict[str, Any]:
         # The warm tier: endpoints activators must not route to (asleep, being put to
-        # sleep or woken). Only the leader knows them; activators take the leader's word.
+        # sleep or woken); GPU shapes: each endpoint's shape, weight and reach. Only
+        # the leader's counts; activators take the leader's word.
         leading = self._leader()
         body: dict[str, Any] = {"leader": leading}
+        if not leading:
+            return body
         warm = self._controller.warm
-        if leading and warm is not None:
+        if warm is not None:
             body["sleeping"] = warm.pool.not_routable()
+        shapes = self._controller.shape_routes()
+        if shapes:
+            body["shapes"] = shapes
         return body
 
     def _warm_view(self, key: str) -> dict[str, Any]:
@@ -221,7 +232,7 @@ class _Handlers:
             return _error(400, str(exc), "invalid_request")
         metrics.report("accepted")
         metrics.activators.set(count)
-        return web.json_response({"activators": count, **self._warm_answer()})
+        return web.json_response({"activators": count, **self._leader_word()})
 
     async def activate(self, request: web.Request) -> web.Response:
         metrics, controller = self._metrics, self._controller
@@ -248,7 +259,7 @@ class _Handlers:
             metrics.activation("unknown_target")
             return _error(404, f"no opted-in Deployment {target}", "not_found")
         metrics.activation("accepted")
-        return web.json_response({"target": target, **self._warm_answer()}, status=202)
+        return web.json_response({"target": target, **self._leader_word()}, status=202)
 
     async def targets(self, request: web.Request) -> web.Response:
         states = self._controller.target_states()

@@ -301,6 +301,15 @@ class Controller:
 
     # -- live view ----------------------------------------------------------------
 
+    def shape_routes(self) -> dict[str, dict[str, dict[str, object]]]:
+        """Per model with GPU shapes, each endpoint's shape, weight and reach: the
+        activators' word (:mod:`scaler.policy.shapes.routes`), from the last decisions."""
+        out = {}
+        for key, reconciler in sorted(self._targets.items()):
+            if reconciler.shaped is not None:
+                out[key] = reconciler.shaped.routes()
+        return out
+
     def target_states(self) -> list[TargetState]:
         """Every target's last decision and signals, sorted by key."""
         snapshots = self._book.snapshots()

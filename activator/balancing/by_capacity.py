@@ -33,7 +33,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
-__all__ = ["Shaped", "pick"]
+__all__ = ["Shaped", "fitting", "pick"]
 
 
 class Shaped(Protocol):
@@ -48,7 +48,7 @@ def _load(replica: Shaped, weight: float) -> float:
     return replica.in_flight / weight if weight > 0 else float("inf")
 
 
-def _fitting(
+def fitting(
     replicas: Sequence[T], reach: Callable[[T], float | None], prompt_tokens: int
 ) -> list[T]:
     """The replicas that serve the prompt in time, else those of the longest reach."""
@@ -75,7 +75,7 @@ def pick(
     when every candidate is at ``limit`` (0: no limit)."""
     if not replicas:
         return None
-    candidates = _fitting(replicas, reach, prompt_tokens)
+    candidates = fitting(replicas, reach, prompt_tokens)
 
     def room(r: T) -> bool:
         return limit <= 0 or r.in_flight < limit

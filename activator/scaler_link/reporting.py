@@ -37,8 +37,11 @@ has just started may not have heard from every activator yet).
 
 The warm tier: the leading scaler's answers (``"leader": true``) also list
 the endpoints that sleep, per target (``"sleeping"``); the registry takes them
-out of rotation (:meth:`Registry.set_sleeping`). Followers' answers carry no
-such list and change nothing. An activation's answer comes once the leader
+out of rotation (:meth:`Registry.set_sleeping`). GPU shapes: they also name
+each shaped model's endpoints with their shape, weight and reach
+(``"shapes"``; none: no model has shapes), by which its target balances
+(:meth:`Registry.set_shapes`). Followers' answers carry neither and change
+nothing. An activation's answer comes once the leader
 has woken a replica, so a held request goes out as soon as it arrives.
 
 Failures to reach the scaler are logged (once per streak and replica) and
@@ -57,6 +60,7 @@ from typing import Any
 import aiohttp
 
 from activator.clock import Clock, loop_time
+from activator.holding.shape_balancing import parse_routes
 from activator.holding.target import Period
 from activator.metrics import Metrics
 from activator.routing.registry import Registry
@@ -213,7 +217,7 @@ class Reporter:
                     )
                 answer = await resp.json(content_type=None)
             count = answer.get("activators") if isinstance(answer, dict) else None
-            self._take_sleeping(answer)
+            self._take_leader_word(answer)
             now = self.clock()
             if isinstance(count, int) and count > 0:
                 state.activators = count
@@ -234,10 +238,13 @@ class Reporter:
         finally:
             state.posting = None
 
-    def _take_sleeping(self, answer: Any) -> None:
-        """The leader's list of sleeping endpoints, when this answer is the leader's."""
+    def _take_leader_word(self, answer: Any) -> None:
+        """The leader's word on routing (sleeping endpoints, GPU shapes), when this
+        answer is the leader's."""
         if not isinstance(answer, dict) or answer.get("leader") is not True:
             return
+        # Without shapes no model has any: the word is taken whole either way.
+        self.registry.set_shapes(parse_routes(answer.get("shapes")))
         sleeping = answer.get("sleeping")
         if not isinstance(sleeping, dict):
             return
@@ -306,7 +313,7 @@ class Reporter:
                 raw = await resp.read()
             if ok:
                 with contextlib.suppress(ValueError):
-                    self._take_sleeping(json.loads(raw))
+                    self._take_leader_word(json.loads(raw))
             refused = None if ok else refusal(resp.status, raw)
             result = "ok" if ok else "refused" if refused is not None else "error"
             self.metrics.activations.labels(target, result).inc()

@@ -17,8 +17,9 @@ gathers what the pure step needs and calls it:
 
 then :func:`~scaler.policy.shapes.decide.decide_shapes` and
 :func:`~scaler.policy.shapes.plan.plan_shapes`, and returns both for the
-actuator. :meth:`Shaper.leftover` plans the deletion of shape companions
-of a model that no longer lists shapes.
+actuator, with each pod's server address and shape for the activators'
+word (:mod:`scaler.policy.shapes.routes`). :meth:`Shaper.leftover` plans
+the deletion of shape companions of a model that no longer lists shapes.
 
 Main decision: every scaler replica decides shapes, leader or not, as it
 decides placement, so a follower that takes over knows each shape's
@@ -28,7 +29,7 @@ capacity and which shapes are capped.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from scaler.kube.types import CompanionInfo, PodInfo, TargetSnapshot
@@ -45,8 +46,10 @@ from scaler.policy.shapes.plan import (
     plan_shapes,
     plan_without_shapes,
 )
+from scaler.policy.shapes.routes import shape_routes
 from scaler.policy.shapes.template import SHAPE_LABEL, template_shape
 from scaler.signals.hub import SignalView
+from scaler.warm.pool import address_of
 
 __all__ = ["ShapeView", "Shaper", "ShapesMade"]
 
@@ -72,6 +75,13 @@ class ShapesMade:
     template_shape: str | None
     total_before: int  # the replicas of the last mix (the model's scale before)
     shapes: tuple[ChosenShape, ...] = ()  # the shapes listed (their companions are built from)
+    # Each pod's server (``ip:port``) and its shape, what the activators are told
+    # (:mod:`scaler.policy.shapes.routes`).
+    endpoints: Mapping[str, str] = field(default_factory=dict)
+
+    def routes(self) -> dict[str, dict[str, object]]:
+        """The activators' word on this model's endpoints (empty without a decision)."""
+        return shape_routes(self.outcome, self.endpoints) if self.outcome is not None else {}
 
 
 def _group(pod: PodInfo, template: str | None) -> str | None:
@@ -115,10 +125,14 @@ class Shaper:
         template = template_shape(user_template(d.raw), shapes)
         base = template if template is not None else shapes[0].shape.name
         groups: dict[str, list[PodFacts]] = {c.shape.name: [] for c in shapes}
+        endpoints: dict[str, str] = {}
         for pod, facts in zip(snap.pods, self._facts(snap.pods), strict=True):
             group = _group(pod, template)
             if group in groups:
                 groups[group].append(facts)
+                address = address_of(pod, config)
+                if address is not None and not pod.terminating:
+                    endpoints[address[1]] = group
         seen = {
             name: ShapeSeen(
                 ready=sum(1 for p in pods if p.ready and not p.terminating),
@@ -169,7 +183,15 @@ class Shaper:
             turns=outcome.turns,
             all_ready=all(seen[name].ready >= n for name, n in asks.items() if name in seen),
         )
-        return ShapesMade(outcome, plan, companions, template, sum(state.targets.values()), shapes)
+        return ShapesMade(
+            outcome,
+            plan,
+            companions,
+            template,
+            sum(state.targets.values()),
+            shapes,
+            endpoints,
+        )
 
     def orphans(self, targets: Iterable[str]) -> list[CompanionInfo]:
         """Shape companions whose Deployment is not opted in any more (``targets``: the

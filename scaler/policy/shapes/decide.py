@@ -128,9 +128,10 @@ class ShapesOutcome:
     asks: Mapping[str, int]  # what each shape's Deployment asks for (the hand-over included)
     shapes: ShapesState
     turns: tuple[Turn, ...] = ()
-    # Per shape, how much one replica takes against the others (its learned prefill
-    # or decode rate, whichever binds; without an objective its prior ratio), and the
-    # longest prompt it prefills within the objective (None: no objective).
+    # Per shape, how much one replica takes against the others (its learned rate in
+    # the phase that binds the model; without an objective its prior ratio; the
+    # largest 1), and the longest prompt it prefills within the objective (None: no
+    # objective).
     weights: Mapping[str, float] = field(default_factory=dict)
     limits: Mapping[str, float | None] = field(default_factory=dict)
     needs: Mapping[str, int] = field(default_factory=dict)  # each shape's, corrected
@@ -316,10 +317,7 @@ def decide_shapes(
         shapes=new_state,
         turns=turns,
         needs=needs,
-        weights={
-            name: _weight(d, relative(by_name[name].shape.capacity, base_ratios))
-            for name, d in decisions.items()
-        },
+        weights=_weights(decisions, by_name, base_ratios, lead),
         limits={name: _limit(d, by_name[name].max_model_len) for name, d in decisions.items()},
     )
 
@@ -500,11 +498,25 @@ def _hopeless(decision: Decision, state: PolicyState, max_model_len: int | None)
     return max(share, refused / history.requests)
 
 
-def _weight(decision: Decision, ratios: Ratios) -> float:
-    """How much one replica takes (see :attr:`ShapesOutcome.weights`)."""
-    slo = decision.slo
-    if slo is None:
-        return target_ratio(ratios)
-    if slo.binding == "decode":
-        return slo.decode_tokens_per_s
-    return slo.capacity_tokens_per_s
+def _weights(
+    decisions: Mapping[str, Decision],
+    by_name: Mapping[str, ChosenShape],
+    base_ratios: Ratios,
+    lead: str,
+) -> dict[str, float]:
+    """How much one replica of each shape takes (see :attr:`ShapesOutcome.weights`):
+    its learned rate in the phase that binds the model (the lead shape's), so that
+    every shape is weighed in the same units; without an objective its prior ratio.
+    Scaled so that the largest is 1."""
+    lead_slo = decisions[lead].slo
+    raw: dict[str, float] = {}
+    for name, d in decisions.items():
+        slo = d.slo
+        if slo is None or lead_slo is None:
+            raw[name] = target_ratio(relative(by_name[name].shape.capacity, base_ratios))
+        elif lead_slo.binding == "decode":
+            raw[name] = slo.decode_tokens_per_s
+        else:
+            raw[name] = slo.capacity_tokens_per_s
+    top = max(raw.values(), default=0.0)
+    return {name: w / top if top > 0 else 1.0 for name, w in raw.items()}

@@ -144,10 +144,17 @@ class FakeScaler:
     # an activation then "wakes" its target after wake_s (drops it from the list).
     sleeping: dict[str, list[str]] | None = None
     wake_s: float = 0.0
+    # GPU shapes: when set, answers as the leader naming each endpoint's shape.
+    shapes: dict[str, dict[str, dict[str, Any]]] | None = None
     _runner: web.AppRunner | None = None
 
     def _warm(self) -> dict[str, Any]:
-        return {} if self.sleeping is None else {"leader": True, "sleeping": self.sleeping}
+        word: dict[str, Any] = {}
+        if self.sleeping is not None:
+            word |= {"leader": True, "sleeping": self.sleeping}
+        if self.shapes is not None:
+            word |= {"leader": True, "shapes": self.shapes}
+        return word
 
     async def _activate(self, request: web.Request) -> web.Response:
         body = await request.json()

@@ -3,7 +3,8 @@
 Covers, for a model whose template is an H100 and which lists ``h100`` and
 ``mig-3g.40gb``: at a light load the leader creates the slice companion and
 keeps the H100 until the slice is Ready, then lets it go (ShapesChanged),
-writing the replicas per shape and their hourly cost in the status; when
+writing the replicas per shape and their hourly cost in the status, and
+telling the activators each endpoint's shape and weight; when
 the slices stay Pending past the pending-timeout the H100 covers in the same
 decision (ShapeUnavailable, a Warning) and the companion goes to zero; a
 bad shape declaration gets an InvalidAnnotation Warning naming the key and
@@ -103,6 +104,7 @@ class World:
         self.cluster = FakeCluster()
         self.raw = json.loads(json.dumps(RAW))
         self.raw["metadata"]["annotations"].update(annotations)
+        self.ips: dict[str, str] = {}
         self.pods: list[PodInfo] = [self.pod("h-0")]
         self.companion_map: dict[str, dict[str, CompanionInfo]] = {}
         self.log: list[tuple[Any, ...]] = []
@@ -147,7 +149,7 @@ class World:
             namespace="default",
             name=name,
             labels=labels,
-            ip="10.0.0.1",
+            ip=self.ips.setdefault(name, f"10.0.0.{len(self.ips) + 1}"),
             ready=ready,
             terminating=False,
             node="n1" if ready else None,
@@ -295,6 +297,14 @@ async def test_a_light_load_moves_to_slices_with_no_gap() -> None:
     view = target_view(w.controller.target_states()[0])
     assert view["shapes"]["mix"] == {SLICE: 1}
     assert view["shapes"]["need"] == {"h100": 1, SLICE: 1}
+    # The activators' word: each pod's endpoint, its shape and weight (no objective:
+    # no reach; the catalog's ratio of a 3g slice to the whole H100, 3/7).
+    assert w.controller.shape_routes() == {
+        KEY: {
+            f"{w.ips['h-0']}:8000": {"shape": "h100", "weight": 1.0, "reach": None},
+            f"{w.ips['s-0']}:8000": {"shape": SLICE, "weight": 0.4286, "reach": None},
+        }
+    }
 
 
 async def test_slices_stuck_pending_are_covered_by_the_h100() -> None:

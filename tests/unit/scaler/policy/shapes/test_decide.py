@@ -7,7 +7,8 @@ that); from zero with no history an activation wakes the base shape, with
 one the cheapest; slices stuck Pending are capped and the H100 covers in the
 same decision, the slices asked for again after the backoff, and the model
 moves back once they are Ready (the H100 kept until then); each shape
-learns its capacity from its own servers, from a prior scaled by its ratios;
+learns its capacity from its own servers, from a prior scaled by its ratios,
+and the activators weigh its replicas and bound its prompts by what it learned;
 prompts a slice cannot prefill within the objective keep an H100 in the mix;
 the model's decision is named by the direction the total moved.
 """
@@ -234,6 +235,14 @@ def test_each_shape_learns_its_capacity_from_its_own_servers() -> None:
     assert h100.capacity_learned and slice_.capacity_learned
     assert abs(h100.capacity_tokens_per_s - 30_000) < 300
     assert abs(slice_.capacity_tokens_per_s - 9_000) < 100
+    # What the activators weigh each replica by: the learned rates, in the phase that
+    # binds the model (prefill here), the largest 1; and each one's reach, the longest
+    # prompt it prefills within the 2 s objective.
+    assert out.weights[H100] == 1.0
+    assert abs(out.weights[SLICE] - 9_000 / 30_000) < 0.02
+    h100_reach, slice_reach = out.limits[H100], out.limits[SLICE]
+    assert h100_reach is not None and slice_reach is not None
+    assert abs(h100_reach / slice_reach - 30_000 / 9_000) < 0.2
 
 
 def test_prompts_a_slice_cannot_prefill_in_time_keep_an_h100() -> None:
