@@ -29,10 +29,12 @@ counters, its pods), and at ``now``:
    without an objective (nothing measures it against one).
 4. **The mix**: the cheapest replicas across shapes that meet the demand,
    prompts a shape cannot prefill in time sent where they can be, at most
-   ``max-scale`` replicas (:mod:`scaler.policy.shapes.mix`). For two
-   minutes after the first decision (a new model, or a scaler that just
-   started) every need is a guess: the shapes running stay (none running:
-   the base shape is woken).
+   ``max-scale`` replicas (:mod:`scaler.policy.shapes.mix`). Right after
+   the first decision (a new model, or a scaler that just started) every
+   need is a guess: the shapes running stay, for two minutes with an
+   objective (none running: the base shape is woken), for one stable
+   ``window`` without (none running: the cheapest); after a move, as long
+   again before the next (a capped shape is left at once all the same).
 5. **Hand-over**: the shrinking shapes keep Ready replicas until the new
    ones are Ready (:mod:`scaler.policy.shapes.handover`).
 
@@ -63,7 +65,7 @@ from scaler.policy.shapes.correction import LAG, Correction, recent_share
 from scaler.policy.shapes.declarations import Capacity as Ratios
 from scaler.policy.shapes.declarations import ChosenShape
 from scaler.policy.shapes.handover import hand_over
-from scaler.policy.shapes.mix import SWITCH_SAVING, Mix, MixGoal, Offer, choose_mix, mix_of
+from scaler.policy.shapes.mix import Mix, MixGoal, Offer, choose_mix, mix_of
 from scaler.policy.slo.sizing import hopeless_count
 
 __all__ = ["ShapeSeen", "ShapesOutcome", "ShapesState", "decide_shapes", "own_load"]
@@ -103,6 +105,7 @@ class ShapesState:
     proven: frozenset[str] = frozenset()  # shapes whose servers have kept the goal
     trials: Mapping[str, float] = field(default_factory=dict)  # shape on trial -> since when
     started_s: float | None = None  # the first decision (None: none yet)
+    moved_s: float | None = None  # the last change of the shapes the mix uses
 
     @property
     def targets(self) -> Mapping[str, int]:
@@ -283,9 +286,10 @@ def decide_shapes(
         Offer(name, needs[name], prices[name], hopeless[name], caps.get(name)) for name in decisions
     ]
     started_s = now if state.started_s is None else state.started_s
-    young = config.slo_ttft_s is not None and now - started_s < _SETTLE_S
-    goal = _goal(config, states, young=young)
-    if young and not any(n > 0 for n in state.targets.values()):
+    sized = config.slo_ttft_s is not None
+    held = _held(config, started_s, state.moved_s, now)
+    goal = _goal(config, states, held=held)
+    if sized and held == _YOUNG and not any(n > 0 for n in state.targets.values()):
         # No history to size on and nothing running: the shape the template names.
         offers = [o for o in offers if o.name == base]
     mix = _choose(offers, goal, state.targets, proven)
@@ -306,6 +310,11 @@ def decide_shapes(
         proven=frozenset(proven) & frozenset(by_name),
         trials=_trials(state.trials, mix, proven, now),
         started_s=started_s,
+        moved_s=(
+            now
+            if state.mix.replicas and set(mix.replicas) != set(state.mix.replicas)
+            else state.moved_s
+        ),
     )
     return ShapesOutcome(
         decision=_combined(decisions, lead, mix, before=sum(state.targets.values())),
@@ -356,14 +365,29 @@ def _each_alone(
     return decisions, states
 
 
-def _goal(config: ScalingConfig, states: Mapping[str, PolicyState], *, young: bool) -> MixGoal:
+_YOUNG = "too little seen yet to compare shapes on"
+
+
+def _held(config: ScalingConfig, started_s: float, moved_s: float | None, now: float) -> str:
+    """Why no move is made now ("": moves are allowed). Young: too little seen to
+    compare shapes on (with an objective, two minutes of arrivals; without, one stable
+    window of the signals). After a move, as long again before the next: the load
+    that made it must be seen to hold."""
+    settle_s = _SETTLE_S if config.slo_ttft_s is not None else config.window_s
+    if now - started_s < settle_s:
+        return _YOUNG
+    if moved_s is not None and now - moved_s < settle_s:
+        return f"the last move was {now - moved_s:.0f}s ago"
+    return ""
+
+
+def _goal(config: ScalingConfig, states: Mapping[str, PolicyState], *, held: str) -> MixGoal:
     return MixGoal(
         max_total=config.max_scale,
         min_total=config.min_scale,
         allowance=(1.0 - config.slo_attainment) * _ALLOWANCE_SHARE,
         long_weight=_long_weight(states, config),
-        # While the history is young, every shape's need is a guess: no moves.
-        switch_saving=1.0 if young else SWITCH_SAVING,
+        held=held,
     )
 
 

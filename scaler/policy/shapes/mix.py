@@ -88,6 +88,8 @@ class MixGoal:
     allowance: float = 1.0  # share of requests a mix may leave to no shape that serves them
     long_weight: float = 1.0  # long prompts' work per request against the mean
     switch_saving: float = SWITCH_SAVING  # the least saving that moves a model to other shapes
+    # Why no move is made now, whatever it would save (empty: moves are allowed).
+    held: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +107,12 @@ class Mix:
     @property
     def total(self) -> int:
         return sum(self.replicas.values())
+
+    @property
+    def described(self) -> str:
+        """The replicas per shape and their cost, without the why."""
+        parts = [f"{n} x {name}" for name, n in sorted(self.replicas.items())]
+        return f"{' + '.join(parts) or 'none'} at ${self.cost_per_h:.2f}/h"
 
 
 def cost_per_hour(replicas: Mapping[str, int], prices: Mapping[str, float]) -> float:
@@ -227,13 +235,12 @@ def choose_mix(
     running = {name for name, n in (current or {}).items() if n > 0 and name in by_name}
     if running and not set(best) <= running:
         kept = _best([c for c in within if set(c) <= running], by_name)
-        if kept is not None and _cost(best, by_name) >= (1 - goal.switch_saving) * _cost(
-            kept, by_name
+        if kept is not None and (
+            goal.held or _cost(best, by_name) >= (1 - goal.switch_saving) * _cost(kept, by_name)
         ):
-            return Mix(
-                kept,
-                _cost(kept, by_name),
-                f"{_describe(kept, by_name)} (moving to {_describe(best, by_name)} would save"
-                f" less than {goal.switch_saving:.0%})",
+            why = goal.held or (
+                f"moving to {_describe(best, by_name)} would save"
+                f" less than {goal.switch_saving:.0%}"
             )
+            return Mix(kept, _cost(kept, by_name), f"{_describe(kept, by_name)} ({why})")
     return Mix(best, _cost(best, by_name), _describe(best, by_name))

@@ -81,7 +81,7 @@ def _events(turns: Sequence[Turn], mix: Mix, before: Mix | None) -> list[tuple[s
         for t in turns
     ]
     if before is not None and mix.replicas and set(mix.replicas) != set(before.replicas):
-        was = before.why if before.replicas else "none"
+        was = before.described if before.replicas else "none"
         out.append((SHAPES_CHANGED, f"now {mix.why} (was {was})", False))
     return out
 

@@ -5,8 +5,8 @@ enough to compare shapes on, a heavy one within a quarter of where each
 shape's sizing makes it cheapest (what runs stays unless a move saves
 that); from zero with no history an activation wakes the base shape, with
 one the cheapest; slices stuck Pending are capped and the H100 covers in the
-same decision, the slices asked for again after the backoff, and the model
-moves back once they are Ready (the H100 kept until then); each shape
+same decision, and the model moves back two minutes after (the H100 kept
+until the slice is Ready); each shape
 learns its capacity from its own servers, from a prior scaled by its ratios,
 and the activators weigh its replicas and bound its prompts by what it learned;
 prompts a slice cannot prefill within the objective keep an H100 in the mix;
@@ -207,10 +207,14 @@ def test_slices_stuck_pending_are_covered_by_an_h100_and_tried_again() -> None:
         turned += [t.shape for t in out.turns if t.out]
     assert turned == [SLICE]
     assert dict(out.mix.replicas) == {H100: 1} and model.asks == {H100: 1}
-    # Asked again after twice the timeout; the slices are free now and the model moves
-    # back, keeping the H100 until the slice is Ready.
+    # The slices are free now: the model moves back once the cover has held two
+    # minutes (the load that moved it seen to hold), keeping the H100 until the slice
+    # is Ready.
     model.stuck.clear()
-    for _ in range(40):
+    for _ in range(55):
+        model.step(requests=4, prompt=500)
+    assert model.asks == {H100: 1}
+    for _ in range(15):
         model.step(requests=4, prompt=500)
     assert model.asks == {SLICE: 1}
 

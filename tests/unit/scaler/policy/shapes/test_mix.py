@@ -6,7 +6,8 @@ two shapes (brute force over a table of needs and prices); a
 capped shape gives what it has and the next cheapest covers the rest, and
 with nothing else it is asked for anyway; max-scale and min-scale bound
 the total; prompts the cheap shapes cannot prefill in time buy replicas of
-one that can; a move to other shapes must save enough, and scale-in drops
+one that can; a move to other shapes must save enough, and none is made
+while moves are held unless what runs is capped; scale-in drops
 the most expensive capacity per unit first.
 """
 
@@ -130,6 +131,13 @@ def test_a_move_to_other_shapes_must_save_enough() -> None:
     assert dict(choose_mix(offers, GOAL).replicas) == {SLICE: 4}
     cheaper = [Offer(H100, 2, 10.0), Offer(SLICE, 4, 3.5)]  # 30 %
     assert dict(choose_mix(cheaper, GOAL, current={H100: 2}).replicas) == {SLICE: 4}
+    # Held (too little seen, or a move just made): what runs stays, whatever a move
+    # saves, unless it is capped below what the load needs.
+    held = MixGoal(max_total=100, held="the last move was 3s ago")
+    kept = choose_mix(cheaper, held, current={H100: 2})
+    assert dict(kept.replicas) == {H100: 2} and "the last move was 3s ago" in kept.why
+    capped = [Offer(H100, 2, 10.0, most=1), Offer(SLICE, 4, 3.5)]
+    assert SLICE in choose_mix(capped, held, current={H100: 2}).replicas
 
 
 def test_scale_in_drops_the_most_expensive_capacity_per_unit_first() -> None:
