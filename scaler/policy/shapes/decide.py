@@ -166,14 +166,14 @@ def own_load(
     model: LoadTotals | None, own: LoadTotals | None, *, ready: int, total_ready: int
 ) -> LoadTotals | None:
     """A shape's counters: the model's arrivals (its history) with the shape's own
-    servers' counters (module docstring). Where the servers' are not broken down
-    (``own`` None), the model's stand only while this shape is all that serves."""
+    servers' counters (module docstring). While this shape is all that serves, the
+    model's are its own (with the requests the activators hold, which no server
+    counts); where the servers' are not broken down (``own`` None), only then."""
     if model is None:
         return None
-    sole = ready >= total_ready
+    if ready >= total_ready:
+        return model
     if own is None:
-        if sole:
-            return model
         own = LoadTotals()
     waiting = own.server_waiting
     return replace(
@@ -188,7 +188,7 @@ def own_load(
         ttft_within_slo=own.ttft_within_slo,
         # A wake's backlog is everyone's; once replicas serve, a shape's queue is its own.
         awaiting_first_token=model.awaiting_first_token if ready == 0 else waiting,
-        best_prefill_tokens_per_s=model.best_prefill_tokens_per_s if sole else 0.0,
+        best_prefill_tokens_per_s=0.0,
     )
 
 
