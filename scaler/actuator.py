@@ -17,11 +17,15 @@ order:
    the on-demand pin, the spot scale, ``SpotFallback``/``SpotRecovered``),
    each fenced like the rest (a decision made again after a conflict, on
    the same Deployment object, does not pin or announce the rollout twice);
-4. when the scale changed (of a spot pair: its total), an Event
+   with GPU shapes the user's Deployment gets its shape's part, then the
+   shapes' writes follow (:mod:`scaler.placement.shape_actuation`: the
+   companions ``<name>-<shape>``, their scale, the shape Events);
+4. when the scale changed (of a spot pair, or of a model's shapes: its total), an Event
    (:mod:`scaler.policy.events`) and an INFO log line with target, from -> to,
    reason, mode and signals;
 5. the status annotation, when its content changed
-   (:mod:`scaler.policy.status_doc`; with placement, the spot/on-demand split).
+   (:mod:`scaler.policy.status_doc`; with placement, the spot/on-demand split;
+   with shapes, the replicas per shape and their hourly cost).
 
 The only other write of the scaler, the Lease renewal of leader election,
 belongs to :mod:`scaler.kube.leader`. An import contract keeps the write
@@ -105,6 +109,7 @@ from scaler.kube.types import (
 from scaler.kube.writer import KubeEvents, KubeScaleTarget
 from scaler.metrics import Metrics
 from scaler.placement.actuation import PlacementActuation
+from scaler.placement.shape_actuation import ShapeActuation
 from scaler.policy.api import Reason
 from scaler.policy.events import (
     INVALID_ANNOTATION,
@@ -114,7 +119,15 @@ from scaler.policy.placement.providers import ProviderPreset
 from scaler.policy.status_doc import StatusDocument, encode_status, same_status
 from scaler.writes.announcements import Announcements, LeaseLost
 from scaler.writes.failures import WriteFailures
-from scaler.writes.plan import Decided, WriteOutcome, WritePlan, plan_writes, status_for
+from scaler.writes.plan import (
+    Decided,
+    WriteOutcome,
+    WritePlan,
+    change_of,
+    plan_writes,
+    shapes_status,
+    status_for,
+)
 from scaler.writes.status_records import StatusRecord, StatusRecords
 
 __all__ = [
@@ -143,6 +156,12 @@ class ActuatorSettings:
     # Failures in a row before a WritesFailing Warning Event.
     warn_after_failures: int = 3
 
+    def __post_init__(self) -> None:
+        if self.max_concurrent_writes < 1:
+            raise ValueError(
+                f"max_concurrent_writes must be >= 1, got {self.max_concurrent_writes}"
+            )
+
 
 class Actuator:
     """Carries out :class:`WritePlan` values through a scale target and an event sink,
@@ -159,14 +178,12 @@ class Actuator:
         settings: ActuatorSettings | None = None,
         placement: PlacementActuation | None = None,
         pod_labels: PodLabels | None = None,
+        shapes: ShapeActuation | None = None,
     ) -> None:
         self._placement = placement
         self._pod_labels = pod_labels
+        self._shapes = shapes
         self._settings = settings or ActuatorSettings()
-        if self._settings.max_concurrent_writes < 1:
-            raise ValueError(
-                f"max_concurrent_writes must be >= 1, got {self._settings.max_concurrent_writes}"
-            )
         self._scale = scale_target
         self._events = events
         self._leader = leader
@@ -265,22 +282,24 @@ class Actuator:
                 d.namespace, d.name, scale_to, resource_version=d.resource_version
             )
             self._undo.pop(d.key, None)  # the scale took: the ranking did its job
-        before = d.spec_replicas
-        changed = scaling
-        if plan.placement is not None:
-            if self._placement is not None:
-                # Before the status: a conflict on the status write (the Deployment
-                # moves on as it rolls) must not hold back the companion, the pin,
-                # the spot scale or the Events. Cover came first, with the scale.
-                await self._placement.carry_out(d, plan.placement, fence=self._fence)
-            total_before = plan.decided.total_before
-            before = total_before if total_before is not None else before
-            changed = decision.desired != before
+        if plan.placement is not None and self._placement is not None:
+            # Before the status: a conflict on the status write (the Deployment
+            # moves on as it rolls) must not hold back the companion, the pin,
+            # the spot scale or the Events. Cover came first, with the scale.
+            await self._placement.carry_out(d, plan.placement, fence=self._fence)
+        if plan.decided.shapes is not None and self._shapes is not None:
+            await self._shapes.carry_out(d, plan.decided.shapes, fence=self._fence)
+        before, changed = change_of(plan, decision, scaling=scaling)
         now_wall = self._wall_time()
         if changed:
             progress.last_change_wall = now_wall
         document = status_for(
-            decision, plan.record, changed=changed, now_wall=now_wall, split=plan.split
+            decision,
+            plan.record,
+            changed=changed,
+            now_wall=now_wall,
+            split=plan.split,
+            shapes=shapes_status(plan.decided),
         )
         progress.intended = document
         if changed:
@@ -301,18 +320,20 @@ class Actuator:
             progress.status = document
         progress.intended = None
 
-    async def remove_orphan(self, companion: CompanionInfo) -> None:
-        """A spot companion whose Deployment is no longer opted in: unpin, delete (fenced)."""
-        if self._placement is None or not self._leader.is_leader:
+    async def remove_orphan(self, companion: CompanionInfo, *, shape: bool = False) -> None:
+        """A spot (``shape``: a shape's) companion whose Deployment is no longer opted
+        in: the spot one's owner unpinned, then deleted (fenced)."""
+        writes = self._shapes if shape else self._placement
+        if writes is None or not self._leader.is_leader:
             return  # a follower leaves it to the leader
-        key = f"{companion.namespace}/{companion.companion_of}"
+        key, kind = f"{companion.namespace}/{companion.companion_of}", companion.name
         async with self._slots:
             try:
-                await self._placement.remove_orphan(companion, fence=self._fence)
+                await writes.remove_orphan(companion, fence=self._fence)
             except LeaseLost:
-                log.warning("%s: lost the Lease; spot companion left for the next leader", key)
+                log.warning("%s: lost the Lease; companion %s left for the next leader", key, kind)
             except KubeError as exc:
-                log.warning("%s: could not remove spot companion, will retry: %s", key, exc)
+                log.warning("%s: could not remove companion %s, will retry: %s", key, kind, exc)
                 self._metrics.write_failed(key)
 
     async def _undo_costs(self, d: DeploymentInfo) -> bool:
@@ -450,13 +471,11 @@ def kube_actuator(
     api = access.api
     scale_target = KubeScaleTarget(api, request_timeout_s=request_timeout_s)
     events = KubeEvents(api, instance=identity, request_timeout_s=request_timeout_s)
+    companions = KubeCompanions(api, request_timeout_s=request_timeout_s)
     placement = None
     if preset is not None:
         placement = PlacementActuation(
-            companions=KubeCompanions(api, request_timeout_s=request_timeout_s),
-            scale_target=scale_target,
-            events=events,
-            preset=preset,
+            companions=companions, scale_target=scale_target, events=events, preset=preset
         )
     return Actuator(
         scale_target=scale_target,
@@ -466,4 +485,5 @@ def kube_actuator(
         settings=settings,
         placement=placement,
         pod_labels=scale_target,
+        shapes=ShapeActuation(companions=companions, scale_target=scale_target, events=events),
     )

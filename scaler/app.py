@@ -19,6 +19,11 @@ feed demand in (and make the scaler grow a model) nor wake one. ``/readyz``
 means "serving": it depends on neither the API server nor the Lease, so every
 replica takes reports and keeps its windows warm.
 
+The leader's answers to both write endpoints also carry its word on
+routing (``"leader": true``): the warm tier's sleeping endpoints
+(``"sleeping"``) and each GPU-shaped model's endpoints with their shape,
+weight and reach (``"shapes"``, :mod:`scaler.policy.shapes.routes`).
+
 Errors are JSON ``{"error": {"message", "type", "code"}}`` as the activator's.
 
 An activation of a target whose annotations are invalid is answered at once
@@ -132,6 +137,7 @@ def target_view(state: TargetState) -> dict[str, Any]:
         # SLO-first scaling: the learned capacity and what it sized.
         **({"slo": decision.slo.as_json()} if decision and decision.slo else {}),
         **_placement_view(state),
+        **({"shapes": state.shapes} if state.shapes is not None else {}),
     }
 
 
@@ -196,13 +202,22 @@ class _Handlers:
 
     def _answer(self, *, activators: int | None = None, target: str | None = None) -> ScalerAnswer:
         # The warm tier: endpoints activators must not route to (asleep, being put to
-        # sleep or woken). Only the leader knows them; activators take the leader's word.
+        # sleep or woken); GPU shapes: each endpoint's shape, weight and reach. Only
+        # the leader's counts; activators take the leader's word.
         leading = self._leader()
+        if not leading:
+            return ScalerAnswer(leader=False, activators=activators, target=target)
         warm = self._controller.warm
         sleeping = None
-        if leading and warm is not None:
+        if warm is not None:
             sleeping = {key: tuple(ends) for key, ends in warm.pool.not_routable().items()}
-        return ScalerAnswer(leader=leading, activators=activators, target=target, sleeping=sleeping)
+        return ScalerAnswer(
+            leader=True,
+            activators=activators,
+            target=target,
+            sleeping=sleeping,
+            shapes=self._controller.shape_routes(),
+        )
 
     def _warm_view(self, key: str) -> dict[str, Any]:
         warm = self._controller.warm

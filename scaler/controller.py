@@ -15,7 +15,7 @@ fenced :class:`~scaler.actuator.Actuator`'s, leader only; its warm-tier
 intents are the reconciler's too (sleeps due, wakes, the
 fallback to a cold start) against the shared :class:`~scaler.warm.tier.WarmTier`,
 which reads the models' views and holds nothing of the controller. Beside the
-reconciles it removes orphaned spot companions and has the warm tier learn
+reconciles it removes orphaned spot and shape companions and has the warm tier learn
 GPU memory footprints; GPU-seconds and cost are the GPU ledger's
 (:mod:`scaler.gpu_ledger`), which runs on its own schedule, and which the
 live view reads.
@@ -51,11 +51,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from groundwork.background_tasks import BackgroundTasks
+from groundwork.rules.stats_report import ShapeRoute
 from scaler.actuator import Actuator
 from scaler.gpu_ledger import GpuLedger
 from scaler.kube.types import PoolInfo
 from scaler.metrics import Metrics
 from scaler.placement.placer import Placer
+from scaler.placement.shaper import Shaper
 from scaler.policy.api import Decision
 from scaler.policy.protocol import Policy
 from scaler.signals.hub import SignalHub
@@ -100,6 +102,7 @@ class Controller:
         warm: WarmTier | None = None,
         board: ModelBoard | None = None,
         ledger: GpuLedger | None = None,
+        shaper: Shaper | None = None,
     ) -> None:
         if warm is not None and board is None:
             raise ValueError("the warm tier reads the models' views: pass its ModelBoard too")
@@ -107,13 +110,21 @@ class Controller:
         self._publisher = Publisher(metrics, board)
         self._shared = Shared(
             book=targets,
-            decider=Decider(signals=signals, policy=policy, placer=placer, wall_clock=wall_clock),
+            decider=Decider(
+                signals=signals,
+                policy=policy,
+                placer=placer,
+                wall_clock=wall_clock,
+                shaper=shaper,
+            ),
             actuator=actuator,
             publisher=self._publisher,
             clock=clock,
             warm=warm,
+            wall_clock=wall_clock,
         )
         self._placer = placer  # removes orphan companions
+        self._shaper = shaper  # and orphan shape companions
         self._actuator = actuator
 
         async def note(pool: PoolInfo, reason: str, message: str) -> bool:
@@ -181,6 +192,10 @@ class Controller:
             # Companions of Deployments no longer opted in go, beside the decisions;
             # their owners are unpinned (by the leader: the actuator fences it).
             orphans = [self._actuator.remove_orphan(o) for o in self._placer.orphans(snapshots)]
+        if self._shaper is not None:
+            orphans += [
+                self._actuator.remove_orphan(c, shape=True) for c in self._shaper.orphans(snapshots)
+            ]
         # Every target is decided at ``now`` before any write holds the tick up;
         # the writes run side by side.
         writing: list[tuple[Reconciler, asyncio.Task[Outcome]]] = []
@@ -286,6 +301,15 @@ class Controller:
         return await self.decide_now(key)
 
     # -- live view ----------------------------------------------------------------
+
+    def shape_routes(self) -> dict[str, dict[str, ShapeRoute]]:
+        """Per model with GPU shapes, each endpoint's shape, weight and reach: the
+        activators' word (:mod:`scaler.policy.shapes.routes`), from the last decisions."""
+        out = {}
+        for key, reconciler in sorted(self._targets.items()):
+            if reconciler.shaped is not None:
+                out[key] = reconciler.shaped.routes()
+        return out
 
     def target_states(self) -> list[TargetState]:
         """Every target's last decision and signals, sorted by key."""

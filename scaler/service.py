@@ -25,6 +25,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -43,8 +44,10 @@ from scaler.gpu_ledger import GpuLedger
 from scaler.kube.cluster import KubeCluster
 from scaler.kube.leader import LeaseElector
 from scaler.kube.placement_watch import PlacementWatch
+from scaler.kube.shape_watch import ShapeWatch
 from scaler.metrics import Metrics
 from scaler.placement.placer import Placer
+from scaler.placement.shaper import Shaper
 from scaler.policy.placement.providers import ProviderPreset
 from scaler.policy.protocol import PurePolicy
 from scaler.settings import (
@@ -225,6 +228,7 @@ class _Scaler:
     identity: str
     cluster: KubeCluster
     placement_watch: PlacementWatch
+    shape_watch: ShapeWatch
     leader: LeaseElector
     book: TargetBook
     signals: SignalHub
@@ -267,7 +271,15 @@ def _compose(
     )
     leader = _elector(settings, access, identity, ticker)
     policy = PurePolicy()
-    book = TargetBook(cluster, policy, gpu_metrics=bool(settings.prometheus.url))
+    shape_watch = ShapeWatch(
+        access.api,
+        namespace=settings.leader.namespace or access.namespace,
+        watch_timeout_s=settings.kube.watch_timeout_s,
+        request_timeout_s=settings.kube.request_timeout_s,
+    )
+    book = TargetBook(
+        cluster, policy, gpu_metrics=bool(settings.prometheus.url), shapes=shape_watch
+    )
     signals = sources.hub(settings, book)
     actuator = kube_actuator(
         access,
@@ -304,9 +316,10 @@ def _compose(
         settings=ControllerSettings(tick_interval_s=settings.tick_interval_s),
         warm=warm,
         board=board,
+        shaper=Shaper(view=shape_watch, facts=placer.facts, policy=policy, wall_clock=time.time),
     )
     return _Scaler(
-        identity, cluster, placement_watch, leader, book, signals, sources, ledger,
+        identity, cluster, placement_watch, shape_watch, leader, book, signals, sources, ledger,
         controller, warm, warm_events, ticker,
     )  # fmt: skip
 
@@ -335,6 +348,7 @@ def _jobs(
     jobs: list[tuple[str, Awaitable[None]]] = [
         ("watch", parts.cluster.run()),
         ("placement-watch", parts.placement_watch.run()),
+        ("shape-watch", parts.shape_watch.run()),
         ("leader", parts.leader.run()),
         ("controller", parts.controller.run(parts.ticker)),
         ("gpu-ledger", _account(parts.ledger, book, parts.warm, settings.tick_interval_s, clock)),

@@ -36,7 +36,7 @@ from activator.balancing.prefix_affinity import AffinityConfig
 from groundwork.rules.durations import parse_duration_s
 from groundwork.rules.scaling_keys import AUTOSCALING_PREFIX
 from scaler.policy import InvalidAnnotation, PlacementConfig
-from simulator import adapter_cli, prefix_workloads, progress, synthetic, traces
+from simulator import adapter_cli, prefix_workloads, progress, shape_cli, synthetic, traces
 from simulator.chat_trace import MEAN_TURNS, ChatSpec, generate_chat
 from simulator.classes import class_table, ttft_by_class
 from simulator.engine import LlmParams
@@ -124,6 +124,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     _warm_flags(parser)
     _spot_flags(parser)
     _output_flags(parser)
+    shape_cli.configure(parser)
     speed_flags(parser)
 
 
@@ -1073,6 +1074,39 @@ def _cpu_s() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
+def _json_document(
+    args: argparse.Namespace,
+    rows: Sequence[tuple[Scorecard, dict[str, tuple[float, float]]]],
+    verdicts: Sequence[Any],
+    per_seed: list[list[PolicyRun]],
+    results: Sequence[Any],
+    seeds: Sequence[int],
+) -> dict[str, object]:
+    """``--json``'s document: a row per policy (its frontier verdict, its CPU, its
+    spread over seeds), the fixed fleets, and TTFT by class when asked."""
+    policies = []
+    for index, ((card, spread), verdict) in enumerate(zip(rows, verdicts, strict=True)):
+        row = card.as_json()
+        if verdict is not None:
+            row["frontier"] = verdict.as_json()
+        # What the row cost, per seed (the always-on row carries the frontier's).
+        row["cpu_s"] = round(statistics.fmean(s[index].cpu_s for s in per_seed), 3)
+        if len(seeds) > 1:
+            row["spread"] = {k: [round(lo, 4), round(hi, 4)] for k, (lo, hi) in spread.items()}
+        policies.append(row)
+    document: dict[str, object] = {
+        "policies": policies,
+        "fleets": fleets_json(per_seed),
+        "start": args.start,
+        "seeds": list(seeds),
+    }
+    if args.class_field is not None:
+        document["ttft_by_class"] = {
+            r.name: {k: v.as_json() for k, v in ttft_by_class(r).items()} for r in results
+        }
+    return document
+
+
 def run(args: argparse.Namespace) -> int:
     started = _cpu_s()
     if args.seeds < 1:
@@ -1087,6 +1121,14 @@ def run(args: argparse.Namespace) -> int:
     if args.trace is None:
         print("tidal simulate: --trace is required (or --adapters N)", file=sys.stderr)
         return 2
+    if args.shapes:
+        try:
+            requests = load_requests(args)
+            options = options_from(args)
+        except (traces.TraceError, traces.TracesMissingError, ValueError) as error:
+            print(f"tidal simulate: {error}", file=sys.stderr)
+            return 2
+        return shape_cli.run(args, requests, options)
     seeds = [args.seed + i for i in range(args.seeds)]
     per_seed: list[list[PolicyRun]] = []
     variants = len(args.routing or [None]) * len(args.cold_start)
@@ -1130,26 +1172,7 @@ def run(args: argparse.Namespace) -> int:
     results = [r.result for r in runs if r.result is not None]
     verdicts = verdicts_for(cards, per_seed)
     if args.json:
-        policies = []
-        for index, ((card, spread), verdict) in enumerate(zip(rows, verdicts, strict=True)):
-            row = card.as_json()
-            if verdict is not None:
-                row["frontier"] = verdict.as_json()
-            # What the row cost, per seed (the always-on row carries the frontier's).
-            row["cpu_s"] = round(statistics.fmean(s[index].cpu_s for s in per_seed), 3)
-            if len(seeds) > 1:
-                row["spread"] = {k: [round(lo, 4), round(hi, 4)] for k, (lo, hi) in spread.items()}
-            policies.append(row)
-        document: dict[str, object] = {
-            "policies": policies,
-            "fleets": fleets_json(per_seed),
-            "start": args.start,
-            "seeds": seeds,
-        }
-        if args.class_field is not None:
-            document["ttft_by_class"] = {
-                r.name: {k: v.as_json() for k, v in ttft_by_class(r).items()} for r in results
-            }
+        document = _json_document(args, rows, verdicts, per_seed, results, seeds)
         print(json.dumps({**document, "cpu_s": round(elapsed, 2)}))
     else:
         colds = ", ".join(f"{c:g}" for c in args.cold_start)

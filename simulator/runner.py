@@ -94,6 +94,8 @@ __all__ = [
     "WARM_ANNOTATIONS",
     "PolicyRun",
     "SimulationOptions",
+    "by_model",
+    "merge_runs",
     "run_policies",
     "smallest_always_on",
     "task_count",
@@ -258,9 +260,11 @@ class _Started:
     def initial(self) -> int:
         return self._initial
 
-    def tick(self, view: View, *, activation: bool) -> int | None:
+    def tick(self, view: View, *, activation: bool) -> int | Mapping[str, int] | None:
         desired = self.inner.tick(view, activation=activation)
-        if desired is None or view.now >= FIRST_MINUTE_S:
+        # Replicas per shape hand the starting fleet over themselves (a shape
+        # leaves only once the others serve).
+        if desired is None or isinstance(desired, Mapping) or view.now >= FIRST_MINUTE_S:
             return desired
         return max(desired, self._initial)
 
@@ -313,7 +317,7 @@ def _start(
     return _Started(autoscaler, max(warm, autoscaler.initial))
 
 
-def _by_model(requests: Sequence[TraceRequest]) -> list[Sequence[TraceRequest]]:
+def by_model(requests: Sequence[TraceRequest]) -> list[Sequence[TraceRequest]]:
     """The trace split by model; one model's trace is itself (a stream stays a stream)."""
     if isinstance(requests, StreamedTrace):
         if requests.models == 1:
@@ -326,7 +330,7 @@ def _by_model(requests: Sequence[TraceRequest]) -> list[Sequence[TraceRequest]]:
     return list(groups.values())
 
 
-def _merge(name: str, results: Sequence[RunResult]) -> RunResult:
+def merge_runs(name: str, results: Sequence[RunResult]) -> RunResult:
     if len(results) == 1:
         return replace(results[0], name=name)
     length = max(len(r.timeline) for r in results)
@@ -417,7 +421,7 @@ def run_policies(
     for policy in options.policies:
         if policy == "oracle":
             started = time.process_time()
-            card = _oracle_card(requests, _by_model(requests), runs, options)
+            card = _oracle_card(requests, by_model(requests), runs, options)
             runs.append(PolicyRun(card, None, cpu_s=time.process_time() - started))
         elif _is_fixed(policy):
             assert isinstance(frontier, _FrontierRun)  # built whenever a fixed fleet is asked for
@@ -468,7 +472,7 @@ class _Job:
 
     def __call__(self, task: str) -> PolicyRun | _FrontierRun:
         started = time.process_time()
-        models = _by_model(self.requests)
+        models = by_model(self.requests)
         if task == _FRONTIER:
             frontier = _frontier(models, self.options)
             return _FrontierRun(frontier, time.process_time() - started)
@@ -491,7 +495,7 @@ def _world_row(
         world = world_for(policy, options)
         factory = _factories(options)[policy]
     results = [run_world(group, _start(factory(group), group, options), world) for group in models]
-    result = _merge(policy, results)
+    result = merge_runs(policy, results)
     card = score(result, slo_ttft_s=options.slo_ttft_s, prices=options.prices)
     return PolicyRun(card, result)
 
@@ -537,10 +541,10 @@ def _fixed_row(policy: str, frontier: Frontier, options: SimulationOptions) -> P
         for smallest, runs in zip(frontier.smallest, frontier.runs, strict=True)
     ]
     if fixed:
-        result = _merge(policy, results)
+        result = merge_runs(policy, results)
         card = score(result, slo_ttft_s=options.slo_ttft_s, prices=options.prices)
         return PolicyRun(card, result)
-    result = _merge(f"always-on-{sum(frontier.smallest)}", results)
+    result = merge_runs(f"always-on-{sum(frontier.smallest)}", results)
     card = score(result, slo_ttft_s=options.slo_ttft_s, prices=options.prices)
     reaches = all(
         score(r, slo_ttft_s=options.slo_ttft_s).slo_attainment >= options.always_on_attainment

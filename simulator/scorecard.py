@@ -31,8 +31,8 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 
 from simulator.world import SPOT, RunResult
 
@@ -46,6 +46,8 @@ class Prices:
 
     on_demand_per_gpu_hour: float = 4.0
     spot_ratio: float = 0.35
+    # A world of GPU shapes: dollars per replica-hour of each (on demand).
+    per_shape: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.on_demand_per_gpu_hour) and self.on_demand_per_gpu_hour >= 0):
@@ -170,15 +172,20 @@ def score(result: RunResult, *, slo_ttft_s: float = 2.0, prices: Prices | None =
     )
     reasons = Counter(r for r in result.failed_reason if r is not None)
     completed = sum(1 for f in result.finished_s if f is not None)
-    total = busy = spot = 0.0
+    total = busy = spot = cost = 0.0
+    per_second = prices.on_demand_per_gpu_hour / 3600.0
     for life in result.replicas:
         seconds = life.ended_s - life.created_s
         total += seconds
         busy += life.busy_s
-        if life.capacity == SPOT:
+        if life.shape in prices.per_shape:  # a GPU shape's own price per replica-hour
+            cost += seconds * prices.per_shape[life.shape] / 3600.0
+        elif life.capacity == SPOT:
             spot += seconds
+            cost += seconds * per_second * prices.spot_ratio
+        else:
+            cost += seconds * per_second
     on_demand = total - spot
-    cost = (on_demand + spot * prices.spot_ratio) * prices.on_demand_per_gpu_hour / 3600.0
     duration = max(result.end_s, 1e-9)
     return Scorecard(
         name=result.name,

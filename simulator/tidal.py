@@ -37,10 +37,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 
 from groundwork.rules.stats_report import ActivatorReport, TargetStats
 from scaler.policy import Reason, ScalingConfig
-from scaler.policy.api import SignalKind
+from scaler.policy.api import Decision, SignalKind
 from scaler.policy.idle.adaptive import GracePlan
 from scaler.policy.protocol import PurePolicy
 from scaler.signals.activator_reports import ActivatorReports
@@ -74,59 +75,94 @@ class ServerMetrics:
         )
 
     def update(self, view: View) -> None:
-        running, waiting = float(view.running), float(view.server_waiting)
-        buckets = tuple(
-            (bound, float(sum(1 for t in view.server_ttfts if t <= bound)))
-            for bound in _TTFT_BOUNDS
+        whole = _scraped(
+            ready=view.ready,
+            running=view.running,
+            waiting=view.server_waiting,
+            least=(view.running_least, view.waiting_least),
+            kv=view.kv_cache_utilization,
+            prefilled=view.prefilled_tokens,
+            generated=view.generated_tokens,
+            ttfts=view.server_ttfts,
         )
-        prefilled, generated = float(view.prefilled_tokens), float(view.generated_tokens)
-        brought = None
-        if prefilled > 0 or generated > 0 or view.server_ttfts:
-            brought = Brought(
-                served_prompt_tokens=prefilled,
-                generated_tokens=generated,
-                ttft_new=buckets if view.server_ttfts else (),
+        # Each GPU shape's servers apart, as the scrape reads a model's pods by shape.
+        groups = {
+            name: _scraped(
+                ready=shape.ready,
+                running=shape.running,
+                waiting=shape.server_waiting,
+                least=(shape.running_least, shape.waiting_least),
+                kv=shape.kv_cache_utilization,
+                prefilled=shape.prefilled_tokens,
+                generated=shape.generated_tokens,
+                ttfts=shape.server_ttfts,
             )
-        signals = {SignalKind.CONCURRENCY: running + waiting, SignalKind.QUEUE_DEPTH: waiting}
-        if view.ready:
-            signals[SignalKind.KV_CACHE_UTILIZATION] = view.kv_cache_utilization
-        self._reading = SourceReading(
-            fresh=True,
-            reporters=view.ready,
-            signals=signals,
-            busy=running + waiting > 0,
-            levels=Levels(
-                running=running,
-                server_waiting=waiting,
-                awaiting_first_token=waiting,
-                kv_cache_utilization=view.kv_cache_utilization,
-                running_least=float(view.running_least) if view.ready else None,
-                waiting_least=float(view.waiting_least) if view.ready else None,
-            ),
-            brought=brought,
-            observed={
-                "server_running": running,
-                "server_waiting": waiting,
-                "server_kv_cache_utilization": view.kv_cache_utilization,
-            },
-        )
+            for name, shape in view.shapes.items()
+        }
+        self._reading = replace(whole, groups=groups) if groups else whole
 
     def read(self, key: str, *, now: float) -> SourceReading | None:
         return self._reading
+
+
+def _scraped(
+    *,
+    ready: int,
+    running: int,
+    waiting: int,
+    least: tuple[int, int],
+    kv: float,
+    prefilled: int,
+    generated: int,
+    ttfts: tuple[float, ...],
+) -> SourceReading:
+    """What a scrape of these servers reads for the last second (``least``: the
+    fewest running and waiting on any one of them)."""
+    buckets = tuple((bound, float(sum(1 for t in ttfts if t <= bound))) for bound in _TTFT_BOUNDS)
+    brought = None
+    if prefilled > 0 or generated > 0 or ttfts:
+        brought = Brought(
+            served_prompt_tokens=float(prefilled),
+            generated_tokens=float(generated),
+            ttft_new=buckets if ttfts else (),
+        )
+    signals = {SignalKind.CONCURRENCY: float(running + waiting), SignalKind.QUEUE_DEPTH: waiting}
+    if ready:
+        signals[SignalKind.KV_CACHE_UTILIZATION] = kv
+    return SourceReading(
+        fresh=True,
+        reporters=ready,
+        signals=signals,
+        busy=running + waiting > 0,
+        levels=Levels(
+            running=float(running),
+            server_waiting=float(waiting),
+            awaiting_first_token=float(waiting),
+            kv_cache_utilization=kv,
+            running_least=float(least[0]) if ready else None,
+            waiting_least=float(least[1]) if ready else None,
+        ),
+        brought=brought,
+        observed={
+            "server_running": float(running),
+            "server_waiting": float(waiting),
+            "server_kv_cache_utilization": kv,
+        },
+    )
 
 
 # The controller's default tick (scaler settings) and the activator's report
 # period: one report per simulated second.
 DEFAULT_TICK_S = 2.0
 _REPORT_PERIOD_S = 1.0
-_KEY = "sim/model"
+TARGET_KEY = "sim/model"
 
 
 class _OneTarget:
     """The hub's catalog: the one simulated target and its config."""
 
     def __init__(self, config: ScalingConfig) -> None:
-        self._configs: dict[str, ScalingConfig | None] = {_KEY: config}
+        self._configs: dict[str, ScalingConfig | None] = {TARGET_KEY: config}
 
     def configs(self) -> Mapping[str, ScalingConfig | None]:
         return self._configs
@@ -181,38 +217,13 @@ class TidalAutoscaler:
         """The adaptive grace period's current plan (None without ``adaptive``)."""
         return None if self.state.adaptive is None else self.state.adaptive.plan
 
-    def tick(self, view: View, *, activation: bool) -> int | None:
+    def tick(self, view: View, *, activation: bool) -> int | Mapping[str, int] | None:
         now = view.now
         if not activation:
-            stats = TargetStats(
-                concurrency=view.concurrency,
-                in_flight=view.in_flight,
-                buffered=view.held,
-                arrivals=view.arrivals,
-                prompt_tokens=view.arrival_prompt_tokens,
-                output_tokens=view.arrival_output_tokens,
-                first_tokens=view.first_tokens,
-                prefilled_tokens=view.prefilled_tokens,
-                awaiting_first_token=view.awaiting_first_token,
-                best_prefill_tokens_per_s=view.best_prefill_tokens_per_s,
-                prompts_over=view.prompts_over,
-            )
-            self.reports.record(
-                ActivatorReport(activator="sim", period_s=_REPORT_PERIOD_S, targets={_KEY: stats}),
-                now=now,
-            )
-            self.hub.arrived(self.reports.name, now=now)
-            if self.servers is not None:
-                self.servers.update(view)
-                self.hub.arrived(SCRAPE, now=now)
+            self.report(view)
         if not activation and now < self.next_decision_s:
             return None
-        config = self.config
-        signals = self.hub.observe(_KEY, config, now=now)
-        observation = signals.observation(ready=view.ready, spec=view.spec, activation=activation)
-        decision, self.state = self.policy.decide(
-            config=config, observation=observation, state=self.state, now=now
-        )
+        decision = self.decide(view, activation=activation)
         self.decisions += 1
         if decision.reason is Reason.ACTIVATED and decision.message.startswith("pre-warm"):
             self.prewarms += 1
@@ -224,4 +235,44 @@ class TidalAutoscaler:
             self.next_decision_s = min(
                 self.next_decision_s, now + max(1.0, math.ceil(decision.recheck_after_s))
             )
+        return self.answer(decision)
+
+    def report(self, view: View) -> None:
+        """The second's activator report and server scrape, into the hub."""
+        now = view.now
+        stats = TargetStats(
+            concurrency=view.concurrency,
+            in_flight=view.in_flight,
+            buffered=view.held,
+            arrivals=view.arrivals,
+            prompt_tokens=view.arrival_prompt_tokens,
+            output_tokens=view.arrival_output_tokens,
+            first_tokens=view.first_tokens,
+            prefilled_tokens=view.prefilled_tokens,
+            awaiting_first_token=view.awaiting_first_token,
+            best_prefill_tokens_per_s=view.best_prefill_tokens_per_s,
+            prompts_over=view.prompts_over,
+        )
+        self.reports.record(
+            ActivatorReport(
+                activator="sim", period_s=_REPORT_PERIOD_S, targets={TARGET_KEY: stats}
+            ),
+            now=now,
+        )
+        self.hub.arrived(self.reports.name, now=now)
+        if self.servers is not None:
+            self.servers.update(view)
+            self.hub.arrived(SCRAPE, now=now)
+
+    def decide(self, view: View, *, activation: bool) -> Decision:
+        """One decision, as the controller makes it for a Deployment."""
+        signals = self.hub.observe(TARGET_KEY, self.config, now=view.now)
+        observation = signals.observation(ready=view.ready, spec=view.spec, activation=activation)
+        decision, self.state = self.policy.decide(
+            config=self.config, observation=observation, state=self.state, now=view.now
+        )
+        return decision
+
+    def answer(self, decision: Decision) -> int | Mapping[str, int]:
+        """What the world is told to run."""
         return decision.desired

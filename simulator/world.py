@@ -51,6 +51,15 @@ shared prefixes from its own prefix cache; without them nothing changes.
 
 GPU-seconds run from a replica's creation (the cold start holds the GPU too)
 to its removal; *busy* seconds are the engine's step time, *idle* the rest.
+
+**GPU shapes** (``WorldConfig.shapes``, docs/shapes.md): a world may offer
+several shapes, each with its engine (the model on that GPU or MIG slice)
+and a supply (the most replicas of it the cluster holds at once; more stay
+Pending, with no node and no GPU-seconds, until one of it ends). An
+autoscaler then answers each tick with replicas per shape, and the view it
+sees carries each shape's servers apart (:class:`ShapeView`). The
+balancer (``WorldConfig.balancer``) sees each replica's shape. A world
+without shapes is as before.
 """
 
 from __future__ import annotations
@@ -60,7 +69,7 @@ import math
 import random
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
@@ -80,9 +89,11 @@ __all__ = [
     "Balancer",
     "ColdStart",
     "RunResult",
+    "ShapeView",
     "SpotModel",
     "View",
     "WorldConfig",
+    "WorldShape",
     "run_world",
 ]
 
@@ -102,6 +113,27 @@ _TICK = 5
 _MARKET = 6
 # Simulated seconds between two reports to the progress bar.
 _PROGRESS_EVERY = 300
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeView:
+    """One GPU shape's replicas and servers at a control tick: its replicas
+    ``(created_s, ready, pending)``, and what its vLLM servers publish (as
+    :class:`View` has them for all)."""
+
+    replicas: tuple[tuple[float, bool, bool], ...] = ()
+    prefilled_tokens: int = 0
+    generated_tokens: int = 0
+    running: int = 0
+    server_waiting: int = 0
+    running_least: int = 0
+    waiting_least: int = 0
+    kv_cache_utilization: float = 0.0
+    server_ttfts: tuple[float, ...] = ()
+
+    @property
+    def ready(self) -> int:
+        return sum(1 for _, ready, _ in self.replicas if ready)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,16 +171,19 @@ class View:
     # The last second's arrivals with prompts longer than each of the policy's
     # PROMPT_SIZE_BOUNDS.
     prompts_over: tuple[int, ...] = ()
+    # With GPU shapes: each shape's replicas and servers.
+    shapes: Mapping[str, ShapeView] = field(default_factory=dict)
 
 
 class Autoscaler(Protocol):
     """A scaling policy driven by the world.
 
     ``initial`` is the replica count at time 0, already warm (an always-on
-    fleet, HPA's minimum of one). ``tick`` is called every simulated second
-    with ``activation=False`` and at once, with ``activation=True``, when a
-    request finds its model at zero replicas; it returns the new total
-    target, or None to keep the current one.
+    fleet, HPA's minimum of one; in a world of shapes, of its first shape).
+    ``tick`` is called every simulated second with ``activation=False`` and
+    at once, with ``activation=True``, when a request finds its model at
+    zero replicas; it returns the new total target, or None to keep the
+    current one; in a world of shapes, replicas per shape.
     """
 
     @property
@@ -157,7 +192,7 @@ class Autoscaler(Protocol):
     @property
     def initial(self) -> int: ...
 
-    def tick(self, view: View, *, activation: bool) -> int | None: ...
+    def tick(self, view: View, *, activation: bool) -> int | Mapping[str, int] | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,13 +280,17 @@ class SpotModel:
 
 
 class ServingReplica(Protocol):
-    """What a balancer sees of a replica: a stable id and its requests in flight."""
+    """What a balancer sees of a replica: a stable id, its requests in flight, and
+    its GPU shape ("" in a world without shapes)."""
 
     @property
     def rid(self) -> int: ...
 
     @property
     def in_flight(self) -> int: ...
+
+    @property
+    def shape(self) -> str: ...
 
 
 R = TypeVar("R", bound=ServingReplica)
@@ -261,6 +300,20 @@ class Balancer(Protocol):
     """Picks a serving replica for a request (None: hold it), in place of least in flight."""
 
     def pick(self, request: TraceRequest, serving: Sequence[R], limit: int) -> R | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WorldShape:
+    """A GPU shape the world offers: the model's engine on it, and its supply (the
+    most replicas of it at once; None: as many as asked)."""
+
+    name: str
+    engine: LlmParams
+    supply: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.supply is not None and self.supply < 0:
+            raise ValueError(f"shape {self.name}: supply must be >= 0, got {self.supply}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,10 +331,22 @@ class WorldConfig:
     # How replicas' engines are stepped: "jump" from one batch change to the next
     # (simulator.engine.jump), or "step", every step (the reference it is checked against).
     stepper: str = "jump"
+    # GPU shapes (the module docstring); none: every replica runs ``engine``.
+    shapes: tuple[WorldShape, ...] = ()
 
     def __post_init__(self) -> None:
         if self.stepper not in STEPPERS:
             raise ValueError(f"unknown stepper {self.stepper!r}; choose from {list(STEPPERS)}")
+        names = [s.name for s in self.shapes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"shape names must be distinct, got {names}")
+
+    def engine_of(self, shape: str) -> LlmParams:
+        """The engine of a replica of ``shape`` ("": the world's own)."""
+        for offered in self.shapes:
+            if offered.name == shape:
+                return offered.engine
+        return self.engine
 
 
 @dataclass(slots=True)
@@ -290,6 +355,8 @@ class _Replica:
     capacity: str
     created_s: float
     engine: JumpEngine | StepEngine
+    params: LlmParams
+    shape: str = ""  # its GPU shape ("": the world has none)
     ready: bool = False
     draining: bool = False  # removed by a scale-down: no new requests, finishing the rest
     noticed: bool = False  # spot interruption notice received
@@ -312,6 +379,7 @@ class ReplicaLife:
     busy_s: float
     cached_tokens: int = 0  # prompt tokens its prefix cache served
     queried_tokens: int = 0  # prompt tokens of the requests it took (vLLM's cache queries)
+    shape: str = ""  # its GPU shape ("": the world has none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,7 +453,7 @@ class _Fleet:
         push: Callable[[float, int, int, object], None],
         dispatch: Callable[[], None],
         lose: Callable[[int], None],
-        emitted: Callable[[int], None],
+        emitted: Callable[[int, str], None],
     ) -> None:
         self.config = config
         self.push = push
@@ -403,6 +471,7 @@ class _Fleet:
         self.lives: list[ReplicaLife] = []
         self.next_rid = 0
         self.target = 0
+        self.shape_targets: dict[str, int] = {}  # with shapes: each shape's part of the target
         self.cold_starts = 0
         self.preemptions = 0
         self.ready_count = 0
@@ -427,18 +496,22 @@ class _Fleet:
             self._serving = [r for r in self.replicas if r.serving]
         return self._serving
 
-    def create(self, capacity: str, *, warm: bool) -> None:
+    def create(self, capacity: str, *, warm: bool, shape: str = "") -> None:
+        params = self.config.engine_of(shape)
         replica = _Replica(
             rid=self.next_rid,
             capacity=capacity,
             created_s=self.now,
-            engine=(JumpEngine if self.config.stepper == "jump" else StepEngine)(
-                self.config.engine
-            ),
+            engine=(JumpEngine if self.config.stepper == "jump" else StepEngine)(params),
+            params=params,
+            shape=shape,
         )
         self.next_rid += 1
         self.replicas.append(replica)
         self._changed()
+        if shape and not self.has_room(shape):
+            replica.pending = True  # none of its resource free: Pending, no node
+            return
         if capacity == SPOT:
             zone = self.spot_zone()
             if zone is None:
@@ -446,6 +519,14 @@ class _Fleet:
                 return
             replica.zone = zone
         self.start(replica, warm=warm)
+
+    def has_room(self, shape: str) -> bool:
+        """Whether the cluster has a free ``shape`` for one more replica."""
+        supply = next((s.supply for s in self.config.shapes if s.name == shape), None)
+        if supply is None:
+            return True
+        held = sum(1 for r in self.replicas if r.shape == shape and not r.pending)
+        return held < supply
 
     def spot_zone(self) -> int | None:
         """The available zone with the fewest live spot replicas (None: no zone has spot)."""
@@ -508,7 +589,7 @@ class _Fleet:
         self._changed()
         if replica.pending:
             return  # never had a node: no GPU time
-        self.emitted(replica.engine.settle(self.now))
+        self.emitted(replica.engine.settle(self.now), replica.shape)
         self.lives.append(
             ReplicaLife(
                 capacity=replica.capacity,
@@ -517,8 +598,14 @@ class _Fleet:
                 busy_s=replica.engine.busy_time_s(self.now),
                 cached_tokens=replica.engine.cached_tokens,
                 queried_tokens=replica.engine.queried_tokens,
+                shape=replica.shape,
             )
         )
+        if replica.shape:
+            # Its device is free: the oldest replica of its shape waiting for one gets it.
+            waiting = [r for r in self.replicas if r.shape == replica.shape and r.pending]
+            if waiting:
+                self.start(min(waiting, key=lambda r: r.rid))
 
     def remove(self, replica: _Replica) -> None:
         """A scale-down picked this replica: stop sending to it; end it once empty."""
@@ -559,11 +646,15 @@ class _Fleet:
         self.reconcile()
 
     def reconcile(self, *, warm: bool = False) -> None:
-        """Bring each capacity pool to what ``split`` asks for the current target.
+        """Bring each capacity pool to what ``split`` asks for the current target (in a
+        world of shapes, each shape's pool to its part).
 
         A reconcile that changed nothing, at the same target, with no replica
         changed since, would change nothing again: it is skipped (most ticks).
         """
+        if self.config.shapes:
+            self.reconcile_shapes(warm=warm)
+            return
         if self._clean and self.target == self._reconciled and not warm:
             return
         self._clean = True
@@ -581,6 +672,22 @@ class _Fleet:
                     self.create(capacity, warm=warm)
             elif len(pool) > count:
                 # Starting replicas first (newest first), then the least loaded.
+                pool.sort(key=lambda r: (r.ready, r.in_flight, -r.created_s))
+                for replica in pool[: len(pool) - count]:
+                    self.remove(replica)
+        if warm:
+            self.dispatch()
+
+    def reconcile_shapes(self, *, warm: bool = False) -> None:
+        """Bring each shape's replicas to its part of the target (all on demand)."""
+        for offered in self.config.shapes:
+            count = self.shape_targets.get(offered.name, 0)
+            pool = [r for r in self.replicas if r.shape == offered.name and not r.draining]
+            if len(pool) < count:
+                for _ in range(count - len(pool)):
+                    self.create(ON_DEMAND, warm=warm, shape=offered.name)
+            elif len(pool) > count:
+                # Pending and starting replicas first (newest first), then the least loaded.
                 pool.sort(key=lambda r: (r.ready, r.in_flight, -r.created_s))
                 for replica in pool[: len(pool) - count]:
                     self.remove(replica)
@@ -625,6 +732,7 @@ class _World:
         self.spot_times = deque(sorted(config.spot.times_s))
         self.unreported = (0, 0)  # ticks and arrivals not yet told to the progress bar
         self.kind = _TICK  # the kind of event being handled
+        self.shape_names = tuple(s.name for s in config.shapes)
 
     def _new_second(self) -> None:
         """The counts kept over one second of the world, from zero."""
@@ -635,6 +743,8 @@ class _World:
         self.generated_in_second: int = 0
         self.ttfts_in_second: list[float] = []
         self.over_in_second: list[int] = [0] * len(PROMPT_SIZE_BOUNDS)
+        # With shapes, per shape: prompt tokens prefilled, tokens generated, TTFTs.
+        self.shape_second: dict[str, tuple[int, int, list[float]]] = {}
 
     # --- events -------------------------------------------------------------------------
 
@@ -667,6 +777,8 @@ class _World:
         initial = self.autoscaler.initial
         if initial > 0:
             fleet.target = initial
+            if self.config.shapes:
+                fleet.shape_targets = {self.config.shapes[0].name: initial}
             fleet.reconcile(warm=True)
         self._push(0.0, _TICK, 0)
         events = self.events
@@ -797,7 +909,7 @@ class _World:
 
     def _assign(self, i: int, replica: _Replica) -> None:
         r = self.live[i]
-        params = self.config.engine
+        params = replica.params
         limit = min(params.max_model_len, params.kv_cache_tokens)
         prompt = max(1, r.prompt_tokens)
         if prompt >= limit:
@@ -847,8 +959,19 @@ class _World:
         if end is not None:
             self._push(end, _STEP_END, replica.rid, (replica, replica.engine.plan_no))
 
-    def _emitted(self, tokens: int) -> None:
+    def _emitted(self, tokens: int, shape: str = "") -> None:
         self.generated_in_second += tokens
+        if shape and tokens:
+            self._shape_counts(shape, generated=tokens)
+
+    def _shape_counts(
+        self, shape: str, *, prefilled: int = 0, generated: int = 0, ttft: float | None = None
+    ) -> None:
+        """Add to ``shape``'s counts of this second."""
+        was_prefilled, was_generated, ttfts = self.shape_second.get(shape, (0, 0, []))
+        if ttft is not None:
+            ttfts.append(ttft)
+        self.shape_second[shape] = (was_prefilled + prefilled, was_generated + generated, ttfts)
 
     def _step_end(self, replica: _Replica, plan_no: int) -> None:
         if replica.ended_s is not None or replica.engine.plan_no != plan_no:
@@ -864,9 +987,11 @@ class _World:
             self.ttfts_in_second.append(took)
             if took > 0:
                 self.best_prefill = max(self.best_prefill, prompt / took)
+            if replica.shape:
+                self._shape_counts(replica.shape, prefilled=prompt, ttft=took)
         self.awaiting -= len(outcome.first)
         self.prefilled_in_second = (firsts, prefilled)
-        self.generated_in_second += outcome.tokens
+        self._emitted(outcome.tokens, replica.shape)
         if outcome.finished:
             for i in outcome.finished:
                 self.finished.set(i, outcome.end_s)
@@ -922,13 +1047,41 @@ class _World:
             kv_cache_utilization=kv / max(1, len(serving)),
             server_ttfts=tuple(self.ttfts_in_second),
             prompts_over=tuple(self.over_in_second),
+            shapes=self._shape_views() if self.config.shapes else {},
         )
+
+    def _shape_views(self) -> dict[str, ShapeView]:
+        out = {}
+        for offered in self.config.shapes:
+            mine = [r for r in self.fleet.replicas if r.shape == offered.name and not r.draining]
+            engines = [r.engine for r in mine if r.serving]
+            prefilled, generated, ttfts = self.shape_second.get(offered.name, (0, 0, []))
+            out[offered.name] = ShapeView(
+                replicas=tuple((r.created_s, r.serving, r.pending) for r in mine),
+                prefilled_tokens=prefilled,
+                generated_tokens=generated,
+                running=sum(e.num_running for e in engines),
+                server_waiting=sum(e.num_waiting for e in engines),
+                running_least=min((e.num_running for e in engines), default=0),
+                waiting_least=min((e.num_waiting for e in engines), default=0),
+                kv_cache_utilization=sum(e.kv_usage for e in engines) / max(1, len(engines)),
+                server_ttfts=tuple(ttfts),
+            )
+        return out
 
     def _decide(self, *, activation: bool, concurrency: float | None = None) -> None:
         if concurrency is None:
             concurrency = float(self.outstanding)
         desired = self.autoscaler.tick(self._view(concurrency), activation=activation)
-        if desired is not None and desired != self.fleet.target:
+        if isinstance(desired, Mapping):
+            if any(n < 0 for n in desired.values()) or set(desired) - set(self.shape_names):
+                raise ValueError(
+                    f"{self.autoscaler.name} asked for {dict(desired)}; the shapes are "
+                    f"{', '.join(self.shape_names)}, each at 0 or more"
+                )
+            self.fleet.shape_targets = dict(desired)
+            self.fleet.target = sum(desired.values())
+        elif desired is not None and desired != self.fleet.target:
             if desired < 0:
                 raise ValueError(f"{self.autoscaler.name} asked for {desired} replicas")
             self.fleet.target = desired
@@ -939,7 +1092,7 @@ class _World:
         # Steps that ended by now inside a jump count as the step engine's would.
         for replica in self.fleet.replicas:
             if replica.engine.in_step:
-                self.generated_in_second += replica.engine.settle(self.now)
+                self._emitted(replica.engine.settle(self.now), replica.shape)
         self._expire_held()
         while self.spot_times and self.spot_times[0] <= self.now:
             self.spot_times.popleft()

@@ -145,6 +145,7 @@ class Forwarding:
         "started",
         "target",
         "ticket",
+        "tokens",
         "tracker",
     )
 
@@ -169,9 +170,9 @@ class Forwarding:
         # request's cost in tokens comes from it.
         self.document = document
         # Counted as it arrives; what a prefix-balanced model picks a replica by
-        # (None: by load), and the LoRA adapter the request names (its target's
-        # adapter slots route it).
-        self.prompt, self.adapter = target.arrive(document)
+        # (None: by load), the LoRA adapter the request names (its target's
+        # adapter slots route it), and its prompt's length for a model on GPU shapes.
+        self.prompt, self.adapter, self.tokens = target.arrive(document)
         self.tracker: EndpointTracker | None = None
         self.conn: http1.UpstreamConnection | None = None
         # Its wait for an endpoint, once it had to wait (None: it never did).
@@ -193,7 +194,7 @@ class Forwarding:
         if self.adapter is not None:
             return False  # its adapter may need a load: awaited in a task
         target = self.target
-        tracker = target.try_take(self.prompt)
+        tracker = target.try_take(self.prompt, self.tokens)
         if tracker is None:
             return False
         conn = self.forwarder.pool.take_idle(tracker.host, tracker.port)
@@ -239,6 +240,7 @@ class Forwarding:
             self._place,
             adapter=self.adapter,
             prompt=self.prompt,
+            tokens=self.tokens,
             held_bytes=len(self.body) if self.body else 0,
             held_bodies=forwarder.held_bodies,
             on_wait=self._waited,

@@ -113,6 +113,41 @@ def _has_room(ready: Sequence[EndpointTracker], limit: int) -> bool:
     return limit <= 0 or any(t.in_flight < limit for t in ready)
 
 
+def _taker(
+    ready: Sequence[EndpointTracker],
+    limit: int,
+    rng: random.Random,
+    pickers: dict[_Held, tuple[AdapterPicker, HoldClass]],
+    choosers: dict[_Held, Choose],
+) -> Callable[[_Held], EndpointTracker | Skip | None]:
+    """How each held request takes its replica in one release: by load, or by its own
+    picker (a LoRA adapter's) or choice (a shaped model's prompt); one that finds no
+    replica of its own with room while others have some is passed over (SKIP)."""
+    # Adapters found without a slot in this release: capacity only shrinks while
+    # it runs, so their other requests are passed over without asking again.
+    blocked: set[str] = set()
+
+    def take(head: _Held) -> EndpointTracker | Skip | None:
+        held = pickers.get(head) if pickers else None
+        if held is None:
+            own = choosers.get(head) if choosers else None
+            if own is None:
+                return pick(ready, limit, rng)
+            got = own(ready, limit, rng)
+            # What it fits is full while others have room: they go, it waits.
+            return SKIP if got is None and _has_room(ready, limit) else got
+        picker = held[0]
+        if picker.name in blocked:
+            return SKIP
+        got = picker.pick(ready, limit, rng)
+        if got is None and _has_room(ready, limit):
+            blocked.add(picker.name)
+            return SKIP
+        return got
+
+    return take
+
+
 class Gate:
     """Holding and concurrency accounting for one target."""
 
@@ -138,6 +173,8 @@ class Gate:
         self._waiters: FairHoldQueue[_Held] = FairHoldQueue(_waiting)
         # Held LoRA adapter requests: their pickers and places (empty without adapters).
         self._pickers: dict[_Held, tuple[AdapterPicker, HoldClass]] = {}
+        # Held requests that choose their replica (a shaped model's: by its prompt).
+        self._choosers: dict[_Held, Choose] = {}
         # Its target's endpoints (read here: the ready ones); a gate of its own makes
         # its own, and looks again at each change.
         self.endpoints = endpoints or TargetEndpoints(name, on_change=self.settle)
@@ -246,6 +283,7 @@ class Gate:
         *,
         shed_at_zero: bool = False,
         picker: AdapterPicker | None = None,
+        choose: Choose | None = None,
     ) -> EndpointTracker:
         """Hold until an endpoint is handed over; raises a :class:`HoldError` or cancels.
 
@@ -254,14 +292,17 @@ class Gate:
         no replica is ready (the target is still woken). A request with a
         ``picker`` (a LoRA adapter's) is handed a replica its picker chooses;
         while it finds none the requests behind it that can go are not kept
-        waiting, and one the replicas can never serve is answered at once."""
+        waiting, and one the replicas can never serve is answered at once. One with
+        its own ``choose`` (a shaped model's long prompt: only some replicas fit it)
+        is handed a replica it chooses, and while it finds none with room the
+        requests behind it that can go are not kept waiting either."""
         if self.closed:
             raise self._closed_reason(self.name)
         ready = self.endpoints.ready
         # The fast path just missed (and a prefix balancer counted its pick):
         # one more look by load, as a held request is balanced, counted once.
-        choose = picker.pick if picker is not None else pick
-        tracker = None if self._waiters else self._took(choose(ready, self.limit, self._rng))
+        first = picker.pick if picker is not None else choose or pick
+        tracker = None if self._waiters else self._took(first(ready, self.limit, self._rng))
         if tracker is not None:
             return tracker
         if picker is not None:
@@ -270,7 +311,7 @@ class Gate:
                 raise never
         if shed_at_zero or self.buffered - self._shedding >= self.max_buffered:
             self.admit(place, shed_at_zero=shed_at_zero)
-        fut = self._hold(place, picker)
+        fut = self._hold(place, picker, choose)
         # One timer that fails the future, rather than asyncio.timeout (a
         # Timeout object, its timer and a cancellation to translate): held
         # requests are many, and each one's bytes count (10,000 held).
@@ -289,6 +330,8 @@ class Gate:
             self.held_by_class[place.label] -= 1
             if picker is not None:
                 self._pickers.pop(fut, None)
+            if choose is not None:
+                self._choosers.pop(fut, None)
             if not fut.done():
                 fut.cancel()
             if fut.cancelled():  # the client left: out of the queue now
@@ -305,7 +348,9 @@ class Gate:
                     self._shedding -= 1
                     self.sheds.note(place.label, failed.cause)
 
-    def _hold(self, place: HoldClass, picker: AdapterPicker | None) -> _Held:
+    def _hold(
+        self, place: HoldClass, picker: AdapterPicker | None, choose: Choose | None = None
+    ) -> _Held:
         """Put a request in the queue at ``place`` and count it; wake the target when
         nothing is ready, else hand out at once (it may go past requests that cannot)."""
         fut: _Held = asyncio.get_running_loop().create_future()
@@ -313,6 +358,8 @@ class Gate:
         self._waiters.hold(fut, self._last_t, place.priority, place.tenant, place.cost)
         if picker is not None:
             self._pickers[fut] = (picker, place)
+        elif choose is not None:
+            self._choosers[fut] = choose
         self.buffered += 1
         self.held_by_class[place.label] += 1
         if self.endpoints.ready:
@@ -340,24 +387,7 @@ class Gate:
         if not ready or not self._waiters:
             return
         touched = False
-        limit, rng, pickers = self.limit, self._rng, self._pickers
-        # Adapters found without a slot in this release: capacity only shrinks while
-        # it runs, so their other requests are passed over without asking again.
-        blocked: set[str] = set()
-
-        def take(head: _Held) -> EndpointTracker | Skip | None:
-            held = pickers.get(head) if pickers else None
-            if held is None:
-                return pick(ready, limit, rng)
-            picker = held[0]
-            if picker.name in blocked:
-                return SKIP
-            got = picker.pick(ready, limit, rng)
-            if got is None and _has_room(ready, limit):
-                blocked.add(picker.name)
-                return SKIP
-            return got
-
+        take = _taker(ready, self.limit, self._rng, self._pickers, self._choosers)
         for head, _, tracker in self._waiters.hand_out(take):
             if not touched:
                 self._touch()

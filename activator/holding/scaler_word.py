@@ -1,4 +1,4 @@
-"""What the scaler says of the fleet, kept once per activator: how many activators, who sleeps.
+"""What the scaler says of the fleet, kept once per activator: activators, sleep, shapes.
 
 The scalers answer every stats report with how many activators report (the
 largest fresh count among the replicas), and the leader also lists the
@@ -19,23 +19,31 @@ what it says.
 - **Sleeping**: an endpoint the warm tier has asleep is never ready
   (:mod:`activator.replicas.readiness`), so a request for a model whose
   replicas all sleep is held and its activation wakes one.
+- **Shapes**: for a model on several GPU shapes, each endpoint's shape,
+  weight and reach (:mod:`activator.holding.shape_balancing`), by which
+  its target balances. A leader's answer without them says no model has
+  shapes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from activator.holding.shape_balancing import ShapeRoute
+
 __all__ = ["ScalerWord"]
 
 
 class ScalerWord:
-    """The scaler's last word: the activator count and the sleeping endpoints per target."""
+    """The scaler's last word: the activator count, and per target the sleeping
+    endpoints and the shapes of its endpoints."""
 
-    __slots__ = ("_sleeping", "activators")
+    __slots__ = ("_shapes", "_sleeping", "activators")
 
     def __init__(self) -> None:
         self.activators = 1
         self._sleeping: dict[str, frozenset[str]] = {}
+        self._shapes: dict[str, Mapping[str, ShapeRoute]] = {}
 
     def share(self, container_concurrency: int) -> int:
         """This activator's share of a replica's ``container-concurrency`` (0: no bound)."""
@@ -60,4 +68,16 @@ class ScalerWord:
         """The leader's whole list of sleeping endpoints; the targets whose list changed."""
         new = {name: frozenset(keys) for name, keys in by_target.items() if keys}
         old, self._sleeping = self._sleeping, new
+        return {name for name in old.keys() | new.keys() if old.get(name) != new.get(name)}
+
+    def shapes(self, target: str) -> Mapping[str, ShapeRoute]:
+        """Each endpoint's shape, weight and reach (empty: ``target`` has no shapes)."""
+        return self._shapes.get(target, {})
+
+    def hear_shapes(self, by_target: Mapping[str, Mapping[str, ShapeRoute]]) -> set[str]:
+        """The leader's whole word on shapes; the targets whose word changed."""
+        new: dict[str, Mapping[str, ShapeRoute]] = {
+            name: dict(routes) for name, routes in by_target.items() if routes
+        }
+        old, self._shapes = self._shapes, new
         return {name for name in old.keys() | new.keys() if old.get(name) != new.get(name)}

@@ -15,13 +15,16 @@ target, never replaced, and the only writer of what it holds:
   their order, and the counts (in flight, held, shed, the period's level);
 - how a replica is **chosen**: by load, or where the prompt's prefix is
   likely cached (:class:`~activator.holding.prefix_balancing.PrefixBalancer`),
+  and for a model on several GPU shapes by each replica's capacity and the
+  prompt's length (:class:`~activator.holding.shape_balancing.ShapeBalancer`,
+  from the scaler's word),
   and the **token tally** of the period's arrivals (only with a TTFT
   objective: :class:`~activator.holding.token_tally.TokenTally`);
 - its **LoRA adapters** on its replicas
   (:class:`~activator.holding.adapters.AdapterSlots`), only while its spec
   declares some: a target without adapters pays nothing.
 
-The scaler's word (the activator count, the sleeping endpoints) is not
+The scaler's word (the activator count, the sleeping endpoints, the shapes) is not
 copied here: it is the registry's one :class:`~activator.holding.scaler_word.ScalerWord`,
 which the target reads when it works out its limits and its ready replicas,
 and :meth:`Target.configure` is called when it changes.
@@ -49,10 +52,10 @@ import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from activator.balancing.prefix_key import PromptBlocks
+from activator.balancing.prefix_key import PromptBlocks, estimated_tokens
 from activator.clock import Clock, loop_time
 from activator.holding.adapters import AdapterIO, AdapterPicker, AdapterSlots, LoadRefused
-from activator.holding.gate import Gate
+from activator.holding.gate import Choose, Gate
 from activator.holding.held_bodies import HeldBodies, HeldBodiesFull
 from activator.holding.hold_errors import (
     AdapterLoadFailed,
@@ -64,6 +67,7 @@ from activator.holding.hold_errors import (
 from activator.holding.prefix_balancing import PrefixBalancer
 from activator.holding.request_class import HoldClass
 from activator.holding.scaler_word import ScalerWord
+from activator.holding.shape_balancing import ShapeBalancer
 from activator.holding.token_tally import TokenTally
 from activator.replicas.readiness import EndpointTracker, TargetEndpoints
 from activator.targets import Endpoint, TargetSpec
@@ -87,6 +91,7 @@ class HoldTicket:
     classify: Callable[[], HoldClass]
     adapter: str | None = None
     prompt: PromptBlocks | None = None
+    tokens: int = 0  # the prompt's estimated tokens (0: not known), for shapes
     held_bytes: int = 0
     held_bodies: HeldBodies | None = None
     on_wait: Callable[[str, float], None] | None = None
@@ -131,6 +136,7 @@ class Target:
         "gate",
         "name",
         "prefix",
+        "shapes",
         "spec",
         "tokens",
         "word",
@@ -167,6 +173,7 @@ class Target:
         )
         self.tokens = TokenTally()
         self.prefix: PrefixBalancer | None = None
+        self.shapes: ShapeBalancer | None = None
         self.adapters: AdapterSlots | None = None
         self.configure(spec)
 
@@ -187,6 +194,8 @@ class Target:
             self.prefix.share(word.activators)
         else:
             self.prefix = None
+        routes = word.shapes(self.name)
+        self.shapes = ShapeBalancer(routes) if routes else None
         self.tokens.on = spec.counts_tokens
         slots = self.adapters
         if slots is not None:
@@ -294,13 +303,15 @@ class Target:
 
     # -- a request's endpoint (the forwarding) --------------------------------------
 
-    def arrive(self, document: object = None) -> tuple[PromptBlocks | None, str | None]:
+    def arrive(self, document: object = None) -> tuple[PromptBlocks | None, str | None, int]:
         """A request arrived (counted once, however often it waits); ``document``: its
         parsed body, when it was routed by ``model``. Returns what it is balanced by
-        (its prompt's blocks, None: by load) and the LoRA adapter it names, if any."""
+        (its prompt's blocks, None: by load), the LoRA adapter it names, if any, and
+        its prompt's estimated tokens where the model is on several GPU shapes (0:
+        not known)."""
         self.gate.arrive()
         if document is None:
-            return None, None
+            return None, None, 0
         if self.tokens.on:
             self.tokens.add(document)
         adapter = None
@@ -308,15 +319,26 @@ class Target:
             model = document.get("model")
             adapter = model if isinstance(model, str) and model in self.adapters.declared else None
         prompt = self.prefix.prompt_of(document) if self.prefix is not None else None
-        return prompt, adapter
+        tokens = estimated_tokens(document)[0] if self.shapes is not None else 0
+        return prompt, adapter, tokens
 
-    def try_take(self, prompt: PromptBlocks | None = None) -> EndpointTracker | None:
-        """An endpoint now, counted in flight, or None (never waits): by the prompt's
-        prefix where the target balances so, else by load. Held requests go first."""
+    def _choose(self, prompt: PromptBlocks | None, tokens: int) -> Choose | None:
+        """How this request's replica is chosen (None: by load)."""
         prefix = self.prefix
-        if prefix is None:
-            return self.gate.try_acquire()
-        return self.gate.try_acquire(functools.partial(prefix.pick, prompt))
+        by_prefix = functools.partial(prefix.pick, prompt) if prefix is not None else None
+        shapes = self.shapes
+        if shapes is None:
+            return by_prefix
+        return shapes.choose(tokens, by_prefix)
+
+    def try_take(
+        self, prompt: PromptBlocks | None = None, tokens: int = 0
+    ) -> EndpointTracker | None:
+        """An endpoint now, counted in flight, or None (never waits): by the prompt's
+        prefix where the target balances so, by shape where it has shapes, else by
+        load. Held requests go first."""
+        choose = self._choose(prompt, tokens)
+        return self.gate.try_acquire() if choose is None else self.gate.try_acquire(choose)
 
     async def take(self, ticket: HoldTicket) -> EndpointTracker:
         """An endpoint for the request ``ticket`` stands for, counted in flight: at once
@@ -329,7 +351,7 @@ class Target:
         picker = slots.picker(adapter) if slots is not None and adapter is not None else None
         while True:
             if picker is None:
-                tracker = self.try_take(ticket.prompt)
+                tracker = self.try_take(ticket.prompt, ticket.tokens)
             else:
                 tracker = gate.try_acquire(picker.pick)
             if tracker is None:
@@ -364,8 +386,14 @@ class Target:
         if bodies is not None and not bodies.take(ticket.held_bytes):
             raise HeldBodiesFull()
         try:
+            # Held, a request of a shaped model still goes where its prompt fits.
+            shapes = self.shapes
             tracker = await gate.acquire(
-                max(0.0, deadline - now), place, shed_at_zero=spec.shed_at_zero, picker=picker
+                max(0.0, deadline - now),
+                place,
+                shed_at_zero=spec.shed_at_zero,
+                picker=picker,
+                choose=shapes.choose(ticket.tokens) if shapes is not None else None,
             )
         except ColdStartTimeout:
             if ticket.load_refusals:

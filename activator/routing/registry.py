@@ -36,6 +36,7 @@ from activator.holding.adapters import AdapterIO
 from activator.holding.gate import DrainEnded
 from activator.holding.hold_errors import HoldError
 from activator.holding.scaler_word import ScalerWord
+from activator.holding.shape_balancing import ShapeRoute
 from activator.holding.target import Period, Target
 from activator.replicas.readiness import EndpointTracker
 from activator.routing.table import RoutingTable
@@ -108,6 +109,14 @@ class Registry:
     def set_sleeping(self, by_target: Mapping[str, Iterable[str]]) -> None:
         """The leading scaler's list of sleeping endpoints (``ip:port``) per target."""
         for name in self.word.hear_sleeping(by_target):
+            target = self.targets.get(name)
+            if target is not None:
+                target.configure()
+
+    def set_shapes(self, by_target: Mapping[str, Mapping[str, ShapeRoute]]) -> None:
+        """The leading scaler's word on GPU shapes: per target, each endpoint's shape,
+        weight and reach (a target left out has none)."""
+        for name in self.word.hear_shapes(by_target):
             target = self.targets.get(name)
             if target is not None:
                 target.configure()

@@ -38,8 +38,11 @@ has just started may not have heard from every activator yet).
 
 The warm tier: the leading scaler's answers (``"leader": true``) also list
 the endpoints that sleep, per target (``"sleeping"``); the registry takes them
-out of rotation (:meth:`Registry.set_sleeping`). Followers' answers carry no
-such list and change nothing. An activation's answer comes once the leader
+out of rotation (:meth:`Registry.set_sleeping`). GPU shapes: they also name
+each shaped model's endpoints with their shape, weight and reach
+(``"shapes"``; none: no model has shapes), by which its target balances
+(:meth:`Registry.set_shapes`). Followers' answers carry neither and change
+nothing. An activation's answer comes once the leader
 has woken a replica, so a held request goes out as soon as it arrives.
 
 Failures to reach the scaler are logged (once per streak and replica) and
@@ -219,7 +222,7 @@ class Reporter:
                         resp.request_info, (), status=resp.status, message=resp.reason or ""
                     )
                 answer = parse_answer(await resp.json(content_type=None))
-            self._take_sleeping(answer)
+            self._take_leader_word(answer)
             now = self.clock()
             if answer.activators is not None:
                 state.activators = answer.activators
@@ -240,8 +243,12 @@ class Reporter:
         finally:
             state.posting = None
 
-    def _take_sleeping(self, answer: ScalerAnswer) -> None:
-        """The leader's list of sleeping endpoints, when this answer is the leader's."""
+    def _take_leader_word(self, answer: ScalerAnswer) -> None:
+        """The leader's word on routing (sleeping endpoints, GPU shapes), when this
+        answer is the leader's."""
+        if answer.leader:
+            # The leader's word is taken whole: an answer naming no shapes clears them.
+            self.registry.set_shapes(answer.shapes or {})
         if answer.sleeping is not None:
             self.registry.set_sleeping({key: list(ends) for key, ends in answer.sleeping.items()})
 
@@ -302,7 +309,7 @@ class Reporter:
                 raw = await resp.read()
             if ok:
                 with contextlib.suppress(ValueError):
-                    self._take_sleeping(parse_answer(json.loads(raw)))
+                    self._take_leader_word(parse_answer(json.loads(raw)))
             refused = None if ok else refusal(resp.status, raw)
             result = "ok" if ok else "refused" if refused is not None else "error"
             self.metrics.activations.labels(target, result).inc()

@@ -26,7 +26,14 @@ container-concurrency is one over the largest fresh count) and whether it
 leads; the leader's answer also lists, per target, the endpoints the warm
 tier keeps out of rotation (asleep, going to sleep or waking)::
 
-    {"activators": 2, "leader": true, "sleeping": {"<namespace>/<name>": ["ip:port"]}}
+    {"activators": 2, "leader": true, "sleeping": {"<namespace>/<name>": ["ip:port"]},
+     "shapes": {"<namespace>/<name>": {"ip:port": {"shape": "h100", "weight": 1.0,
+                                                   "reach": 8000}}}}
+
+``shapes`` (the leader's too) names, for each model on several GPU shapes,
+each endpoint's shape, its ``weight`` (what one replica of it takes against
+the others) and its ``reach`` (the longest prompt it prefills within the
+objective; absent: any), as :class:`ShapeRoute` values.
 
 An activation (``POST /v1/activate``, 202) is answered the same way, with
 the ``target`` in place of the count.
@@ -43,8 +50,10 @@ Main decisions:
   activator; half of one would read as zero load for the rest.
 - **An answer is read for what it can say**: a count that is not a whole
   number of at least one says nothing (the last fresh one stands), and the
-  sleeping list counts only in the leader's answer (a follower's knows no
-  sleeps); a bad part of an answer is ignored, never the report's fault.
+  sleeping list and the shapes count only in the leader's answer (a
+  follower's knows neither); a bad part of an answer is ignored (a
+  malformed endpoint's shape is left out: it is balanced as a new one),
+  never the report's fault.
 - **Bounded**: at most ``max_targets`` targets, :data:`MAX_ADAPTER_REFUSALS`
   refusals per target each cut to :data:`MAX_REFUSAL_CHARS`, an activator
   name of at most 253 characters (a pod name's limit), a period of 0.05 to
@@ -66,6 +75,7 @@ __all__ = [
     "ActivatorReport",
     "ReportError",
     "ScalerAnswer",
+    "ShapeRoute",
     "TargetStats",
     "answer_json",
     "is_target_key",
@@ -261,19 +271,31 @@ def parse_report(payload: object, *, max_targets: int = 100_000) -> ActivatorRep
 
 
 @dataclass(frozen=True, slots=True)
+class ShapeRoute:
+    """What the scaler says of one endpoint: its shape, weight and reach (None: any)."""
+
+    shape: str
+    weight: float
+    reach: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ScalerAnswer:
     """A scaler replica's answer to a report or an activation (see the module docstring).
 
     ``activators``: the activators reporting to it now (in an answer to a
     report); ``target``: the target activated (in an answer to an
     activation); ``sleeping``: the leader's endpoints out of rotation, by
-    target (``None``: not the leader's answer, or no warm tier).
+    target (``None``: not the leader's answer, or no warm tier); ``shapes``:
+    the leader's word on each GPU-shaped model's endpoints (``None``: none
+    said; a leader's answer that says none means no model has shapes).
     """
 
     leader: bool
     activators: int | None = None
     target: str | None = None
     sleeping: Mapping[str, tuple[str, ...]] | None = None
+    shapes: Mapping[str, Mapping[str, ShapeRoute]] | None = None
 
 
 def answer_json(answer: ScalerAnswer) -> dict[str, Any]:
@@ -286,7 +308,54 @@ def answer_json(answer: ScalerAnswer) -> dict[str, Any]:
     body["leader"] = answer.leader
     if answer.sleeping is not None:
         body["sleeping"] = {target: list(ends) for target, ends in answer.sleeping.items()}
+    if answer.shapes:
+        body["shapes"] = {
+            target: {key: _route_json(route) for key, route in routes.items()}
+            for target, routes in answer.shapes.items()
+        }
     return body
+
+
+def _route_json(route: ShapeRoute) -> dict[str, Any]:
+    body: dict[str, Any] = {"shape": route.shape, "weight": route.weight}
+    if route.reach is not None:
+        body["reach"] = route.reach
+    return body
+
+
+def _route(raw: object) -> ShapeRoute | None:
+    if not isinstance(raw, dict):
+        return None
+    shape, weight, reach = raw.get("shape"), _finite(raw.get("weight")), raw.get("reach")
+    if not isinstance(shape, str) or weight is None or weight <= 0:
+        return None
+    if reach is None:
+        return ShapeRoute(shape, weight)
+    limit = _finite(reach)
+    if limit is None or limit < 0:
+        return None
+    return ShapeRoute(shape, weight, limit)
+
+
+def _finite(value: object) -> float | None:
+    """``value`` as a float when it is a finite JSON number (not a boolean), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _routes(raw: object) -> dict[str, dict[str, ShapeRoute]]:
+    """The ``shapes`` of a leader's answer, what is malformed left out."""
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[str, dict[str, ShapeRoute]] = {}
+    for target, endpoints in raw.items():
+        if not isinstance(endpoints, dict):
+            continue
+        routes = {str(k): r for k, v in endpoints.items() if (r := _route(v)) is not None}
+        if routes:
+            out[str(target)] = routes
+    return out
 
 
 def parse_answer(payload: object) -> ScalerAnswer:
@@ -310,4 +379,5 @@ def parse_answer(payload: object) -> ScalerAnswer:
         activators=activators,
         target=target if isinstance(target, str) else None,
         sleeping=listed,
+        shapes=_routes(payload["shapes"]) if leader and "shapes" in payload else None,
     )

@@ -112,7 +112,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_dir_flag(parser, "sandbox directory: kubeconfig, logs, and the demo's summary and chart")
     parser.add_argument(
         "--story",
-        choices=("scale", "warm", "spot", "lora", "inferencepool"),
+        choices=("scale", "warm", "spot", "lora", "inferencepool", "shapes"),
         default="scale",
         help="scale: from zero, a burst, back to zero (default); "
         "warm: a wake from sleep beside a cold start (docs/warm-tier.md); "
@@ -120,7 +120,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "lora: ten LoRA adapters on two replicas, loaded on demand, unloaded when idle "
         "(docs/adapters.md); "
         "inferencepool: an InferencePool woken from zero through its endpoint picker and "
-        "scaled under load, no activator (docs/gateway-api.md)",
+        "scaled under load, no activator (docs/gateway-api.md); "
+        "shapes: a model moves from whole H100s to a MIG slice as its load falls, and back "
+        "to a whole H100 when the slices run out (docs/shapes.md)",
     )
     story = parser.add_argument_group("the story")
     defaults = Story()
@@ -528,4 +530,8 @@ def run(args: argparse.Namespace) -> int:
             from loadtests.demo.pool_story import pool_main
 
             return runner.run(pool_main(args))
+        if story == "shapes":
+            from loadtests.demo.shapes_story import run_shapes
+
+            return runner.run(run_shapes(args))
         return runner.run(_main(args))

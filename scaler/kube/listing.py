@@ -1,5 +1,5 @@
-"""One-shot reads for ``tidal status``: the opted-in Deployments, their spot companions,
-those whose opt-in label has a value that opts nothing in, and the opted-in
+"""One-shot reads for ``tidal status``: the opted-in Deployments, their spot and shape
+companions, those whose opt-in label has a value that opts nothing in, and the opted-in
 InferencePools with the Deployment each scales (as the scaler's pool index binds them)."""
 
 from __future__ import annotations
@@ -16,8 +16,15 @@ from scaler.kube.pool_index import PoolIndex
 from scaler.kube.pools import POOL_GROUP, POOL_PLURAL, POOL_VERSION, pool_from_raw
 from scaler.kube.types import ENABLED_LABEL, CompanionInfo, DeploymentInfo, PoolInfo, PoolState
 from scaler.policy.placement.companion import CAPACITY_TYPE_LABEL
+from scaler.policy.shapes.template import SHAPE_LABEL
 
-__all__ = ["list_companions", "list_not_opted_in", "list_opted_in", "list_pools"]
+__all__ = [
+    "list_companions",
+    "list_not_opted_in",
+    "list_opted_in",
+    "list_pools",
+    "list_shape_companions",
+]
 
 
 async def list_opted_in(
@@ -68,6 +75,27 @@ async def list_companions(
     )
     found = (companion_from_raw(obj) for obj in items)
     return {f"{c.namespace}/{c.companion_of}": c for c in found if c is not None}
+
+
+async def list_shape_companions(
+    api: client.ApiClient, *, namespace: str | None = None, request_timeout_s: float = 10.0
+) -> dict[str, dict[str, CompanionInfo]]:
+    """Shape companions by ``namespace/<user's Deployment>``, then by shape."""
+    items = await _list(
+        api,
+        selector=SHAPE_LABEL,
+        namespace=namespace,
+        what="shape companion deployments",
+        request_timeout_s=request_timeout_s,
+    )
+    found: dict[str, dict[str, CompanionInfo]] = {}
+    for obj in items:
+        companion = companion_from_raw(obj)
+        shape = ((obj.get("metadata") or {}).get("labels") or {}).get(SHAPE_LABEL)
+        if companion is not None and shape:
+            key = f"{companion.namespace}/{companion.companion_of}"
+            found.setdefault(key, {})[str(shape)] = companion
+    return found
 
 
 async def _list(

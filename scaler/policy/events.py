@@ -30,6 +30,9 @@ __all__ = [
     "NO_DEPLOYMENT_SELECTED",
     "ON_DEMAND_PINNED",
     "SEVERAL_DEPLOYMENTS_SELECTED",
+    "SHAPES_CHANGED",
+    "SHAPE_RECOVERED",
+    "SHAPE_UNAVAILABLE",
     "SLEEP_MODE_UNAVAILABLE",
     "SLEPT",
     "SPOT_FALLBACK",
@@ -59,6 +62,9 @@ WOKE = "Woke"
 WAKE_FAILED = "WakeFailed"
 SLEEP_MODE_UNAVAILABLE = "SleepModeUnavailable"
 ADAPTER_LOAD_REFUSED = "AdapterLoadRefused"
+SHAPE_UNAVAILABLE = "ShapeUnavailable"
+SHAPE_RECOVERED = "ShapeRecovered"
+SHAPES_CHANGED = "ShapesChanged"
 # On an InferencePool (docs/gateway-api.md).
 NO_DEPLOYMENT_SELECTED = "NoDeploymentSelected"
 SEVERAL_DEPLOYMENTS_SELECTED = "SeveralDeploymentsSelected"
@@ -86,7 +92,9 @@ EVENT_REASONS: tuple[EventReason, ...] = (
         True,
         "an `autoscaling.tidal.dev/` or `placement.tidal.dev/` annotation is invalid (each key,"
         " value and what is allowed); the scale is left alone and requests held for the model"
-        " are answered 503 `not_woken` until it is fixed",
+        " are answered 503 `not_woken` until it is fixed. A bad GPU shape key"
+        " (`placement.tidal.dev/shapes` and its overrides) is the exception: the model scales"
+        " on the shapes declared well",
     ),
     EventReason(
         UNKNOWN_ANNOTATION,
@@ -115,6 +123,19 @@ EVENT_REASONS: tuple[EventReason, ...] = (
         SPOT_FALLBACK, True, "on-demand replicas cover spot ones that do not serve, and why"
     ),
     EventReason(SPOT_RECOVERED, False, "spot serves again: the on-demand cover is released"),
+    EventReason(
+        SHAPES_CHANGED,
+        False,
+        "GPU shapes: the model's replicas move to another mix of shapes (the mix, its hourly"
+        " cost, and the one before)",
+    ),
+    EventReason(
+        SHAPE_UNAVAILABLE,
+        True,
+        "GPU shapes: replicas of a shape stayed Pending past the pending-timeout; the shape is"
+        " capped at what it has, the next cheapest covers, and when it is asked for again",
+    ),
+    EventReason(SHAPE_RECOVERED, False, "GPU shapes: a capped shape serves again"),
     EventReason(SLEPT, False, "warm tier: an idle replica sleeps"),
     EventReason(WOKE, False, "warm tier: a sleeping replica woke, and how long it took"),
     EventReason(WAKE_FAILED, True, "warm tier: waking a replica failed; a new one starts"),

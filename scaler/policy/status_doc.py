@@ -5,7 +5,9 @@ A JSON object ``{"desired", "mode", "onDemand", "spot", "reason",
 status`` reads back; with an objective (``slo-ttft``) also ``"binding"``
 (the phase, prefill or decode, whose work is the larger) and
 ``"nextReplica"`` (the share of requests one more replica would meet
-besides, as at that write: what the next replica would buy).
+besides, as at that write: what the next replica would buy); a model with
+GPU shapes adds ``"shapes"`` (replicas asked of each shape) and
+``"costPerHour"`` (their on-demand dollars per hour).
 
 Main decision, when to write: only its *discrete* content (desired, mode,
 split, reason) is compared, never the time, so a decision that changes
@@ -30,7 +32,7 @@ __all__ = ["StatusDocument", "encode_status", "parse_status", "same_status", "st
 
 StatusDocument = dict[str, Any]
 
-_DISCRETE = ("desired", "mode", "onDemand", "spot", "reason")
+_DISCRETE = ("desired", "mode", "onDemand", "spot", "reason", "shapes")
 
 
 def parse_status(raw: str | None) -> StatusDocument | None:
@@ -63,12 +65,15 @@ def status_document(
     now_wall: str,
     last_change_wall: str | None = None,
     split: tuple[int, int] | None = None,
+    shapes: tuple[Mapping[str, int], float] | None = None,
 ) -> StatusDocument:
     """The document for ``decision``. ``changed``: this decision changed the scale, so
     its reason and ``now_wall`` are recorded; otherwise the previous reason and time
     stay (``last_change_wall``, else ``now_wall``, when there was no time), and with
     no previous reason both are ``null``: Tidal has not changed the scale. ``split``:
-    ``(on_demand, spot)`` replicas asked of each capacity type (``None``: all on demand)."""
+    ``(on_demand, spot)`` replicas asked of each capacity type (``None``: all on demand).
+    ``shapes``: replicas asked of each GPU shape and their cost per hour (``None``: no
+    shapes, and no such keys)."""
     before = previous or {}
     reason: str | None
     when: str | None
@@ -93,6 +98,10 @@ def status_document(
         # meet besides (a share of requests), as at this write.
         document["binding"] = decision.slo.binding
         document["nextReplica"] = round(decision.slo.next_replica, 4)
+    if shapes is not None:
+        replicas, cost = shapes
+        document["shapes"] = dict(replicas)
+        document["costPerHour"] = round(cost, 4)
     return document
 
 

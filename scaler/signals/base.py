@@ -128,6 +128,9 @@ class SourceReading:
     brought: Brought | None = None  # None: the latest arrival brought nothing for the target
     # Raw observed values for people (/v1/targets, metrics), named with units.
     observed: Mapping[str, float] = field(default_factory=dict)
+    # The same view of each group of the target's pods (a GPU shape's replicas,
+    # named by PodEndpoint.group), where the source tells its pods apart.
+    groups: Mapping[str, SourceReading] = field(default_factory=dict)
 
 
 class DemandSource(Protocol):
@@ -156,6 +159,10 @@ class PodEndpoint:
     name: str
     ip: str
     metrics_port: int
+    # Which of the target's groups the pod is in (its GPU shape, docs/shapes.md;
+    # "" for the shape of the user's own pod template); None for a target whose
+    # pods are all alike.
+    group: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

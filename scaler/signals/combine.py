@@ -45,6 +45,7 @@ __all__ = [
     "Fed",
     "combine",
     "fed_by",
+    "largest_levels",
     "share_within",
     "utilization_bounds",
 ]
@@ -120,7 +121,7 @@ def _count(kind: SignalKind, readings: Sequence[Fed]) -> tuple[list[float], bool
     return present, complete
 
 
-def _levels(present: Sequence[SourceReading]) -> Levels:
+def largest_levels(present: Sequence[SourceReading]) -> Levels:
     """Each level's largest view over the sources that give it."""
     largest: dict[str, float] = {}
     for reading in present:
@@ -163,7 +164,7 @@ def combine(readings: Sequence[Fed]) -> CombinedSignals:
         activators=sum(r.activators for r in present),
         pod_load=pod_load,
         observed=observed,
-        levels=_levels(present),
+        levels=largest_levels(present),
     )
 
 

@@ -40,6 +40,11 @@ Main decisions:
   diffs two decisions' counters and sees every token between them however
   many arrivals came in; the levels (requests running, waiting, awaiting a
   first token, KV cache use) are the sources' largest views at the decision.
+- **Groups of pods apart** (a model's GPU shapes, docs/shapes.md): where a
+  source reads a target's pods in groups
+  (:attr:`~scaler.signals.base.SourceReading.groups`), each group's counts
+  and levels are kept too (:attr:`SignalView.groups`), by the same rules, so
+  each shape's servers are measured on their own.
 - **Freshness per signal**: a sample must be younger than the hub's bound,
   or, for a utilization, than the bound of the source it comes from (a
   Prometheus polled every 5 s; :func:`~scaler.signals.combine.utilization_bounds`).
@@ -57,12 +62,13 @@ from groundwork.rules.stats_report import MAX_ADAPTER_REFUSALS
 from scaler.policy.api import LoadTotals, Observation, ScalingConfig, SignalKind, SignalReading
 from scaler.policy.freshness import fresh_bounds, readings
 from scaler.policy.windows import SignalWindows
-from scaler.signals.base import Brought, DemandSource, SourceReading
+from scaler.signals.base import Brought, DemandSource, Levels, SourceReading
 from scaler.signals.combine import (
     CombinedSignals,
     Fed,
     combine,
     fed_by,
+    largest_levels,
     share_within,
     utilization_bounds,
 )
@@ -97,6 +103,9 @@ class SignalView:
     demand_seen_at_s: float | None = None
     # Request and token counters since the hub began tracking the target.
     load: LoadTotals | None = None
+    # The same of each group of its pods (a GPU shape's replicas), where a source
+    # tells them apart: only the servers' counts and levels are in them.
+    groups: Mapping[str, LoadTotals] = field(default_factory=dict)
 
     def observation(self, *, ready: int, spec: int, activation: bool) -> Observation:
         """What the policy is given, with the replica counts the caller read.
@@ -147,6 +156,10 @@ class SignalHub:
         self._totals: dict[str, LoadTotals] = {}
         # Per (source, target), the last counts added: each is added once.
         self._added: dict[tuple[int, str], Brought] = {}
+        # The same per group of a target's pods: target -> group -> counters, and
+        # (source, target, group) -> the last counts added.
+        self._group_totals: dict[str, dict[str, LoadTotals]] = {}
+        self._group_added: dict[tuple[int, str, str], Brought] = {}
         # Refused LoRA adapter loads per target, until a reconciler raises them.
         self._adapter_refusals: dict[str, list[str]] = {}
 
@@ -165,8 +178,12 @@ class SignalHub:
         for kept in (self._demand_seen_at, self._totals, self._adapter_refusals):
             for key in [k for k in kept if k not in configs]:
                 del kept[key]
+        for key in [k for k in self._group_totals if k not in configs]:
+            del self._group_totals[key]
         for pair in [p for p in self._added if p[1] not in configs]:
             del self._added[pair]
+        for triple in [t for t in self._group_added if t[1] not in configs]:
+            del self._group_added[triple]
         return configs
 
     def _windows_of(self, key: str, config: ScalingConfig) -> SignalWindows:
@@ -228,11 +245,19 @@ class SignalHub:
     ) -> None:
         """Add what source ``index``'s latest arrival brought for ``key`` to its counters,
         once (each arrival's counts are its own, so adding never counts a request twice)."""
-        brought = reading.brought if reading is not None else None
+        if reading is None:
+            return
+        slo_ttft_s = config.slo_ttft_s if config is not None else None
+        for group, part in reading.groups.items():
+            got = part.brought
+            if got is not None and got is not self._group_added.get((index, key, group)):
+                self._group_added[(index, key, group)] = got
+                groups = self._group_totals.setdefault(key, {})
+                groups[group] = _added(groups.get(group, LoadTotals()), got, slo_ttft_s)
+        brought = reading.brought
         if brought is None or brought is self._added.get((index, key)):
             return
         self._added[(index, key)] = brought
-        slo_ttft_s = config.slo_ttft_s if config is not None else None
         self._totals[key] = _added(self._totals.get(key, LoadTotals()), brought, slo_ttft_s)
         if brought.adapter_refusals:
             kept = self._adapter_refusals.setdefault(key, [])
@@ -241,20 +266,18 @@ class SignalHub:
     def observe(self, key: str, config: ScalingConfig | None, *, now: float) -> SignalView:
         """``key``'s combined sources at ``now`` and, with a config, its signals' readings
         (a signal not fresh when a source behind it is stale)."""
-        combined = combine(self._read(key, now))
+        read = self._read(key, now)
+        combined = combine(read)
         seen = self._demand_seen_at.get(key)
         totals = self._totals.get(key)
         if totals is not None:
             # The levels as they stand now, where some source measures them.
-            levels = combined.levels
-            measured = {
-                spec.name: value
-                for spec in fields(levels)
-                if (value := getattr(levels, spec.name)) is not None
-            }
-            totals = replace(totals, **measured)
+            totals = _with_levels(totals, combined.levels)
+        groups = self._groups(key, read)
         if config is None:
-            return SignalView(combined=combined, readings={}, demand_seen_at_s=seen, load=totals)
+            return SignalView(
+                combined=combined, readings={}, demand_seen_at_s=seen, load=totals, groups=groups
+            )
         got = readings(
             self._windows_of(key, config),
             config,
@@ -262,11 +285,35 @@ class SignalHub:
             fresh_within_s=self._fresh_within_s,
             now=now,
         )
-        return SignalView(combined=combined, readings=got, demand_seen_at_s=seen, load=totals)
+        return SignalView(
+            combined=combined, readings=got, demand_seen_at_s=seen, load=totals, groups=groups
+        )
+
+    def _groups(self, key: str, read: Sequence[Fed]) -> dict[str, LoadTotals]:
+        """Each group's counters with its levels as the sources say now (the largest
+        view of each, as for the target)."""
+        counted = self._group_totals.get(key)
+        if not counted:
+            return {}
+        out = {}
+        for group, totals in counted.items():
+            parts = [r.groups[group] for _, r in read if r is not None and group in r.groups]
+            out[group] = _with_levels(totals, largest_levels(parts))
+        return out
 
     def windows(self, key: str) -> SignalWindows | None:
         """``key``'s windows, for inspection (``None`` before its first sample)."""
         return self._windows.get(key)
+
+
+def _with_levels(totals: LoadTotals, levels: Levels) -> LoadTotals:
+    """``totals`` with the levels some source measures now."""
+    measured = {
+        spec.name: value
+        for spec in fields(levels)
+        if (value := getattr(levels, spec.name)) is not None
+    }
+    return replace(totals, **measured)
 
 
 def _added(totals: LoadTotals, brought: Brought, slo_ttft_s: float | None) -> LoadTotals:

@@ -22,6 +22,11 @@ Per engine, from each pod's Prometheus text:
   is taken between two successful scrapes of the same pod (a counter that went
   down means the server restarted; that pair is skipped).
 
+Where the pods of a target fall into groups (a model's GPU shapes:
+:attr:`~scaler.signals.base.PodEndpoint.group`), a read gives the same view
+of each group beside the whole (:attr:`~scaler.signals.base.SourceReading.groups`),
+so each shape's servers are measured on their own (docs/shapes.md).
+
 Main decision, failures: a scrape that times out, is refused or does not
 parse leaves the pod's last good values in place but marks the pod stale once
 they are older than ``stale_after_s``; a stale pod makes the whole view not
@@ -35,8 +40,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
@@ -243,6 +248,16 @@ class _PodState:
 class _TargetState:
     engine: str
     pods: dict[str, _PodState]
+    # Pod name -> its group, where the target's pods are in groups (GPU shapes).
+    groups: dict[str, str] = field(default_factory=dict)
+
+    def members(self) -> dict[str, dict[str, _PodState]]:
+        """The pods of each group."""
+        out: dict[str, dict[str, _PodState]] = {}
+        for name, group in self.groups.items():
+            if name in self.pods:
+                out.setdefault(group, {})[name] = self.pods[name]
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,11 +282,11 @@ class _New:
         return None
 
 
-def _new_in(target: _TargetState, refreshed_at: float | None) -> _New:
+def _new_in(pods: Mapping[str, _PodState], refreshed_at: float | None) -> _New:
     """The new counts of the pods scraped in the refresh of ``refreshed_at`` only."""
     prompt = generated = firsts = ttft_s = 0.0
     buckets: dict[float, float] = {}
-    for pod in target.pods.values():
+    for pod in pods.values():
         m = pod.last
         if m is None or pod.last_ok_at is None or pod.last_ok_at != refreshed_at:
             continue
@@ -331,6 +346,7 @@ class PodScraper:
         self._refreshed_at: float | None = None
         # What the latest refresh brought per vLLM target, kept until the next one.
         self._brought: dict[str, Brought] = {}
+        self._group_brought: dict[str, dict[str, Brought]] = {}
 
     @property
     def name(self) -> str:
@@ -380,16 +396,26 @@ class PodScraper:
                 pods[pod.name] = state if state is not None else _PodState()
                 if target.engine in ENGINES:
                     jobs.append(self._scrape(pods[pod.name], pod, target.engine, now))
-            seen[target.key] = _TargetState(engine=target.engine, pods=pods)
+            groups = {pod.name: pod.group for pod in target.pods if pod.group is not None}
+            seen[target.key] = _TargetState(engine=target.engine, pods=pods, groups=groups)
         # Forget targets and pods no longer listed (gone or no longer ready).
         self._targets = seen
         self._refreshed_at = now
         await asyncio.gather(*jobs)
+        # Each refresh's counts are made once, so the hub adds each value once.
         self._brought = {}
+        self._group_brought = {}
         for key, listed in seen.items():
-            brought = _new_in(listed, now).brought() if listed.engine == "vllm" else None
+            if listed.engine != "vllm":
+                continue
+            brought = _new_in(listed.pods, now).brought()
             if brought is not None:
                 self._brought[key] = brought
+            self._group_brought[key] = {
+                group: got
+                for group, pods in listed.members().items()
+                if (got := _new_in(pods, now).brought()) is not None
+            }
 
     def read(self, key: str, *, now: float) -> SourceReading | None:
         target = self._targets.get(key)
@@ -398,6 +424,20 @@ class PodScraper:
             return SourceReading(fresh=False, reporters=0)
         if target.engine not in ENGINES:
             return None
+        reading = self._aggregate(target.pods, target.engine, now, self._brought.get(key))
+        if not target.groups:
+            return reading
+        brought = self._group_brought.get(key, {})
+        groups = {
+            group: self._aggregate(pods, target.engine, now, brought.get(group))
+            for group, pods in target.members().items()
+        }
+        return replace(reading, groups=groups)
+
+    def _aggregate(
+        self, pods: Mapping[str, _PodState], engine: str, now: float, brought: Brought | None
+    ) -> SourceReading:
+        """One reading over ``pods`` (a whole target, or one of its groups)."""
         fresh = True
         reporters = 0
         running = waiting = 0.0
@@ -406,7 +446,7 @@ class PodScraper:
         gpu: list[float] = []
         ratios: list[float] = []
         load: dict[str, float] = {}
-        for name, pod in target.pods.items():
+        for name, pod in pods.items():
             if pod.last_ok_at is None or now - pod.last_ok_at > self._stale_after_s:
                 fresh = False
             m = pod.last
@@ -423,7 +463,7 @@ class PodScraper:
                 gpu.append(m.gpu_utilization)
             if m.queue_to_compute_ratio is not None:
                 ratios.append(m.queue_to_compute_ratio)
-        has_data = reporters > 0 or not target.pods
+        has_data = reporters > 0 or not pods
         kv_mean, gpu_mean, ratio_mean = _mean(kv), _mean(gpu), _mean(ratios)
         signals: dict[SignalKind, float] = {}
         observed: dict[str, float] = {}
@@ -439,8 +479,8 @@ class PodScraper:
             observed["server_gpu_utilization"] = gpu_mean
         if ratio_mean is not None:
             observed["server_queue_to_compute_ratio"] = ratio_mean
-        if has_data and target.engine == "vllm":
-            new = _new_in(target, self._refreshed_at)
+        if has_data and engine == "vllm":
+            new = _new_in(pods, self._refreshed_at)
             observed["server_new_prompt_tokens"] = new.prompt_tokens
             observed["server_new_generation_tokens"] = new.generated_tokens
             if new.first_tokens > 0:
@@ -460,6 +500,6 @@ class PodScraper:
                 running_least=min((r for r, _ in per_pod), default=None),
                 waiting_least=min((w for _, w in per_pod), default=None),
             ),
-            brought=self._brought.get(key) if has_data else None,
+            brought=brought if has_data else None,
             observed=observed,
         )

@@ -36,6 +36,12 @@ A model with a spot placement policy is a pair of Deployments: the user's
 pair's, and a line under the table names both halves with their ready
 replicas (and, live, the cost), so the pair is obvious.
 
+A model with GPU shapes (``placement.tidal.dev/shapes``, docs/shapes.md)
+runs a companion ``<name>-<shape>`` per extra shape: its READY counts them
+all, and a line under the table gives the replicas asked of each shape and
+their hourly cost (from the status annotation), each Deployment's Ready
+replicas and, live, the shapes capped because their pods stayed Pending.
+
 Under the table, lines name what Tidal does not act on or cannot do:
 Deployments left alone for an invalid annotation, routing annotations the
 activator cannot use (it routes with the defaults), annotation keys of ours

@@ -25,7 +25,13 @@ import aiohttp
 
 from groundwork.kube.connection import KubeConfigError, connect
 from groundwork.kube.errors import KubeError
-from scaler.kube.listing import list_companions, list_not_opted_in, list_opted_in, list_pools
+from scaler.kube.listing import (
+    list_companions,
+    list_not_opted_in,
+    list_opted_in,
+    list_pools,
+    list_shape_companions,
+)
 from scaler.kube.types import ENABLED_LABEL, CompanionInfo
 from scaler.status.notes import not_opted_in_lines
 from scaler.status.pools import pool_rows
@@ -132,6 +138,9 @@ async def _main(args: argparse.Namespace) -> int:
             companions = await list_companions(
                 access.api, namespace=namespace, request_timeout_s=args.timeout_s
             )
+        shape_companions = await list_shape_companions(
+            access.api, namespace=namespace, request_timeout_s=args.timeout_s
+        )
     finally:
         await access.close()
     live = None
@@ -148,7 +157,9 @@ async def _main(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             failed = True
-    table = rows(deployments, live, companions, {k: p for k, (_, p) in bound.items()})
+    table = rows(
+        deployments, live, companions, {k: p for k, (_, p) in bound.items()}, shape_companions
+    )
     pools = pool_rows(pool_states, live)
     if args.output == "json":
         table += pools

@@ -1,7 +1,8 @@
 """The lines under ``tidal status``'s table: what a row's columns cannot say.
 
 Spot pairs (both halves and their ready replicas, live the cost and the
-saving), TTFT objectives (the goal, live the capacity learned and the
+saving), GPU shapes (replicas asked of each, their cost, live the shapes
+capped), TTFT objectives (the goal, live the capacity learned and the
 attainment measured), requests held by priority class across the
 activators, and what Tidal does not act on: Deployments left alone for a
 bad annotation, routing annotations the activator cannot use, unknown keys,
@@ -118,13 +119,31 @@ def _pair_line(row: Mapping[str, Any]) -> str:
     return line
 
 
+def _shapes_line(row: Mapping[str, Any]) -> str:
+    shapes = row["shapes"]
+    asked = " + ".join(f"{n} x {name}" for name, n in sorted(shapes["replicas"].items()))
+    cost = shapes["cost_per_hour"]
+    line = f"{row['namespace']}/{row['name']}: {asked or 'none'}"
+    if cost is not None:
+        line += f", ${cost:.2f}/h"
+    ready = ", ".join(f"{name} {n}" for name, n in shapes["ready"].items())
+    line += f"; ready: {ready}"
+    capped = ((row.get("live") or {}).get("shapes") or {}).get("capped") or {}
+    for name, cap in sorted(capped.items()):
+        line += f"; {name} capped at {cap['at_most']} (Pending past the pending-timeout)"
+    return line
+
+
 def under_table_lines(table: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The spot pairs, the TTFT objectives and the requests held by class, each under a
-    heading, for the rows that have them."""
+    """The spot pairs, the GPU shapes, the TTFT objectives and the requests held by
+    class, each under a heading, for the rows that have them."""
     text: list[str] = []
     pairs = [_pair_line(r) for r in table if r.get("pair")]
     if pairs:
         text += ["", "Spot pairs (on-demand + spot Deployments):", *pairs]
+    shaped = [_shapes_line(r) for r in table if r.get("shapes")]
+    if shaped:
+        text += ["", "GPU shapes (replicas asked of each, their on-demand cost):", *shaped]
     slo_lines = [_slo_line(r) for r in table if r.get("slo")]
     if slo_lines:
         text += ["", "Time-to-first-token objectives (SLO-first scaling):", *slo_lines]

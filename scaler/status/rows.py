@@ -5,7 +5,10 @@ reason of the last change), the Deployment's own state, and what the
 scaler's parsers make of its annotations: the same parsers, so that a
 Deployment the scaler leaves alone for a bad annotation says why here, and
 one an InferencePool scales is read with the pool's annotations under its
-own, as the scaler reads it. A spot pair's READY is both halves'.
+own, as the scaler reads it. A spot pair's READY is both halves'; a model
+with GPU shapes counts its shapes' companions ``<name>-<shape>`` too, and its
+row's ``shapes`` holds the replicas asked of each shape, their hourly cost
+and each Deployment's Ready replicas.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from scaler.policy.known_keys import unknown_keys
 from scaler.policy.placement.companion import companion_name
 from scaler.policy.pool_annotations import merge
 from scaler.policy.routing_check import routing_problems
+from scaler.policy.shapes.declarations import is_shape_key
 
 __all__ = ["rows", "spot_policy"]
 
@@ -42,13 +46,15 @@ def rows(
     live: Mapping[str, Mapping[str, Any]] | None = None,
     companions: Mapping[str, CompanionInfo] | None = None,
     pools: Mapping[str, PoolInfo] | None = None,
+    shape_companions: Mapping[str, Mapping[str, CompanionInfo]] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per Deployment: API state, plus live values when ``live`` is given.
 
     ``companions`` (by ``namespace/name`` of the user's Deployment) adds the
     spot half of a pair to READY and to the row's ``pair``; ``pools`` (by the
     same key) names the InferencePool that scales it, whose annotations are
-    read under the Deployment's, as the scaler reads them.
+    read under the Deployment's, as the scaler reads them; ``shape_companions``
+    (the same, then by shape) the shapes' companions to READY and to ``shapes``.
     """
     out = []
     for d in deployments:
@@ -85,7 +91,7 @@ def rows(
         routing = routing_problems(d.annotations)
         if routing:
             row["routing_problem"] = "; ".join(str(p) for p in routing)
-        unknown = unknown_keys(d.annotations)
+        unknown = [p for p in unknown_keys(d.annotations) if not is_shape_key(p.key)]
         if unknown:
             row["unknown_keys"] = "; ".join(str(p) for p in unknown)
         companion = (companions or {}).get(d.key)
@@ -101,37 +107,59 @@ def rows(
                     "ready": spot_ready,
                 },
             }
+        shaped = _shapes(d, st, (shape_companions or {}).get(d.key) or {})
+        if shaped is not None:
+            row["ready"] += sum(shaped["ready"].values()) - d.ready_replicas
+            row["shapes"] = shaped
         if live is not None:
-            view = live.get(d.key) or {}
-            signals = view.get("signals") or {}
-            row["live"] = {
-                "desired": view.get("desired"),
-                "mode": view.get("mode"),
-                "reason": view.get("reason"),
-                "signals": signals,
-                "observed": view.get("observed") or {},
-                "cost": view.get("cost"),
-            }
-            slo = view.get("slo")
-            if isinstance(slo, Mapping):
-                row["live"]["slo"] = dict(slo)
-            warm = view.get("warm")
-            if isinstance(warm, Mapping):
-                pods = warm.get("pods") or {}
-                row["live"]["warm"] = {
-                    "asleep": sum(
-                        1
-                        for p in pods.values()
-                        if isinstance(p, Mapping) and p.get("phase") == "sleeping"
-                    ),
-                    "wakes": warm.get("wakes"),
-                    "sleeps": warm.get("sleeps"),
-                    "failed_wakes": warm.get("failedWakes"),
-                    "last_wake_s": warm.get("lastWakeSeconds"),
-                    "sleep_mode_unavailable": warm.get("sleepModeUnavailable"),
-                }
+            row["live"] = _live_row(live.get(d.key) or {})
         out.append(row)
     return out
+
+
+def _live_row(view: Mapping[str, Any]) -> dict[str, Any]:
+    """The row's ``live`` part: what the scaler's /v1/targets says of the model now."""
+    out: dict[str, Any] = {
+        "desired": view.get("desired"),
+        "mode": view.get("mode"),
+        "reason": view.get("reason"),
+        "signals": view.get("signals") or {},
+        "observed": view.get("observed") or {},
+        "cost": view.get("cost"),
+    }
+    for key in ("slo", "shapes"):
+        part = view.get(key)
+        if isinstance(part, Mapping):
+            out[key] = dict(part)
+    warm = view.get("warm")
+    if isinstance(warm, Mapping):
+        pods = warm.get("pods") or {}
+        out["warm"] = {
+            "asleep": sum(
+                1 for p in pods.values() if isinstance(p, Mapping) and p.get("phase") == "sleeping"
+            ),
+            "wakes": warm.get("wakes"),
+            "sleeps": warm.get("sleeps"),
+            "failed_wakes": warm.get("failedWakes"),
+            "last_wake_s": warm.get("lastWakeSeconds"),
+            "sleep_mode_unavailable": warm.get("sleepModeUnavailable"),
+        }
+    return out
+
+
+def _shapes(
+    d: DeploymentInfo, status: Mapping[str, Any], companions: Mapping[str, CompanionInfo]
+) -> dict[str, Any] | None:
+    """A model's shapes: replicas asked of each and their cost (the status annotation),
+    each of its Deployments' Ready replicas (None: it has no shapes)."""
+    if not companions and "shapes" not in status:
+        return None
+    return {
+        "replicas": status.get("shapes") or {},
+        "cost_per_hour": status.get("costPerHour"),
+        "ready": {d.name: d.ready_replicas}
+        | {c.name: c.ready_replicas for _, c in sorted(companions.items())},
+    }
 
 
 def spot_policy(d: DeploymentInfo) -> bool:

@@ -24,6 +24,12 @@ Main decisions:
   (:mod:`scaler.policy.pool_annotations`), plus the pool's endpoint-picker
   keys; a problem whose value is the pool's is also kept on
   :class:`PoolTarget`, for the Warning raised on the pool.
+- **GPU shapes keep what was valid** (docs/shapes.md): a model's
+  ``placement.tidal.dev/shapes`` and its overrides are read against the
+  cluster's shape table (:class:`ShapeSource`), again whenever the table
+  changes; a bad one only warns (``InvalidAnnotation``, naming each key and
+  what is allowed, and why a listed shape is missing from the table) and
+  the model scales on the shapes declared well.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from groundwork.rules.scaling_keys import METRICS_PORT
 from scaler.kube.types import (
@@ -47,10 +54,33 @@ from scaler.policy.known_keys import unknown_keys
 from scaler.policy.pool_annotations import PickerConfig, merge, read_picker
 from scaler.policy.protocol import InvalidTargetConfig, Policy, parse_for_setup
 from scaler.policy.routing_check import routing_problems
+from scaler.policy.shapes.declarations import (
+    SHAPES,
+    SHAPES_CONFIGMAP,
+    ChosenShape,
+    ShapeTable,
+    is_shape_key,
+    read_shapes,
+)
+from scaler.policy.shapes.template import SHAPE_LABEL
 from scaler.policy.status_doc import StatusDocument, parse_status
 from scaler.signals.base import PickerEndpoint, PodEndpoint, TargetPods
 
-__all__ = ["PoolTarget", "TargetBook", "TargetConfig"]
+__all__ = ["PoolTarget", "ShapeSource", "TargetBook", "TargetConfig"]
+
+
+class ShapeSource(Protocol):
+    """The cluster's shape table (:class:`~scaler.kube.shape_watch.ShapeWatch`)."""
+
+    def table(self) -> tuple[int, ShapeTable]:
+        """The table and its revision (moves on each change)."""
+        ...
+
+    @property
+    def problems(self) -> tuple[AnnotationProblem, ...]:
+        """The table's entries left out, each with its problem."""
+        ...
+
 
 log = logging.getLogger(__name__)
 
@@ -95,15 +125,28 @@ class TargetConfig:
     unknown_keys: str | None = None
     # The InferencePool that scales this Deployment (None: opted in by its own label).
     pool: PoolTarget | None = None
+    # The GPU shapes it may run on, as declared well (empty: no shapes, its own
+    # pod template only), and what was not (an InvalidAnnotation Warning).
+    shapes: tuple[ChosenShape, ...] = ()
+    shape_problem: str | None = None
 
 
 class TargetBook:
     """Opted-in Deployments -> :class:`TargetConfig`, synced from a :class:`ClusterView`."""
 
-    def __init__(self, cluster: ClusterView, policy: Policy, *, gpu_metrics: bool = False) -> None:
+    def __init__(
+        self,
+        cluster: ClusterView,
+        policy: Policy,
+        *,
+        gpu_metrics: bool = False,
+        shapes: ShapeSource | None = None,
+    ) -> None:
         self._cluster = cluster
         self._policy = policy
         self._gpu_metrics = gpu_metrics
+        self._shapes = shapes
+        self._table_revision = 0
         self._entries: dict[str, TargetConfig] = {}
         # Bumped at every change of the entries: the pods to poll are built once per
         # change of them or of the snapshots, not at every poll (a picker is polled
@@ -141,6 +184,14 @@ class TargetBook:
             del self._entries[key]
             self._version += 1
             del self._seen[key]
+        if self._shapes is not None:
+            revision, _ = self._shapes.table()
+            if revision != self._table_revision:
+                self._table_revision = revision
+                for key, entry in self._entries.items():
+                    if SHAPES in entry.annotations:
+                        self._entries[key] = self._with_shapes(entry, reread=True)
+                        self._version += 1
         for key, snap in snapshots.items():
             d, pool = snap.deployment, pools.get(key)
             seen = self._seen.get(key)
@@ -195,16 +246,46 @@ class TargetBook:
         if unknown is not None:
             log.warning("%s: %s", key, unknown)
         self._version += 1
-        self._entries[key] = TargetConfig(
-            key=key,
-            annotations=annotations,
-            config=read.config if not read.problems else None,
-            problem=read.problem,
-            seen_status=seen_status,
-            revision=0 if entry is None else entry.revision + 1,
-            routing_problem=routing,
-            unknown_keys=unknown,
-            pool=pool_target,
+        self._entries[key] = self._with_shapes(
+            TargetConfig(
+                key=key,
+                annotations=annotations,
+                config=read.config if not read.problems else None,
+                problem=read.problem,
+                seen_status=seen_status,
+                revision=0 if entry is None else entry.revision + 1,
+                routing_problem=routing,
+                unknown_keys=unknown,
+                pool=pool_target,
+            )
+        )
+
+    def _with_shapes(self, entry: TargetConfig, *, reread: bool = False) -> TargetConfig:
+        """``entry`` with its shapes read against the table as it is now; ``reread``:
+        again, after the table changed (a new reading reports its problems again: the
+        revision moves)."""
+        annotations = entry.annotations
+        if not any(is_shape_key(k) for k in annotations):
+            return replace(entry, shapes=(), shape_problem=None)
+        table = self._shapes.table()[1] if self._shapes is not None else ShapeTable({})
+        reading = read_shapes(annotations, table)
+        problems = list(reading.problems)
+        listed = {n.strip() for n in annotations.get(SHAPES, "").split(",")}
+        table_problems = self._shapes.problems if self._shapes is not None else ()
+        for bad in table_problems:
+            if bad.key.split(" ")[0] in listed:
+                problems.append(
+                    AnnotationProblem(f"{SHAPES_CONFIGMAP} {bad.key}", bad.value, bad.allowed)
+                )
+        problem = "; ".join(str(p) for p in problems) or None
+        if problem is not None:
+            log.warning("%s: shapes declared badly, scaling on the rest: %s", entry.key, problem)
+        changed = entry.shapes != reading.shapes or entry.shape_problem != problem
+        return replace(
+            entry,
+            shapes=reading.shapes,
+            shape_problem=problem,
+            revision=entry.revision + 1 if changed and reread else entry.revision,
         )
 
     def poll_targets(self) -> list[TargetPods]:
@@ -221,11 +302,17 @@ class TargetBook:
             config = entry.config if entry is not None else None
             engine = config.engine if config is not None else "generic"
             port = _metrics_port(entry)
+            shaped = entry is not None and bool(entry.shapes)
             pods = []
             for pod in snap.ready_pods:
                 number = pod.port(port)
                 if number is not None and pod.ip is not None:
-                    pods.append(PodEndpoint(name=pod.name, ip=pod.ip, metrics_port=number))
+                    # A model with shapes: each pod in its shape's group ("": the
+                    # user's own template's), so each shape is measured on its own.
+                    group = pod.labels.get(SHAPE_LABEL, "") if shaped else None
+                    pods.append(
+                        PodEndpoint(name=pod.name, ip=pod.ip, metrics_port=number, group=group)
+                    )
             d = snap.deployment
             out.append(
                 TargetPods(
@@ -310,7 +397,9 @@ class _Reading:
     def unknown(self, *, on_pool: bool) -> str | None:
         """The unknown keys of ours on the pool (``on_pool``), else on the Deployment."""
         found = [
-            str(p) for p in unknown_keys(self.annotations) if (p.key in self.from_pool) == on_pool
+            str(p)
+            for p in unknown_keys(self.annotations)
+            if (p.key in self.from_pool) == on_pool and not is_shape_key(p.key)
         ]
         return "; ".join(found) or None
 

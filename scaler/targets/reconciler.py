@@ -47,17 +47,25 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from scaler.actuator import Actuator
 from scaler.gpu_ledger import CostView
 from scaler.kube.types import TargetSnapshot
+from scaler.placement.shaper import ShapesMade
 from scaler.policy.api import Decision
 from scaler.policy.decide import PolicyState
-from scaler.policy.events import ADAPTER_LOAD_REFUSED, INVALID_ROUTING, UNKNOWN_ANNOTATION
+from scaler.policy.events import (
+    ADAPTER_LOAD_REFUSED,
+    INVALID_ANNOTATION,
+    INVALID_ROUTING,
+    UNKNOWN_ANNOTATION,
+)
 from scaler.policy.placement.fallback import FallbackState
 from scaler.policy.placement.plan import PlacementPlan
+from scaler.policy.shapes.decide import ShapesState
 from scaler.signals.hub import SignalView
 from scaler.targets.book import TargetBook, TargetConfig
 from scaler.targets.deciding import Decider, decided
@@ -109,6 +117,7 @@ class Shared:
     publisher: Publisher
     clock: Callable[[], float]
     warm: WarmTier | None = None  # when sleeping replicas are enabled
+    wall_clock: Callable[[], float] = time.time  # the pods' clock (a shape's cap runs on it)
 
 
 @dataclass(slots=True)
@@ -142,6 +151,10 @@ class Reconciler:
         # The spot cover the last plan left; kept through decisions that plan nothing
         # (invalid annotations), as the cover itself is still there.
         self.fallback: FallbackState | None = None
+        # With GPU shapes: what the last shape step left (each shape's policy state,
+        # the mix, the capped shapes), and that step, for /v1/targets.
+        self.shapes: ShapesState | None = None
+        self.shaped: ShapesMade | None = None
         self.wakes = Wakes(
             self.key,
             warm=shared.warm,
@@ -238,8 +251,13 @@ class Reconciler:
             last_desired=shared.actuator.records.get(self.key).last_desired,
             activation=activation,
             now=now,
+            shapes=entry.shapes,
+            shapes_state=self.shapes if entry.shapes else None,
         )
         self.state, self.decision = made.state, made.decision
+        outcome = made.shapes.outcome if made.shapes is not None else None
+        self.shapes = outcome.shapes if outcome is not None else None
+        self.shaped = made.shapes if outcome is not None else None
         if view.combined.demand.busy or activation:
             self.last_busy_s = now
         if made.placement is not None:
@@ -258,6 +276,7 @@ class Reconciler:
                 placement=made.placement,
                 companion=made.companion,
                 current=made.current,
+                shapes=made.shapes,
             ),
         )
         return step, shared.actuator.plan(snap, step.decided, now=now)
@@ -357,6 +376,9 @@ class Reconciler:
             notes.append((INVALID_ROUTING, message + entry.routing_problem))
         if entry.unknown_keys is not None:
             notes.append((UNKNOWN_ANNOTATION, entry.unknown_keys))
+        if entry.shape_problem is not None:
+            message = "scaling on the shapes declared well: " + entry.shape_problem
+            notes.append((INVALID_ANNOTATION, message))
         if not notes or not self.shared.actuator.records.warnings_due(self.key):
             return ()
         return tuple(notes)
@@ -378,5 +400,10 @@ class Reconciler:
             decided_at=self.decided_at,
             placement=self.placement,
             cost=cost,
+            shapes=(
+                None
+                if self.shaped is None or self.shaped.outcome is None
+                else self.shaped.outcome.as_json(now_wall=self.shared.wall_clock())
+            ),
             pool=entry.pool.key if entry is not None and entry.pool is not None else None,
         )

@@ -36,5 +36,7 @@ class TargetState:
     # Spot placement (when the scaler has a placer): the last plan and the cost.
     placement: PlacementPlan | None = None
     cost: CostView | None = None
+    # GPU shapes: the last shape step, as /v1/targets shows it (None: no shapes).
+    shapes: Mapping[str, object] | None = None
     # The InferencePool that makes it a target (namespace/name), if one does.
     pool: str | None = None

@@ -6,7 +6,8 @@ writing, from the Deployment, its pods and the target's status record
 (:mod:`scaler.writes.status_records`): without a decision (a rejected config) only
 an unreported problem needs a write; with one, a scale that differs, a
 status whose content would change, an intended status not yet written, or
-placement writes (the companion, the pin, the spot scale, their Events).
+placement writes (the companion, the pin, the spot scale, their Events), or
+a model's shape writes (its companions ``<name>-<shape>``, their scale).
 Before a scale-down (not to zero) the plan ranks the pods' deletion costs
 (:mod:`scaler.policy.deletion`) and keeps their costs before, for the undo.
 :class:`WriteOutcome` is what the actuator (:mod:`scaler.actuator`) says
@@ -26,13 +27,24 @@ from dataclasses import dataclass, field
 
 from groundwork.kube.errors import Conflict
 from scaler.kube.types import DeploymentInfo, PodInfo, ScaleState
+from scaler.placement.shaper import ShapesMade
 from scaler.policy.api import Decision, SignalKind, SignalReading
 from scaler.policy.deletion import deletion_costs
 from scaler.policy.placement.plan import PlacementPlan
+from scaler.policy.shapes.mix import cost_per_hour
+from scaler.policy.shapes.plan import CompanionSeen
 from scaler.policy.status_doc import StatusDocument, same_status, status_document
 from scaler.writes.status_records import StatusRecord
 
-__all__ = ["Decided", "WriteOutcome", "WritePlan", "plan_writes", "status_for"]
+__all__ = [
+    "Decided",
+    "WriteOutcome",
+    "WritePlan",
+    "change_of",
+    "plan_writes",
+    "shapes_status",
+    "status_for",
+]
 
 # The record of a target nothing was written for yet.
 _NEW_TARGET = StatusRecord()
@@ -47,6 +59,8 @@ class Decided:
     line of a change. With a spot placement policy, ``placement`` is this
     decision's plan, ``companion_replicas`` the companion's scale now
     (``None``: no companion) and ``total_before`` the pair's previous target.
+    With GPU shapes, ``shapes`` is the shape step (its plan, the companions it
+    saw) and ``total_before`` the model's previous total over its shapes.
     """
 
     decision: Decision | None
@@ -56,6 +70,7 @@ class Decided:
     placement: PlacementPlan | None = None
     companion_replicas: int | None = None
     total_before: int | None = None
+    shapes: ShapesMade | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +101,7 @@ class WritePlan:
     @property
     def scale_to(self) -> int | None:
         """The replicas the user's Deployment should have."""
-        if self.placement is not None:
-            return self.placement.on_demand_replicas
-        return self.decision.desired if self.decision is not None else None
+        return _scale_to(self.decided)
 
     @property
     def split(self) -> tuple[int, int] | None:
@@ -96,6 +109,36 @@ class WritePlan:
         if self.placement is None:
             return None
         return self.placement.split.on_demand, self.placement.split.spot
+
+
+def _scale_to(decided: Decided) -> int | None:
+    """The user's Deployment's replicas: its on-demand share with a spot placement,
+    its shape's part with shapes, else the decision."""
+    if decided.placement is not None:
+        return decided.placement.on_demand_replicas
+    if decided.shapes is not None:
+        return decided.shapes.plan.user_replicas
+    return decided.decision.desired if decided.decision is not None else None
+
+
+def shapes_status(decided: Decided) -> tuple[dict[str, int], float] | None:
+    """Replicas per shape and their hourly cost for the status document (``None``: the
+    model has no shapes)."""
+    made = decided.shapes
+    if made is None or made.outcome is None:
+        return None
+    prices = {c.shape.name: c.shape.prices.on_demand for c in made.shapes}
+    replicas = dict(sorted(made.outcome.asks.items()))
+    return replicas, cost_per_hour(replicas, prices)
+
+
+def change_of(plan: WritePlan, decision: Decision, *, scaling: bool) -> tuple[int, bool]:
+    """The replicas before ``decision`` and whether it changes them: of a spot pair,
+    or of a model's shapes, the total over its Deployments."""
+    total_before = plan.decided.total_before
+    if total_before is None:
+        return plan.deployment.spec_replicas, scaling
+    return total_before, decision.desired != total_before
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,13 +180,16 @@ def plan_writes(
         if decided.problem is None or record.problem_reported:
             return None
         return WritePlan(deployment=deployment, decided=decided, record=record)
-    scale_to = placement.on_demand_replicas if placement is not None else decision.desired
+    scale_to = _scale_to(decided)
+    assert scale_to is not None
     split = (placement.split.on_demand, placement.split.spot) if placement is not None else None
     scaling = scale_to != deployment.spec_replicas
+    shapes = decided.shapes
     if (
         not scaling
-        and not _status_due(decision, record, split=split)
+        and not _status_due(decision, record, split=split, shapes=shapes_status(decided))
         and not _placement_writes(placement, decided.companion_replicas)
+        and not (shapes is not None and shapes.plan.needs_writes(_seen(shapes)))
     ):
         return None
     costs: Mapping[str, int] = {}
@@ -158,6 +204,13 @@ def plan_writes(
         deletion_costs=costs,
         previous_costs=previous,
     )
+
+
+def _seen(made: ShapesMade) -> dict[str, CompanionSeen]:
+    return {
+        name: CompanionSeen(c.spec_replicas, c.ready_replicas, current=True)
+        for name, c in made.companions.items()
+    }
 
 
 def _placement_writes(placement: PlacementPlan | None, companion_replicas: int | None) -> bool:
@@ -176,6 +229,7 @@ def status_for(
     changed: bool,
     now_wall: str,
     split: tuple[int, int] | None = None,
+    shapes: tuple[dict[str, int], float] | None = None,
 ) -> StatusDocument:
     """The status document ``decision`` gives, over what the record holds (an intended
     one first); ``changed``: the scale changed now, at ``now_wall``."""
@@ -188,13 +242,18 @@ def status_for(
         now_wall=now_wall,
         last_change_wall=last_change_wall,
         split=split,
+        shapes=shapes,
     )
 
 
 def _status_due(
-    decision: Decision, record: StatusRecord, *, split: tuple[int, int] | None = None
+    decision: Decision,
+    record: StatusRecord,
+    *,
+    split: tuple[int, int] | None = None,
+    shapes: tuple[dict[str, int], float] | None = None,
 ) -> bool:
-    document = status_for(decision, record, changed=False, now_wall="", split=split)
+    document = status_for(decision, record, changed=False, now_wall="", split=split, shapes=shapes)
     if record.intended is not None:
         return document != record.status
     return not same_status(document, record.status)

@@ -91,13 +91,14 @@ def _scaling() -> list[str]:
 def _shapes() -> list[str]:
     lines = [
         "",
-        "## GPU shapes (declarations)",
+        "## GPU shapes",
         "",
         "The GPU shapes a model may run on, from the cluster's `tidal-shapes` table, and",
         "its container's arguments, environment and price on each ([shapes.md](shapes.md)).",
-        "This version parses and checks these declarations",
-        "(`scaler/policy/shapes/declarations.py`); the scaler does not act on them yet and",
-        "names them as unknown keys, as it does any key it does not read.",
+        "Tidal sizes the model on each shape, buys the cheapest mix that meets its demand and",
+        "runs each extra shape in a companion Deployment `<name>-<shape>`. Unlike the keys",
+        "above, a bad shape key does not stop scaling: an `InvalidAnnotation` Warning names",
+        "it and what is allowed, and the model scales on the shapes declared well.",
         "",
         row("annotation", "default", "allowed", "meaning"),
         row("---", "---", "---", "---"),

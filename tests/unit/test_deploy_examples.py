@@ -3,7 +3,9 @@
 Covers: every opted-in Deployment's annotations parse into a config (no
 InvalidAnnotation), a Deployment behind an opted-in InferencePool with the
 pool's annotations under its own, as the scaler reads them; the spot
-example asks for spot-with-on-demand-baseline with a baseline of one; every
+example asks for spot-with-on-demand-baseline with a baseline of one; the
+shapes example's table and shapes read with no problem, its template being
+the first shape; every
 Service's and pool's selector selects its Deployment's pods (one pool for
 both halves of a spot pair); the pool example's picker settings parse.
 """
@@ -18,6 +20,8 @@ import yaml
 
 from scaler.policy import parse_scaling_config
 from scaler.policy.pool_annotations import merge, read_picker
+from scaler.policy.shapes.declarations import parse_shape_table, read_shapes
+from scaler.policy.shapes.template import template_shape
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "deploy" / "examples").glob("*.yaml"))
 
@@ -63,3 +67,17 @@ def test_spot_example_is_there() -> None:
     placement = parse_scaling_config(deployment["metadata"]["annotations"]).placement
     assert placement.policy == "spot-with-on-demand-baseline"
     assert placement.on_demand_baseline == 1
+
+
+def test_shapes_example_declares_its_table_and_shapes_well() -> None:
+    (path,) = [p for p in EXAMPLES if p.name == "vllm-llama-shapes.yaml"]
+    docs = documents(path)
+    (table,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    assert table["metadata"]["labels"] == {"tidal.dev/shapes": "true"}
+    shapes, problems = parse_shape_table(table["data"])
+    assert problems == ()
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    reading = read_shapes(deployment["metadata"]["annotations"], shapes)
+    assert reading.problems == ()
+    assert [c.shape.name for c in reading.shapes] == ["h100", "mig-3g.40gb", "a100"]
+    assert template_shape(deployment["spec"]["template"], reading.shapes) == "h100"

@@ -211,6 +211,23 @@ class ChosenShape:
     args: tuple[str, ...] = ()  # flags and their values, in the annotation's order
     env: tuple[tuple[str, str], ...] = ()
 
+    def flag(self, name: str) -> str | None:
+        """The value its arguments give flag ``name`` (``--max-model-len 8192`` or
+        ``--max-model-len=8192``), None when they do not set it."""
+        for i, word in enumerate(self.args):
+            if word == name and i + 1 < len(self.args):
+                return self.args[i + 1]
+            if word.startswith(name + "="):
+                return word[len(name) + 1 :]
+        return None
+
+    @property
+    def max_model_len(self) -> int | None:
+        """vLLM's ``--max-model-len`` on this shape (None: not overridden): longer
+        prompts are refused there."""
+        value = self.flag("--max-model-len")
+        return int(value) if value is not None and value.isdigit() else None
+
 
 @dataclass(frozen=True, slots=True)
 class ShapesReading:

@@ -41,7 +41,7 @@ would size a long-context model for decode it does not do.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scaler.policy.api import LoadTotals
 from scaler.policy.slo.load import fewest
@@ -115,6 +115,8 @@ class PhaseFit:
     ``sums``: the decayed normal equations of the busy intervals, in the
     prior's units (``xx`` upper triangle 11, 12, 13, 22, 23, 33, then
     ``xy`` 1, 2, 3); ``replica_seconds``: the busy time they hold.
+    ``prior``: the step, per-sequence and prefill values the fit starts from
+    and is pulled toward (:meth:`scaled`: another device's).
     """
 
     step_s: float = PRIOR_DECODE_STEP_S
@@ -124,6 +126,25 @@ class PhaseFit:
     slots_learned: bool = False
     sums: tuple[float, ...] = (0.0,) * 9
     replica_seconds: float = 0.0
+    prior: tuple[float, float, float] = (
+        PRIOR_DECODE_STEP_S,
+        PRIOR_PER_SEQUENCE_S,
+        _PRIOR_PREFILL_TOKENS_PER_S,
+    )
+
+    @classmethod
+    def scaled(cls, *, compute: float, bandwidth: float, slots: float = PRIOR_SLOTS) -> PhaseFit:
+        """The prior of a replica ``compute`` times as fast at prefill and ``bandwidth``
+        times at decode as the one the priors describe, running at most ``slots``
+        sequences (a GPU shape's prior: docs/shapes.md)."""
+        if not (compute > 0 and bandwidth > 0 and slots >= 1):
+            raise ValueError(
+                f"compute and bandwidth must be above 0 and slots at least 1, got "
+                f"{compute!r}, {bandwidth!r}, {slots!r}"
+            )
+        step, per_seq = PRIOR_DECODE_STEP_S / bandwidth, PRIOR_PER_SEQUENCE_S / bandwidth
+        prefill = _PRIOR_PREFILL_TOKENS_PER_S * compute
+        return cls(step_s=step, per_seq_s=per_seq, slots=slots, prior=(step, per_seq, prefill))
 
     @property
     def trusted(self) -> bool:
@@ -162,11 +183,12 @@ class PhaseFit:
         if replica_seconds <= 0 or not math.isfinite(steps + generated + prompt):
             return self
         keep = math.exp(-replica_seconds / _MEMORY_S)
+        prior_step, prior_per_seq, prior_prefill = self.prior
         # Per replica-second, in units of the prior (so every coordinate is near 1).
         x = (
-            steps * PRIOR_DECODE_STEP_S / replica_seconds,
-            generated * PRIOR_PER_SEQUENCE_S / replica_seconds,
-            prompt / _PRIOR_PREFILL_TOKENS_PER_S / replica_seconds,
+            steps * prior_step / replica_seconds,
+            generated * prior_per_seq / replica_seconds,
+            prompt / prior_prefill / replica_seconds,
         )
         w = replica_seconds
         pairs = ((0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2))
@@ -182,23 +204,14 @@ class PhaseFit:
         theta = _solve3(matrix, [xy[0] + lam, xy[1] + lam, xy[2] + lam])
         sums = (*xx, *xy)
         if theta is None:
-            return PhaseFit(
-                self.step_s,
-                self.per_seq_s,
-                self.prefill_tokens_per_s,
-                self.slots,
-                self.slots_learned,
-                sums,
-                spent,
-            )
+            return replace(self, sums=sums, replica_seconds=spent)
         lo, hi = _RANGE
         t = [min(hi, max(lo, v)) for v in theta]
-        return PhaseFit(
-            step_s=PRIOR_DECODE_STEP_S * t[0],
-            per_seq_s=PRIOR_PER_SEQUENCE_S * t[1],
-            prefill_tokens_per_s=_PRIOR_PREFILL_TOKENS_PER_S / t[2],
-            slots=self.slots,
-            slots_learned=self.slots_learned,
+        return replace(
+            self,
+            step_s=prior_step * t[0],
+            per_seq_s=prior_per_seq * t[1],
+            prefill_tokens_per_s=prior_prefill / t[2],
             sums=sums,
             replica_seconds=spent,
         )
@@ -212,15 +225,7 @@ class PhaseFit:
             if not self.slots_learned
             else (self.slots + running_per_replica) / 2
         )
-        return PhaseFit(
-            self.step_s,
-            self.per_seq_s,
-            self.prefill_tokens_per_s,
-            slots,
-            True,
-            self.sums,
-            self.replica_seconds,
-        )
+        return replace(self, slots=slots, slots_learned=True)
 
 
 def learn_phases(

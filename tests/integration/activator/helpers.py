@@ -27,7 +27,7 @@ from multidict import CIMultiDict
 from activator.app import Activator, start
 from activator.settings import ActivatorSettings
 from activator.targets import Discovered, Endpoint, TargetSink, TargetSpec
-from groundwork.rules.stats_report import ScalerAnswer, answer_json
+from groundwork.rules.stats_report import ScalerAnswer, ShapeRoute, answer_json
 
 
 async def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
@@ -145,14 +145,21 @@ class FakeScaler:
     # an activation then "wakes" its target after wake_s (drops it from the list).
     sleeping: dict[str, list[str]] | None = None
     wake_s: float = 0.0
+    # GPU shapes: when set, answers as the leader naming each endpoint's shape.
+    shapes: dict[str, dict[str, ShapeRoute]] | None = None
     _runner: web.AppRunner | None = None
 
     def _answer(self, **more: Any) -> dict[str, Any]:
-        """As the scaler answers (the leader's, listing the sleeping, when ``sleeping`` is set)."""
-        if self.sleeping is None:
+        """As the scaler answers: the leader's (listing the sleeping, naming the shapes)
+        when ``sleeping`` or ``shapes`` is set."""
+        if self.sleeping is None and self.shapes is None:
             return answer_json(ScalerAnswer(leader=False, **more))
-        sleeping = {key: tuple(ends) for key, ends in self.sleeping.items()}
-        return answer_json(ScalerAnswer(leader=True, sleeping=sleeping, **more))
+        sleeping = None
+        if self.sleeping is not None:
+            sleeping = {key: tuple(ends) for key, ends in self.sleeping.items()}
+        return answer_json(
+            ScalerAnswer(leader=True, sleeping=sleeping, shapes=self.shapes or {}, **more)
+        )
 
     async def _activate(self, request: web.Request) -> web.Response:
         body = await request.json()

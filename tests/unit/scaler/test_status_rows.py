@@ -5,7 +5,10 @@ the parser's message (the scaler leaves it alone, so its status annotation
 would otherwise look current), in the table and in JSON rows; a valid one
 keeps the reason from its status annotation. A spot pair: READY counts both
 halves, a line under the table names them (a companion not created yet
-too), and live cost columns and the saving show. Under the table: routing
+too), and live cost columns and the saving show. A model with GPU shapes:
+READY counts its shape companions, and a line under the table gives the
+replicas per shape, their hourly cost, each Deployment's Ready replicas and,
+live, the shapes capped; its shape keys are not unknown. Under the table: routing
 annotations the activator cannot use, unknown keys of ours, a warm tier without sleep mode, and
 Deployments whose opt-in label is not "true". A model with a TTFT objective:
 its goal from the annotations, and live the learned capacity and the
@@ -159,6 +162,34 @@ def test_spot_pair_and_cost() -> None:
         "replicas wanted ($1.50 saved so far)"
     ) in text
     assert "default/fresh: spot: on-demand fresh 0 ready, spot fresh-spot (not created yet)" in text
+
+
+def test_replicas_per_shape_and_the_hourly_cost() -> None:
+    status = {"desired": 3, "shapes": {"h100": 1, "mig-3g.40gb": 2}, "costPerHour": 22.83}
+    d = deployment(
+        "llama",
+        annotations={
+            "autoscaling.tidal.dev/status": json.dumps(status),
+            "placement.tidal.dev/shapes": "h100,mig-3g.40gb",
+            "placement.tidal.dev/shape-args.mig-3g.40gb": "--max-model-len 32768",
+        },
+        ready=1,
+    )
+    companion = CompanionInfo("default", "llama-mig-3g.40gb", "llama", 2, 2, "h")
+    live = {
+        "default/llama": {
+            "signals": {},
+            "shapes": {"capped": {"l4": {"at_most": 0, "why": "Pending"}}},
+        }
+    }
+    table = rows([d], live, shape_companions={"default/llama": {"mig-3g.40gb": companion}})
+    assert table[0]["ready"] == 3 and "unknown_keys" not in table[0]
+    text = render_table(table)
+    assert "GPU shapes (replicas asked of each, their on-demand cost):" in text
+    assert (
+        "default/llama: 1 x h100 + 2 x mig-3g.40gb, $22.83/h; ready: llama 1,"
+        " llama-mig-3g.40gb 2; l4 capped at 0 (Pending past the pending-timeout)"
+    ) in text
 
 
 def test_what_tidal_does_not_act_on_is_said_under_the_table() -> None:

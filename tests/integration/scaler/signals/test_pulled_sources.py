@@ -2,7 +2,8 @@
 
 Covers:
 - scrape of a vLLM-like and a Triton-like ``/metrics`` (Triton's queue/compute
-  rate from two scrapes);
+  rate from two scrapes); pods in groups (a model's GPU shapes) read per
+  group as well as whole;
 - a pod that starts failing (500, refused connection, a hang past the
   timeout) keeps its last values but turns the view stale after
   ``stale_after_s``; it is never read as zero;
@@ -139,6 +140,32 @@ async def test_vllm_scrape_then_failures_go_stale_not_zero(serve, session) -> No
     r = scraper.read("ns/llama", now=15.5)
     assert r is not None
     assert (r.signals.get(CONC), r.fresh) == (6.0, False)  # stale, and still not zero
+
+
+async def test_pods_in_groups_are_read_per_group_too(serve, session) -> None:  # type: ignore[no-untyped-def]
+    ports = [
+        await serve(FakePod(lambda: VLLM.format(running=3, waiting=1))),
+        await serve(FakePod(lambda: VLLM.format(running=2, waiting=0))),
+        await serve(FakePod(lambda: VLLM.format(running=1, waiting=5))),
+    ]
+    groups = ("h100", "mig-3g.40gb", "mig-3g.40gb")
+    t = TargetPods(
+        key="ns/llama",
+        namespace="ns",
+        engine="vllm",
+        pods=[
+            PodEndpoint(name=f"p{i}", ip="127.0.0.1", metrics_port=port, group=group)
+            for i, (port, group) in enumerate(zip(ports, groups, strict=True))
+        ],
+    )
+    scraper = PodScraper(session=session, timeout_s=0.3, stale_after_s=5.0)
+    await scraper.refresh([t], now=10.0)
+    r = scraper.read("ns/llama", now=10.0)
+    assert r is not None and r.signals.get(CONC) == 12.0
+    h100, mig = r.groups["h100"], r.groups["mig-3g.40gb"]
+    assert (h100.signals.get(CONC), h100.reporters, h100.levels.running) == (4.0, 1, 3.0)
+    assert (mig.signals.get(CONC), mig.signals.get(QUEUE), mig.reporters) == (8.0, 5.0, 2)
+    assert mig.pod_load == {"p1": 2.0, "p2": 6.0}
 
 
 async def test_refused_connection_and_never_scraped_pod(session) -> None:  # type: ignore[no-untyped-def]

@@ -20,6 +20,7 @@ from groundwork.rules.stats_report import (
     ActivatorReport,
     ReportError,
     ScalerAnswer,
+    ShapeRoute,
     TargetStats,
     answer_json,
     is_target_key,
@@ -127,8 +128,25 @@ def test_a_report_is_bounded() -> None:
         ScalerAnswer(leader=False, activators=3),
         ScalerAnswer(leader=True, target="ml/a", sleeping={"ml/a": ("10.0.0.1:8000",)}),
         ScalerAnswer(leader=False, target="ml/a"),
+        ScalerAnswer(
+            leader=True,
+            activators=1,
+            shapes={
+                "ml/a": {
+                    "10.0.0.1:8000": ShapeRoute("h100", 1.0, 8000.0),
+                    "10.0.0.2:8000": ShapeRoute("mig-3g.40gb", 0.43),
+                }
+            },
+        ),
     ],
-    ids=["leader", "leader-nothing-sleeps", "follower", "activation", "activation-follower"],
+    ids=[
+        "leader",
+        "leader-nothing-sleeps",
+        "follower",
+        "activation",
+        "activation-follower",
+        "shapes",
+    ],
 )
 def test_an_answer_is_read_as_the_scaler_wrote_it(answer: ScalerAnswer) -> None:
     assert parse_answer(answer_json(answer)) == answer
@@ -148,6 +166,33 @@ def test_an_answer_is_read_as_the_scaler_wrote_it(answer: ScalerAnswer) -> None:
             ScalerAnswer(leader=True, sleeping={"ml/b": ("1",)}),
         ),
         ({"leader": True, "sleeping": ["ml/a"]}, ScalerAnswer(leader=True)),
+        (
+            {
+                "leader": True,
+                "shapes": {
+                    "ns/m": {
+                        "10.0.0.1:8000": {"shape": "h100", "weight": 1.0, "reach": 8000},
+                        "10.0.0.2:8000": {"shape": "l4", "weight": 0, "reach": 10},
+                        "10.0.0.3:8000": {"shape": "a100", "weight": 0.5, "reach": None},
+                        "10.0.0.4:8000": {"shape": 3, "weight": 0.5},
+                        "10.0.0.5:8000": {"shape": "l4", "weight": True},
+                        "10.0.0.6:8000": {"shape": "l4", "weight": 1.0, "reach": -1},
+                    },
+                    "ns/empty": {},
+                    "ns/bad": ["not", "a", "map"],
+                },
+            },
+            ScalerAnswer(
+                leader=True,
+                shapes={
+                    "ns/m": {
+                        "10.0.0.1:8000": ShapeRoute("h100", 1.0, 8000.0),
+                        "10.0.0.3:8000": ShapeRoute("a100", 0.5, None),
+                    }
+                },
+            ),
+        ),
+        ({"shapes": {"ns/m": {"x:1": {"shape": "h100", "weight": 1}}}}, ScalerAnswer(False)),
     ],
     ids=[
         "not-an-object",
@@ -158,6 +203,8 @@ def test_an_answer_is_read_as_the_scaler_wrote_it(answer: ScalerAnswer) -> None:
         "a-follower-lists-no-sleeps",
         "bad-lists-left-out",
         "sleeping-not-an-object",
+        "malformed-shapes-left-out",
+        "a-follower-names-no-shapes",
     ],
 )
 def test_what_an_answer_cannot_say_is_read_as_unsaid(payload: object, read: ScalerAnswer) -> None:

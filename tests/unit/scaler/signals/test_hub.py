@@ -16,6 +16,8 @@ Covers:
   sources' largest views at the decision, and for a target with a TTFT
   objective the servers' first tokens within it are counted (none for a
   target without one);
+- the servers' counts and levels of each group of a target's pods (its GPU
+  shapes) are kept apart, beside the target's whole, and go with it;
 - a source the hub has never heard of (its own name, counts, levels and
   counts brought) is combined by the same rules, with nothing to change;
 - a utilization is fresh within its most direct source's bound.
@@ -31,7 +33,7 @@ import pytest
 from groundwork.rules.stats_report import parse_report
 from scaler.policy.api import ScalingConfig, SignalKind
 from scaler.signals.activator_reports import ActivatorReports
-from scaler.signals.base import Brought, Levels
+from scaler.signals.base import Brought, Levels, SourceReading
 from scaler.signals.hub import HubSettings, SignalHub
 from tests.unit.scaler.fakes import FakeSource, reading
 
@@ -182,6 +184,38 @@ def test_servers_new_tokens_are_counted_once_per_refresh() -> None:
     assert load is not None and load.served_prompt_tokens == 6000.0
     # Generated tokens are counted the same way; running and waiting are as they stand.
     assert (load.generated_tokens, load.running, load.server_waiting) == (1000.0, 12.0, 3.0)
+
+
+def test_each_group_of_pods_has_its_own_servers_counts() -> None:
+    catalog = Catalog()
+    catalog.targets = {"ns/a": ScalingConfig()}
+    scrape = FakeSource("scrape")
+    hub = SignalHub(sources=[scrape], catalog=catalog)
+
+    def part(tokens: float, running: float) -> SourceReading:
+        return reading(
+            fresh=True,
+            levels=Levels(running=running),
+            brought=Brought(served_prompt_tokens=tokens),
+        )
+
+    def refreshed() -> None:
+        groups = {"h100": part(3000.0, 8.0), "l4": part(1000.0, 2.0)}
+        scrape.readings["ns/a"] = replace(part(4000.0, 10.0), groups=groups)
+
+    refreshed()
+    hub.arrived("scrape", now=1.0)
+    hub.arrived("scrape", now=1.5)  # announced twice: nothing more
+    refreshed()
+    hub.arrived("scrape", now=2.0)
+    view = hub.observe("ns/a", ScalingConfig(), now=2.0)
+    assert view.load is not None and view.load.served_prompt_tokens == 8000.0
+    h100, l4 = view.groups["h100"], view.groups["l4"]
+    assert (h100.served_prompt_tokens, h100.running) == (6000.0, 8.0)
+    assert (l4.served_prompt_tokens, l4.running) == (2000.0, 2.0)
+    catalog.targets = {}
+    hub.arrived("scrape", now=3.0)
+    assert hub.observe("ns/a", None, now=3.0).groups == {}
 
 
 def test_first_tokens_within_the_objective_are_counted_for_a_target_with_an_slo() -> None:

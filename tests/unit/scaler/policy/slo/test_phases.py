@@ -3,6 +3,8 @@
 Covers (scaler.policy.slo.phases, scaler.policy.slo.sizing, scaler.policy.slo.state):
 - the step model is learned from busy intervals of an engine whose step is
   ``base + per_seq x batch + prefill / P``, at several mixes, within 10 %;
+- a prior scaled to another device (a GPU shape's) is where the fit starts
+  and what its ridge pulls toward, not the reference's;
 - the batch (slots) is learned where requests wait behind a capped batch of
   short prompts, and not where they wait behind long prompts; from the KV
   cache where it is half full or more; nothing is learned from queues on some
@@ -175,3 +177,19 @@ def test_the_floor_from_a_peak_fades_one_replica_per_cold_start() -> None:
     hold = MaxHold().record(6, 0.0, window_s=window).record(2, 30.0, window_s=window)
     floors = [fading_floor(hold, t, cold_start_s=60.0) for t in (30.0, 59.0, 60.0, 200.0, 330.0)]
     assert floors == [6, 6, 5, 3, 1]  # a count recorded once fades the same way
+
+
+def test_a_scaled_prior_is_where_the_fit_starts_and_stays() -> None:
+    fit = PhaseFit.scaled(compute=0.5, bandwidth=0.25, slots=128)
+    assert fit.step_s == pytest.approx(0.028) and fit.per_seq_s == pytest.approx(0.0002)
+    assert fit.slots == 128
+    # A replica-second exactly as the scaled prior says: 32 sequences, half the time
+    # decoding, half prefilling at 6,000 tokens/s.
+    generated = 0.5 / (0.028 / 32 + 0.0002)
+    learned = fit.learn(generated / 32, generated, 3_000.0, 1.0)
+    assert learned.step_s == pytest.approx(0.028, rel=1e-6)
+    assert learned.prefill_tokens_per_s == pytest.approx(6_000.0, rel=1e-6)
+    # The reference prior pulls the same evidence toward itself.
+    assert PhaseFit().learn(generated / 32, generated, 3_000.0, 1.0).step_s < 0.02
+    with pytest.raises(ValueError, match="compute"):
+        PhaseFit.scaled(compute=0, bandwidth=1)
