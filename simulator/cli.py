@@ -800,7 +800,8 @@ def table(cards: list[Scorecard]) -> str:
     header = (
         f"{'policy':<18} {cold}{'SLO':>6} {'goodput':>8} {extra}{'TTFT p50':>8} {'p99':>7} "
         f"{'cold':>5} {'wait p50':>8} {'p99':>6} {'failed':>6} {'GPU-h':>6} "
-        f"{'busy':>6} {'idle':>6} {'asleep':>6} {'spot':>6} {'cost':>7} {'wakes':>5}"
+        f"{'busy':>6} {'idle':>6} {'serve':>6} {'start':>6} {'sleep':>6} {'spot':>6} "
+        f"{'cost':>7} {'wakes':>5}"
     )
     lines = [header, "-" * len(header)]
     for c in cards:
@@ -813,15 +814,18 @@ def table(cards: list[Scorecard]) -> str:
             f"{_fmt(c.ttft_p50_s):>8} {_fmt(c.ttft_p99_s, 1):>7} {c.cold_starts:>5g} "
             f"{_fmt(c.cold_start_wait_p50_s, 1):>8} {_fmt(c.cold_start_wait_p99_s, 1):>6} "
             f"{c.failed:>6g} {c.gpu_seconds / 3600:>6.2f} {c.gpu_seconds_busy / 3600:>6.2f} "
-            f"{c.gpu_seconds_idle / 3600:>6.2f} {c.gpu_seconds_asleep / 3600:>6.2f} "
+            f"{c.gpu_seconds_idle / 3600:>6.2f} {c.gpu_seconds_serving / 3600:>6.2f} "
+            f"{c.gpu_seconds_starting / 3600:>6.2f} {c.gpu_seconds_sleeping_only / 3600:>6.2f} "
             f"{c.gpu_seconds_spot / 3600:>6.2f} {c.cost:>7.2f} {c.wakes:>5g}"
         )
     c0 = cards[0] if cards else None
     if c0 is not None:
         lines.append(
             f"SLO: TTFT <= {c0.slo_ttft_s:g}s (failed requests miss it); goodput in "
-            "requests/s meeting it; cold = zero-to-ready transitions, wait in s; GPU-hours "
-            "(asleep: held by sleeping pods only); reactive: demand known each second, "
+            "requests/s meeting it; cold = zero-to-ready transitions, wait in s; GPU-hours, "
+            "each device whole however many pods share it, split into serve (a pod awake "
+            "there), start (in a cold start) and sleep (sleepers only: paid for nothing); "
+            "reactive: demand known each second, "
             "capacity one cold start late; oracle: a lower bound on GPU-hours at its SLO, "
             "cold = the cold starts the bound charges"
         )

@@ -293,6 +293,7 @@ class _Replica:
     pending: bool = False  # spot asked for while no zone has any: no node yet
     zone: int = 0  # the spot zone its node is in (on-demand: 0, never noticed by a zone)
     ended_s: float | None = None
+    ready_s: float | None = None  # when its cold start ended
     in_flight: int = 0
     requests: set[int] = field(default_factory=set)
 
@@ -309,6 +310,9 @@ class ReplicaLife:
     busy_s: float
     cached_tokens: int = 0  # prompt tokens its prefix cache served
     queried_tokens: int = 0  # prompt tokens of the requests it took (vLLM's cache queries)
+    # When its cold start ended (None: not known, all of its life counts as
+    # serving); until then its device-seconds are *starting* on the scorecard.
+    ready_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -452,6 +456,7 @@ class _Fleet:
         replica.created_s = self.now
         if warm:
             replica.ready = True
+            replica.ready_s = self.now
             self.ready_count += 1
         else:
             self.push(self.now + self.config.cold_start.draw(self.cold_rng), _READY, 0, replica)
@@ -480,6 +485,7 @@ class _Fleet:
         if replica.ended_s is not None or replica.draining:
             return
         replica.ready = True
+        replica.ready_s = self.now
         self._serving = None
         if not replica.noticed:
             if self.ready_count == 0:
@@ -506,6 +512,7 @@ class _Fleet:
                 busy_s=replica.engine.busy_time_s(self.now),
                 cached_tokens=replica.engine.cached_tokens,
                 queried_tokens=replica.engine.queried_tokens,
+                ready_s=self.now if replica.ready_s is None else replica.ready_s,
             )
         )
 
