@@ -266,6 +266,10 @@ class Controller:
 
     # -- live view ----------------------------------------------------------------
 
+    def devices(self) -> dict[str, object] | None:
+        """The GPU devices held and what they do (the ledger's; None without one)."""
+        return self._ledger.devices().as_json() if self._ledger is not None else None
+
     def target_states(self) -> list[TargetState]:
         """Every target's last decision and signals, sorted by key."""
         snapshots = self._book.snapshots()

@@ -61,6 +61,7 @@ from scaler.signals.hub import HubSettings, SignalHub
 from scaler.signals.registry import Polled, SourceContext, polled_sources
 from scaler.targets.book import TargetBook
 from scaler.ticking import IntervalTicker
+from scaler.warm.bill import PoolBill
 from scaler.warm.gpu_memory import PrometheusGpuMemory
 from scaler.warm.tier import HttpReplicaCalls, WarmSettings, WarmTier
 from scaler.warm.views import ActuatorEvents, ModelBoard
@@ -113,8 +114,15 @@ async def _account(
     while True:
         try:
             if book.synced:
-                asleep = warm.pool.asleep_count if warm else None
-                ledger.account(clock(), book.snapshots(), asleep, wanted=book.wanted)
+                now = clock()
+                bill = PoolBill(warm.pool) if warm else None
+                ledger.account(
+                    now,
+                    book.snapshots(),
+                    bill.pod_use if bill else None,
+                    wanted=book.wanted,
+                    placements=bill.placements(now) if bill else None,
+                )
         except Exception:  # a bug in accounting must not stop it for good
             log.exception("GPU accounting failed")
         await asyncio.sleep(every_s)
@@ -252,6 +260,7 @@ def _compose(
         ),
         metrics=metrics,
         facts=placer.facts,
+        nodes=placer.view.nodes,
     )
     leader = _elector(settings, access, identity, ticker)
     policy = PurePolicy()

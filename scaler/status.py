@@ -469,7 +469,10 @@ def _pair_line(row: Mapping[str, Any]) -> str:
     return line
 
 
-async def _live(url: str, timeout_s: float) -> dict[str, Mapping[str, Any]]:
+async def _live(
+    url: str, timeout_s: float
+) -> tuple[dict[str, Mapping[str, Any]], Mapping[str, Any] | None]:
+    """The leader's live view: each target's, and the GPU devices held (None: not said)."""
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     async with (
         aiohttp.ClientSession(timeout=timeout) as session,
@@ -477,7 +480,32 @@ async def _live(url: str, timeout_s: float) -> dict[str, Mapping[str, Any]]:
     ):
         resp.raise_for_status()
         body = await resp.json()
-    return {t["target"]: t for t in body.get("targets") or () if isinstance(t, dict)}
+    targets: dict[str, Mapping[str, Any]] = {
+        t["target"]: t for t in body.get("targets") or () if isinstance(t, dict)
+    }
+    devices = body.get("devices")
+    return targets, devices if isinstance(devices, dict) else None
+
+
+def devices_line(devices: Mapping[str, Any] | None) -> list[str]:
+    """The cost line of the whole cluster: the GPUs (and MIG instances) held, each whole
+    however many pods share it, by what they do, and their hours so far; [] unknown."""
+    if not devices:
+        return []
+    hours = devices.get("gpu_seconds") or {}
+
+    def h(use: str) -> str:
+        return f"{float(hours.get(use) or 0.0) / 3600:.2f}"
+
+    return [
+        "",
+        "GPU devices (each GPU or MIG instance whole, however many pods share it):",
+        f"{devices.get('held', 0)} held: {devices.get('serving', 0)} serving, "
+        f"{devices.get('starting', 0)} starting, {devices.get('sleeping_only', 0)} "
+        f"sleeping-only (sleepers alone: paid for nothing); GPU-hours since the scaler "
+        f"started: {h('serving')} serving, {h('starting')} starting, "
+        f"{h('sleeping_only')} sleeping-only",
+    ]
 
 
 async def _main(args: argparse.Namespace) -> int:
@@ -498,10 +526,11 @@ async def _main(args: argparse.Namespace) -> int:
     finally:
         await access.close()
     live = None
+    devices = None
     failed = False
     if args.scaler_url:
         try:
-            live = await _live(args.scaler_url, args.timeout_s)
+            live, devices = await _live(args.scaler_url, args.timeout_s)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             # The API's view is still worth showing; only the live columns go.
             reason = str(exc) or type(exc).__name__
@@ -524,7 +553,7 @@ async def _main(args: argparse.Namespace) -> int:
     else:
         text = "no opted-in Deployments (label autoscaling.tidal.dev/enabled=true)"
     if args.output != "json":
-        text = "\n".join([text, *not_opted_in_lines(labelled)])
+        text = "\n".join([text, *devices_line(devices), *not_opted_in_lines(labelled)])
     write_out(text)
     return 1 if failed else 0
 

@@ -38,7 +38,7 @@ from scaler.kube.types import (
     PodInfo,
     TargetSnapshot,
 )
-from scaler.policy.placement.cost import gpus_requested
+from scaler.policy.placement.cost import gpu_requests, gpus_requested
 
 __all__ = ["KubeCluster", "deployment_from_raw", "pod_from_raw"]
 
@@ -139,6 +139,7 @@ def pod_from_raw(obj: RawObject) -> PodInfo:
         created_at=_epoch(meta.get("creationTimestamp")),
         evicted=evicted,
         gpus=gpus_requested(spec),
+        gpu_resource=min(gpu_requests(spec), default=GPU_RESOURCE),
     )
 
 

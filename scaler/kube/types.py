@@ -113,6 +113,9 @@ class PodInfo:
     created_at: float = 0.0
     evicted: bool = False
     gpus: int = 0
+    # The device resource it asks for (nvidia.com/gpu, a MIG profile's, or the
+    # device plugin's renamed nvidia.com/gpu.shared): which devices it holds.
+    gpu_resource: str = "nvidia.com/gpu"
 
     def port(self, number_or_name: int | str) -> int | None:
         if isinstance(number_or_name, int):
