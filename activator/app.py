@@ -185,6 +185,7 @@ class Activator:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
         self.tasks.clear()
+        self.registry.end_drain()  # held requests answered, adapter loads stopped
         await self.reporter.close()
         if self.data_server is not None:
             self.data_server.close()
@@ -320,7 +321,8 @@ def _assemble(settings: ActivatorSettings, prom: CollectorRegistry) -> Activator
         clock=clock,
     )
     prober = Prober(
-        targets.endpoints,
+        targets.to_probe,
+        targets.probed,
         interval_s=settings.probe_interval_s,
         timeout_s=timeouts.probe_s,
         recheck_ready_s=settings.recheck_ready_s if settings.routes is not None else None,
@@ -366,14 +368,12 @@ async def _run(
     loop = asyncio.get_running_loop()
     activator.tasks.append(loop.create_task(_supervise("source", source.run(targets))))
     activator.tasks.append(loop.create_task(_supervise("prober", activator.prober.run())))
-    keeper = AdapterKeeper(lambda: targets.targets.values(), interval_s=settings.adapter_refresh_s)
+    keeper = AdapterKeeper(targets.refresh_adapters, interval_s=settings.adapter_refresh_s)
     activator.tasks.append(loop.create_task(_supervise("adapters", keeper.run())))
     activator.tasks.append(loop.create_task(_supervise("reporter", activator.reporter.run())))
     connections, server_limits = activator.connections, activator.server_limits
     activator.data_server = await loop.create_server(
-        lambda: http1.ClientConnection(
-            None, limits=server_limits, connections=connections, fast=proxy.handle
-        ),
+        lambda: http1.ClientConnection(proxy.handle, limits=server_limits, connections=connections),
         settings.host,
         settings.port,
         backlog=settings.limits.backlog,

@@ -4,12 +4,13 @@
 its answer, written once for every request, as Knative's ``Throttler.Try``
 wraps hold, send and release in one call:
 
-1. **take an endpoint** from the gate: at once when one has room
-   (:meth:`Gate.try_acquire`), else held until one does
-   (:meth:`Gate.acquire`, one future per held request, bounded by the
-   target's cold-start timeout and by the cap on held bodies), placed by its
-   class, tenant and cost (:func:`~activator.holding.request_class.hold_class`,
-   read only then: a request that never waits reads no such header);
+1. **take an endpoint** from the target: at once when one has room
+   (:meth:`Target.try_take`), else held until one does (:meth:`Target.take`:
+   one future per held request in its gate, bounded by the target's
+   cold-start timeout and by the cap on held bodies; for a LoRA adapter, until
+   it is loaded there), placed by its class, tenant and cost
+   (:func:`~activator.holding.request_class.hold_class`, read only then: a
+   request that never waits reads no such header);
 2. **take a connection** to it from the pool: an idle keep-alive one at
    once, else a new one (awaited);
 3. **send** the request over it (:func:`activator.http1.send`); the replica
@@ -73,23 +74,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from activator import http1
-from activator.balancing.prefix_key import PromptBlocks
-from activator.holding.gate import ColdStartTimeout, DrainEnded, HoldError
+from activator.holding.gate import ColdStartTimeout, DrainEnded, HoldError, Shed
 from activator.holding.held_bodies import HeldBodies
-from activator.holding.request_class import hold_class
-from activator.holding.target import Target
+from activator.holding.request_class import HoldClass, hold_class
+from activator.holding.target import HoldTicket, Target
 from activator.http1 import Exchange
 from activator.http1.leaving import END_GRACE_S, EndGrace, leaving_reason, on_leaving
 from activator.metrics import Metrics
 from activator.refusal_log import RefusalLog
-from activator.replicas.lora_client import LoadRefused
 from activator.replicas.readiness import EndpointTracker
 from activator.statuses import (
     AdapterLoadFailed,
     AllRefused,
     Draining,
     Failure,
-    HeldBodiesFull,
     NoAdapter,
     NoTarget,
     ProxyError,
@@ -157,7 +155,8 @@ class Answers:
         error = error_document(exc, str(exc) if isinstance(exc, _DETAILED) else "")["error"]
         said = self.refusals.note(
             status=spec.status,
-            code=spec.code,
+            # A shed says which rule fired, in its own line: each is a different fix.
+            code=f"{spec.code} ({exc.cause})" if isinstance(exc, Shed) else spec.code,
             target=target,
             message=error["message"],
             now=time.monotonic(),
@@ -172,7 +171,9 @@ class Answers:
                 error_type=error["type"],
                 code=error["code"],
                 message=error["message"],
-                retry_after_s=self.retry_after_s if spec.retry_after else None,
+                retry_after_s=(getattr(exc, "retry_after_s", None) or self.retry_after_s)
+                if spec.retry_after
+                else None,
                 close=isinstance(exc, _CLOSING),
             )
         self.metrics.observe(target, spec.status, time.perf_counter() - started)
@@ -244,8 +245,10 @@ class Forwarding:
         "grace",
         "prompt",
         "sent_again",
+        "spec",
         "started",
         "target",
+        "ticket",
         "tracker",
     )
 
@@ -256,25 +259,27 @@ class Forwarding:
         target: Target,
         started: float,
         body: bytes | None = None,
-        prompt: PromptBlocks | None = None,
         document: object = None,
-        adapter: str | None = None,
     ) -> None:
         self.forwarder = forwarder
         self.exchange = exchange
         self.target = target
+        # The spec the request is served under from start to end, whatever changes.
+        self.spec = target.spec
         self.started = started
         # The body read whole to route by ``model``; None: the client's is piped.
         self.body = body
-        # What a prefix-balanced model picks a replica by (None: by load).
-        self.prompt = prompt
         # The body parsed to route by ``model`` (None: not parsed): a held
         # request's cost in tokens comes from it.
         self.document = document
-        # The LoRA adapter the request names (its target's adapter slots route it).
-        self.adapter = adapter
+        # Counted as it arrives; what a prefix-balanced model picks a replica by
+        # (None: by load), and the LoRA adapter the request names (its target's
+        # adapter slots route it).
+        self.prompt, self.adapter = target.arrive(document)
         self.tracker: EndpointTracker | None = None
         self.conn: http1.UpstreamConnection | None = None
+        # Its wait for an endpoint, once it had to wait (None: it never did).
+        self.ticket: HoldTicket | None = None
         self.sent_again = False  # it went out once and came back unanswered
         # Set while an answer whose client left runs on (module docstring).
         self.grace: EndGrace | None = None
@@ -291,13 +296,13 @@ class Forwarding:
         """Steps 1 to 3 with no waiting; False (nothing taken) when one must wait."""
         if self.adapter is not None:
             return False  # its adapter may need a load: awaited in a task
-        gate = self.target.gate
-        tracker = gate.try_acquire(self.prompt)
+        target = self.target
+        tracker = target.try_take(self.prompt)
         if tracker is None:
             return False
         conn = self.forwarder.pool.take_idle(tracker.host, tracker.port)
         if conn is None:
-            gate.release(tracker)  # opening a connection needs awaits
+            target.give_back(tracker)  # opening a connection needs awaits
             return False
         self._send(tracker, conn)
         return True
@@ -329,68 +334,27 @@ class Forwarding:
         self._send(tracker, conn)
 
     async def _endpoint_and_connection(self) -> tuple[EndpointTracker, http1.UpstreamConnection]:
-        """Steps 1 and 2: an endpoint, held for until the cold-start deadline, and a
-        connection to it; an endpoint that refuses is marked down and another awaited."""
-        forwarder, gate, spec = self.forwarder, self.target.gate, self.target.spec
-        metrics = forwarder.answers.metrics
-        loop = asyncio.get_running_loop()
-        timeout_s = spec.cold_start_timeout_s
-        place = None  # its class, tenant and cost, read when it first waits
-        deadline = 0.0  # on the loop's clock, from the first wait or refusal
+        """Steps 1 and 2: an endpoint from the target (held for until the cold-start
+        deadline, its LoRA adapter loaded there) and a connection to it; an endpoint
+        that refuses is marked down and another awaited, within the same deadline."""
+        forwarder, target = self.forwarder, self.target
+        ticket = self.ticket = HoldTicket(
+            self.spec,
+            self._place,
+            adapter=self.adapter,
+            prompt=self.prompt,
+            held_bytes=len(self.body) if self.body else 0,
+            held_bodies=forwarder.held_bodies,
+            on_wait=self._waited,
+        )
         refused = 0
-        load_refusals = 0
-        held_bytes = len(self.body) if self.body else 0
-        slots = self.target.adapters if self.adapter is not None else None
-        picker = slots.picker(self.adapter) if slots is not None and self.adapter else None
         while True:
-            tracker = gate.try_acquire(self.prompt, picker)
-            if tracker is None:
-                now = loop.time()
-                if not deadline:
-                    deadline = now + timeout_s
-                if place is None:
-                    place = hold_class(
-                        self.exchange.head.index, spec.default_priority, self.document
-                    )
-                    if place.bad_priority:
-                        metrics.count_bad_priority(gate.name)
-                # Before the body is counted as held: a full buffer (or a sheddable
-                # request at zero) is the answer.
-                gate.admit(place, shed_at_zero=spec.shed_at_zero)
-                if not forwarder.held_bodies.take(held_bytes):
-                    raise HeldBodiesFull()
-                try:
-                    tracker = await gate.acquire(
-                        max(0.0, deadline - now),
-                        place,
-                        shed_at_zero=spec.shed_at_zero,
-                        picker=picker,
-                    )
-                except ColdStartTimeout:
-                    if load_refusals:
-                        raise AdapterLoadFailed(
-                            f"{load_refusals} replica(s) refused to load {self.adapter!r}"
-                        ) from None
-                    if refused:
-                        raise AllRefused(f"{refused} connection attempt(s) refused") from None
-                    raise
-                finally:
-                    forwarder.held_bodies.give_back(held_bytes)
-                waited = loop.time() - now
-                metrics.observe_cold_wait(gate.name, waited)
-                metrics.observe_hold(gate.name, place.label, waited)
-            if slots is not None and self.adapter is not None:
-                try:
-                    await slots.ready(self.adapter, tracker)  # loads it there, held meanwhile
-                except LoadRefused:
-                    load_refusals += 1
-                    self._give_back(tracker)
-                    if not deadline:
-                        deadline = loop.time() + timeout_s
-                    continue
-                except BaseException:
-                    self._give_back(tracker)
-                    raise
+            try:
+                tracker = await target.take(ticket)
+            except ColdStartTimeout:
+                if refused:
+                    raise AllRefused(f"{refused} connection attempt(s) refused") from None
+                raise
             pool = forwarder.pool
             try:
                 conn = pool.take_idle(tracker.host, tracker.port) or await pool.acquire(
@@ -404,21 +368,29 @@ class Forwarding:
                     self._give_back(tracker)
                     raise answer from exc
                 refused += 1
-                gate.mark_down(tracker)  # before the release, which may hand it on
-                self._give_back(tracker)
-                if not deadline:
-                    deadline = loop.time() + timeout_s
+                target.give_back(tracker, ticket, down=True)  # out of rotation
+                ticket.start(asyncio.get_running_loop().time())
                 continue
             except BaseException:
                 self._give_back(tracker)
                 raise
             return tracker, conn
 
+    def _place(self) -> HoldClass:
+        """Its class, tenant and cost, read when it first waits (a bad class counted)."""
+        place = hold_class(self.exchange.head.index, self.spec.default_priority, self.document)
+        if place.bad_priority:
+            self.forwarder.answers.metrics.count_bad_priority(self.target.name)
+        return place
+
+    def _waited(self, label: str, waited_s: float) -> None:
+        metrics = self.forwarder.answers.metrics
+        metrics.observe_cold_wait(self.target.name, waited_s)
+        metrics.observe_hold(self.target.name, label, waited_s)
+
     def _give_back(self, tracker: EndpointTracker) -> None:
-        """The endpoint taken for this request, back to its gate (and adapter slots)."""
-        if self.adapter is not None and self.target.adapters is not None:
-            self.target.adapters.done(self.adapter, tracker)
-        self.target.gate.release(tracker)
+        """The endpoint taken for this request, back to its target (and adapter slots)."""
+        self.target.give_back(tracker, self.ticket)
 
     def _send(self, tracker: EndpointTracker, conn: http1.UpstreamConnection) -> None:
         """Step 3: send over ``conn``; the replica connection calls :meth:`done` at the end."""
@@ -501,7 +473,7 @@ class Forwarding:
     def _can_send_again(self) -> bool:
         """Not sent again before, the model allows it, and its whole body is at hand: read
         whole, or kept and rewound (asked last: rewinding changes the body)."""
-        if self.sent_again or not self.target.spec.resend_unanswered:
+        if self.sent_again or not self.spec.resend_unanswered:
             return False
         return self.body is not None or self.exchange.body.rewind()
 
@@ -512,7 +484,7 @@ class Forwarding:
         if conn is not None:
             self.forwarder.pool.release(conn)
         if tracker is not None:
-            self._give_back(tracker)
+            self.target.give_back(tracker, self.ticket)  # _give_back, written out
 
     def cancel(self) -> None:
         """The client went away (or the server shuts): see :func:`.leaving.on_leaving`."""

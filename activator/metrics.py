@@ -135,24 +135,25 @@ class _TargetCollector(Collector):
         # Counted by the gate in plain integers, as the prefix routes are.
         shed = CounterMetricFamily(
             PREFIX + "shed",
-            "requests answered 503 shed: displaced at max-buffered by a higher class or a "
-            "lighter tenant, or sheddable while no replica was ready "
-            "(routing.tidal.dev/shed-at-zero), by priority class",
-            labels=["target", "class"],
+            "requests answered 503 shed, by priority class and cause: higher_class (displaced "
+            "at max-buffered by a higher class), tenant_share (displaced at max-buffered: its "
+            "tenant held more than its share), at_zero (sheddable while no replica was ready, "
+            "routing.tidal.dev/shed-at-zero)",
+            labels=["target", "class", "cause"],
         )
         for name, target in sorted(self._targets().items()):
             gate = target.gate
             buffered.add_metric([name], gate.buffered)
             for label, n in gate.held_by_class.items():
                 held.add_metric([name, label], n)
-            for label, n in gate.shed_by_class.items():
-                shed.add_metric([name, label], n)
+            for (label, cause), n in sorted(gate.sheds.total.items()):
+                shed.add_metric([name, label, cause], n)
             in_flight.add_metric([name], gate.in_flight)
-            ready.add_metric([name], len(gate.endpoints.ready))
+            ready.add_metric([name], len(target.endpoints.ready))
             capacity.add_metric([name], gate.max_buffered)
             timeout.add_metric([name], target.spec.cold_start_timeout_s)
-            if gate.prefix is not None:
-                for outcome, n in gate.prefix.routes.items():
+            if target.prefix is not None:
+                for outcome, n in target.prefix.routes.items():
                     prefix_routes.add_metric([name, outcome], n)
         return [buffered, held, in_flight, ready, capacity, timeout, prefix_routes, shed]
 

@@ -16,9 +16,9 @@ relayed as a stream. The steps, in order, each written once:
    with (``/health``, ``/ping``, ``/version``:
    :mod:`activator.routing.server_probes`) that no route claims are answered
    here; a body over the limit is refused;
-3. to 5. (:mod:`activator.forwarding`): take an endpoint from the target's
-   gate, at once when one has room, else held until one does
-   (:mod:`activator.holding.gate`); forward over a pooled keep-alive
+3. to 5. (:mod:`activator.forwarding`): take an endpoint from the
+   target, at once when one has room, else held until one does
+   (:mod:`activator.holding.target`); forward over a pooled keep-alive
    connection with hop-by-hop headers removed and ``X-Forwarded-*`` and
    ``X-Request-Id`` set, streaming the request body as it arrives
    (:func:`activator.http1.send`); relay the response as it arrives
@@ -137,7 +137,7 @@ class Proxy:
             strip=_STRIP,
         )
 
-    def handle(self, exchange: Exchange) -> bool:
+    def handle(self, exchange: Exchange) -> None:
         """Serve ``exchange``: the HTTP layer's one call into the proxy; it always takes it.
 
         Synchronous up to the first step that must wait, which goes on in a
@@ -153,7 +153,7 @@ class Proxy:
         except SERVE_ERRORS as exc:
             self.answers.fail(exchange, exc, "", started)
             exchange.finish()
-            return True
+            return
         if target is None:
             head, table = exchange.head, self.registry.table
             model = retrieved_model(head.method, head.target)
@@ -172,12 +172,10 @@ class Proxy:
                 exchange.finish()
             else:
                 in_task(exchange, lambda: self._route_by_model(exchange, started))
-            return True
-        target.gate.arrive()
+            return
         forwarding = Forwarding(self.forwarder, exchange, target, started)
         if not forwarding.send_now():
             in_task(exchange, forwarding.wait_and_send)
-        return True
 
     # -- steps 1 and 2 -------------------------------------------------------------
 
@@ -226,22 +224,7 @@ class Proxy:
             self.answers.fail(exchange, exc, name, started)
             exchange.finish()
             return
-        gate = target.gate
-        gate.arrive(document)
-        adapter = None
-        if target.adapters is not None:  # the model may be one of its LoRA adapters
-            model = document.get("model") if isinstance(document, dict) else None
-            adapter = model if model in target.adapters.declared else None
-        forwarding = Forwarding(
-            self.forwarder,
-            exchange,
-            target,
-            started,
-            body,
-            gate.prompt_of(document),
-            document,
-            adapter,
-        )
+        forwarding = Forwarding(self.forwarder, exchange, target, started, body, document)
         if not forwarding.send_now():
             await forwarding.wait_and_send()
 

@@ -9,8 +9,10 @@ exception              status  when
 =====================  ======  ============================================
 NoTarget, GateClosed    404    no target matches (or it was removed); an
                                unknown ``model`` is named, with those served
-NoAdapter               404    an unknown ``model`` where LoRA adapters are
-                               declared: the message names the declared ones
+NoAdapter,              404    an unknown ``model`` where LoRA adapters are
+AdapterWithdrawn               declared: the message names the declared ones
+                               (AdapterWithdrawn: held for an adapter whose
+                               declaration was removed meanwhile)
 InvalidJson             400    the body, read for ``model``, is not JSON (the
                                parser's message and position, e.g. single
                                quotes or an unclosed bracket)
@@ -24,13 +26,20 @@ BufferFull              503    ``max_buffered`` requests already held, none
 Shed                    503    displaced at ``max_buffered`` by a higher
                                class or a lighter tenant, or sheddable and
                                refused while no replica is ready
-                               (``routing.tidal.dev/shed-at-zero``)
+                               (``routing.tidal.dev/shed-at-zero``); the
+                               message names which
 HeldBodiesFull          503    held request bodies reached the activator's cap
 Draining, DrainEnded    503    shutting down (DrainEnded: still held when
                                the drain timeout ended)
 ColdStartTimeout        504    no replica ready within the cold-start timeout
-AdapterLoadFailed       503    no replica could load the LoRA adapter (each
-                               asked refused it) within the cold-start timeout
+AdapterLoadFailed       503    every ready replica refused to load the LoRA
+                               adapter (what the last one said is given),
+                               answered as soon as none is left to ask
+LoraUnsupported         503    no ready replica can load LoRA adapters at all
+                               (none publishes LoRA support) and none is
+                               starting: names ``--enable-lora`` and
+                               ``VLLM_ALLOW_RUNTIME_LORA_UPDATING``; no
+                               ``Retry-After``
 NotWoken                503    Tidal will not wake the model: its
                                ``autoscaling.tidal.dev/`` annotations are
                                invalid (the message names the Deployment and
@@ -55,8 +64,11 @@ The rejections (the last six rows) are decided as the request is parsed,
 before anything reaches a replica, and close the connection after the
 answer: the next request's start would be in doubt.
 
-503s carry ``Retry-After``, except ``not_woken``: nobody knows when an
-operator will fix the annotation, so it says ``x-should-retry: false``
+503s carry ``Retry-After``, one second by default, and for a request
+refused while its model wakes the expected time left to a ready replica
+(:mod:`activator.holding.wake_clock`); except ``not_woken`` and
+``lora_unsupported``: nobody knows when an operator will fix the annotation
+or the model server's flags, so they say ``x-should-retry: false``
 instead (the header OpenAI's clients obey; they would retry it twice). Why
 503 for it: the client's request is fine (a 4xx would tell it to change the
 request); nothing timed out and waiting does not help (not a 504); no
@@ -99,13 +111,24 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-from activator.holding.gate import BufferFull, ColdStartTimeout, DrainEnded, GateClosed, Shed
-from activator.http1.server import REJECTIONS, BodyStalled, BodyTooLarge
+from activator.holding.held_bodies import HeldBodiesFull
+from activator.holding.hold_errors import (
+    AdapterLoadFailed,
+    AdapterWithdrawn,
+    BufferFull,
+    ColdStartTimeout,
+    DrainEnded,
+    GateClosed,
+    LoraUnsupported,
+    Shed,
+)
+from activator.http1.rejections import REJECTIONS, BodyStalled, BodyTooLarge
 from activator.scaler_link.wake_refusal import NotWoken
 
 __all__ = [
     "ERROR_STATUS",
     "AdapterLoadFailed",
+    "AdapterWithdrawn",
     "AllRefused",
     "BadBody",
     "BadModel",
@@ -119,6 +142,7 @@ __all__ = [
     "Failure",
     "HeldBodiesFull",
     "InvalidJson",
+    "LoraUnsupported",
     "NoAdapter",
     "NoTarget",
     "ProxyError",
@@ -142,10 +166,6 @@ class NoAdapter(ProxyError):
     """A ``model`` no target serves, where some target declares LoRA adapters."""
 
 
-class AdapterLoadFailed(ProxyError):
-    """Every replica asked to load the adapter refused, and the deadline passed."""
-
-
 class BadBody(ProxyError):
     """A body the activator must read for ``model`` and cannot; ``detail`` says why."""
 
@@ -164,10 +184,6 @@ class BodyNotObject(BadBody):
 
 class BadModel(BadBody):
     """The body is a JSON object without a non-empty ``model`` string."""
-
-
-class HeldBodiesFull(ProxyError):
-    """Holding this body would pass the activator's cap on held body bytes."""
 
 
 class Draining(ProxyError):
@@ -212,12 +228,21 @@ ERROR_STATUS: dict[type[Exception], ErrorStatus] = {
     NoAdapter: ErrorStatus(
         404, "not_found_error", "no_adapter", "no declared LoRA adapter has this name"
     ),
+    AdapterWithdrawn: ErrorStatus(
+        404, "not_found_error", "no_adapter", "no declared LoRA adapter has this name"
+    ),
     AdapterLoadFailed: ErrorStatus(
         503,
         "unavailable_error",
         "adapter_load_failed",
-        "no replica could load this LoRA adapter in time",
+        "no replica could load this LoRA adapter",
         retry_after=True,
+    ),
+    LoraUnsupported: ErrorStatus(
+        503,
+        "unavailable_error",
+        "lora_unsupported",
+        "this model's replicas cannot load LoRA adapters",
     ),
     InvalidJson: ErrorStatus(400, "invalid_request_error", "invalid_json", "the body is not JSON"),
     BodyNotObject: ErrorStatus(
@@ -253,8 +278,7 @@ ERROR_STATUS: dict[type[Exception], ErrorStatus] = {
         503,
         "overloaded_error",
         "shed",
-        "shed to make room for a request of a higher class or a lighter tenant, or refused "
-        "while the model wakes (a sheddable request)",
+        "the request was shed",
         retry_after=True,
     ),
     HeldBodiesFull: ErrorStatus(

@@ -7,6 +7,14 @@ a static routes file (:mod:`activator.routing.routes_file`). Both produce the sa
 frozen values defined here and hand whole snapshots to a
 :class:`TargetSink`; nothing downstream knows which source is in use.
 
+What a source knows of a target comes in two parts that change for
+different reasons (:class:`Discovered`): its :class:`TargetSpec`, what its
+annotations (or its routes-file entry) say, which changes when an operator
+edits them; and its endpoints, which change with every replica that starts,
+turns ready or goes away. The spec is an immutable value; the endpoints are
+not part of it, so a replica turning ready changes nothing the spec's
+readers see.
+
 An :class:`Endpoint` carries the source's opinion of readiness. The activator
 may know better in both directions: a direct probe can find a not-yet-ready
 endpoint accepting connections before the EndpointSlice says so, and a
@@ -28,7 +36,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from groundwork.rules.priority import PRIORITY_RANGE
@@ -50,6 +58,7 @@ from groundwork.rules.scaling_keys import ADAPTER_KEEP_ALIVE
 __all__ = [
     "DEFAULT_ADAPTER_KEEP_ALIVE_S",
     "Adapter",
+    "Discovered",
     "Endpoint",
     "TargetSink",
     "TargetSource",
@@ -101,7 +110,7 @@ class Endpoint:
 
 @dataclass(frozen=True, slots=True)
 class TargetSpec:
-    """One target: how requests find it, how many it holds, where its replicas are."""
+    """One target: how requests find it, how many it holds, how it is served."""
 
     name: str
     hosts: tuple[str, ...] = ()
@@ -110,7 +119,6 @@ class TargetSpec:
     container_concurrency: int = DEFAULT_CONTAINER_CONCURRENCY
     cold_start_timeout_s: float = DEFAULT_COLD_START_TIMEOUT_S
     max_buffered: int = DEFAULT_MAX_BUFFERED
-    endpoints: tuple[Endpoint, ...] = field(default=())
     balancing: str = DEFAULT_BALANCING
     resend_unanswered: bool = DEFAULT_RESEND_UNANSWERED
     # Estimate each request's prompt tokens and max_tokens for the scaler (a model
@@ -172,10 +180,18 @@ class TargetSpec:
         return (self.hosts, self.path_prefix, self.models, self.adapters)
 
 
-class TargetSink(Protocol):
-    """Receives whole snapshots of every target a source knows."""
+@dataclass(frozen=True, slots=True)
+class Discovered:
+    """What a source knows of one target now: its spec and where its replicas are."""
 
-    def apply(self, targets: Mapping[str, TargetSpec]) -> None: ...
+    spec: TargetSpec
+    endpoints: tuple[Endpoint, ...] = ()
+
+
+class TargetSink(Protocol):
+    """Receives whole snapshots of every target a source knows, by name."""
+
+    def apply(self, targets: Mapping[str, Discovered]) -> None: ...
 
 
 class TargetSource(Protocol):

@@ -21,13 +21,20 @@ names ``critical``, ``standard`` and ``sheddable`` to 1, 0 and -1), a
    arrival order. With one class and one tenant (requests without the
    headers) this is a plain FIFO in arrival order, and :meth:`hand_out`
    serves it without searching for the next flow.
-3. **A request that left is skipped** (``alive`` says which still wait) when
-   it is reached, never searched for; a tenant whose requests all left is
-   dropped from the turn when it comes up (it vanished).
-4. **Deadlines in arrival order** (:meth:`FairHoldQueue.expire`): every
+3. **A request that left leaves at once** (:meth:`FairHoldQueue.leave`, when
+   the caller knows it: its client went away, its deadline passed), or, for
+   a caller that only knows it later (``alive`` says which still wait), is
+   skipped when reached, never searched for; a tenant whose requests all
+   left is dropped from the turn when it comes up (it vanished).
+4. **A request that cannot go for a reason of its own is passed over**
+   (``take`` answers :data:`SKIP`: its LoRA adapter has no slot on any
+   replica with room, say), never keeping a request behind it that could
+   go: the order above is kept among the requests that can go. It keeps its
+   place and its tenant's turn for the next release.
+5. **Deadlines in arrival order** (:meth:`FairHoldQueue.expire`): every
    request is held for the same time, so those past it are the oldest, at
    the head of each tenant's requests.
-5. **Who goes when the buffer is full** (:meth:`FairHoldQueue.shed_for`,
+6. **Who goes when the buffer is full** (:meth:`FairHoldQueue.displace`,
    asked by the caller, which owns the limit): the newcomer displaces the
    newest request of the lowest class below its own, taken from the tenant
    that holds the most of that class (on a tie, the one whose newest
@@ -38,6 +45,8 @@ names ``critical``, ``standard`` and ``sheddable`` to 1, 0 and -1), a
    by the tenants waiting, and a tenant alone may use the whole buffer);
    failing both, the newcomer is the one refused. With one class and one
    tenant nothing is ever displaced: the newcomer is refused, as before.
+   The caller is told which rule fired (:data:`BY_CLASS`, :data:`BY_TENANT`),
+   so the request displaced can be told why.
 
 Main decision: no clock, no futures and no event loop here; times are passed
 in, so the simulator runs the same code in simulated time. What is held (a
@@ -53,10 +62,27 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-__all__ = ["FairHoldQueue"]
+__all__ = ["BY_CLASS", "BY_TENANT", "SKIP", "FairHoldQueue", "Skip"]
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+# Which rule of shedding displaced a request (rule 6 of the module docstring).
+BY_CLASS = "class"
+BY_TENANT = "tenant"
+
+
+class Skip:
+    """What ``take`` answers for a request that cannot go for a reason of its own while
+    others may (:data:`SKIP`, the one instance)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "SKIP"
+
+
+SKIP = Skip()
 
 
 # An entry: (item, held since, cost). A tuple, not an object: every held request
@@ -161,13 +187,15 @@ class FairHoldQueue(Generic[T]):
             order.pop(0)
         return None
 
-    def hand_out(self, take: Callable[[T], R | None]) -> Iterator[tuple[T, float, R]]:
+    def hand_out(self, take: Callable[[T], R | Skip | None]) -> Iterator[tuple[T, float, R]]:
         """Give capacity in release order: ``(item, held since, capacity)`` for as
         long as ``take(next)`` finds some for the request whose turn it is.
 
-        ``take`` is called again only after the caller has used the previous
-        capacity (the loop body runs in between), so it sees that capacity
-        counted."""
+        ``take`` answers None when there is no capacity for anyone (the release
+        ends), or :data:`SKIP` when this request cannot go for a reason of its
+        own: it is passed over and the next in order is asked (rule 4). It is
+        called again only after the caller has used the previous capacity (the
+        loop body runs in between), so it sees that capacity counted."""
         alive, order, bands = self._alive, self._order, self._bands
         found = self._head()
         while found is not None:
@@ -178,24 +206,16 @@ class FairHoldQueue(Generic[T]):
             got = take(item)
             if got is None:
                 return
+            if isinstance(got, Skip):
+                yield from self._hand_out_passing(take, passed={id(flow): 1})
+                return
             entries.popleft()
             self._count -= 1
-            band.vclock = flow.vtime
-            flow.vtime += cost
-            band.seq += 1
-            flow.seq = band.seq
-            heap = band.heap
-            tenant = heap[0][2]
-            if not entries:
-                heapq.heappop(heap)
-                flow.active = False
-            elif len(heap) == 1:
-                heap[0] = (flow.vtime, flow.seq, tenant)  # alone in its class: still next
-            else:
-                heapq.heapreplace(heap, (flow.vtime, flow.seq, tenant))
+            self._served(band, flow, cost, more=bool(entries))
             yield item, since, got
             # The common case (one class, one tenant: no headers) goes on with the
             # same flow without looking for the next one.
+            heap = band.heap
             if not (
                 entries
                 and len(heap) == 1
@@ -205,6 +225,77 @@ class FairHoldQueue(Generic[T]):
                 and (alive is None or alive(entries[0][0]))
             ):
                 found = self._head()
+
+    def _served(self, band: _Band[T], flow: _Flow[T], cost: int, *, more: bool) -> None:
+        """``flow``, the top of ``band``'s turns, was handed a request of ``cost``:
+        advance its turn; ``more``: it still has requests waiting."""
+        band.vclock = flow.vtime
+        flow.vtime += cost
+        band.seq += 1
+        flow.seq = band.seq
+        heap = band.heap
+        tenant = heap[0][2]
+        if not more:
+            heapq.heappop(heap)
+            flow.active = False
+        elif len(heap) == 1:
+            heap[0] = (flow.vtime, flow.seq, tenant)  # alone in its class: still next
+        else:
+            heapq.heapreplace(heap, (flow.vtime, flow.seq, tenant))
+
+    def _hand_out_passing(
+        self, take: Callable[[T], R | Skip | None], passed: dict[int, int]
+    ) -> Iterator[tuple[T, float, R]]:
+        """:meth:`hand_out` once some request answered :data:`SKIP`: the same order over
+        the requests that can go. Within a tenant, the requests passed over are
+        counted from the front of its queue (``passed``: ``id(flow)`` -> how many,
+        those already asked); a tenant with none that can go is set aside,
+        keeping its turn (its virtual time), and put back at the end."""
+        alive = self._alive
+        aside: list[tuple[_Band[T], tuple[int, int, str]]] = []
+        try:
+            for negated in list(self._order):
+                band = self._bands.get(-negated)
+                if band is None:
+                    continue
+                heap = band.heap
+                while heap:
+                    turn = heap[0]
+                    flow = band.flows[turn[2]]
+                    entries = flow.entries
+                    at = passed.get(id(flow), 0)
+                    while at < len(entries) and alive is not None and not alive(entries[at][0]):
+                        del entries[at]
+                        self._count -= 1
+                    if at >= len(entries):
+                        heapq.heappop(heap)
+                        if entries:
+                            aside.append((band, turn))  # none of its requests can go now
+                        else:
+                            flow.active = False
+                        continue
+                    item, since, cost = entries[at]
+                    got = take(item)
+                    if got is None:
+                        return
+                    if isinstance(got, Skip):
+                        passed[id(flow)] = at + 1
+                        continue
+                    del entries[at]
+                    self._count -= 1
+                    self._served(band, flow, cost, more=bool(entries))
+                    yield item, since, got
+        finally:
+            for band, turn in aside:
+                heapq.heappush(band.heap, turn)
+            self._forget_idle_bands()
+
+    def _forget_idle_bands(self) -> None:
+        """Drop the classes nobody waits in (and their tenants' turns), as :meth:`_head`
+        does when it reaches one."""
+        for negated in [n for n in self._order if not self._bands[-n].heap]:
+            del self._bands[-negated]
+            self._order.remove(negated)
 
     # -- leaving ------------------------------------------------------------
 
@@ -230,22 +321,47 @@ class FairHoldQueue(Generic[T]):
         out.sort(key=lambda e: e[0])
         return [item for _, item in out]
 
-    def shed_for(self, priority: int, tenant: str = "") -> T | None:
+    def leave(self, item: T, priority: int = 0, tenant: str = "") -> bool:
+        """Remove ``item``, held in class ``priority`` for ``tenant``, now (its client
+        went away, its deadline passed); False when it is not held there.
+
+        It is searched for from the front of its tenant's requests, where those
+        that leave by their deadline are; a tenant left with none drops out of
+        the turn when it comes up."""
+        band = self._bands.get(priority)
+        flow = band.flows.get(tenant) if band is not None else None
+        if flow is None:
+            return False
+        for at, entry in enumerate(flow.entries):
+            if entry[0] is item:
+                del flow.entries[at]
+                self._count -= 1
+                return True
+        return False
+
+    def displace(self, priority: int, tenant: str = "") -> tuple[T, str] | None:
         """The buffer is full and a request of ``priority`` for ``tenant`` arrives:
-        remove and return the held request it displaces, or None when the
-        newcomer itself must be refused (rule 5 of the module docstring)."""
+        remove and return the held request it displaces and the rule that
+        chose it (:data:`BY_CLASS` or :data:`BY_TENANT`), or None when the
+        newcomer itself must be refused (rule 6 of the module docstring)."""
         for negated in reversed(self._order):
             if -negated >= priority:
                 break
             victim = self._newest_of_heaviest(self._bands[-negated], None)
             if victim is not None:
-                return victim
+                return victim, BY_CLASS
         band = self._bands.get(priority)
         if band is None:
             return None
         own = band.flows.get(tenant)
         floor = (self._tidy_tail(own) if own is not None else 0) + 1
-        return self._newest_of_heaviest(band, tenant, more_than=floor)
+        victim = self._newest_of_heaviest(band, tenant, more_than=floor)
+        return (victim, BY_TENANT) if victim is not None else None
+
+    def shed_for(self, priority: int, tenant: str = "") -> T | None:
+        """:meth:`displace` without the rule: the request displaced, or None."""
+        displaced = self.displace(priority, tenant)
+        return displaced[0] if displaced is not None else None
 
     def _tidy_tail(self, flow: _Flow[T]) -> int:
         """Drop what left from the back of ``flow``; how many entries remain."""

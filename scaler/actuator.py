@@ -88,8 +88,10 @@ from scaler.kube.types import (
     CompanionInfo,
     DeploymentInfo,
     EventSink,
+    EventSubject,
     LeaderElector,
     PodInfo,
+    PodLabels,
     ScaleState,
     ScaleTarget,
     TargetSnapshot,
@@ -419,8 +421,10 @@ class Actuator:
         wall_time: Callable[[], str] = wall_time,
         settings: ActuatorSettings | None = None,
         placement: PlacementActuation | None = None,
+        pod_labels: PodLabels | None = None,
     ) -> None:
         self._placement = placement
+        self._pod_labels = pod_labels
         self._settings = settings or ActuatorSettings()
         if self._settings.max_concurrent_writes < 1:
             raise ValueError(
@@ -644,19 +648,36 @@ class Actuator:
             log.warning("%s: could not record event %s: %s", d.key, WRITES_FAILING, warn_exc)
 
     async def note(
-        self, deployment: DeploymentInfo, *, reason: str, message: str, warning: bool = False
-    ) -> None:
-        """An Event about ``deployment`` that goes with no scale write (the warm tier's
-        sleeps and wakes, refused adapter loads); fenced like every write, best effort
-        like the Event after a change. A follower raises none, and that is no failure."""
+        self, subject: EventSubject, *, reason: str, message: str, warning: bool = False
+    ) -> bool:
+        """An Event about ``subject`` (a Deployment, or an InferencePool) that goes with
+        no scale write (the warm tier's sleeps and wakes, refused adapter loads, what is
+        wrong with a pool); fenced like every write, best effort like the Event after a
+        change. A follower raises none, and that is no failure. True when it was written."""
         if not self._leader.is_leader:
-            return
+            return False
         try:
             async with self._slots:
                 self._fence()
-                await self._events.emit(deployment, reason=reason, message=message, warning=warning)
+                await self._events.emit(subject, reason=reason, message=message, warning=warning)
         except (KubeError, _LeaseLost) as exc:
-            log.warning("%s: could not record event %s: %s", deployment.key, reason, exc)
+            log.warning("%s: could not record event %s: %s", subject.key, reason, exc)
+            return False
+        return True
+
+    async def label_pods(self, namespace: str, key: str, values: Mapping[str, str]) -> bool:
+        """Set label ``key`` on pods (the warm tier's awake label, docs/gateway-api.md);
+        fenced, leader only, best effort. True when every label was written."""
+        if not self._leader.is_leader or self._pod_labels is None or not values:
+            return False
+        try:
+            async with self._slots:
+                self._fence()
+                await self._pod_labels.set_pod_labels(namespace, key, values)
+        except (KubeError, _LeaseLost) as exc:
+            log.warning("%s: could not label pods %s: %s", namespace, sorted(values), exc)
+            return False
+        return True
 
     async def _announce(self, plan: WritePlan, decision: Decision, before: int) -> None:
         d = plan.deployment
@@ -751,4 +772,5 @@ def kube_actuator(
         metrics=metrics,
         settings=settings,
         placement=placement,
+        pod_labels=scale_target,
     )

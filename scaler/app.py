@@ -95,6 +95,7 @@ def target_view(state: TargetState) -> dict[str, Any]:
     demand = combined.demand if combined is not None else Demand(False, False)
     return {
         "target": state.key,
+        "pool": state.pool,
         "valid": state.problem is None,
         "problem": state.problem,
         "spec_replicas": state.spec_replicas,

@@ -53,13 +53,16 @@ from dataclasses import dataclass
 from groundwork.background_tasks import BackgroundTasks
 from scaler.actuator import Actuator
 from scaler.gpu_ledger import GpuLedger
+from scaler.kube.types import PoolInfo
 from scaler.metrics import Metrics
 from scaler.placement.placer import Placer
 from scaler.policy.api import Decision
 from scaler.policy.protocol import Policy
 from scaler.signals.hub import SignalHub
+from scaler.targets.awake_labels import AwakeLabels
 from scaler.targets.book import TargetBook, TargetConfig
 from scaler.targets.deciding import Decider
+from scaler.targets.pool_notices import PoolNotices
 from scaler.targets.publishing import Publisher
 from scaler.targets.reconciler import Outcome, Reconciler, Shared, Trigger
 from scaler.targets.state import TargetState
@@ -112,6 +115,12 @@ class Controller:
         )
         self._placer = placer  # removes orphan companions
         self._actuator = actuator
+
+        async def note(pool: PoolInfo, reason: str, message: str) -> bool:
+            return await actuator.note(pool, reason=reason, message=message, warning=True)
+
+        self._pool_notices = PoolNotices(note)
+        self._awake = AwakeLabels(actuator)
         self._metrics = metrics
         self._clock = clock
         self._settings = settings or ControllerSettings()
@@ -166,7 +175,7 @@ class Controller:
             return
         snapshots = self._book.snapshots()
         self._last_tick = now
-        self._sync(now)
+        entries = self._sync(now)
         orphans = []
         if self._placer is not None:
             # Companions of Deployments no longer opted in go, beside the decisions;
@@ -183,9 +192,11 @@ class Controller:
                 continue
             if outcome.writing is not None:
                 writing.append((reconciler, outcome.writing))
-        results, _ = await asyncio.gather(
+        results, _, _ = await asyncio.gather(
             asyncio.gather(*(w for _, w in writing), return_exceptions=True),
             asyncio.gather(*orphans),
+            # What is wrong with an InferencePool, said on the pool (leader only).
+            self._pool_notices.tend(self._book.pools(), entries, snapshots),
         )
         for (reconciler, _), result in zip(writing, results, strict=True):
             if isinstance(result, BaseException):
@@ -196,6 +207,7 @@ class Controller:
         if warm is not None:
             warm.learn(now)  # the models' GPU memory footprints (leader only)
             warm.keep_room(now)  # room for a sleeping model to wake on each GPU
+            await self._label_awake(None)
         self._metrics.tick_duration.observe(max(0.0, self._clock() - started))
 
     async def activate(self, key: str, *, now: float | None = None) -> bool:
@@ -207,7 +219,16 @@ class Controller:
         reconciler = self._targets.get(key)
         if known and reconciler is not None:
             await reconciler.wakes.for_activation()
+            await self._label_awake([key])
         return known
+
+    async def _label_awake(self, keys: list[str] | None) -> None:
+        """Behind an InferencePool, the awake label of ``keys``' pods (every target's when
+        None) as the warm tier's books say (leader only: the actuator fences it)."""
+        warm = self._shared.warm
+        if warm is not None:
+            entries, snapshots = self._book.entries(), self._book.snapshots()
+            await self._awake.sync(entries, snapshots, warm.pool.entries.keys(), keys=keys)
 
     def not_woken(self, key: str) -> str | None:
         """Why an activation will not wake ``key``: its annotations are invalid (the

@@ -36,6 +36,13 @@ OBSERVED_SIGNALS = (
     "server_gpu_utilization",
     "server_queue_to_compute_ratio",
     "dcgm_gpu_utilization",
+    "epp_queued_requests",
+    "epp_queued_bytes",
+    "epp_running_requests",
+    "epp_ready_endpoints",
+    "epp_saturation",
+    "epp_inflight_tokens",
+    "epp_no_endpoint_misses",
 )
 DIRECTIONS = ("up", "down")
 REPORT_RESULTS = ("accepted", "rejected", "unauthorized")

@@ -70,6 +70,9 @@ __all__ = ["configure", "run", "serve"]
 
 log = logging.getLogger("tidal.scaler")
 
+#: Seconds between two wakes of one target asked for by a polled source's held requests.
+WAKE_REPEAT_S = 2.0
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -84,10 +87,14 @@ def _identity(settings: ScalerSettings) -> str:
 
 
 async def _poll(
-    polled: Polled, listing: Callable[[], list[TargetPods]], signals: SignalHub
+    polled: Polled,
+    listing: Callable[[], list[TargetPods]],
+    signals: SignalHub,
+    wake: Callable[[str], Awaitable[object]],
 ) -> None:
-    """Refresh a polled source on its schedule for the pods ``listing`` names, and tell
-    the hub when each refresh completes."""
+    """Refresh a polled source on its schedule for the pods ``listing`` names, tell
+    the hub when each refresh completes, and ``wake`` the targets for which the source
+    holds requests with no ready replica (an endpoint picker's waiting room) at once."""
     source, interval_s = polled.source, polled.every_s
     loop = asyncio.get_running_loop()
     while True:
@@ -96,7 +103,11 @@ async def _poll(
             listed = listing()
             await source.refresh(listed, now=started)
             # The samples arrive now, as the scrape or query completes.
-            signals.arrived(source.name, now=loop.time(), keys=[t.key for t in listed])
+            now = loop.time()
+            keys = [t.key for t in listed]
+            signals.arrived(source.name, now=now, keys=keys)
+            waiting = signals.held_for_wake(source.name, now=now, keys=keys)
+            await asyncio.gather(*(wake(key) for key in waiting))
         except Exception:  # a bug in one refresh must not stop the loop
             log.exception("refresh of %s failed", source.name)
         await asyncio.sleep(max(0.0, interval_s - (loop.time() - started)))
@@ -247,6 +258,7 @@ def _compose(
         access.api,
         watch_timeout_s=settings.kube.watch_timeout_s,
         request_timeout_s=settings.kube.request_timeout_s,
+        pools=settings.kube.inference_pools,
     )
     ticker = IntervalTicker(settings.tick_interval_s)
     preset = settings.placement.preset()
@@ -313,6 +325,22 @@ def _jobs(
 ) -> list[tuple[str, Awaitable[None]]]:
     """The background tasks: watches, the election, the loop, accounting, the polls."""
     book = parts.book
+    controller = parts.controller
+    woken_at: dict[str, float] = {}
+
+    async def wake(key: str) -> None:
+        # Requests wait in a picker with no ready replica: an activation, as an
+        # activator's /v1/activate is (it decides at once; from zero, it wakes), and
+        # repeated while they wait, as an activator repeats its own, but no more
+        # often than every WAKE_REPEAT_S, so a wake from sleep (about a second) is
+        # not asked for twice and wakes no second replica.
+        now = clock()
+        if now - woken_at.get(key, -WAKE_REPEAT_S) < WAKE_REPEAT_S:
+            return
+        woken_at[key] = now
+        if await controller.activate(key):
+            log.debug("%s: requests wait for a replica in its endpoint picker: woken", key)
+
     jobs: list[tuple[str, Awaitable[None]]] = [
         ("watch", parts.cluster.run()),
         ("placement-watch", parts.placement_watch.run()),
@@ -321,7 +349,7 @@ def _jobs(
         ("gpu-ledger", _account(parts.ledger, book, parts.warm, settings.tick_interval_s, clock)),
     ]
     jobs += [
-        (f"poll-{p.source.name}", _poll(p, book.poll_targets, parts.signals))
+        (f"poll-{p.source.name}", _poll(p, book.poll_targets, parts.signals, wake))
         for p in parts.sources.polled
     ]
     memory = parts.sources.memory

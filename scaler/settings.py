@@ -35,6 +35,7 @@ from groundwork.settings_loading import visible_secret_warnings as warn_visible_
 from groundwork.token_file import read_token
 from scaler.placement.settings import PlacementSettings
 from scaler.signals.activator_reports import ReportSettings
+from scaler.signals.endpoint_picker import EppSettings
 from scaler.signals.prometheus import GpuMetric, PrometheusSettings
 from scaler.signals.scrape import ScrapeSettings
 
@@ -72,6 +73,11 @@ class KubeSettings(BaseModel):
     request_timeout_s: float = Field(10.0, gt=0, description="timeout of one API call, seconds")
     watch_timeout_s: int = Field(
         300, ge=10, description="server-side timeout of one watch stream, seconds"
+    )
+    inference_pools: bool = Field(
+        True,
+        description="watch opted-in InferencePools and scale the Deployments they select "
+        "(docs/gateway-api.md)",
     )
 
 
@@ -145,6 +151,7 @@ class ScalerSettings(ServiceSettings):
     # one (scaler.signals.registry; docs/architecture.md, "The signal sources").
     scrape: ScrapeSettings = Field(default_factory=ScrapeSettings)  # type: ignore[arg-type]
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)  # type: ignore[arg-type]
+    endpoint_picker: EppSettings = Field(default_factory=EppSettings)  # type: ignore[arg-type]
     prices: PriceSettings = Field(default_factory=PriceSettings)  # type: ignore[arg-type]
     placement: PlacementSettings = Field(default_factory=PlacementSettings)  # type: ignore[arg-type]
 

@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry
 
 from activator.metrics import Metrics as ActivatorMetrics
 from activator.statuses import ERROR_STATUS
+from groundwork.rules.pool_keys import POOL_KEYS
 from groundwork.rules.routing_keys import ROUTING_KEYS
 from groundwork.rules.scaling_keys import SCALING_KEYS
 from scaler.metrics import Metrics as ScalerMetrics
@@ -54,6 +55,7 @@ def annotations_page() -> str:
         _GENERATED.format(
             source="`groundwork/rules/scaling_keys.py` (SCALING_KEYS), "
             "`scaler/policy/shapes/declarations.py` (SHAPE_SPECS), "
+            "`groundwork/rules/pool_keys.py` (POOL_KEYS), "
             "`groundwork/rules/routing_keys.py` (ROUTING_KEYS) and "
             "`scaler/policy/events.py` (EVENT_REASONS)"
         ),
@@ -117,6 +119,22 @@ def annotations_page() -> str:
         lines.append(_row(f"`{key.name}`", default, key.allowed, key.meaning))
     lines += [
         "",
+        "## InferencePools (read by the scaler)",
+        "",
+        'An `InferencePool` opts in with `autoscaling.tidal.dev/enabled: "true"` as a label',
+        "or an annotation, and may carry every scaling and placement key above: the",
+        "Deployment it selects is scaled, and where both carry a key the Deployment's",
+        "value wins. Two more keys describe the pool's endpoint picker",
+        "([gateway-api.md](gateway-api.md)):",
+        "",
+        _row("annotation", "default", "allowed", "meaning"),
+        _row("---", "---", "---", "---"),
+    ]
+    for key in POOL_KEYS:
+        default = f"`{key.default}`" if key.default else key.default_note
+        lines.append(_row(f"`{key.name}`", default, key.allowed, key.meaning))
+    lines += [
+        "",
         "## Written by Tidal",
         "",
         f"`{STATUS_ANNOTATION}`: JSON of the discrete state only (desired",
@@ -126,7 +144,8 @@ def annotations_page() -> str:
         "served live by the scaler at `GET /v1/targets` and as metrics",
         "([metrics.md](metrics.md)).",
         "",
-        "Events (core/v1, on the Deployment, from component `tidal-scaler`):",
+        "Events (core/v1, on the Deployment unless said otherwise, from component",
+        "`tidal-scaler`):",
         "",
         _row("reason", "type", "when"),
         _row("---", "---", "---"),
@@ -274,10 +293,27 @@ def statuses_page() -> str:
         "",
         "## What a client should do",
         "",
-        "- **503** (`buffer_full`, `held_bodies_full`, `draining`): retry after",
-        "  `Retry-After` seconds; another activator replica may take it at once. Many",
-        "  `buffer_full` mean the model cannot scale out fast enough (see the",
-        "  `TidalActivatorBufferNearFull` alert in [operating.md](operating.md)).",
+        "- **503** (`buffer_full`, `shed`, `held_bodies_full`, `draining`): retry after",
+        "  `Retry-After` seconds; another activator replica may take it at once. While",
+        "  the model wakes, `Retry-After` is the expected time left until a replica is",
+        "  ready (the last wake this activator measured for the model, 60 s before the",
+        "  first, less what has passed), so a client comes back once, when it is",
+        "  likely to be served; otherwise it is the activator's `--retry-after-s`",
+        "  (1 s). Many `buffer_full` mean the model cannot scale out fast enough (see",
+        "  the `TidalActivatorBufferNearFull` alert in [operating.md](operating.md)).",
+        "  A `shed` message says which rule fired: a request of a higher class took",
+        "  its place, its tenant held more than its share, or it is sheddable and",
+        "  the model is waking (`routing.tidal.dev/shed-at-zero`); the log line and",
+        "  the `cause` label of `tidal_activator_shed_total` say the same",
+        "  ([priority.md](priority.md)).",
+        "- **503** `adapter_load_failed`, `lora_unsupported`: a request for a LoRA",
+        "  adapter that the model's ready replicas cannot serve, answered as soon as",
+        "  that is known rather than held: every replica refused the load (the",
+        "  message gives the last answer; they are asked again after a minute), or",
+        "  none can load adapters at all (`lora_unsupported`: start vLLM with",
+        "  `--enable-lora` and `VLLM_ALLOW_RUNTIME_LORA_UPDATING=true`; no",
+        "  `Retry-After`, since an operator must act). An `AdapterLoadRefused`",
+        "  Warning Event on the Deployment says the same ([adapters.md](adapters.md)).",
         "- **503** `not_woken`: Tidal will not wake the model until an operator",
         "  fixes the annotation the message names (`InvalidAnnotation` Event on",
         "  the Deployment); there is no `Retry-After`, since nobody knows when, and",
@@ -295,6 +331,8 @@ def statuses_page() -> str:
         "  the activator does not send it again.",
         "- **404** (`no_target`): nothing routes this request: check the Host,",
         "  the path prefix or the `model` field against the routing annotations.",
+        "  `no_adapter`: the `model` is no declared LoRA adapter (also for a request",
+        "  held for an adapter whose declaration was removed while it waited).",
         "- **408** (`body_timeout`): the client stopped sending its body for",
         "  longer than `timeouts.client_body_idle_s` (60 s); send it again, whole.",
         "- **408** (`head_timeout`): the request head was not complete within",

@@ -63,8 +63,10 @@ CACHE_DIR_ENV = "TIDAL_SIM_CACHE"
 #: Bumped when the stored layout changes (the source hash covers behaviour).
 _FORMAT = 2
 # Runs kept in memory besides the disk (a --cold-start list or a battery
-# asks for the same fleets again within one process).
+# asks for the same fleets again within one process), up to this many
+# requests in all (a day's fleets are read back from disk instead).
 _MEMORY_ENTRIES = 16
+_MEMORY_REQUESTS = 1_000_000
 # Requests hashed at a time (a stream is never held whole).
 _CHUNK = 1 << 16
 
@@ -164,8 +166,13 @@ class FleetCache:
     def _remember(self, key: str, result: RunResult) -> None:
         self._memory[key] = result
         self._memory.move_to_end(key)
-        while len(self._memory) > _MEMORY_ENTRIES:
+        while len(self._memory) > _MEMORY_ENTRIES or (
+            len(self._memory) > 1
+            and sum(len(r.arrival_s) for r in self._memory.values()) > _MEMORY_REQUESTS
+        ):
             self._memory.popitem(last=False)
+        if len(result.arrival_s) > _MEMORY_REQUESTS:
+            self._memory.pop(key)
 
     def _path(self, key: str) -> Path | None:
         if self.directory is None:

@@ -398,6 +398,9 @@ class _Fleet:
         self.spot_rng = random.Random(config.seed + 2)
         self.replicas: list[_Replica] = []  # alive (not ended)
         self._serving: list[_Replica] | None = None  # the serving ones (None: to count again)
+        # Nothing changed since the last reconcile at this target: the next is a no-op.
+        self._clean = False
+        self._reconciled = 0
         self.lives: list[ReplicaLife] = []
         self.next_rid = 0
         self.target = 0
@@ -413,6 +416,11 @@ class _Fleet:
             for zone in range(self.config.spot.zones):
                 self.spot_available[zone] = self.spot_rng.random() < self.config.spot.availability
                 self.schedule_market(zone)
+
+    def _changed(self) -> None:
+        """A replica came, went or changed state."""
+        self._serving = None
+        self._clean = False
 
     def serving(self) -> list[_Replica]:
         """The replicas taking requests (kept until one starts, stops or changes)."""
@@ -431,7 +439,7 @@ class _Fleet:
         )
         self.next_rid += 1
         self.replicas.append(replica)
-        self._serving = None
+        self._changed()
         if capacity == SPOT:
             zone = self.spot_zone()
             if zone is None:
@@ -452,7 +460,7 @@ class _Fleet:
     def start(self, replica: _Replica, *, warm: bool = False) -> None:
         """The replica has a node: its GPU is held from now, its cold start begins."""
         replica.pending = False
-        self._serving = None
+        self._changed()
         replica.created_s = self.now
         if warm:
             replica.ready = True
@@ -486,7 +494,7 @@ class _Fleet:
             return
         replica.ready = True
         replica.ready_s = self.now
-        self._serving = None
+        self._changed()
         if not replica.noticed:
             if self.ready_count == 0:
                 self.cold_starts += 1
@@ -500,7 +508,7 @@ class _Fleet:
             self.ready_count -= 1
         replica.ended_s = self.now
         self.replicas.remove(replica)
-        self._serving = None
+        self._changed()
         if replica.pending:
             return  # never had a node: no GPU time
         self.emitted(replica.engine.settle(self.now))
@@ -521,7 +529,7 @@ class _Fleet:
         if replica.serving:
             self.ready_count -= 1
         replica.draining = True
-        self._serving = None
+        self._changed()
         if replica.in_flight == 0:
             self.end(replica)
 
@@ -531,7 +539,7 @@ class _Fleet:
         if replica.serving:
             self.ready_count -= 1
         replica.noticed = True
-        self._serving = None
+        self._changed()
         self.preemptions += 1
         self.push(self.now + self.config.spot.notice_s, _KILL, 0, replica)
         self.reconcile()
@@ -555,7 +563,15 @@ class _Fleet:
         self.reconcile()
 
     def reconcile(self, *, warm: bool = False) -> None:
-        """Bring each capacity pool to what ``split`` asks for the current target."""
+        """Bring each capacity pool to what ``split`` asks for the current target.
+
+        A reconcile that changed nothing, at the same target, with no replica
+        changed since, would change nothing again: it is skipped (most ticks).
+        """
+        if self._clean and self.target == self._reconciled and not warm:
+            return
+        self._clean = True
+        self._reconciled = self.target
         for capacity in (SPOT, ON_DEMAND):
             # Spot first: a warm start makes spot replicas ready at once, and
             # the on-demand count must see them (or it would cover them too).
@@ -874,7 +890,14 @@ class _World:
 
     def _view(self, concurrency: float) -> View:
         in_flight = self.outstanding - len(self.held)
-        engines = [r.engine for r in self.fleet.serving()]
+        serving = self.fleet.serving()
+        running = waiting = 0
+        kv = 0.0
+        for replica in serving:
+            engine = replica.engine
+            running += engine.num_running
+            waiting += engine.num_waiting
+            kv += engine.kv_usage
         return View(
             now=self.now,
             ready=self.fleet.ready_count,
@@ -891,9 +914,9 @@ class _World:
             awaiting_first_token=self.awaiting,
             best_prefill_tokens_per_s=self.best_prefill,
             generated_tokens=self.generated_in_second,
-            running=sum(e.num_running for e in engines),
-            server_waiting=sum(e.num_waiting for e in engines),
-            kv_cache_utilization=sum(e.kv_usage for e in engines) / max(1, len(engines)),
+            running=running,
+            server_waiting=waiting,
+            kv_cache_utilization=kv / max(1, len(serving)),
             server_ttfts=tuple(self.ttfts_in_second),
             prompts_over=tuple(self.over_in_second),
         )

@@ -1,9 +1,10 @@
 """Every few seconds, learn what each replica has loaded and unload idle LoRA adapters.
 
-One task per activator walks the targets that declare adapters and calls
-:meth:`activator.holding.adapters.AdapterSlots.refresh` with each one's ready
-replicas (what it does is said there). Targets without adapters are skipped
-at the cost of one attribute read each.
+One task per activator asks the registry to have each target with adapters
+refresh them (:meth:`activator.holding.adapters.AdapterSlots.refresh` says
+what that does); targets without adapters are skipped at no cost. What a
+target learns reaches its held requests through the target itself: one
+that no replica can serve is answered, one that can go goes.
 
 Main decision: one replica at a time, one target after another, every
 ``interval_s``: the calls are a few small GETs per replica, and a slow
@@ -14,9 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
-
-from activator.holding.target import Target
+from collections.abc import Awaitable, Callable
 
 __all__ = ["AdapterKeeper"]
 
@@ -24,22 +23,17 @@ log = logging.getLogger(__name__)
 
 
 class AdapterKeeper:
-    def __init__(self, targets: Callable[[], Iterable[Target]], *, interval_s: float) -> None:
+    def __init__(
+        self, refresh: Callable[[], Awaitable[list[tuple[str, str, str]]]], *, interval_s: float
+    ) -> None:
         if not interval_s > 0:
             raise ValueError(f"the adapter refresh interval must be > 0 s; got {interval_s}")
-        self._targets = targets
+        self._refresh = refresh
         self.interval_s = interval_s
 
     async def once(self) -> None:
-        for target in list(self._targets()):
-            slots = target.adapters
-            if slots is None:
-                continue
-            endpoints = target.gate.endpoints
-            for replica, name in await slots.refresh(endpoints.ready, endpoints.trackers.keys()):
-                log.info("unloaded idle LoRA adapter %r from %s (%s)", name, replica, target.name)
-            if target.gate.buffered:
-                target.gate.dispatch()
+        for target, replica, name in await self._refresh():
+            log.info("unloaded idle LoRA adapter %r from %s (%s)", name, replica, target)
 
     async def run(self) -> None:
         while True:

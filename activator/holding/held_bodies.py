@@ -13,7 +13,13 @@ stays bounded however the load is spread over targets.
 
 from __future__ import annotations
 
-__all__ = ["HeldBodies"]
+from activator.holding.hold_errors import HoldError
+
+__all__ = ["HeldBodies", "HeldBodiesFull"]
+
+
+class HeldBodiesFull(HoldError):
+    """Holding this body would pass the activator's cap on held body bytes."""
 
 
 class HeldBodies:

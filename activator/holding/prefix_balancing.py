@@ -1,4 +1,4 @@
-"""One target's prefix-aware balancing, as its Gate uses it.
+"""One target's prefix-aware balancing, as its Target chooses a replica with it.
 
 The glue between the request path and the pure router: a target whose
 ``routing.tidal.dev/balancing`` is ``prefix`` gets one :class:`PrefixBalancer`,
@@ -10,7 +10,7 @@ the same ring).
 
 Main decisions:
 
-- **Only the fast path follows prefixes.** A request the Gate holds (no
+- **Only the fast path follows prefixes.** A request the gate holds (no
   ready replica, or all at ``container-concurrency``) goes to the first
   replica that frees up, as before: waiting longer for one particular
   replica would cost more than the prefill its cache saves.

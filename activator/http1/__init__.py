@@ -1,42 +1,48 @@
 """The activator's HTTP/1.1 data path: asyncio protocols, the llhttp parser, a pooled client.
 
-- :mod:`activator.http1.heads`: request heads as parsed, and the heads the
-  proxy writes (all header hygiene);
-- :mod:`activator.http1.server`: the client connection (parsing, request
-  bodies, keep-alive, pipelining, flow control);
-- :mod:`activator.http1.upstream`: pooled keep-alive connections to replicas
-  that relay answers as bytes;
-- :mod:`activator.http1.answer`: a replica's answer, parsed: where it ends
-  and what of it the client gets.
+Two sides, and the seam between them:
+
+- the **client side** (the HTTP layer): :mod:`~activator.http1.client_connection`
+  (one Protocol per client connection: serving order, flow control, closing),
+  :mod:`~activator.http1.request_reader` (llhttp's callbacks: heads within
+  the limits, framing checks), :mod:`~activator.http1.request_body` (a body
+  buffered, read whole or piped), :mod:`~activator.http1.exchange` (one
+  request and the writes of its answer), :mod:`~activator.http1.connections`
+  (a server's connections: idle sweep, drain, shutdown),
+  :mod:`~activator.http1.reading` (limits, reasons reading pauses) and
+  :mod:`~activator.http1.rejections` (what is refused as it is parsed);
+- the **replica side**: :mod:`~activator.http1.upstream` (pooled keep-alive
+  connections to replicas that relay answers as bytes) and
+  :mod:`~activator.http1.answer` (a replica's answer, parsed);
+- :mod:`~activator.http1.relay`: the interfaces the two sides see each other
+  through; neither imports the other. :mod:`~activator.http1.heads` (heads
+  as parsed, and all header hygiene) serves both.
 
 What a request means (routing, holding, statuses) is not here: that is
 :mod:`activator.proxy`, whose ``Proxy.handle`` each connection hands every
-parsed :class:`Exchange` to, and :mod:`activator.forwarding`.
+parsed :class:`Exchange` to, and :mod:`activator.forwarding`, which joins an
+exchange to a replica connection (:func:`send`).
 """
 
+from activator.http1.client_connection import ClientConnection, Handle
+from activator.http1.connections import Connections, ShutAnswer
+from activator.http1.exchange import Exchange
 from activator.http1.heads import RequestHead
-from activator.http1.server import (
+from activator.http1.reading import ServerLimits
+from activator.http1.rejections import (
     REJECTIONS,
     BadFraming,
     BodyStalled,
     BodyTooLarge,
-    ClientConnection,
-    Connections,
-    Exchange,
-    FastHandler,
-    Handler,
-    RequestBody,
     RequestRejected,
-    ServerLimits,
-    ShutAnswer,
 )
+from activator.http1.request_body import RequestBody
 from activator.http1.upstream import (
     NotSent,
     OnDone,
     ReplicaFailed,
     UpstreamConnection,
     UpstreamPool,
-    forward,
     send,
 )
 
@@ -48,8 +54,7 @@ __all__ = [
     "ClientConnection",
     "Connections",
     "Exchange",
-    "FastHandler",
-    "Handler",
+    "Handle",
     "NotSent",
     "OnDone",
     "ReplicaFailed",
@@ -60,6 +65,5 @@ __all__ = [
     "ShutAnswer",
     "UpstreamConnection",
     "UpstreamPool",
-    "forward",
     "send",
 ]

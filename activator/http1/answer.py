@@ -25,7 +25,7 @@ from typing import cast
 import httptools
 
 from activator.http1.heads import response_head, response_lines
-from activator.http1.server import Exchange
+from activator.http1.relay import ClientSide
 
 __all__ = ["AnswerParser", "possible_ends"]
 
@@ -180,7 +180,7 @@ class AnswerParser:
         self.keep_alive = self.parser.should_keep_alive()
         self.complete = True
 
-    def client_head(self, exchange: Exchange) -> bytes:
+    def client_head(self, exchange: ClientSide) -> bytes:
         """The answer's head for the client, with what came after it that can go out now.
 
         Decides how the body is relayed (bytes as they came, counted, or

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from activator.http1.server import Exchange
+from activator.http1.exchange import Exchange
 from activator.http1.upstream import UpstreamConnection
 
 __all__ = ["END_GRACE_S", "EndGrace", "leaving_reason", "on_leaving"]

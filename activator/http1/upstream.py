@@ -1,9 +1,11 @@
 """The replica side of the data path: pooled HTTP/1.1 connections that relay answers as bytes.
 
 :class:`UpstreamPool` keeps idle keep-alive connections per replica
-address and opens new ones on demand; :func:`forward` sends one
-:class:`~activator.http1.server.Exchange` over one of them and relays the
-answer.
+address and opens new ones on demand; :func:`send` sends one client
+exchange over one of them and relays the answer into it, calling the
+``on_done`` it was given once at the end. The exchange is seen only as
+:class:`~activator.http1.relay.ClientSide`: the replica side never imports
+the client side (:mod:`activator.http1.relay`).
 
 Relaying: the replica's response head is parsed (``httptools``, through the
 connection's :class:`~activator.http1.answer.AnswerParser`, which keeps one
@@ -74,7 +76,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -82,7 +83,7 @@ from typing import cast
 
 from activator.http1.answer import AnswerParser
 from activator.http1.heads import upstream_request_head
-from activator.http1.server import PAUSE_UPSTREAM, Exchange
+from activator.http1.relay import ClientSide
 
 __all__ = [
     "NotSent",
@@ -90,7 +91,6 @@ __all__ = [
     "ReplicaFailed",
     "UpstreamConnection",
     "UpstreamPool",
-    "forward",
     "send",
 ]
 
@@ -153,7 +153,7 @@ class UpstreamConnection(asyncio.Protocol):
         self._answer = AnswerParser()
         self._heard = False  # a byte of this answer arrived
         self.body_sent = True
-        self._exchange: Exchange | None = None
+        self._exchange: ClientSide | None = None
         self._on_done: OnDone | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._last = 0.0
@@ -269,12 +269,12 @@ class UpstreamConnection(asyncio.Protocol):
     def pause_writing(self) -> None:
         exchange = self._exchange
         if exchange is not None:
-            exchange.conn.pause_body(PAUSE_UPSTREAM)
+            exchange.replica_congested()
 
     def resume_writing(self) -> None:
         exchange = self._exchange
         if exchange is not None:
-            exchange.conn.resume_body(PAUSE_UPSTREAM)
+            exchange.replica_drained()
 
     # -- the client's flow control (Relay) -----------------------------------------
 
@@ -292,7 +292,7 @@ class UpstreamConnection(asyncio.Protocol):
     # -- one exchange --------------------------------------------------------------
 
     def begin(
-        self, exchange: Exchange, head: bytes, *, idle_s: float, on_done: OnDone, piped: bool
+        self, exchange: ClientSide, head: bytes, *, idle_s: float, on_done: OnDone, piped: bool
     ) -> None:
         """Send ``head`` for ``exchange``; ``on_done`` is called once when the answer ended.
 
@@ -318,7 +318,7 @@ class UpstreamConnection(asyncio.Protocol):
         else:
             self.pool.write_soon(self.transport, head)
 
-    def pipe_body(self, exchange: Exchange, *, chunked: bool, limit: int) -> None:
+    def pipe_body(self, exchange: ClientSide, *, chunked: bool, limit: int) -> None:
         """Stream the client's body to the replica as it arrives (chunks framed when chunked)."""
         self.body_sent = False
         transport = self.transport
@@ -595,7 +595,7 @@ class UpstreamPool:
 
 def send(
     conn: UpstreamConnection,
-    exchange: Exchange,
+    exchange: ClientSide,
     *,
     body: bytes | None,
     max_body_bytes: int,
@@ -633,57 +633,3 @@ def send(
     conn.begin(exchange, head, idle_s=idle_s, on_done=on_done, piped=piped)
     if piped:
         conn.pipe_body(exchange, chunked=chunked, limit=max_body_bytes)
-
-
-def _settle(done: asyncio.Future[int], status: int, exc: BaseException | None) -> None:
-    if done.done():
-        return
-    if exc is not None:
-        done.set_exception(exc)
-    else:
-        done.set_result(status)
-
-
-async def forward(
-    pool: UpstreamPool,
-    exchange: Exchange,
-    *,
-    host: str,
-    port: int,
-    body: bytes | None = None,
-    max_body_bytes: int = 0,
-    idle_s: float = 0.0,
-    strip: frozenset[bytes] = frozenset(),
-) -> int:
-    """Send ``exchange`` to ``host:port`` and relay the answer; the replica's status.
-
-    ``body``: the request body when the proxy already read it whole (to route
-    by ``model``); otherwise the client's body is piped as it arrives.
-    Raises :class:`NotSent`, :class:`ReplicaFailed`, :class:`BodyTooLarge`
-    or :class:`BodyStalled`.
-    """
-    client_body = exchange.body
-    if body is None:
-        client_body.set_limit(max_body_bytes)
-        if client_body.error is not None:
-            raise client_body.error  # over the limit already: nothing goes out
-    # A pooled connection without a coroutine round trip: the common case.
-    conn = pool.take_idle(host, port) or await pool.acquire(host, port)
-    done: asyncio.Future[int] = pool.loop.create_future()
-    send(
-        conn,
-        exchange,
-        body=body,
-        max_body_bytes=max_body_bytes,
-        idle_s=idle_s,
-        strip=strip,
-        on_done=functools.partial(_settle, done),
-    )
-    try:
-        return await done
-    except asyncio.CancelledError:
-        conn.abort()
-        raise
-    finally:
-        client_body.detach()
-        pool.release(conn)

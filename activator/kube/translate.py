@@ -36,10 +36,16 @@ with literal dicts.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from activator.targets import DEFAULT_ADAPTER_KEEP_ALIVE_S, Adapter, Endpoint, TargetSpec
+from activator.targets import (
+    DEFAULT_ADAPTER_KEEP_ALIVE_S,
+    Adapter,
+    Discovered,
+    Endpoint,
+    TargetSpec,
+)
 from groundwork.rules.routing_keys import ROUTING_PREFIX, adapter_pairs, read_routing
 from groundwork.rules.scaling_keys import ADAPTER_KEEP_ALIVE, SLO_TTFT
 
@@ -233,7 +239,7 @@ def build_targets(
     *,
     nodes_under_notice: frozenset[str] = frozenset(),
     configmaps: Mapping[str, Obj] | None = None,
-) -> tuple[dict[str, TargetSpec], list[str]]:
+) -> tuple[dict[str, Discovered], list[str]]:
     """Join the three kinds; ``services`` by ``namespace/name``. Returns (targets, problems).
 
     Endpoints on a node in ``nodes_under_notice`` are draining; ``configmaps``
@@ -245,7 +251,7 @@ def build_targets(
         svc = (meta.get("labels") or {}).get(SERVICE_NAME_LABEL)
         if svc:
             by_service.setdefault(f"{meta.get('namespace', '')}/{svc}", []).append(sl)
-    targets: dict[str, TargetSpec] = {}
+    targets: dict[str, Discovered] = {}
     problems: list[str] = []
     for dep in deployments:
         labels = _meta(dep).get("labels") or {}
@@ -265,5 +271,5 @@ def build_targets(
             service=services.get(svc_key),
             nodes_under_notice=nodes_under_notice,
         )
-        targets[routing.spec.name] = replace(routing.spec, endpoints=endpoints)
+        targets[routing.spec.name] = Discovered(routing.spec, endpoints)
     return targets, problems

@@ -9,7 +9,8 @@ sentence, else vLLM's error body; what is loaded is read from ``GET
 Main decision: "already loaded" is success for a load (another activator or
 an earlier try got there first) and "cannot be found" is success for an
 unload; every other refusal is a :class:`LoadRefused` naming the replica,
-the status and the server's message, which takes that replica off for that
+the status and the server's message (and, where the load route itself is
+missing, the variable that adds it), which takes that replica off for that
 adapter.
 """
 
@@ -21,7 +22,12 @@ import aiohttp
 
 from activator.replicas.lora_state import LoraInfo, loaded_adapters, lora_info
 
-__all__ = ["HttpAdapterIO", "LoadRefused", "load", "look", "unload"]
+__all__ = ["LORA_FIX", "HttpAdapterIO", "LoadRefused", "load", "look", "unload"]
+
+# What a replica needs to load adapters at run time, as a refusal or an answer says it.
+LORA_FIX = (
+    "start vLLM with --enable-lora and set VLLM_ALLOW_RUNTIME_LORA_UPDATING=true (docs/adapters.md)"
+)
 
 
 class LoadRefused(Exception):
@@ -61,7 +67,12 @@ async def load(
         raise LoadRefused(f"{base_url} could not be asked to load {name!r}: {exc!r}") from exc
     if status == 200 or (status == 400 and "has already been loaded" in text):
         return
-    raise LoadRefused(f"{base_url} refused to load {name!r}: {status} {_message(text)}")
+    message = _message(text)
+    hint = ""
+    if status in (404, 405) and message in ("Not Found", "Method Not Allowed"):
+        # The route itself is missing: vLLM adds it only with runtime loading on.
+        hint = f" (no runtime LoRA loading there: {LORA_FIX})"
+    raise LoadRefused(f"{base_url} refused to load {name!r}: {status} {message}{hint}")
 
 
 async def unload(

@@ -23,7 +23,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 
 from activator.clock import Clock, loop_time
-from activator.replicas.readiness import EndpointTracker, TargetEndpoints
+from activator.replicas.readiness import EndpointTracker
 
 __all__ = ["Prober", "tcp_probe"]
 
@@ -50,13 +50,16 @@ ProbeFn = Callable[[str, int, float], Awaitable[bool]]
 class Prober:
     """Probes every target's endpoints in the background.
 
-    ``targets`` lists each target's endpoints when asked (the registry's, in
-    the activator): the prober knows endpoints, not how targets are kept.
+    ``endpoints`` lists every endpoint with its target's name when asked, and
+    ``probed`` takes each result (the registry's, in the activator): the
+    prober knows endpoints, not how targets are kept, and writes nothing of
+    theirs itself.
     """
 
     def __init__(
         self,
-        targets: Callable[[], Iterable[TargetEndpoints]],
+        endpoints: Callable[[], Iterable[tuple[str, EndpointTracker]]],
+        probed: Callable[[str, str, bool], None],
         *,
         interval_s: float = 0.2,
         timeout_s: float = 0.5,
@@ -64,7 +67,8 @@ class Prober:
         probe: ProbeFn = tcp_probe,
         clock: Clock = loop_time,
     ) -> None:
-        self.targets = targets
+        self.endpoints = endpoints
+        self.probed = probed
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self.recheck_ready_s = recheck_ready_s
@@ -86,16 +90,15 @@ class Prober:
         if recheck:
             self._last_recheck = now
         jobs: list[Awaitable[None]] = []
-        for endpoints in list(self.targets()):
-            for tracker in list(endpoints.trackers.values()):
-                if tracker.draining:
-                    continue  # going away: no probe may put it back
-                if recheck or not tracker.ready:
-                    jobs.append(self._probe(endpoints, tracker))
+        for name, tracker in list(self.endpoints()):
+            if tracker.draining:
+                continue  # going away: no probe may put it back
+            if recheck or not tracker.ready:
+                jobs.append(self._probe(name, tracker))
         if jobs:
             await asyncio.gather(*jobs)
         self.rounds += 1
 
-    async def _probe(self, endpoints: TargetEndpoints, tracker: EndpointTracker) -> None:
+    async def _probe(self, name: str, tracker: EndpointTracker) -> None:
         ok = await self.probe(tracker.host, tracker.port, self.timeout_s)
-        endpoints.set_probe_result(tracker.key, ok)
+        self.probed(name, tracker.key, ok)

@@ -13,27 +13,20 @@ EndpointSlice ``terminating``) is never ready, whatever a probe finds; the
 requests already there finish. A *sleeping* endpoint (the leading scaler's
 answer lists it: the warm tier put it to sleep, or is about to, or is waking
 it) is never ready either: a request for a model whose replicas all sleep is
-held as for one with no ready replica, and its activation wakes one.
+held as for one with no ready replica, and its activation wakes one. Which
+endpoints sleep is the scaler's word, kept once for the whole activator
+(:mod:`activator.holding.scaler_word`): this module asks for it (``asleep``)
+each time it works out the ready set, and keeps no copy.
 
 :class:`TargetEndpoints` keeps the ready set as a tuple swapped whole on every
-change (readers never see it half-updated) and an :class:`asyncio.Event`
-that is set and *replaced* on each change, as KEDA's ready-endpoints cache
-wakes its waiters. :meth:`TargetEndpoints.wait_ready` ends in one of:
-
-- ``True`` at once when a ready endpoint already exists;
-- ``True`` as soon as a change leaves one ready;
-- ``False`` when ``timeout_s`` passes first;
-- ``CancelledError`` when the caller is cancelled.
-
-Requests themselves do not wait here: the target's gate
-(:mod:`activator.holding.gate`) builds its ``TargetEndpoints`` with an
-``on_change`` callback and hands endpoints to held requests in their order
-from it.
+change (readers never see it half-updated), and tells its owner of each
+change through the one callback it was given (``on_change``): the target,
+which hands endpoints to held requests in their order and wakes whoever
+waits for a ready replica. Nothing here waits.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable
 
 from activator.targets import Endpoint
@@ -54,7 +47,6 @@ class EndpointTracker:
         "label",
         "port",
         "probe_ok",
-        "sleeping",
         "source_ready",
     )
 
@@ -69,40 +61,45 @@ class EndpointTracker:
         self.probe_ok = False
         self.down = False
         self.draining = endpoint.draining
-        self.sleeping = False
 
     @property
     def ready(self) -> bool:
-        return (
-            not self.down
-            and not self.draining
-            and not self.sleeping
-            and (self.source_ready or self.probe_ok)
-        )
+        """Up by the source or a probe, not marked down, not going away (asleep or not:
+        :class:`TargetEndpoints` leaves the sleeping out of its ready set)."""
+        return not self.down and not self.draining and (self.source_ready or self.probe_ok)
 
     def __repr__(self) -> str:
         return f"EndpointTracker({self.key}, ready={self.ready}, in_flight={self.in_flight})"
 
 
-class TargetEndpoints:
-    """The endpoints of one target, their readiness, and a way to wait for one."""
+def _awake(_key: str) -> bool:
+    return False
 
-    def __init__(self, name: str, *, on_change: Callable[[], None] | None = None) -> None:
+
+class TargetEndpoints:
+    """The endpoints of one target and which of them are ready."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        on_change: Callable[[], None] | None = None,
+        asleep: Callable[[str], bool] = _awake,
+    ) -> None:
         self.name = name
         self.trackers: dict[str, EndpointTracker] = {}
         self.ready: tuple[EndpointTracker, ...] = ()
-        self._changed = asyncio.Event()
         self._on_change = on_change
+        # Whether the endpoint ``ip:port`` sleeps: the scaler's word, asked, not copied.
+        self._asleep = asleep
 
-    def update(self, endpoints: Iterable[Endpoint], sleeping: frozenset[str] = frozenset()) -> None:
-        """Take the source's latest list: add, drop, and refresh source readiness;
-        ``sleeping``: the keys asleep (the target's, which owns that list)."""
+    def update(self, endpoints: Iterable[Endpoint]) -> None:
+        """Take the source's latest list: add, drop, and refresh source readiness."""
         fresh: dict[str, EndpointTracker] = {}
         for ep in endpoints:
             tracker = self.trackers.get(ep.key)
             if tracker is None:
                 tracker = EndpointTracker(ep)
-                tracker.sleeping = ep.key in sleeping
             else:
                 if tracker.source_ready and not ep.ready:
                     # The source withdrew readiness (failing readiness probe):
@@ -113,18 +110,7 @@ class TargetEndpoints:
                 tracker.label = ep.label
             fresh[ep.key] = tracker
         self.trackers = fresh
-        self._recompute()
-
-    def set_sleeping(self, keys: frozenset[str]) -> None:
-        """The endpoints (``ip:port``) the warm tier has asleep; the others are awake."""
-        changed = False
-        for key, tracker in self.trackers.items():
-            asleep = key in keys
-            if tracker.sleeping != asleep:
-                tracker.sleeping = asleep
-                changed = True
-        if changed:
-            self._recompute()
+        self.recompute()
 
     def set_probe_result(self, key: str, ok: bool) -> None:
         tracker = self.trackers.get(key)
@@ -142,7 +128,7 @@ class TargetEndpoints:
             # A source-ready endpoint that a probe cannot reach is down until
             # a probe reaches it again.
             tracker.down = tracker.source_ready
-        self._recompute()
+        self.recompute()
 
     def mark_down(self, tracker: EndpointTracker) -> None:
         """A connection to this endpoint was refused: out of rotation until a probe succeeds."""
@@ -151,24 +137,15 @@ class TargetEndpoints:
         tracker.down = True
         tracker.probe_ok = False
         if self.trackers.get(tracker.key) is tracker:
-            self._recompute()
+            self.recompute()
 
-    def _recompute(self) -> None:
-        ready = tuple(t for t in self.trackers.values() if t.ready)
+    def recompute(self) -> None:
+        """Work out the ready set again (also when the scaler's word on sleeping changed);
+        ``on_change`` when it changed."""
+        asleep = self._asleep
+        ready = tuple(t for t in self.trackers.values() if t.ready and not asleep(t.key))
         if ready == self.ready:
             return
         self.ready = ready
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
         if self._on_change is not None:
             self._on_change()
-
-    async def wait_ready(self, timeout_s: float | None) -> bool:
-        """Wait until a ready endpoint exists; see the module docstring for outcomes."""
-        try:
-            async with asyncio.timeout(timeout_s):
-                while not self.ready:
-                    await self._changed.wait()
-        except TimeoutError:
-            return bool(self.ready)
-        return True

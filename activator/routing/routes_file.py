@@ -45,6 +45,7 @@ from activator.settings import Defaults
 from activator.targets import (
     DEFAULT_ADAPTER_KEEP_ALIVE_S,
     Adapter,
+    Discovered,
     Endpoint,
     TargetSink,
     TargetSpec,
@@ -130,7 +131,7 @@ def _int(value: object, *, where: str) -> int:
     return value
 
 
-def parse_routes(text: str, *, defaults: Defaults | None = None) -> dict[str, TargetSpec]:
+def parse_routes(text: str, *, defaults: Defaults | None = None) -> dict[str, Discovered]:
     """Parse a routes file; every error names the entry and the key."""
     defaults = defaults or Defaults()
     try:
@@ -142,7 +143,7 @@ def parse_routes(text: str, *, defaults: Defaults | None = None) -> dict[str, Ta
     entries = document["targets"] or []
     if not isinstance(entries, list):
         raise ValueError("routes file: 'targets' must be a list")
-    specs: dict[str, TargetSpec] = {}
+    specs: dict[str, Discovered] = {}
     for index, entry in enumerate(entries):
         where = f"targets[{index}]"
         if not isinstance(entry, dict):
@@ -185,7 +186,7 @@ def parse_routes(text: str, *, defaults: Defaults | None = None) -> dict[str, Ta
         )
         try:
             models = _str_list(entry.get("models"), where=f"{where}.models")
-            specs[name] = TargetSpec(
+            spec = TargetSpec(
                 name=name,
                 hosts=_str_list(entry.get("hosts"), where=f"{where}.hosts"),
                 path_prefix=prefix,
@@ -198,7 +199,6 @@ def parse_routes(text: str, *, defaults: Defaults | None = None) -> dict[str, Ta
                 max_buffered=_int(
                     entry.get("max_buffered", defaults.max_buffered), where=f"{where}.max_buffered"
                 ),
-                endpoints=parsed,
                 balancing=str(entry.get("balancing", DEFAULT_BALANCING)),
                 resend_unanswered=resend,
                 adapters=_adapters(entry, models, where),
@@ -206,9 +206,10 @@ def parse_routes(text: str, *, defaults: Defaults | None = None) -> dict[str, Ta
                 default_priority=priority,
                 shed_at_zero=shed_at_zero,
             )
+            specs[name] = Discovered(spec, parsed)
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from exc
-    conflicts = RoutingTable.build(specs.values()).conflicts
+    conflicts = RoutingTable.build(d.spec for d in specs.values()).conflicts
     if conflicts:
         raise ValueError("routes file: " + "; ".join(conflicts))
     return specs
@@ -231,7 +232,7 @@ class RoutesFileSource:
         self.defaults = defaults or Defaults()
         self._identity: tuple[int, int, int] | None = None
 
-    def load(self) -> dict[str, TargetSpec]:
+    def load(self) -> dict[str, Discovered]:
         """Read and parse now (raises ValueError/OSError); remembers the file's identity."""
         identity = _identity(self.path)
         text = self.path.read_text(encoding="utf-8")

@@ -2,11 +2,11 @@
 
 ``POST /v1/stats`` (docs/architecture.md) goes out every ``period_s`` with the bearer
 token. For each known target it carries the time-weighted mean of
-``in_flight + buffered`` over the period (from the gates' running integral,
+``in_flight + buffered`` over the period (from each target's running integral,
 divided by the period actually elapsed, so a late tick does not inflate it),
 the counts at the end of the period, the arrivals, and in-flight per replica;
 for a target with a TTFT objective also the estimated prompt tokens and the
-``max_tokens`` of the period's arrivals (:mod:`activator.holding.gate`); where
+``max_tokens`` of the period's arrivals (:mod:`activator.holding.token_tally`); where
 priority classes are in use (anything held outside ``standard``, or anything
 shed in the period), the requests held by class and those shed, for
 ``tidal status``.
@@ -57,7 +57,7 @@ from typing import Any
 import aiohttp
 
 from activator.clock import Clock, loop_time
-from activator.holding.gate import Gate
+from activator.holding.target import Period
 from activator.metrics import Metrics
 from activator.routing.registry import Registry
 from activator.scaler_link.peers import Peer, ScalerPeers
@@ -79,33 +79,34 @@ ANSWER_FRESH_PERIODS = 3
 def build_report(*, activator: str, registry: Registry, elapsed_s: float) -> dict[str, Any]:
     """The ``/v1/stats`` body for the period that just ended (resets the period); its
     schema is :mod:`groundwork.rules.stats_report`, which the scaler reads it with."""
-    targets: dict[str, TargetStats] = {}
-    for name, target in registry.targets.items():
-        gate = target.gate
-        area, arrivals = gate.take_period()
-        prompt, output, over = gate.tokens.take() if gate.tokens.on else (0, 0, [])
-        # By priority class, only where classes are in use (else as before).
-        shed = gate.take_shed()
-        held = gate.held_by_class
-        classes = bool(shed or held["critical"] or held["sheddable"])
-        slots = target.adapters
-        targets[name] = TargetStats(
-            concurrency=round(area / elapsed_s, 4) if elapsed_s > 0 else 0.0,
-            in_flight=gate.in_flight,
-            buffered=gate.buffered,
-            arrivals=arrivals,
-            pods=gate.pods(),
-            prompt_tokens=prompt,
-            output_tokens=output,
-            prompts_over=tuple(over),
-            held_critical=held["critical"] if classes else 0,
-            held_standard=held["standard"] if classes else 0,
-            held_sheddable=held["sheddable"] if classes else 0,
-            shed=shed,
-            adapter_refusals=tuple(slots.take_refusals()) if slots is not None else (),
-        )
+    targets = {
+        name: _target_stats(period, elapsed_s) for name, period in registry.take_periods().items()
+    }
     report = ActivatorReport(activator=activator, period_s=round(elapsed_s, 4), targets=targets)
     return report_json(report)
+
+
+def _target_stats(period: Period, elapsed_s: float) -> TargetStats:
+    """One target's part of the report."""
+    prompt, output, over = period.tokens if period.tokens is not None else (0, 0, [])
+    # By priority class, only where classes are in use (else as before).
+    held = period.held_by_class
+    classes = bool(period.shed or held["critical"] or held["sheddable"])
+    return TargetStats(
+        concurrency=round(period.area / elapsed_s, 4) if elapsed_s > 0 else 0.0,
+        in_flight=period.in_flight,
+        buffered=period.buffered,
+        arrivals=period.arrivals,
+        pods=period.pods,
+        prompt_tokens=prompt,
+        output_tokens=output,
+        prompts_over=tuple(over),
+        held_critical=held["critical"] if classes else 0,
+        held_standard=held["standard"] if classes else 0,
+        held_sheddable=held["sheddable"] if classes else 0,
+        shed=period.shed,
+        adapter_refusals=tuple(period.adapter_refusals),
+    )
 
 
 @dataclass(slots=True)
@@ -180,10 +181,7 @@ class Reporter:
     async def _wake_targets(self, wake: WakeQueue) -> None:
         """Consume the gates' wake events: each starts (or joins) that target's activation."""
         while True:
-            name = await wake.get()
-            target = self.registry.targets.get(name)
-            if target is not None:
-                self.activate(target.gate)
+            self.activate(await wake.get())
 
     async def send_stats(self, report: dict[str, Any], *, now: float) -> None:
         """Start one post of ``report`` to each replica that is neither busy nor backing off."""
@@ -261,39 +259,40 @@ class Reporter:
         if counts:
             self.registry.set_activators(max(counts))
 
-    def activate(self, gate: Gate) -> None:
+    def activate(self, name: str) -> None:
         """A request is held for a cold target: tell every scaler replica now (idempotent)."""
-        task = self._activating.get(gate.name)
+        task = self._activating.get(name)
         if task is not None and not task.done():
             return
-        self._activating[gate.name] = asyncio.get_running_loop().create_task(
-            self._activate_until_ready(gate), name=f"activate {gate.name}"
+        self._activating[name] = asyncio.get_running_loop().create_task(
+            self._activate_until_ready(name), name=f"activate {name}"
         )
 
-    async def _activate_until_ready(self, gate: Gate) -> None:
+    async def _activate_until_ready(self, name: str) -> None:
         peers = await self.peers.current()
         try:
             async with asyncio.TaskGroup() as group:
                 for peer in peers:
-                    group.create_task(self._activate_peer(gate, peer))
+                    group.create_task(self._activate_peer(name, peer))
         except* NotWoken as refused:
             # Tidal will not wake it: the held requests get the scaler's reason now.
             reason = refused.exceptions[0]
             assert isinstance(reason, NotWoken)  # a TaskGroup's group holds no group
-            failed = gate.refuse(reason)
-            log.warning("answered %d held request(s) for %s: %s", failed, gate.name, reason)
+            failed = self.registry.refuse(name, reason)
+            log.warning("answered %d held request(s) for %s: %s", failed, name, reason)
 
-    async def _activate_peer(self, gate: Gate, peer: Peer) -> None:
+    async def _activate_peer(self, name: str, peer: Peer) -> None:
         """Repeat /v1/activate to one replica, with its own backoff, until a replica is
         ready; raises :class:`NotWoken` when the replica refuses to wake the target."""
         attempt = 0
-        while not gate.endpoints.ready and not gate.closed:
-            refused = await self._post_activate(peer, gate.name)
+        registry = self.registry
+        while registry.waking(name):
+            refused = await self._post_activate(peer, name)
             if refused is not None:
                 raise NotWoken(refused)
             delay = self.backoff_s[min(attempt, len(self.backoff_s) - 1)]
             attempt += 1
-            if await gate.endpoints.wait_ready(delay):
+            if await registry.wait_ready(name, delay):
                 return
 
     async def _post_activate(self, peer: Peer, target: str) -> str | None:

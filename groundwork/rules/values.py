@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
+from urllib.parse import urlsplit
 
 from groundwork.rules.durations import format_duration, parse_duration_s
 
@@ -37,6 +38,7 @@ __all__ = [
     "CONTAINER_PORT",
     "DNS_NAME",
     "FLAG",
+    "HTTP_URL",
     "PATH_PREFIX",
     "SERVICE_PORT",
     "Grammar",
@@ -204,3 +206,19 @@ COMMA_LIST = Grammar(_comma_list, "comma-separated names")
 
 #: Any text, blanks around it dropped.
 ANYTHING = Grammar(str.strip, "any text")
+
+
+def _http_url(text: str) -> str:
+    value = text.strip()
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{text!r} is not an http or https URL with a host")
+    try:
+        parts.port  # noqa: B018 - reading it checks the port
+    except ValueError:
+        raise ValueError(f"{text!r} has a port that is not a number 1..65535") from None
+    return value
+
+
+#: An http(s) URL with a host (``http://epp.ml.svc:9090/metrics``).
+HTTP_URL = Grammar(_http_url, "an http or https URL with a host, such as http://epp:9090/metrics")

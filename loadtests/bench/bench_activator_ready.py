@@ -31,25 +31,26 @@ from aiohttp import web
 
 from activator.app import start
 from activator.settings import ActivatorSettings
-from activator.targets import Endpoint, TargetSink, TargetSpec
+from activator.targets import Discovered, Endpoint, TargetSink, TargetSpec
 from loadtests.bench.activator_harness import free_port
 
 TARGET_MS = 20.0
 
 
 class Source:
-    def __init__(self, spec: TargetSpec) -> None:
-        self.spec = spec
+    def __init__(self, spec: TargetSpec, *endpoints: Endpoint) -> None:
+        self.found = Discovered(spec, endpoints)
         self.sink: TargetSink | None = None
 
     async def run(self, sink: TargetSink) -> None:
         self.sink = sink
-        sink.apply({self.spec.name: self.spec})
+        sink.apply({self.found.spec.name: self.found})
         await asyncio.Event().wait()
 
-    def set(self, spec: TargetSpec) -> None:
+    def set(self, *endpoints: Endpoint) -> None:
         assert self.sink is not None
-        self.sink.apply({spec.name: spec})
+        self.found = Discovered(self.found.spec, endpoints)
+        self.sink.apply({self.found.spec.name: self.found})
 
 
 async def measure(mode: str, rounds: int) -> tuple[list[float], list[float]]:
@@ -72,10 +73,8 @@ async def _measure_round(mode: str) -> tuple[float, float]:
         await request.read()
         return web.Response(text="ok")
 
-    spec = TargetSpec(
-        name="bench/ready", path_prefix="/", endpoints=(Endpoint("127.0.0.1", port, ready=False),)
-    )
-    source = Source(spec)
+    spec = TargetSpec(name="bench/ready", path_prefix="/")
+    source = Source(spec, Endpoint("127.0.0.1", port, ready=False))
     settings = ActivatorSettings(
         host="127.0.0.1", port=0, admin_port=0, admin_host="127.0.0.1",
         scaler_url="http://127.0.0.1:9", probe_interval_s=0.2,
@@ -96,12 +95,7 @@ async def _measure_round(mode: str) -> tuple[float, float]:
             await web.TCPSite(runner, "127.0.0.1", port).start()
             ready_at = time.perf_counter()
             if mode == "signal":
-                source.set(
-                    TargetSpec(
-                        name="bench/ready", path_prefix="/",
-                        endpoints=(Endpoint("127.0.0.1", port, ready=True),),
-                    )
-                )  # fmt: skip
+                source.set(Endpoint("127.0.0.1", port, ready=True))
             responses = await asyncio.gather(*held)
             assert all(r.status == 200 for r in responses), [r.status for r in responses]
             result["via_ms"] = (first[0] - ready_at) * 1000
@@ -139,15 +133,14 @@ async def _told_round() -> float:
     await scaler.setup()
     site = web.TCPSite(scaler, "127.0.0.1", 0)
     await site.start()
-    spec = TargetSpec(
-        name="bench/told", path_prefix="/",
-        endpoints=(Endpoint("127.0.0.1", free_port(), ready=False),),
-    )  # fmt: skip
+    spec = TargetSpec(name="bench/told", path_prefix="/")
     settings = ActivatorSettings(
         host="127.0.0.1", port=0, admin_port=0, admin_host="127.0.0.1",
         scaler_url=f"http://127.0.0.1:{scaler.addresses[0][1]}", probe_interval_s=0.2,
     )  # fmt: skip
-    activator = await start(settings, source=Source(spec))
+    activator = await start(
+        settings, source=Source(spec, Endpoint("127.0.0.1", free_port(), ready=False))
+    )
     try:
         while "bench/told" not in activator.registry.targets:  # noqa: ASYNC110
             await asyncio.sleep(0.01)  # the source's first snapshot: nothing to await

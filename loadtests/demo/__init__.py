@@ -6,7 +6,10 @@
   figures, verdict and table;
 - :mod:`~loadtests.demo.warm_story` runs ``tidal demo --story warm`` (a wake
   from sleep beside a cold start);
-- :mod:`~loadtests.demo.session` is what the three share: the sandbox's
+- :mod:`~loadtests.demo.pool_story` runs ``tidal demo --story inferencepool``
+  (an InferencePool woken from zero through its endpoint picker, scaled under
+  load, with no activator);
+- :mod:`~loadtests.demo.session` is what the stories share: the sandbox's
   directory, where the text and the JSON go, Ctrl-C, the exit code;
 - :mod:`~loadtests.demo.client` sends one streaming chat completion and times it;
 - :mod:`~loadtests.demo.activator_gauges` reads the held-request gauges from

@@ -4,7 +4,8 @@ Starts the sandbox (emulated cluster, ``tidal scaler``, ``tidal activator``)
 with one fake-vLLM base model on two replicas (``--enable-lora --max-loras
 2``, runtime loading on, one second per load) that declares ten adapters
 (``routing.tidal.dev/adapters``) with a short keep-alive. Through the
-activator, with the official openai client:
+activator, as an OpenAI client would call it (plain HTTP with aiohttp: the
+story needs nothing beyond what ``make demo`` installs):
 
 1. ``GET /v1/models`` lists the ten adapters with their parent;
 2. the first request for an adapter no replica has loaded waits for one
@@ -28,7 +29,6 @@ import time
 from typing import Any
 
 import aiohttp
-import openai
 
 from loadtests.demo.session import INTERRUPTED, DemoSession
 from loadtests.sandbox.cluster.defaults import apply_defaults
@@ -103,24 +103,31 @@ async def _loaded(stack: SandboxStack, session: aiohttp.ClientSession) -> dict[s
     return out
 
 
-async def _ask(client: openai.AsyncOpenAI, model: str) -> tuple[int, float]:
-    started = time.monotonic()
-    try:
-        await client.completions.create(model=model, prompt="hello", max_tokens=1)
-    except openai.APIStatusError as error:
-        return error.status_code, time.monotonic() - started
-    return 200, time.monotonic() - started
+class _Client:
+    """The two OpenAI calls the story makes, over one aiohttp session."""
 
+    def __init__(self, session: aiohttp.ClientSession, base_url: str) -> None:
+        self.session = session
+        self.base_url = base_url
 
-async def _first_answer(client: openai.AsyncOpenAI) -> list[str]:
-    """The listed adapters, once the activator has learned the target from its watch."""
-    for _ in range(100):
-        models = (await client.models.list()).data
-        adapters = [m.id for m in models if getattr(m, "parent", None) == BASE.model]
-        if adapters:
-            return adapters
-        await asyncio.sleep(0.1)
-    return []
+    async def ask(self, model: str) -> tuple[int, float]:
+        """One completion of one token for ``model``: its status and how long it took."""
+        started = time.monotonic()
+        body = {"model": model, "prompt": "hello", "max_tokens": 1}
+        async with self.session.post(f"{self.base_url}/v1/completions", json=body) as resp:
+            await resp.read()
+            return resp.status, time.monotonic() - started
+
+    async def adapters(self) -> list[str]:
+        """The listed adapters, once the activator has learned the target from its watch."""
+        for _ in range(100):
+            async with self.session.get(f"{self.base_url}/v1/models") as resp:
+                cards = (await resp.json()).get("data", []) if resp.status == 200 else []
+            adapters = [c["id"] for c in cards if c.get("parent") == BASE.model]
+            if adapters:
+                return adapters
+            await asyncio.sleep(0.1)
+        return []
 
 
 async def play(stack: SandboxStack, say: Any) -> dict[str, Any]:
@@ -128,33 +135,29 @@ async def play(stack: SandboxStack, say: Any) -> dict[str, Any]:
     _apply(stack)
     say(f"{BASE.target}: two replicas, two adapter slots each, ten adapters declared")
     await _wait(lambda: stack.deployment_state(BASE.name)[1] == 2, 60, "both replicas ready")
-    client = openai.AsyncOpenAI(
-        base_url=f"{stack.activator_url}/v1", api_key="unused", max_retries=0, timeout=120
-    )
-    async with aiohttp.ClientSession() as session:
-        try:
-            listed = await _first_answer(client)
-            say(f"GET /v1/models: {len(listed)} adapters with parent {BASE.model}")
-            await asyncio.sleep(2.5)  # one adapter refresh: the activator knows the slots
-            first_status, first_s = await _ask(client, ADAPTERS[0])
-            say(f"{ADAPTERS[0]}: HTTP {first_status} after {first_s:.2f}s (one {LOAD_S:g}s load)")
-            nexts = [await _ask(client, ADAPTERS[0]) for _ in range(3)]
-            next_s = max(s for _, s in nexts)
-            say(f"{ADAPTERS[0]} again, 3 times: at most {next_s:.2f}s (where it is loaded)")
-            burst = await asyncio.gather(*(_ask(client, a) for a in ADAPTERS * 2))
-            statuses = sorted({status for status, _ in burst})
-            not_found = sum(1 for status, _ in burst if status == 404)
-            say(f"all ten adapters, twice, at once: statuses {statuses}, {not_found} 404s")
-            during = await _loaded(stack, session)
-            say(f"loaded now: {during}")
-            say(f"idle now; the keep-alive is {KEEP_ALIVE_S:g}s")
-            await asyncio.sleep(KEEP_ALIVE_S + 5.0)
-            after = await _loaded(stack, session)
-            say(f"loaded after the keep-alive: {after}")
-            unknown_status, _ = await _ask(client, "lora-x")
-            say(f"lora-x (not declared): HTTP {unknown_status}")
-        finally:
-            await client.close()
+    timeout = aiohttp.ClientTimeout(total=120)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        client = _Client(session, stack.activator_url)
+        listed = await client.adapters()
+        say(f"GET /v1/models: {len(listed)} adapters with parent {BASE.model}")
+        await asyncio.sleep(2.5)  # one adapter refresh: the activator knows the slots
+        first_status, first_s = await client.ask(ADAPTERS[0])
+        say(f"{ADAPTERS[0]}: HTTP {first_status} after {first_s:.2f}s (one {LOAD_S:g}s load)")
+        nexts = [await client.ask(ADAPTERS[0]) for _ in range(3)]
+        next_s = max(s for _, s in nexts)
+        say(f"{ADAPTERS[0]} again, 3 times: at most {next_s:.2f}s (where it is loaded)")
+        burst = await asyncio.gather(*(client.ask(a) for a in ADAPTERS * 2))
+        statuses = sorted({status for status, _ in burst})
+        not_found = sum(1 for status, _ in burst if status == 404)
+        say(f"all ten adapters, twice, at once: statuses {statuses}, {not_found} 404s")
+        during = await _loaded(stack, session)
+        say(f"loaded now: {during}")
+        say(f"idle now; the keep-alive is {KEEP_ALIVE_S:g}s")
+        await asyncio.sleep(KEEP_ALIVE_S + 5.0)
+        after = await _loaded(stack, session)
+        say(f"loaded after the keep-alive: {after}")
+        unknown_status, _ = await client.ask("lora-x")
+        say(f"lora-x (not declared): HTTP {unknown_status}")
     return {
         "listed": len(listed),
         "first_status": first_status,

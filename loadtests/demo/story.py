@@ -112,13 +112,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_dir_flag(parser, "sandbox directory: kubeconfig, logs, and the demo's summary and chart")
     parser.add_argument(
         "--story",
-        choices=("scale", "warm", "spot", "lora"),
+        choices=("scale", "warm", "spot", "lora", "inferencepool"),
         default="scale",
         help="scale: from zero, a burst, back to zero (default); "
         "warm: a wake from sleep beside a cold start (docs/warm-tier.md); "
         "spot: a spot preemption under streaming load, covered by on-demand (docs/placement.md); "
         "lora: ten LoRA adapters on two replicas, loaded on demand, unloaded when idle "
-        "(docs/adapters.md)",
+        "(docs/adapters.md); "
+        "inferencepool: an InferencePool woken from zero through its endpoint picker and "
+        "scaled under load, no activator (docs/gateway-api.md)",
     )
     story = parser.add_argument_group("the story")
     defaults = Story()
@@ -522,4 +524,8 @@ def run(args: argparse.Namespace) -> int:
             from loadtests.demo.spot_story import run_spot
 
             return runner.run(run_spot(args))
+        if story == "inferencepool":
+            from loadtests.demo.pool_story import pool_main
+
+            return runner.run(pool_main(args))
         return runner.run(_main(args))

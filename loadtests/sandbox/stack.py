@@ -9,8 +9,9 @@ example model (a Deployment at zero replicas and its Service).
 Addresses: the cluster holds a loopback block 127.X.0.0/16 of its own; the
 scaler listens on 127.X.0.2, the activator on 127.X.0.3, Prometheus (when
 asked for) on 127.X.0.4 and further scalers (:meth:`SandboxStack.add_scaler`)
-on 127.X.0.5 and up, so two stacks on one machine never collide and no port
-needs to be discovered. Further activators (:meth:`SandboxStack.add_activator`)
+on 127.X.0.5 and up, and an endpoint picker (an InferencePool's) on
+127.X.0.250, so two stacks on one machine never collide and no port needs
+to be discovered. Further activators (:meth:`SandboxStack.add_activator`)
 share 127.X.0.3 on the next ports (data and admin port + 1, + 2, ...), as
 activator replicas side by side that share nothing but the scaler.
 
@@ -163,6 +164,11 @@ class SandboxStack:
     def scaler_host(self, index: int = 0) -> str:
         """Scaler ``index``'s address: 127.X.0.2 for the first, 127.X.0.5 and up after."""
         return self._host(2 if index == 0 else 4 + index)
+
+    @property
+    def picker_host(self) -> str:
+        """Where an endpoint picker of the stack's (``tidal sandbox epp``) listens: 127.X.0.250."""
+        return self._host(250)
 
     def scaler_url_of(self, index: int) -> str:
         return f"http://{self.scaler_host(index)}:{self.settings.scaler_port}"

@@ -4,7 +4,11 @@ One watch of Deployments across all namespaces with the label selector
 ``autoscaling.tidal.dev/enabled=true``, and one watch of pods per namespace
 that holds at least one such Deployment (started and stopped as Deployments
 come and go). A pod belongs to a target when the Deployment's selector
-matches its labels, as the ReplicaSet controller decides it.
+matches its labels, as the ReplicaSet controller decides it. With
+``pools=True``, the Deployments an opted-in InferencePool scales are
+targets too (:mod:`scaler.kube.pools` watches the pools and their
+namespaces' Deployments); a Deployment both watches deliver is kept at the
+newer of the two versions they saw.
 
 Main decision, per-namespace pod watches rather than one per Deployment or one
 for the whole cluster: a thousand models in a few namespaces cost a few
@@ -21,7 +25,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 from kubernetes_asyncio import client
@@ -29,118 +32,24 @@ from kubernetes_asyncio import client
 from groundwork.kube.raw import RawObject
 from groundwork.kube.reflector import Reflector
 from scaler.kube.index import TargetIndex
-from scaler.kube.types import (
-    ENABLED_LABEL,
-    POD_DELETION_COST,
-    DeploymentInfo,
-    LabelRequirement,
-    LabelSelector,
-    PodInfo,
-    TargetSnapshot,
-)
-from scaler.policy.placement.cost import gpu_requests, gpus_requested
+from scaler.kube.objects import deployment_from_raw, pod_from_raw
+from scaler.kube.pools import PoolWatch
+from scaler.kube.types import ENABLED_LABEL, DeploymentInfo, PoolState, TargetSnapshot
 
-__all__ = ["KubeCluster", "deployment_from_raw", "pod_from_raw"]
+__all__ = ["KubeCluster", "newer"]
 
 log = logging.getLogger(__name__)
 
 
-def _int(value: Any, default: int) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
-
-
-GPU_RESOURCE = "nvidia.com/gpu"
-
-
-def _epoch(text: Any) -> float:
-    """Seconds since the epoch of an RFC 3339 timestamp (0 when missing or bad)."""
-    if not isinstance(text, str) or not text:
-        return 0.0
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
-
-
-def _gpus(spec: RawObject) -> int:
-    pod_spec = (spec.get("template") or {}).get("spec") or {}
-    total = 0
-    for c in pod_spec.get("containers") or ():
-        res = c.get("resources") or {}
-        got = (res.get("limits") or {}).get(GPU_RESOURCE) or (res.get("requests") or {}).get(
-            GPU_RESOURCE
-        )
-        total += _int(got, 0)
-    return total or 1
-
-
-def deployment_from_raw(obj: RawObject) -> DeploymentInfo:
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    sel = spec.get("selector") or {}
-    exprs = tuple(
-        LabelRequirement(
-            key=str(e.get("key", "")),
-            operator=str(e.get("operator", "")),
-            values=tuple(str(v) for v in e.get("values") or ()),
-        )
-        for e in sel.get("matchExpressions") or ()
-    )
-    return DeploymentInfo(
-        namespace=str(meta.get("namespace", "default")),
-        name=str(meta.get("name", "")),
-        uid=str(meta.get("uid", "")),
-        annotations=dict(meta.get("annotations") or {}),
-        # apps/v1 defaults an omitted spec.replicas to 1.
-        spec_replicas=_int(spec.get("replicas", 1), 1),
-        ready_replicas=_int(status.get("readyReplicas", 0), 0),
-        selector=LabelSelector(
-            match_labels=dict(sel.get("matchLabels") or {}), match_expressions=exprs
-        ),
-        resource_version=str(meta.get("resourceVersion", "")),
-        gpus_per_replica=_gpus(spec),
-        raw=obj,
-    )
-
-
-def pod_from_raw(obj: RawObject) -> PodInfo:
-    meta = obj.get("metadata") or {}
-    status = obj.get("status") or {}
-    spec = obj.get("spec") or {}
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or ()
-    )
-    ports: dict[str, int] = {}
-    for container in spec.get("containers") or ():
-        for port in container.get("ports") or ():
-            if port.get("name") and port.get("containerPort"):
-                ports.setdefault(str(port["name"]), _int(port["containerPort"], 0))
-    cost = (meta.get("annotations") or {}).get(POD_DELETION_COST)
-    evicted = status.get("reason") == "Evicted" or any(
-        c.get("type") == "DisruptionTarget" and c.get("status") == "True"
-        for c in status.get("conditions") or ()
-    )
-    return PodInfo(
-        namespace=str(meta.get("namespace", "default")),
-        name=str(meta.get("name", "")),
-        labels=dict(meta.get("labels") or {}),
-        ip=status.get("podIP") or None,
-        ready=ready,
-        terminating=meta.get("deletionTimestamp") is not None,
-        ports=ports,
-        deletion_cost=_int(cost, 0) if cost is not None else None,
-        node=spec.get("nodeName") or None,
-        phase=str(status.get("phase") or "Pending"),
-        created_at=_epoch(meta.get("creationTimestamp")),
-        evicted=evicted,
-        gpus=gpus_requested(spec),
-        gpu_resource=min(gpu_requests(spec), default=GPU_RESOURCE),
-    )
+def newer(a: DeploymentInfo | None, b: DeploymentInfo | None) -> DeploymentInfo | None:
+    """The later of two versions of one Deployment that two watches delivered: the
+    higher ``resourceVersion`` (the API server's are integers; opaque ones keep ``a``)."""
+    if a is None or b is None:
+        return a or b
+    rv_a, rv_b = a.resource_version, b.resource_version
+    if rv_a.isdigit() and rv_b.isdigit() and int(rv_b) > int(rv_a):
+        return b
+    return a
 
 
 class KubeCluster:
@@ -153,6 +62,7 @@ class KubeCluster:
         label_selector: str = f"{ENABLED_LABEL}=true",
         watch_timeout_s: int = 300,
         request_timeout_s: float = 30.0,
+        pools: bool = False,
     ) -> None:
         self._apps: Any = client.AppsV1Api(api)
         self._core: Any = client.CoreV1Api(api)
@@ -161,6 +71,18 @@ class KubeCluster:
         self._request_timeout_s = request_timeout_s
         self._index = TargetIndex()
         self._pod_tasks: dict[str, asyncio.Task[None]] = {}
+        # The label-selector watch's Deployments, and those a pool scales.
+        self._labelled: dict[str, DeploymentInfo] = {}
+        self._pooled: dict[str, DeploymentInfo] = {}
+        self._held: dict[str, DeploymentInfo] = {}  # what the index holds, by key
+        self._pool_watch: PoolWatch | None = None
+        if pools:
+            self._pool_watch = PoolWatch(
+                api,
+                on_change=self._pools_changed,
+                watch_timeout_s=watch_timeout_s,
+                request_timeout_s=request_timeout_s,
+            )
         self._deploy_reflector = Reflector(
             list_call=self._apps.list_deployment_for_all_namespaces,
             what="deployments",
@@ -178,19 +100,51 @@ class KubeCluster:
     def targets(self) -> Mapping[str, TargetSnapshot]:
         return self._index.targets()
 
+    def pools(self) -> Mapping[str, PoolState]:
+        """The opted-in InferencePools and what each selects (``{}`` without pools)."""
+        return self._pool_watch.states() if self._pool_watch is not None else {}
+
     # -- deployments --------------------------------------------------------
 
     def _reset_deployments(self, items: list[RawObject]) -> None:
-        self._index.reset_deployments(deployment_from_raw(obj) for obj in items)
+        self._labelled = {d.key: d for d in map(deployment_from_raw, items)}
+        self._held = {
+            key: d
+            for key in self._labelled.keys() | self._pooled.keys()
+            if (d := newer(self._labelled.get(key), self._pooled.get(key))) is not None
+        }
+        self._index.reset_deployments(self._held.values())
         self._watch_namespaces()
 
     def _deployment_event(self, kind: str, obj: RawObject) -> None:
         d = deployment_from_raw(obj)
         if kind == "DELETED":
-            self._index.delete_deployment(d.key)
+            self._labelled.pop(d.key, None)
         else:
-            self._index.put_deployment(d)
+            self._labelled[d.key] = d
+        self._follow(d.key)
         self._watch_namespaces()
+
+    def _pools_changed(self) -> None:
+        """The pools or their namespaces' Deployments changed: follow what they scale."""
+        assert self._pool_watch is not None
+        was = self._pooled
+        self._pooled = {key: d for key, (d, _) in self._pool_watch.bound().items()}
+        for key in was.keys() | self._pooled.keys():
+            self._follow(key)
+        self._watch_namespaces()
+
+    def _follow(self, key: str) -> None:
+        """Hand the index the newer version of ``key`` either watch holds (none: gone)."""
+        d = newer(self._labelled.get(key), self._pooled.get(key))
+        if d is self._held.get(key):
+            return
+        if d is None:
+            del self._held[key]
+            self._index.delete_deployment(key)
+        else:
+            self._held[key] = d
+            self._index.put_deployment(d)
 
     def _watch_namespaces(self) -> None:
         """One pod watch per namespace that holds a target, and no other."""
@@ -230,7 +184,10 @@ class KubeCluster:
     async def run(self) -> None:
         """Watch until cancelled."""
         try:
-            await self._deploy_reflector.run()
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._deploy_reflector.run(), name="tidal-deployment-watch")
+                if self._pool_watch is not None:
+                    group.create_task(self._pool_watch.run(), name="tidal-pool-watch")
         finally:
             tasks = list(self._pod_tasks.values())
             self._pod_tasks.clear()

@@ -1,5 +1,6 @@
 """One-shot reads for ``tidal status``: the opted-in Deployments, their spot companions,
-and those whose opt-in label has a value that opts nothing in."""
+those whose opt-in label has a value that opts nothing in, and the opted-in
+InferencePools with the Deployment each scales (as the scaler's pool index binds them)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,16 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from groundwork.kube.errors import NotFound
 from groundwork.kube.raw import call_json
-from scaler.kube.cluster import deployment_from_raw
+from scaler.kube.objects import deployment_from_raw
 from scaler.kube.placement_watch import companion_from_raw
-from scaler.kube.types import ENABLED_LABEL, CompanionInfo, DeploymentInfo
+from scaler.kube.pool_index import PoolIndex
+from scaler.kube.pools import POOL_GROUP, POOL_PLURAL, POOL_VERSION, pool_from_raw
+from scaler.kube.types import ENABLED_LABEL, CompanionInfo, DeploymentInfo, PoolInfo, PoolState
 from scaler.policy.placement.companion import CAPACITY_TYPE_LABEL
 
-__all__ = ["list_companions", "list_not_opted_in", "list_opted_in"]
+__all__ = ["list_companions", "list_not_opted_in", "list_opted_in", "list_pools"]
 
 
 async def list_opted_in(
@@ -92,3 +96,43 @@ async def _list(
             label_selector=selector,
         )
     return list(data.get("items") or ())
+
+
+async def list_pools(
+    api: client.ApiClient, *, namespace: str | None = None, request_timeout_s: float = 10.0
+) -> tuple[dict[str, PoolState], dict[str, tuple[DeploymentInfo, PoolInfo]]]:
+    """The opted-in InferencePools by key, and by Deployment key the Deployment a pool
+    scales with that pool; ``({}, {})`` where the InferencePool CRD is not installed."""
+    custom: Any = client.CustomObjectsApi(api)
+    gvp = {"group": POOL_GROUP, "version": POOL_VERSION, "plural": POOL_PLURAL}
+    doing = f"list InferencePools in {namespace or 'all namespaces'}"
+    try:
+        if namespace is None:
+            data = await call_json(
+                custom.list_cluster_custom_object,
+                **gvp,
+                doing=doing,
+                request_timeout_s=request_timeout_s,
+            )
+        else:
+            data = await call_json(
+                custom.list_namespaced_custom_object,
+                **gvp,
+                namespace=namespace,
+                doing=doing,
+                request_timeout_s=request_timeout_s,
+            )
+    except NotFound:
+        return {}, {}
+    index = PoolIndex()
+    index.reset_pools(pool_from_raw(obj) for obj in data.get("items") or ())
+    for ns in sorted(index.namespaces()):
+        items = await _list(
+            api,
+            selector="",
+            namespace=ns,
+            what="deployments",
+            request_timeout_s=request_timeout_s,
+        )
+        index.reset_deployments(ns, (deployment_from_raw(obj) for obj in items))
+    return dict(index.states()), dict(index.bound())

@@ -24,11 +24,15 @@ __all__ = [
     "CompanionWrites",
     "DeploymentInfo",
     "EventSink",
+    "EventSubject",
     "LabelRequirement",
     "LabelSelector",
     "LeaderElector",
     "NodeInfo",
     "PodInfo",
+    "PodLabels",
+    "PoolInfo",
+    "PoolState",
     "ScaleState",
     "ScaleTarget",
     "TargetSnapshot",
@@ -89,10 +93,50 @@ class DeploymentInfo:
     # The object as served (placement builds the spot companion from its pod
     # template, and reads the on-demand pin); not compared, not shown.
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # The pod template's labels: what an InferencePool's selector is matched against.
+    pod_labels: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    api_version = "apps/v1"
+    kind = "Deployment"
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class PoolInfo:
+    """An ``InferencePool`` (``inference.networking.k8s.io/v1``) as the scaler sees it.
+
+    ``selector``: its ``spec.selector.matchLabels`` (the v1 kind has no
+    expressions); ``target_ports``: the model servers' ports; ``picker``: the
+    endpoint picker's Service name and port (``None`` when the pool names no
+    Service); ``opted_in``: the opt-in label or annotation says ``"true"``.
+    """
+
+    namespace: str
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    selector: Mapping[str, str]
+    target_ports: tuple[int, ...] = ()
+    picker: tuple[str, int] | None = None
+    opted_in: bool = False
+    resource_version: str = ""
+
+    api_version = "inference.networking.k8s.io/v1"
+    kind = "InferencePool"
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def selects(self, pod_labels: Mapping[str, str]) -> bool:
+        """Whether pods labelled ``pod_labels`` are in the pool (an empty selector,
+        which the CRD refuses, selects nothing)."""
+        return bool(self.selector) and all(pod_labels.get(k) == v for k, v in self.selector.items())
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +157,7 @@ class PodInfo:
     created_at: float = 0.0
     evicted: bool = False
     gpus: int = 0
+    ready_at: float | None = None  # epoch seconds it last turned Ready (None: not Ready)
     # The device resource it asks for (nvidia.com/gpu, a MIG profile's, or the
     # device plugin's renamed nvidia.com/gpu.shared): which devices it holds.
     gpu_resource: str = "nvidia.com/gpu"
@@ -160,7 +205,14 @@ class TargetSnapshot:
 class ClusterView(Protocol):
     """The opted-in Deployments and their pods, as last seen."""
 
-    def targets(self) -> Mapping[str, TargetSnapshot]: ...
+    def targets(self) -> Mapping[str, TargetSnapshot]:
+        """The targets; a new mapping whenever anything in it changed (copy on write), so
+        a reader may tell "unchanged" by identity."""
+        ...
+
+    def pools(self) -> Mapping[str, PoolState]:
+        """The opted-in InferencePools by key (``{}`` when pools are not watched)."""
+        ...
 
     @property
     def synced(self) -> bool:
@@ -213,6 +265,14 @@ class ScaleTarget(Protocol):
         ...
 
 
+class PodLabels(Protocol):
+    """The one label write the warm tier needs behind an InferencePool (docs/gateway-api.md)."""
+
+    async def set_pod_labels(self, namespace: str, key: str, values: Mapping[str, str]) -> None:
+        """Set label ``key`` on each named pod to its value (a pod gone is skipped)."""
+        ...
+
+
 class CompanionWrites(Protocol):
     """Placement's writes (:mod:`scaler.kube.companion_writes`)."""
 
@@ -229,9 +289,53 @@ class CompanionWrites(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class PoolState:
+    """One opted-in pool, as :class:`~scaler.kube.pool_index.PoolIndex` decides it.
+
+    ``selected``: the Deployments it selects (keys, sorted); ``shared_with``:
+    the other opted-in pools that select one of them too (keys, sorted);
+    ``listed``: its namespace's Deployments have been listed at all.
+    """
+
+    pool: PoolInfo
+    selected: tuple[str, ...] = ()
+    shared_with: tuple[str, ...] = ()
+    listed: bool = True
+
+    @property
+    def bound_to(self) -> str | None:
+        """The one Deployment this pool scales (``None``: none, see the docstring)."""
+        if self.listed and len(self.selected) == 1 and not self.shared_with:
+            return self.selected[0]
+        return None
+
+
+class EventSubject(Protocol):
+    """What an Event is about: a Deployment, or an InferencePool."""
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def uid(self) -> str: ...
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def api_version(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+
 class EventSink(Protocol):
     async def emit(
-        self, target: DeploymentInfo, *, reason: str, message: str, warning: bool = False
+        self, target: EventSubject, *, reason: str, message: str, warning: bool = False
     ) -> None: ...
 
 

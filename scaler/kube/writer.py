@@ -10,6 +10,8 @@
   ``resourceVersion`` is returned, for the next write's precondition.
 - **Pod-deletion-cost**: a merge patch of one annotation per pod (``None``
   removes it, to undo a ranking); a pod that is already gone (404) is skipped.
+  A pod's awake label (an InferencePool's picker routes only to awake pods,
+  docs/gateway-api.md) is a merge patch the same way.
 - **Status annotation**: a JSON patch (RFC 6902) that adds one annotation
   (metadata only, so no new rollout and no generation bump) after testing
   that ``spec.replicas`` is still the scale the status describes. Not the
@@ -20,8 +22,8 @@
   must not outlive is the scale, so that is what it tests; a failed test
   (HTTP 422) comes out as a :class:`~groundwork.kube.errors.Conflict`, as a
   stale version would.
-- **Events**: core/v1 Events involving the Deployment, from component
-  ``tidal-scaler``.
+- **Events**: core/v1 Events involving the Deployment (or, for what is
+  wrong with an InferencePool, the pool), from component ``tidal-scaler``.
 
 All failures come out as :mod:`groundwork.kube.errors` types. Only
 :mod:`scaler.actuator` imports this module (an import contract in
@@ -43,7 +45,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from groundwork.kube.errors import Conflict, KubeError, NotFound, translate
 from groundwork.kube.raw import check_response
-from scaler.kube.types import POD_DELETION_COST, STATUS_ANNOTATION, DeploymentInfo, ScaleState
+from scaler.kube.types import POD_DELETION_COST, STATUS_ANNOTATION, EventSubject, ScaleState
 
 __all__ = ["COMPONENT", "KubeEvents", "KubeScaleTarget"]
 
@@ -116,6 +118,23 @@ class KubeScaleTarget:
                 if isinstance(err, NotFound):
                     continue  # already gone: nothing to rank
                 raise err from exc
+
+    async def set_pod_labels(self, namespace: str, key: str, values: Mapping[str, str]) -> None:
+        """Set label ``key`` on each named pod (a merge patch; a pod gone is skipped)."""
+        for pod, value in values.items():
+            body = {"metadata": {"labels": {key: value}}}
+            try:
+                await self._core.patch_namespaced_pod(
+                    pod,
+                    namespace,
+                    body,
+                    _content_type=MERGE_PATCH,
+                    _request_timeout=self._timeout_s,
+                )
+            except _CALL_ERRORS as exc:
+                err = self._error(exc, f"label pod {namespace}/{pod} {key}={value}")
+                if not isinstance(err, NotFound):
+                    raise err from exc
 
     async def write_status(
         self,
@@ -195,7 +214,7 @@ class KubeEvents:
         self._timeout_s = request_timeout_s
 
     async def emit(
-        self, target: DeploymentInfo, *, reason: str, message: str, warning: bool = False
+        self, target: EventSubject, *, reason: str, message: str, warning: bool = False
     ) -> None:
         now = _now_rfc3339()
         body = {
@@ -206,8 +225,8 @@ class KubeEvents:
                 "namespace": target.namespace,
             },
             "involvedObject": {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
+                "apiVersion": target.api_version,
+                "kind": target.kind,
                 "name": target.name,
                 "namespace": target.namespace,
                 "uid": target.uid,

@@ -53,6 +53,7 @@ from groundwork.rules.annotation_keys import (
 )
 from groundwork.rules.annotation_keys import Problem as AnnotationProblem
 from groundwork.rules.durations import format_duration
+from groundwork.rules.pool_keys import POOL_KEYS
 from groundwork.rules.scaling_keys import (
     ADAPTER_KEEP_ALIVE,
     ADAPTIVE,
@@ -106,8 +107,8 @@ __all__ = [
 STATUS_ANNOTATION = AUTOSCALING_PREFIX + "status"
 _ENABLED = AUTOSCALING_PREFIX + "enabled"
 
-#: Every key this module reads.
-KNOWN_KEYS: tuple[str, ...] = tuple(key.name for key in SCALING_KEYS)
+#: Every key this module reads, and the InferencePool keys (scaler.policy.pool_annotations).
+KNOWN_KEYS: tuple[str, ...] = tuple(key.name for key in (*SCALING_KEYS, *POOL_KEYS))
 
 
 @dataclass(frozen=True, slots=True)

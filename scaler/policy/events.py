@@ -27,12 +27,15 @@ __all__ = [
     "EVENT_REASONS",
     "INVALID_ANNOTATION",
     "INVALID_ROUTING",
+    "NO_DEPLOYMENT_SELECTED",
     "ON_DEMAND_PINNED",
+    "SEVERAL_DEPLOYMENTS_SELECTED",
     "SLEEP_MODE_UNAVAILABLE",
     "SLEPT",
     "SPOT_FALLBACK",
     "SPOT_RECOVERED",
     "UNKNOWN_ANNOTATION",
+    "WAITING_ROOM_TOO_SHORT",
     "WAKE_FAILED",
     "WOKE",
     "WRITES_FAILING",
@@ -56,6 +59,10 @@ WOKE = "Woke"
 WAKE_FAILED = "WakeFailed"
 SLEEP_MODE_UNAVAILABLE = "SleepModeUnavailable"
 ADAPTER_LOAD_REFUSED = "AdapterLoadRefused"
+# On an InferencePool (docs/gateway-api.md).
+NO_DEPLOYMENT_SELECTED = "NoDeploymentSelected"
+SEVERAL_DEPLOYMENTS_SELECTED = "SeveralDeploymentsSelected"
+WAITING_ROOM_TOO_SHORT = "WaitingRoomTooShort"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +74,8 @@ class EventReason:
     when: str
 
 
-#: Every Event reason the scaler raises on a Deployment, in the reference's order.
+#: Every Event reason the scaler raises on a Deployment (or, said so, on an InferencePool),
+#: in the reference's order.
 EVENT_REASONS: tuple[EventReason, ...] = (
     EventReason(Reason.ACTIVATED.value, False, "woken from zero by a request"),
     EventReason(Reason.SCALED_UP.value, False, "more replicas"),
@@ -117,10 +125,31 @@ EVENT_REASONS: tuple[EventReason, ...] = (
         " `VLLM_SERVER_DEV_MODE=1` and `--enable-sleep-mode`); its replicas stay awake",
     ),
     EventReason(
+        NO_DEPLOYMENT_SELECTED,
+        True,
+        "on an InferencePool: its selector matches the pod template of no Deployment in its"
+        " namespace; nothing is scaled for it",
+    ),
+    EventReason(
+        SEVERAL_DEPLOYMENTS_SELECTED,
+        True,
+        "on an InferencePool: its selector matches several Deployments, or one that another"
+        " opted-in pool selects too (the message names them); none is scaled for it",
+    ),
+    EventReason(
+        WAITING_ROOM_TOO_SHORT,
+        True,
+        "on an InferencePool: its endpoint picker's `noEndpointRequestTTL` is shorter than the"
+        " model's cold start, so a request that wakes it from zero is evicted (503) first",
+    ),
+    EventReason(
         ADAPTER_LOAD_REFUSED,
         True,
         "a replica refused to load a LoRA adapter (the message names the replica, the adapter"
-        " and its answer); the activator sends that adapter's requests elsewhere for a minute",
+        " and its answer); the activator sends that adapter's requests elsewhere for a minute,"
+        " and answers them 503 at once when no replica is left to ask. Also raised, at most once"
+        " a minute, when no replica of the model can load adapters at all (none publishes LoRA"
+        " support): the message names --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING",
     ),
 )
 

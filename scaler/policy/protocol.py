@@ -17,7 +17,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from scaler.policy.annotations import InvalidAnnotation, check_supported, parse_scaling_config
+from scaler.policy.annotations import (
+    AnnotationProblem,
+    InvalidAnnotation,
+    check_supported,
+    parse_scaling_config,
+)
 from scaler.policy.api import Decision, Observation, ScalingConfig
 from scaler.policy.decide import PolicyState
 from scaler.policy.idle.grace import DEFAULT_COLD_START_ESTIMATE_S, decide_with_grace
@@ -26,7 +31,14 @@ __all__ = ["InvalidTargetConfig", "Policy", "PurePolicy", "parse_for_setup"]
 
 
 class InvalidTargetConfig(ValueError):
-    """A target's annotations cannot be used; the message names key, value and what is allowed."""
+    """A target's annotations cannot be used; the message names key, value and what is allowed.
+
+    ``problems``: each bad key on its own, where the policy names them (an
+    InferencePool target reports each on the object that carries it)."""
+
+    def __init__(self, message: str, *, problems: tuple[AnnotationProblem, ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = problems
 
 
 class Policy(Protocol):
@@ -66,7 +78,7 @@ class PurePolicy:
         try:
             return parse_scaling_config(annotations)
         except InvalidAnnotation as exc:
-            raise InvalidTargetConfig(str(exc)) from exc
+            raise InvalidTargetConfig(str(exc), problems=exc.problems) from exc
 
     def initial_state(self, now: float) -> PolicyState:
         return PolicyState.initial(now)
@@ -93,5 +105,5 @@ def parse_for_setup(
     try:
         check_supported(config, gpu_metrics=gpu_metrics)
     except InvalidAnnotation as exc:
-        raise InvalidTargetConfig(str(exc)) from exc
+        raise InvalidTargetConfig(str(exc), problems=exc.problems) from exc
     return config

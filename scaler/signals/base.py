@@ -50,6 +50,7 @@ __all__ = [
     "Brought",
     "DemandSource",
     "Levels",
+    "PickerEndpoint",
     "PodEndpoint",
     "PolledSource",
     "SourceReading",
@@ -113,6 +114,10 @@ class SourceReading:
     reporters: int  # activators reporting, or pods with data
     signals: Mapping[SignalKind, float] = field(default_factory=dict)  # absent: no value now
     busy: bool = False  # anything held, running or waiting right now
+    # Requests this source sees held for a target with no ready replica, which no
+    # one else will ask to wake (an endpoint picker's waiting room): the service
+    # asks the controller to wake the target at once, as an activation does.
+    held_for_wake: float = 0.0
     pod_load: Mapping[str, float] = field(default_factory=dict)  # pod name -> requests on it
     activators: int = 0  # of the reporters, activators (the count /v1/targets shows)
     levels: Levels = field(default_factory=Levels)
@@ -150,6 +155,14 @@ class PodEndpoint:
 
 
 @dataclass(frozen=True, slots=True)
+class PickerEndpoint:
+    """The endpoint picker of the InferencePool that makes a target (docs/gateway-api.md)."""
+
+    pool: str  # the pool's name, as the picker's series label it
+    metrics_url: str
+
+
+@dataclass(frozen=True, slots=True)
 class TargetPods:
     """What a pulled source needs to know about one target to refresh it."""
 
@@ -157,6 +170,7 @@ class TargetPods:
     namespace: str
     engine: str  # vllm | triton | generic
     pods: Sequence[PodEndpoint]
+    picker: PickerEndpoint | None = None  # an InferencePool target's endpoint picker
 
 
 class PolledSource(DemandSource, Protocol):

@@ -22,7 +22,9 @@ Main decisions:
   value is not recorded again at every faster arrival.
 - **Every target at every arrival**: an arrival records for every target the
   catalog lists (a source with nothing to say of one says so: an activator
-  report that does not list a target is zero there).
+  report that does not list a target is zero there), except those the
+  arriving source has no say for (its reading is ``None``: an endpoint
+  picker's arrival is news only of the pools it reads).
 - **Which targets** comes from a :class:`TargetCatalog` (the controller's
   :class:`~scaler.targets.book.TargetBook`): a target that appeared since the last
   decision is recorded at its first arrival.
@@ -184,7 +186,10 @@ class SignalHub:
         configs = self._catalogued()
         wanted = configs.keys() if keys is None else [k for k in keys if k in configs]
         recorded = 0
+        arriving = self._sources[index]
         for key in wanted:
+            if arriving.read(key, now=now) is None:
+                continue  # the source has no say for this target: no news of it
             config = configs[key]
             got = self._read(key, now)
             self._add_brought(index, key, got[index][1], config)
@@ -199,6 +204,20 @@ class SignalHub:
                 self._demand_seen_at[key] = now
             recorded += 1
         return recorded
+
+    def held_for_wake(self, source: str, *, now: float, keys: Iterable[str]) -> list[str]:
+        """Of ``keys``, the targets for which ``source`` holds requests with no ready replica
+        (:attr:`~scaler.signals.base.SourceReading.held_for_wake`): to be woken now."""
+        index = self._index.get(source)
+        if index is None:
+            raise ValueError(f"no demand source {source!r}; the hub has {self.source_names}")
+        found = self._sources[index]
+        held = []
+        for key in keys:
+            reading = found.read(key, now=now)
+            if reading is not None and reading.held_for_wake > 0:
+                held.append(key)
+        return held
 
     def take_adapter_refusals(self, key: str) -> list[str]:
         """LoRA adapter loads refused for ``key`` since the last call (for one Event)."""

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from scaler.actuator import Actuator, Decided, WritePlan
@@ -321,7 +321,7 @@ class Reconciler:
         self, step: _Step, plan: WritePlan | None, report: tuple[tuple[str, str], ...]
     ) -> Outcome:
         """A tick's writes, under the lock the tick took for them, and its Events."""
-        writes = []
+        writes: list[Awaitable[object]] = []
         if plan is not None:
             writes.append(self._locked_act(step, plan))
         for reason, message in report:
@@ -377,4 +377,5 @@ class Reconciler:
             decided_at=self.decided_at,
             placement=self.placement,
             cost=cost,
+            pool=entry.pool.key if entry is not None and entry.pool is not None else None,
         )

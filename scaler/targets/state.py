@@ -36,3 +36,5 @@ class TargetState:
     # Spot placement (when the scaler has a placer): the last plan and the cost.
     placement: PlacementPlan | None = None
     cost: CostView | None = None
+    # The InferencePool that makes it a target (namespace/name), if one does.
+    pool: str | None = None

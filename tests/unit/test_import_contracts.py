@@ -2,22 +2,23 @@
 
 Covers: the tree as it is passes ``lint-imports``; each kind of violation
 (I/O in ``scaler.policy``, groundwork beyond its shared rules in the policy or
-the balancers, I/O or other Tidal code in the shared rules,
-kubernetes_asyncio outside the kube packages, the
-scaler importing the activator, a service importing the simulator, the
-activator importing the scaler, a scaler module other than the actuator,
-``scaler.kube`` included, importing the Kubernetes write helpers, I/O or
-another activator module in an activator module the simulator runs, I/O in
-the EPP metrics reader, I/O in the GPU catalog, groundwork beyond the
-rules and the catalog in ``scaler.policy``, ``groundwork`` importing a
-service) added to a copy of the tree makes ``lint-imports`` fail and name
-the broken contract; an ignored import that matches nothing is an error;
-the purity contract covers every activator module ``simulator`` imports
-and names nothing it does not, so a new one cannot slip in unchecked;
-every groundwork module but the shared rules and the GPU catalog (each
-pure under its own contract) is forbidden to the pure packages, so a new
-one cannot slip into them either; the hub, the combination and the
-reconcilers import no demand source.
+the balancers, I/O or other Tidal code in the shared rules, kubernetes_asyncio
+outside the kube packages, the scaler importing the activator, a service
+importing the simulator, the activator importing the scaler, a scaler module
+other than the actuator, ``scaler.kube`` included, importing the Kubernetes
+write helpers, I/O or another activator module in an activator module the
+simulator runs, I/O in the EPP metrics reader, I/O in the GPU catalog,
+groundwork beyond the rules and the catalog in ``scaler.policy``,
+``groundwork`` importing a service, the replica side of the data path
+importing the client side, the HTTP layer importing the proxy's holding or
+the replica side) added to a copy of the tree makes ``lint-imports`` fail and
+name the broken contract; an ignored import that matches nothing is an error;
+the purity contract covers every activator module ``simulator`` imports and
+names nothing it does not, so a new one cannot slip in unchecked; every
+groundwork module but the shared rules and the GPU catalog (each pure under
+its own contract) is forbidden to the pure packages, so a new one cannot slip
+into them either; the hub, the combination and the reconcilers import no
+demand source.
 """
 
 from __future__ import annotations
@@ -218,6 +219,24 @@ def test_tree_as_is_keeps_contracts(tree_copy: Path) -> None:
             "import kubernetes_asyncio\n",
             "only groundwork.kube, scaler.kube and activator.kube import kubernetes_asyncio",
             id="kubernetes-in-groundwork-outside-kube",
+        ),
+        pytest.param(
+            "activator/http1/upstream.py",
+            "import activator.http1.exchange\n",
+            "the replica side never turns back into the HTTP layer",
+            id="replica-side-imports-the-exchange",
+        ),
+        pytest.param(
+            "activator/http1/client_connection.py",
+            "import activator.holding.gate\n",
+            "the HTTP layer knows nothing of what a request means",
+            id="http-layer-imports-the-gate",
+        ),
+        pytest.param(
+            "activator/http1/exchange.py",
+            "import activator.http1.upstream\n",
+            "the HTTP layer knows nothing of what a request means",
+            id="http-layer-imports-the-replica-side",
         ),
     ],
 )

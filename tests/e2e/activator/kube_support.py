@@ -25,7 +25,7 @@ from typing import Any
 
 import aiohttp
 
-from activator.targets import TargetSpec
+from activator.targets import Discovered
 from loadtests.sandbox.cluster.cluster import SandboxCluster
 from loadtests.sandbox.cluster.resources import ResourceType
 
@@ -144,20 +144,20 @@ class Snapshots:
     """A TargetSink that keeps every snapshot and wakes waiters on each one."""
 
     def __init__(self) -> None:
-        self.history: list[dict[str, TargetSpec]] = []
+        self.history: list[dict[str, Discovered]] = []
         self._changed = asyncio.Event()
 
     @property
-    def latest(self) -> dict[str, TargetSpec]:
+    def latest(self) -> dict[str, Discovered]:
         return self.history[-1] if self.history else {}
 
-    def apply(self, targets: Mapping[str, TargetSpec]) -> None:
+    def apply(self, targets: Mapping[str, Discovered]) -> None:
         self.history.append(dict(targets))
         self._changed.set()
 
     async def wait_for(
-        self, predicate: Callable[[dict[str, TargetSpec]], bool], timeout_s: float = 20.0
-    ) -> dict[str, TargetSpec]:
+        self, predicate: Callable[[dict[str, Discovered]], bool], timeout_s: float = 20.0
+    ) -> dict[str, Discovered]:
         """The first snapshot (the latest one included) for which ``predicate`` holds."""
         async with asyncio.timeout(timeout_s):
             while True:
@@ -167,7 +167,7 @@ class Snapshots:
                 await self._changed.wait()
 
 
-def ready_hosts(spec: TargetSpec | None) -> set[str]:
+def ready_hosts(spec: Discovered | None) -> set[str]:
     return {e.host for e in (spec.endpoints if spec else ()) if e.ready}
 
 

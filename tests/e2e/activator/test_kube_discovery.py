@@ -112,7 +112,8 @@ async def test_discovery_annotations_endpoints_changes_and_deletion(tmp_path: Pa
 
         async with watching(cluster) as (_, sink):
             latest = await sink.wait_for(lambda t: len(ready_hosts(t.get("default/llama"))) == 2)
-            spec = latest["default/llama"]
+            found = latest["default/llama"]
+            spec = found.spec
             assert set(latest) == {"default/llama"}
             assert spec.models == ("llama-3-8b", "llama-3-8b-instruct")
             assert spec.hosts == ("llama.example.com", "*.llama.example.com")
@@ -126,10 +127,10 @@ async def test_discovery_annotations_endpoints_changes_and_deletion(tmp_path: Pa
             ]
             pods = await api.pods("llama")
             ips = {p["status"]["podIP"] for p in pods}
-            assert ready_hosts(spec) == ips
+            assert ready_hosts(found) == ips
             # The http port's target (container port 8000), not the metrics port.
-            assert {e.port for e in spec.endpoints} == {8000}
-            assert {e.name for e in spec.endpoints} == {p["metadata"]["name"] for p in pods}
+            assert {e.port for e in found.endpoints} == {8000}
+            assert {e.name for e in found.endpoints} == {p["metadata"]["name"] for p in pods}
 
             # A third pod: listed not ready first (startup delay), then ready.
             await api.patch_deployment(
@@ -195,11 +196,11 @@ async def test_discovery_annotations_endpoints_changes_and_deletion(tmp_path: Pa
             )
             latest = await sink.wait_for(
                 lambda t: (
-                    t["default/llama"].models == ("llama-3-70b",)
-                    and t["default/llama"].max_buffered == 7
+                    t["default/llama"].spec.models == ("llama-3-70b",)
+                    and t["default/llama"].spec.max_buffered == 7
                 )
             )
-            assert latest["default/llama"].hosts == ()
+            assert latest["default/llama"].spec.hosts == ()
 
             # Scale down: endpoints follow.
             await api.scale("llama", 1)

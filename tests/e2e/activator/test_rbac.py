@@ -20,9 +20,10 @@ Covers, *enough*:
 (and a few things it must do are allowed, so the 403s mean RBAC, not a
 broken request): the activator (which reads Nodes for interruption
 notices) cannot patch or delete Deployments, scale them, read Secrets or
-pods, patch or delete Nodes, write Events or touch Leases; the scaler cannot
-update (PUT) Deployments (it creates and deletes only spot companions, and
-patches the rest), PUT their ``/scale``, write nodes, patch
+pods, patch or delete Nodes, write Events or touch Leases; the scaler (which
+lists InferencePools) cannot patch or delete them, nor update (PUT)
+Deployments (it creates and deletes only spot companions, and patches the
+rest), PUT their ``/scale``, write nodes, patch
 core Events or create ``events.k8s.io`` Events, read Secrets, delete pods, or
 read, update or delete Leases other than ``tidal-scaler`` in
 ``tidal-system``, nor create or read Leases in any other namespace.
@@ -57,6 +58,8 @@ NS = "tidal-system"
 NAMESPACED = {"ServiceAccount", "Role", "RoleBinding"}
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 STATUS = "autoscaling.tidal.dev/status"
+POOLS = "/apis/inference.networking.k8s.io/v1/inferencepools"
+POOLS_IN = "/apis/inference.networking.k8s.io/v1/namespaces/default/inferencepools"
 
 
 async def apply_rbac(api: Api) -> list[str]:
@@ -309,7 +312,13 @@ async def check_scaler_denied(cluster: SandboxCluster, token: str) -> None:
         current = await api.call("GET", DEPLOY)
         # Spot placement reads nodes (capacity type, notice taints).
         assert await api.status_of("GET", "/api/v1/nodes") == 200
+        # InferencePools are read, never written (docs/gateway-api.md).
+        assert await api.status_of("GET", POOLS) == 200
         denied = {
+            "patch inferencepool": await api.status_of(
+                "PATCH", f"{POOLS_IN}/llama", {"metadata": {"labels": {"x": "y"}}}, **MERGE
+            ),
+            "delete inferencepool": await api.status_of("DELETE", f"{POOLS_IN}/llama"),
             "update deployment": await api.status_of("PUT", DEPLOY, current),
             "patch node": await api.status_of(
                 "PATCH", "/api/v1/nodes/gpu-spot-1", {"spec": {"unschedulable": True}}, **MERGE

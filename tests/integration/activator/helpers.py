@@ -26,7 +26,7 @@ from multidict import CIMultiDict
 
 from activator.app import Activator, start
 from activator.settings import ActivatorSettings
-from activator.targets import Endpoint, TargetSink, TargetSpec
+from activator.targets import Discovered, Endpoint, TargetSink, TargetSpec
 
 
 async def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
@@ -184,8 +184,8 @@ class FakeScaler:
 class StaticSource:
     """A TargetSource whose targets the test sets (endpoints carry their readiness)."""
 
-    def __init__(self, *specs: TargetSpec) -> None:
-        self.specs = {s.name: s for s in specs}
+    def __init__(self, *targets: Discovered) -> None:
+        self.specs = {t.spec.name: t for t in targets}
         self.sink: TargetSink | None = None
 
     async def run(self, sink: TargetSink) -> None:
@@ -193,8 +193,8 @@ class StaticSource:
         sink.apply(self.specs)
         await asyncio.Event().wait()
 
-    def set(self, *specs: TargetSpec) -> None:
-        self.specs = {s.name: s for s in specs}
+    def set(self, *targets: Discovered) -> None:
+        self.specs = {t.spec.name: t for t in targets}
         assert self.sink is not None
         self.sink.apply(self.specs)
 
@@ -204,12 +204,13 @@ def spec(
     *endpoints: str,
     ready: bool = True,
     **kwargs: Any,
-) -> TargetSpec:
+) -> Discovered:
+    """A target as a source lists it: its spec (``kwargs``) and its endpoints (``host:port``)."""
     eps = tuple(
         Endpoint(host=e.split(":")[0], port=int(e.split(":")[1]), ready=ready) for e in endpoints
     )
     kwargs.setdefault("path_prefix", "/")
-    return TargetSpec(name=name, endpoints=eps, **kwargs)
+    return Discovered(TargetSpec(name=name, **kwargs), eps)
 
 
 def settings(scaler: FakeScaler | None = None, **overrides: Any) -> ActivatorSettings:

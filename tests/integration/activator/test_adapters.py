@@ -14,7 +14,13 @@ Covers:
 - a replica that refuses to load (runtime loading off) is taken off for that
   adapter and the request goes to the other, and the refusal is reported to
   the scaler (which raises the Event); when every replica refuses, the
-  answer is 503 ``adapter_load_failed``.
+  answer is 503 ``adapter_load_failed`` at once (not at the cold-start
+  timeout), with what the replica said and the variable that fixes it;
+- replicas without LoRA (no ``--enable-lora``): an adapter request is
+  answered at once with 503 ``lora_unsupported`` naming ``--enable-lora``
+  and ``VLLM_ALLOW_RUNTIME_LORA_UPDATING``, without ``Retry-After`` (and
+  ``x-should-retry: false``); the cause is reported to the scaler for its
+  Event; a request for the base model is answered as ever.
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ from collections.abc import AsyncIterator
 import openai
 import pytest
 
-from activator.targets import Adapter, Endpoint, TargetSpec
+from activator.app import Activator
+from activator.targets import Adapter, Discovered, Endpoint, TargetSpec
 from loadtests.sandbox.servers.lora import LoraParams
 from loadtests.sandbox.servers.server import ModelServer, ServerConfig
 from loadtests.sandbox.servers.vllm import VllmApp
@@ -36,6 +43,7 @@ from tests.integration.activator.helpers import (
     StaticSource,
     running_activator,
     settings,
+    wait_until,
 )
 
 SPEEDUP = 10.0
@@ -43,9 +51,12 @@ LOAD_S = 3.0  # model time: 0.3 s of wall time
 ADAPTERS = tuple(Adapter(f"lora-{i}", f"org/lora-{i}") for i in range(6))
 
 
-def _server(*, runtime_loading: bool = True) -> ModelServer:
+def _server(*, runtime_loading: bool = True, enable_lora: bool = True) -> ModelServer:
     lora = LoraParams(
-        enable_lora=True, max_loras=2, load_time_s=LOAD_S, allow_runtime_updating=runtime_loading
+        enable_lora=enable_lora,
+        max_loras=2,
+        load_time_s=LOAD_S,
+        allow_runtime_updating=runtime_loading,
     )
     return ModelServer(
         ServerConfig(engine="vllm", model="base", port=0, speedup=SPEEDUP, seed=3, lora=lora)
@@ -70,26 +81,27 @@ async def _fleet(
     refusing: tuple[bool, bool] = (False, False),
     cold_start_timeout_s: float = 30.0,
     scaler: FakeScaler | None = None,
-) -> AsyncIterator[tuple[openai.AsyncOpenAI, list[ModelServer]]]:
-    servers = [_server(runtime_loading=not r) for r in refusing]
+    enable_lora: bool = True,
+) -> AsyncIterator[tuple[openai.AsyncOpenAI, list[ModelServer], Activator]]:
+    servers = [_server(runtime_loading=not r, enable_lora=enable_lora) for r in refusing]
     async with contextlib.AsyncExitStack() as stack:
         for server in servers:
             await stack.enter_async_context(server)
-        target = TargetSpec(
+        spec = TargetSpec(
             name="default/base",
             models=("base",),
-            endpoints=tuple(Endpoint("127.0.0.1", s.port, ready=True) for s in servers),
             adapters=ADAPTERS,
             adapter_keep_alive_s=1.0,
             cold_start_timeout_s=cold_start_timeout_s,
         )
+        target = Discovered(spec, tuple(Endpoint("127.0.0.1", s.port, ready=True) for s in servers))
         cfg = settings(scaler, adapter_refresh_s=0.2)
         activator = await stack.enter_async_context(running_activator(StaticSource(target), cfg))
         client = openai.AsyncOpenAI(
             base_url=f"http://127.0.0.1:{activator.data_port}/v1", api_key="unused", max_retries=0
         )
         stack.push_async_callback(client.close)
-        yield client, servers
+        yield client, servers, activator
 
 
 async def _ask(client: openai.AsyncOpenAI, model: str) -> float:
@@ -100,7 +112,7 @@ async def _ask(client: openai.AsyncOpenAI, model: str) -> float:
 
 
 async def test_load_once_then_route_to_it_more_adapters_than_slots_and_keep_alive() -> None:
-    async with _fleet() as (client, servers):
+    async with _fleet() as (client, servers, _):
         listing = {m.id: m for m in (await client.models.list()).data}
         assert getattr(listing["lora-0"], "parent", None) == "base"
         first = await _ask(client, "lora-0")
@@ -122,7 +134,7 @@ async def test_load_once_then_route_to_it_more_adapters_than_slots_and_keep_aliv
 
 
 async def test_an_undeclared_adapter_is_a_404_naming_the_declared_ones() -> None:
-    async with _fleet() as (client, _):
+    async with _fleet() as (client, _, _):
         with pytest.raises(openai.NotFoundError) as caught:
             await client.completions.create(model="lora-x", prompt="hi", max_tokens=1)
         body = caught.value.body
@@ -133,7 +145,7 @@ async def test_an_undeclared_adapter_is_a_404_naming_the_declared_ones() -> None
 async def test_a_refusing_replica_is_passed_over_and_all_refusing_is_a_503() -> None:
     scaler = await FakeScaler().start()
     try:
-        async with _fleet(refusing=(True, False), scaler=scaler) as (client, servers):
+        async with _fleet(refusing=(True, False), scaler=scaler) as (client, servers, _):
             for name in ("lora-0", "lora-1", "lora-0"):
                 await _ask(client, name)
             assert _lora(servers[0]) == set() and _lora(servers[1]) == {"lora-0", "lora-1"}
@@ -148,9 +160,52 @@ async def test_a_refusing_replica_is_passed_over_and_all_refusing_is_a_503() -> 
             assert "refused to load 'lora-0': 404 Not Found" in refusals[0]
     finally:
         await scaler.stop()
-    async with _fleet(refusing=(True, True), cold_start_timeout_s=1.0) as (client, _):
+    async with _fleet(refusing=(True, True), cold_start_timeout_s=600.0) as (client, _, _):
+        started = time.monotonic()
         with pytest.raises(openai.APIStatusError) as failed:
             await client.completions.create(model="lora-0", prompt="hi", max_tokens=1)
+        assert time.monotonic() - started < 60  # at once, not at the 10 min timeout
         assert failed.value.status_code == 503
         body = failed.value.body
         assert isinstance(body, dict) and body["code"] == "adapter_load_failed"
+        assert "404 Not Found" in body["message"]
+        assert "VLLM_ALLOW_RUNTIME_LORA_UPDATING=true" in body["message"]
+
+
+async def test_replicas_without_lora_answer_an_adapter_request_at_once_naming_the_fix() -> None:
+    scaler = await FakeScaler().start()
+    try:
+        async with _fleet(enable_lora=False, scaler=scaler, cold_start_timeout_s=600.0) as (
+            client,
+            _,
+            activator,
+        ):
+            target = activator.registry.targets["default/base"]
+            slots, endpoints = target.adapters, target.endpoints
+            assert slots is not None
+            # Once the replicas were read (every --adapter-refresh-s): none has LoRA.
+            await wait_until(
+                lambda: (
+                    slots.never("lora-0", endpoints.ready, endpoints.trackers.values()) is not None
+                )
+            )
+            with pytest.raises(openai.APIStatusError) as failed:
+                await client.completions.create(model="lora-0", prompt="hi", max_tokens=1)
+            answer = failed.value
+            assert answer.status_code == 503
+            assert "retry-after" not in answer.response.headers
+            assert answer.response.headers["x-should-retry"] == "false"
+            body = answer.body
+            assert isinstance(body, dict) and body["code"] == "lora_unsupported"
+            assert "--enable-lora" in body["message"]
+            assert "VLLM_ALLOW_RUNTIME_LORA_UPDATING=true" in body["message"]
+            assert (await _ask(client, "base")) < 30  # the base model is served as ever
+            async with asyncio.timeout(5.0):
+                while True:
+                    report = await scaler.reported.get()
+                    said = report["targets"]["default/base"].get("adapter_refusals")
+                    if said:
+                        break
+            assert "--enable-lora" in said[0] and "default/base" in said[0]
+    finally:
+        await scaler.stop()

@@ -5,7 +5,10 @@ Covers:
   ``/v1/activate`` (with the bearer token) while it waits; the request is
   answered once a replica starts listening (found by the direct probe);
 - the buffer bound: past ``max_buffered`` -> 503 with Retry-After and the
-  OpenAI error shape;
+  OpenAI error shape; Retry-After is the expected time left to a ready
+  replica while the model wakes, the configured default while it is busy;
+- a ``503 shed`` says which rule fired (here, sheddable at zero) in its
+  body, in the activator's log line and in the metric's ``cause`` label;
 - the cold-start timeout -> 504;
 - a client that disconnects while held frees its place (a later request fits);
 - ``container-concurrency`` is never exceeded under a burst, and it is
@@ -28,10 +31,12 @@ looptime's simulated clock, so its 1 s passes at once and is checked exactly.
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import aiohttp
 import pytest
 
+from activator.holding.wake_clock import FIRST_WAKE_ESTIMATE_S
 from tests.integration.activator.helpers import (
     Backend,
     FakeScaler,
@@ -74,23 +79,71 @@ async def test_held_until_replica_listens_and_scaler_told_at_once(
 async def test_buffer_full_gives_503_with_retry_after(
     scaler: FakeScaler, client: aiohttp.ClientSession
 ) -> None:
-    source = StaticSource(
-        spec("default/llama", f"127.0.0.1:{free_port()}", ready=False, max_buffered=2)
+    # Busy until released: its one request streams a first chunk, then waits.
+    gate_queue: asyncio.Queue[None] = asyncio.Queue()
+    backend = await Backend(name="busy", sse_chunks=2, sse_gate=gate_queue).start()
+    cold = spec("default/llama", f"127.0.0.1:{free_port()}", ready=False, max_buffered=2)
+    busy = spec(
+        "default/busy",
+        backend.endpoint,
+        max_buffered=2,
+        container_concurrency=1,
+        path_prefix="/busy",
     )
-    async with running_activator(source, settings(scaler, retry_after_s=7)) as act:
-        url = f"http://127.0.0.1:{act.data_port}/x"
-        held = [asyncio.create_task(client.get(url)) for _ in range(2)]
-        gate = act.registry.targets["default/llama"].gate
-        await wait_until(lambda: gate.buffered >= 2)
-        async with client.get(url) as resp:
+    async with running_activator(
+        StaticSource(cold, busy), settings(scaler, retry_after_s=7)
+    ) as act:
+        base = f"http://127.0.0.1:{act.data_port}"
+        held = [asyncio.create_task(client.get(f"{base}/x")) for _ in range(2)]
+        held += [asyncio.create_task(client.get(f"{base}/busy")) for _ in range(3)]
+        targets = act.registry.targets
+        await wait_until(lambda: all(t.gate.buffered >= 2 for t in targets.values()))
+        async with client.get(f"{base}/x") as resp:
             assert resp.status == 503
-            assert resp.headers["Retry-After"] == "7"
+            # The model wakes: come back when a replica is expected (a first wake's
+            # estimate, less the moment it has run), not the default 7 s.
+            assert FIRST_WAKE_ESTIMATE_S - 5 <= int(resp.headers["Retry-After"]) <= 60
             body = await resp.json()
         assert body["error"]["code"] == "buffer_full"
         assert set(body["error"]) == {"message", "type", "code"}
+        async with client.get(f"{base}/busy") as resp:
+            assert resp.status == 503
+            assert resp.headers["Retry-After"] == "7"  # busy, not waking: the default
         for task in held:
             task.cancel()
         await asyncio.gather(*held, return_exceptions=True)
+        for _ in range(3):
+            gate_queue.put_nowait(None)
+    await backend.stop()
+
+
+async def test_a_shed_names_its_cause_in_the_body_the_log_and_the_metric(
+    scaler: FakeScaler, client: aiohttp.ClientSession, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="activator")
+    cold = spec(
+        "default/batch",
+        f"127.0.0.1:{free_port()}",
+        ready=False,
+        shed_at_zero=True,
+        default_priority=-1,
+    )
+    async with running_activator(StaticSource(cold), settings(scaler)) as act:
+        async with client.get(f"http://127.0.0.1:{act.data_port}/x") as resp:
+            assert resp.status == 503
+            assert FIRST_WAKE_ESTIMATE_S - 5 <= int(resp.headers["Retry-After"]) <= 60
+            error = (await resp.json())["error"]
+        assert error["code"] == "shed"
+        assert "shed-at-zero" in error["message"] and "waking" in error["message"]
+        assert f"refused 503 shed (at_zero) (target default/batch): {error['message']}" in (
+            caplog.messages
+        )
+        async with client.get(f"http://127.0.0.1:{act.admin_port}/metrics") as resp:
+            text = await resp.text()
+        shed = (
+            'tidal_activator_shed_total{cause="at_zero",class="sheddable",target="default/batch"}'
+        )
+        assert f"{shed} 1.0" in text
 
 
 @pytest.mark.looptime

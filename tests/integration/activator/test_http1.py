@@ -1,22 +1,25 @@
 """The byte-level data path (:mod:`activator.http1`) on loopback, with raw-socket peers.
 
 A raw replica (asyncio streams, scripted per test) and a raw client put
-exact bytes on the wire, so framing is checked byte for byte. The handler
-under test is :func:`activator.http1.forward` alone (routing and holding
-are :mod:`activator.proxy`'s, tested through the whole activator).
+exact bytes on the wire, so framing is checked byte for byte. Requests go
+through the whole activator, the way every request is served (one target
+on every path whose one replica is the raw one), so what is checked here
+is what a client of the activator gets.
 
 Covers: a Content-Length answer relayed as is; chunked (SSE) chunks
 relayed as they came, each before the next is produced; an HTTP/1.0
 client gets the chunks de-chunked and the connection closed; keep-alive
 reuse of replica connections; a replica that closes mid-body cuts the
 client connection, one that closes before answering gives a 502, a refused
-connection is NotSent; a client that disconnects mid-stream aborts the
-replica connection; pipelined requests are answered in order; request
-bodies (Content-Length, chunked, ``Expect: 100-continue``) reach the
-replica; a stalled or oversized body fails; an answer to HEAD has no body;
-a silent replica fails past the idle timeout; an unparseable request gets a
-JSON 400; a close-delimited answer ends the client connection too; an idle
-client connection is closed, a slow answer is not cut by that timeout.
+connection a 502 ``all_refused`` once the cold-start timeout passes; a
+client that disconnects mid-stream aborts the replica connection and frees
+its slot; pipelined requests are answered in order; request bodies
+(Content-Length, chunked, ``Expect: 100-continue``) reach the replica; a
+stalled body is a 408, an oversized one a 413; an answer to HEAD has no
+body; a silent replica fails past the idle timeout; an unparseable request
+gets a JSON 400; a close-delimited answer ends the client connection too;
+an idle client connection is closed, a slow answer is not cut by that
+timeout.
 """
 
 from __future__ import annotations
@@ -26,22 +29,18 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
-from activator.http1 import (
-    BodyStalled,
-    BodyTooLarge,
-    ClientConnection,
-    Connections,
-    Exchange,
-    NotSent,
-    ReplicaFailed,
-    ServerLimits,
-    UpstreamPool,
-    forward,
+from activator.app import Activator
+from tests.integration.activator.helpers import (
+    StaticSource,
+    free_port,
+    running_activator,
+    settings,
+    spec,
 )
-from tests.integration.activator.helpers import free_port
 
 Respond = Callable[[asyncio.StreamWriter, bytes, bytes], Awaitable[None]]
 
@@ -121,55 +120,39 @@ async def ok(writer: asyncio.StreamWriter, head: bytes, body: bytes) -> None:
 
 @dataclass
 class Proxy:
+    """The activator under test, with one target whose one replica is ``replica_port``."""
+
     port: int
-    pool: UpstreamPool
-    outcomes: list[object]
+    activator: Activator
+
+    def in_flight(self) -> int:
+        return self.activator.registry.requests_in_progress()
 
 
 @contextlib.asynccontextmanager
 async def proxy_to(
     replica_port: int,
     *,
-    idle_s: float = 5.0,
+    upstream_idle_s: float = 5.0,
     max_body_bytes: int = 0,
-    limits: ServerLimits | None = None,
+    client_idle_s: float = 75.0,
+    client_body_idle_s: float = 60.0,
+    **target: Any,
 ) -> AsyncIterator[Proxy]:
-    """A data-path server whose handler forwards everything to ``replica_port``."""
-    pool = UpstreamPool(connect_timeout_s=1.0)
-    outcomes: list[object] = []
-
-    async def handler(exchange: Exchange) -> None:
-        try:
-            outcomes.append(
-                await forward(
-                    pool,
-                    exchange,
-                    host="127.0.0.1",
-                    port=replica_port,
-                    idle_s=idle_s,
-                    max_body_bytes=max_body_bytes,
-                )
-            )
-        except (NotSent, ReplicaFailed, BodyTooLarge, BodyStalled) as exc:
-            outcomes.append(exc)
-            if not exchange.started:
-                exchange.answer_error(502, error_type="t", code=type(exc).__name__, message="m")
-
-    loop = asyncio.get_running_loop()
-    limits = limits or ServerLimits()
-    connections = Connections(idle_s=limits.idle_s)
-    server = await loop.create_server(
-        lambda: ClientConnection(handler, limits=limits, connections=connections),
-        "127.0.0.1",
-        0,
+    """A running activator that sends every request to the replica at ``replica_port``."""
+    target.setdefault("cold_start_timeout_s", 2.0)
+    source = StaticSource(spec("default/raw", f"127.0.0.1:{replica_port}", **target))
+    cfg = settings(
+        timeouts={
+            "drain_grace_s": 0.0,
+            "upstream_idle_s": upstream_idle_s,
+            "client_idle_s": client_idle_s,
+            "client_body_idle_s": client_body_idle_s,
+        },
+        limits={"max_body_bytes": max_body_bytes},
     )
-    try:
-        yield Proxy(server.sockets[0].getsockname()[1], pool, outcomes)
-    finally:
-        server.close()
-        connections.close()
-        await pool.close()
-        await server.wait_closed()
+    async with running_activator(source, cfg) as activator:
+        yield Proxy(activator.data_port, activator)
 
 
 async def read_answer(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
@@ -222,7 +205,6 @@ async def test_content_length_answer_relayed_as_is() -> None:
     assert body == b"hello"
     assert b"x-custom" not in head.lower()  # named in Connection: hop-by-hop
     assert b"x-request-id: " in head.lower()
-    assert proxy.outcomes == [201]
     sent = replica.heads[0].lower()
     assert sent.startswith(b"get /v1/models http/1.1\r\nhost: 127.0.0.1:")
     assert b"x-forwarded-host: llama.example.com" in sent
@@ -263,7 +245,6 @@ async def test_chunks_pass_through_each_before_the_next() -> None:
             # Each chunk arrives while the replica waits.
             assert await reader.readexactly(len(chunk)) == chunk
             go_on.put_nowait(None)
-    assert proxy.outcomes == [200]
 
 
 async def test_http10_client_gets_chunks_dechunked_and_a_close() -> None:
@@ -293,9 +274,9 @@ async def test_replica_connections_are_reused() -> None:
         async with client(proxy.port) as (reader, writer):
             writer.write(GET)
             await read_answer(reader)
+        assert proxy.activator.pool.opened == 1
     assert replica.connections == 1
-    assert proxy.pool.opened == 1
-    assert proxy.outcomes == [200] * 4
+    assert len(replica.heads) == 4
 
 
 async def test_replica_closing_mid_body_cuts_the_client() -> None:
@@ -311,10 +292,8 @@ async def test_replica_closing_mid_body_cuts_the_client() -> None:
     ):
         writer.write(GET)
         everything = await reader.read()  # EOF: the proxy closed the connection
-    assert everything.endswith(b"partial")
-    [failure] = proxy.outcomes
-    assert isinstance(failure, ReplicaFailed)
-    assert failure.started and failure.status == 200
+    assert everything.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert everything.endswith(b"partial")  # the answer began: cut, not a status
 
 
 async def test_replica_closing_before_answering_is_a_failure_not_started() -> None:
@@ -323,24 +302,24 @@ async def test_replica_closing_before_answering_is_a_failure_not_started() -> No
 
     async with (
         RawReplica(respond) as replica,
-        proxy_to(replica.port) as proxy,
+        proxy_to(replica.port, resend_unanswered=False) as proxy,
         client(proxy.port) as (reader, writer),
     ):
         writer.write(GET)
-        head, _ = await read_answer(reader)
+        head, body = await read_answer(reader)
     assert head.startswith(b"HTTP/1.1 502 ")
-    [failure] = proxy.outcomes
-    assert isinstance(failure, ReplicaFailed)
-    assert not failure.started
+    assert json.loads(body)["error"]["code"] == "upstream_failed"
 
 
 async def test_refused_connection_is_not_sent() -> None:
-    async with proxy_to(free_port()) as proxy, client(proxy.port) as (reader, writer):
+    async with (
+        proxy_to(free_port(), cold_start_timeout_s=1.0) as proxy,
+        client(proxy.port) as (reader, writer),
+    ):
         writer.write(GET)
-        head, _ = await read_answer(reader)
+        head, body = await read_answer(reader)
     assert head.startswith(b"HTTP/1.1 502 ")
-    [failure] = proxy.outcomes
-    assert isinstance(failure, NotSent)
+    assert json.loads(body)["error"]["code"] == "all_refused"
 
 
 async def test_client_leaving_mid_stream_aborts_the_replica_connection() -> None:
@@ -357,7 +336,7 @@ async def test_client_leaving_mid_stream_aborts_the_replica_connection() -> None
             await reader.readuntil(b"data:")
         async with asyncio.timeout(5):
             await replica.closed.wait()
-    assert proxy.outcomes == []  # the handler was cancelled, not answered
+        assert proxy.in_flight() == 0  # its slot given back
 
 
 async def test_pipelined_requests_are_answered_in_order() -> None:
@@ -378,7 +357,6 @@ async def test_pipelined_requests_are_answered_in_order() -> None:
         bodies = [(await read_answer(reader))[1] for _ in range(3)]
     assert bodies == [b"/one", b"/two", b"/three"]
     assert replica.bodies == [b"", b"abc", b""]
-    assert proxy.outcomes == [200, 200, 200]
 
 
 @pytest.mark.parametrize(
@@ -448,28 +426,28 @@ async def test_expect_100_continue_is_answered_by_the_proxy() -> None:
 async def test_stalled_body_fails() -> None:
     async with (
         RawReplica(ok) as replica,
-        proxy_to(replica.port, limits=ServerLimits(body_idle_s=0.2)) as proxy,
+        proxy_to(replica.port, client_body_idle_s=0.2) as proxy,
         client(proxy.port) as (reader, writer),
     ):
         writer.write(b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc")
-        head, _ = await read_answer(reader)
-    assert head.startswith(b"HTTP/1.1 502 ")
-    assert [type(o) for o in proxy.outcomes] == [BodyStalled]
+        head, body = await read_answer(reader)
+    assert head.startswith(b"HTTP/1.1 408 ")
+    assert json.loads(body)["error"]["code"] == "body_timeout"
 
 
 async def test_oversized_body_fails() -> None:
     async with (
         RawReplica(ok) as replica,
-        proxy_to(replica.port, max_body_bytes=8) as proxy,
+        proxy_to(replica.port, max_body_bytes=1024) as proxy,
         client(proxy.port) as (reader, writer),
     ):
         writer.write(
             b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
-            b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+            b"400\r\n" + b"x" * 1024 + b"\r\n6\r\n world\r\n0\r\n\r\n"
         )
-        head, _ = await read_answer(reader)
-    assert head.startswith(b"HTTP/1.1 502 ")
-    assert [type(o) for o in proxy.outcomes] == [BodyTooLarge]
+        head, body = await read_answer(reader)
+    assert head.startswith(b"HTTP/1.1 413 ")
+    assert json.loads(body)["error"]["code"] == "body_too_large"
 
 
 async def test_answer_to_head_has_no_body() -> None:
@@ -485,7 +463,7 @@ async def test_answer_to_head_has_no_body() -> None:
             writer.write(b"HEAD / HTTP/1.1\r\nHost: h\r\n\r\n")
             head = await reader.readuntil(b"\r\n\r\n")
             assert b"content-length: 42" in head.lower()
-    assert proxy.outcomes == [200, 200]
+    assert len(replica.heads) == 2
 
 
 async def test_silent_replica_fails_past_the_idle_timeout() -> None:
@@ -494,15 +472,13 @@ async def test_silent_replica_fails_past_the_idle_timeout() -> None:
 
     async with (
         RawReplica(respond) as replica,
-        proxy_to(replica.port, idle_s=0.2) as proxy,
+        proxy_to(replica.port, upstream_idle_s=0.2) as proxy,
         client(proxy.port) as (reader, writer),
     ):
         writer.write(GET)
-        head, _ = await read_answer(reader)
+        head, body = await read_answer(reader)
     assert head.startswith(b"HTTP/1.1 502 ")
-    [failure] = proxy.outcomes
-    assert isinstance(failure, ReplicaFailed)
-    assert "sent nothing" in str(failure)
+    assert "sent nothing for 0.2s" in json.loads(body)["error"]["message"]
 
 
 async def test_unparseable_request_gets_a_json_400() -> None:
@@ -516,7 +492,6 @@ async def test_unparseable_request_gets_a_json_400() -> None:
     assert head.startswith(b"HTTP/1.1 400 ")
     assert json.loads(body)["error"]["code"] == "bad_request"
     assert replica.heads == []
-    assert proxy.outcomes == []
 
 
 async def test_close_delimited_answer_closes_the_client_too() -> None:
@@ -535,7 +510,6 @@ async def test_close_delimited_answer_closes_the_client_too() -> None:
     head, body = everything.split(b"\r\n\r\n", 1)
     assert body == b"until the end"
     assert b"connection: close" in head.lower()
-    assert proxy.outcomes == [200]
 
 
 async def test_idle_client_connection_closes_but_a_slow_answer_is_not_cut() -> None:
@@ -545,7 +519,7 @@ async def test_idle_client_connection_closes_but_a_slow_answer_is_not_cut() -> N
 
     async with (
         RawReplica(respond) as replica,
-        proxy_to(replica.port, limits=ServerLimits(idle_s=0.2)) as proxy,
+        proxy_to(replica.port, client_idle_s=0.2) as proxy,
         client(proxy.port) as (reader, writer),
     ):
         writer.write(GET)
@@ -553,4 +527,3 @@ async def test_idle_client_connection_closes_but_a_slow_answer_is_not_cut() -> N
         assert head.startswith(b"HTTP/1.1 200 ")
         async with asyncio.timeout(5):
             assert await reader.read() == b""  # then idle: closed by the proxy
-    assert proxy.outcomes == [200]

@@ -38,7 +38,7 @@ async def _replicas_per_conversation(
     client: aiohttp.ClientSession, balancing: str | None
 ) -> dict[str, set[str]]:
     backends = [await Backend(name=f"r{i}").start() for i in range(4)]
-    extra = {"balancing": balancing} if balancing else {}
+    extra: dict[str, Any] = {"balancing": balancing} if balancing else {}
     source = StaticSource(
         spec("ml/m", *(b.endpoint for b in backends), models=("m",), path_prefix=None, **extra)
     )

@@ -23,7 +23,7 @@ import aiohttp
 
 from activator.app import start
 from activator.routing.routes_file import RoutesFileSource
-from activator.targets import TargetSink, TargetSpec
+from activator.targets import Discovered, TargetSink
 from tests.integration.activator.helpers import (
     Backend,
     FakeScaler,
@@ -169,8 +169,8 @@ async def test_routes_file_cold_start_and_reload(
 class LateSource:
     """A TargetSource whose first snapshot waits until the test lets it go."""
 
-    def __init__(self, *specs: TargetSpec) -> None:
-        self.specs = {s.name: s for s in specs}
+    def __init__(self, *targets: Discovered) -> None:
+        self.specs = {t.spec.name: t for t in targets}
         self.release = asyncio.Event()
 
     async def run(self, sink: TargetSink) -> None:

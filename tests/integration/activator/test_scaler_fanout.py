@@ -103,7 +103,7 @@ async def test_comma_list_reaches_every_replica_and_takes_the_largest_count(
         async with running_activator(source, cfg) as act:
             await wait_until(lambda: len(one.stats) >= 2 and len(two.stats) >= 2)
             gate = act.registry.targets["default/llama"].gate
-            await wait_until(lambda: act.registry.targets["default/llama"].activators == 3)
+            await wait_until(lambda: act.registry.word.activators == 3)
             assert gate.limit == 3  # 9 // 3
             held = asyncio.create_task(client.get(f"http://127.0.0.1:{act.data_port}/x"))
             await wait_until(lambda: bool(one.activations and two.activations))
@@ -111,9 +111,7 @@ async def test_comma_list_reaches_every_replica_and_takes_the_largest_count(
             await asyncio.gather(held, return_exceptions=True)
             # Once the replica answering 3 is gone, its answer goes stale.
             await two.stop()
-            await wait_until(
-                lambda: act.registry.targets["default/llama"].activators == 1, timeout_s=10
-            )
+            await wait_until(lambda: act.registry.word.activators == 1, timeout_s=10)
     finally:
         await one.stop()
         await two.stop()
@@ -131,7 +129,7 @@ async def test_one_name_with_two_addresses_fans_out() -> None:
     wake = WakeQueue()
     registry = Registry(rng=random.Random(1), wake=wake.put)
     registry.apply({"default/llama": spec("default/llama", "127.0.0.1:9", ready=False)})
-    gate = registry.targets["default/llama"].gate
+    target_name = "default/llama"
     url = f"http://tidal-scaler.tidal-system:{first.port}"
     session = aiohttp.ClientSession()
     reporter = Reporter(
@@ -147,7 +145,7 @@ async def test_one_name_with_two_addresses_fans_out() -> None:
     task = asyncio.create_task(reporter.run())
     try:
         await wait_until(lambda: len(first.stats) >= 2 and len(second.stats) >= 2)
-        reporter.activate(gate)
+        reporter.activate(target_name)
         await wait_until(lambda: bool(first.activations and second.activations))
         assert asked[0] == ("tidal-scaler.tidal-system", first.port)
         expected = {f"tidal-scaler.tidal-system:{first.port}"}

@@ -11,7 +11,6 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.utils import floatToGoString
 
-from activator.holding.gate import Gate
 from activator.holding.target import Target
 from activator.metrics import _DURATION_BUCKETS, PREFIX, Metrics
 from activator.targets import TargetSpec
@@ -80,11 +79,13 @@ def test_a_scrape_of_only_the_request_families_reads_them() -> None:
     assert f'{PREFIX}requests_total{{code="2xx",target="ns/t"}} 1.0' in text
 
 
-def test_held_waits_and_sheds_are_by_class_and_never_by_tenant() -> None:
-    gate = Gate("ns/t", max_buffered=10)
+def test_held_waits_and_sheds_are_by_class_and_cause_and_never_by_tenant() -> None:
+    target = Target(TargetSpec(name="ns/t"))
+    gate = target.gate
     gate.held_by_class["critical"] = 2
-    gate.shed_by_class["sheddable"] = 3
-    target = Target(TargetSpec(name="ns/t"), gate)
+    for _ in range(3):
+        gate.sheds.note("sheddable", "at_zero")
+    gate.sheds.note("standard", "tenant_share")
     registry = CollectorRegistry()
     metrics = Metrics(registry, targets=lambda: {"ns/t": target})
     metrics.observe_hold("ns/t", "critical", 0.3)
@@ -93,6 +94,8 @@ def test_held_waits_and_sheds_are_by_class_and_never_by_tenant() -> None:
     text = generate_latest(registry).decode()
     assert f'{PREFIX}hold_wait_seconds_count{{class="critical",target="ns/t"}} 2.0' in text
     assert f'{PREFIX}requests_held{{class="critical",target="ns/t"}} 2.0' in text
-    assert f'{PREFIX}shed_total{{class="sheddable",target="ns/t"}} 3.0' in text
+    shed = f"{PREFIX}shed_total"
+    assert f'{shed}{{cause="at_zero",class="sheddable",target="ns/t"}} 3.0' in text
+    assert f'{shed}{{cause="tenant_share",class="standard",target="ns/t"}} 1.0' in text
     assert f'{PREFIX}bad_priority_total{{target="ns/t"}} 1.0' in text
     assert "tenant=" not in text

@@ -4,7 +4,7 @@ Covers: after a failed exchange with a replica, a client body failure is
 the answer whether or not bytes went out; a failure before any byte goes
 back to waiting; one after bytes is a 502 naming the replica; every row of
 the table is a JSON error in the OpenAI shape, 503s with Retry-After (but
-``not_woken``); a refusal to wake carries the scaler's reason; the
+``not_woken`` and ``lora_unsupported``); a refusal to wake carries the scaler's reason; the
 metrics' reasons are the table's codes; each answer's reason phrase is the
 standard one; the held-body cap counts, refuses past the cap (0: no cap)
 and rejects a negative cap.
@@ -17,7 +17,7 @@ from http import HTTPStatus
 
 import pytest
 
-from activator.holding.gate import BufferFull, ColdStartTimeout, GateClosed
+from activator.holding.gate import BufferFull, ColdStartTimeout, GateClosed, Shed
 from activator.holding.held_bodies import HeldBodies
 from activator.http1.heads import error_head_and_body
 from activator.metrics import REASONS
@@ -63,12 +63,15 @@ def test_nothing_sent_waits_again_and_something_sent_is_a_502() -> None:
 
 def test_every_row_is_a_json_error_and_a_metrics_reason() -> None:
     for exc_type, spec in ERROR_STATUS.items():
-        document = error_document(exc_type("t"), "detail")
+        exc = Shed("t", "at_zero") if exc_type is Shed else exc_type("t")
+        document = error_document(exc, "detail")
         assert document == {
             "error": {"message": f"{spec.message}: detail", "type": spec.type, "code": spec.code}
         }
-        # A 503 says when to retry, except not_woken: nobody knows when the fix comes.
-        assert spec.retry_after == (spec.status == 503 and spec.code != "not_woken"), exc_type
+        # A 503 says when to retry, except not_woken and lora_unsupported: nobody knows
+        # when the fix comes.
+        waits = spec.code not in ("not_woken", "lora_unsupported")
+        assert spec.retry_after == (spec.status == 503 and waits), exc_type
         assert spec.code in REASONS
     assert status_of(BodyStalled()).status == 408
     assert status_of(ValueError()).status == 502  # unlisted: an upstream failure
@@ -152,11 +155,12 @@ def test_error_status_table(exc: Exception, status: int, code: str, retry_after:
 
 def test_every_503_where_waiting_helps_says_when_to_retry() -> None:
     # A held request refused for load or a drain is worth sending again soon;
-    # not_woken waits on a person fixing an annotation, so it names no time.
+    # not_woken and lora_unsupported wait on a person fixing an annotation or a model
+    # server's flags, so they name no time.
     no_wait = {
         spec.code for spec in ERROR_STATUS.values() if spec.status == 503 and not spec.retry_after
     }
-    assert no_wait == {"not_woken"}
+    assert no_wait == {"not_woken", "lora_unsupported"}
 
 
 def test_a_503_without_retry_after_tells_openai_clients_not_to_retry() -> None:

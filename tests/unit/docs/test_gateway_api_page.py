@@ -1,8 +1,9 @@
 """docs/gateway-api.md against the code: every metric the reader reads is in its table.
 
 Covers: each family of ``scaler.signals.epp_metrics.FAMILIES`` has a row
-naming its current name, its older twin (or none) and its labels; every
-outcome value is listed; the page cites the router commit the reader cites.
+naming its current name, its older twin (or none) and its labels, and a row
+in the table of what each feeds in the scaler's decision; every outcome
+value is listed; the page cites the router commit the reader cites.
 """
 
 from __future__ import annotations
@@ -53,3 +54,11 @@ def test_every_outcome_and_the_cited_commit_are_on_the_page() -> None:
         assert f"`{outcome}`" in text
     commit = re.search(r"commit ([0-9a-f]{12})", epp_metrics.__doc__ or "")
     assert commit is not None and commit.group(1) in text
+
+
+def test_every_family_says_what_it_feeds() -> None:
+    text = PAGE.read_text()
+    start = text.index("| what it says (current name) | what the scaler does with it |")
+    table = text[start : text.index("\n\n", start)]
+    named = set(re.findall(r"`(llm_d_epp_[a-z_]+)`", table))
+    assert named == {f.name for f in FAMILIES}

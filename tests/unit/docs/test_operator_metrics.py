@@ -38,7 +38,7 @@ def test_spot_fallback_per_target_and_forgotten_with_it() -> None:
 
 
 def _target(max_buffered: int, timeout_s: float) -> Target:
-    return Target.new(
+    return Target(
         TargetSpec(name="ns/t", max_buffered=max_buffered, cold_start_timeout_s=timeout_s),
         clock=lambda: 0.0,
     )

@@ -25,6 +25,7 @@ import pytest
 
 from activator.kube.translate import target_from_deployment
 from groundwork.rules.annotation_keys import Key
+from groundwork.rules.pool_keys import POOL_KEYS
 from groundwork.rules.routing_keys import ROUTING_KEYS
 from groundwork.rules.scaling_keys import SCALING_KEYS
 from scaler.policy import InvalidAnnotation, parse_scaling_config
@@ -61,7 +62,7 @@ def test_every_error_code_is_a_counted_reason() -> None:
 
 
 def test_documented_keys_are_the_parsers_keys() -> None:
-    assert tuple(key.name for key in SCALING_KEYS) == KNOWN_KEYS
+    assert tuple(key.name for key in (*SCALING_KEYS, *POOL_KEYS)) == KNOWN_KEYS
     assert len(set(KNOWN_KEYS)) == len(KNOWN_KEYS)
 
 

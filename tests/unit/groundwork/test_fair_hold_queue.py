@@ -8,7 +8,10 @@ credit; a tenant whose requests all left vanishes without stalling the
 others; deadlines expire the oldest whatever their class; a full buffer sheds
 the lowest class first, from its heaviest tenant, then pushes out the
 heaviest tenant of the newcomer's class, and otherwise refuses the newcomer;
-``take`` sees capacity counted, and a refused turn is offered again; priority
+``take`` sees capacity counted, and a refused turn is offered again; a request
+that cannot go (``SKIP``) is passed over, the order kept among the others and
+its own place and turn kept for the next release; a request that leaves is out
+of the queue at once; the rule that displaced a request is said; priority
 values parse as documented.
 """
 
@@ -20,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import pytest
 
-from groundwork.fair_hold_queue import FairHoldQueue
+from groundwork.fair_hold_queue import BY_CLASS, BY_TENANT, SKIP, FairHoldQueue, Skip
 from groundwork.rules.priority import class_label, parse_priority
 
 
@@ -217,6 +220,57 @@ def test_a_full_buffer_sheds_the_lowest_class_first_from_its_heaviest_tenant() -
     assert queue.shed_for(0, "x") is None
     assert queue.shed_for(-1, "w") is None  # nothing below sheddable to shed
     assert _release(queue) == ["n-x"]
+
+
+def test_the_rule_that_displaced_a_request_is_said() -> None:
+    queue: FairHoldQueue[str] = FairHoldQueue()
+    queue.hold("s", 0.0, priority=-1, tenant="x")
+    _hold_all(queue, ["a0", "a1", "a2"], tenant="a")
+    assert queue.displace(0, "b") == ("s", BY_CLASS)
+    assert queue.displace(0, "b") == ("a2", BY_TENANT)
+    assert queue.displace(0, "a") is None
+
+
+def test_a_request_that_cannot_go_is_passed_over_and_keeps_its_place() -> None:
+    queue: FairHoldQueue[str] = FairHoldQueue()
+    queue.hold("crit-lora", 0.0, priority=1, tenant="t1")
+    queue.hold("x1", 1.0, tenant="t1")
+    queue.hold("lora1", 2.0, tenant="t1")
+    queue.hold("x2", 3.0, tenant="t1")
+    queue.hold("y1", 4.0, tenant="t2")
+    queue.hold("y2", 5.0, tenant="t2")
+    blocked = {"crit-lora", "lora1"}
+    asked: list[str] = []
+    free = [3]
+
+    def take(item: str) -> int | Skip | None:
+        asked.append(item)
+        if item in blocked:
+            return SKIP
+        return free[0] if free[0] > 0 else None
+
+    out = []
+    for item, _, _ in queue.hand_out(take):
+        free[0] -= 1
+        out.append(item)
+    # The critical class has nothing that can go: standard goes, its tenants in turns,
+    # each tenant's own requests in arrival order, past the one that cannot go.
+    assert out == ["x1", "y1", "x2"]
+    assert asked.count("crit-lora") == 1 and len(queue) == 3
+    blocked.clear()
+    # Free again: the ones passed over kept their places (class first, then arrival).
+    assert _release(queue) == ["crit-lora", "y2", "lora1"]
+
+
+def test_a_request_that_leaves_is_out_at_once() -> None:
+    queue: FairHoldQueue[str] = FairHoldQueue()
+    _hold_all(queue, ["a", "b", "c"], tenant="t", priority=1)
+    assert queue.leave("b", priority=1, tenant="t")
+    assert not queue.leave("b", priority=1, tenant="t")  # already out
+    assert not queue.leave("a", priority=0, tenant="t")  # not held there
+    assert len(queue) == 2
+    assert _release(queue) == ["a", "c"]
+    assert not queue
 
 
 def test_a_full_buffer_pushes_out_the_heaviest_tenant_of_the_same_class() -> None:

@@ -21,6 +21,7 @@ from scaler.kube.types import (
     LabelSelector,
     LeaderElector,
     PodInfo,
+    PoolState,
     ScaleState,
     ScaleTarget,
     TargetSnapshot,
@@ -73,9 +74,16 @@ class FakeCluster:
         self.snapshots = {s.deployment.key: s for s in snapshots}
         self.synced = synced
         self.rv = 100
+        # Opted-in InferencePools, by key, as the pool index would state them.
+        self.pool_states: dict[str, PoolState] = {}
 
     def targets(self) -> Mapping[str, TargetSnapshot]:
-        return self.snapshots
+        # A new mapping at every call, as a real view's is after every change (tests
+        # change ``snapshots`` in place).
+        return dict(self.snapshots)
+
+    def pools(self) -> Mapping[str, PoolState]:
+        return self.pool_states
 
     def put(self, d: DeploymentInfo, pods: tuple[PodInfo, ...] = ()) -> None:
         self.snapshots[d.key] = TargetSnapshot(deployment=d, pods=pods)

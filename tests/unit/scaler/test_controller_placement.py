@@ -28,7 +28,7 @@ from scaler.actuator import Actuator
 from scaler.app import target_view
 from scaler.controller import Controller, ControllerSettings
 from scaler.gpu_ledger import GpuLedger
-from scaler.kube.cluster import deployment_from_raw
+from scaler.kube.objects import deployment_from_raw
 from scaler.kube.types import CompanionInfo, NodeInfo, PodInfo, ScaleState
 from scaler.metrics import Metrics
 from scaler.placement.actuation import PlacementActuation

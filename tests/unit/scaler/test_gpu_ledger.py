@@ -23,7 +23,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from scaler.gpu_ledger import GpuLedger
-from scaler.kube.cluster import deployment_from_raw
+from scaler.kube.objects import deployment_from_raw
 from scaler.kube.types import NodeInfo, PodInfo, TargetSnapshot
 from scaler.metrics import Metrics
 from scaler.placement.placer import Placer

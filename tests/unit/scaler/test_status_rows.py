@@ -11,7 +11,8 @@ Deployments whose opt-in label is not "true". A model with a TTFT objective:
 its goal from the annotations, and live the learned capacity and the
 attainment measured, in a line under the table and in JSON rows. Output cut
 short by its reader ends without a traceback. The default table fits 100
-columns and ``-o wide`` has every column; ``--help`` explains MODE and the
+columns and offers ``-o wide``, which has every column, says what its ``-``
+means and offers nothing it already shows; ``--help`` explains MODE and the
 reasons.
 """
 
@@ -225,9 +226,15 @@ def test_the_default_table_fits_100_columns_and_wide_has_every_column() -> None:
         "ASLEEP",
     ]  # fmt: skip
     assert narrow[1].split()[2] == "12" and narrow[1].split()[4] == "panic"  # the scaler's now
-    wide = render_table(table, wide=True).splitlines()[0].split()
+    assert "-o wide shows every column" in render_table(table)
+    wide_text = render_table(table, wide=True)
+    wide = wide_text.splitlines()[0].split()
     for column in ("ON-DEMAND", "SPOT", "QUEUE", "KV-CACHE", "GPU", "$/H", "SAVED-$/H", "WAKES"):
         assert column in wide
+    # The wide view says what its "-" means, and offers no view already shown.
+    assert "-o wide" not in wide_text
+    assert "'-' there: the model does not scale on it" in " ".join(wide_text.split())
+    assert "target-queue-depth" in wide_text and "--prometheus-url" in wide_text
     parser = argparse.ArgumentParser()
     configure(parser)
     assert HELP_LEGEND in parser.format_help()

@@ -1,6 +1,6 @@
 """``tidal demo --story lora --json`` end to end, in a subprocess: LoRA adapters in the sandbox.
 
-Covers, through the activator with the official openai client: ten adapters
+Covers, through the activator over plain HTTP: ten adapters
 listed with their parent; the first request for an adapter no replica has
 loaded answered after one load (the fake's load time plus at most 100 ms of
 Tidal's); the next ones with no load; ten adapters over four slots, twice,

@@ -22,7 +22,7 @@ import pytest_asyncio
 from groundwork.kube.connection import connect
 from loadtests.sandbox.cluster.cluster import SandboxCluster
 from loadtests.sandbox.cluster.controllers.base import DEPLOYMENTS, PODS
-from scaler.kube.cluster import pod_from_raw
+from scaler.kube.objects import pod_from_raw
 from scaler.kube.placement_watch import PlacementWatch, pod_facts
 from scaler.policy.placement.availability import CapacityType
 from scaler.policy.placement.companion import build_companion

@@ -5,7 +5,13 @@ evicted adapter keeps its slot until the replica confirms the unload, and a
 look at the replica that began before the unload ended does not bring it
 back (one freed slot is never handed out twice); the keep-alive unloads an
 idle adapter; a refused load takes the replica off for that adapter and is
-kept for the scaler's Event.
+kept for the scaler's Event; a load goes on when the request that started it
+leaves; requests waiting on a load of an adapter the declaration drops are
+answered at once; what the replicas there are can never serve is said at
+once, with why: an adapter no longer declared, no replica with LoRA support
+(naming the fix, reported once a minute), every replica refusing it; at
+zero, or with a replica still starting, nothing is said (one to come may
+serve it).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import asyncio
 import pytest
 
 from activator.holding.adapters import AdapterSlots
+from activator.holding.hold_errors import AdapterLoadFailed, AdapterWithdrawn, LoraUnsupported
 from activator.replicas.lora_client import LoadRefused
 from activator.replicas.lora_state import LoraInfo
 from activator.replicas.readiness import EndpointTracker
@@ -27,6 +34,7 @@ class FakeReplica:
     def __init__(self, loaded: set[str], *, refuse: bool = False) -> None:
         self.loaded = loaded
         self.refuse = refuse
+        self.lora = True
         self.loads = 0
         self.hold_unloads = False
         self.release = asyncio.Event()
@@ -45,7 +53,8 @@ class FakeReplica:
         return True
 
     async def look(self, base_url: str) -> tuple[frozenset[str], LoraInfo | None]:
-        return frozenset(self.loaded), LoraInfo(2, frozenset(), frozenset())
+        info = LoraInfo(2, frozenset(), frozenset()) if self.lora else None
+        return frozenset(self.loaded), info
 
 
 ADAPTERS = tuple(Adapter(n, f"org/{n}") for n in "abcd")
@@ -53,7 +62,7 @@ TRACKER = EndpointTracker(Endpoint("10.0.0.1", 8000, ready=True))
 
 
 def _slots(replica: FakeReplica, now: list[float]) -> AdapterSlots:
-    return AdapterSlots(ADAPTERS, 60.0, replica, clock=lambda: now[0])
+    return AdapterSlots(ADAPTERS, 60.0, replica, clock=lambda: now[0], target="ns/t")
 
 
 async def test_together_one_load_and_an_evicted_slot_is_not_handed_out_twice() -> None:
@@ -96,3 +105,60 @@ async def test_keep_alive_and_refusals() -> None:
     slots.done("b", TRACKER)
     assert slots.pick("b", [TRACKER], 0) is None  # off for b on this replica
     assert slots.take_refusals() == ["http://10.0.0.1:8000 refused to load 'b': 404 Not Found"]
+
+
+async def test_a_load_goes_on_when_its_request_leaves_and_a_withdrawal_answers_at_once() -> None:
+    replica, now = FakeReplica(set()), [0.0]
+    slots = _slots(replica, now)
+    assert slots.pick("a", [TRACKER], 0) is TRACKER
+    waiting = asyncio.create_task(slots.ready("a", TRACKER))
+    await asyncio.sleep(0)
+    waiting.cancel()  # the client left while its adapter loaded
+    await asyncio.gather(waiting, return_exceptions=True)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert replica.loaded == {"a"} and slots.loaded_on(TRACKER.key) == {"a"}
+    slots.done("a", TRACKER)
+    replica.hold_unloads = True  # b's load must first evict a (one slot): it stays under way
+    assert slots.pick("b", [TRACKER], 0) is TRACKER
+    loading = asyncio.create_task(slots.ready("b", TRACKER))
+    await asyncio.sleep(0)
+    slots.configure(ADAPTERS[2:], 60.0)  # a and b no longer declared
+    with pytest.raises(AdapterWithdrawn, match="'b' is no longer declared for ns/t"):
+        await loading
+    slots.done("b", TRACKER)
+    replica.release.set()
+    for _ in range(3):
+        await asyncio.sleep(0)  # the load itself ends on its own
+
+
+async def test_what_the_replicas_can_never_serve_is_said_at_once() -> None:
+    replica, now = FakeReplica(set()), [0.0]
+    slots = _slots(replica, now)
+    starting = EndpointTracker(Endpoint("10.0.0.2", 8000, ready=False))
+    assert slots.never("a", [TRACKER], [TRACKER]) is None  # not read yet: it may load it
+    assert slots.never("a", [], [starting]) is None  # at zero: one to come may
+    assert isinstance(slots.never("x", [TRACKER], [TRACKER]), AdapterWithdrawn)
+    replica.lora = False
+    await slots.refresh([TRACKER], {TRACKER.key})
+    assert slots.never("a", [TRACKER], [TRACKER, starting]) is None  # one still starting
+    unsupported = slots.never("a", [TRACKER], [TRACKER])
+    assert isinstance(unsupported, LoraUnsupported)
+    assert "--enable-lora" in unsupported.detail
+    assert "VLLM_ALLOW_RUNTIME_LORA_UPDATING=true" in unsupported.detail
+    now[0] = 30.0
+    assert isinstance(slots.never("b", [TRACKER], [TRACKER]), LoraUnsupported)
+    assert len(slots.take_refusals()) == 1  # reported for an Event once a minute, not per request
+    now[0] = 61.0
+    slots.never("a", [TRACKER], [TRACKER])
+    assert len(slots.take_refusals()) == 1
+    # LoRA on, but the replica refuses the adapter: every ready one did.
+    replica.lora, replica.refuse = True, True
+    await slots.refresh([TRACKER], {TRACKER.key})
+    assert slots.pick("a", [TRACKER], 0) is TRACKER
+    with pytest.raises(LoadRefused):
+        await slots.ready("a", TRACKER)
+    slots.done("a", TRACKER)
+    failed = slots.never("a", [TRACKER], [TRACKER])
+    assert isinstance(failed, AdapterLoadFailed)
+    assert "refused to load 'a': 404 Not Found" in failed.detail

@@ -5,10 +5,12 @@ when an endpoint turns ready; BufferFull past ``max_buffered``;
 ColdStartTimeout; a cancelled waiter frees its place and an endpoint handed
 to it at the same instant is given back; container-concurrency as a hard
 per-replica bound and its share with several activators; GateClosed when
-the target goes; the concurrency integral for reports; readiness waits; the
-registry hands each gate its target's limits, cold-start timeout included,
-and updates them on a re-apply; a request held with no ready endpoint puts
-its target on the wake queue once, however many are held.
+the target goes; the concurrency integral for reports; a target's readiness
+waits (at once, on a change, at the timeout, at its end); the registry hands
+each target its limits, cold-start timeout included, and updates them on a
+re-apply, keeping the same target and gate, and a readiness flip changes
+only the endpoints; a request held with no ready endpoint puts its target
+on the wake queue once, however many are held.
 
 Time is the loop's, faked by looptime: timeouts expire in simulated time,
 so no test here waits in real time, and the integral steps a clock.
@@ -22,10 +24,9 @@ import pytest
 
 from activator.holding.gate import BufferFull, ColdStartTimeout, Gate, GateClosed
 from activator.holding.target import Target
-from activator.replicas.readiness import TargetEndpoints
 from activator.routing.registry import Registry
 from activator.scaler_link.wake_queue import WakeQueue
-from activator.targets import Endpoint, TargetSpec
+from activator.targets import Discovered, Endpoint, TargetSpec
 
 pytestmark = pytest.mark.looptime
 
@@ -124,12 +125,14 @@ async def test_container_concurrency_share() -> None:
     for tracker in taken:
         assert tracker is not None
         gate.release(tracker)
-    target = Target(TargetSpec(name="ns/t", container_concurrency=4, endpoints=(EP1, EP2)), gate)
-    assert gate.limit == 4
-    target.set_activators(3)
-    assert gate.limit == 1
-    target.set_activators(10)
-    assert gate.limit == 1  # never zero: each activator may send one
+    registry = Registry()
+    registry.apply({"ns/t": Discovered(TargetSpec(name="ns/t", container_concurrency=4))})
+    shared = registry.targets["ns/t"].gate
+    assert shared.limit == 4
+    registry.set_activators(3)
+    assert shared.limit == 1
+    registry.set_activators(10)
+    assert shared.limit == 1  # never zero: each activator may send one
     with pytest.raises(ValueError, match="max_buffered"):
         make_gate(max_buffered=-1)
 
@@ -161,36 +164,49 @@ async def test_concurrency_integral() -> None:
 
 
 async def test_readiness_wait_outcomes() -> None:
-    endpoints = TargetEndpoints("ns/t")
-    assert await endpoints.wait_ready(5) is False
-    waiter = asyncio.create_task(endpoints.wait_ready(5))
+    loop = asyncio.get_running_loop()
+    target = Target(TargetSpec(name="ns/t"))
+    started = loop.time()
+    assert await target.wait_ready(5) is False  # the timeout, in simulated time
+    assert loop.time() - started == pytest.approx(5)
+    waiter = asyncio.create_task(target.wait_ready(5))
     await asyncio.sleep(0)
-    endpoints.update([Endpoint("10.0.0.1", 80, ready=False)])
+    target.set_endpoints([Endpoint("10.0.0.1", 80, ready=False)])
     await asyncio.sleep(0)
     assert not waiter.done()
-    endpoints.set_probe_result("10.0.0.1:80", True)
-    assert await waiter is True
+    target.probed("10.0.0.1:80", True)
+    assert await waiter is True  # woken by the change, not the timeout
+    assert await target.wait_ready(5) is True  # at once
+    endpoints = target.endpoints
     tracker = endpoints.trackers["10.0.0.1:80"]
-    endpoints.mark_down(tracker)
-    assert endpoints.ready == ()
-    endpoints.set_probe_result("10.0.0.1:80", True)
-    assert endpoints.ready == (tracker,)
+    taken = target.try_take()
+    assert taken is tracker
+    target.give_back(taken, down=True)  # a connection to it was refused
+    assert not target.ready
+    target.probed("10.0.0.1:80", True)
+    assert target.endpoints.ready == (tracker,)
     # The source withdrawing readiness drops an earlier probe success.
-    endpoints.update([Endpoint("10.0.0.1", 80, ready=True)])
-    endpoints.update([Endpoint("10.0.0.1", 80, ready=False)])
+    target.set_endpoints([Endpoint("10.0.0.1", 80, ready=True)])
+    target.set_endpoints([Endpoint("10.0.0.1", 80, ready=False)])
     assert endpoints.ready == ()
+    waiter = asyncio.create_task(target.wait_ready(5))
+    await asyncio.sleep(0)
+    target.close()
+    assert await waiter is False  # the target's end wakes it
 
 
-def test_registry_gives_each_gate_its_targets_limits() -> None:
+def test_registry_gives_each_target_its_limits_and_keeps_it() -> None:
     registry = Registry()
-    registry.apply({"ns/t": TargetSpec(name="ns/t", max_buffered=5, cold_start_timeout_s=30.0)})
+    spec = TargetSpec(name="ns/t", max_buffered=5, cold_start_timeout_s=30.0)
+    registry.apply({"ns/t": Discovered(spec)})
     target = registry.targets["ns/t"]
     gate = target.gate
     assert (gate.max_buffered, target.spec.cold_start_timeout_s) == (5, 30.0)
-    registry.apply({"ns/t": TargetSpec(name="ns/t", max_buffered=7, cold_start_timeout_s=90.0)})
-    assert registry.targets["ns/t"] is not target  # a new spec: the target replaced whole
-    assert registry.targets["ns/t"].gate is gate  # kept: held requests survive a re-apply
-    target = registry.targets["ns/t"]
+    registry.apply({"ns/t": Discovered(spec, (EP1,))})
+    assert target.spec is spec and target.endpoints.ready  # a readiness flip: endpoints only
+    new = TargetSpec(name="ns/t", max_buffered=7, cold_start_timeout_s=90.0)
+    registry.apply({"ns/t": Discovered(new, (EP1,))})
+    assert registry.targets["ns/t"] is target  # one owner for good: what it holds survives
     assert (gate.max_buffered, target.spec.cold_start_timeout_s) == (7, 90.0)
 
 
@@ -215,15 +231,13 @@ async def test_held_with_no_ready_endpoint_wakes_the_target_once() -> None:
     await asyncio.gather(warm, *held, late, return_exceptions=True)
 
 
-async def test_gate_public_surface_counts_arrivals_and_marks_down() -> None:
+async def test_gate_public_surface_counts_arrivals() -> None:
     gate = make_gate()
     gate.endpoints.update([EP1])
     gate.arrive()
     gate.arrive()
     tracker = gate.try_acquire()
     assert tracker is not None
-    gate.mark_down(tracker)
-    assert gate.endpoints.ready == ()
     gate.release(tracker)
     assert gate.take_period()[1] == 2
     assert gate.take_period()[1] == 0

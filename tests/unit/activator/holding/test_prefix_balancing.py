@@ -2,34 +2,41 @@
 
 Covers: a chat's next turn serializes to blocks that extend the last turn's,
 with the same anchor, while another conversation behind the same system
-prompt gets another anchor; bodies without a prompt give no blocks; a gate
+prompt gets another anchor; bodies without a prompt give no blocks; a target
 with ``prefix`` balancing sends a conversation's turns to one replica among
 four, and with the default it balances by load; each prefix pick is counted
 by outcome in ``tidal_activator_prefix_routes_total`` (ring for a first turn,
 history for the next, spilled when its replica is over the load bound,
 no-prompt without blocks; a held request once) and a gate balanced by load
 has no series; the registry and the routes file carry ``balancing`` to the
-gate and refuse an unknown mode by name. The same parsed body gives the
+target and refuse an unknown mode by name. The same parsed body gives the
 token estimate a model with a TTFT objective reports (chat, completion and
 token-id prompts, ``max_tokens``); a Deployment with
-``autoscaling.tidal.dev/slo-ttft`` makes its gate count them, and only then.
+``autoscaling.tidal.dev/slo-ttft`` makes its target count them, and only then.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
-from activator.balancing.prefix_key import BLOCK_CHARS, estimated_tokens, prompt_blocks
-from activator.holding.gate import ColdStartTimeout, Gate
+from activator.balancing.prefix_key import (
+    BLOCK_CHARS,
+    PromptBlocks,
+    estimated_tokens,
+    prompt_blocks,
+)
+from activator.holding.gate import ColdStartTimeout
+from activator.holding.scaler_word import ScalerWord
 from activator.holding.target import Target
 from activator.kube.translate import target_from_deployment
 from activator.metrics import PREFIX, Metrics
 from activator.routing.registry import Registry
 from activator.routing.routes_file import parse_routes
-from activator.targets import Endpoint, TargetSpec
+from activator.targets import Discovered, Endpoint, TargetSpec
 
 SYSTEM = {"role": "system", "content": "You are a careful assistant. " * 20}
 
@@ -81,44 +88,50 @@ def _body(messages: list[dict[str, str]]) -> object:
     return json.loads(json.dumps({"model": "m", "messages": messages}))
 
 
-def test_a_prefix_gate_keeps_a_conversation_on_one_replica() -> None:
-    gate = Gate("ns/t", max_buffered=10, clock=lambda: 0.0)
-    gate.set_balancing("prefix")
-    gate.endpoints.update(ENDPOINTS)
+def _prompt(target: Target, messages: list[dict[str, str]]) -> PromptBlocks | None:
+    """What the target balances a request with ``messages`` by (and counts its arrival)."""
+    return target.arrive(_body(messages))[0]
+
+
+def _target(name: str = "ns/t", *, activators: int = 1, **kw: Any) -> Target:
+    word = ScalerWord()
+    word.hear_activators(activators)
+    target = Target(TargetSpec(name=name, max_buffered=10, **kw), word=word, clock=lambda: 0.0)
+    target.set_endpoints(ENDPOINTS)
+    return target
+
+
+def _prefixed(**kw: Any) -> Target:
+    return _target(balancing="prefix", **kw)
+
+
+def test_a_prefix_target_keeps_a_conversation_on_one_replica() -> None:
+    target = _prefixed()
     for topic in ("rust", "go", "sql", "css", "bash", "c"):
         where = set()
         for messages in turns(topic, 4):
-            tracker = gate.try_acquire(gate.prompt_of(_body(messages)))
+            tracker = target.try_take(_prompt(target, messages))
             assert tracker is not None
             where.add(tracker.key)
-            gate.release(tracker)
+            target.give_back(tracker)
         assert len(where) == 1, topic
 
 
 def test_each_activator_records_its_share_of_a_replicas_cache() -> None:
-    target = Target.new(
-        TargetSpec(name="ns/t", max_buffered=10, balancing="prefix", endpoints=tuple(ENDPOINTS)),
-        activators=2,
-        clock=lambda: 0.0,
-    )
-    prefix = target.gate.prefix
+    target = _prefixed(activators=2)
+    prefix = target.prefix
     assert prefix is not None
     whole = prefix.router.config.capacity_blocks
     assert prefix.router.index.capacity == whole // 2
-    target.set_activators(4)
-    assert target.gate.prefix is prefix  # the same record, resized
+    target.word.hear_activators(4)
+    target.configure()  # the registry tells it the scaler's word changed
+    assert target.prefix is prefix  # the same record, resized
     assert prefix.router.index.capacity == whole // 4
 
 
 def test_prefix_picks_are_counted_by_outcome_and_a_load_gate_counts_none() -> None:
-    prefixed = Target.new(
-        TargetSpec(name="ns/t", max_buffered=10, balancing="prefix", endpoints=tuple(ENDPOINTS)),
-        clock=lambda: 0.0,
-    )
-    by_load = Target.new(
-        TargetSpec(name="ns/plain", max_buffered=10, endpoints=tuple(ENDPOINTS)), clock=lambda: 0.0
-    )
-    gate, plain = prefixed.gate, by_load.gate
+    prefixed = _prefixed()
+    by_load = _target("ns/plain")
     registry = CollectorRegistry()
     Metrics(registry, targets=lambda: {"ns/t": prefixed, "ns/plain": by_load})
 
@@ -126,10 +139,10 @@ def test_prefix_picks_are_counted_by_outcome_and_a_load_gate_counts_none() -> No
         labels = {"target": target, "outcome": outcome}
         return registry.get_sample_value(PREFIX + "prefix_routes_total", labels)
 
-    def send(messages: list[dict[str, str]] | None, to: Gate = gate) -> str:
-        tracker = to.try_acquire(to.prompt_of(_body(messages)) if messages else None)
+    def send(messages: list[dict[str, str]] | None, to: Target = prefixed) -> str:
+        tracker = to.try_take(_prompt(to, messages) if messages else None)
         assert tracker is not None
-        to.release(tracker)
+        to.give_back(tracker)
         return tracker.key
 
     topics = {topic: turns(topic, 3) for topic in ("rust", "go", "sql")}
@@ -137,10 +150,10 @@ def test_prefix_picks_are_counted_by_outcome_and_a_load_gate_counts_none() -> No
     for chat in topics.values():
         send(chat[1])
     send(None)
-    send(topics["rust"][0], to=plain)
+    send(topics["rust"][0], to=by_load)
     assert (routes("ring"), routes("history"), routes("no-prompt")) == (3, 3, 1)
     # Rust's replica far over the mean: its next turn goes elsewhere, counted as a spill.
-    home = next(t for t in gate.endpoints.ready if t.key == homes["rust"])
+    home = next(t for t in prefixed.gate.endpoints.ready if t.key == homes["rust"])
     home.in_flight += 10
     assert send(topics["rust"][2]) != homes["rust"]
     assert (routes("spilled"), routes("history"), routes("least-loaded")) == (1, 3, 0)
@@ -148,29 +161,29 @@ def test_prefix_picks_are_counted_by_outcome_and_a_load_gate_counts_none() -> No
 
 
 async def test_a_held_request_is_counted_once() -> None:
-    gate = Gate("ns/t", max_buffered=10, clock=lambda: 0.0)
-    gate.set_balancing("prefix")
-    assert gate.prefix is not None
-    assert gate.try_acquire(gate.prompt_of(_body(turns("rust", 1)[0]))) is None
+    target = Target(TargetSpec(name="ns/t", max_buffered=10, balancing="prefix"), clock=lambda: 0.0)
+    assert target.prefix is not None
+    assert target.try_take(_prompt(target, turns("rust", 1)[0])) is None
     with pytest.raises(ColdStartTimeout):
-        await gate.acquire(0.01)  # the proxy's next step: hold it
-    assert gate.prefix.routes["held"] == 1
-    assert sum(gate.prefix.routes.values()) == 1
+        await target.gate.acquire(0.01)  # the proxy's next step: hold it
+    assert target.prefix.routes["held"] == 1
+    assert sum(target.prefix.routes.values()) == 1
 
 
-def test_the_default_gate_reads_no_prompt() -> None:
-    gate = Gate("ns/t", max_buffered=10, clock=lambda: 0.0)
-    gate.endpoints.update(ENDPOINTS)
-    assert gate.prefix is None
-    assert gate.prompt_of(_body(turns("rust", 1)[0])) is None
+def test_the_default_target_reads_no_prompt() -> None:
+    target = _target()
+    assert target.prefix is None
+    assert _prompt(target, turns("rust", 1)[0]) is None
 
 
-def test_the_registry_hands_the_gate_its_balancing() -> None:
+def test_the_registry_hands_the_target_its_balancing() -> None:
     registry = Registry()
-    registry.apply({"ns/t": TargetSpec(name="ns/t", balancing="prefix", endpoints=(ENDPOINTS[0],))})
-    assert registry.targets["ns/t"].gate.prefix is not None
-    registry.apply({"ns/t": TargetSpec(name="ns/t", endpoints=(ENDPOINTS[0],))})
-    assert registry.targets["ns/t"].gate.prefix is None
+    registry.apply(
+        {"ns/t": Discovered(TargetSpec(name="ns/t", balancing="prefix"), tuple(ENDPOINTS))}
+    )
+    assert registry.targets["ns/t"].prefix is not None
+    registry.apply({"ns/t": Discovered(TargetSpec(name="ns/t"), tuple(ENDPOINTS))})
+    assert registry.targets["ns/t"].prefix is None
 
 
 @pytest.mark.parametrize(
@@ -201,24 +214,24 @@ def test_a_body_gives_its_estimated_prompt_tokens_and_max_tokens(
 
 
 def test_only_a_model_with_a_ttft_objective_counts_tokens() -> None:
-    def gate_for(annotations: dict[str, str]) -> Gate:
+    def target_for(annotations: dict[str, str]) -> Target:
         notes = {"routing.tidal.dev/models": "m", **annotations}
         deployment = {"metadata": {"name": "m", "namespace": "ns", "annotations": notes}}
         registry = Registry()
-        registry.apply({"ns/m": target_from_deployment(deployment).spec})
-        return registry.targets["ns/m"].gate
+        registry.apply({"ns/m": Discovered(target_from_deployment(deployment).spec)})
+        return registry.targets["ns/m"]
 
     body = {"model": "m", "prompt": "x" * 400, "max_tokens": 9}
-    counted = gate_for({"autoscaling.tidal.dev/slo-ttft": "2s"})
-    plain = gate_for({})
-    for gate in (counted, plain):
-        gate.arrive(body)
-        gate.arrive(body)
+    counted = target_for({"autoscaling.tidal.dev/slo-ttft": "2s"})
+    plain = target_for({})
+    for target in (counted, plain):
+        target.arrive(body)
+        target.arrive(body)
     none = [0] * 8
     assert counted.tokens.take() == (200, 18, none)
     assert counted.tokens.take() == (0, 0, none)
     assert plain.tokens.take() == (0, 0, none)
-    assert plain.arrivals == counted.arrivals == 2
+    assert plain.gate.arrivals == counted.gate.arrivals == 2
     # A prompt of about 6,000 tokens counts over the bounds it passes.
     counted.arrive({"model": "m", "prompt": "x" * 24_000, "max_tokens": 9})
     assert counted.tokens.take() == (6_000, 9, [1, 1, 1, 0, 0, 0, 0, 0])
@@ -226,6 +239,6 @@ def test_only_a_model_with_a_ttft_objective_counts_tokens() -> None:
 
 def test_the_routes_file_reads_balancing_and_names_what_is_allowed() -> None:
     specs = parse_routes("targets:\n  - name: ns/t\n    balancing: prefix\n")
-    assert specs["ns/t"].balancing == "prefix"
+    assert specs["ns/t"].spec.balancing == "prefix"
     with pytest.raises(ValueError, match="balancing must be one of least-loaded, prefix"):
         parse_routes("targets:\n  - name: ns/t\n    balancing: sticky\n")

@@ -65,10 +65,7 @@ def _ours(data: bytes) -> _Outcome:
     outcome = _Outcome()
 
     async def run() -> None:
-        async def never(exchange: Exchange) -> None:
-            raise AssertionError("the fast handler takes every exchange")
-
-        def take(exchange: Exchange) -> bool:
+        def take(exchange: Exchange) -> None:
             chunks: list[bytes] = []
 
             def end(exc: BaseException | None) -> None:
@@ -80,10 +77,9 @@ def _ours(data: bytes) -> _Outcome:
                 exchange.finish()
 
             exchange.body.pipe(chunks.append, end)
-            return True
 
         connections = Connections(idle_s=60)
-        conn = ClientConnection(never, limits=ServerLimits(), connections=connections, fast=take)
+        conn = ClientConnection(take, limits=ServerLimits(), connections=connections)
         transport = _Transport()
         conn.connection_made(transport)
         conn.data_received(data)

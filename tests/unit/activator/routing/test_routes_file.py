@@ -25,17 +25,18 @@ targets:
 
 def test_design_example_parses() -> None:
     specs = parse_routes(DOCUMENTED_EXAMPLE)
-    llama = specs["default/llama"]
+    found = specs["default/llama"]
+    llama = found.spec
     assert llama.models == ("llama-3-8b",)
     assert llama.hosts == ("llama.example.com",)
     assert llama.path_prefix == "/llama"
     assert llama.cold_start_timeout_s == 600
     assert llama.max_buffered == 1000
-    assert [e.key for e in llama.endpoints] == ["127.0.0.1:8001", "127.0.0.1:8002"]
-    assert not any(e.ready for e in llama.endpoints)  # ready only once probed
+    assert [e.key for e in found.endpoints] == ["127.0.0.1:8001", "127.0.0.1:8002"]
+    assert not any(e.ready for e in found.endpoints)  # ready only once probed
     assert (llama.default_priority, llama.shed_at_zero) == (0, False)
     tuned = parse_routes("targets: [{name: a/b, default_priority: -5, shed_at_zero: true}]")
-    assert (tuned["a/b"].default_priority, tuned["a/b"].shed_at_zero) == (-5, True)
+    assert (tuned["a/b"].spec.default_priority, tuned["a/b"].spec.shed_at_zero) == (-5, True)
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from activator.holding.gate import Shed
 from activator.holding.request_class import HoldClass
 from activator.routing.registry import Registry
 from activator.scaler_link.reporting import build_report
-from activator.targets import TargetSpec
+from activator.targets import Discovered, TargetSpec
 from groundwork.rules.stats_report import parse_report
 
 pytestmark = pytest.mark.looptime
@@ -27,8 +27,8 @@ async def test_held_by_class_is_reported_only_where_classes_are_in_use() -> None
     registry = Registry()
     registry.apply(
         {
-            "ns/plain": TargetSpec(name="ns/plain", models=("p",)),
-            "ns/ranked": TargetSpec(name="ns/ranked", models=("r",), max_buffered=1),
+            "ns/plain": Discovered(TargetSpec(name="ns/plain", models=("p",))),
+            "ns/ranked": Discovered(TargetSpec(name="ns/ranked", models=("r",), max_buffered=1)),
         }
     )
     plain, ranked = registry.targets["ns/plain"].gate, registry.targets["ns/ranked"].gate

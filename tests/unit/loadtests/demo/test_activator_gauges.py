@@ -20,7 +20,7 @@ from loadtests.demo.activator_gauges import HeldRequests, parse_gauges
 def exposition(counts: dict[str, tuple[int, int]]) -> str:
     targets = {}
     for name, (buffered, in_flight) in counts.items():
-        target = Target.new(TargetSpec(name=name, max_buffered=100))
+        target = Target(TargetSpec(name=name, max_buffered=100))
         target.gate.buffered, target.gate.in_flight = buffered, in_flight
         targets[name] = target
     registry = CollectorRegistry()

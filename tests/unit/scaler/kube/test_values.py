@@ -28,7 +28,7 @@ from groundwork.kube.errors import (
     Rejected,
     translate,
 )
-from scaler.kube.cluster import deployment_from_raw, pod_from_raw
+from scaler.kube.objects import deployment_from_raw, pod_from_raw
 from scaler.kube.types import LabelRequirement, LabelSelector
 
 

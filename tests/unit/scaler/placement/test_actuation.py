@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from groundwork.kube.errors import ApiUnavailable
-from scaler.kube.cluster import deployment_from_raw
+from scaler.kube.objects import deployment_from_raw
 from scaler.kube.types import CompanionInfo, DeploymentInfo, ScaleState
 from scaler.placement.actuation import PlacementActuation
 from scaler.policy import Split

@@ -15,7 +15,7 @@ import copy
 from dataclasses import replace
 from typing import Any
 
-from scaler.kube.cluster import deployment_from_raw
+from scaler.kube.objects import deployment_from_raw
 from scaler.kube.types import CompanionInfo, NodeInfo, PodInfo, TargetSnapshot
 from scaler.placement.placer import Placer, pair_counts
 from scaler.policy import PlacementConfig

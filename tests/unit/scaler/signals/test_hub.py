@@ -117,7 +117,9 @@ def test_observe_combines_and_marks_partial_views() -> None:
 def test_dropped_target_loses_windows_and_names_are_unique() -> None:
     catalog = Catalog()
     catalog.targets = {"ns/a": ScalingConfig()}
-    hub = SignalHub(sources=[FakeSource("activator")], catalog=catalog)
+    source = FakeSource("activator")
+    source.readings["ns/a"] = reading(fresh=True, concurrency=1.0)
+    hub = SignalHub(sources=[source], catalog=catalog)
     hub.arrived("activator", now=1.0)
     assert hub.windows("ns/a") is not None
     catalog.targets = {}
@@ -282,3 +284,19 @@ def test_a_utilization_is_fresh_within_its_most_direct_sources_bound() -> None:
     assert got[SignalKind.GPU_UTILIZATION].stable == pytest.approx(0.6)
     assert not got[SignalKind.KV_CACHE_UTILIZATION].fresh  # the hub's 5 s (the larger)
     assert not got[SignalKind.CONCURRENCY].fresh  # the counts keep the hub's bound
+
+
+def test_a_source_with_no_say_brings_no_news_and_held_requests_ask_for_a_wake() -> None:
+    catalog = Catalog()
+    catalog.targets = {"ns/pool": ScalingConfig(), "ns/plain": ScalingConfig()}
+    picker, scrape = FakeSource("picker"), FakeSource("scrape")
+    held = reading(fresh=True, concurrency=3.0, queue_depth=3.0, held_for_wake=3.0)
+    picker.readings["ns/pool"] = held
+    scrape.readings["ns/plain"] = reading(fresh=True, concurrency=1.0, queue_depth=0.0)
+    scrape.readings["ns/pool"] = reading(fresh=True, concurrency=0.0, queue_depth=0.0)
+    hub = SignalHub(sources=[picker, scrape], catalog=catalog)
+    assert hub.arrived("picker", now=1.0) == 1  # news of the pool only
+    assert hub.windows("ns/plain") is None
+    assert hub.held_for_wake("picker", now=1.0, keys=["ns/pool", "ns/plain"]) == ["ns/pool"]
+    picker.readings["ns/pool"] = reading(fresh=True, concurrency=3.0, queue_depth=3.0)
+    assert hub.held_for_wake("picker", now=2.0, keys=["ns/pool"]) == []

@@ -44,7 +44,7 @@ CONTRACT = "the hub knows no source"
 class Picker:
     """An endpoint picker's queue as a source: what a new source module would hold."""
 
-    name = "endpoint-picker"
+    name = "a-picker"
 
     def __init__(self) -> None:
         self.queue: dict[str, float] = {}
@@ -77,17 +77,23 @@ class SettingsWithAPicker(ScalerSettings):
 async def test_the_polled_sources_are_the_registered_settings_groups() -> None:
     async with aiohttp.ClientSession() as session:
         plain = polled_sources(ScalerSettings(), SourceContext(session))
+        # The endpoint picker is polled at its waiting room's pace, fresh by its full
+        # readings' (every 1 s): 1.5 of them plus the timeout.
         assert [(p.source.name, p.every_s, p.fresh_within_s) for p in plain] == [
-            ("scrape", 2.0, 4.0)
+            ("scrape", 2.0, 4.0),
+            ("endpoint-picker", 0.25, 2.5),
         ]
-        both = ScalerSettings(prometheus={"url": "http://prom:9090", "interval_s": 10.0})
+        both = ScalerSettings(
+            prometheus={"url": "http://prom:9090", "interval_s": 10.0},
+            endpoint_picker={"enabled": False},
+        )
         assert [
             (p.source.name, p.fresh_within_s) for p in polled_sources(both, SourceContext(session))
         ] == [
             ("scrape", 4.0),
             ("prometheus", 17.0),
         ]
-        none = ScalerSettings(scrape={"enabled": False})
+        none = ScalerSettings(scrape={"enabled": False}, endpoint_picker={"enabled": False})
         assert polled_sources(none, SourceContext(session)) == []
 
 
@@ -100,8 +106,8 @@ async def test_a_new_source_is_its_module_and_one_settings_field() -> None:
     settings = SettingsWithAPicker(picker={"url": "http://picker:9090"})
     async with aiohttp.ClientSession() as session:
         polled = polled_sources(settings, SourceContext(session))
-    assert [p.source.name for p in polled] == ["scrape", "endpoint-picker"]
-    picker = polled[1]
+    assert [p.source.name for p in polled] == ["scrape", "endpoint-picker", "a-picker"]
+    picker = polled[2]
     hub = SignalHub(
         sources=[p.source for p in polled],
         catalog=Catalog(),
@@ -145,6 +151,7 @@ def test_every_source_module_is_forbidden_to_the_hub_and_its_readers() -> None:
         "scaler.signals.activator_reports",
         "scaler.signals.scrape",
         "scaler.signals.prometheus",
+        "scaler.signals.endpoint_picker",
     }
     forbidden = _contract()["forbidden_modules"]
     assert isinstance(forbidden, list)
@@ -160,7 +167,7 @@ def _string_constants(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("module", ["hub", "combine", "base", "registry"])
 def test_no_source_is_named_where_sources_are_combined(module: str) -> None:
-    names = {"activator", "scrape", "prometheus"}
+    names = {"activator", "scrape", "prometheus", "endpoint-picker"}
     written = _string_constants(ROOT / "scaler" / "signals" / f"{module}.py")
     assert not names & written, f"scaler/signals/{module}.py names a source"
 

@@ -27,6 +27,10 @@ says *now* (``GET /v1/targets``); they differ whenever the scaler holds a
 scale for another reason than the one that set it. The table says so under
 itself when it shows both.
 
+A Deployment an opted-in InferencePool scales is listed too (POOL names the
+pool), and a line per pool under the table says what it scales or why not
+(:mod:`scaler.status.pools`).
+
 A model with a spot placement policy is a pair of Deployments: the user's
 (the on-demand share) and ``<name>-spot`` (the spot share). Its READY is the
 pair's, and a line under the table names both halves with their ready
@@ -54,6 +58,7 @@ import os
 import sys
 import textwrap
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -62,11 +67,19 @@ import aiohttp
 from groundwork.kube.connection import KubeConfigError, connect
 from groundwork.kube.errors import KubeError
 from groundwork.rules.priority import PRIORITY_LABELS
-from scaler.kube.listing import list_companions, list_not_opted_in, list_opted_in
-from scaler.kube.types import ENABLED_LABEL, STATUS_ANNOTATION, CompanionInfo, DeploymentInfo
+from scaler.kube.listing import list_companions, list_not_opted_in, list_opted_in, list_pools
+from scaler.kube.types import (
+    ENABLED_LABEL,
+    STATUS_ANNOTATION,
+    CompanionInfo,
+    DeploymentInfo,
+    PoolInfo,
+)
 from scaler.policy.annotations import InvalidAnnotation, parse_scaling_config, unknown_keys
 from scaler.policy.placement.companion import companion_name
+from scaler.policy.pool_annotations import merge
 from scaler.policy.routing_check import routing_problems
+from scaler.status.pools import pool_lines, pool_rows
 
 __all__ = ["HELP_LEGEND", "configure", "render_table", "rows", "run"]
 
@@ -119,7 +132,17 @@ _LEGEND = (
     "REASON: why the scale last changed (status annotation); "
     "LIVE-REASON: what the scaler says now (GET /v1/targets). "
     "MODE panic beside LIVE-REASON Steady is usual: in panic the scale is never lowered, "
-    "so it stays where the burst put it. -o wide shows every column."
+    "so it stays where the burst put it."
+)
+_NARROW_LEGEND = " -o wide shows every column."
+# What a "-" means in the columns only -o wide shows.
+_WIDE_LEGEND = (
+    "QUEUE, KV-CACHE and GPU: the stable window's average of a signal the model scales on. "
+    "'-' there: the model does not scale on it (no autoscaling.tidal.dev/target-queue-depth, "
+    "target-kv-cache-utilization or target-gpu-utilization annotation), or no sample has "
+    "arrived yet (GPU comes from DCGM through the scaler's --prometheus-url, or from Triton "
+    "itself). '-' elsewhere: not known yet, or not in use (ON-DEMAND and SPOT without a spot "
+    "placement)."
 )
 
 #: What MODE and the reasons mean, for ``tidal status --help``.
@@ -157,14 +180,20 @@ def rows(
     deployments: Sequence[DeploymentInfo],
     live: Mapping[str, Mapping[str, Any]] | None = None,
     companions: Mapping[str, CompanionInfo] | None = None,
+    pools: Mapping[str, PoolInfo] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per Deployment: API state, plus live values when ``live`` is given.
 
     ``companions`` (by ``namespace/name`` of the user's Deployment) adds the
-    spot half of a pair to READY and to the row's ``pair``.
+    spot half of a pair to READY and to the row's ``pair``; ``pools`` (by the
+    same key) names the InferencePool that scales it, whose annotations are
+    read under the Deployment's, as the scaler reads them.
     """
     out = []
     for d in deployments:
+        pool = (pools or {}).get(d.key)
+        if pool is not None:
+            d = replace(d, annotations=merge(pool.annotations, d.annotations).annotations)
         st = _status(d)
         row: dict[str, Any] = {
             "namespace": d.namespace,
@@ -178,6 +207,8 @@ def rows(
             "reason": st.get("reason"),
             "last_change": st.get("lastChangeTime"),
         }
+        if pool is not None:
+            row["pool"] = pool.name
         # The scaler leaves a Deployment with a bad annotation alone, so its
         # status annotation goes stale: say why here, from the same parser.
         try:
@@ -261,6 +292,9 @@ def _wide_columns(table: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[l
     """Every column (``-o wide``): the status annotation's, the live ones, the warm tier's."""
     headers = ["NAMESPACE", "NAME", "DESIRED", "READY", "ON-DEMAND", "SPOT", "MODE", "REASON"]
     keys = ["namespace", "name", "desired", "ready", "on_demand", "spot", "mode", "reason"]
+    if any(r.get("pool") for r in table):
+        headers.insert(2, "POOL")
+        keys.insert(2, "pool")
     with_live = any("live" in r for r in table)
     if with_live:
         headers += [
@@ -308,6 +342,9 @@ def _narrow_columns(table: Sequence[Mapping[str, Any]]) -> tuple[list[str], list
     """The default columns, within 100 characters for names of a usual length: with live
     values, DESIRED and MODE are the scaler's now, and the one signal every model has."""
     headers = ["NAMESPACE", "NAME", "DESIRED", "READY", "MODE", "REASON"]
+    with_pool = any(r.get("pool") for r in table)
+    if with_pool:
+        headers.insert(2, "POOL")
     with_live = any("live" in r for r in table)
     if with_live:
         headers += ["LIVE-REASON", "CONCURRENCY"]
@@ -320,6 +357,8 @@ def _narrow_columns(table: Sequence[Mapping[str, Any]]) -> tuple[list[str], list
         desired = live.get("desired", r.get("desired")) if with_live else r.get("desired")
         mode = (live.get("mode") or r.get("mode")) if with_live else r.get("mode")
         cells = [_fmt(v) for v in (r.get("namespace"), r.get("name"), desired, r.get("ready"))]
+        if with_pool:
+            cells.insert(2, _fmt(r.get("pool")))
         cells += [_fmt(mode), _fmt(r.get("reason"))]
         if with_live:
             cells += [_fmt(live.get("reason")), _stable(live, "concurrency")]
@@ -334,8 +373,16 @@ def _stable(live: Mapping[str, Any], kind: str) -> str:
     return _fmt(got.get("stable"))
 
 
-def render_table(table: Sequence[Mapping[str, Any]], *, wide: bool = False) -> str:
-    """The table (``wide``: every column, as ``-o wide``), then the lines under it."""
+def render_table(
+    table: Sequence[Mapping[str, Any]],
+    *,
+    wide: bool = False,
+    pools: list[dict[str, Any]] | None = None,
+) -> str:
+    """The table (``wide``: every column, as ``-o wide``), then the lines under it
+    (``pools``: the opted-in InferencePools' rows, :func:`scaler.status.pools.pool_rows`)."""
+    if not table:
+        return "\n".join(pool_lines(pools or [])[1:])
     headers, lines = _wide_columns(table) if wide else _narrow_columns(table)
     with_live = any("live" in r for r in table)
     widths = [max(len(h), *(len(c[i]) for c in lines)) for i, h in enumerate(headers)]
@@ -344,6 +391,7 @@ def render_table(table: Sequence[Mapping[str, Any]], *, wide: bool = False) -> s
         "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
         for cells in lines
     ]
+    text += pool_lines(pools or [])
     pairs = [_pair_line(r) for r in table if r.get("pair")]
     if pairs:
         text += ["", "Spot pairs (on-demand + spot Deployments):", *pairs]
@@ -354,7 +402,9 @@ def render_table(table: Sequence[Mapping[str, Any]], *, wide: bool = False) -> s
     if held:
         text += ["", "Held by priority class (all activators, live):", *held]
     if with_live:
-        text += ["", *textwrap.wrap(_LEGEND, 100)]
+        text += ["", *textwrap.wrap(_LEGEND + ("" if wide else _NARROW_LEGEND), 100)]
+        if wide:
+            text += textwrap.wrap(_WIDE_LEGEND, 100)
     problems = [f"{r['namespace']}/{r['name']}: {r['problem']}" for r in table if r.get("problem")]
     if problems:
         text += ["", "Left alone until fixed:", *problems]
@@ -516,6 +566,13 @@ async def _main(args: argparse.Namespace) -> int:
         deployments = await list_opted_in(
             access.api, namespace=namespace, request_timeout_s=args.timeout_s
         )
+        pool_states, bound = await list_pools(
+            access.api, namespace=namespace, request_timeout_s=args.timeout_s
+        )
+        # A Deployment a pool scales is listed whether or not it carries the label.
+        listed = {d.key for d in deployments}
+        deployments += [d for key, (d, _) in bound.items() if key not in listed]
+        deployments.sort(key=lambda d: d.key)
         labelled = await list_not_opted_in(
             access.api, namespace=namespace, request_timeout_s=args.timeout_s
         )
@@ -540,18 +597,22 @@ async def _main(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             failed = True
-    table = rows(deployments, live, companions)
+    table = rows(deployments, live, companions, {k: p for k, (_, p) in bound.items()})
+    pools = pool_rows(pool_states, live)
     if args.output == "json":
+        table += pools
         table += [
             {"namespace": key.split("/")[0], "name": key.split("/")[1], "opted_in": False,
              "problem": f'label {ENABLED_LABEL}="{value}": only "true" opts in'}
             for key, value in labelled
         ]  # fmt: skip
         text = json.dumps(table, indent=2)
-    elif table:
-        text = render_table(table, wide=args.output == "wide")
+    elif table or pools:
+        text = render_table(table, wide=args.output == "wide", pools=pools)
     else:
-        text = "no opted-in Deployments (label autoscaling.tidal.dev/enabled=true)"
+        text = (
+            "no opted-in Deployments (label autoscaling.tidal.dev/enabled=true) or InferencePools"
+        )
     if args.output != "json":
         text = "\n".join([text, *devices_line(devices), *not_opted_in_lines(labelled)])
     write_out(text)
