@@ -90,6 +90,7 @@ from scaler.kube.types import (
     EventSink,
     EventSubject,
     LeaderElector,
+    NodePreference,
     PodInfo,
     PodLabels,
     ScaleState,
@@ -407,6 +408,36 @@ class _Streak:
     warned: bool = False
 
 
+class NodeMoves:
+    """The warm tier's one write to a pod template: prefer a node (a rollout that starts
+    a replacement there and removes the old pod once it is Ready); fenced by the
+    Lease, within the actuator's write slots, best effort."""
+
+    def __init__(
+        self,
+        leader: LeaderElector,
+        slots: asyncio.Semaphore,
+        writes: NodePreference | None,
+        fence: Callable[[], None],
+    ) -> None:
+        self._leader = leader
+        self._slots = slots
+        self._writes = writes
+        self._fence = fence  # raises when the Lease was lost
+
+    async def prefer_node(self, deployment: DeploymentInfo, node: str) -> bool:
+        """True when ``deployment``'s template was changed to prefer ``node``."""
+        if not self._leader.is_leader or self._writes is None:
+            return False
+        try:
+            async with self._slots:
+                self._fence()
+                return await self._writes.prefer_node(deployment.namespace, deployment.name, node)
+        except (KubeError, _LeaseLost) as exc:
+            log.warning("%s: could not prefer node %s: %s", deployment.key, node, exc)
+            return False
+
+
 class Actuator:
     """Carries out :class:`WritePlan` values through a scale target and an event sink,
     fenced by the Lease."""
@@ -422,6 +453,7 @@ class Actuator:
         settings: ActuatorSettings | None = None,
         placement: PlacementActuation | None = None,
         pod_labels: PodLabels | None = None,
+        node_preference: NodePreference | None = None,
     ) -> None:
         self._placement = placement
         self._pod_labels = pod_labels
@@ -439,6 +471,8 @@ class Actuator:
         self._streaks: dict[str, _Streak] = {}
         self._undo: dict[str, dict[str, int | None]] = {}  # target -> pod -> cost to restore
         self.records = StatusRecords(leader)
+        # The warm tier's moves: a template that prefers a node (scaler.warm.moves).
+        self.moves = NodeMoves(leader, self._slots, node_preference, self._fence)
 
     def backing_off(self, key: str, now: float) -> bool:
         """True while ``key``'s writes wait out a backoff after failures."""
@@ -773,4 +807,5 @@ def kube_actuator(
         settings=settings,
         placement=placement,
         pod_labels=scale_target,
+        node_preference=scale_target,
     )

@@ -53,10 +53,11 @@ from dataclasses import dataclass
 from groundwork.background_tasks import BackgroundTasks
 from scaler.actuator import Actuator
 from scaler.gpu_ledger import GpuLedger
-from scaler.kube.types import PoolInfo
+from scaler.kube.types import PoolInfo, TargetSnapshot
 from scaler.metrics import Metrics
 from scaler.placement.placer import Placer
 from scaler.policy.api import Decision
+from scaler.policy.events import MOVED
 from scaler.policy.protocol import Policy
 from scaler.signals.hub import SignalHub
 from scaler.targets.awake_labels import AwakeLabels
@@ -207,6 +208,7 @@ class Controller:
         if warm is not None:
             warm.learn(now)  # the models' GPU memory footprints (leader only)
             warm.keep_room(now)  # room for a sleeping model to wake on each GPU
+            await self._move_sleepers(warm, now, snapshots)
             await self._label_awake(None)
         self._metrics.tick_duration.observe(max(0.0, self._clock() - started))
 
@@ -221,6 +223,24 @@ class Controller:
             await reconciler.wakes.for_activation()
             await self._label_awake([key])
         return known
+
+    async def _move_sleepers(
+        self, warm: WarmTier, now: float, snapshots: Mapping[str, TargetSnapshot]
+    ) -> None:
+        """Empty a GPU of sleepers alone: each sleeper's pod template prefers a node whose
+        GPU serves (a rollout moves it there; scaler.warm.moves). The tier plans only
+        while it leads, and the actuator writes only then."""
+        for move in warm.moves_due(now, snapshots):
+            snap = snapshots.get(move.target)
+            if snap is None or not await self._actuator.moves.prefer_node(
+                snap.deployment, move.node
+            ):
+                continue
+            why = (
+                f"{move.pod} moves to node {move.node}: its GPU holds only sleepers, and "
+                f"{move.device} there serves"
+            )
+            await self._actuator.note(snap.deployment, reason=MOVED, message=why)
 
     async def _label_awake(self, keys: list[str] | None) -> None:
         """Behind an InferencePool, the awake label of ``keys``' pods (every target's when

@@ -63,6 +63,7 @@ from scaler.targets.book import TargetBook
 from scaler.ticking import IntervalTicker
 from scaler.warm.bill import PoolBill
 from scaler.warm.gpu_memory import PrometheusGpuMemory
+from scaler.warm.moves import MoveSettings
 from scaler.warm.tier import HttpReplicaCalls, WarmSettings, WarmTier
 from scaler.warm.views import ActuatorEvents, ModelBoard
 
@@ -300,6 +301,9 @@ def _compose(
         memory=sources.memory,
         leading=lambda: leader.is_leader,
         settings=WarmSettings(handoff_s=settings.sleep_handoff_s),
+        move_settings=MoveSettings(settle_s=settings.warm_move_settle_s)
+        if settings.warm_moves
+        else None,
     )
     controller = Controller(
         targets=book,

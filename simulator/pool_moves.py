@@ -64,6 +64,7 @@ class PoolSide(Protocol):
     def remove(self, pod: PoolPod, at: float) -> None: ...
     def settle(self, pod: PoolPod, at: float) -> None: ...
     def cold_start_s(self) -> float: ...
+    def max_blocked(self) -> float: ...
 
 
 class PoolMoves:
@@ -86,6 +87,7 @@ class PoolMoves:
             # A replacement's cold start, at its share of the new device.
             move_cost_s=side.rungs.cold_start_s * p.awake_mib / p.gpu_memory_mib,
             busy_gap_s=side.busy_gap_s,
+            max_blocked=side.max_blocked(),
         )
 
     # --- devices of sleepers alone --------------------------------------------------------

@@ -300,7 +300,7 @@ class PoolSim:
                 new_mib=p.awake_mib,
                 wake_need_mib=p.awake_mib - p.asleep_mib,
                 busy_gap_s=self.busy_gap_s,
-                max_blocked=self._max_blocked(),
+                max_blocked=self.max_blocked(),
             )
             if spot is not None:
                 return int(spot.device), self._evict(spot.sleep)
@@ -313,7 +313,7 @@ class PoolSim:
         self.moves.last_opened_s = self.books.now
         return self.books.open_device(), 0.0
 
-    def _max_blocked(self) -> float:
+    def max_blocked(self) -> float:
         """The wakes a new pod's cold start may put at risk on a held device rather
         than open another: a miss is worth ``C / (1 - A)`` device-seconds, and a new
         device is expected to be held as long as the pool has gone without one

@@ -273,6 +273,14 @@ class PodLabels(Protocol):
         ...
 
 
+class NodePreference(Protocol):
+    """The warm tier's move: a Deployment's pods prefer a node (a rollout; docs/warm-tier.md)."""
+
+    async def prefer_node(self, namespace: str, name: str, node: str | None) -> bool:
+        """Make the pod template prefer ``node``; False when it already does."""
+        ...
+
+
 class CompanionWrites(Protocol):
     """Placement's writes (:mod:`scaler.kube.companion_writes`)."""
 

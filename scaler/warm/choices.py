@@ -117,13 +117,13 @@ class WarmChoices:
         budget = snap.budget(uuid)
         if budget is None:
             return [], True
-        residents = self._residents_on(snap, uuid)
+        residents = self.residents_on(snap, uuid)
         plan = make_room(
             budget_mib=round(budget), residents=residents, waking_pod=entry_name, need_mib=need
         )
         return list(plan.sleep), plan.fits
 
-    def _residents_on(self, snap: GpuMemorySnapshot, uuid: str) -> list[Resident]:
+    def residents_on(self, snap: GpuMemorySnapshot, uuid: str) -> list[Resident]:
         """The pods on one GPU as the pure rules see them."""
         pool = self._pool
         residents = []
@@ -180,7 +180,7 @@ class WarmChoices:
         out = []
         for uuid in snap.free:
             budget = snap.budget(uuid)
-            residents = self._residents_on(snap, uuid)
+            residents = self.residents_on(snap, uuid)
             needs = [
                 pool.book.wake_need_mib(r.target) for r in residents if not r.awake and r.target
             ]

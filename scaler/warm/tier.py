@@ -69,13 +69,14 @@ from dataclasses import dataclass
 from http import HTTPStatus
 
 from groundwork.background_tasks import BackgroundTasks
-from scaler.kube.types import PodInfo
+from scaler.kube.types import PodInfo, TargetSnapshot
 from scaler.policy.api import ScalingConfig
 from scaler.policy.events import SLEEP_MODE_UNAVAILABLE, SLEPT, WAKE_FAILED, WOKE
 from scaler.policy.warm_tier import BUSY_WAIT_S
 from scaler.warm.calls import HttpReplicaCalls, ReplicaCallFailed, ReplicaCalls
 from scaler.warm.choices import WarmChoices
 from scaler.warm.gpu_memory import GpuMemory
+from scaler.warm.moves import Move, MoveSettings, WarmMoves
 from scaler.warm.pool import Phase, PoolEntry, WarmPool, address_of
 from scaler.warm.views import ModelView, WarmEvents
 
@@ -146,6 +147,20 @@ async def wake_sequence(calls: ReplicaCalls, entry: PoolEntry) -> None:
         await calls.wake_up(entry.base)
 
 
+async def sleep_call(calls: ReplicaCalls, entry: PoolEntry) -> None:
+    """The sleep call at ``entry``'s level; a level-1 sleep the node's host memory cannot
+    hold (its pinned allocation failed) sleeps at level 2 instead, which holds none:
+    the tier between level 1 and zero (``entry.level`` says which it got)."""
+    try:
+        await calls.sleep(entry.base, entry.level)
+    except ReplicaCallFailed as exc:
+        if entry.level != 1 or not exc.host_memory:
+            raise
+        log.info("%s: no host memory for a level-1 sleep; level 2 instead", entry.name)
+        entry.level = 2
+        await calls.sleep(entry.base, 2)
+
+
 async def _logged(call: Awaitable[None], what: str) -> None:
     """Run ``call``; a replica call that fails is logged as ``what``, not raised."""
     try:
@@ -174,6 +189,7 @@ class WarmTier:
         observe_wake: Callable[[str, float, bool], None] | None = None,
         memory: GpuMemory | None = None,
         leading: Callable[[], bool] | None = None,
+        move_settings: MoveSettings | None = None,
     ) -> None:
         self._calls = calls
         self._clock = clock
@@ -186,6 +202,10 @@ class WarmTier:
         self.settings = settings or WarmSettings()
         self.pool = WarmPool(memory)
         self.choices = WarmChoices(self.pool, views)
+        # None: moves are off (scaler setting warm_moves).
+        self.moves = (
+            WarmMoves(self.pool, self.choices, views, move_settings) if move_settings else None
+        )
         self._tasks = BackgroundTasks()
 
     # -- what the reconcilers ask -----------------------------------------------------
@@ -215,6 +235,12 @@ class WarmTier:
     def learn(self, now: float) -> int:
         """Feed the memory book from a fresh DCGM snapshot (leader only); the samples taken."""
         return self.pool.learn(now) if self._leading() else 0
+
+    def moves_due(self, now: float, snapshots: Mapping[str, TargetSnapshot]) -> list[Move]:
+        """Leader only: the moves that empty a GPU of sleepers alone (scaler.warm.moves)."""
+        if self.moves is None or not self._leading():
+            return []
+        return self.moves.plan(now, snapshots)
 
     def keep_room(self, now: float) -> list[str]:
         """Leader only: start the sleeps that keep room to wake on each GPU; the pods."""
@@ -287,7 +313,7 @@ class WarmTier:
                     self.pool.drop(entry)  # work arrived (or the Lease left): back in rotation
                     return
                 try:
-                    await self._calls.sleep(entry.base, entry.level)
+                    await sleep_call(self._calls, entry)
                 except ReplicaCallFailed as exc:
                     if not self._no_sleep_mode(entry.target, entry.name, exc):
                         log.warning(
@@ -342,7 +368,7 @@ class WarmTier:
                 if not self._leading():
                     raise ReplicaCallFailed("this scaler no longer leads")
                 try:
-                    await self._calls.sleep(entry.base, entry.level)
+                    await sleep_call(self._calls, entry)
                 except ReplicaCallFailed as exc:
                     self._no_sleep_mode(target, pod, exc)
                     raise
@@ -352,8 +378,9 @@ class WarmTier:
         entry.phase = Phase.SLEEPING
         entry.since = self._clock()
         self.pool.counter(target).sleeps += 1
-        log.info("%s: %s sleeps (level %d) to make room on its GPU", target, pod, level)
-        self._notify(target, SLEPT, f"{pod} sleeps (level {level}) to make room on its GPU", False)
+        got = entry.level
+        log.info("%s: %s sleeps (level %d) to make room on its GPU", target, pod, got)
+        self._notify(target, SLEPT, f"{pod} sleeps (level {got}) to make room on its GPU", False)
 
     # -- waking -------------------------------------------------------------------
 

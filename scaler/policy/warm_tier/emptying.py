@@ -68,12 +68,15 @@ class Leaver:
 @dataclass(frozen=True, slots=True)
 class MoveCosts:
     """What a move takes: a replacement of ``new_mib`` awake, room for ``wake_need_mib``
-    kept beside sleepers, ``move_cost_s`` device-seconds, and which models count busy."""
+    kept beside sleepers, ``move_cost_s`` device-seconds, which models count busy, and
+    the wakes a replacement's cold start may put at risk where it goes
+    (:func:`~scaler.policy.warm_tier.room.place_pod`'s ``max_blocked``)."""
 
     new_mib: int
     wake_need_mib: int
     move_cost_s: float
     busy_gap_s: float = 0.0
+    max_blocked: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +112,7 @@ def _destination(leaver: Leaver, sites: dict[str, Site], costs: MoveCosts) -> st
         needs_host_mib=leaver.host_mib,
         uses=(GpuUse.SERVING, GpuUse.SLEEPING_ONLY),
         busy_gap_s=costs.busy_gap_s,
+        max_blocked=costs.max_blocked,
         busy=leaver.busy,
     )
     return spot.device if spot is not None and not spot.sleep else None
