@@ -240,6 +240,7 @@ class Controller:
                 f"{move.pod} moves to node {move.node}: its GPU holds only sleepers, and "
                 f"{move.device} there serves"
             )
+            log.info("%s: %s", move.target, why)
             await self._actuator.note(snap.deployment, reason=MOVED, message=why)
 
     async def _label_awake(self, keys: list[str] | None) -> None:

@@ -96,7 +96,7 @@ class WarmMoves:
         snap = self._pool.memory.fresh(now) if self._pool.memory is not None else None
         if snap is None:
             return []
-        pods = {pod_name(p): p for view in self._views.values() for p in view.pods}
+        pods = {pod_name(p): p for snap in snapshots.values() for p in snap.pods}
         sites = {uuid: self._site(snap, uuid, pods) for uuid in snap.free}
         for uuid, site in sites.items():
             if site is None or site.use is not GpuUse.SLEEPING_ONLY:
@@ -161,7 +161,11 @@ class WarmMoves:
         s = self.settings
         rungs = Rungs(wake_s={1: 1.0, 2: 2.5}, cold_start_s=s.cold_start_s, wake_budget_s=1.8)
         asleep = max((r.used_mib for r in site.residents), default=0)
-        awake = max((self._pool.book.awake.get(r.target, 0) for r in site.residents), default=0)
+        book = self._pool.book.awake
+        # A sleeper's awake footprint, learned while it was awake; a model that slept
+        # before a sample was taken is taken to be as large as the largest known.
+        awake = max((book.get(r.target, 0) for r in site.residents), default=0)
+        awake = awake or max(book.values(), default=0)
         costs = MoveCosts(
             new_mib=awake,
             wake_need_mib=max(0, awake - asleep),
