@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 # TEST_WORKERS=0 runs them one at a time in one process.
 TEST_WORKERS ?= 4
 
-.PHONY: demo test test-fast bench bench-profile lint format docs sim-docs clean debs guidellm
+.PHONY: demo test test-fast bench bench-profile lint format docs sim-docs frontier clean debs guidellm
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Tidal needs Python 3.11 or newer; set PYTHON=python3.11 or newer")'
@@ -104,6 +104,13 @@ docs: $(STAMP_DEV)
 # rewrite their generated tables and charts (minutes of CPU).
 sim-docs: $(STAMP_DEV)
 	$(BIN)/python -m scripts.simulator_tables
+
+# The battery: tidal against every fixed fleet and the baselines on the whole
+# grid of workloads and cold starts, one verdict per cell, the worst last
+# (hours of CPU; FRONTIER_ARGS="--workload code --cold-start 5s --jobs 2" for a subset).
+FRONTIER_ARGS ?=
+frontier: $(STAMP_DEV)
+	$(BIN)/python -m simulator.battery $(FRONTIER_ARGS)
 
 format: $(STAMP_DEV)
 	$(BIN)/ruff check --fix .

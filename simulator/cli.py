@@ -56,6 +56,7 @@ from simulator.runner import (
 )
 from simulator.scorecard import Prices, Scorecard, prefix_hit_rate
 from simulator.trace_stream import StreamedTrace, scaled, windowed
+from simulator.verdict import Point, Verdict, row_verdicts
 from simulator.warm_tier import POOL_POLICIES, PoolConfig
 from simulator.world import STEPPERS, ColdStart, SpotModel, WorldConfig
 
@@ -787,12 +788,15 @@ def _fmt(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def table(cards: list[Scorecard]) -> str:
+def table(cards: list[Scorecard], verdicts: Sequence[Verdict | None] = ()) -> str:
     """The scorecard as a fixed-width text table.
 
     Cards run with ``--routing`` add a routing column and the prefix-cache
-    hit rate beside TTFT; without it the table is as it always was.
+    hit rate beside TTFT; without it the table is as it always was. With
+    ``verdicts`` (one per card, from the fixed-fleet frontier), a last
+    column says where each autoscaler row stands against it.
     """
+    judged = len(verdicts) == len(cards) and any(v is not None for v in verdicts)
     routed = any(c.routing is not None for c in cards)
     timed = any(c.cold_start_s is not None for c in cards)
     extra = f"{'routing':<12} {'hit':>5} " if routed else ""
@@ -801,10 +805,10 @@ def table(cards: list[Scorecard]) -> str:
         f"{'policy':<18} {cold}{'SLO':>6} {'goodput':>8} {extra}{'TTFT p50':>8} {'p99':>7} "
         f"{'cold':>5} {'wait p50':>8} {'p99':>6} {'failed':>6} {'GPU-h':>6} "
         f"{'busy':>6} {'idle':>6} {'serve':>6} {'start':>6} {'sleep':>6} {'spot':>6} "
-        f"{'cost':>7} {'wakes':>5}"
+        f"{'cost':>7} {'wakes':>5}" + (" frontier" if judged else "")
     )
     lines = [header, "-" * len(header)]
-    for c in cards:
+    for index, c in enumerate(cards):
         # A fleet or bound that misses the attainment goal carries a mark.
         name = f"{c.name}*" if c.reaches_target is False else c.name
         extra = f"{c.routing or '-':<12} {_fmt(c.prefix_hit_rate, 3):>5} " if routed else ""
@@ -817,6 +821,7 @@ def table(cards: list[Scorecard]) -> str:
             f"{c.gpu_seconds_idle / 3600:>6.2f} {c.gpu_seconds_serving / 3600:>6.2f} "
             f"{c.gpu_seconds_starting / 3600:>6.2f} {c.gpu_seconds_sleeping_only / 3600:>6.2f} "
             f"{c.gpu_seconds_spot / 3600:>6.2f} {c.cost:>7.2f} {c.wakes:>5g}"
+            + (f" {_verdict_cell(verdicts[index])}" if judged else "")
         )
     c0 = cards[0] if cards else None
     if c0 is not None:
@@ -829,6 +834,13 @@ def table(cards: list[Scorecard]) -> str:
             "capacity one cold start late; oracle: a lower bound on GPU-hours at its SLO, "
             "cold = the cold starts the bound charges"
         )
+        if judged:
+            lines.append(
+                "frontier: GPU-h over the smallest fixed fleet reaching the row's SLO (above: "
+                "none does), the row's SLO less the best fleet's costing no more, in points; "
+                "dominated: a fleet or another row reaches its SLO with 0.95x its GPU-h or less, "
+                "or 0.5 point more with no more"
+            )
         if routed:
             lines.append(
                 "hit: prompt tokens served from the replicas' prefix caches over all they were "
@@ -854,6 +866,25 @@ def table(cards: list[Scorecard]) -> str:
             )
         )
     return "\n".join(lines)
+
+
+def _verdict_cell(verdict: Verdict | None) -> str:
+    return "-" if verdict is None else verdict.summary()
+
+
+def verdicts_for(
+    cards: Sequence[Scorecard], per_seed: list[list[PolicyRun]]
+) -> list[Verdict | None]:
+    """Each card's verdict against the frontier of its variant (cold start, routing)."""
+    frontiers = [
+        (
+            (card.cold_start_s, card.routing),
+            [Point(f"fleet {p.replicas}", p.slo_attainment, p.gpu_seconds) for p in points],
+        )
+        for card, points in _frontiers(per_seed)
+    ]
+    rows = [(c.name, c.slo_attainment, c.gpu_seconds, (c.cold_start_s, c.routing)) for c in cards]
+    return row_verdicts(rows, frontiers)
 
 
 def mean_card(cards: list[Scorecard]) -> tuple[Scorecard, dict[str, tuple[float, float]]]:
@@ -1100,10 +1131,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
     elapsed = _cpu_s() - started
     results = [r.result for r in runs if r.result is not None]
+    verdicts = verdicts_for(cards, per_seed)
     if args.json:
         policies = []
-        for index, (card, spread) in enumerate(rows):
+        for index, ((card, spread), verdict) in enumerate(zip(rows, verdicts, strict=True)):
             row = card.as_json()
+            if verdict is not None:
+                row["frontier"] = verdict.as_json()
             # What the row cost, per seed (the always-on row carries the frontier's).
             row["cpu_s"] = round(statistics.fmean(s[index].cpu_s for s in per_seed), 3)
             if len(seeds) > 1:
@@ -1128,7 +1162,7 @@ def run(args: argparse.Namespace) -> int:
             f"{options.target_concurrency:g} per replica, at most {options.max_replicas}"
             + (f"; mean of seeds {seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else "")
         )
-        print(table(cards))
+        print(table(cards, verdicts))
         for line in frontier_lines(per_seed):
             print(line)
         if len(seeds) > 1:

@@ -29,7 +29,10 @@ so that a run is reproducible:
   and 182 output tokens on average), log-normal with a prompt sigma of 1.5
   (median 2,460 tokens), so that about 2 % of prompts are longer than what
   one replica prefills within 2 s (about 50,000 tokens) and a few are over
-  the 131,072-token context and refused.
+  the 131,072-token context and refused;
+- ``long-prompt`` (steady traffic with prompts from hundreds to over 100,000
+  tokens) and ``reasoning`` (short prompts, long heavy-tailed answers, the
+  rate swinging fivefold over real hours): :mod:`simulator.production_shapes`.
 
 Token counts are log-normal around the code trace's medians (1,469 prompt,
 13 output tokens; ``chat`` uses the conversation trace's 1,020 and 129), with
@@ -52,6 +55,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from simulator.production_shapes import LONG_PROMPT, REASONING, long_prompt, reasoning
 from simulator.traces import TraceRequest
 
 __all__ = [
@@ -65,7 +69,7 @@ __all__ = [
     "stream",
 ]
 
-KINDS = ("bursts", "diurnal", "week", "many-models", "long-context")
+KINDS = ("bursts", "diurnal", "week", "many-models", "long-context", LONG_PROMPT, REASONING)
 DAY_S = 86_400.0
 #: The Azure LLM inference trace 2024's code service: 16.8 million requests
 #: in its week, a mean of 1,667 a minute (the default rate of a production day).
@@ -202,6 +206,18 @@ def stream(spec: SyntheticSpec) -> Iterator[TraceRequest]:
     arrival draws, which costs a second pass over them and no memory.
     """
     drawn = 0
+    if spec.kind in (LONG_PROMPT, REASONING):
+        shape = long_prompt if spec.kind == LONG_PROMPT else reasoning
+        drawn_here = shape(
+            duration_s=spec.duration_s, mean_per_min=spec.requests_per_min, seed=spec.seed
+        )
+        if not drawn_here:
+            raise ValueError(
+                f"the synthetic {spec.kind} workload drew no request in {spec.duration_s:g} s; "
+                "raise the rate or the duration"
+            )
+        yield from drawn_here
+        return
     tokens_rng = random.Random(spec.seed)
     for _ in _times(spec, tokens_rng):
         pass

@@ -100,6 +100,8 @@ class ServerMetrics:
                 server_waiting=waiting,
                 awaiting_first_token=waiting,
                 kv_cache_utilization=view.kv_cache_utilization,
+                running_least=float(view.running_least) if view.ready else None,
+                waiting_least=float(view.waiting_least) if view.ready else None,
             ),
             brought=brought,
             observed={

@@ -131,6 +131,9 @@ class View:
     generated_tokens: int = 0
     running: int = 0
     server_waiting: int = 0
+    # The fewest running and waiting on any one serving replica now.
+    running_least: int = 0
+    waiting_least: int = 0
     kv_cache_utilization: float = 0.0
     server_ttfts: tuple[float, ...] = ()
     # The last second's arrivals with prompts longer than each of the policy's
@@ -892,12 +895,17 @@ class _World:
         in_flight = self.outstanding - len(self.held)
         serving = self.fleet.serving()
         running = waiting = 0
+        running_least = waiting_least = -1
         kv = 0.0
         for replica in serving:
             engine = replica.engine
             running += engine.num_running
             waiting += engine.num_waiting
             kv += engine.kv_usage
+            if running_least < 0 or engine.num_running < running_least:
+                running_least = engine.num_running
+            if waiting_least < 0 or engine.num_waiting < waiting_least:
+                waiting_least = engine.num_waiting
         return View(
             now=self.now,
             ready=self.fleet.ready_count,
@@ -916,6 +924,8 @@ class _World:
             generated_tokens=self.generated_in_second,
             running=running,
             server_waiting=waiting,
+            running_least=max(0, running_least),
+            waiting_least=max(0, waiting_least),
             kv_cache_utilization=kv / max(1, len(serving)),
             server_ttfts=tuple(self.ttfts_in_second),
             prompts_over=tuple(self.over_in_second),

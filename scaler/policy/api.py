@@ -204,6 +204,11 @@ class LoadTotals:
     running: float | None = None
     server_waiting: float = 0.0
     kv_cache_utilization: float | None = None
+    # The fewest sequences running, and requests waiting, on any one server now
+    # (None: no server says): every replica busy, or queued, where the sums above
+    # cannot tell.
+    running_least: float | None = None
+    waiting_least: float | None = None
     # Arrivals whose prompt is longer than each of
     # :data:`~groundwork.rules.prompt_sizes.PROMPT_SIZE_BOUNDS`
     # tokens (counters, one per bound; empty where no source counts them).
@@ -256,6 +261,14 @@ class SloReport:
     hopeless_share: float = 0.0
     headroom: float = 1.0
     slo_tpot_s: float | None = None
+    # Whether the goal can be met (False: the requests no replica serves in time
+    # alone exceed its allowance); where the count stopped short of the goal's
+    # because the last replicas it takes buy less than they cost, the goal's own
+    # count (0: it did not); and the share of requests one more replica would
+    # meet besides: what the next replica buys.
+    reachable: bool = True
+    goal_replicas: int = 0
+    next_replica: float = 0.0
 
     def as_json(self) -> dict[str, float | int | bool | str | None]:
         return {
@@ -276,6 +289,9 @@ class SloReport:
             "hopeless_share": round(self.hopeless_share, 5),
             "headroom": round(self.headroom, 3),
             "slo_tpot_s": self.slo_tpot_s,
+            "reachable": self.reachable,
+            "goal_replicas": self.goal_replicas,
+            "next_replica": round(self.next_replica, 5),
         }
 
 

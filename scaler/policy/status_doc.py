@@ -2,7 +2,10 @@
 
 A JSON object ``{"desired", "mode", "onDemand", "spot", "reason",
 "lastChangeTime"}`` that the leader writes on the Deployment and ``tidal
-status`` reads back.
+status`` reads back; with an objective (``slo-ttft``) also ``"binding"``
+(the phase, prefill or decode, whose work is the larger) and
+``"nextReplica"`` (the share of requests one more replica would meet
+besides, as at that write: what the next replica would buy).
 
 Main decision, when to write: only its *discrete* content (desired, mode,
 split, reason) is compared, never the time, so a decision that changes
@@ -77,7 +80,7 @@ def status_document(
     else:
         # Tidal has not changed this scale (yet): no reason for a change to show.
         reason, when = None, last_change_wall
-    return {
+    document: StatusDocument = {
         "desired": decision.desired,
         "mode": decision.mode.value,
         "onDemand": decision.desired if split is None else split[0],
@@ -85,6 +88,12 @@ def status_document(
         "reason": reason,
         "lastChangeTime": when,
     }
+    if decision.slo is not None:
+        # SLO-first scaling: the phase that binds and what one more replica would
+        # meet besides (a share of requests), as at this write.
+        document["binding"] = decision.slo.binding
+        document["nextReplica"] = round(decision.slo.next_replica, 4)
+    return document
 
 
 def encode_status(status: Mapping[str, Any]) -> str:

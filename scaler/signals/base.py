@@ -74,6 +74,10 @@ class Levels:
     server_waiting: float | None = None  # requests waiting for a slot on a server
     awaiting_first_token: float | None = None  # requests held or sent, no first token yet
     kv_cache_utilization: float | None = None  # mean over the servers, fraction 0..1
+    # The fewest on any one server: whether every replica was busy, or had a
+    # queue, where the sums cannot tell queues on some beside idle others.
+    running_least: float | None = None
+    waiting_least: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -401,6 +401,7 @@ class PodScraper:
         fresh = True
         reporters = 0
         running = waiting = 0.0
+        per_pod: list[tuple[float, float]] = []
         kv: list[float] = []
         gpu: list[float] = []
         ratios: list[float] = []
@@ -414,6 +415,7 @@ class PodScraper:
             reporters += 1
             running += m.running
             waiting += m.waiting
+            per_pod.append((m.running, m.waiting))
             load[name] = m.running + m.waiting
             if m.kv_cache_utilization is not None:
                 kv.append(m.kv_cache_utilization)
@@ -455,6 +457,8 @@ class PodScraper:
                 server_waiting=waiting if has_data else None,
                 awaiting_first_token=waiting if has_data else None,
                 kv_cache_utilization=kv_mean,
+                running_least=min((r for r, _ in per_pod), default=None),
+                waiting_least=min((w for _, w in per_pod), default=None),
             ),
             brought=self._brought.get(key) if has_data else None,
             observed=observed,

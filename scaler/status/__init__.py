@@ -471,6 +471,7 @@ def _slo_line(row: Mapping[str, Any]) -> str:
     hopeless = live.get("hopeless_share") or 0.0
     if hopeless > 0:
         line += f"; {_percent(hopeless)} of requests have prompts no replica prefills in {ttft}"
+    line += _next_replica(live)
     headroom = live.get("headroom") or 1.0
     if headroom > 1.0:
         line += f"; headroom x{headroom:.2f} (measured under the goal the sizing promised)"
@@ -481,6 +482,17 @@ def _slo_line(row: Mapping[str, Any]) -> str:
         f"; measured {_percent(measured)} within {ttft} over the last 10m"
         f" ({live.get('measured_first_tokens', 0):,.0f} first tokens, servers' TTFT histograms)"
     )
+
+
+def _next_replica(live: Mapping[str, Any]) -> str:
+    """Where the count stopped and what one more replica would buy."""
+    more = f"one more replica would meet {_percent(live.get('next_replica') or 0.0)} more"
+    if live.get("reachable") is False:
+        return f"; goal out of reach: sized where {more}, less than it costs"
+    goal = live.get("goal_replicas") or 0
+    if goal:
+        return f"; the goal takes {goal} replicas: sized short of it, where {more}"
+    return f"; {more}"
 
 
 def _held_line(row: Mapping[str, Any]) -> str:

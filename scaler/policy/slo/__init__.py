@@ -11,6 +11,14 @@ capacity Tidal learns for it rather than per-replica targets
   (prefill and decode), learned from its busy intervals;
 - :mod:`scaler.policy.slo.sizing`: the replicas the recent load needs, and
   which phase binds;
+- :mod:`scaler.policy.slo.replay`: the history replayed through ``n``
+  replicas (prompts queued, decode in its slots), and
+  :mod:`scaler.policy.slo.blocking`: requests stuck behind a long prompt on
+  their own replica;
+- :mod:`scaler.policy.slo.level`: whether the history knows the load yet, and
+  whether the load has fallen;
+- :mod:`scaler.policy.slo.knee`: where one more replica stops buying
+  attainment worth its GPU-hours;
 - :mod:`scaler.policy.slo.floor`: the fading floor that keeps a count the
   sizing no longer asks for through a break-even time;
 - :mod:`scaler.policy.slo.state`: the state the policy carries between

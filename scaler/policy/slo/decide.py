@@ -13,9 +13,10 @@ panic. Pure: the state goes in and comes out (``PolicyState.slo``, a frozen
    and the demand (busy or idle) extends the model's
    :class:`~scaler.policy.idle.keep_alive.IdleGaps`.
 2. **Size** for the load expected over the next cold start:
-   :func:`~scaler.policy.slo.sizing.replicas_for` (the recent history
-   replayed as work in both phases through a fluid queue; prompts no replica
-   can serve in time buy nothing), at least one; the other per-replica
+   :func:`~scaler.policy.slo.sizing.replicas_for` (the history replayed
+   as work in both phases through the replicas; prompts no replica can serve
+   in time buy nothing; the goal's count, or fewer where its last replicas
+   buy less than they cost), at least one; the other per-replica
    targets, when set (queue depth, KV cache, GPU), may raise it. The
    attainment measured against what the replay predicted corrects the
    headroom (:meth:`SloState.corrected`).
@@ -32,7 +33,10 @@ panic. Pure: the state goes in and comes out (``PolicyState.slo``, a frozen
    replica let go and wanted back costs a cold start of GPU time and arrives
    late).
 6. **No data is not zero load**: while a configured signal or a demand
-   source is stale the count may rise but not fall. Bounds
+   source is stale, or the history is too short to know the load's mean
+   (a fleet taken over, the first minutes of bursts), the count may rise
+   but not fall; the replicas found at the first decision fade as a peak
+   does. Bounds
    ``[max(1, min-scale), max-scale]`` above zero.
 
 The cold start is a parameter (the scaler's estimate, the simulator's
@@ -53,7 +57,7 @@ from scaler.policy.api import (
     SloReport,
 )
 from scaler.policy.decide import PolicyState, desired_for_signal
-from scaler.policy.idle.keep_alive import KeepAliveOdds, keep_alive_odds, miss_price_s
+from scaler.policy.idle.keep_alive import KeepAliveOdds, keep_alive_odds
 from scaler.policy.slo.floor import fading_floor, floor_window_s
 from scaler.policy.slo.sizing import Sizing, SizingGoal, lookback_for, replicas_for
 from scaler.policy.slo.state import SloState, recent_window_s
@@ -99,7 +103,6 @@ def _goal(
         slo_tpot_s=config.slo_tpot_s,
         lookback_s=lookback_for(cold_start_s),
         headroom=slo.headroom,
-        miss_price_s=miss_price_s(cold_start_s=cold_start_s, attainment=config.slo_attainment),
         cold_start_s=cold_start_s,
         backlog=0.0 if observation.load is None else observation.load.awaiting_first_token,
         ready=observation.ready_replicas,
@@ -166,7 +169,7 @@ def decide_slo(
         else:
             # A history shorter than a cold start forecasts nothing yet: keep what
             # is there (a warm fleet taken over) until it has seen one.
-            young = slo.history.span_s < cold_start_s or sizing.rising
+            young = not sizing.settled or sizing.rising
             outcome = _sized(
                 config, state, sizing, want, odds, current, (fresh, young), cold_start_s, now
             )
@@ -192,6 +195,9 @@ def decide_slo(
             decode_slots=slo.fit.slots,
             binding=sizing.binding,
             hopeless_share=sizing.hopeless_share,
+            reachable=sizing.reachable,
+            goal_replicas=sizing.goal_replicas,
+            next_replica=sizing.next_replica,
             headroom=goal.headroom,
             slo_tpot_s=config.slo_tpot_s,
         ),
@@ -245,7 +251,12 @@ def _sized(
     target = max(want, floor)
     # The warm floor from recent peaks fades one replica per cold start.
     window_s = floor_window_s(cold_start_s, max(target, current))
-    hold = state.delay_hold.record(target, now, window_s=window_s)
+    hold = state.delay_hold
+    if state.slo is None:
+        # The replicas found at the first decision (a scaler restarted, a fleet
+        # taken over) fade as a peak would: one per cold start, not all at once.
+        hold = hold.record(current, now, window_s=window_s)
+    hold = hold.record(target, now, window_s=window_s)
     held = fading_floor(hold, now, cold_start_s=cold_start_s) or target
     desired = max(target, held)
     if not fresh or young:

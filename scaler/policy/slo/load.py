@@ -46,6 +46,7 @@ __all__ = [
     "Interval",
     "LoadHistory",
     "estimate_scale",
+    "fewest",
     "learn_capacity",
     "saturated_sample",
     "with_interval",
@@ -57,13 +58,15 @@ __all__ = [
 PRIOR_PREFILL_TOKENS_PER_S = 12_000.0
 
 #: How far back the history reaches (see the module docstring).
-LOOKBACK_S = 600.0
+LOOKBACK_S = 1800.0
 
 # Requests waiting for a first token per ready replica, at both ends of an
 # interval, for it to count as saturated: with fewer, the balancer's choices
 # leave some replica idle part of the time (two or three waiting per replica
 # read as half the capacity on the code trace; four or more within 15 %).
 _SATURATED_PER_REPLICA = 4
+# KV-cache use at which vLLM preempts (see saturated_sample).
+_KV_THRASH = 0.9
 # Saturated replica-seconds before their rate replaces the prior. A prompt's
 # tokens count when its first token comes back, so a short saturated spell
 # reads low: its intervals hold long prompts still prefilling, and the tokens
@@ -129,6 +132,11 @@ class Capacity:
         return Capacity(total / spent, learned.samples, total, spent)
 
 
+def fewest(a: float | None, b: float | None) -> float | None:
+    """The smaller of two readings of a level, ``None`` unless both were measured."""
+    return None if a is None or b is None else min(a, b)
+
+
 def saturated_sample(
     before: LoadTotals, after: LoadTotals, *, interval_s: float, ready_before: int, ready: int
 ) -> tuple[float, float] | None:
@@ -141,6 +149,15 @@ def saturated_sample(
         min(before.awaiting_first_token, after.awaiting_first_token)
         < _SATURATED_PER_REPLICA * ready
     ):
+        return None
+    # Every replica with a queue, where the servers say: the sums alone read
+    # long queues on some replicas beside idle others as saturation.
+    queued = fewest(before.waiting_least, after.waiting_least)
+    if queued is not None and queued < 1:
+        return None
+    # A full KV cache preempts sequences and computes their prompts again: the
+    # replicas are thrashing, and more of them would not.
+    if max(before.kv_cache_utilization or 0.0, after.kv_cache_utilization or 0.0) >= _KV_THRASH:
         return None
     # Two witnesses of the same work (the activators' first tokens, the servers'
     # counters): the larger, since either may be missing.
@@ -207,6 +224,15 @@ class LoadHistory:
     @property
     def tokens(self) -> float:
         return sum(i[2] for i in self.intervals)
+
+    @property
+    def prompts_over(self) -> tuple[float, ...]:
+        """The arrivals over each prompt size bound, summed (empty where none are counted)."""
+        counted = [i[5] for i in self.intervals if i[5]]
+        if not counted:
+            return ()
+        width = len(counted[-1])
+        return tuple(sum(c[k] for c in counted if len(c) == width) for k in range(width))
 
     @property
     def output_tokens(self) -> float:

@@ -44,6 +44,7 @@ import math
 from dataclasses import dataclass
 
 from scaler.policy.api import LoadTotals
+from scaler.policy.slo.load import fewest
 
 __all__ = [
     "PRIOR_DECODE_STEP_S",
@@ -79,9 +80,17 @@ _MEMORY_S = 600.0
 _BUSY_PER_REPLICA = 2.0
 # A full KV cache (vLLM preempts beyond it).
 _KV_FULL = 0.9
+# KV-cache use past which the sequences running tell how many it holds.
+_KV_BATCH = 0.5
+# A batch at its cap is decode's limit only where prompts take less than this
+# share of the replicas' time (at the prompt-only capacity).
+_DECODE_PROMPT_SHARE = 0.25
+# The smallest batch taken for a cap: fewer running per replica on average is
+# queues on some replicas beside idle ones (vLLM's max-num-seqs is rarely under 8).
+_MIN_CAP = 4.0
 # Bounds of each parameter against its prior: a fit outside says the equation
 # is wrong for this server (idle gaps inside a "busy" interval), not the server.
-_RANGE = (0.05, 20.0)
+_RANGE = (0.2, 5.0)
 
 
 def _solve3(a: list[list[float]], b: list[float]) -> list[float] | None:
@@ -128,6 +137,10 @@ class PhaseFit:
             return full
         at_tpot = max(0.0, slo_tpot_s - self.step_s) / self.per_seq_s / slo_tpot_s
         return min(full, at_tpot)
+
+    def answer_s(self, tokens: float) -> float:
+        """Seconds an answer of ``tokens`` takes to decode in a half-full batch."""
+        return max(0.0, tokens) * (self.step_s + self.per_seq_s * self.slots / 2)
 
     def work_s(
         self, prompt: float, generated: float, *, prefill_per_s: float, slo_tpot_s: float | None
@@ -234,15 +247,36 @@ def learn_phases(
     low = min(before.running, after.running)
     if generated <= 0 or prompt < 0 or low < _BUSY_PER_REPLICA * ready:
         return fit
+    # Every replica running something at both ends, where the servers say: the
+    # sums alone read a queue on some replicas beside idle others as busy.
+    least = fewest(before.running_least, after.running_least)
+    if least is not None and least < 1:
+        return fit
     running = (before.running + after.running) / 2
     replica_s = interval_s * ready
-    learned = fit.learn(generated / (running / ready), generated, prompt, replica_s)
-    # Decode-bound: requests wait while the batch sits at a cap, or the KV cache is full.
+    kv_low = min(before.kv_cache_utilization or 0.0, after.kv_cache_utilization or 0.0)
+    kv_high = max(before.kv_cache_utilization or 0.0, after.kv_cache_utilization or 0.0)
+    # A full KV cache preempts sequences, whose prompts are computed again and
+    # counted once: such an interval is not the step model's.
+    learned = fit
+    if kv_high < _KV_FULL:
+        learned = fit.learn(generated / (running / ready), generated, prompt, replica_s)
+    per_replica = running / ready
+    if kv_low >= _KV_BATCH:
+        # The batch the KV cache holds at this mix: the sequences running over the
+        # share of the cache they fill, up to where it preempts.
+        return learned.with_slots(per_replica / ((kv_low + kv_high) / 2) * _KV_FULL)
+    # Requests wait while the batch sits at a cap (max-num-seqs) with room in the
+    # cache, and the prompts are a small part of the work: decode holds them back,
+    # not prefill (a server queueing behind long prompts runs few sequences
+    # because prefill binds, and that is not its batch).
     waiting = min(before.server_waiting, after.server_waiting) >= ready
+    queued = fewest(before.waiting_least, after.waiting_least)
+    if queued is not None:
+        waiting = queued >= 1  # a queue on every replica
     capped = abs(before.running - after.running) < 0.5 * ready
-    kv_full = min(before.kv_cache_utilization or 0.0, after.kv_cache_utilization or 0.0) >= _KV_FULL
-    p = learned.prefill_tokens_per_s if learned.trusted else prefill_per_s
-    pre, dec = learned.work_s(prompt, generated, prefill_per_s=p or prefill_per_s, slo_tpot_s=None)
-    if waiting and (capped or kv_full) and pre < dec:
-        return learned.with_slots(running / ready)
+    prompt_share = prompt / replica_s / prefill_per_s
+    at_cap = waiting and capped and per_replica >= _MIN_CAP
+    if at_cap and prompt_share < _DECODE_PROMPT_SHARE:
+        return learned.with_slots(per_replica)
     return learned

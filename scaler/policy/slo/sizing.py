@@ -7,29 +7,41 @@ becomes the replica-seconds it needs in both phases
 (:meth:`~scaler.policy.slo.phases.PhaseFit.work_s`: prompt tokens at the
 prefill rate, generated tokens at a full batch's cost, under an inter-token
 objective when one is set), and :func:`replicas_for` replays it through a
-fluid queue served at ``n`` replica-seconds per second: a request is late
-when the work ahead of it takes longer than the objective less its own
-prefill. The fewest ``n`` that keeps all but half the allowed share of
-requests in time is the answer (the other half is left to cold starts and
-to error in the forecast). The history's bursts, at their sizes and
-lengths, are the forecast and its headroom: a burst short against the
+fleet of ``n`` replicas (:mod:`scaler.policy.slo.replay`): prompts queue
+for what decode leaves of the replicas, decode in progress must fit their
+slots, and a request waits behind long prompts on its own replica
+(:mod:`scaler.policy.slo.blocking`). The history's bursts, at their sizes
+and lengths, are the forecast and its headroom: a burst short against the
 objective is absorbed by the queue, a long one needs its rate in replicas.
+The count is:
+
+1. **the goal's**: the fewest ``n`` that keep all but half the allowed share
+   of requests in time (the other half is left to cold starts and to error
+   in the forecast);
+2. **or fewer, at the knee** (:mod:`scaler.policy.slo.knee`), where the
+   last replicas the goal takes stop buying attainment worth their
+   GPU-hours over the last few cold starts' load: a tail of prompts no
+   replica serves in time keeps the goal out of reach (every replica up to
+   the ceiling still buys a little), or rare large bursts set it. The share
+   of requests one more replica would meet is reported with the count;
+3. **at least what drains a backlog** no replica there clears within a cold
+   start.
 
 How far back the replay looks follows the cold start expected: thirty cold
-starts, at least a minute and at most ten. Capacity that comes in seconds
-can follow demand closely and keeps little of what a burst long past asked
-for; capacity that comes in a minute must already be there when the next
-burst of the last ten minutes comes.
+starts, at least ten minutes and at most thirty. Capacity that comes in a
+minute must already be there when the next burst comes, and only a long
+history says how large the bursts come; where the load has fallen by more
+than the history's own noise explains, the replay is brought to the level
+now (:mod:`scaler.policy.slo.level`), so that a day's decline lowers the
+count within a few cold starts. A history too short to know the load's mean
+(``settled``) may raise the count but not lower it.
 
 Requests no replica can help: a prompt whose prefill alone, on an idle
 replica at the learned rate, takes longer than the objective misses it
 whatever the fleet. Such requests (counted from the prompt-size counters)
 are late at every ``n``; they count against the miss allowance and buy
-nothing. When they alone use it up, the objective cannot be met, and the
-count is the one of least expected cost instead: each miss priced as
-:func:`~scaler.policy.idle.keep_alive.miss_price_s` prices it, each replica at its
-GPU-seconds over the replay, so a replica is added only while the misses it
-saves among the other requests are worth it. Never the ceiling for a tail.
+nothing. When they alone use it up, the goal is out of reach and the knee
+decides: never the ceiling for a tail.
 
 Main decision, the measured attainment closes the loop through
 ``headroom``: the caller multiplies the work by it when the servers'
@@ -42,23 +54,30 @@ another.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from groundwork.rules.prompt_sizes import PROMPT_SIZE_BOUNDS
+from scaler.policy.slo.blocking import prompt_tail
+from scaler.policy.slo.knee import recent_knee
+from scaler.policy.slo.level import Raw, fallen_level, is_settled, releveled, stretches
 from scaler.policy.slo.load import LOOKBACK_S, LoadHistory
 from scaler.policy.slo.phases import PhaseFit
+from scaler.policy.slo.replay import Step, decode_bound, late_requests, steps
 
 __all__ = ["Sizing", "SizingGoal", "hopeless_count", "lookback_for", "replicas_for"]
 
 # The share of the miss allowance that sizing may spend (the rest: cold starts, error).
 _SIZING_SHARE = 0.5
+# Which phase binds is told from the last minute's work (or a cold start's).
+_BINDING_WINDOW_S = 60.0
 # A prompt's own prefill takes at most this share of the objective when
 # counting the wait a replica may add (a longer prompt cannot meet it anyway).
 _MAX_SERVICE_SHARE = 0.75
-# The replay's reach, in cold starts, and its bounds.
+# The replay's reach, in cold starts, and its bounds (the upper one is the
+# history's own, LOOKBACK_S).
 _LOOKBACK_COLD_STARTS = 30.0
-_MIN_LOOKBACK_S = 60.0
+_MIN_LOOKBACK_S = 600.0
 # A ramp, not a burst: each of three windows (a third of a cold start, or of a
 # shorter history, at least _MIN_TREND_WINDOW_S) above the last, the last at most _RAMP_AT_MOST
 # times the first (a burst's own rise is steeper).
@@ -83,6 +102,8 @@ def hopeless_count(over: Sequence[float], threshold_tokens: float) -> float:
     for i in range(len(bounds) - 1):
         lo, hi = bounds[i], bounds[i + 1]
         if threshold_tokens <= hi:
+            if not over[i]:
+                return 0.0
             frac = math.log(threshold_tokens / lo) / math.log(hi / lo)
             return over[i] + (over[i + 1] - over[i]) * frac
     return 0.0
@@ -100,7 +121,6 @@ class SizingGoal:
     slo_tpot_s: float | None = None
     lookback_s: float = LOOKBACK_S
     headroom: float = 1.0  # work multiplier from the measured attainment
-    miss_price_s: float = 6_000.0  # GPU-seconds one miss is worth
     cold_start_s: float = 60.0  # how long a replica asked for now takes to serve
     backlog: float = 0.0  # requests waiting for a first token now
     ready: int = 0  # replicas serving now (for what the replay predicts of them)
@@ -117,43 +137,18 @@ class Sizing:
     hopeless_share: float = 0.0  # the share whose prefill alone exceeds the objective
     binding: str = "prefill"  # the phase with the larger share of the work
     reachable: bool = True  # False: the hopeless requests alone exceed the allowance
+    # The goal's own count where the knee stopped short of it (0: it did not).
+    goal_replicas: int = 0
+    # The share of the history's requests one more replica would meet besides.
+    next_replica: float = 0.0
     rising: bool = False  # the load rose over the last cold start (a ramp, see _trend)
+    # The history is long enough to know the load's mean within a quarter (see
+    # _settled): until then it may raise the count but not lower it.
+    settled: bool = True
     # The share of the last ``recent_s``'s requests the replay at the ready
     # replicas keeps within the objective (None: no request in it): what the
     # model says the servers should measure.
     predicted: float | None = None
-
-
-def _late(
-    series: Sequence[tuple[float, float, float]],
-    n: float,
-    wait_s: float,
-    stop_after: float,
-    count_from: int = 0,
-) -> float:
-    """Requests a fluid queue served at ``n`` replica-seconds per second keeps waiting
-    longer than ``wait_s`` over ``series`` of ``(seconds, work, requests)`` (counted
-    from the interval ``count_from`` on; stops counting past ``stop_after``)."""
-    threshold = n * wait_s
-    backlog = late = 0.0
-    for i, (dt, work, requests) in enumerate(series):
-        if i < count_from:
-            backlog = max(0.0, backlog + work - n * dt)
-            continue
-        rate = work / dt
-        end = max(0.0, backlog + (rate - n) * dt)
-        if requests > 0:
-            if rate >= n:
-                if end > threshold:
-                    rise = end - backlog
-                    share = 1.0 if rise <= 0 else min(1.0, (end - threshold) / rise)
-                    late += requests * share
-            elif backlog > threshold:
-                late += requests * min(1.0, (backlog - threshold) / (n - rate) / dt)
-            if late > stop_after:
-                return late
-        backlog = end
-    return late
 
 
 def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
@@ -166,27 +161,36 @@ def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
         return Sizing(0, 0.0, f"no request in the last {goal.lookback_s:.0f}s")
     p = goal.prefill_per_s
     limit = p * goal.slo_ttft_s
-    series: list[tuple[float, float, float]] = []
-    pre_total = dec_total = hopeless = 0.0
-    for start_s, end_s, tokens, count, output, over in history.intervals:
-        pre, dec = goal.fit.work_s(tokens, output, prefill_per_s=p, slo_tpot_s=goal.slo_tpot_s)
-        pre_total += pre
-        dec_total += dec
-        lost = min(count, hopeless_count(over, limit))
-        hopeless += lost
-        series.append((end_s - start_s, (pre + dec) * goal.headroom, count - lost))
-    ahead = _trend(series, goal.cold_start_s)
+    raw, hopeless = _work(history, goal, limit)
+    # The replay at the load's level now, where it has fallen by more than its own
+    # noise explains (a day's decline); its bursts keep their shape.
+    level, recent_s = fallen_level(stretches(raw), goal.cold_start_s)
+    if level != 1.0:
+        raw, requests, hopeless = releveled(raw, level, recent_s, hopeless)
+    series = steps(raw, goal.fit.answer_s(history.output_tokens / requests), goal.fit.slots)
+    ahead = _trend(series, goal.cold_start_s, goal.fit.slots)
     series.extend(ahead)
     service_s = min(history.tokens / requests / p, _MAX_SERVICE_SHARE * goal.slo_ttft_s)
     wait_s = goal.slo_ttft_s - service_s
     allowed = (1.0 - goal.attainment) * _SIZING_SHARE * requests - hopeless
     top = max(1, goal.max_replicas)
-    binding = "decode" if dec_total > pre_total else "prefill"
+    binding = _binding(raw, max(_BINDING_WINDOW_S, goal.cold_start_s))
+
+    tail = prompt_tail(
+        history.prompts_over, requests, history.tokens, prefill_per_s=p, slo_ttft_s=goal.slo_ttft_s
+    )
+    known: dict[int, float] = {}
 
     def late(n: int, stop: float = math.inf) -> float:
-        return _late(series, float(n), wait_s, stop)
+        if n in known:
+            return known[n]
+        found = late_requests(series, float(n), wait_s, tail=tail, stop_after=stop)
+        if found <= stop:
+            known[n] = found
+        return found
 
     reachable = allowed >= 0 and late(top, allowed) <= allowed
+    cap = top
     if reachable:
         lo, hi = 1, top
         while lo < hi:
@@ -195,8 +199,15 @@ def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
                 hi = mid
             else:
                 lo = mid + 1
-    else:
-        lo = _least_cost(late, top, history.span_s, goal.miss_price_s)
+        cap = lo
+    # The goal's count, or fewer where the last replicas it takes stop buying
+    # attainment worth their GPU-hours over the load of the last few cold starts
+    # (a tail no replica serves in time, bursts that a fleet a third larger
+    # barely helps).
+    lo = recent_knee(
+        series, wait_s, tail, cold_start_s=goal.cold_start_s, attainment=goal.attainment, cap=cap
+    )
+    priced = reachable and lo < cap
     # Waiting requests no replica can serve in time are not worth draining.
     drain = _drain(
         series,
@@ -207,6 +218,7 @@ def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
     )
     lo = min(top, max(lo, drain))
     share = (late(lo) + hopeless) / requests
+    next_replica = 0.0 if lo >= top else max(0.0, late(lo) - late(lo + 1)) / requests
     predicted = _predicted(history, series, goal, limit, wait_s)
     learned = "learned" if goal.fit.trusted else "prior"
     g = goal.fit.decode_tokens_per_s(goal.slo_tpot_s)
@@ -218,15 +230,59 @@ def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
     if hopeless > 0:
         why += f"; {100 * hopeless / requests:.1f} % have prompts no replica prefills in time"
     if not reachable:
-        why += " (goal out of reach: sized at least cost)"
+        why += " (goal out of reach: sized where one more replica buys less than it costs)"
+    elif priced:
+        why += f" (the goal takes {cap}: the replicas past {lo} buy less than they cost)"
     if ahead:
         why += "; the load is rising"
-    return Sizing(lo, share, why, hopeless / requests, binding, reachable, bool(ahead), predicted)
+    settled = is_settled(series[: len(history.intervals)], goal.cold_start_s, goal.lookback_s)
+    return Sizing(
+        lo,
+        share,
+        why,
+        hopeless_share=hopeless / requests,
+        binding=binding,
+        reachable=reachable,
+        goal_replicas=cap if priced else 0,
+        next_replica=next_replica,
+        rising=bool(ahead),
+        predicted=predicted,
+        settled=settled,
+    )
+
+
+def _work(history: LoadHistory, goal: SizingGoal, limit: float) -> tuple[list[Raw], float]:
+    """Each interval as ``(seconds, prefill, decode, servable requests, arrivals)``
+    (the work with the headroom), and the requests whose prompts are longer than
+    ``limit`` tokens (no replica serves them in time)."""
+    raw: list[Raw] = []
+    hopeless = 0.0
+    p = goal.prefill_per_s
+    for start_s, end_s, tokens, count, output, over in history.intervals:
+        pre, dec = goal.fit.work_s(tokens, output, prefill_per_s=p, slo_tpot_s=goal.slo_tpot_s)
+        lost = min(count, hopeless_count(over, limit))
+        hopeless += lost
+        raw.append((end_s - start_s, pre * goal.headroom, dec * goal.headroom, count - lost, count))
+    return raw, hopeless
+
+
+def _binding(raw: Sequence[Raw], window_s: float) -> str:
+    """The phase with the larger share of the last ``window_s`` seconds' work: what
+    binds the load now (an hour-old phase of long prompts does not), prompts no
+    replica serves in time left out (they buy no replica, so they bind nothing)."""
+    prefill = decode = spent = 0.0
+    for dt, pre, dec, servable, arrivals in reversed(raw):
+        prefill += pre * (servable / arrivals if arrivals > 0 else 1.0)
+        decode += dec
+        spent += dt
+        if spent >= window_s:
+            break
+    return "decode" if decode > prefill else "prefill"
 
 
 def _predicted(
     history: LoadHistory,
-    series: Sequence[tuple[float, float, float]],
+    series: Sequence[Step],
     goal: SizingGoal,
     limit: float,
     wait_s: float,
@@ -242,20 +298,23 @@ def _predicted(
     if requests <= 0:
         return None
     lost = sum(min(i[3], hopeless_count(i[5], limit)) for i in recent)
-    late = _late(series[: len(history.intervals)], float(goal.ready), wait_s, math.inf, first)
+    late = late_requests(
+        series[: len(history.intervals)],
+        float(goal.ready),
+        wait_s,
+        count_from=first,
+    )
     return max(0.0, 1.0 - (late + lost) / requests)
 
 
-def _window_rates(
-    series: Sequence[tuple[float, float, float]], window_s: float, windows: int
-) -> list[float]:
-    """The work per second of the last ``windows`` stretches of ``window_s`` seconds,
-    oldest first (fewer where the series is shorter)."""
+def _window_rates(series: Sequence[Step], window_s: float, windows: int) -> list[float]:
+    """The work (prefill and decode, replicas) per second of the last ``windows``
+    stretches of ``window_s`` seconds, oldest first (fewer where the series is shorter)."""
     rates: list[float] = []
     work = spent = 0.0
-    for dt, w, _ in reversed(series):
-        work += w
-        spent += dt
+    for step in reversed(series):
+        work += step.prefill + step.decode * step.dt
+        spent += step.dt
         if spent >= window_s:
             rates.append(work / spent)
             work = spent = 0.0
@@ -264,37 +323,44 @@ def _window_rates(
     return rates[::-1]
 
 
-def _trend(
-    series: Sequence[tuple[float, float, float]], cold_start_s: float
-) -> list[tuple[float, float, float]]:
+def _trend(series: Sequence[Step], cold_start_s: float, slots: float) -> list[Step]:
     """The next cold start, where the load has risen over each of the last three
     thirds of a cold start, gently (a ramp: a burst of seconds does not rise
-    three times running, nor so gently): the last third's rate and requests,
-    plus the rise it is on, carried a cold start ahead."""
+    three times running, nor so gently): the last third's load, plus the rise
+    it is on, carried a cold start ahead."""
     # A history shorter than a cold start still shows a ramp in thirds of itself.
-    span = sum(dt for dt, _, _ in series)
+    span = sum(step.dt for step in series)
     third = max(_MIN_TREND_WINDOW_S, min(cold_start_s, span) / 3)
     rates = _window_rates(series, third, 3)
     if len(rates) < 3 or not 0 < rates[0] < rates[1] < rates[2] <= _RAMP_AT_MOST * rates[0]:
         return []
-    last_requests = spent = 0.0
-    for dt, _, count in reversed(series):
-        last_requests += count
-        spent += dt
+    requests = prefill = decode = spent = 0.0
+    for step in reversed(series):
+        requests += step.requests
+        prefill += step.prefill
+        decode += step.decode * step.dt
+        spent += step.dt
         if spent >= third:
             break
-    ahead = rates[2] + 1.5 * (rates[2] - rates[0])
+    grow = (rates[2] + 1.5 * (rates[2] - rates[0])) / rates[2]
+    scale = cold_start_s / spent * grow
+    last = series[-1]
+    level = decode / spent * grow
     return [
-        (
+        Step(
             cold_start_s,
-            ahead * cold_start_s,
-            last_requests / spent * cold_start_s * ahead / rates[2],
+            prefill * scale,
+            level,
+            requests * scale,
+            last.rate * grow,
+            last.load * grow,
+            decode_bound(level, slots),
         )
     ]
 
 
 def _drain(
-    series: Sequence[tuple[float, float, float]],
+    series: Sequence[Step],
     backlog: float,
     requests: float,
     cold_start_s: float,
@@ -308,24 +374,11 @@ def _drain(
     if backlog < 1 or requests <= 0 or not series:
         return 0
     rates = _window_rates(series, cold_start_s, 1) or [
-        sum(w for _, w, _ in series) / sum(dt for dt, _, _ in series)
+        sum(s.prefill + s.decode * s.dt for s in series) / sum(s.dt for s in series)
     ]
-    work = backlog * sum(w for _, w, _ in series) / requests
+    # A request waiting for its first token waits for its prompt's work.
+    work = backlog * sum(s.prefill for s in series) / requests
     spare = first - rates[-1]
     if spare > 0 and work / spare < cold_start_s:
         return 0
     return math.ceil(rates[-1] + work / cold_start_s)
-
-
-def _least_cost(late: Callable[[int], float], top: int, span_s: float, miss_price_s: float) -> int:
-    """The count of least expected cost over the replay: misses at their price plus
-    each replica's GPU-seconds (the first of equals)."""
-    best_n, best_cost = 1, math.inf
-    for n in range(1, top + 1):
-        missed = late(n)
-        cost = missed * miss_price_s + n * span_s
-        if cost < best_cost:
-            best_n, best_cost = n, cost
-        if missed <= 0:
-            break
-    return best_n

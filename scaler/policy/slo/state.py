@@ -6,11 +6,14 @@ decision builds on :mod:`scaler.policy.decide`: kept here, the state depends
 on neither decision and the two modules do not import each other.
 
 It also keeps the attainment *measured* (:class:`MeasuredAttainment`): the
-servers' first tokens within the objective over the last ten minutes (the
-sizing's own horizon, :data:`~scaler.policy.slo.load.LOOKBACK_S`), shown
-beside the goal in ``/v1/targets`` and ``tidal status``. It is a report, not
-an input: sizing acts on the load, which moves a cold start before the
-attainment does.
+servers' first tokens within the objective over the last ten minutes
+(:data:`MEASURED_WINDOW_S`), shown beside the goal in ``/v1/targets`` and
+``tidal status``, and compared with what the replay predicted for the
+replicas that served them (:meth:`SloState.corrected`): where the servers
+measure clearly less while the model says the goal is met, the model is
+wrong about them and the work it sizes for is raised (``headroom``). Sizing
+itself acts on the load, which moves a cold start before the attainment
+does: the measurement corrects the model, it does not replace it.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ from dataclasses import dataclass, field, replace
 from scaler.policy.api import LoadTotals, Observation
 from scaler.policy.idle.keep_alive import IdleGaps
 from scaler.policy.slo.load import (
-    LOOKBACK_S,
     Capacity,
     LoadHistory,
     learn_capacity,
@@ -51,8 +53,13 @@ _MIN_SHORT_REQUESTS = 5.0
 _RAISE = 1.2
 _MAX_HEADROOM = 3.0
 _FADE_S = 600.0
+# The prefill rate sizing uses is at most this many times the fastest prefill a
+# request has shown (see SloState.prefill_per_s).
+_FASTEST_AT_MOST = 1.25
+#: The attainment measured is reported over this window (ten minutes).
+MEASURED_WINDOW_S = 600.0
 
-__all__ = ["MeasuredAttainment", "SloState", "recent_window_s"]
+__all__ = ["MEASURED_WINDOW_S", "MeasuredAttainment", "SloState", "recent_window_s"]
 
 
 def _short(measured: float, predicted: float, counted: float) -> bool:
@@ -73,12 +80,12 @@ def recent_window_s(cold_start_s: float) -> float:
 @dataclass(frozen=True, slots=True)
 class MeasuredAttainment:
     """First tokens within the objective and first tokens counted, per decision
-    interval ``(end_s, within, counted)``, over the last :data:`LOOKBACK_S` seconds."""
+    interval ``(end_s, within, counted)``, over the last :data:`MEASURED_WINDOW_S` seconds."""
 
     intervals: tuple[tuple[float, float, float], ...] = ()
 
     def add(self, end_s: float, within: float, counted: float) -> MeasuredAttainment:
-        kept = tuple(i for i in self.intervals if i[0] > end_s - LOOKBACK_S)
+        kept = tuple(i for i in self.intervals if i[0] > end_s - MEASURED_WINDOW_S)
         if counted <= 0:
             return self if kept == self.intervals else MeasuredAttainment(kept)
         return MeasuredAttainment((*kept, (end_s, max(0.0, min(within, counted)), counted)))
@@ -129,10 +136,25 @@ class SloState:
         fastest prefill seen, saturation)."""
         fitted = self.fit.prefill_tokens_per_s
         if not self.fit.trusted or fitted is None:
-            return self.capacity.tokens_per_s
-        # A replica prefills at least what it was seen to prefill saturated: the
-        # fit reads low where "busy" intervals hold idle gaps (bursty traffic).
-        return max(fitted, self.capacity.tokens_per_s) if self.capacity.trusted else fitted
+            rate = self.capacity.tokens_per_s
+        elif self.capacity.trusted:
+            # A replica prefills at least what it was seen to prefill saturated: the
+            # fit reads low where "busy" intervals hold idle gaps (bursty traffic).
+            rate = max(fitted, self.capacity.tokens_per_s)
+        else:
+            rate = fitted
+        # Not much more than one request was seen to prefill: a long prompt alone
+        # on a replica shows nearly all it does, and counters that land a prompt's
+        # tokens in the interval of its first token read lumpy, some intervals far
+        # too fast. (Not a floor: a prefix cache makes a request look faster than
+        # any replica prefills.)
+        fastest = self.fastest_prefill_per_s
+        return rate if fastest <= 0 else min(rate, _FASTEST_AT_MOST * fastest)
+
+    @property
+    def fastest_prefill_per_s(self) -> float:
+        """The fastest prefill a request has shown (0: none yet)."""
+        return 0.0 if self.totals is None else self.totals.best_prefill_tokens_per_s
 
     def corrected(
         self,

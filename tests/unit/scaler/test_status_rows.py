@@ -94,6 +94,8 @@ def test_an_objective_is_shown_with_the_capacity_learned_and_the_attainment_meas
         binding="decode",
         hopeless_share=0.012,
         headroom=1.2,
+        reachable=False,
+        next_replica=0.0031,
     )
     unmeasured = SloReport(2.0, 0.995, 12_000.0, False, 1, 0.0, 0.0)
     live = {
@@ -110,14 +112,16 @@ def test_an_objective_is_shown_with_the_capacity_learned_and_the_attainment_meas
     assert (
         "default/llama: goal 99.5 % within 2s; capacity 24,512 prompt tokens/s and 13,102 "
         "generated tokens/s (256 sequences) per replica (learned); decode binds; 1.2 % of "
-        "requests have prompts no replica prefills in 2s; headroom x1.20 (measured under the "
+        "requests have prompts no replica prefills in 2s; goal out of reach: sized where one "
+        "more replica would meet 0.31 % more, less than it costs; headroom x1.20 (measured "
+        "under the "
         "goal the sizing promised); measured 97.31 % within 2s over the last 10m (2,412 first "
         "tokens, servers' TTFT histograms)"
     ) in text
     assert (
         "default/fresh: goal 99.5 % within 2s; capacity 12,000 prompt tokens/s and 0 "
         "generated tokens/s (0 sequences) per replica (prior, not yet learned); prefill binds; "
-        "measured: no first token counted in the last 10m"
+        "one more replica would meet 0 % more; measured: no first token counted in the last 10m"
     ) in text
     assert "default/plain" not in text.split("objectives")[1]
     # Without --scaler-url: the goal alone.

@@ -49,6 +49,30 @@ def test_json_carries_the_frontier_and_the_reactive_row(
     assert "fixed fleets (replicas: SLO, GPU-h): 1: " in out
 
 
+def test_each_autoscaler_row_carries_its_frontier_verdict(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    flags = (*SHORT, "--policies", "always-on,reactive,oracle", "--cold-start", "20s,5s")
+    _, doc = simulate(capsys, *flags, "--json")
+    by_name = {(row["name"], row["cold_start_s"]): row for row in doc["policies"]}
+    for cold in (20.0, 5.0):
+        verdict = by_name[("reactive", cold)]["frontier"]
+        fleets = [p for p in doc["fleets"] if p["cold_start_s"] == cold]
+        reactive = by_name[("reactive", cold)]
+        reaching = [p for p in fleets if p["slo_attainment"] >= reactive["slo_attainment"]]
+        if reaching:
+            smallest = min(reaching, key=lambda p: p["gpu_seconds"])
+            assert verdict["fleet_at_attainment"]["name"] == f"fleet {smallest['replicas']}"
+        assert "frontier" not in by_name[("oracle", cold)]
+    assert not any("frontier" in row for row in doc["policies"] if row["name"].startswith("always"))
+    out, _ = simulate(capsys, *flags)
+    header, *rows = out.splitlines()[1:]
+    assert header.split()[-1] == "frontier"
+    reactive_line = next(line for line in rows if line.startswith("reactive"))
+    assert reactive_line.split()[-1] in ("ok", "dominated")
+    assert "frontier: GPU-h over the smallest fixed fleet" in out
+
+
 def test_a_cold_start_list_runs_every_policy_once_per_value(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

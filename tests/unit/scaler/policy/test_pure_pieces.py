@@ -4,7 +4,8 @@ freshness, and the setup-dependent annotation check.
 Covers:
 - the status document keeps the previous reason and time unless the scale
   changed; only its discrete content counts as a change; a bad annotation
-  value parses as no status;
+  value parses as no status; with an objective it says which phase binds
+  and what one more replica would buy, neither a change to write;
 - deletion costs follow load (by name, then by ip), an unmeasured pod ranks
   as busy as the busiest, and unchanged costs are not returned;
 - the Event reason names what happened (a Steady decision that moved the
@@ -16,12 +17,12 @@ Covers:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
 from scaler.policy.annotations import InvalidAnnotation, check_supported
-from scaler.policy.api import Decision, Mode, Reason, ScalingConfig, SignalKind
+from scaler.policy.api import Decision, Mode, Reason, ScalingConfig, SignalKind, SloReport
 from scaler.policy.deletion import deletion_costs
 from scaler.policy.events import change_message, change_reason
 from scaler.policy.freshness import fresh_bounds, readings
@@ -58,6 +59,21 @@ def test_status_before_any_change_has_no_reason() -> None:
     got = status_document(d, timeless, changed=False, now_wall="now", last_change_wall="then")
     assert (got["reason"], got["lastChangeTime"]) == ("ScaledUp", "then")
     assert status_document(d, timeless, changed=False, now_wall="now")["lastChangeTime"] == "now"
+
+
+def test_status_with_an_objective_says_what_binds_and_what_the_next_replica_buys() -> None:
+    report = SloReport(
+        2.0, 0.99, 25_000.0, True, 4, 0.0, 3.0, binding="decode", next_replica=0.0042
+    )
+    d = Decision(desired=4, reason=Reason.SCALED_UP, mode=Mode.STABLE, slo=report)
+    doc = status_document(d, None, changed=True, now_wall="t1")
+    assert (doc["binding"], doc["nextReplica"]) == ("decode", 0.0042)
+    # What the next replica buys moves every decision: it is no change to write.
+    later = replace(report, next_replica=0.001)
+    again = status_document(replace(d, slo=later), doc, changed=False, now_wall="t2")
+    assert same_status(again, doc)
+    plain = status_document(replace(d, slo=None), None, changed=True, now_wall="t1")
+    assert "binding" not in plain and "nextReplica" not in plain
 
 
 @dataclass(frozen=True)

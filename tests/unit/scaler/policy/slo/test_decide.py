@@ -28,6 +28,7 @@ from scaler.policy.api import (
 )
 from scaler.policy.decide import PolicyState
 from scaler.policy.protocol import PurePolicy
+from scaler.policy.slo.sizing import lookback_for
 
 COLD_START_S = 60.0
 A = "autoscaling.tidal.dev/"
@@ -113,16 +114,19 @@ def test_scale_down_waits_a_cold_start_after_the_count_was_wanted() -> None:
     for _ in range(30):
         model.step(requests=20, prompt=6_000, concurrency=8)
     high = model.spec
-    # The load drops to a trickle; once the busy minute has left the history
-    # (10 minutes) and a cold start has passed, the count falls.
-    for _ in range(int((600 + COLD_START_S) / 2) + 5):
+    # The load drops to a trickle; once the busy minute has left the replay
+    # (thirty cold starts) and a cold start has passed, the count falls.
+    for _ in range(int((lookback_for(COLD_START_S) + COLD_START_S) / 2) + 5):
         model.step(requests=2, prompt=200, concurrency=1)
     assert model.spec < high
-    # After it fell, a burst raises it, and a cold start must pass before it falls again.
-    model.step(requests=200, prompt=6_000, concurrency=40)
+    # After it fell, a rise raises it, and a cold start must pass before it falls again.
+    fallen = model.spec
+    for _ in range(10):
+        model.step(requests=40, prompt=6_000, concurrency=16)
     raised = model.spec
+    assert raised > fallen
     for _ in range(int(COLD_START_S / 2) - 1):
-        assert model.step(requests=2, prompt=200, concurrency=1).desired == raised
+        assert model.step(requests=2, prompt=200, concurrency=1).desired >= raised
 
 
 def test_rare_model_goes_to_zero_and_a_busy_one_stays_warm() -> None:

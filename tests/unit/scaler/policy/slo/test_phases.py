@@ -4,12 +4,14 @@ Covers (scaler.policy.slo.phases, scaler.policy.slo.sizing, scaler.policy.slo.st
 - the step model is learned from busy intervals of an engine whose step is
   ``base + per_seq x batch + prefill / P``, at several mixes, within 10 %;
 - the batch (slots) is learned where requests wait behind a capped batch of
-  short prompts, and not where they wait behind long prompts;
+  short prompts, and not where they wait behind long prompts; from the KV
+  cache where it is half full or more; nothing is learned from queues on some
+  replicas beside idle ones, nor the step model from a thrashing cache;
 - short prompts with long answers need more replicas than their prompt
   tokens alone, and an inter-token objective asks for more still;
 - prompts whose prefill alone exceeds the objective count against the
   allowance, are reported as a share, and never pin the count at the
-  ceiling: the count is the one of least expected cost;
+  ceiling: the count is where one more replica stops buying its cost;
 - the measured attainment under the goal while sizing promised it raises
   the headroom (once per window of three cold starts), and it fades back above the goal.
 """
@@ -74,6 +76,27 @@ def test_the_batch_is_learned_behind_short_prompts_and_not_behind_long_ones() ->
     assert decode_bound.slots_learned and decode_bound.slots == 8
     prefill_bound = learn(running=4, prompt_per_s=20_000)  # 2 a replica, prompts long
     assert not prefill_bound.slots_learned
+
+
+def test_the_kv_cache_tells_the_batch_and_uneven_queues_teach_nothing() -> None:
+    def learn(before: LoadTotals, after: LoadTotals) -> PhaseFit:
+        return learn_phases(
+            PhaseFit(), before, after, interval_s=2.0, ready_before=2, ready=2, prefill_per_s=25e3
+        )
+
+    # 40 sequences a replica fill 80 % of its cache: it holds 45 before preempting.
+    full = replace(reading(80, 0, 0, 0), kv_cache_utilization=0.8)
+    kv = learn(full, replace(full, generated_tokens=4_000, served_prompt_tokens=1_000))
+    assert kv.slots_learned and kv.slots == pytest.approx(45)
+    # Requests queue on one replica behind long prompts while the other idles:
+    # the sums look busy and capped, the fewest running on a replica says not.
+    uneven = replace(reading(10, 20, 0, 0), running_least=0.0, waiting_least=0.0)
+    after = replace(uneven, generated_tokens=200, served_prompt_tokens=2_000)
+    assert learn(uneven, after) == PhaseFit()
+    # A cache past full preempts and computes prompts again: not the step model.
+    thrash = replace(reading(80, 20, 0, 0), kv_cache_utilization=0.95)
+    learned = learn(thrash, replace(thrash, generated_tokens=500, served_prompt_tokens=9_000))
+    assert learned.replica_seconds == 0.0
 
 
 def steady(
