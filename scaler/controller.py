@@ -68,6 +68,7 @@ from scaler.targets.publishing import Publisher
 from scaler.targets.reconciler import Outcome, Reconciler, Shared, Trigger
 from scaler.targets.state import TargetState
 from scaler.ticking import CallLater, RecheckTimers, Ticker
+from scaler.warm.bill import TierSleepers
 from scaler.warm.tier import WarmTier
 from scaler.warm.views import ModelBoard
 
@@ -108,7 +109,17 @@ class Controller:
         self._publisher = Publisher(metrics, board)
         self._shared = Shared(
             book=targets,
-            decider=Decider(signals=signals, policy=policy, placer=placer, wall_clock=wall_clock),
+            decider=Decider(
+                signals=signals,
+                policy=policy,
+                placer=placer,
+                wall_clock=wall_clock,
+                sleepers=(
+                    TierSleepers(warm.pool, ledger.sleeper_share)
+                    if warm is not None and ledger is not None
+                    else None
+                ),
+            ),
             actuator=actuator,
             publisher=self._publisher,
             clock=clock,
@@ -230,7 +241,9 @@ class Controller:
         """Empty a GPU of sleepers alone: each sleeper's pod template prefers a node whose
         GPU serves (a rollout moves it there; scaler.warm.moves). The tier plans only
         while it leads, and the actuator writes only then."""
-        for move in warm.moves_due(now, snapshots):
+        if warm.moves is None:
+            return
+        for move in warm.moves.plan(now, snapshots):
             snap = snapshots.get(move.target)
             if snap is None or not await self._actuator.moves.prefer_node(
                 snap.deployment, move.node

@@ -133,6 +133,7 @@ class GpuLedger:
         self._meters: dict[str, CostMeter] = {}
         self._costs: dict[str, CostView] = {}
         self._devices = DevicesView()
+        self._bill = DeviceBill({}, {})
         self._last: float | None = None
 
     def account(
@@ -157,7 +158,8 @@ class GpuLedger:
             self._meters.pop(gone)
             self._costs.pop(gone, None)
         facts = {key: self._facts(snap.pods) for key, snap in snapshots.items()}
-        bill = self._bill(snapshots, facts, pod_use, placements or {})
+        bill = self._bill_now(snapshots, facts, pod_use, placements or {})
+        self._bill = bill
         added = 0.0
         for key, snap in snapshots.items():
             shares = {p.name: bill.shares.get(f"{p.namespace}/{p.name}", 0.0) for p in snap.pods}
@@ -182,7 +184,7 @@ class GpuLedger:
         )
         return added
 
-    def _bill(
+    def _bill_now(
         self,
         snapshots: Mapping[str, TargetSnapshot],
         facts: Mapping[str, list[PodFacts]],
@@ -215,6 +217,11 @@ class GpuLedger:
 
     def cost(self, key: str) -> CostView | None:
         return self._costs.get(key)
+
+    def sleeper_share(self, pods: Iterable[str]) -> float | None:
+        """The share of a device the sleeping ``pods`` (namespace/pod) keep paid, at the
+        last account (:meth:`DeviceBill.sleeper_share`); None: not known."""
+        return self._bill.sleeper_share(pods)
 
     def devices(self) -> DevicesView:
         """The devices held at the last account, and the GPU-seconds by use so far."""

@@ -27,7 +27,7 @@ module only turns DCGM's samples into devices and a plan into one write.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from scaler.kube.types import PodInfo, TargetSnapshot
@@ -83,7 +83,10 @@ class WarmMoves:
         choices: WarmChoices,
         views: Mapping[str, ModelView],
         settings: MoveSettings | None = None,
+        *,
+        leading: Callable[[], bool] = lambda: True,
     ) -> None:
+        self._leading = leading  # plans only while this replica leads
         self._pool = pool
         self._choices = choices
         self._views = views
@@ -92,7 +95,9 @@ class WarmMoves:
         self._moved: dict[str, float] = {}  # target -> when it was last moved
 
     def plan(self, now: float, snapshots: Mapping[str, TargetSnapshot]) -> list[Move]:
-        """The moves due now (at most one GPU emptied per call)."""
+        """The moves due now (at most one GPU emptied per call; none unless leading)."""
+        if not self._leading():
+            return []
         snap = self._pool.memory.fresh(now) if self._pool.memory is not None else None
         if snap is None:
             return []

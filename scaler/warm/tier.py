@@ -69,14 +69,14 @@ from dataclasses import dataclass
 from http import HTTPStatus
 
 from groundwork.background_tasks import BackgroundTasks
-from scaler.kube.types import PodInfo, TargetSnapshot
+from scaler.kube.types import PodInfo
 from scaler.policy.api import ScalingConfig
 from scaler.policy.events import SLEEP_MODE_UNAVAILABLE, SLEPT, WAKE_FAILED, WOKE
 from scaler.policy.warm_tier import BUSY_WAIT_S
 from scaler.warm.calls import HttpReplicaCalls, ReplicaCallFailed, ReplicaCalls
 from scaler.warm.choices import WarmChoices
 from scaler.warm.gpu_memory import GpuMemory
-from scaler.warm.moves import Move, MoveSettings, WarmMoves
+from scaler.warm.moves import MoveSettings, WarmMoves
 from scaler.warm.pool import Phase, PoolEntry, WarmPool, address_of
 from scaler.warm.views import ModelView, WarmEvents
 
@@ -202,27 +202,34 @@ class WarmTier:
         self.settings = settings or WarmSettings()
         self.pool = WarmPool(memory)
         self.choices = WarmChoices(self.pool, views)
-        # None: moves are off (scaler setting warm_moves).
+        # None: moves are off (scaler setting warm_moves); they are planned while leading.
         self.moves = (
-            WarmMoves(self.pool, self.choices, views, move_settings) if move_settings else None
+            WarmMoves(self.pool, self.choices, views, move_settings, leading=self._leading)
+            if move_settings
+            else None
         )
         self._tasks = BackgroundTasks()
 
     # -- what the reconcilers ask -----------------------------------------------------
 
     def tend(
-        self, target: str, config: ScalingConfig, pods: Sequence[PodInfo], now: float
+        self,
+        target: str,
+        config: ScalingConfig,
+        pods: Sequence[PodInfo],
+        now: float,
+        awake_needed: int | None = None,
     ) -> Tended | None:
         """A tick, after the target's decision: keep the books in step with its pods,
-        ask new pods whether they sleep, start the sleeps due. ``None`` when this
-        replica does not lead (the books are dropped: the next leader asks the pods)."""
+        ask new pods whether they sleep, start the sleeps due (above ``awake_needed``:
+        as headroom). ``None`` when not leading (the books are dropped)."""
         if not self._leading():
             self.pool.clear()
             return None
         self.pool.remember(target, config, pods)
         self.pool.forget_missing(target, pods)
         self.reconcile(target, config, pods)
-        self.consider_sleep(target, config, pods, now)
+        self.consider_sleep(target, config, pods, now, awake_needed)
         return Tended(self.pool.asleep_count(target), len(self.pool.awake_ready(pods)))
 
     async def wake_one(self, target: str, pods: Sequence[PodInfo]) -> WakeOutcome | None:
@@ -235,12 +242,6 @@ class WarmTier:
     def learn(self, now: float) -> int:
         """Feed the memory book from a fresh DCGM snapshot (leader only); the samples taken."""
         return self.pool.learn(now) if self._leading() else 0
-
-    def moves_due(self, now: float, snapshots: Mapping[str, TargetSnapshot]) -> list[Move]:
-        """Leader only: the moves that empty a GPU of sleepers alone (scaler.warm.moves)."""
-        if self.moves is None or not self._leading():
-            return []
-        return self.moves.plan(now, snapshots)
 
     def keep_room(self, now: float) -> list[str]:
         """Leader only: start the sleeps that keep room to wake on each GPU; the pods."""
@@ -282,18 +283,26 @@ class WarmTier:
     # -- sleeping -----------------------------------------------------------------
 
     def consider_sleep(
-        self, target: str, config: ScalingConfig, pods: Sequence[PodInfo], now: float
+        self,
+        target: str,
+        config: ScalingConfig,
+        pods: Sequence[PodInfo],
+        now: float,
+        awake_needed: int | None = None,
     ) -> list[str]:
-        """Start putting the target's idle replicas to sleep when due; the pods started."""
+        """Start putting the target's idle replicas to sleep when due, and its replicas
+        beyond ``awake_needed`` as headroom; the pods started."""
         by_name = {f"{p.namespace}/{p.name}": p for p in pods}
         started = []
-        for name in self.choices.due_sleeps(target, config, pods, now):
+        idle = self.choices.due_sleeps(target, config, pods, now)
+        spare = [] if idle else self.choices.headroom_sleeps(target, pods, awake_needed)
+        for name in [*idle, *spare]:
             address = address_of(by_name[name], config)
             if address is None:
                 continue
             entry = PoolEntry(
                 target, name, address[0], address[1], by_name[name].node, Phase.DRAINING,
-                config.sleep_level, now,
+                config.sleep_level, now, headroom=name in spare,
             )  # fmt: skip
             self.pool.entries[name] = entry
             entry.task = asyncio.ensure_future(self._sleep(entry))
@@ -344,11 +353,8 @@ class WarmTier:
         return True
 
     async def sleep_now(self, target: str, pod: str, *, level: int = 1) -> None:
-        """Put an idle awake replica of another model to sleep now, to make room.
-
-        As for any sleep, its endpoint is announced first and the call waits
-        the handoff, then checks that no request reached the pod meanwhile.
-        """
+        """Put an idle awake replica of another model to sleep now, to make room (announced,
+        the handoff waited, then checked that no request reached it meanwhile)."""
         if pod in self.pool.entries:
             raise ReplicaCallFailed(f"{pod} is already asleep or changing")
         address = self.pool.addresses.get(pod)
@@ -385,12 +391,9 @@ class WarmTier:
     # -- waking -------------------------------------------------------------------
 
     async def wake(self, target: str, *, lru: Lru | None = None) -> WakeOutcome:
-        """Wake one sleeping replica of ``target``; see the module docstring.
-
-        ``lru(node, target)`` lists ``(target, pod, sleep level)`` of idle awake
-        replicas of *other* warm-tier models on that node, least recently used first
-        (by default :meth:`~scaler.warm.choices.WarmChoices.lru_on`, from the views).
-        """
+        """Wake one sleeping replica of ``target`` (module docstring). ``lru(node, target)``
+        lists ``(target, pod, sleep level)`` of idle awake replicas of *other* warm-tier
+        models on that node, least recently used first (default: ``choices.lru_on``)."""
         self.pool.cancel_draining(target)  # draining pods go back into rotation
         chosen = self.choices.to_wake(target)
         if isinstance(chosen, str):

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from groundwork.gpu_catalog import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from scaler.policy.warm_tier.gpu_use import GpuSeconds, GpuUse, PodUse, gpu_use
@@ -87,6 +87,19 @@ class DeviceBill:
 
     uses: Mapping[str, GpuUse]
     shares: Mapping[str, float]
+    holders: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # device -> pods
+
+    def sleeper_share(self, keys: Iterable[str]) -> float | None:
+        """The share of a device the pods ``keys`` keep paid while they sleep, on
+        average: nothing on a device that serves (paid for anyway), their even
+        share of one that holds only sleepers; None when none of them is held."""
+        shares = []
+        for key in keys:
+            for device, pods in self.holders.items():
+                if key in pods:
+                    serving = self.uses.get(device) is GpuUse.SERVING
+                    shares.append(0.0 if serving else 1.0 / len(pods))
+        return sum(shares) / len(shares) if shares else None
 
     def seconds(self, seconds: float) -> GpuSeconds:
         """``seconds`` of every held device, by its use."""
@@ -135,4 +148,5 @@ def bill_devices(pods: Iterable[DevicePod], nodes: Mapping[str, NodeDevices]) ->
         uses[device] = use
         for pod in holders:
             shares[pod.key] += 1.0 / len(holders)
-    return DeviceBill(uses, dict(shares))
+    held = {device: tuple(p.key for p in on[device]) for device in uses}
+    return DeviceBill(uses, dict(shares), held)

@@ -140,6 +140,25 @@ async def test_idle_replicas_sleep_after_the_handoff_and_busy_ones_do_not() -> N
     assert w.events == [("ml/a", "Slept")]
 
 
+async def test_replicas_beyond_the_count_awake_sleep_as_headroom_while_the_model_is_busy() -> None:
+    replicas = FakeReplicas()
+    w = World(replicas)
+    pods = [pod("a-1", "10.0.0.1"), pod("a-2", "10.0.0.2"), pod("a-3", "10.0.0.3")]
+    w.idle["ml/a"] = None  # busy: nothing sleeps for idleness
+    w.load["a-1"] = 2.0
+    assert w.tier.consider_sleep("ml/a", CONFIG, pods, now=5.0) == []
+    assert w.tier.consider_sleep("ml/a", CONFIG, pods, now=5.0, awake_needed=3) == []
+    # The load needs one awake: the two idle replicas beyond it sleep as headroom.
+    assert w.tier.consider_sleep("ml/a", CONFIG, pods, now=5.0, awake_needed=1) == [
+        "ml/a-2",
+        "ml/a-3",
+    ]
+    w.load["a-3"] = 1.0  # work reached a-3 during its handoff: it stays awake
+    await asyncio.sleep(PAST_HANDOFF_S)
+    assert w.tier.pool.phase_of("ml/a-2") is Phase.SLEEPING
+    assert w.tier.pool.phase_of("ml/a-3") is None
+
+
 async def test_a_level_1_sleep_without_host_memory_sleeps_at_level_2() -> None:
     replicas = FakeReplicas()
     replicas.host_room = False

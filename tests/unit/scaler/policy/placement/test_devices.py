@@ -70,6 +70,18 @@ def test_a_device_does_what_its_busiest_pod_does() -> None:
     assert mixed.seconds(10.0).starting == 10.0
 
 
+def test_sleepers_keep_nothing_paid_beside_a_serving_pod_and_their_share_alone() -> None:
+    nodes = {"n": node_devices(labels(1, 4)), "m": node_devices(labels(1, 4))}
+    bill = bill_devices(
+        [pod("a", PodUse.ASLEEP), pod("b"), pod("c", PodUse.ASLEEP, node="m"),
+         pod("d", PodUse.ASLEEP, node="m")],
+        nodes,
+    )  # fmt: skip
+    assert bill.sleeper_share(["a"]) == 0.0
+    assert bill.sleeper_share(["c"]) == 0.5
+    assert bill.sleeper_share(["zz"]) is None
+
+
 def test_renamed_replicas_read_the_gpus_labels() -> None:
     nodes = {"n": node_devices(labels(1, 4))}
     bill = bill_devices(
