@@ -364,6 +364,9 @@ def _world_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+_POOL = PoolConfig()  # the pool's defaults, which the flags offer
+
+
 def _warm_flags(parser: argparse.ArgumentParser) -> None:
     warm = parser.add_argument_group("the warm tier (policies tidal-pool, tidal-warm)")
     warm.add_argument(
@@ -381,9 +384,17 @@ def _warm_flags(parser: argparse.ArgumentParser) -> None:
     warm.add_argument(
         "--gpu-slices",
         type=int,
-        default=4,
+        default=_POOL.slices,
         metavar="N",
-        help="time-sliced replicas per GPU (default 4)",
+        help="time-sliced replicas per GPU, the device plugin's (default %(default)s)",
+    )
+    warm.add_argument(
+        "--host-memory-mib",
+        type=int,
+        default=_POOL.host_memory_mib,
+        metavar="MIB",
+        help="host memory of each GPU's node, which holds level-1 sleepers' weights "
+        "(default %(default)s: 256 GiB, a p5.48xlarge's per H100)",
     )
     warm.add_argument(
         "--gpu-memory-mib",
@@ -772,6 +783,7 @@ def options_from(args: argparse.Namespace) -> SimulationOptions:
         start=args.start,
         pool=PoolConfig(
             slices=args.gpu_slices,
+            host_memory_mib=args.host_memory_mib,
             gpu_memory_mib=args.gpu_memory_mib,
             kv_cache_tokens=args.pool_kv_cache_tokens,
         ),
