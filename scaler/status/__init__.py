@@ -81,7 +81,7 @@ from scaler.policy.pool_annotations import merge
 from scaler.policy.routing_check import routing_problems
 from scaler.status.pools import pool_lines, pool_rows
 
-__all__ = ["HELP_LEGEND", "configure", "render_table", "rows", "run"]
+__all__ = ["HELP_LEGEND", "configure", "devices_line", "render_table", "rows", "run"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
