@@ -397,6 +397,13 @@ def _warm_flags(parser: argparse.ArgumentParser) -> None:
         "(default %(default)s: 256 GiB, a p5.48xlarge's per H100)",
     )
     warm.add_argument(
+        "--pool-compaction",
+        choices=("on", "off"),
+        default="on",
+        help="give back the emptiest GPU whose pods all fit elsewhere once the pool stops "
+        "growing (off: only GPUs of sleepers alone are emptied; default %(default)s)",
+    )
+    warm.add_argument(
         "--gpu-memory-mib",
         type=int,
         default=81_920,
@@ -784,6 +791,7 @@ def options_from(args: argparse.Namespace) -> SimulationOptions:
         pool=PoolConfig(
             slices=args.gpu_slices,
             host_memory_mib=args.host_memory_mib,
+            compaction=args.pool_compaction == "on",
             gpu_memory_mib=args.gpu_memory_mib,
             kv_cache_tokens=args.pool_kv_cache_tokens,
         ),

@@ -77,6 +77,9 @@ class PoolConfig:
     kv_cache_tokens: int = 100_000
     residual_mib: int = DEFAULT_RESIDUAL_MIB
     handoff_s: float = HANDOFF_S  # the scaler's sleep handoff, before every sleep
+    # Give back the emptiest GPU whose pods all fit elsewhere once the pool stops
+    # growing (False: only GPUs of sleepers alone are emptied).
+    compaction: bool = True
 
     def __post_init__(self) -> None:
         if self.slices < 1:

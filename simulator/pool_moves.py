@@ -169,6 +169,8 @@ class PoolMoves:
     def compact(self, at: float) -> None:
         """Give back the emptiest device whose pods all fit elsewhere (module docstring)."""
         side = self._side
+        if not self._pool.compaction:
+            return
         held_for = at - self.last_opened_s
         if held_for < side.rungs.cold_start_s or self.moving:
             return
