@@ -101,6 +101,7 @@ from scaler.kube.types import (
     EventSink,
     EventSubject,
     LeaderElector,
+    NodePreference,
     PodLabels,
     ScaleState,
     ScaleTarget,
@@ -119,6 +120,7 @@ from scaler.policy.placement.providers import ProviderPreset
 from scaler.policy.status_doc import StatusDocument, encode_status, same_status
 from scaler.writes.announcements import Announcements, LeaseLost
 from scaler.writes.failures import WriteFailures
+from scaler.writes.node_moves import NodeMoves
 from scaler.writes.plan import (
     Decided,
     WriteOutcome,
@@ -179,6 +181,7 @@ class Actuator:
         placement: PlacementActuation | None = None,
         pod_labels: PodLabels | None = None,
         shapes: ShapeActuation | None = None,
+        node_preference: NodePreference | None = None,
     ) -> None:
         self._placement = placement
         self._pod_labels = pod_labels
@@ -199,6 +202,8 @@ class Actuator:
         )
         self._undo: dict[str, dict[str, int | None]] = {}  # target -> pod -> cost to restore
         self.records = StatusRecords(leader)
+        # The warm tier's moves: a template that prefers a node (scaler.warm.moves).
+        self.moves = NodeMoves(leader, self._slots, node_preference, self._fence)
 
     def backing_off(self, key: str, now: float) -> bool:
         """True while ``key``'s writes wait out a backoff after failures."""
@@ -486,4 +491,5 @@ def kube_actuator(
         placement=placement,
         pod_labels=scale_target,
         shapes=ShapeActuation(companions=companions, scale_target=scale_target, events=events),
+        node_preference=scale_target,
     )

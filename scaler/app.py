@@ -277,6 +277,8 @@ class _Handlers:
             "leader": self._leader(),
             "activators": self._reports.reporting(now=self._clock()),
             "targets": [{**target_view(t), **self._warm_view(t.key)} for t in states],
+            # Every GPU or MIG instance any pod holds, whole, and what it does.
+            "devices": self._controller.devices(),
         }
         return web.json_response(body)
 

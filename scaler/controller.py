@@ -54,11 +54,12 @@ from groundwork.background_tasks import BackgroundTasks
 from groundwork.rules.stats_report import ShapeRoute
 from scaler.actuator import Actuator
 from scaler.gpu_ledger import GpuLedger
-from scaler.kube.types import PoolInfo
+from scaler.kube.types import PoolInfo, TargetSnapshot
 from scaler.metrics import Metrics
 from scaler.placement.placer import Placer
 from scaler.placement.shaper import Shaper
 from scaler.policy.api import Decision
+from scaler.policy.events import MOVED
 from scaler.policy.protocol import Policy
 from scaler.signals.hub import SignalHub
 from scaler.targets.awake_labels import AwakeLabels
@@ -69,6 +70,7 @@ from scaler.targets.publishing import Publisher
 from scaler.targets.reconciler import Outcome, Reconciler, Shared, Trigger
 from scaler.targets.state import TargetState
 from scaler.ticking import CallLater, RecheckTimers, Ticker
+from scaler.warm.bill import TierSleepers
 from scaler.warm.tier import WarmTier
 from scaler.warm.views import ModelBoard
 
@@ -116,6 +118,11 @@ class Controller:
                 placer=placer,
                 wall_clock=wall_clock,
                 shaper=shaper,
+                sleepers=(
+                    TierSleepers(warm.pool, ledger.sleeper_share)
+                    if warm is not None and ledger is not None
+                    else None
+                ),
             ),
             actuator=actuator,
             publisher=self._publisher,
@@ -222,6 +229,7 @@ class Controller:
         if warm is not None:
             warm.learn(now)  # the models' GPU memory footprints (leader only)
             warm.keep_room(now)  # room for a sleeping model to wake on each GPU
+            await self._move_sleepers(warm, now, snapshots)
             await self._label_awake(None)
         self._metrics.tick_duration.observe(max(0.0, self._clock() - started))
 
@@ -236,6 +244,27 @@ class Controller:
             await reconciler.wakes.for_activation()
             await self._label_awake([key])
         return known
+
+    async def _move_sleepers(
+        self, warm: WarmTier, now: float, snapshots: Mapping[str, TargetSnapshot]
+    ) -> None:
+        """Empty a GPU of sleepers alone: each sleeper's pod template prefers a node whose
+        GPU serves (a rollout moves it there; scaler.warm.moves). The tier plans only
+        while it leads, and the actuator writes only then."""
+        if warm.moves is None:
+            return
+        for move in warm.moves.plan(now, snapshots):
+            snap = snapshots.get(move.target)
+            if snap is None or not await self._actuator.moves.prefer_node(
+                snap.deployment, move.node
+            ):
+                continue
+            why = (
+                f"{move.pod} moves to node {move.node}: its GPU holds only sleepers, and "
+                f"{move.device} there serves"
+            )
+            log.info("%s: %s", move.target, why)
+            await self._actuator.note(snap.deployment, reason=MOVED, message=why)
 
     async def _label_awake(self, keys: list[str] | None) -> None:
         """Behind an InferencePool, the awake label of ``keys``' pods (every target's when
@@ -310,6 +339,10 @@ class Controller:
             if reconciler.shaped is not None:
                 out[key] = reconciler.shaped.routes()
         return out
+
+    def devices(self) -> dict[str, object] | None:
+        """The GPU devices held and what they do (the ledger's; None without one)."""
+        return self._ledger.devices().as_json() if self._ledger is not None else None
 
     def target_states(self) -> list[TargetState]:
         """Every target's last decision and signals, sorted by key."""

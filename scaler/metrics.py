@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from scaler.policy.api import SignalKind, SignalReading
 from scaler.policy.placement.availability import CapacityType
 from scaler.policy.placement.cost import CostMeter, CostRate
+from scaler.policy.warm_tier.gpu_use import GpuSeconds, GpuUse
 
 __all__ = ["CAPACITY_TYPES", "OBSERVED_SIGNALS", "Metrics"]
 
@@ -67,8 +68,8 @@ class Metrics:
         for capacity in CAPACITY_TYPES:
             self.gpu_seconds.labels(capacity)
             self.gpu_cost.labels(capacity)
-        for state in ("awake", "asleep"):
-            self.gpu_seconds_by_state.labels(state)
+        for state in GpuUse:
+            self.gpu_seconds_by_state.labels(state.value)
         for result in REPORT_RESULTS:
             self.reports.labels(result)
         for result in ACTIVATION_RESULTS:
@@ -196,14 +197,15 @@ class Metrics:
         self.activators = Gauge(
             p + "activators_reporting", "Activators whose reports count", registry=registry
         )
-        # The warm tier (scaler.warm.tier).
         self.gpu_seconds_by_state = Counter(
             p + "gpu_seconds_by_state",
-            "GPU-seconds of replicas bound to nodes, awake or asleep (asleep: ready replicas the "
-            "warm tier put to sleep, which keep their GPU slice)",
+            "Device-seconds held (each GPU or MIG instance whole, however many pods share "
+            "it), by what its pods did: serving (one awake or waking), starting (none awake, "
+            "one loading) or sleeping-only (every pod there asleep: paid for nothing)",
             ["state"],
             registry=registry,
         )
+        # The warm tier (scaler.warm.tier).
         self.warm_sleeping = Gauge(
             p + "sleeping_replicas",
             "Replicas asleep or being put to sleep",
@@ -317,11 +319,14 @@ class Metrics:
             self._child(target, self.target_equivalent_dollars).inc(extra)
         self._child(target, self.saving_rate).set(rate.saving_per_hour)
 
-    def add_gpu_seconds_by_state(self, *, awake: float, asleep: float) -> None:
-        if awake > 0:
-            self.gpu_seconds_by_state.labels("awake").inc(awake)
-        if asleep > 0:
-            self.gpu_seconds_by_state.labels("asleep").inc(asleep)
+    def add_gpu_seconds_by_state(self, seconds: GpuSeconds) -> None:
+        for state, value in (
+            (GpuUse.SERVING, seconds.serving),
+            (GpuUse.STARTING, seconds.starting),
+            (GpuUse.SLEEPING_ONLY, seconds.sleeping_only),
+        ):
+            if value > 0:
+                self.gpu_seconds_by_state.labels(state.value).inc(value)
 
     def woke(self, target: str, seconds: float, ok: bool) -> None:
         self._child(target, self.warm_wakes, "ok" if ok else "failed").inc()

@@ -64,7 +64,9 @@ from scaler.signals.hub import HubSettings, SignalHub
 from scaler.signals.registry import Polled, SourceContext, polled_sources
 from scaler.targets.book import TargetBook
 from scaler.ticking import IntervalTicker
+from scaler.warm.bill import PoolBill
 from scaler.warm.gpu_memory import PrometheusGpuMemory
+from scaler.warm.moves import MoveSettings
 from scaler.warm.tier import HttpReplicaCalls, WarmSettings, WarmTier
 from scaler.warm.views import ActuatorEvents, ModelBoard
 
@@ -127,8 +129,15 @@ async def _account(
     while True:
         try:
             if book.synced:
-                asleep = warm.pool.asleep_count if warm else None
-                ledger.account(clock(), book.snapshots(), asleep, wanted=book.wanted)
+                now = clock()
+                bill = PoolBill(warm.pool) if warm else None
+                ledger.account(
+                    now,
+                    book.snapshots(),
+                    bill.pod_use if bill else None,
+                    wanted=book.wanted,
+                    placements=bill.placements(now) if bill else None,
+                )
         except Exception:  # a bug in accounting must not stop it for good
             log.exception("GPU accounting failed")
         await asyncio.sleep(every_s)
@@ -268,6 +277,7 @@ def _compose(
         ),
         metrics=metrics,
         facts=placer.facts,
+        nodes=placer.view.nodes,
     )
     leader = _elector(settings, access, identity, ticker)
     policy = PurePolicy()
@@ -303,6 +313,9 @@ def _compose(
         memory=sources.memory,
         leading=lambda: leader.is_leader,
         settings=WarmSettings(handoff_s=settings.sleep_handoff_s),
+        move_settings=MoveSettings(settle_s=settings.warm_move_settle_s)
+        if settings.warm_moves
+        else None,
     )
     controller = Controller(
         targets=book,

@@ -139,6 +139,22 @@ class ScalerSettings(ServiceSettings):
             "sleep (at least two activator report periods), seconds"
         ),
     )
+    warm_moves: bool = Field(
+        True,
+        description=(
+            "warm tier, with GPU metrics: empty a GPU that holds only sleepers by making each "
+            "sleeper's pod template prefer a node whose GPU serves (a rollout; Deployments of "
+            "one replica only)"
+        ),
+    )
+    warm_move_settle_s: float = Field(
+        60.0,
+        gt=0,
+        description=(
+            "warm tier: how long a GPU holds only sleepers before moving them is considered "
+            "(and the least such a move must save), seconds"
+        ),
+    )
     fresh_within_s: float = Field(
         5.0, gt=0, description="a signal sample older than this cannot lower the scale, seconds"
     )

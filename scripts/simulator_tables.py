@@ -43,9 +43,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from simulator import cli
-from simulator.runner import PolicyRun
+from simulator.runner import WARM_ANNOTATIONS, PolicyRun, tidal_annotations
 from simulator.scorecard import Scorecard
-from simulator.warm_tier import run_pool
+from simulator.warm_tier import PoolRun, run_pool
 
 __all__ = ["BLOCKS", "COMMANDS", "block_text", "command_output", "main", "replace_block"]
 
@@ -209,7 +209,8 @@ _LABELS = {
 
 def many_models() -> str:
     lines = [
-        "| grace | policy | SLO | TTFT p99 (s) | cold | GPU-h | asleep GPU-h | cost | wakes |",
+        "| grace | policy | SLO | TTFT p99 (s) | cold | GPU-h | sleeping-only GPU-h | cost "
+        "| wakes |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for grace, label in (("5m", "5m (default)"), ("15m", "15m")):
@@ -226,7 +227,7 @@ def many_models() -> str:
             lines.append(
                 f"| {label} | {_LABELS[c.name]} | {c.slo_attainment * 100:.1f} % | {p99} | "
                 f"{c.cold_starts} | {c.gpu_seconds / 3600:.2f} | "
-                f"{c.gpu_seconds_asleep / 3600:.2f} | {c.cost:.2f} | {c.wakes} |"
+                f"{c.gpu_seconds_sleeping_only / 3600:.2f} | {c.cost:.2f} | {c.wakes} |"
             )
     return "\n".join(lines)
 
@@ -246,59 +247,71 @@ def warm_tier() -> str:
     """``tidal-pool`` against ``tidal-warm`` on 4 h of ``synthetic:many-models``
     (100 models) at each cold start of :data:`WARM_COLD_STARTS`, over
     :data:`WARM_SEEDS`: attainment and GPU-hours (mean and range), the warm
-    tier's GPU-hours against the pool's, the GPU-hours split by what the pods
-    did, and the wakes that fell back to a cold start for want of room."""
+    tier's GPU-hours against the pool's, the GPU-hours split by what the
+    devices did, cold starts, wakes, the wakes that fell back to a cold start,
+    and the moves that emptied devices."""
     lines = [
-        "| cold start | policy | SLO % | GPU-h | x pool | awake / asleep / starting GPU-h "
-        "| cold | wakes | fell back |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| cold start | policy | SLO % | GPU-h | x pool | serving / starting / sleeping-only "
+        "GPU-h | cold | wakes | fell back | level 2 | moves |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for cold in WARM_COLD_STARTS:
         pool_gpu: list[float] = []
         for policy in ("tidal-pool", "tidal-warm"):
-            slo, gpu, awake, asleep, starting, colds, wakes, fell = ([] for _ in range(8))
-            for seed in WARM_SEEDS:
-                args = _parse(
-                    (
-                        "--trace", "synthetic:many-models", "--synthetic-duration", "4h",
-                        "--cold-start", cold, "--seed", str(seed), "--policies", policy,
-                    )
-                )  # fmt: skip
-                options = cli.options_from(args)
-                annotations = {**options.shared_annotations(), **options.tidal_annotations}
-                if policy == "tidal-warm":
-                    annotations |= options.warm_annotations
-                run = run_pool(
-                    cli.load_requests(args),
-                    name=policy,
-                    annotations=annotations,
-                    pool=options.pool,
-                    world=options.world,
-                    slo_ttft_s=options.slo_ttft_s,
-                    prices=options.prices,
-                )
-                c = run.scorecard
-                slo.append(c.slo_attainment * 100)
-                gpu.append(c.gpu_seconds / 3600)
-                awake.append(c.gpu_seconds_awake / 3600)
-                asleep.append(c.gpu_seconds_asleep / 3600)
-                starting.append(c.gpu_seconds_starting / 3600)
-                colds.append(float(c.cold_starts))
-                wakes.append(float(run.counts.wakes))
-                tried = run.counts.wakes + run.counts.fallbacks
-                fell.append(100 * run.counts.fallbacks / tried if tried else 0.0)
+            runs = [_pool_run(policy, cold, seed) for seed in WARM_SEEDS]
+            cards = [r.scorecard for r in runs]
+            gpu = [c.gpu_seconds / 3600 for c in cards]
             if policy == "tidal-pool":
                 pool_gpu = gpu
             ratio = [g / p for g, p in zip(gpu, pool_gpu, strict=True)]
-            split = " / ".join(f"{statistics.fmean(v):.1f}" for v in (awake, asleep, starting))
+            split = " / ".join(
+                f"{statistics.fmean(getattr(c, f) for c in cards) / 3600:.1f}"
+                for f in (
+                    "gpu_seconds_serving",
+                    "gpu_seconds_starting",
+                    "gpu_seconds_sleeping_only",
+                )
+            )
+            fell = [
+                100 * r.counts.fallbacks / max(1, r.counts.wakes + r.counts.fallbacks) for r in runs
+            ]
+            fell_text = f"{_spread(fell, '.1f')} %" if policy == "tidal-warm" else "-"
+            slo = _spread([c.slo_attainment * 100 for c in cards], ".1f")
             lines.append(
-                f"| {cold} | `{policy}` | {_spread(slo, '.1f')} | {_spread(gpu, '.1f')} | "
-                f"{_spread(ratio, '.2f')} | {split} | {statistics.fmean(colds):.0f} | "
-                f"{statistics.fmean(wakes):.0f} | "
-                + ("-" if policy == "tidal-pool" else f"{_spread(fell, '.1f')} %")
-                + " |"
+                f"| {cold} | `{policy}` | {slo} "
+                f"| {_spread(gpu, '.1f')} | {_spread(ratio, '.2f')} | {split} "
+                f"| {statistics.fmean(c.cold_starts for c in cards):.0f} "
+                f"| {statistics.fmean(r.counts.wakes for r in runs):.0f} "
+                f"| {fell_text} "
+                f"| {statistics.fmean(r.counts.level2_sleeps for r in runs):.0f} "
+                f"| {statistics.fmean(r.counts.moves for r in runs):.0f} |"
             )
     return "\n".join(lines)
+
+
+def _pool_run(policy: str, cold: str, seed: int) -> PoolRun:
+    """One pool row as ``tidal simulate`` runs it (the same annotations)."""
+    args = _parse(
+        (
+            "--trace", "synthetic:many-models", "--synthetic-duration", "4h",
+            "--cold-start", cold, "--seed", str(seed), "--policies", policy,
+        )
+    )  # fmt: skip
+    options = cli.options_from(args)
+    annotations = tidal_annotations(policy, options)
+    if policy == "tidal-warm":
+        annotations |= options.warm_annotations
+    else:
+        annotations = {k: v for k, v in annotations.items() if k not in WARM_ANNOTATIONS}
+    return run_pool(
+        cli.load_requests(args),
+        name=policy,
+        annotations=annotations,
+        pool=options.pool,
+        world=options.world,
+        slo_ttft_s=options.slo_ttft_s,
+        prices=options.prices,
+    )
 
 
 #: Each block: what renders it, and the pages that carry it.

@@ -365,6 +365,9 @@ def _world_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+_POOL = PoolConfig()  # the pool's defaults, which the flags offer
+
+
 def _warm_flags(parser: argparse.ArgumentParser) -> None:
     warm = parser.add_argument_group("the warm tier (policies tidal-pool, tidal-warm)")
     warm.add_argument(
@@ -382,9 +385,24 @@ def _warm_flags(parser: argparse.ArgumentParser) -> None:
     warm.add_argument(
         "--gpu-slices",
         type=int,
-        default=4,
+        default=_POOL.slices,
         metavar="N",
-        help="time-sliced replicas per GPU (default 4)",
+        help="time-sliced replicas per GPU, the device plugin's (default %(default)s)",
+    )
+    warm.add_argument(
+        "--host-memory-mib",
+        type=int,
+        default=_POOL.host_memory_mib,
+        metavar="MIB",
+        help="host memory of each GPU's node, which holds level-1 sleepers' weights "
+        "(default %(default)s: 256 GiB, a p5.48xlarge's per H100)",
+    )
+    warm.add_argument(
+        "--pool-compaction",
+        choices=("on", "off"),
+        default="on",
+        help="give back the emptiest GPU whose pods all fit elsewhere once the pool stops "
+        "growing (off: only GPUs of sleepers alone are emptied; default %(default)s)",
     )
     warm.add_argument(
         "--gpu-memory-mib",
@@ -773,6 +791,8 @@ def options_from(args: argparse.Namespace) -> SimulationOptions:
         start=args.start,
         pool=PoolConfig(
             slices=args.gpu_slices,
+            host_memory_mib=args.host_memory_mib,
+            compaction=args.pool_compaction == "on",
             gpu_memory_mib=args.gpu_memory_mib,
             kv_cache_tokens=args.pool_kv_cache_tokens,
         ),
@@ -805,8 +825,8 @@ def table(cards: list[Scorecard], verdicts: Sequence[Verdict | None] = ()) -> st
     header = (
         f"{'policy':<18} {cold}{'SLO':>6} {'goodput':>8} {extra}{'TTFT p50':>8} {'p99':>7} "
         f"{'cold':>5} {'wait p50':>8} {'p99':>6} {'failed':>6} {'GPU-h':>6} "
-        f"{'busy':>6} {'idle':>6} {'asleep':>6} {'spot':>6} {'cost':>7} {'wakes':>5}"
-        + (" frontier" if judged else "")
+        f"{'busy':>6} {'idle':>6} {'serve':>6} {'start':>6} {'sleep':>6} {'spot':>6} "
+        f"{'cost':>7} {'wakes':>5}" + (" frontier" if judged else "")
     )
     lines = [header, "-" * len(header)]
     for index, c in enumerate(cards):
@@ -819,7 +839,8 @@ def table(cards: list[Scorecard], verdicts: Sequence[Verdict | None] = ()) -> st
             f"{_fmt(c.ttft_p50_s):>8} {_fmt(c.ttft_p99_s, 1):>7} {c.cold_starts:>5g} "
             f"{_fmt(c.cold_start_wait_p50_s, 1):>8} {_fmt(c.cold_start_wait_p99_s, 1):>6} "
             f"{c.failed:>6g} {c.gpu_seconds / 3600:>6.2f} {c.gpu_seconds_busy / 3600:>6.2f} "
-            f"{c.gpu_seconds_idle / 3600:>6.2f} {c.gpu_seconds_asleep / 3600:>6.2f} "
+            f"{c.gpu_seconds_idle / 3600:>6.2f} {c.gpu_seconds_serving / 3600:>6.2f} "
+            f"{c.gpu_seconds_starting / 3600:>6.2f} {c.gpu_seconds_sleeping_only / 3600:>6.2f} "
             f"{c.gpu_seconds_spot / 3600:>6.2f} {c.cost:>7.2f} {c.wakes:>5g}"
             + (f" {_verdict_cell(verdicts[index])}" if judged else "")
         )
@@ -827,8 +848,10 @@ def table(cards: list[Scorecard], verdicts: Sequence[Verdict | None] = ()) -> st
     if c0 is not None:
         lines.append(
             f"SLO: TTFT <= {c0.slo_ttft_s:g}s (failed requests miss it); goodput in "
-            "requests/s meeting it; cold = zero-to-ready transitions, wait in s; GPU-hours "
-            "(asleep: held by sleeping pods only); reactive: demand known each second, "
+            "requests/s meeting it; cold = zero-to-ready transitions, wait in s; GPU-hours, "
+            "each device whole however many pods share it, split into serve (a pod awake "
+            "there), start (in a cold start) and sleep (sleepers only: paid for nothing); "
+            "reactive: demand known each second, "
             "capacity one cold start late; oracle: a lower bound on GPU-hours at its SLO, "
             "cold = the cold starts the bound charges"
         )

@@ -234,7 +234,7 @@ class _Stored:
     failed: array[int]
     waits: array[float]
     cold_starts: int
-    replicas: tuple[tuple[str, float, float, float, int, int], ...]
+    replicas: tuple[tuple[str, float, float, float, int, int, float | None], ...]
     at_s: array[float]  # the timeline, one array per field
     arrivals: array[int]
     concurrency: array[float]
@@ -244,6 +244,18 @@ class _Stored:
     preemptions: int
     classes: bool  # the run kept each request's class (the trace has them)
     tenants: bool
+
+
+def _life_row(r: ReplicaLife) -> tuple[str, float, float, float, int, int, float | None]:
+    return (
+        r.capacity,
+        r.created_s,
+        r.ended_s,
+        r.busy_s,
+        r.cached_tokens,
+        r.queried_tokens,
+        r.ready_s,
+    )
 
 
 def _pack(result: RunResult, key: str) -> _Stored:
@@ -259,10 +271,7 @@ def _pack(result: RunResult, key: str) -> _Stored:
         failed=array("B", (0 if r is None else code[r] for r in result.failed_reason)),
         waits=array("d", result.cold_start_wait_s),
         cold_starts=result.cold_starts,
-        replicas=tuple(
-            (r.capacity, r.created_s, r.ended_s, r.busy_s, r.cached_tokens, r.queried_tokens)
-            for r in result.replicas
-        ),
+        replicas=tuple(_life_row(r) for r in result.replicas),
         at_s=array("d", (s.at_s for s in line)),
         arrivals=array("q", (s.arrivals for s in line)),
         concurrency=array("d", (s.concurrency for s in line)),

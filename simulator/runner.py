@@ -633,6 +633,6 @@ def _oracle_card(
         peak_replicas=0,
         preemptions=0,
         duration_s=duration,
-        gpu_seconds_awake=gpu_s,
+        gpu_seconds_serving=gpu_s,
         reaches_target=attainment >= options.always_on_attainment - 1e-9,
     )

@@ -12,9 +12,13 @@ Per policy:
 - **failed**: requests refused or timed out (the proxy's buffer full, its
   hold timeout), refused by the server (a prompt over the context length)
   or lost with a preempted spot replica, by reason.
-- **GPU-seconds**: from each replica's creation to its removal, split into
-  busy (the engine stepping) and idle, and into spot and on-demand; **cost**
-  at the stated prices (spot a fraction of on-demand, 0.35 by default).
+- **GPU-seconds**: the devices held, each whole from its first pod to its
+  last (one replica's own device, from its creation to its removal; on the
+  warm tier's shared pool, a device however many pods share it), split into
+  busy (the engine stepping) and idle, into spot and on-demand, and into
+  serving, starting (in a cold start, nothing served yet) and sleeping-only
+  (every pod there asleep: paid for nothing); **cost** at the stated prices
+  (spot a fraction of on-demand, 0.35 by default).
 - **first cold start**: the requests that arrived before the run's first
   replica was ready and missed the objective, what starting from zero cost
   the row (0 for a warm start).
@@ -99,12 +103,13 @@ class Scorecard:
     peak_replicas: int
     preemptions: int
     duration_s: float
-    # The warm tier (simulator.warm_tier): the GPU-seconds held, each
-    # charged to the pods on its GPU in equal shares, by what each pod did
-    # (awake, asleep, in its cold start; the three add up to the held time),
-    # and wakes. Outside the pool every held second is awake.
-    gpu_seconds_awake: float = 0.0
-    gpu_seconds_asleep: float = 0.0
+    # The GPU-seconds held, each device counted whole however many pods
+    # share it, split by what its pods were doing (scaler.policy.warm_tier.gpu_use):
+    # serving (a pod awake or waking there), starting (none awake, one in its
+    # cold start), sleeping-only (every pod there asleep: paid for nothing).
+    # The three add up to ``gpu_seconds``; wakes are the warm tier's.
+    gpu_seconds_serving: float = 0.0
+    gpu_seconds_sleeping_only: float = 0.0
     gpu_seconds_starting: float = 0.0
     wakes: int = 0
     # always-on and the oracle: whether the attainment goal (99 %) is met;
@@ -172,12 +177,14 @@ def score(result: RunResult, *, slo_ttft_s: float = 2.0, prices: Prices | None =
     )
     reasons = Counter(r for r in result.failed_reason if r is not None)
     completed = sum(1 for f in result.finished_s if f is not None)
-    total = busy = spot = cost = 0.0
+    total = busy = spot = starting = cost = 0.0
     per_second = prices.on_demand_per_gpu_hour / 3600.0
     for life in result.replicas:
         seconds = life.ended_s - life.created_s
         total += seconds
         busy += life.busy_s
+        if life.ready_s is not None:
+            starting += min(max(0.0, life.ready_s - life.created_s), seconds)
         if life.shape in prices.per_shape:  # a GPU shape's own price per replica-hour
             cost += seconds * prices.per_shape[life.shape] / 3600.0
         elif life.capacity == SPOT:
@@ -210,6 +217,7 @@ def score(result: RunResult, *, slo_ttft_s: float = 2.0, prices: Prices | None =
         peak_replicas=max((s.ready for s in result.timeline), default=0),
         preemptions=result.preemptions,
         duration_s=result.end_s,
-        gpu_seconds_awake=total,
+        gpu_seconds_serving=total - starting,
+        gpu_seconds_starting=starting,
         first_cold_start_missed=first_missed,
     )

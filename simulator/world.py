@@ -363,6 +363,7 @@ class _Replica:
     pending: bool = False  # spot asked for while no zone has any: no node yet
     zone: int = 0  # the spot zone its node is in (on-demand: 0, never noticed by a zone)
     ended_s: float | None = None
+    ready_s: float | None = None  # when its cold start ended
     in_flight: int = 0
     requests: set[int] = field(default_factory=set)
 
@@ -380,6 +381,9 @@ class ReplicaLife:
     cached_tokens: int = 0  # prompt tokens its prefix cache served
     queried_tokens: int = 0  # prompt tokens of the requests it took (vLLM's cache queries)
     shape: str = ""  # its GPU shape ("": the world has none)
+    # When its cold start ended (None: not known, all of its life counts as
+    # serving); until then its device-seconds are *starting* on the scorecard.
+    ready_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -544,6 +548,7 @@ class _Fleet:
         replica.created_s = self.now
         if warm:
             replica.ready = True
+            replica.ready_s = self.now
             self.ready_count += 1
         else:
             self.push(self.now + self.config.cold_start.draw(self.cold_rng), _READY, 0, replica)
@@ -572,6 +577,7 @@ class _Fleet:
         if replica.ended_s is not None or replica.draining:
             return
         replica.ready = True
+        replica.ready_s = self.now
         self._changed()
         if not replica.noticed:
             if self.ready_count == 0:
@@ -599,6 +605,7 @@ class _Fleet:
                 cached_tokens=replica.engine.cached_tokens,
                 queried_tokens=replica.engine.queried_tokens,
                 shape=replica.shape,
+                ready_s=self.now if replica.ready_s is None else replica.ready_s,
             )
         )
         if replica.shape:

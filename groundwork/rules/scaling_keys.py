@@ -249,7 +249,8 @@ SLEEP_LEVEL = Key(
     whole_in(1, 2, says="1 or 2"),
     "1",
     "`1`, `2`",
-    "vLLM sleep level: 1 keeps the weights in host RAM (fastest wake), 2 drops them",
+    "vLLM sleep level: 1 keeps the weights in the node's host RAM (fastest wake; where"
+    " that RAM is full of other sleepers' weights, level 2 instead), 2 drops them",
 )
 SLO_TTFT = Key(
     _A + "slo-ttft",

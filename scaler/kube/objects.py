@@ -23,7 +23,7 @@ from scaler.kube.types import (
     LabelSelector,
     PodInfo,
 )
-from scaler.policy.placement.cost import gpus_requested
+from scaler.policy.placement.cost import gpu_requests, gpus_requested
 
 __all__ = ["GPU_RESOURCE", "deployment_from_raw", "pod_from_raw"]
 
@@ -129,6 +129,7 @@ def pod_from_raw(obj: RawObject) -> PodInfo:
         created_at=_epoch(meta.get("creationTimestamp")),
         evicted=evicted,
         gpus=gpus_requested(spec),
+        gpu_resource=min(gpu_requests(spec), default=GPU_RESOURCE),
         ready_at=_epoch(ready_condition.get("lastTransitionTime")) or None
         if ready_condition is not None
         else None,

@@ -158,6 +158,9 @@ class PodInfo:
     evicted: bool = False
     gpus: int = 0
     ready_at: float | None = None  # epoch seconds it last turned Ready (None: not Ready)
+    # The device resource it asks for (nvidia.com/gpu, a MIG profile's, or the
+    # device plugin's renamed nvidia.com/gpu.shared): which devices it holds.
+    gpu_resource: str = "nvidia.com/gpu"
 
     def port(self, number_or_name: int | str) -> int | None:
         if isinstance(number_or_name, int):
@@ -267,6 +270,14 @@ class PodLabels(Protocol):
 
     async def set_pod_labels(self, namespace: str, key: str, values: Mapping[str, str]) -> None:
         """Set label ``key`` on each named pod to its value (a pod gone is skipped)."""
+        ...
+
+
+class NodePreference(Protocol):
+    """The warm tier's move: a Deployment's pods prefer a node (a rollout; docs/warm-tier.md)."""
+
+    async def prefer_node(self, namespace: str, name: str, node: str | None) -> bool:
+        """Make the pod template prefer ``node``; False when it already does."""
         ...
 
 

@@ -46,6 +46,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from groundwork.kube.errors import Conflict, KubeError, NotFound, translate
 from groundwork.kube.raw import check_response
 from scaler.kube.types import POD_DELETION_COST, STATUS_ANNOTATION, EventSubject, ScaleState
+from scaler.policy.warm_tier.node_preference import prefer_node, preferred_node
 
 __all__ = ["COMPONENT", "KubeEvents", "KubeScaleTarget"]
 
@@ -176,6 +177,33 @@ class KubeScaleTarget:
                 self.conflicts += 1
             raise err from exc
         return str(got.metadata.resource_version)
+
+    async def prefer_node(self, namespace: str, name: str, node: str | None) -> bool:
+        """Make the Deployment's pod template prefer ``node`` (None: no preference of
+        Tidal's; :mod:`scaler.policy.warm_tier.node_preference`); a template change
+        is a rollout. False when the template already says so (nothing written).
+        The write carries the ``resourceVersion`` read, so a Deployment changed
+        meanwhile answers 409 and is left as it is."""
+        doing = f"prefer node {node} for deployment {namespace}/{name}"
+        current = await self._read(namespace, name, doing)
+        template = (current.get("spec") or {}).get("template") or {}
+        if preferred_node(template) == node:
+            return False
+        version = (current.get("metadata") or {}).get("resourceVersion")
+        ops = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+            {"op": "replace", "path": "/spec/template", "value": prefer_node(template, node)},
+        ]
+        try:
+            await self._apps.patch_namespaced_deployment(
+                name, namespace, ops, _content_type=JSON_PATCH, _request_timeout=self._timeout_s
+            )
+        except _CALL_ERRORS as exc:
+            err = self._error(exc, doing)
+            if err.status == 422 and "test failed" in str(err):
+                err = Conflict(f"{doing}: the Deployment changed meanwhile: {err}", status=409)
+            raise err from exc
+        return True
 
     async def _read(self, namespace: str, name: str, doing: str) -> dict[str, Any]:
         try:

@@ -216,6 +216,19 @@ class LoadTotals:
 
 
 @dataclass(frozen=True, slots=True)
+class Sleepers:
+    """The warm tier's part of a target (``sleep-after`` set): its replicas asleep, the
+    share of a device they keep paid (0 beside a serving model, whose device is paid
+    for anyway; all of it alone on one; scaler.policy.warm_tier.gpu_use), the
+    level they sleep at and what a wake from it takes, seconds."""
+
+    asleep: int = 0
+    device_share: float = 1.0
+    level: int = 1
+    wake_s: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
 class Observation:
     """What the controller saw of one target at ``now``."""
 
@@ -234,6 +247,8 @@ class Observation:
     # the windows' averages: a wake's backlog is told from new demand by it
     # (scaler.policy.wake_backlog). None: no source has a value.
     concurrency_now: float | None = None
+    # The warm tier's sleepers (None: not in the warm tier, or not known).
+    sleepers: Sleepers | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +284,11 @@ class SloReport:
     reachable: bool = True
     goal_replicas: int = 0
     next_replica: float = 0.0
+    # With the warm tier: the replicas the load needs awake now; the rest of the
+    # count (the floor from recent peaks, kept for a burst) may sleep, since a
+    # wake within the objective meets the burst as an awake replica would.
+    # None: every replica stays awake.
+    awake_needed: int | None = None
 
     def as_json(self) -> dict[str, float | int | bool | str | None]:
         return {
@@ -288,6 +308,7 @@ class SloReport:
             "binding": self.binding,
             "hopeless_share": round(self.hopeless_share, 5),
             "headroom": round(self.headroom, 3),
+            "awake_needed": self.awake_needed,
             "slo_tpot_s": self.slo_tpot_s,
             "reachable": self.reachable,
             "goal_replicas": self.goal_replicas,

@@ -27,6 +27,7 @@ __all__ = [
     "EVENT_REASONS",
     "INVALID_ANNOTATION",
     "INVALID_ROUTING",
+    "MOVED",
     "NO_DEPLOYMENT_SELECTED",
     "ON_DEMAND_PINNED",
     "SEVERAL_DEPLOYMENTS_SELECTED",
@@ -58,6 +59,7 @@ SPOT_FALLBACK = "SpotFallback"
 SPOT_RECOVERED = "SpotRecovered"
 ON_DEMAND_PINNED = "OnDemandPinned"
 SLEPT = "Slept"
+MOVED = "Moved"
 WOKE = "Woke"
 WAKE_FAILED = "WakeFailed"
 SLEEP_MODE_UNAVAILABLE = "SleepModeUnavailable"
@@ -137,6 +139,12 @@ EVENT_REASONS: tuple[EventReason, ...] = (
     ),
     EventReason(SHAPE_RECOVERED, False, "GPU shapes: a capped shape serves again"),
     EventReason(SLEPT, False, "warm tier: an idle replica sleeps"),
+    EventReason(
+        MOVED,
+        False,
+        "warm tier: a sleeping replica moves off a GPU that holds only sleepers (its pod "
+        "template prefers a node whose GPU serves; the rollout starts a replacement there)",
+    ),
     EventReason(WOKE, False, "warm tier: a sleeping replica woke, and how long it took"),
     EventReason(WAKE_FAILED, True, "warm tier: waking a replica failed; a new one starts"),
     EventReason(

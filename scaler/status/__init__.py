@@ -62,13 +62,14 @@ lines under the table) and :mod:`~scaler.status.pools` (the InferencePools).
 """
 
 from scaler.status.command import HELP_LEGEND, configure, run, scaler_url, write_out
-from scaler.status.notes import not_opted_in_lines
+from scaler.status.notes import devices_line, not_opted_in_lines
 from scaler.status.rows import rows
 from scaler.status.table import render_table
 
 __all__ = [
     "HELP_LEGEND",
     "configure",
+    "devices_line",
     "not_opted_in_lines",
     "render_table",
     "rows",

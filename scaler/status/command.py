@@ -33,7 +33,7 @@ from scaler.kube.listing import (
     list_shape_companions,
 )
 from scaler.kube.types import ENABLED_LABEL, CompanionInfo
-from scaler.status.notes import not_opted_in_lines
+from scaler.status.notes import devices_line, not_opted_in_lines
 from scaler.status.pools import pool_rows
 from scaler.status.rows import rows, spot_policy
 from scaler.status.table import render_table
@@ -105,7 +105,10 @@ columns:
 """
 
 
-async def _live(url: str, timeout_s: float) -> dict[str, Mapping[str, Any]]:
+async def _live(
+    url: str, timeout_s: float
+) -> tuple[dict[str, Mapping[str, Any]], Mapping[str, Any] | None]:
+    """The leader's live view: each target's, and the GPU devices held (None: not said)."""
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     async with (
         aiohttp.ClientSession(timeout=timeout) as session,
@@ -113,7 +116,11 @@ async def _live(url: str, timeout_s: float) -> dict[str, Mapping[str, Any]]:
     ):
         resp.raise_for_status()
         body = await resp.json()
-    return {t["target"]: t for t in body.get("targets") or () if isinstance(t, dict)}
+    targets: dict[str, Mapping[str, Any]] = {
+        t["target"]: t for t in body.get("targets") or () if isinstance(t, dict)
+    }
+    devices = body.get("devices")
+    return targets, devices if isinstance(devices, dict) else None
 
 
 async def _main(args: argparse.Namespace) -> int:
@@ -144,10 +151,11 @@ async def _main(args: argparse.Namespace) -> int:
     finally:
         await access.close()
     live = None
+    devices = None
     failed = False
     if args.scaler_url:
         try:
-            live = await _live(args.scaler_url, args.timeout_s)
+            live, devices = await _live(args.scaler_url, args.timeout_s)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             # The API's view is still worth showing; only the live columns go.
             reason = str(exc) or type(exc).__name__
@@ -176,7 +184,7 @@ async def _main(args: argparse.Namespace) -> int:
             "no opted-in Deployments (label autoscaling.tidal.dev/enabled=true) or InferencePools"
         )
     if args.output != "json":
-        text = "\n".join([text, *not_opted_in_lines(labelled)])
+        text = "\n".join([text, *devices_line(devices), *not_opted_in_lines(labelled)])
     write_out(text)
     return 1 if failed else 0
 

@@ -6,7 +6,8 @@ capped), TTFT objectives (the goal, live the capacity learned and the
 attainment measured), requests held by priority class across the
 activators, and what Tidal does not act on: Deployments left alone for a
 bad annotation, routing annotations the activator cannot use, unknown keys,
-servers without sleep mode, and labels that opt nothing in.
+servers without sleep mode, and labels that opt nothing in; live, the GPU
+devices held across the cluster, each whole, by what they do.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from groundwork.rules.priority import PRIORITY_LABELS
 from scaler.kube.types import ENABLED_LABEL
 
-__all__ = ["not_opted_in_lines", "problem_lines", "under_table_lines"]
+__all__ = ["devices_line", "not_opted_in_lines", "problem_lines", "under_table_lines"]
 
 
 def not_opted_in_lines(labelled: Sequence[tuple[str, str]]) -> list[str]:
@@ -117,6 +118,27 @@ def _pair_line(row: Mapping[str, Any]) -> str:
             f" replicas wanted (${cost['saved_dollars']:.2f} saved so far)"
         )
     return line
+
+
+def devices_line(devices: Mapping[str, Any] | None) -> list[str]:
+    """The cost line of the whole cluster: the GPUs (and MIG instances) held, each whole
+    however many pods share it, by what they do, and their hours so far; [] unknown."""
+    if not devices:
+        return []
+    hours = devices.get("gpu_seconds") or {}
+
+    def h(use: str) -> str:
+        return f"{float(hours.get(use) or 0.0) / 3600:.2f}"
+
+    return [
+        "",
+        "GPU devices (each GPU or MIG instance whole, however many pods share it):",
+        f"{devices.get('held', 0)} held: {devices.get('serving', 0)} serving, "
+        f"{devices.get('starting', 0)} starting, {devices.get('sleeping_only', 0)} "
+        f"sleeping-only (sleepers alone: paid for nothing); GPU-hours since the scaler "
+        f"started: {h('serving')} serving, {h('starting')} starting, "
+        f"{h('sleeping_only')} sleeping-only",
+    ]
 
 
 def _shapes_line(row: Mapping[str, Any]) -> str:

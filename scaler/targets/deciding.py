@@ -31,12 +31,12 @@ change whose status write failed would be announced again.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scaler.kube.types import CompanionInfo, TargetSnapshot
 from scaler.placement.placer import Placer, pair_counts
 from scaler.placement.shaper import Shaper, ShapesMade
-from scaler.policy.api import Decision, ScalingConfig
+from scaler.policy.api import Decision, ScalingConfig, Sleepers
 from scaler.policy.decide import PolicyState
 from scaler.policy.placement.fallback import FallbackState
 from scaler.policy.placement.plan import PlacementPlan
@@ -74,11 +74,14 @@ class Decider:
         placer: Placer | None,
         wall_clock: Callable[[], float],
         shaper: Shaper | None = None,
+        sleepers: Callable[[str, TargetSnapshot], Sleepers | None] | None = None,
     ) -> None:
         self.signals = signals
         self.policy = policy
         self._placer = placer
         self._shaper = shaper
+        # The warm tier's sleepers of a target, for the policy (one plan with the tier).
+        self._sleepers = sleepers
         # Placement's pending-timeout is measured against the pods'
         # creationTimestamp, which the API server writes in wall time.
         self._wall_clock = wall_clock
@@ -139,6 +142,8 @@ class Decider:
             )
         ready, current = pair_counts(snap.deployment, companion, last_desired)
         observation = view.observation(ready=ready, spec=current, activation=activation)
+        if self._sleepers is not None and config.sleep_after_s is not None:
+            observation = replace(observation, sleepers=self._sleepers(snap.deployment.key, snap))
         decision, state = self.policy.decide(
             config=config, observation=observation, state=state, now=now
         )

@@ -77,6 +77,7 @@ class Publisher:
                 pods=snap.pods,
                 sleep_level=config.sleep_level,
                 mean_gap_s=None if made.state.slo is None else mean_gap_s(made.state.slo.gaps),
+                gaps=None if made.state.slo is None else made.state.slo.gaps,
             ),
         )
 

@@ -80,13 +80,17 @@ class Wakes:
         warm = self._warm
         if warm is None or config.sleep_after_s is None:
             return
-        tended = warm.tend(self._key, config, snap.pods, now)
+        # SLO-first scaling's count awake: the rest of its count is headroom the
+        # tier holds asleep (one plan: a wake within the objective meets a burst).
+        report = decision.slo if decision is not None else None
+        awake_needed = report.awake_needed if report is not None else None
+        tended = warm.tend(self._key, config, snap.pods, now, awake_needed)
         if tended is None:
             return  # not the leader: the tier keeps nothing
         self._metrics.set_sleeping(self._key, tended.asleep)
         if decision is None or idle or self._waking:
             return
-        if tended.wake_wanted(decision.desired):
+        if tended.wake_wanted(decision.desired if awake_needed is None else awake_needed):
             self._waking = True
             self._tasks.spawn(self._wake_more(warm), name=f"tidal-scaler-wake:{self._key}")
 

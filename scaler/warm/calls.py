@@ -7,8 +7,10 @@ and ``--enable-sleep-mode``): ``POST /sleep?level=N``, ``POST /wake_up`` (with
 tier fake replicas behind it.
 
 Main decision: every failure is one :class:`ReplicaCallFailed`, which says
-whether CUDA ran out of memory (the tier then makes room and tries again) and
-the replica's HTTP status (404 on ``/sleep``: the server has no sleep mode).
+whether CUDA ran out of memory (the tier then makes room and tries again),
+whether a level-1 sleep found no host memory for the weights (pinned
+allocation failed: the tier sleeps at level 2 instead) and the replica's
+HTTP status (404 on ``/sleep``: the server has no sleep mode).
 """
 
 from __future__ import annotations
@@ -25,11 +27,18 @@ class ReplicaCallFailed(Exception):
     """A call to a replica's development endpoint failed; ``out_of_memory`` when CUDA said so."""
 
     def __init__(
-        self, message: str, *, out_of_memory: bool = False, status: int | None = None
+        self,
+        message: str,
+        *,
+        out_of_memory: bool = False,
+        status: int | None = None,
+        host_memory: bool = False,
     ) -> None:
         super().__init__(message)
         self.out_of_memory = out_of_memory
         self.status = status  # the replica's HTTP status, when it answered
+        # The node's host memory could not take the weights (a level-1 sleep).
+        self.host_memory = host_memory
 
 
 class ReplicaCalls(Protocol):
@@ -62,11 +71,12 @@ class HttpReplicaCalls:
             ) as resp:
                 text = await resp.text()
                 if resp.status >= 300:
-                    oom = "out of memory" in text.lower()
+                    lowered = text.lower()
                     raise ReplicaCallFailed(
                         f"{method} {url} answered {resp.status}: {text[:200]}",
-                        out_of_memory=oom,
+                        out_of_memory="out of memory" in lowered,
                         status=resp.status,
+                        host_memory="host memory" in lowered or "pinned" in lowered,
                     )
                 return text
         except (aiohttp.ClientError, TimeoutError) as exc:

@@ -85,10 +85,29 @@ class WarmChoices:
         chosen = replicas_to_sleep(config, replicas, self.idle_since(target), now)
         return [name for name in chosen if name not in self._pool.no_sleep_pods]
 
+    def headroom_sleeps(
+        self, target: str, pods: Sequence[PodInfo], awake_needed: int | None
+    ) -> list[str]:
+        """Awake replicas beyond what the load needs awake (SLO-first scaling's
+        ``awake_needed``): headroom the tier holds asleep, the least loaded first and
+        never one with work on it."""
+        if awake_needed is None:
+            return []
+        entries = self._pool.entries
+        awake = [p for p in pods if p.ready and not p.terminating and pod_name(p) not in entries]
+        spare = len(awake) - awake_needed
+        idle = sorted(
+            (p for p in awake if self.pod_load(target, p.name) <= 0), key=lambda p: p.name
+        )
+        names = [pod_name(p) for p in idle if pod_name(p) not in self._pool.no_sleep_pods]
+        return names[: max(0, spare)]
+
     def still_idle(self, entry: PoolEntry) -> bool:
-        """At the end of a handoff: the model is still idle and no work reached the pod."""
+        """At the end of a handoff: the model is still idle (a replica slept as headroom:
+        its model may be busy) and no work reached the pod."""
         pod = entry.name.split("/", 1)[1]
-        return self.idle_since(entry.target) is not None and self.pod_load(entry.target, pod) <= 0
+        model_idle = entry.headroom or self.idle_since(entry.target) is not None
+        return model_idle and self.pod_load(entry.target, pod) <= 0
 
     def to_wake(self, target: str) -> PoolEntry | str:
         """The sleeping replica of ``target`` to wake, or why none."""
@@ -117,13 +136,13 @@ class WarmChoices:
         budget = snap.budget(uuid)
         if budget is None:
             return [], True
-        residents = self._residents_on(snap, uuid)
+        residents = self.residents_on(snap, uuid)
         plan = make_room(
             budget_mib=round(budget), residents=residents, waking_pod=entry_name, need_mib=need
         )
         return list(plan.sleep), plan.fits
 
-    def _residents_on(self, snap: GpuMemorySnapshot, uuid: str) -> list[Resident]:
+    def residents_on(self, snap: GpuMemorySnapshot, uuid: str) -> list[Resident]:
         """The pods on one GPU as the pure rules see them."""
         pool = self._pool
         residents = []
@@ -180,7 +199,7 @@ class WarmChoices:
         out = []
         for uuid in snap.free:
             budget = snap.budget(uuid)
-            residents = self._residents_on(snap, uuid)
+            residents = self.residents_on(snap, uuid)
             needs = [
                 pool.book.wake_need_mib(r.target) for r in residents if not r.awake and r.target
             ]

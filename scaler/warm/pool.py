@@ -50,6 +50,9 @@ class PoolEntry:
     level: int
     since: float
     task: asyncio.Task[None] | None = None  # a sleep waiting out its handoff
+    # Put to sleep as headroom (the model busy, this replica beyond what its load
+    # needs awake), not because the model is idle.
+    headroom: bool = False
 
     def cancel(self) -> None:
         if self.task is not None:

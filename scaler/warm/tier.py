@@ -77,6 +77,7 @@ from scaler.policy.warm_tier import BUSY_WAIT_S
 from scaler.warm.calls import HttpReplicaCalls, ReplicaCallFailed, ReplicaCalls
 from scaler.warm.choices import WarmChoices
 from scaler.warm.gpu_memory import GpuMemory
+from scaler.warm.moves import MoveSettings, WarmMoves
 from scaler.warm.pool import Phase, PoolEntry, WarmPool, address_of
 from scaler.warm.room import Lru, RoomMaker
 from scaler.warm.views import ModelView, WarmEvents
@@ -145,6 +146,20 @@ async def wake_sequence(calls: ReplicaCalls, entry: PoolEntry) -> None:
         await calls.wake_up(entry.base)
 
 
+async def sleep_call(calls: ReplicaCalls, entry: PoolEntry) -> None:
+    """The sleep call at ``entry``'s level; a level-1 sleep the node's host memory cannot
+    hold (its pinned allocation failed) sleeps at level 2 instead, which holds none:
+    the tier between level 1 and zero (``entry.level`` says which it got)."""
+    try:
+        await calls.sleep(entry.base, entry.level)
+    except ReplicaCallFailed as exc:
+        if entry.level != 1 or not exc.host_memory:
+            raise
+        log.info("%s: no host memory for a level-1 sleep; level 2 instead", entry.name)
+        entry.level = 2
+        await calls.sleep(entry.base, 2)
+
+
 async def _logged(call: Awaitable[None], what: str) -> None:
     """Run ``call``; a replica call that fails is logged as ``what``, not raised."""
     try:
@@ -167,6 +182,7 @@ class WarmTier:
         observe_wake: Callable[[str, float, bool], None] | None = None,
         memory: GpuMemory | None = None,
         leading: Callable[[], bool] | None = None,
+        move_settings: MoveSettings | None = None,
     ) -> None:
         self._calls = calls
         self._clock = clock
@@ -187,23 +203,34 @@ class WarmTier:
             handoff_s=self.settings.handoff_s,
             busy_wait_s=self.settings.busy_wait_s,
         )
+        # None: moves are off (scaler setting warm_moves); they are planned while leading.
+        self.moves = (
+            WarmMoves(self.pool, self.choices, views, move_settings, leading=self._leading)
+            if move_settings
+            else None
+        )
         self._tasks = BackgroundTasks()
 
     # -- what the reconcilers ask -----------------------------------------------------
 
     def tend(
-        self, target: str, config: ScalingConfig, pods: Sequence[PodInfo], now: float
+        self,
+        target: str,
+        config: ScalingConfig,
+        pods: Sequence[PodInfo],
+        now: float,
+        awake_needed: int | None = None,
     ) -> Tended | None:
         """A tick, after the target's decision: keep the books in step with its pods,
-        ask new pods whether they sleep, start the sleeps due. ``None`` when this
-        replica does not lead (the books are dropped: the next leader asks the pods)."""
+        ask new pods whether they sleep, start the sleeps due (above ``awake_needed``:
+        as headroom). ``None`` when not leading (the books are dropped)."""
         if not self._leading():
             self.pool.clear()
             return None
         self.pool.remember(target, config, pods)
         self.pool.forget_missing(target, pods)
         self.reconcile(target, config, pods)
-        self.consider_sleep(target, config, pods, now)
+        self.consider_sleep(target, config, pods, now, awake_needed)
         return Tended(self.pool.asleep_count(target), len(self.pool.awake_ready(pods)))
 
     async def wake_one(self, target: str, pods: Sequence[PodInfo]) -> WakeOutcome | None:
@@ -257,18 +284,26 @@ class WarmTier:
     # -- sleeping -----------------------------------------------------------------
 
     def consider_sleep(
-        self, target: str, config: ScalingConfig, pods: Sequence[PodInfo], now: float
+        self,
+        target: str,
+        config: ScalingConfig,
+        pods: Sequence[PodInfo],
+        now: float,
+        awake_needed: int | None = None,
     ) -> list[str]:
-        """Start putting the target's idle replicas to sleep when due; the pods started."""
+        """Start putting the target's idle replicas to sleep when due, and its replicas
+        beyond ``awake_needed`` as headroom; the pods started."""
         by_name = {f"{p.namespace}/{p.name}": p for p in pods}
         started = []
-        for name in self.choices.due_sleeps(target, config, pods, now):
+        idle = self.choices.due_sleeps(target, config, pods, now)
+        spare = [] if idle else self.choices.headroom_sleeps(target, pods, awake_needed)
+        for name in [*idle, *spare]:
             address = address_of(by_name[name], config)
             if address is None:
                 continue
             entry = PoolEntry(
                 target, name, address[0], address[1], by_name[name].node, Phase.DRAINING,
-                config.sleep_level, now,
+                config.sleep_level, now, headroom=name in spare,
             )  # fmt: skip
             self.pool.entries[name] = entry
             entry.task = asyncio.ensure_future(self._sleep(entry))
@@ -288,7 +323,7 @@ class WarmTier:
                     self.pool.drop(entry)  # work arrived (or the Lease left): back in rotation
                     return
                 try:
-                    await self._calls.sleep(entry.base, entry.level)
+                    await sleep_call(self._calls, entry)
                 except ReplicaCallFailed as exc:
                     if not self._no_sleep_mode(entry.target, entry.name, exc):
                         log.warning(
@@ -319,11 +354,8 @@ class WarmTier:
         return True
 
     async def sleep_now(self, target: str, pod: str, *, level: int = 1) -> None:
-        """Put an idle awake replica of another model to sleep now, to make room.
-
-        As for any sleep, its endpoint is announced first and the call waits
-        the handoff, then checks that no request reached the pod meanwhile.
-        """
+        """Put an idle awake replica of another model to sleep now, to make room (announced,
+        the handoff waited, then checked that no request reached it meanwhile)."""
         if pod in self.pool.entries:
             raise ReplicaCallFailed(f"{pod} is already asleep or changing")
         address = self.pool.addresses.get(pod)
@@ -343,7 +375,7 @@ class WarmTier:
                 if not self._leading():
                     raise ReplicaCallFailed("this scaler no longer leads")
                 try:
-                    await self._calls.sleep(entry.base, entry.level)
+                    await sleep_call(self._calls, entry)
                 except ReplicaCallFailed as exc:
                     self._no_sleep_mode(target, pod, exc)
                     raise
@@ -353,18 +385,16 @@ class WarmTier:
         entry.phase = Phase.SLEEPING
         entry.since = self._clock()
         self.pool.counter(target).sleeps += 1
-        log.info("%s: %s sleeps (level %d) to make room on its GPU", target, pod, level)
-        self._notify(target, SLEPT, f"{pod} sleeps (level {level}) to make room on its GPU", False)
+        got = entry.level
+        log.info("%s: %s sleeps (level %d) to make room on its GPU", target, pod, got)
+        self._notify(target, SLEPT, f"{pod} sleeps (level {got}) to make room on its GPU", False)
 
     # -- waking -------------------------------------------------------------------
 
     async def wake(self, target: str, *, lru: Lru | None = None) -> WakeOutcome:
-        """Wake one sleeping replica of ``target``; see the module docstring.
-
-        ``lru(node, target)`` lists ``(target, pod, sleep level)`` of idle awake
-        replicas of *other* warm-tier models on that node, least recently used first
-        (by default :meth:`~scaler.warm.choices.WarmChoices.lru_on`, from the views).
-        """
+        """Wake one sleeping replica of ``target`` (module docstring). ``lru(node, target)``
+        lists ``(target, pod, sleep level)`` of idle awake replicas of *other* warm-tier
+        models on that node, least recently used first (default: ``choices.lru_on``)."""
         self.pool.cancel_draining(target)  # draining pods go back into rotation
         chosen = self.choices.to_wake(target)
         if isinstance(chosen, str):

@@ -25,6 +25,7 @@ from scaler.actuator import Actuator
 from scaler.kube.types import PodInfo, TargetSnapshot
 from scaler.metrics import Metrics
 from scaler.policy.events import SLEPT
+from scaler.policy.idle.keep_alive import IdleGaps
 
 __all__ = ["ActuatorEvents", "ModelBoard", "ModelView", "WarmEvents"]
 
@@ -49,6 +50,7 @@ class ModelView:
     pods: tuple[PodInfo, ...] = ()
     sleep_level: int | None = None
     mean_gap_s: float | None = None
+    gaps: IdleGaps | None = None  # its idle gaps (with ``slo-ttft``), for moves
 
     def next_request_s(self) -> float:
         """When its next request is expected: last use plus its mean gap; +inf unknown."""

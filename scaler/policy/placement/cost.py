@@ -12,9 +12,12 @@ that is still starting, both hold GPUs, but only one is wanted.
 
 What counts: a replica holds its GPUs from the moment it is bound to a node
 until it ends, Ready or not (a cloud bills a loading model's GPU too).
-GPUs per pod come from its ``nvidia.com/gpu`` request; the price from
-:class:`PriceTable` by capacity type and GPU model (the node's
-``nvidia.com/gpu.product`` label), falling back to the ``*`` entry.
+GPUs per pod come from its ``nvidia.com/gpu`` (or ``nvidia.com/mig-*``)
+request, or, where devices are shared, from its share of the devices it is
+on (``shares``: :mod:`scaler.policy.placement.devices`, each device whole,
+split evenly among its pods); the price from :class:`PriceTable` by
+capacity type and GPU model (the node's ``nvidia.com/gpu.product`` label),
+falling back to the ``*`` entry.
 
 Default prices (:data:`DEFAULT_PRICES`, dollars per GPU-hour) are list
 prices and an assumption, stated so they can be replaced with your own
@@ -37,21 +40,27 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from groundwork.gpu_catalog import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from scaler.policy.placement.availability import CapacityType, PodFacts
 
 __all__ = [
     "ANY_MODEL",
     "DEFAULT_PRICES",
+    "DEVICE_RESOURCES",
     "CostMeter",
     "CostRate",
     "PriceTable",
     "cost_rate",
+    "gpu_requests",
     "gpus_requested",
     "holds_gpus",
     "on_demand_equivalent_per_hour",
 ]
 
 ANY_MODEL = "*"
+#: The whole-GPU resources: the device plugin's own, and its name for time-sliced
+#: replicas under ``renameByDefault``.
+DEVICE_RESOURCES = (GPU_RESOURCE, GPU_RESOURCE + ".shared")
 _SPOT_SHARE = 0.30  # spot at 30% of on-demand: see the module docstring
 
 _ON_DEMAND_LIST = {
@@ -95,26 +104,35 @@ DEFAULT_PRICES = PriceTable(
 )
 
 
-GPU_RESOURCE = "nvidia.com/gpu"
-
-
 def gpus_requested(pod_spec: Mapping[str, Any]) -> int:
-    """GPUs a pod spec asks for: its containers' ``nvidia.com/gpu`` (requests default to limits).
+    """GPU devices a pod spec asks for: its containers' ``nvidia.com/gpu`` and
+    ``nvidia.com/mig-*`` (a MIG instance is a device of its own; requests default
+    to limits).
 
     Extended resources are whole numbers; anything else is a bad spec and
     counts as 0 here rather than failing the tick (the API server refuses
     such pods anyway).
     """
-    total = 0
+    return sum(gpu_requests(pod_spec).values())
+
+
+def gpu_requests(pod_spec: Mapping[str, Any]) -> dict[str, int]:
+    """The device resources a pod spec asks for, by resource (see :func:`gpus_requested`)."""
+    total: dict[str, int] = {}
     for container in pod_spec.get("containers") or ():
         resources = container.get("resources") or {}
-        value = (resources.get("requests") or {}).get(GPU_RESOURCE)
-        if value is None:
-            value = (resources.get("limits") or {}).get(GPU_RESOURCE)
-        try:
-            total += max(0, int(str(value))) if value is not None else 0
-        except ValueError:
-            continue
+        limits = resources.get("limits") or {}
+        requests = resources.get("requests") or {}
+        for name in {*limits, *requests}:
+            if name not in DEVICE_RESOURCES and not str(name).startswith(MIG_RESOURCE_PREFIX):
+                continue
+            value = requests.get(name, limits.get(name))
+            try:
+                units = max(0, int(str(value)))
+            except ValueError:
+                continue
+            if units:
+                total[name] = total.get(name, 0) + units
     return total
 
 
@@ -139,8 +157,19 @@ class CostRate:
         return self.on_demand_equivalent_per_hour - self.total_per_hour
 
 
+def _units(pod: PodFacts, shares: Mapping[str, float] | None) -> float:
+    """The devices charged to ``pod``: its share where devices are shared, else its request."""
+    if shares is None:
+        return float(pod.gpus)
+    return shares.get(pod.name, 0.0)
+
+
 def on_demand_equivalent_per_hour(
-    pods: Iterable[PodFacts], prices: PriceTable, *, wanted: int | None = None
+    pods: Iterable[PodFacts],
+    prices: PriceTable,
+    *,
+    wanted: int | None = None,
+    shares: Mapping[str, float] | None = None,
 ) -> float:
     """What the model would cost per hour all on demand.
 
@@ -152,23 +181,29 @@ def on_demand_equivalent_per_hour(
     the GPUs ``pods`` hold, each at its on-demand price.
     """
     held = [p for p in pods if holds_gpus(p)]
-    total = sum(p.gpus * prices.price(CapacityType.ON_DEMAND, p.gpu_model) for p in held)
+    total = sum(_units(p, shares) * prices.price(CapacityType.ON_DEMAND, p.gpu_model) for p in held)
     if wanted is None:
         return total
     return total / len(held) * wanted if held else 0.0
 
 
 def cost_rate(
-    pods: Iterable[PodFacts], prices: PriceTable, *, wanted: int | None = None
+    pods: Iterable[PodFacts],
+    prices: PriceTable,
+    *,
+    wanted: int | None = None,
+    shares: Mapping[str, float] | None = None,
 ) -> CostRate:
     """Dollars per hour now; the saving against all on demand for ``wanted`` replicas
-    (:func:`on_demand_equivalent_per_hour`)."""
+    (:func:`on_demand_equivalent_per_hour`); ``shares``: the devices charged to each
+    pod by name where devices are shared (else each pod's request)."""
     pods = list(pods)
     per_hour = dict.fromkeys(CapacityType, 0.0)
     for pod in pods:
         if holds_gpus(pod):
-            per_hour[pod.capacity_type] += pod.gpus * prices.price(pod.capacity_type, pod.gpu_model)
-    equivalent = on_demand_equivalent_per_hour(pods, prices, wanted=wanted)
+            price = prices.price(pod.capacity_type, pod.gpu_model)
+            per_hour[pod.capacity_type] += _units(pod, shares) * price
+    equivalent = on_demand_equivalent_per_hour(pods, prices, wanted=wanted, shares=shares)
     return CostRate(per_hour=per_hour, on_demand_equivalent_per_hour=equivalent)
 
 
@@ -195,21 +230,25 @@ class CostMeter:
         seconds: float,
         prices: PriceTable,
         wanted: int | None = None,
+        shares: Mapping[str, float] | None = None,
     ) -> CostMeter:
         """The totals after ``seconds`` more with ``pods`` as they are now (the
-        on-demand equivalent for ``wanted`` replicas: :func:`on_demand_equivalent_per_hour`)."""
+        on-demand equivalent for ``wanted`` replicas: :func:`on_demand_equivalent_per_hour`;
+        ``shares`` as for :func:`cost_rate`)."""
         if seconds < 0:
             raise ValueError(f"seconds must be >= 0, got {seconds}")
         pods = list(pods)
         gpu_seconds = dict(self.gpu_seconds)
         dollars = dict(self.dollars)
         equivalent = self.on_demand_equivalent_dollars + (
-            on_demand_equivalent_per_hour(pods, prices, wanted=wanted) * seconds / 3600
+            on_demand_equivalent_per_hour(pods, prices, wanted=wanted, shares=shares)
+            * seconds
+            / 3600
         )
         for pod in pods:
             if not holds_gpus(pod):
                 continue
-            used = pod.gpus * seconds
+            used = _units(pod, shares) * seconds
             gpu_seconds[pod.capacity_type] += used
             dollars[pod.capacity_type] += (
                 used / 3600 * prices.price(pod.capacity_type, pod.gpu_model)

@@ -26,12 +26,19 @@ panic. Pure: the state goes in and comes out (``PolicyState.slo``, a frozen
 4. **To zero** when ``min-scale`` is 0, nothing is busy, every source is
    fresh, and the expected-cost rule (:mod:`scaler.policy.idle.keep_alive`) says a
    request within the next cold start is too unlikely to pay for staying
-   warm. It replaces the grace period.
+   warm. It replaces the grace period. With the warm tier
+   (``sleep-after``), staying means sleeping: the same rule with the wake in
+   place of the cold start and the sleepers' share of a device as the price
+   of staying (:func:`~scaler.policy.warm_tier.choose_depth`: nothing beside a
+   serving model, so a sleeper there stays), one plan with the tier.
 5. **Down** along a floor from recent peaks that fades
    (:mod:`scaler.policy.slo.floor`): a count wanted is held for a cold start,
    then falls one replica per cold start (the ski-rental break-even: a
    replica let go and wanted back costs a cold start of GPU time and arrives
-   late).
+   late). With the warm tier and a wake that fits the objective, the count
+   the load needs now is reported apart (``awake_needed``): the floor's
+   replicas above it are headroom the tier may hold asleep, since a burst
+   they are kept for is met by a wake as it would be by an awake replica.
 6. **No data is not zero load**: while a configured signal or a demand
    source is stale, or the history is too short to know the load's mean
    (a fleet taken over, the first minutes of bursts), the count may rise
@@ -61,6 +68,7 @@ from scaler.policy.idle.keep_alive import KeepAliveOdds, keep_alive_odds
 from scaler.policy.slo.floor import fading_floor, floor_window_s
 from scaler.policy.slo.sizing import Sizing, SizingGoal, lookback_for, replicas_for
 from scaler.policy.slo.state import SloState, recent_window_s
+from scaler.policy.warm_tier.depth import ZERO, Rungs, choose_depth
 from scaler.policy.windows import MaxHold
 
 __all__ = ["SloState", "decide_slo"]
@@ -164,14 +172,15 @@ def decide_slo(
             attainment=config.slo_attainment,
             now=now,
         )
-        if config.min_scale == 0 and not busy and fresh and not odds.keep:  # 4. to zero
-            outcome = _Outcome(0, Reason.SCALED_TO_ZERO, f"idle: {odds.why}", MaxHold())
+        stay, why = _stay(config, observation, odds, slo, cold_start_s, now)
+        if config.min_scale == 0 and not busy and fresh and not stay:  # 4. to zero
+            outcome = _Outcome(0, Reason.SCALED_TO_ZERO, f"idle: {why}", MaxHold())
         else:
             # A history shorter than a cold start forecasts nothing yet: keep what
             # is there (a warm fleet taken over) until it has seen one.
             young = not sizing.settled or sizing.rising
             outcome = _sized(
-                config, state, sizing, want, odds, current, (fresh, young), cold_start_s, now
+                config, state, sizing, want, why, current, (fresh, young), cold_start_s, now
             )
     changed = state.last_desired is None or outcome.desired != state.last_desired
     decision = Decision(
@@ -200,6 +209,7 @@ def decide_slo(
             next_replica=sizing.next_replica,
             headroom=goal.headroom,
             slo_tpot_s=config.slo_tpot_s,
+            awake_needed=_awake_needed(config, observation, want, outcome.desired),
         ),
     )
     new_state = replace(
@@ -214,6 +224,49 @@ def decide_slo(
         last_reason=outcome.reason,
     )
     return decision, new_state
+
+
+def _stay(
+    config: ScalingConfig,
+    observation: Observation,
+    odds: KeepAliveOdds,
+    slo: SloState,
+    cold_start_s: float,
+    now: float,
+) -> tuple[bool, str]:
+    """Step 4's question, whether an idle target keeps its replicas, and why: the
+    keep-alive odds, or with the warm tier, sleeping against zero on expected cost."""
+    sleepers = observation.sleepers
+    if config.sleep_after_s is None or sleepers is None or config.slo_ttft_s is None:
+        return odds.keep, odds.why
+    rungs = Rungs(
+        wake_s={sleepers.level: sleepers.wake_s},
+        cold_start_s=max(cold_start_s, 1e-3),
+        wake_budget_s=config.slo_ttft_s,
+        attainment=config.slo_attainment,
+    )
+    depth = choose_depth(
+        slo.gaps,
+        rungs=rungs,
+        now=now,
+        device_share=min(1.0, max(0.0, sleepers.device_share)),
+        allowed=(sleepers.level, ZERO),
+    )
+    where = "beside a serving model" if sleepers.device_share == 0 else "holding its device"
+    return depth.rung != ZERO, f"asleep {where}: {depth.why}"
+
+
+def _awake_needed(
+    config: ScalingConfig, observation: Observation, want: int, desired: int
+) -> int | None:
+    """The replicas the load needs awake now, when the warm tier may hold the rest of
+    ``desired`` asleep (a wake within the objective); None: all stay awake."""
+    sleepers = observation.sleepers
+    if config.sleep_after_s is None or sleepers is None or config.slo_ttft_s is None:
+        return None
+    if sleepers.wake_s > config.slo_ttft_s or desired == 0:
+        return None
+    return min(desired, max(1, config.min_scale, want))
 
 
 def _from_zero(
@@ -239,7 +292,7 @@ def _sized(
     state: PolicyState,
     sizing: Sizing,
     want: int,
-    odds: KeepAliveOdds,
+    why: str,
     current: int,
     fresh_young: tuple[bool, bool],
     cold_start_s: float,
@@ -286,5 +339,5 @@ def _sized(
             hold,
         )
     if sizing.replicas == 0:
-        return _Outcome(desired, Reason.STEADY, f"idle, kept warm: {odds.why}", hold)
+        return _Outcome(desired, Reason.STEADY, f"idle, kept: {why}", hold)
     return _Outcome(desired, Reason.STEADY, sizing.why, hold)

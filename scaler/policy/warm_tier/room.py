@@ -37,14 +37,18 @@ from dataclasses import dataclass, field, replace
 
 __all__ = [
     "BUSY_WAIT_S",
+    "HANDOFF_S",
     "MemoryBook",
     "Resident",
     "RoomPlan",
     "WakePlan",
+    "busy_model",
+    "holeless",
     "keep_room_to_wake",
     "make_room",
     "place_pod",
     "plan_wake",
+    "settled",
 ]
 
 
@@ -52,6 +56,22 @@ __all__ = [
 #: before it falls back to a cold start: a request about to finish, not a
 #: cold start's worth of serving (the scaler cannot see when one will end).
 BUSY_WAIT_S = 10.0
+
+#: How long a replica is announced as not routable before it is put to sleep:
+#: two of the activators' one-second report periods, so that every activator
+#: has stopped sending to it. Every sleep pays it, a sleep to make room for a
+#: wake included, which is why a wake that finds no room waits some 3 s more.
+HANDOFF_S = 2.0
+
+
+def settled(residents: Iterable[Resident]) -> list[Resident]:
+    """``residents`` as they will be once the sleeps under way are done."""
+    return [
+        r
+        if r.draining_to_mib is None
+        else replace(r, used_mib=r.draining_to_mib, draining_to_mib=None, free_at_s=None)
+        for r in residents
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +88,16 @@ class Resident:
     # The model's mean idle gap (None: no history yet): its next request is
     # expected at its idle start plus this.
     mean_gap_s: float | None = None
-    # A busy pod: when its work is expected to end (None: unknown).
+    # A busy pod: when its work is expected to end (None: unknown); a pod whose
+    # sleep is under way: when its memory is given back.
     free_at_s: float | None = None
+    # P(the model is asked for within the next cold start), from its gaps: what
+    # a sleeper here risks when a new pod's cold start takes its room to wake.
+    p_soon: float = 0.0
+    # A sleep under way (announced, or its call running): what the pod holds
+    # once it is done; None: no sleep under way. Its memory until then is
+    # ``used_mib``, and it is never chosen to make room (it is already going).
+    draining_to_mib: int | None = None
 
     def next_request_s(self) -> float:
         """When the model's next request is expected; +inf without a history."""
@@ -80,11 +108,14 @@ class Resident:
 
 @dataclass(frozen=True, slots=True)
 class RoomPlan:
-    """``sleep``: pods to put to sleep first, in order; ``fits``: then the wake fits."""
+    """``sleep``: pods to put to sleep first, in order; ``fits``: then the wake fits;
+    ``blocked``: for a new pod, the wakes its cold start is expected to leave without
+    room (the sleepers' chances of a request meanwhile, summed)."""
 
     sleep: tuple[str, ...]
     fits: bool
     free_mib: int
+    blocked: float = 0.0
 
 
 def make_room(
@@ -121,7 +152,13 @@ def make_room(
 
 
 def place_pod(
-    *, budget_mib: int, residents: Iterable[Resident], new_mib: int, wake_need_mib: int
+    *,
+    budget_mib: int,
+    residents: Iterable[Resident],
+    new_mib: int,
+    wake_need_mib: int,
+    busy_gap_s: float = 0.0,
+    max_blocked: float = 0.0,
 ) -> RoomPlan:
     """May a new pod of ``new_mib`` awake go on this GPU, and what sleeps first.
 
@@ -130,28 +167,86 @@ def place_pod(
     a wake that finds only busy pods beside it falls back to a cold start.
     So the memory pinned by busy pods, sleeping residues and the new pod
     must leave ``wake_need_mib`` free on a GPU that holds sleeping pods.
+    A model asked for more often than every ``busy_gap_s`` counts as busy: it
+    is never slept for room (:func:`keep_room_to_wake`). Where the new pod would leave
+    no room to wake for its cold start, it may still go when the sleepers there
+    are unlikely to be asked for meanwhile: their chances summed (``blocked``)
+    under ``max_blocked``.
     """
-    everyone = list(residents)
+    everyone = settled(residents)  # a sleep under way is done long before a cold start
+    # A model too busy to sleep is not put to sleep to make the room either.
+    everyone = [replace(r, busy=True) if busy_model(r, busy_gap_s) else r for r in everyone]
+
+    def pinning(r: Resident) -> bool:
+        return r.busy or not r.awake
+
+    blocked = 0.0
     if any(not r.awake for r in everyone):
-        pinned = new_mib + sum(r.used_mib for r in everyone if r.busy or not r.awake)
+        pinned = new_mib + sum(r.used_mib for r in everyone if pinning(r))
         if pinned + wake_need_mib > budget_mib:
-            return RoomPlan(sleep=(), fits=False, free_mib=budget_mib - pinned)
-    return make_room(budget_mib=budget_mib, residents=everyone, waking_pod="", need_mib=new_mib)
+            blocked = sum(r.p_soon for r in everyone if not r.awake)
+            if blocked >= max_blocked:
+                return RoomPlan(sleep=(), fits=False, free_mib=budget_mib - pinned, blocked=blocked)
+    plan = make_room(budget_mib=budget_mib, residents=everyone, waking_pod="", need_mib=new_mib)
+    return replace(plan, blocked=blocked)
 
 
 def keep_room_to_wake(
-    *, budget_mib: int, residents: Iterable[Resident], wake_need_mib: int
+    *,
+    budget_mib: int,
+    residents: Iterable[Resident],
+    wake_need_mib: int,
+    busy_gap_s: float = 0.0,
 ) -> tuple[str, ...]:
     """Idle awake pods to put to sleep now so that a sleeping pod on this GPU can
     wake without waiting for a sleep first (an awake-sized hole); () when the GPU
-    holds no sleeping pod, the hole is there, or only busy pods fill it."""
-    everyone = list(residents)
+    holds no sleeping pod, the hole is there, or only busy pods fill it.
+
+    A model whose requests come more often than every ``busy_gap_s`` (its mean
+    gap) counts as busy here: slept for a hole, it would be woken again for
+    most of its requests, each wake taking the very hole it made (and every
+    sleep is announced for a handoff first, which its next request would
+    cancel). Such a model keeps its slot, and a device where models like it
+    leave no hole is one whose sleepers belong elsewhere (:func:`holeless`).
+    """
+    everyone = settled(residents)  # the hole a sleep under way makes counts
     if all(r.awake for r in everyone):
         return ()
+    everyone = [replace(r, busy=True) if busy_model(r, busy_gap_s) else r for r in everyone]
     plan = make_room(
         budget_mib=budget_mib, residents=everyone, waking_pod="", need_mib=wake_need_mib
     )
     return plan.sleep if plan.fits else ()
+
+
+def busy_model(r: Resident, busy_gap_s: float) -> bool:
+    """An awake model asked for more often than every ``busy_gap_s`` on average:
+    one that keeps its slot (:func:`keep_room_to_wake`)."""
+    return r.awake and r.mean_gap_s is not None and r.mean_gap_s <= busy_gap_s
+
+
+def holeless(
+    *,
+    budget_mib: int,
+    residents: Iterable[Resident],
+    wake_need_mib: int,
+    busy_gap_s: float,
+) -> bool:
+    """A device holding sleepers where no room to wake can be kept for long: its
+    awake models are too busy to be slept for a hole (:func:`keep_room_to_wake`)
+    and fill the room a wake needs, whatever they are doing this moment. Its
+    sleepers' wakes would each wait for a sleep beside them, and miss the
+    objective."""
+    everyone = settled(residents)
+    if all(r.awake for r in everyone):
+        return False
+    everyone = [
+        replace(r, busy=busy_model(r, busy_gap_s), idle_since_s=r.idle_since_s or 0.0)
+        for r in everyone
+    ]
+    return not make_room(
+        budget_mib=budget_mib, residents=everyone, waking_pod="", need_mib=wake_need_mib
+    ).fits
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,39 +266,78 @@ def plan_wake(
     need_mib: int,
     now: float,
     max_wait_s: float,
+    evict_s: float = 0.0,
+    busy_gap_s: float = 0.0,
 ) -> WakePlan:
-    """Room for a wake now, or at the first moment within ``max_wait_s`` when
-    busy pods whose work is expected to end (``free_at_s``) can be slept.
+    """The soonest room for a wake: now, when a sleep under way beside it is done, or
+    when busy pods whose work is expected to end (``free_at_s``) can be slept, within
+    ``max_wait_s``.
 
-    ``max_wait_s`` is what falling back costs (a cold start, less the wake):
-    a wake blocked only by a request about to finish waits for it instead.
+    ``evict_s``: how long a sleep to make room takes before its memory is free
+    (the handoff and the sleep call), so waiting for a sleep already under way
+    beats starting another when it ends sooner. ``max_wait_s`` is what falling
+    back costs (a cold start, less the wake): a wake blocked only by a request
+    about to finish waits for it instead. A model asked for more often than
+    every ``busy_gap_s`` is put to sleep for it only when nothing else makes
+    room in time: its next request would cancel the sleep, or need a wake of
+    its own.
     """
-    plan = make_room(
-        budget_mib=budget_mib, residents=residents, waking_pod=waking_pod, need_mib=need_mib
+    spared = [
+        replace(r, busy=True, free_at_s=None) if busy_model(r, busy_gap_s) and not r.busy else r
+        for r in residents
+    ]
+    plan = _soonest_room(spared, budget_mib, waking_pod, need_mib, now, max_wait_s, evict_s)
+    if plan.fits or busy_gap_s <= 0:
+        return plan
+    return _soonest_room(
+        list(residents), budget_mib, waking_pod, need_mib, now, max_wait_s, evict_s
     )
-    if plan.fits:
-        return WakePlan(plan.sleep, True, now)
+
+
+def _soonest_room(
+    residents: list[Resident],
+    budget_mib: int,
+    waking_pod: str,
+    need_mib: int,
+    now: float,
+    max_wait_s: float,
+    evict_s: float,
+) -> WakePlan:
     ends = sorted(
         {
             r.free_at_s
             for r in residents
-            if r.busy and r.awake and r.pod != waking_pod and r.free_at_s is not None
+            if ((r.busy and r.awake) or r.draining_to_mib is not None)
+            and r.pod != waking_pod
+            and r.free_at_s is not None
             if now < r.free_at_s <= now + max_wait_s
         }
     )
-    for t in ends:
-        then = [
-            replace(r, busy=False, idle_since_s=r.free_at_s)
-            if r.busy and r.free_at_s is not None and r.free_at_s <= t
-            else r
-            for r in residents
-        ]
+    best: WakePlan | None = None
+    best_ready = math.inf
+    for t in (now, *ends):
+        if t >= best_ready:
+            break
+        then = [_at(r, t) for r in residents]
         plan = make_room(
             budget_mib=budget_mib, residents=then, waking_pod=waking_pod, need_mib=need_mib
         )
-        if plan.fits:
-            return WakePlan(plan.sleep, True, t)
-    return WakePlan((), False, now)
+        ready = t + (evict_s if plan.sleep else 0.0)
+        if plan.fits and ready < best_ready:
+            best, best_ready = WakePlan(plan.sleep, True, t), ready
+    return best if best is not None else WakePlan((), False, now)
+
+
+def _at(r: Resident, t: float) -> Resident:
+    """``r`` at ``t``: a busy pod whose work ended by then is idle, a sleep done by then
+    holds only what it keeps asleep."""
+    if r.free_at_s is None or r.free_at_s > t:
+        return r
+    if r.draining_to_mib is not None:
+        return replace(r, used_mib=r.draining_to_mib, draining_to_mib=None, free_at_s=None)
+    if r.busy:
+        return replace(r, busy=False, idle_since_s=r.free_at_s)
+    return r
 
 
 @dataclass(slots=True)

@@ -28,7 +28,14 @@ import sys
 
 from scaler.kube.types import CompanionInfo
 from scaler.policy.api import SloReport
-from scaler.status import HELP_LEGEND, configure, not_opted_in_lines, render_table, rows
+from scaler.status import (
+    HELP_LEGEND,
+    configure,
+    devices_line,
+    not_opted_in_lines,
+    render_table,
+    rows,
+)
 from tests.unit.scaler.fakes import deployment
 
 
@@ -294,3 +301,15 @@ def test_held_requests_by_class_are_shown_where_classes_are_in_use() -> None:
         in text
     )
     assert "default/plain:" not in text  # everything standard, nothing shed: as before
+
+
+def test_the_gpus_held_are_said_whole_by_use_under_the_table() -> None:
+    devices = {
+        "held": 3, "serving": 2, "starting": 0, "sleeping_only": 1,
+        "gpu_seconds": {"serving": 7200.0, "starting": 360.0, "sleeping_only": 1800.0},
+    }  # fmt: skip
+    lines = devices_line(devices)
+    assert lines[1].startswith("GPU devices (each GPU or MIG instance whole")
+    assert lines[2].startswith("3 held: 2 serving, 0 starting, 1 sleeping-only")
+    assert lines[2].endswith("2.00 serving, 0.10 starting, 0.50 sleeping-only")
+    assert devices_line(None) == []

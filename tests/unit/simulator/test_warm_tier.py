@@ -1,7 +1,19 @@
-"""The warm tier on a pool of shared GPUs, against scale-to-zero alone (simulator.warm_tier).
+"""The warm tier on a pool of shared devices, against scale-to-zero alone (simulator.warm_tier).
 
-Carries over the cases of the removed ``simulator.warm_pool`` tests, now
-through the product's annotations and the shared sleep-mode timings.
+Covers: a request after a sleep waits for a wake, not a cold start, and the
+bill counts the device whole, split into starting, serving and
+sleeping-only seconds (a sleep is announced for the scaler's handoff
+first); wake and sleep times are the fake vLLM's; three models alternating
+share one device only with the tier; a new pod on a full device puts the
+least recently used to sleep (after the handoff); a new pod leaves room for
+a sleeping one to wake; a wake blocked by a request about to finish waits
+for it, one that cannot fit in time falls back to a cold start; a sleeper
+stays asleep past its grace period on expected cost; a level-1 sleep that
+the node's host memory cannot hold sleeps at level 2 and wakes in level 2's
+time; a device of sleepers alone is emptied by moving its sleeper beside a
+serving model (a replacement, then the old pod removed), after which its
+request is a wake; bad configuration is refused; the runner and the CLI
+carry the tier, with the bill's split in ``--json``.
 """
 
 from __future__ import annotations
@@ -13,6 +25,7 @@ import pytest
 from loadtests.sandbox.servers.sleep_mode import WAKE_TAGS, SleepParams
 from scaler.cli import main as tidal
 from scaler.policy.protocol import InvalidTargetConfig
+from scaler.policy.warm_tier import HANDOFF_S
 from simulator.engine import LlmParams
 from simulator.engine.sleep_timing import sleep_seconds, wake_seconds
 from simulator.runner import SimulationOptions, run_policies
@@ -24,7 +37,7 @@ A = "autoscaling.tidal.dev/"
 ZERO = {A + "scale-to-zero-grace-period": "10m"}
 WARM = {**ZERO, A + "sleep-after": "60s", A + "sleep-level": "1"}
 WORLD = WorldConfig(cold_start=ColdStart(60.0))
-POOL = PoolConfig()  # two pods fit awake on a GPU, four slices
+POOL = PoolConfig()  # two pods fit awake on a device
 ENGINE = LlmParams()
 WAKE_S = wake_seconds(POOL.weights_mib, 1, ("weights", "kv_cache"))
 
@@ -58,14 +71,17 @@ def test_a_request_after_sleep_waits_for_a_wake_not_a_cold_start() -> None:
     warm_up = ENGINE.step_time_s(decoding=0, prefill_tokens=1)
     assert ttft(warm, 1) == pytest.approx(WAKE_S + warm_up + prefill())
     assert ttft(zero, 1) == pytest.approx(prefill())  # still awake within its grace period
-    # The one GPU is held from 0 to the end of the run (the grace period outlasts it);
-    # with the tier it sleeps from 60 s idle to the second request.
+    # The one device is held from 0 to the end of the run (the grace period outlasts
+    # it): starting for the cold start, serving until its sleep is done (announced
+    # for the handoff at 60 s idle, then the sleep call), sleeping-only until the
+    # second request wakes it.
     card = warm.scorecard
-    held = card.gpu_seconds_awake + card.gpu_seconds_asleep + card.gpu_seconds_starting
+    held = card.gpu_seconds_serving + card.gpu_seconds_sleeping_only + card.gpu_seconds_starting
     assert held == pytest.approx(card.gpu_seconds)
     assert card.gpu_seconds_starting == pytest.approx(60.0)
-    assert card.gpu_seconds_asleep == pytest.approx(300.0 - (60.0 + prefill()) - 60.0)
-    assert zero.scorecard.gpu_seconds_asleep == 0.0
+    asleep_at = 60.0 + prefill() + 60.0 + HANDOFF_S + sleep_seconds(POOL.weights_mib, 1)
+    assert card.gpu_seconds_sleeping_only == pytest.approx(300.0 - asleep_at)
+    assert zero.scorecard.gpu_seconds_sleeping_only == 0.0
 
 
 def test_the_wake_time_is_the_fake_vllms() -> None:
@@ -104,7 +120,7 @@ def test_a_new_pod_on_a_full_gpu_puts_the_least_recently_used_to_sleep() -> None
     # wakes without waiting for a sleep; once a is idle, one of a and c sleeps
     # to keep room for b: three evictions.
     assert (warm.counts.evictions, warm.counts.wakes) == (3, 1)
-    evict = sleep_seconds(POOL.weights_mib, 1)
+    evict = HANDOFF_S + sleep_seconds(POOL.weights_mib, 1)
     assert ttft(warm, 2) == pytest.approx(evict + 60.0 + prefill())
     warm_up = ENGINE.step_time_s(decoding=0, prefill_tokens=1)
     assert ttft(warm, 3) == pytest.approx(WAKE_S + warm_up + prefill())
@@ -141,7 +157,7 @@ def test_a_wake_blocked_by_a_request_about_to_finish_waits_for_it() -> None:
     c_done = warm.result.finished_s[4]
     assert c_done is not None
     warm_up = ENGINE.step_time_s(decoding=0, prefill_tokens=1)
-    evict = sleep_seconds(POOL.weights_mib, 1)
+    evict = HANDOFF_S + sleep_seconds(POOL.weights_mib, 1)
     expected = (c_done - 402.0) + evict + WAKE_S + warm_up + prefill()
     assert ttft(warm, 5) == pytest.approx(expected)
 
@@ -162,6 +178,39 @@ def test_a_released_replica_sleeps_on_instead_of_going_to_zero() -> None:
     assert (warm.scorecard.cold_starts, zero.scorecard.cold_starts) == (1, 2)
     warm_up = ENGINE.step_time_s(decoding=0, prefill_tokens=1)
     assert ttft(warm, len(trace) - 1) == pytest.approx(WAKE_S + warm_up + prefill())
+
+
+def test_a_sleep_the_hosts_memory_cannot_hold_is_at_level_2() -> None:
+    # The node's RAM holds one model's weights: a sleeps at level 1, b at level 2,
+    # and b's wake reloads its weights (level 2's time).
+    pool = PoolConfig(host_memory_mib=POOL.weights_mib + 1_000)
+    trace = [req(0.0, "a"), req(0.5, "b"), req(400.0, "b")]
+    warm = run_pool(trace, name="tidal-warm", annotations=WARM, world=WORLD, pool=pool)
+    assert warm.counts.level2_sleeps == 1
+    warm_up = ENGINE.step_time_s(decoding=0, prefill_tokens=1)
+    level2 = wake_seconds(POOL.weights_mib, 2, ("weights", "kv_cache"))
+    assert ttft(warm, 2) == pytest.approx(level2 + warm_up + prefill())
+
+
+def test_a_device_of_sleepers_alone_is_emptied_beside_a_serving_model() -> None:
+    # Three fit awake on a device here: a (asked for every 10 s), b and c share the
+    # first device; d, the fourth, starts on a second, and once asleep alone there
+    # it moves beside a as a cluster moves a pod (a replacement, then the old pod
+    # removed); its next request is a wake on the first device, not a cold start.
+    pool = PoolConfig(kv_cache_tokens=50_000)
+    trace = sorted(
+        [req(float(t), "a") for t in range(0, 1800, 10)]
+        + [req(0.5, "b"), req(1.0, "c"), req(1.5, "d"), req(1500.0, "d")],
+        key=lambda r: r.offset_s,
+    )
+    warm = run_pool(trace, name="tidal-warm", annotations=WARM, world=WORLD, pool=pool)
+    assert (warm.counts.peak_gpus, warm.counts.moves, warm.counts.emptied) == (2, 1, 1)
+    assert warm.scorecard.cold_starts == 4  # a move is not a cold start: d never went to zero
+    second = min(warm.result.replicas, key=lambda life: life.ended_s)
+    assert second.created_s == 1.5 and second.ended_s < 300.0
+    warm_up = ENGINE.step_time_s(decoding=0, prefill_tokens=1)
+    later = next(i for i, r in enumerate(trace) if r.model == "d" and r.offset_s == 1500.0)
+    assert ttft(warm, later) == pytest.approx(WAKE_S + warm_up + prefill())
 
 
 def test_bad_configuration_is_refused() -> None:
@@ -208,12 +257,13 @@ def test_tidal_simulate_prints_the_tier_in_json(capsys: pytest.CaptureFixture[st
     data = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     pool, warm = data["policies"]
     assert (pool["name"], warm["name"]) == ("tidal-pool", "tidal-warm")
-    assert pool["wakes"] == 0 and pool["gpu_seconds_asleep"] == 0
-    assert warm["wakes"] > 0 and warm["gpu_seconds_asleep"] > 0
+    assert pool["wakes"] == 0 and pool["gpu_seconds_sleeping_only"] == 0
+    assert warm["wakes"] > 0
     for card in (pool, warm):
-        held = card["gpu_seconds_awake"] + card["gpu_seconds_asleep"]
+        held = card["gpu_seconds_serving"] + card["gpu_seconds_sleeping_only"]
         held += card["gpu_seconds_starting"]
         assert held == pytest.approx(card["gpu_seconds"], abs=0.01)
+        assert card["gpu_seconds_starting"] > 0
 
 
 def test_a_bad_sleep_after_is_refused_with_the_annotations_message(

@@ -38,7 +38,10 @@ priorities here, so preemption never finds victims), plus a
 pod releases resources, as the real scheduling queue moves unschedulable pods
 back on cluster events.
 
-Among the nodes that fit, the pod goes to the domain with the fewest
+Among the nodes that fit, the pod goes where its preferred node affinity
+(``preferredDuringSchedulingIgnoredDuringExecution``) weighs most (the real
+NodeAffinity score: the weights of the terms the node matches, which at a
+term's full weight outscores the resource fit), then to the domain with the fewest
 matching pods of its ``ScheduleAnyway`` spread constraints, then where the
 fewest pods of its owner already run (the default topology spreading), then to the least allocated
 node (the GPU devices it asks for, ``nvidia.com/gpu`` or a MIG profile such
@@ -171,6 +174,20 @@ def _matches_node_affinity(pod: Obj, node: Obj) -> bool:
         ):
             return True
     return False
+
+
+def preferred_weight(pod: Obj, node: Obj) -> int:
+    """The summed weights of the pod's preferred node affinity terms the node matches."""
+    labels = node["metadata"].get("labels") or {}
+    terms = ((pod.get("spec", {}).get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ) or []
+    total = 0
+    for term in terms:
+        exprs = (term.get("preference") or {}).get("matchExpressions") or []
+        if exprs and all(_expression_matches(e, labels.get(e.get("key", ""))) for e in exprs):
+            total += int(term.get("weight") or 0)
+    return total
 
 
 def node_filter_failures(
@@ -441,6 +458,7 @@ class Scheduler(Controller):
         return min(
             nodes,
             key=lambda n: (
+                -preferred_weight(pod, n),
                 spread_score(n),
                 siblings.get(n["metadata"]["name"], 0),
                 max(fraction(n, r) for r in devices),

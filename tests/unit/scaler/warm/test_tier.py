@@ -36,12 +36,21 @@ class FakeReplicas:
         self.room = room
         self.fail_wake = False
         self.sleep_mode = True  # False: /sleep is not served (404), as without dev mode
+        self.host_room = True  # False: a level-1 sleep finds no host memory for the weights
+        self.levels: dict[str, int] = {}
 
     async def sleep(self, base: str, level: int) -> None:
         self.calls.append(("sleep", base))
         if not self.sleep_mode:
             raise ReplicaCallFailed(f"POST {base}/sleep answered 404: Not Found", status=404)
+        if level == 1 and not self.host_room:
+            raise ReplicaCallFailed(
+                f"POST {base}/sleep answered 500: cannot offload the weights to host memory",
+                status=500,
+                host_memory=True,
+            )
         self.asleep.add(base)
+        self.levels[base] = level
 
     async def wake_up(self, base: str, tags: tuple[str, ...] = ()) -> None:
         self.calls.append(("wake_up" + (":" + ",".join(tags) if tags else ""), base))
@@ -129,6 +138,45 @@ async def test_idle_replicas_sleep_after_the_handoff_and_busy_ones_do_not() -> N
     assert replicas.calls == [("sleep", "http://10.0.0.1:8000")]
     assert w.tier.pool.phase_of("ml/a-1") is Phase.SLEEPING
     assert w.events == [("ml/a", "Slept")]
+
+
+async def test_replicas_beyond_the_count_awake_sleep_as_headroom_while_the_model_is_busy() -> None:
+    replicas = FakeReplicas()
+    w = World(replicas)
+    pods = [pod("a-1", "10.0.0.1"), pod("a-2", "10.0.0.2"), pod("a-3", "10.0.0.3")]
+    w.idle["ml/a"] = None  # busy: nothing sleeps for idleness
+    w.load["a-1"] = 2.0
+    assert w.tier.consider_sleep("ml/a", CONFIG, pods, now=5.0) == []
+    assert w.tier.consider_sleep("ml/a", CONFIG, pods, now=5.0, awake_needed=3) == []
+    # The load needs one awake: the two idle replicas beyond it sleep as headroom.
+    assert w.tier.consider_sleep("ml/a", CONFIG, pods, now=5.0, awake_needed=1) == [
+        "ml/a-2",
+        "ml/a-3",
+    ]
+    w.load["a-3"] = 1.0  # work reached a-3 during its handoff: it stays awake
+    await asyncio.sleep(PAST_HANDOFF_S)
+    assert w.tier.pool.phase_of("ml/a-2") is Phase.SLEEPING
+    assert w.tier.pool.phase_of("ml/a-3") is None
+
+
+async def test_a_level_1_sleep_without_host_memory_sleeps_at_level_2() -> None:
+    replicas = FakeReplicas()
+    replicas.host_room = False
+    w = World(replicas)
+    w.idle["ml/a"] = 0.0
+    assert w.tier.consider_sleep("ml/a", CONFIG, [pod("a-1", "10.0.0.1")], now=30.0) == ["ml/a-1"]
+    await asyncio.sleep(PAST_HANDOFF_S)
+    assert replicas.levels == {"http://10.0.0.1:8000": 2}
+    assert w.tier.pool.phase_of("ml/a-1") is Phase.SLEEPING
+    assert w.tier.pool.describe("ml/a")["pods"]["ml/a-1"]["level"] == 2
+    # Its wake follows vLLM's level-2 sequence: the weights, reloaded, then the KV cache.
+    outcome = await w.tier.wake("ml/a")
+    assert outcome.woke == "ml/a-1"
+    assert [c for c, _ in replicas.calls[-4:-1]] == [
+        "wake_up:weights",
+        "reload_weights",
+        "wake_up:kv_cache",
+    ]
 
 
 async def test_a_server_without_sleep_mode_is_reported_once_and_not_asked_again() -> None:

@@ -9,6 +9,10 @@ Covers, stepping a simulated clock with the counters a hub would hand over:
   stale source keeps the count from falling;
 - the attainment measured (the servers' first tokens within the objective)
   is reported over the last ten minutes and forgets what is older;
+- with the warm tier, an idle model's sleepers stay beside a serving model
+  (they cost nothing there) where the keep-alive odds would let it go, and go
+  to zero alone on a device as the odds say; the decision reports the count
+  the load needs awake, the rest of a peak's floor being headroom asleep;
 - without ``slo-ttft`` the per-replica targets decide as before.
 """
 
@@ -25,6 +29,7 @@ from scaler.policy.api import (
     ScalingConfig,
     SignalKind,
     SignalReading,
+    Sleepers,
 )
 from scaler.policy.decide import PolicyState
 from scaler.policy.protocol import PurePolicy
@@ -46,6 +51,7 @@ class Model:
     spec: int = 1
     totals: LoadTotals = field(default_factory=LoadTotals)
     state: PolicyState = field(default_factory=lambda: PolicyState.initial(-60.0))
+    sleepers: Sleepers | None = None
 
     @property
     def config(self) -> ScalingConfig:
@@ -81,6 +87,7 @@ class Model:
             demand=Demand(busy=concurrency > 0 or requests > 0, all_sources_fresh=fresh),
             activation_requested=activation,
             load=self.totals,
+            sleepers=self.sleepers,
         )
         decision, self.state = self.policy.decide(
             config=self.config, observation=observation, state=self.state, now=self.now
@@ -141,6 +148,41 @@ def test_rare_model_goes_to_zero_and_a_busy_one_stays_warm() -> None:
         busy.step()
     decision = busy.step()
     assert decision.desired == 1 and decision.reason is not Reason.SCALED_TO_ZERO
+
+
+def warm(share: float) -> Model:
+    annotations = {A + "slo-ttft": "2s", A + "sleep-after": "30s"}
+    return Model(annotations=annotations, sleepers=Sleepers(asleep=1, device_share=share))
+
+
+def test_with_the_warm_tier_a_sleeper_beside_a_serving_model_stays_instead_of_zero() -> None:
+    beside, alone = warm(share=0.0), warm(share=1.0)
+    for model in (beside, alone):
+        model.step(requests=1, prompt=500, concurrency=1)
+        model.now += 7_200.0
+    kept = beside.step()
+    assert (kept.desired, kept.reason) == (1, Reason.STEADY)
+    assert "asleep beside a serving model" in kept.message
+    # Alone on its device, sleeping costs what staying awake does: the odds decide.
+    assert alone.step().reason is Reason.SCALED_TO_ZERO
+
+
+def test_the_decision_reports_the_count_awake_and_the_floor_above_it_is_headroom() -> None:
+    model = warm(share=0.0)
+    for _ in range(30):
+        model.step(requests=20, prompt=6_000, concurrency=8)
+    assert model.spec > 1
+    # The load drops: once the peak leaves the replay the load needs fewer awake,
+    # while the floor from the peak still holds more; those may sleep.
+    headroom = []
+    for _ in range(int((lookback_for(COLD_START_S) + 2 * COLD_START_S) / 2)):
+        decision = model.step(requests=1, prompt=200, concurrency=1)
+        report = decision.slo
+        assert report is not None and report.awake_needed is not None
+        assert report.awake_needed <= decision.desired
+        headroom.append(decision.desired - report.awake_needed)
+    assert max(headroom) > 0
+    assert Model().step(requests=1, prompt=200, concurrency=1).slo.awake_needed is None  # type: ignore[union-attr]
 
 
 def test_a_stale_source_keeps_the_count_from_falling() -> None:

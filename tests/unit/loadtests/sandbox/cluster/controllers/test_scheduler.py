@@ -5,7 +5,9 @@ EKS and GKE keys), on nodes with enough GPUs, spread across nodes; required
 node affinity (In/NotIn) and tolerations (Equal/Exists) are honoured; a pod
 that fits nowhere stays Pending with PodScheduled=False/Unschedulable, the
 real message and a FailedScheduling event, and is scheduled once capacity
-frees up; a cordoned node takes nothing; the filters' wording one by one.
+frees up; a cordoned node takes nothing; the filters' wording one by one; a preferred
+node affinity draws a pod to its node, and a template that comes to prefer
+another node moves the one replica there by a rollout (the warm tier's move).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from loadtests.sandbox.cluster.controllers.scheduler import node_filter_failures
 from loadtests.sandbox.cluster.controlplane import ControlPlane
 from loadtests.sandbox.cluster.nodes import DEFAULT_POOL, NodeSpec, node_object
 from loadtests.sandbox.cluster.store import Store
+from scaler.policy.warm_tier.node_preference import prefer_node
 from tests.unit.loadtests.sandbox.cluster.controllers.support import Changes, deployment, items
 
 Obj = dict[str, Any]
@@ -148,6 +151,22 @@ async def test_cordoned_node_takes_nothing(
     store.create(DEPLOYMENTS, deployment("a", replicas=3))
     await changes.until(lambda: all_bound(store, 3))
     assert set(nodes_of(store)) == {"gpu-spot-4"}
+
+
+async def test_a_preferred_node_draws_the_pod_and_a_new_preference_moves_it(
+    plane: ControlPlane, store: Store, changes: Changes
+) -> None:
+    selector = {"karpenter.sh/capacity-type": "on-demand"}
+    first, second = sorted(ON_DEMAND_NODES)
+    obj = deployment("one", replicas=1, node_selector=selector)
+    obj["spec"]["template"] = prefer_node(obj["spec"]["template"], second)
+    store.create(DEPLOYMENTS, obj)
+    await changes.until(lambda: nodes_of(store) == [second])
+    current = store.get(DEPLOYMENTS, "default", "one")
+    current["spec"]["template"] = prefer_node(current["spec"]["template"], first)
+    store.update(DEPLOYMENTS, current)
+    # The rollout surges a replacement onto the new node, then removes the old pod.
+    await changes.until(lambda: nodes_of(store) == [first])
 
 
 def test_filters_word_reasons_as_the_real_scheduler() -> None:
