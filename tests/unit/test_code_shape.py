@@ -70,7 +70,6 @@ ALLOWED: frozenset[str] = frozenset(
         "simulator.engine.jump:JumpEngine",
         "simulator.engine.llm",
         "simulator.runner",
-        "simulator.traces",
         "simulator.world",
         "simulator.world:_World",
     }
