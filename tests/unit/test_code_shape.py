@@ -69,7 +69,6 @@ ALLOWED: frozenset[str] = frozenset(
         "simulator.cli",
         "simulator.engine.jump:JumpEngine",
         "simulator.engine.llm",
-        "simulator.runner",
         "simulator.world",
         "simulator.world:_World",
     }
