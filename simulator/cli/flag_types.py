@@ -19,6 +19,7 @@ __all__ = ["FlagGroup", "duration", "durations", "positive", "routings"]
 
 
 def duration(text: str) -> float:
+    """A Go-style duration in seconds (``90s``, ``5m``, ``1h``)."""
     try:
         return parse_duration_s(text)
     except ValueError as error:
@@ -26,6 +27,7 @@ def duration(text: str) -> float:
 
 
 def positive(text: str) -> float:
+    """A number above 0."""
     try:
         value = float(text)
     except ValueError as error:
@@ -36,6 +38,7 @@ def positive(text: str) -> float:
 
 
 def durations(text: str) -> tuple[float, ...]:
+    """A comma list of durations, each once."""
     values = tuple(duration(part.strip()) for part in text.split(","))
     if len(set(values)) != len(values):
         raise argparse.ArgumentTypeError(f"{text!r}: each duration once")
@@ -43,6 +46,7 @@ def durations(text: str) -> tuple[float, ...]:
 
 
 def routings(text: str) -> tuple[str, ...]:
+    """A comma list of the simulator's routings, each once."""
     names = tuple(name.strip() for name in text.split(","))
     unknown = [name for name in names if name not in ROUTINGS]
     if unknown or len(set(names)) != len(names):
