@@ -66,12 +66,8 @@ PUBLIC_UNDERSCORED = frozenset({"os._exit"})
 ALLOWED: frozenset[str] = frozenset(
     {
         # being rewritten on another branch; split after merge
-        "scaler.policy.decide",
-        "simulator.cli",
         "simulator.engine.jump:JumpEngine",
         "simulator.engine.llm",
-        "simulator.runner",
-        "simulator.traces",
         "simulator.world",
         "simulator.world:_World",
     }
