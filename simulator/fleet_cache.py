@@ -61,7 +61,7 @@ __all__ = [
 
 CACHE_DIR_ENV = "TIDAL_SIM_CACHE"
 #: Bumped when the stored layout changes (the source hash covers behaviour).
-_FORMAT = 2
+_FORMAT = 3
 # Runs kept in memory besides the disk (a --cold-start list or a battery
 # asks for the same fleets again within one process), up to this many
 # requests in all (a day's fleets are read back from disk instead).
@@ -234,7 +234,7 @@ class _Stored:
     failed: array[int]
     waits: array[float]
     cold_starts: int
-    replicas: tuple[tuple[str, float, float, float, int, int, float | None], ...]
+    replicas: tuple[tuple[str, float, float, float, int, int, str, float | None], ...]
     at_s: array[float]  # the timeline, one array per field
     arrivals: array[int]
     concurrency: array[float]
@@ -246,7 +246,7 @@ class _Stored:
     tenants: bool
 
 
-def _life_row(r: ReplicaLife) -> tuple[str, float, float, float, int, int, float | None]:
+def _life_row(r: ReplicaLife) -> tuple[str, float, float, float, int, int, str, float | None]:
     return (
         r.capacity,
         r.created_s,
@@ -254,6 +254,7 @@ def _life_row(r: ReplicaLife) -> tuple[str, float, float, float, int, int, float
         r.busy_s,
         r.cached_tokens,
         r.queried_tokens,
+        r.shape,
         r.ready_s,
     )
 
