@@ -72,8 +72,6 @@ ALLOWED: frozenset[str] = frozenset(
         "simulator.engine.llm",
         "simulator.runner",
         "simulator.traces",
-        "simulator.world",
-        "simulator.world:_World",
     }
 )
 
