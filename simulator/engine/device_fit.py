@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from simulator.engine.llm import LlmParams
+from simulator.engine.params import LlmParams
 
 __all__ = [
     "ACTIVATIONS_MIB",

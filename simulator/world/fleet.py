@@ -267,8 +267,8 @@ class Fleet:
                 created_s=replica.created_s,
                 ended_s=now,
                 busy_s=replica.engine.busy_time_s(now),
-                cached_tokens=replica.engine.cached_tokens,
-                queried_tokens=replica.engine.queried_tokens,
+                cached_tokens=replica.engine.kv.cached_tokens,
+                queried_tokens=replica.engine.kv.queried_tokens,
                 shape=replica.shape,
                 ready_s=now if replica.ready_s is None else replica.ready_s,
             )

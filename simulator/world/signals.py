@@ -127,7 +127,7 @@ class Signals:
             engine = replica.engine
             running += engine.num_running
             waiting += engine.num_waiting
-            kv += engine.kv_usage
+            kv += engine.kv.usage
             if index == 0 or engine.num_running < running_least:
                 running_least = engine.num_running
             if index == 0 or engine.num_waiting < waiting_least:
@@ -172,7 +172,7 @@ class Signals:
                 server_waiting=sum(e.num_waiting for e in engines),
                 running_least=min((e.num_running for e in engines), default=0),
                 waiting_least=min((e.num_waiting for e in engines), default=0),
-                kv_cache_utilization=sum(e.kv_usage for e in engines) / max(1, len(engines)),
+                kv_cache_utilization=sum(e.kv.usage for e in engines) / max(1, len(engines)),
                 server_ttfts=tuple(ttfts),
             )
         return out

@@ -68,8 +68,6 @@ ALLOWED: frozenset[str] = frozenset(
         # being rewritten on another branch; split after merge
         "scaler.policy.decide",
         "simulator.cli",
-        "simulator.engine.jump:JumpEngine",
-        "simulator.engine.llm",
         "simulator.runner",
         "simulator.traces",
     }
