@@ -25,7 +25,7 @@ popularity drawn from a power law (S-LoRA; Punica's "skewed" workload);
 ``s = 1`` by default, a flag. Arrivals are Poisson at ``--adapter-rate``.
 **Requests**: ShareGPT's mean 179 output tokens (exponential) and 202 prompt
 tokens (vLLM's v0.6.0 blog), on the engine model's Llama-3.1-8B/H100 step
-times at the replica's batch (:mod:`simulator.engine.llm`).
+times at the replica's batch (:mod:`simulator.engine.params`).
 
 Scored after a warm-up (the fleets start at their steady size, the first
 minutes are not scored): **attainment**, the share of requests whose time

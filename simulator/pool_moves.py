@@ -32,7 +32,6 @@ import math
 from typing import Protocol
 
 from scaler.policy import ScalingConfig
-from scaler.policy.idle.keep_alive import IdleGaps
 from scaler.policy.warm_tier import (
     GpuUse,
     Leaver,
@@ -44,6 +43,7 @@ from scaler.policy.warm_tier import (
 )
 from simulator.engine.sleep_timing import host_memory_mib, sleep_seconds
 from simulator.pool_books import PoolBooks, PoolConfig, PoolPod
+from simulator.pool_traffic import PoolTraffic
 
 __all__ = ["PoolMoves", "PoolSide"]
 
@@ -56,13 +56,11 @@ class PoolSide(Protocol):
     rungs: Rungs
     config: ScalingConfig
     busy_gap_s: float
+    traffic: PoolTraffic
 
-    def gaps_at(self, model: str, now: float) -> IdleGaps: ...
-    def mean_gap(self, model: str) -> float | None: ...
-    def p_soon(self, model: str) -> float: ...
     def push(self, at: float, what: str, key: str, version: int) -> None: ...
     def remove(self, pod: PoolPod, at: float) -> None: ...
-    def settle(self, pod: PoolPod, at: float) -> None: ...
+    def took_over(self, pod: PoolPod, at: float) -> None: ...
     def cold_start_s(self) -> float: ...
     def max_blocked(self) -> float: ...
 
@@ -124,7 +122,7 @@ class PoolMoves:
             return False
         plan = plan_emptying(
             leavers,
-            sites=side.books.sites(side, but=index),
+            sites=side.books.sites(side.traffic, but=index),
             keep_cost_s=keep_cost_s,
             rungs=side.rungs,
             now=at,
@@ -156,10 +154,11 @@ class PoolMoves:
                 Leaver(
                     pod=pod.model,
                     target=pod.model,
-                    gaps=side.gaps_at(pod.model, at),
+                    gaps=side.traffic.gaps_at(pod.model, at),
                     host_mib=host_memory_mib(weights, level),
                     asleep=not pod.awake,
-                    busy=pod.awake and (side.mean_gap(pod.model) or math.inf) <= side.busy_gap_s,
+                    busy=pod.awake
+                    and (side.traffic.mean_gap(pod.model) or math.inf) <= side.busy_gap_s,
                 )
             )
         return out
@@ -192,7 +191,7 @@ class PoolMoves:
             return
         moves = plan_rehoming(
             sleepers,
-            sites=side.books.sites(side, but=index),
+            sites=side.books.sites(side.traffic, but=index),
             rungs=side.rungs,
             now=now,
             costs=self.costs,
@@ -208,7 +207,7 @@ class PoolMoves:
             Leaver(
                 pod=pod.model,
                 target=pod.model,
-                gaps=side.gaps_at(pod.model, at),
+                gaps=side.traffic.gaps_at(pod.model, at),
                 host_mib=host_memory_mib(weights, pod.level),
             )
             for pod in side.books.devices[index].pods
@@ -225,7 +224,7 @@ class PoolMoves:
             return
         costs = self.costs
         target = pair_site(
-            side.books.sites(side, but=pod.device),
+            side.books.sites(side.traffic, but=pod.device),
             new_mib=costs.new_mib,
             wake_need_mib=costs.wake_need_mib,
             busy_gap_s=costs.busy_gap_s,
@@ -258,6 +257,5 @@ class PoolMoves:
         if old is not None:
             side.remove(old, at)
         new.replaces, new.cold = False, False
-        side.pods[new.model] = new
         self.touched(new.device)
-        side.settle(new, at)
+        side.took_over(new, at)

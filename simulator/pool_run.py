@@ -1,19 +1,16 @@
-"""The shared pool's event loop: requests, cold starts, sleeps, wakes (``tidal simulate``).
+"""The shared pool's event loop: requests, cold starts, wakes, deadlines (``tidal simulate``).
 
 :class:`PoolSim` serves a trace of many models on the devices of
 :class:`~simulator.pool_books.PoolBooks`, asking the product's pure rules
-(:mod:`scaler.policy.warm_tier`) at each turn; :mod:`simulator.warm_tier`
-describes the two policies it runs and scores them, and
-:mod:`simulator.pool_moves` moves pods between devices. Deadlines (a sleep
-due, a grace period's end, a replacement ready, a device to look at again)
-wait in one heap, each stamped with the version of what it concerns, so a
-request that restarts a pod's idle clock makes its old deadlines stale
-instead of removing them.
-
-Every sleep is the scaler's: announced for the handoff (a request meanwhile
-cancels it, and the pod serves at once), then the sleep call, after which
-its memory is down to the residue; a wake that needs room another pod must
-make waits for all of that.
+(:mod:`scaler.policy.warm_tier`) at each turn: where a new pod goes, and how
+a sleeping pod wakes. Its parts each own one job: each model's traffic as
+the scaler sees it (:mod:`simulator.pool_traffic`), when and how deep pods
+sleep (:mod:`simulator.pool_sleeps`), and moving pods between devices
+(:mod:`simulator.pool_moves`); :mod:`simulator.warm_tier` describes the two
+policies it runs and scores them. Deadlines (a sleep due, a grace period's
+end, a replacement ready, a device to look at again) wait in one heap, each
+stamped with the version of what it concerns, so a request that restarts a
+pod's idle clock makes its old deadlines stale instead of removing them.
 
 Main decision: every choice goes through the same pure function the
 scaler calls, with what the simulator knows in place of what the scaler
@@ -28,26 +25,19 @@ import random
 from dataclasses import dataclass
 
 from scaler.policy import ScalingConfig
-from scaler.policy.idle.keep_alive import IdleGaps
 from scaler.policy.warm_tier import (
     BUSY_WAIT_S,
-    ZERO,
-    GpuUse,
-    Replica,
     Rungs,
-    choose_depth,
     choose_site,
-    holeless,
-    keep_room_to_wake,
-    mean_gap_s,
     plan_wake,
-    replicas_to_sleep,
     settled,
     sleep_due,
 )
-from simulator.engine.sleep_timing import host_memory_mib, sleep_seconds, wake_seconds
+from simulator.engine.sleep_timing import sleep_seconds, wake_seconds
 from simulator.pool_books import PoolBooks, PoolConfig, PoolPod, WarmCounts
 from simulator.pool_moves import PoolMoves
+from simulator.pool_sleeps import PoolSleeps
+from simulator.pool_traffic import PoolTraffic
 from simulator.traces import TraceRequest
 from simulator.world import WorldConfig
 
@@ -61,10 +51,8 @@ _WAKE_SHARE_OF_OBJECTIVE = 0.9
 @dataclass(slots=True)
 class _Tally:
     wakes: int = 0
-    evictions: int = 0
     fallbacks: int = 0
     waited: int = 0
-    level2_sleeps: int = 0
 
 
 class PoolSim:
@@ -85,8 +73,6 @@ class PoolSim:
         self.pods: dict[str, PoolPod] = {}
         self.deadlines: list[tuple[float, int, str, str, int]] = []
         self.order = 0
-        self.gaps: dict[str, IdleGaps] = {}  # each model's, kept across its pods
-        self.last_end: dict[str, float] = {}
         warm_up = self.engine.step_time_s(decoding=0, prefill_tokens=1)
         objective = config.slo_ttft_s if config.slo_ttft_s is not None else slo_ttft_s
         self.rungs = Rungs(
@@ -102,7 +88,9 @@ class PoolSim:
         # awake nearly all the time anyway: it keeps its place rather than being
         # slept for room to wake, and pairs with another like it.
         self.busy_gap_s = config.sleep_after_s or 0.0
+        self.traffic = PoolTraffic(self.books, horizon_s=self.rungs.cold_start_s)
         self.moves = PoolMoves(self, pool)
+        self.sleeps = PoolSleeps(self, pool)
         self.tally = _Tally()
         self.cold_starts = 0
         if self.warm:
@@ -110,32 +98,17 @@ class PoolSim:
 
     @property
     def counts(self) -> WarmCounts:
-        t, m = self.tally, self.moves
+        t, s, m = self.tally, self.sleeps, self.moves
         return WarmCounts(
-            t.wakes, t.evictions, t.fallbacks, self.books.peak, t.waited,
-            t.level2_sleeps, m.moves, m.emptied,
+            t.wakes, s.evictions, t.fallbacks, self.books.peak, t.waited,
+            s.level2_sleeps, m.moves, m.emptied,
         )  # fmt: skip
 
-    # --- what the moves use ---------------------------------------------------------------
+    # --- what the moves and the sleeps use ------------------------------------------------
 
     def push(self, at: float, what: str, key: str, version: int) -> None:
         self.order += 1
         heapq.heappush(self.deadlines, (at, self.order, what, key, version))
-
-    def gaps_at(self, model: str, now: float) -> IdleGaps:
-        """The model's idle gaps as the scaler would see them at ``now``."""
-        gaps = self.gaps.get(model) or IdleGaps(started_s=now)
-        end = self.last_end.get(model)
-        if end is not None and end <= now:
-            gaps = gaps.observe(busy=False, now=end)
-        return gaps
-
-    def mean_gap(self, model: str) -> float | None:
-        return mean_gap_s(self.gaps_at(model, self.books.now))
-
-    def p_soon(self, model: str) -> float:
-        now = self.books.now
-        return self.gaps_at(model, now).p_request_within(self.rungs.cold_start_s, now)
 
     def remove(self, pod: PoolPod, at: float) -> None:
         del self.pods[pod.model]
@@ -144,11 +117,13 @@ class PoolSim:
         if index in self.books.devices and self.warm:
             self.moves.touched(index)
 
-    def settle(self, pod: PoolPod, at: float) -> None:
-        """A replacement took over: its deadlines, and its sleep if the model is idle."""
-        pod.busy_until = max(pod.busy_until, self.last_end.get(pod.model, 0.0))
+    def took_over(self, pod: PoolPod, at: float) -> None:
+        """A move's replacement took over: it is the model's pod now; its deadlines, and
+        its sleep if the model is idle."""
+        self.pods[pod.model] = pod
+        pod.busy_until = max(pod.busy_until, self.traffic.last_end(pod.model))
         self._schedule(pod)
-        self._sleep_if_due(pod, at)
+        self.sleeps.sleep_if_due(pod, at)
 
     def cold_start_s(self) -> float:
         return self.world.cold_start.draw(self.rng)
@@ -176,14 +151,14 @@ class PoolSim:
         if what == "ready":
             self.moves.take_over(pod, at)
         elif what == "sleep":
-            self._sleep_if_due(pod, at)
+            self.sleeps.sleep_if_due(pod, at)
         elif what == "hole":
             if pod.awake and not pod.busy(at):
-                self._keep_hole(pod.device)
-                if (self.mean_gap(pod.model) or math.inf) <= self.busy_gap_s:
+                self.sleeps.keep_hole(pod.device)
+                if (self.traffic.mean_gap(pod.model) or math.inf) <= self.busy_gap_s:
                     self.moves.pair(pod)
         else:
-            self._grace_over(pod, at)
+            self.sleeps.grace_over(pod, at)
 
     def _schedule(self, pod: PoolPod) -> None:
         idle_since = max(pod.busy_until, pod.ready_at)
@@ -194,116 +169,21 @@ class PoolSim:
         if math.isfinite(self.grace_s):
             self.push(idle_since + self.grace_s, "zero", pod.model, pod.version)
 
-    # --- the ladder -----------------------------------------------------------------------
-
-    def _sleep_if_due(self, pod: PoolPod, at: float) -> None:
-        replica = Replica(
-            pod=pod.model,
-            sleeping=not pod.awake,
-            busy=pod.busy_until > at,
-            ready=pod.ready_at <= at,
-        )
-        # A microsecond's slack: idle start + sleep-after - idle start can round
-        # to just under sleep-after, and there is no later look.
-        if pod.model in replicas_to_sleep(self.config, [replica], pod.busy_until, at + 1e-6):
-            self._put_to_sleep(pod)
-            self._keep_hole(pod.device)
-
-    def _put_to_sleep(self, pod: PoolPod, *, at: float | None = None) -> float:
-        """Put an idle awake pod to sleep at the level its node has room for, as the
-        scaler does (announced for the handoff, then the sleep call), from ``at``
-        (now); the seconds from then before its memory is free."""
-        now = self.books.now if at is None else at
-        level = self._level_for(pod)
-        pod.awake, pod.level = False, level
-        pod.call_at = now + self.pool.handoff_s
-        pod.freed_at = pod.call_at + sleep_seconds(self.pool.weights_mib, level)
-        pod.version += 1
-        if level == 2:
-            self.tally.level2_sleeps += 1
-        self.moves.touched(pod.device)
-        if math.isfinite(self.grace_s):
-            idle_since = max(pod.busy_until, pod.ready_at)
-            self.push(max(now, idle_since + self.grace_s), "zero", pod.model, pod.version)
-        return pod.freed_at - now
-
-    def _level_for(self, pod: PoolPod) -> int:
-        """The configured level, or level 2 where the node's host memory cannot hold the weights."""
-        fits = self.books.host_free_mib(pod.device) >= host_memory_mib(self.pool.weights_mib, 1)
-        if self.config.sleep_level == 2 or not fits:
-            return 2
-        return 1
-
-    def _grace_over(self, pod: PoolPod, at: float) -> None:
-        """The grace period is over: an awake pod goes to zero; a sleeping one stays
-        asleep while that is cheaper than zero (looking again one cold start later),
-        its device's cost shared by the pods on it unless an awake model keeps it paid."""
-        if pod.model in self.moves.moving:  # the move settles it first
-            self.push(at + self.rungs.cold_start_s, "zero", pod.model, pod.version)
-            return
-        if not self.warm or pod.awake:
-            self.remove(pod, at)
-            return
-        device = self.books.devices[pod.device]
-        share = 0.0 if device.use(at) is GpuUse.SERVING else 1.0 / len(device.pods)
-        depth = choose_depth(
-            self.gaps_at(pod.model, at),
-            rungs=self.rungs,
-            now=at,
-            device_share=share,
-            allowed=(pod.level, ZERO),
-        )
-        if depth.rung == ZERO:
-            self.remove(pod, at)
-        else:
-            self.push(at + self.rungs.cold_start_s, "zero", pod.model, pod.version)
-
     # --- room -----------------------------------------------------------------------------
-
-    def _keep_hole(self, index: int) -> None:
-        """Keep room to wake on device ``index``; where none can be kept, move its
-        sleepers to devices that have it."""
-        p = self.pool
-        residents = self.books.residents(index, self)
-        need = p.awake_mib - p.asleep_mib
-        victims = keep_room_to_wake(
-            budget_mib=p.gpu_memory_mib,
-            residents=residents,
-            wake_need_mib=need,
-            busy_gap_s=self.busy_gap_s,
-        )
-        if victims:
-            self._evict(victims)
-        elif holeless(
-            budget_mib=p.gpu_memory_mib,
-            residents=residents,
-            wake_need_mib=need,
-            busy_gap_s=self.busy_gap_s,
-        ):
-            self.moves.rehome(index)
-
-    def _evict(self, victims: tuple[str, ...], *, at: float | None = None) -> float:
-        """Put ``victims`` to sleep (side by side, as the scaler does) from ``at`` (now);
-        the seconds from then before their memory is free."""
-        seconds = 0.0
-        for v in victims:
-            seconds = max(seconds, self._put_to_sleep(self.pods[v], at=at))
-            self.tally.evictions += 1
-        return seconds
 
     def _place(self) -> tuple[int, float]:
         """A device for a new pod and the wait for making room there."""
         p = self.pool
         if self.warm:
             spot = choose_site(
-                self.books.sites(self),
+                self.books.sites(self.traffic),
                 new_mib=p.awake_mib,
                 wake_need_mib=p.awake_mib - p.asleep_mib,
                 busy_gap_s=self.busy_gap_s,
                 max_blocked=self.max_blocked(),
             )
             if spot is not None:
-                return int(spot.device), self._evict(spot.sleep)
+                return int(spot.device), self.sleeps.evict(spot.sleep)
         else:
             for index in sorted(self.books.devices):
                 device = self.books.devices[index]
@@ -339,8 +219,7 @@ class PoolSim:
         at = r.offset_s
         self.expire(at)
         self.books.advance(at)
-        gaps = self.gaps_at(r.model, at)
-        self.gaps[r.model] = gaps.observe(busy=True, now=at)
+        self.traffic.arrived(r.model, at)
         pod = self.pods.get(r.model)
         if pod is None:
             pod = self._start_pod(r.model)
@@ -361,7 +240,7 @@ class PoolSim:
         finished = first + (r.output_tokens - 1) * e.step_time_s(decoding=1, prefill_tokens=0)
         self.books.devices[pod.device].intervals.append((start, finished))
         pod.busy_until = max(pod.busy_until, finished)
-        self.last_end[pod.model] = pod.busy_until
+        self.traffic.busy_until(pod.model, pod.busy_until)
         self._schedule(pod)
         return first, finished, None, held
 
@@ -374,7 +253,7 @@ class PoolSim:
         start = max(at, pod.freed_at)
         residents = [
             settled([r])[0] if r.pod == pod.model else r
-            for r in self.books.residents(pod.device, self)
+            for r in self.books.residents(pod.device, self.traffic)
         ]
         plan = plan_wake(
             budget_mib=p.gpu_memory_mib,
@@ -392,7 +271,7 @@ class PoolSim:
             self.tally.fallbacks += 1
             self.remove(pod, at)
             return self._start_pod(pod.model)
-        made = self._evict(plan.sleep, at=plan.at_s)
+        made = self.sleeps.evict(plan.sleep, at=plan.at_s)
         pod.awake, pod.cold, pod.level, pod.call_at, pod.freed_at = True, False, 0, 0.0, 0.0
         pod.ready_at = plan.at_s + made + wake_s
         self.tally.wakes += 1

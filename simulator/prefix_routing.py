@@ -174,9 +174,9 @@ class PrefixRouted:
             # The world's replicas carry their engine; a new one is subscribed
             # at its first pick, before any request has filled its cache.
             engine: LlmEngine = getattr(replica, "engine")  # noqa: B009
-            if engine.kv_events is None:
-                engine.kv_events = KvEventRecorder(engine.params.prefix_block_tokens)
-            events = engine.kv_events.take()
+            if engine.kv.events is None:
+                engine.kv.events = KvEventRecorder(engine.params.prefix_block_tokens)
+            events = engine.kv.events.take()
             if events:
                 for router in self.routers:
                     apply_batch(router.index, _replica_name(replica), kv_batch(0.0, events))

@@ -1,6 +1,6 @@
 """The engine model on another device: its parameters scaled to a GPU or a MIG slice.
 
-:class:`~simulator.engine.llm.LlmParams` describes a model on the
+:class:`~simulator.engine.params.LlmParams` describes a model on the
 reference GPU (the defaults: Llama-3.1-8B on one H100 80GB). On a device
 whose compute, memory bandwidth and memory are given as ratios to the
 reference (``groundwork.gpu_catalog`` holds them, with their sources),
@@ -26,7 +26,7 @@ KV cache (M)``), the error that makes one set ``--max-model-len`` per GPU.
 
 Main decision: the activations and CUDA graphs take a fixed 4 GiB on every
 device (the figure the reference's 400,000-token KV cache was fitted with,
-in :mod:`simulator.engine.llm`); they grow with the token budget of a
+in :mod:`simulator.engine.params`); they grow with the token budget of a
 step, not with the GPU.
 """
 
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from simulator.engine.llm import LlmParams
+from simulator.engine.params import LlmParams
 
 __all__ = [
     "ACTIVATIONS_MIB",

@@ -1,18 +1,19 @@
-"""The prefix cache of :class:`~simulator.engine.jump.JumpEngine`, block by block in bulk.
+"""The engines' prefix cache, block by block in bulk, and the KV-cache events it records.
 
-The same cache as :class:`~simulator.engine.llm.LlmEngine`'s (vLLM's
-automatic prefix caching as modelled there): blocks in least-recently-used
-order, a request's leading cached blocks touched when it is admitted, all
-its blocks stored (and touched) once its prefill is scheduled, the oldest
-evicted while the cached blocks and the running sequences' KV together
-exceed the KV cache, each change recorded as vLLM's KV-cache events when a
-recorder is attached.
+vLLM's automatic prefix caching as the engine models have it (their KV
+cache, :mod:`simulator.engine.kv_cache`, decides when): blocks in
+least-recently-used order, a request's leading cached blocks touched when
+it is admitted, all its blocks stored (and touched) once its prefill is
+scheduled, the oldest evicted while the cached blocks and the running
+sequences' KV together exceed the KV cache, each change recorded as vLLM's
+KV-cache events when a :class:`KvEventRecorder` is attached.
 
-Main decision: a chat prompt is a hundred blocks and the step engine walks
-them one by one in Python; here each operation is one pass of the C
-built-ins over the whole prefix (``takewhile`` over the membership test,
-``move_to_end`` mapped over the blocks, ``popitem`` repeated), which leaves
-the blocks in exactly the order the one-by-one walk does.
+Main decision: a chat prompt is a hundred blocks, touched when it is
+admitted and stored when it is prefilled; rather than a Python loop over
+them, each operation is one pass of the C built-ins over the whole prefix (``takewhile`` over the
+membership test, ``move_to_end`` mapped over the blocks, ``popitem``
+repeated), which leaves the blocks in exactly the order the one-by-one
+walk does.
 """
 
 from __future__ import annotations
@@ -21,9 +22,36 @@ from collections import OrderedDict, deque
 from collections.abc import Hashable
 from itertools import repeat, starmap, takewhile
 
-from simulator.engine.llm import KvEventRecorder
+__all__ = ["KvEventRecorder", "PrefixCache"]
 
-__all__ = ["PrefixCache"]
+
+class KvEventRecorder:
+    """A cache's changes as vLLM's KV-cache events, in the layout its msgpack decodes to.
+
+    ``[tag, fields...]`` per event: ``["BlockStored", block_hashes,
+    parent_block_hash, token_ids, block_size, lora_id, medium]`` (no token
+    ids: the model has none), ``["BlockRemoved", block_hashes, medium]``,
+    ``["AllBlocksCleared"]``. It starts with a clear, so that a subscriber
+    starts from an empty cache.
+    """
+
+    def __init__(self, block_size: int) -> None:
+        self.block_size = block_size
+        self._events: list[list[object]] = [["AllBlocksCleared"]]
+
+    def stored(self, blocks: list[Hashable], parent: Hashable | None) -> None:
+        self._events.append(["BlockStored", blocks, parent, [], self.block_size, None, None])
+
+    def removed(self, blocks: list[Hashable]) -> None:
+        self._events.append(["BlockRemoved", blocks, None])
+
+    def cleared(self) -> None:
+        self._events.append(["AllBlocksCleared"])
+
+    def take(self) -> list[list[object]]:
+        """The events since the last call."""
+        events, self._events = self._events, []
+        return events
 
 
 class PrefixCache:

@@ -63,15 +63,7 @@ VALUE_BASES = frozenset(
 # Names with a leading underscore that their library documents as public.
 PUBLIC_UNDERSCORED = frozenset({"os._exit"})
 
-ALLOWED: frozenset[str] = frozenset(
-    {
-        # being rewritten on another branch; split after merge
-        "simulator.engine.jump:JumpEngine",
-        "simulator.engine.llm",
-        "simulator.world",
-        "simulator.world:_World",
-    }
-)
+ALLOWED: frozenset[str] = frozenset()
 
 
 @dataclass

@@ -4,7 +4,7 @@ Flags map one to one onto :class:`ServerConfig`; durations are Go-style
 (``90s``, ``5m``, ``250ms``, ``1m30s``) or plain seconds, read by the
 sandbox's one duration parser (``loadtests.sandbox.cluster.quantity``).
 Performance knobs default to Llama-3.1-8B on one H100 under vLLM
-(``simulator.engine.llm``); with ``--gpu-shape`` they are scaled to that
+(``simulator.engine.params``); with ``--gpu-shape`` they are scaled to that
 GPU or MIG device (:mod:`~loadtests.sandbox.servers.gpu_device`).
 This module is also the entry point of the launcher's forked children
 (:func:`main`), so it imports only what a server needs.

@@ -70,7 +70,7 @@ class KvEventFeed:
 
     def __init__(self, engine: LlmEngine) -> None:
         self._recorder = KvEventRecorder(engine.params.prefix_block_tokens)
-        engine.kv_events = self._recorder
+        engine.kv.events = self._recorder
         self._batches: deque[tuple[int, list[object]]] = deque(maxlen=KEPT_BATCHES)
         self._seq = 0
 

@@ -117,7 +117,7 @@ class VllmApp(RuntimeApp[LlmRuntime]):
             host_memory_mib=config.host_memory_mib,
             busy=self._busy,
             pause=self._model_sleep,
-            reset_prefix_cache=runtime.engine.reset_prefix_cache,
+            reset_prefix_cache=runtime.engine.kv.reset_prefix_cache,
         )
         self.sleep = self.sleep_mode.machine
         self.sleep_mode.add_routes(app, enabled=config.enable_sleep_mode)

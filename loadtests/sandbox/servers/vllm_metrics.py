@@ -111,7 +111,7 @@ class VllmMetrics:
         self._engine = engine
         self.num_running.labels(model_name=self.model).set_function(lambda: engine.num_running)
         self.num_waiting.labels(model_name=self.model).set_function(lambda: engine.num_waiting)
-        self.kv_usage.labels(model_name=self.model).set_function(lambda: engine.kv_usage)
+        self.kv_usage.labels(model_name=self.model).set_function(lambda: engine.kv.usage)
 
     def queried(self, prompt_tokens: int) -> None:
         """A request reached the engine: its prompt is looked up in the prefix cache."""
@@ -124,7 +124,7 @@ class VllmMetrics:
         if self._engine is not None:
             # Hits are counted when a request is admitted, always before its
             # first token and after its query: hits never run ahead of queries.
-            cached = self._engine.cached_tokens
+            cached = self._engine.kv.cached_tokens
             self._hits.inc(cached - self._hits_seen)
             self._hits_seen = cached
 

@@ -165,7 +165,7 @@ def _drive(engine: JumpEngine | StepEngine, arrivals: list[tuple[float, int, int
             end = engine.begin_step(now) if end is None else (engine.cut(now) or end)
         else:
             tokens += engine.settle(now)
-            kv = engine.kv_tokens_used
+            kv = engine.kv.used
             seen.append((now, tokens, engine.num_running, engine.num_waiting, kv))
             tokens = 0
             second += 1.0

@@ -55,7 +55,7 @@ def _drain(engine: LlmEngine, now: float) -> float:
 def test_the_engine_publishes_what_its_cache_stores_and_evicts() -> None:
     # A cache of 128 tokens in 16-token blocks: eight blocks, less the running KV.
     engine = LlmEngine(LlmParams(kv_cache_tokens=128, prefix_block_tokens=16))
-    engine.kv_events = recorder = KvEventRecorder(16)
+    engine.kv.events = recorder = KvEventRecorder(16)
     index = BlockIndex(capacity=1)
     engine.add(1, prompt_tokens=40, output_tokens=1, now=0.0, prefix=("a", "b"))
     now = 0.0
@@ -69,5 +69,5 @@ def test_the_engine_publishes_what_its_cache_stores_and_evicts() -> None:
     apply_batch(index, "r", batch(now, events))
     assert index.matches(["a", "b"], ["r"]) == {}
     assert recorder.take() == []
-    engine.reset_prefix_cache()
+    engine.kv.reset_prefix_cache()
     assert recorder.take() == [["AllBlocksCleared"]]

@@ -38,12 +38,12 @@ def test_a_shared_prefix_is_prefilled_once() -> None:
     cold = first_token_s(engine, 1, 0.0)
     engine.add(2, prompt_tokens=4096, output_tokens=1, now=cold, prefix=tuple(range(8)))
     warm = first_token_s(engine, 2, cold) - cold
-    assert engine.cached_tokens == 4095  # all but the last token, recomputed as vLLM does
+    assert engine.kv.cached_tokens == 4095  # all but the last token, recomputed as vLLM does
     assert warm < cold / 10
     # Another prompt starting with the same 4 blocks reuses exactly those.
     engine.add(3, prompt_tokens=4096, output_tokens=1, now=1.0, prefix=(0, 1, 2, 3, 90, 91, 92, 93))
     first_token_s(engine, 3, 1.0)
-    assert engine.cached_tokens == 4095 + 4 * 512
+    assert engine.kv.cached_tokens == 4095 + 4 * 512
 
 
 def test_the_least_recently_used_blocks_go_when_the_kv_cache_needs_room() -> None:
@@ -55,7 +55,7 @@ def test_the_least_recently_used_blocks_go_when_the_kv_cache_needs_room() -> Non
     # Blocks 1..4 were used least recently: the cache (4096 tokens) dropped them.
     engine.add(3, prompt_tokens=2048, output_tokens=1, now=2.0, prefix=(1, 2, 3, 4))
     first_token_s(engine, 3, 2.0)
-    assert engine.cached_tokens == 0
+    assert engine.kv.cached_tokens == 0
 
 
 def test_no_prefix_no_cache() -> None:
@@ -63,7 +63,7 @@ def test_no_prefix_no_cache() -> None:
     for i in range(3):
         engine.add(i, prompt_tokens=1024, output_tokens=1, now=float(i))
         first_token_s(engine, i, float(i))
-    assert engine.cached_tokens == 0
+    assert engine.kv.cached_tokens == 0
 
 
 def shared_prefix_trace(*, with_prefix: bool) -> list[TraceRequest]:

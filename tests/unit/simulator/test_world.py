@@ -27,6 +27,7 @@ from simulator.baselines import AlwaysOn
 from simulator.tidal import TidalAutoscaler
 from simulator.traces import TraceRequest
 from simulator.world import ON_DEMAND, SPOT, ColdStart, SpotModel, View, WorldConfig, run_world
+from simulator.world.loop import World
 
 
 class Scripted:
@@ -157,15 +158,13 @@ def test_spot_spreads_over_zones_and_a_zone_loss_notices_only_its_replicas() -> 
     # Two zones, both with spot capacity. When a zone loses it is random in a
     # run, so the zone loss is driven directly through the world's market
     # event (its own changes are made too rare to interfere).
-    from simulator import world as world_module
-
     config = WorldConfig(
         cold_start=ColdStart(5.0),
         placement=PlacementConfig(policy="spot", on_demand_baseline=0),
         spot=SpotModel(availability=0.5, changes_per_day=0.001, zones=2),
     )
-    w = world_module._World([req(0.0)], Scripted(wake=4), config).fleet
-    w.target = 4
+    w = World([req(0.0)], Scripted(wake=4), config).fleet
+    w.aim(4)
     w.reconcile(warm=True)
     zones = sorted(r.zone for r in w.replicas if r.capacity == SPOT)
     assert zones == [0, 0, 1, 1]  # spread: two per zone
@@ -179,17 +178,15 @@ def test_spot_spreads_over_zones_and_a_zone_loss_notices_only_its_replicas() -> 
 
 
 def test_with_every_zone_gone_spot_waits_pending_until_one_comes_back() -> None:
-    from simulator import world as world_module
-
     config = WorldConfig(
         cold_start=ColdStart(5.0),
         placement=PlacementConfig(policy="spot", on_demand_baseline=0),
         spot=SpotModel(availability=0.5, changes_per_day=0.001, zones=2),
     )
-    w = world_module._World([req(0.0)], Scripted(wake=2), config).fleet
+    w = World([req(0.0)], Scripted(wake=2), config).fleet
     w.market(0)
     w.market(1)
-    w.target = 2
+    w.aim(2)
     w.reconcile()
     spot = [r for r in w.replicas if r.capacity == SPOT]
     assert len(spot) == 2 and all(r.pending for r in spot)

@@ -99,16 +99,16 @@ def test_kv_usage_follows_tokens_held() -> None:
     engine.add(1, prompt_tokens=100, output_tokens=3, now=0.0)
     engine.begin_step(0.0)
     engine.end_step()  # prefill + first token
-    assert engine.kv_tokens_used == 101
-    assert engine.kv_usage == pytest.approx(0.101)
+    assert engine.kv.used == 101
+    assert engine.kv.usage == pytest.approx(0.101)
     plan = engine.begin_step(1.0)
     assert plan is not None
     engine.end_step()
-    assert engine.kv_tokens_used == 102
+    assert engine.kv.used == 102
     engine.begin_step(2.0)
     outcome = engine.end_step()
     assert outcome.finished == (1,)
-    assert engine.kv_tokens_used == 0
+    assert engine.kv.used == 0
 
 
 def test_small_kv_cache_preempts_and_still_completes_everything() -> None:
@@ -122,7 +122,7 @@ def test_small_kv_cache_preempts_and_still_completes_everything() -> None:
     while engine.has_work:
         plan = engine.begin_step(now)
         assert plan is not None
-        assert engine.kv_tokens_used <= params.kv_cache_tokens
+        assert engine.kv.used <= params.kv_cache_tokens
         now = engine.end_step().end_s
     assert engine.preemptions > 0
 
@@ -135,7 +135,7 @@ def test_abort_frees_the_place() -> None:
     engine.abort(1)  # mid-step: removed when the step ends
     outcome = engine.end_step()
     assert outcome.emitted == ()
-    assert engine.kv_tokens_used == 0
+    assert engine.kv.used == 0
     engine.begin_step(outcome.end_s)
     assert engine.end_step().first == (2,)
 
