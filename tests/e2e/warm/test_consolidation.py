@@ -102,7 +102,7 @@ async def test_a_gpu_of_sleepers_alone_is_emptied_and_the_wake_still_answers_in_
         assert nodes_of(stack, "busy") == [serving]
         timeout = aiohttp.ClientTimeout(total=60)
         async with aiohttp.ClientSession(timeout=timeout) as session:
-            status, took = await complete(session, stack.activator_url, quiet[0].model)
+            status, took = await complete(session, stack.addresses.activator_url, quiet[0].model)
         assert status == 200
         # A wake beside the serving model (room to wake is there), not a cold start:
         # within the objective, with the wake's own time as the floor.
