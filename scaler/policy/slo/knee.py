@@ -24,10 +24,9 @@ risen must move the count within a few cold starts.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
-from scaler.policy.slo.blocking import PromptTail
-from scaler.policy.slo.replay import Step, late_requests
+from scaler.policy.slo.replay import FleetReplay
 
 __all__ = ["KNEE", "knee", "recent_knee"]
 
@@ -43,16 +42,16 @@ _KNEE_LOOKAHEAD = 3
 
 
 def recent_knee(
-    series: Sequence[Step],
-    wait_s: float,
-    tail: PromptTail,
+    replay: FleetReplay,
     *,
     cold_start_s: float,
     attainment: float,
     cap: int,
 ) -> int:
     """:func:`knee` over the requests of the last ``_KNEE_COLD_STARTS`` cold starts (at
-    least ``_MIN_KNEE_WINDOW_S``) and the cold start ahead, up to ``cap``."""
+    least ``_MIN_KNEE_WINDOW_S``) and the cold start ahead, up to ``cap``, in
+    ``replay``'s series."""
+    series = replay.series
     window_s = max(_MIN_KNEE_WINDOW_S, _KNEE_COLD_STARTS * cold_start_s)
     first, spent = len(series), 0.0
     while first > 0 and spent < window_s:
@@ -67,9 +66,7 @@ def recent_knee(
 
     def met(n: int) -> float:
         if n not in known:
-            known[n] = servable - late_requests(
-                series, float(n), wait_s, tail=tail, count_from=first
-            )
+            known[n] = servable - replay.late_between(n, first)
         return known[n]
 
     least = max(1, min(cap, math.ceil(load)))

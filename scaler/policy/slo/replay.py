@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 from scaler.policy.slo.blocking import PromptTail
 
-__all__ = ["DECODE_MARGIN", "Step", "decode_bound", "late_requests", "steps"]
+__all__ = ["DECODE_MARGIN", "FleetReplay", "Step", "decode_bound", "late_requests", "steps"]
 
 #: The square-root staffing margin of decode: with ``a`` sequences in progress
 #: over ``N`` slots, a request waits for one with a probability that depends on
@@ -117,33 +117,107 @@ def late_requests(
     count_from: int = 0,
 ) -> float:
     """Requests that a fleet of ``n`` replicas keeps waiting longer than ``wait_s`` over
-    ``series`` (counted from the interval ``count_from`` on; stops counting past
-    ``stop_after``): in the fleet's fluid queue, or on their own replica behind a
-    long prompt (``tail``, the prompt sizes seen), whichever is more."""
-    backlog = late = 0.0
-    blocking = bool(tail.classes)
-    for i, (dt, prefill, decode, requests, rate_in, load, needs) in enumerate(series):
-        cap = n - decode
-        if cap < 0.0:
-            cap = 0.0
-        rate = prefill / dt
-        end = backlog + (rate - cap) * dt
-        if end < 0.0:
-            end = 0.0
-        if requests > 0 and i >= count_from:
-            if needs > n or cap <= 0:
-                late += requests
-            else:
-                share = _late_share(backlog, end, rate, cap, cap * wait_s, dt)
-                if blocking:
-                    blocked = tail.blocked_share(rate_in / n, load / cap)
-                    if blocked > share:
-                        share = blocked
-                late += requests * share
-            if late > stop_after:
-                return late
-        backlog = end
-    return late
+    ``series`` (counted from the interval ``count_from`` on): in the fleet's fluid
+    queue, or on their own replica behind a long prompt (``tail``, the prompt sizes
+    seen), whichever is more. Past ``stop_after``, some count above it (the replay
+    may stop there)."""
+    replay = FleetReplay(series, wait_s, tail)
+    if count_from:
+        return replay.late_between(n, count_from)
+    return replay.late(n, stop_after)
+
+
+class _Run:
+    """The replay at one fleet size, as far as it has gone: the queue's backlog,
+    the late requests so far, and each interval's own."""
+
+    __slots__ = ("backlog", "late", "n", "terms")
+
+    def __init__(self, n: float) -> None:
+        self.n = n
+        self.backlog = 0.0
+        self.late = 0.0
+        self.terms: list[float] = []
+
+
+class FleetReplay:
+    """One decision's series replayed at each fleet size it is asked about, once.
+
+    Sizing asks the same series about many fleet sizes, and about some of them
+    twice: the whole history's late requests (the goal's count), the last few
+    cold starts' (the knee), with a stop where the count passes the allowance.
+    Each size's replay is kept, with each interval's late requests, so a second
+    question about it is a sum over the intervals asked, and a replay stopped
+    early resumes where it stopped: no interval is replayed twice at one size.
+    """
+
+    def __init__(self, series: Sequence[Step], wait_s: float, tail: PromptTail = _NO_TAIL) -> None:
+        self.series = series
+        self._wait_s = wait_s
+        self._classes = tail.classes
+        self._runs: dict[float, _Run] = {}
+
+    def late(self, n: float, stop: float = math.inf) -> float:
+        """The series' late requests at ``n`` replicas (see :func:`late_requests`); past
+        ``stop``, some count above it."""
+        run = self._runs.get(n)
+        if run is None:
+            run = self._runs[n] = _Run(n)
+        if run.late <= stop and len(run.terms) < len(self.series):
+            self._advance(run, stop)
+        return run.late
+
+    def late_between(self, n: float, first: int, end: int | None = None) -> float:
+        """The late requests at ``n`` replicas among the intervals ``first`` to ``end``
+        (the queue replayed from the series' start)."""
+        self.late(n)
+        return sum(self._runs[n].terms[first:end], 0.0)
+
+    def _advance(self, run: _Run, stop: float) -> None:
+        """Replays ``run`` on from where it stopped, to the end or until its late
+        requests pass ``stop``. Each interval: the fluid queue moves from
+        ``backlog`` to ``end`` linearly, arrivals that find more than the wait
+        allowance's work ahead are late, as are those blocked on their replica
+        (:meth:`PromptTail.blocked_share`, written out here: this loop is what
+        sizing spends its time in), or all of them where decode leaves no room."""
+        n, wait_s, classes = run.n, self._wait_s, self._classes
+        backlog, late, terms = run.backlog, run.late, run.terms
+        done = len(terms)
+        rows = self.series if not done else self.series[done:]
+        for dt, prefill, decode, requests, rate_in, load, needs in rows:
+            cap = n - decode
+            if cap < 0.0:
+                cap = 0.0
+            rate = prefill / dt
+            end = backlog + (rate - cap) * dt
+            if end < 0.0:
+                end = 0.0
+            term = 0.0
+            if requests > 0:
+                if needs > n or cap <= 0:
+                    term = requests
+                else:
+                    share = _late_share(backlog, end, rate, cap, cap * wait_s, dt)
+                    per_replica = rate_in / n
+                    if classes and per_replica > 0:
+                        busy = load / cap
+                        if busy >= 1.0:
+                            blocked = 1.0
+                        else:
+                            scale = per_replica / (1.0 - busy)
+                            blocked = 0.0
+                            for part, excess in classes:
+                                wait = scale * excess
+                                blocked += part * (wait if wait < busy else busy)
+                        if blocked > share:
+                            share = blocked
+                    term = requests * share
+                late += term
+            terms.append(term)
+            backlog = end
+            if late > stop:
+                break
+        run.backlog, run.late = backlog, late
 
 
 def _late_share(

@@ -63,7 +63,7 @@ from scaler.policy.slo.knee import recent_knee
 from scaler.policy.slo.level import Raw, fallen_level, is_settled, releveled, stretches
 from scaler.policy.slo.load import LOOKBACK_S, LoadHistory
 from scaler.policy.slo.phases import PhaseFit
-from scaler.policy.slo.replay import Step, decode_bound, late_requests, steps
+from scaler.policy.slo.replay import FleetReplay, Step, decode_bound, steps
 
 __all__ = ["Sizing", "SizingGoal", "hopeless_count", "lookback_for", "replicas_for"]
 
@@ -133,6 +133,9 @@ class SizingGoal:
     # Replicas asked for, ready or starting: the first to take a backlog (a wake's).
     asked: int = 0
     recent_s: float = 0.0  # the window the attainment measured covers (0: none)
+    # Where the search for the goal's count starts (the last decision's; 0: the
+    # ceiling): the count is the same from anywhere, found in fewer replays near it.
+    search_from: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,39 +188,23 @@ def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
     tail = prompt_tail(
         history.prompts_over, requests, history.tokens, prefill_per_s=p, slo_ttft_s=goal.slo_ttft_s
     )
-    known: dict[int, float] = {}
-
-    def late(n: int, stop: float = math.inf) -> float:
-        if n in known:
-            return known[n]
-        found = late_requests(series, float(n), wait_s, tail=tail, stop_after=stop)
-        if found <= stop:
-            known[n] = found
-        return found
-
-    reachable = allowed >= 0 and late(top, allowed) <= allowed
+    replay = FleetReplay(series, wait_s, tail)
     cap = top
-    if reachable:
-        lo, hi = 1, top
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if late(mid, allowed) <= allowed:
-                hi = mid
-            else:
-                lo = mid + 1
+    found = None if allowed < 0 else _fewest(replay, allowed, top, goal.search_from)
+    reachable = found is not None
+    if found is not None:
+        cap = found
         # A replica started must pay for its cold start: where the replicas asked
         # for already keep all but half again the allowance in time, noise in the
         # replay buys none.
-        if 0 < goal.asked < lo and late(goal.asked, _UP_SLACK * allowed) <= _UP_SLACK * allowed:
-            lo = goal.asked
-        cap = lo
+        slack = _UP_SLACK * allowed
+        if 0 < goal.asked < cap and replay.late(goal.asked, slack) <= slack:
+            cap = goal.asked
     # The goal's count, or fewer where the last replicas it takes stop buying
     # attainment worth their GPU-hours over the load of the last few cold starts
     # (a tail no replica serves in time, bursts that a fleet a third larger
     # barely helps).
-    lo = recent_knee(
-        series, wait_s, tail, cold_start_s=goal.cold_start_s, attainment=goal.attainment, cap=cap
-    )
+    lo = recent_knee(replay, cold_start_s=goal.cold_start_s, attainment=goal.attainment, cap=cap)
     priced = reachable and lo < cap
     # Waiting requests no replica can serve in time are not worth draining.
     drain = _drain(
@@ -228,8 +215,8 @@ def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
         max(goal.ready, goal.asked),
     )
     lo = min(top, max(lo, drain))
-    share = (late(lo) + hopeless) / requests
-    next_replica = 0.0 if lo >= top else max(0.0, late(lo) - late(lo + 1)) / requests
+    share = (replay.late(lo) + hopeless) / requests
+    next_replica = 0.0 if lo >= top else max(0.0, replay.late(lo) - replay.late(lo + 1)) / requests
     predicted = _predicted(history, series, goal, limit, wait_s)
     why = _why(history, goal, lo, share, hopeless, binding)
     if not reachable:
@@ -252,6 +239,48 @@ def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
         predicted=predicted,
         settled=settled,
     )
+
+
+def _fewest(replay: FleetReplay, allowed: float, top: int, start: int) -> int | None:
+    """The fewest replicas up to ``top`` whose replay keeps at most ``allowed`` requests
+    late (None: not even ``top``). The late requests fall as replicas are added, so
+    the count is the same however it is searched: by bisection without a ``start``
+    (0), else outward from it (the last decision's count), which finds an unchanged
+    count in two replays instead of six."""
+
+    def meets(n: int) -> bool:
+        return replay.late(n, allowed) <= allowed
+
+    bad = 0  # a count known to miss (0: none below counts)
+    if start <= 0:
+        if not meets(top):
+            return None
+        good = top
+    elif meets(start := min(start, top)):
+        good, step = start, 1
+        while good > 1:
+            probe = max(1, good - step)
+            if not meets(probe):
+                bad = probe
+                break
+            good, step = probe, 2 * step
+    else:
+        bad, step = start, 1
+        while True:
+            if bad >= top:
+                return None
+            probe = min(top, bad + step)
+            if meets(probe):
+                good = probe
+                break
+            bad, step = probe, 2 * step
+    while good - bad > 1:
+        mid = (good + bad) // 2
+        if meets(mid):
+            good = mid
+        else:
+            bad = mid
+    return good
 
 
 def _why(
@@ -318,12 +347,7 @@ def _predicted(
     if requests <= 0:
         return None
     lost = sum(min(i[3], hopeless_count(i[5], limit)) for i in recent)
-    late = late_requests(
-        series[: len(history.intervals)],
-        float(goal.ready),
-        wait_s,
-        count_from=first,
-    )
+    late = FleetReplay(series[: len(history.intervals)], wait_s).late_between(goal.ready, first)
     return max(0.0, 1.0 - (late + lost) / requests)
 
 
