@@ -24,11 +24,12 @@ risen must move the count within a few cold starts.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from scaler.policy.slo.replay import FleetReplay
+from scaler.policy.slo.fleet_replay import FleetReplay
+from scaler.policy.slo.replay import Step
 
-__all__ = ["KNEE", "knee", "recent_knee"]
+__all__ = ["KNEE", "knee", "knee_window", "recent_knee"]
 
 #: See the module docstring: at a 99 % goal a replica that adds a quarter to the
 #: bill must meet 2.5 % more requests.
@@ -41,6 +42,20 @@ _MIN_KNEE_WINDOW_S = 300.0
 _KNEE_LOOKAHEAD = 3
 
 
+def knee_window(series: Sequence[Step], cold_start_s: float) -> tuple[int, float, float]:
+    """The window :func:`recent_knee` judges: its first interval in ``series``, its
+    servable requests, and its work per second (replicas)."""
+    window_s = max(_MIN_KNEE_WINDOW_S, _KNEE_COLD_STARTS * cold_start_s)
+    first, spent = len(series), 0.0
+    while first > 0 and spent < window_s:
+        first -= 1
+        spent += series[first].dt
+    recent = series[first:]
+    servable = sum(step.requests for step in recent)
+    load = sum(step.prefill + step.decode * step.dt for step in recent) / max(1e-9, spent)
+    return first, servable, load
+
+
 def recent_knee(
     replay: FleetReplay,
     *,
@@ -51,17 +66,9 @@ def recent_knee(
     """:func:`knee` over the requests of the last ``_KNEE_COLD_STARTS`` cold starts (at
     least ``_MIN_KNEE_WINDOW_S``) and the cold start ahead, up to ``cap``, in
     ``replay``'s series."""
-    series = replay.series
-    window_s = max(_MIN_KNEE_WINDOW_S, _KNEE_COLD_STARTS * cold_start_s)
-    first, spent = len(series), 0.0
-    while first > 0 and spent < window_s:
-        first -= 1
-        spent += series[first].dt
-    recent = series[first:]
-    servable = sum(step.requests for step in recent)
+    first, servable, load = knee_window(replay.series, cold_start_s)
     if servable <= 0:
         return 1
-    load = sum(step.prefill + step.decode * step.dt for step in recent) / max(1e-9, spent)
     known: dict[int, float] = {}
 
     def met(n: int) -> float:

@@ -1,7 +1,8 @@
-"""The history replayed through a fleet of ``n`` replicas: who waits too long, pure.
+"""The history as the replay sees it, and what makes a request late there: pure.
 
 Sizing (:mod:`scaler.policy.slo.sizing`) asks, for a candidate count ``n``,
-how many of the history's requests would have waited past the objective.
+how many of the history's requests would have waited past the objective
+(:mod:`scaler.policy.slo.fleet_replay` counts them, at many ``n`` per decision).
 Each decision interval of the history is one :class:`Step`: its prompt
 work (replica-seconds of prefill), the decode in progress (replicas busy
 decoding, smoothed) and its requests. Two things make a request late:
@@ -35,9 +36,7 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from scaler.policy.slo.blocking import PromptTail
-
-__all__ = ["DECODE_MARGIN", "FleetReplay", "Step", "decode_bound", "late_requests", "steps"]
+__all__ = ["DECODE_MARGIN", "Step", "decode_bound", "steps"]
 
 #: The square-root staffing margin of decode: with ``a`` sequences in progress
 #: over ``N`` slots, a request waits for one with a probability that depends on
@@ -82,21 +81,30 @@ def steps(
     tau = min(_MAX_DECODE_WINDOW_S, max(_MIN_DECODE_WINDOW_S, answer_s))
     out: list[Step] = []
     level = rate = load = 0.0
+    slots = max(1.0, slots)
+    # The windows' weights are the same for every interval of a length (nearly all
+    # are one decision interval long): worked out once per length.
+    last_dt = keep = fade = queue_keep = queue_fade = 0.0
     for dt, prefill, decode, requests, arrivals in intervals:
         if dt <= 0:
             continue
-        keep = math.exp(-dt / tau)
+        if dt != last_dt:
+            last_dt, keep = dt, math.exp(-dt / tau)
+            queue_keep = math.exp(-dt / _QUEUE_WINDOW_S)
+            fade, queue_fade = 1.0 - keep, 1.0 - queue_keep
         # The level a constant rate of decode work would settle at is that rate;
         # the window moves it toward this interval's rate.
-        level = level * keep + (decode / dt) * (1.0 - keep)
-        queue_keep = math.exp(-dt / _QUEUE_WINDOW_S)
-        rate = rate * queue_keep + (arrivals / dt) * (1.0 - queue_keep)
-        load = load * queue_keep + (prefill / dt) * (1.0 - queue_keep)
-        out.append(Step(dt, prefill, level, requests, rate, load, decode_bound(level, slots)))
+        level = level * keep + (decode / dt) * fade
+        rate = rate * queue_keep + (arrivals / dt) * queue_fade
+        load = load * queue_keep + (prefill / dt) * queue_fade
+        # decode_bound, written out: this loop runs over the whole history each decision.
+        needs = level + DECODE_MARGIN * math.sqrt(level / slots) if level > 0 else 0.0
+        out.append(_new_step(Step, (dt, prefill, level, requests, rate, load, needs)))
     return out
 
 
-_NO_TAIL = PromptTail()
+# A Step from its seven fields, without the keyword handling of Step(...).
+_new_step = tuple.__new__
 
 
 def decode_bound(decode: float, slots: float) -> float:
@@ -105,131 +113,3 @@ def decode_bound(decode: float, slots: float) -> float:
     if decode <= 0:
         return 0.0
     return decode + DECODE_MARGIN * math.sqrt(decode / max(1.0, slots))
-
-
-def late_requests(
-    series: Sequence[Step],
-    n: float,
-    wait_s: float,
-    *,
-    tail: PromptTail = _NO_TAIL,
-    stop_after: float = math.inf,
-    count_from: int = 0,
-) -> float:
-    """Requests that a fleet of ``n`` replicas keeps waiting longer than ``wait_s`` over
-    ``series`` (counted from the interval ``count_from`` on): in the fleet's fluid
-    queue, or on their own replica behind a long prompt (``tail``, the prompt sizes
-    seen), whichever is more. Past ``stop_after``, some count above it (the replay
-    may stop there)."""
-    replay = FleetReplay(series, wait_s, tail)
-    if count_from:
-        return replay.late_between(n, count_from)
-    return replay.late(n, stop_after)
-
-
-class _Run:
-    """The replay at one fleet size, as far as it has gone: the queue's backlog,
-    the late requests so far, and each interval's own."""
-
-    __slots__ = ("backlog", "late", "n", "terms")
-
-    def __init__(self, n: float) -> None:
-        self.n = n
-        self.backlog = 0.0
-        self.late = 0.0
-        self.terms: list[float] = []
-
-
-class FleetReplay:
-    """One decision's series replayed at each fleet size it is asked about, once.
-
-    Sizing asks the same series about many fleet sizes, and about some of them
-    twice: the whole history's late requests (the goal's count), the last few
-    cold starts' (the knee), with a stop where the count passes the allowance.
-    Each size's replay is kept, with each interval's late requests, so a second
-    question about it is a sum over the intervals asked, and a replay stopped
-    early resumes where it stopped: no interval is replayed twice at one size.
-    """
-
-    def __init__(self, series: Sequence[Step], wait_s: float, tail: PromptTail = _NO_TAIL) -> None:
-        self.series = series
-        self._wait_s = wait_s
-        self._classes = tail.classes
-        self._runs: dict[float, _Run] = {}
-
-    def late(self, n: float, stop: float = math.inf) -> float:
-        """The series' late requests at ``n`` replicas (see :func:`late_requests`); past
-        ``stop``, some count above it."""
-        run = self._runs.get(n)
-        if run is None:
-            run = self._runs[n] = _Run(n)
-        if run.late <= stop and len(run.terms) < len(self.series):
-            self._advance(run, stop)
-        return run.late
-
-    def late_between(self, n: float, first: int, end: int | None = None) -> float:
-        """The late requests at ``n`` replicas among the intervals ``first`` to ``end``
-        (the queue replayed from the series' start)."""
-        self.late(n)
-        return sum(self._runs[n].terms[first:end], 0.0)
-
-    def _advance(self, run: _Run, stop: float) -> None:
-        """Replays ``run`` on from where it stopped, to the end or until its late
-        requests pass ``stop``. Each interval: the fluid queue moves from
-        ``backlog`` to ``end`` linearly, arrivals that find more than the wait
-        allowance's work ahead are late, as are those blocked on their replica
-        (:meth:`PromptTail.blocked_share`, written out here: this loop is what
-        sizing spends its time in), or all of them where decode leaves no room."""
-        n, wait_s, classes = run.n, self._wait_s, self._classes
-        backlog, late, terms = run.backlog, run.late, run.terms
-        done = len(terms)
-        rows = self.series if not done else self.series[done:]
-        for dt, prefill, decode, requests, rate_in, load, needs in rows:
-            cap = n - decode
-            if cap < 0.0:
-                cap = 0.0
-            rate = prefill / dt
-            end = backlog + (rate - cap) * dt
-            if end < 0.0:
-                end = 0.0
-            term = 0.0
-            if requests > 0:
-                if needs > n or cap <= 0:
-                    term = requests
-                else:
-                    share = _late_share(backlog, end, rate, cap, cap * wait_s, dt)
-                    per_replica = rate_in / n
-                    if classes and per_replica > 0:
-                        busy = load / cap
-                        if busy >= 1.0:
-                            blocked = 1.0
-                        else:
-                            scale = per_replica / (1.0 - busy)
-                            blocked = 0.0
-                            for part, excess in classes:
-                                wait = scale * excess
-                                blocked += part * (wait if wait < busy else busy)
-                        if blocked > share:
-                            share = blocked
-                    term = requests * share
-                late += term
-            terms.append(term)
-            backlog = end
-            if late > stop:
-                break
-        run.backlog, run.late = backlog, late
-
-
-def _late_share(
-    backlog: float, end: float, rate: float, cap: float, threshold: float, dt: float
-) -> float:
-    """The share of an interval's arrivals that find more than ``threshold`` of work
-    ahead of them, the queue going from ``backlog`` to ``end`` linearly."""
-    if rate >= cap:
-        if end <= threshold:
-            return 0.0
-        rise = end - backlog
-        return 1.0 if rise <= 0 else min(1.0, (end - threshold) / rise)
-    if backlog <= threshold:
-        return 0.0
-    return min(1.0, (backlog - threshold) / (cap - rate) / dt)

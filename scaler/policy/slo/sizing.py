@@ -54,18 +54,26 @@ another.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from groundwork.rules.prompt_sizes import PROMPT_SIZE_BOUNDS
 from scaler.policy.slo.blocking import prompt_tail
-from scaler.policy.slo.knee import recent_knee
+from scaler.policy.slo.fleet_replay import FleetReplay
+from scaler.policy.slo.knee import knee_window, recent_knee
 from scaler.policy.slo.level import Raw, fallen_level, is_settled, releveled, stretches
 from scaler.policy.slo.load import LOOKBACK_S, LoadHistory
 from scaler.policy.slo.phases import PhaseFit
-from scaler.policy.slo.replay import FleetReplay, Step, decode_bound, steps
+from scaler.policy.slo.replay import Step, decode_bound, steps
 
-__all__ = ["Sizing", "SizingGoal", "hopeless_count", "lookback_for", "replicas_for"]
+__all__ = [
+    "Sizing",
+    "SizingGoal",
+    "hopeless_count",
+    "hopeless_counter",
+    "lookback_for",
+    "replicas_for",
+]
 
 # The share of the miss allowance that sizing may spend (the rest: cold starts, error).
 _SIZING_SHARE = 0.5
@@ -100,19 +108,28 @@ def hopeless_count(over: Sequence[float], threshold_tokens: float) -> float:
     """Arrivals with prompts longer than ``threshold_tokens``, from counts over each of
     :data:`PROMPT_SIZE_BOUNDS` (log-linear between two bounds; below the first, its
     count; past the last, none)."""
-    if not over or len(over) != len(PROMPT_SIZE_BOUNDS):
-        return 0.0
+    return hopeless_counter(threshold_tokens)(over)
+
+
+def hopeless_counter(threshold_tokens: float) -> Callable[[Sequence[float]], float]:
+    """:func:`hopeless_count` at one threshold, for many intervals' counts (the bounds
+    that bracket it found once)."""
     bounds = PROMPT_SIZE_BOUNDS
+    width = len(bounds)
     if threshold_tokens <= bounds[0]:
-        return over[0]
-    for i in range(len(bounds) - 1):
+        return lambda over: over[0] if over and len(over) == width else 0.0
+    for i in range(width - 1):
         lo, hi = bounds[i], bounds[i + 1]
         if threshold_tokens <= hi:
-            if not over[i]:
-                return 0.0
             frac = math.log(threshold_tokens / lo) / math.log(hi / lo)
-            return over[i] + (over[i + 1] - over[i]) * frac
-    return 0.0
+
+            def between(over: Sequence[float], i: int = i, frac: float = frac) -> float:
+                if not over or len(over) != width or not over[i]:
+                    return 0.0
+                return over[i] + (over[i + 1] - over[i]) * frac
+
+            return between
+    return lambda over: 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +206,10 @@ def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
         history.prompts_over, requests, history.tokens, prefill_per_s=p, slo_ttft_s=goal.slo_ttft_s
     )
     replay = FleetReplay(series, wait_s, tail)
+    # The fewest replicas asked about (below the last count, or the knee's least),
+    # replayed whole first: the sizes above it then replay only where it was busy.
+    least = math.ceil(knee_window(series, goal.cold_start_s)[2])
+    replay.prime(max(1, min(top, least, goal.search_from - 1 if goal.search_from else top)))
     cap = top
     found = None if allowed < 0 else _fewest(replay, allowed, top, goal.search_from)
     reachable = found is not None
@@ -217,7 +238,7 @@ def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
     lo = min(top, max(lo, drain))
     share = (replay.late(lo) + hopeless) / requests
     next_replica = 0.0 if lo >= top else max(0.0, replay.late(lo) - replay.late(lo + 1)) / requests
-    predicted = _predicted(history, series, goal, limit, wait_s)
+    predicted = _predicted(history, replay, goal, limit)
     why = _why(history, goal, lo, share, hopeless, binding)
     if not reachable:
         why += " (goal out of reach: sized where one more replica buys less than it costs)"
@@ -306,12 +327,15 @@ def _work(history: LoadHistory, goal: SizingGoal, limit: float) -> tuple[list[Ra
     ``limit`` tokens (no replica serves them in time)."""
     raw: list[Raw] = []
     hopeless = 0.0
-    p = goal.prefill_per_s
+    work_s = goal.fit.work_of(prefill_per_s=goal.prefill_per_s, slo_tpot_s=goal.slo_tpot_s)
+    lost_of = hopeless_counter(limit)
+    headroom = goal.headroom
     for start_s, end_s, tokens, count, output, over in history.intervals:
-        pre, dec = goal.fit.work_s(tokens, output, prefill_per_s=p, slo_tpot_s=goal.slo_tpot_s)
-        lost = min(count, hopeless_count(over, limit))
+        pre, dec = work_s(tokens, output)
+        lost = lost_of(over)
+        lost = lost if lost < count else count
         hopeless += lost
-        raw.append((end_s - start_s, pre * goal.headroom, dec * goal.headroom, count - lost, count))
+        raw.append((end_s - start_s, pre * headroom, dec * headroom, count - lost, count))
     return raw, hopeless
 
 
@@ -330,14 +354,11 @@ def _binding(raw: Sequence[Raw], window_s: float) -> str:
 
 
 def _predicted(
-    history: LoadHistory,
-    series: Sequence[Step],
-    goal: SizingGoal,
-    limit: float,
-    wait_s: float,
+    history: LoadHistory, replay: FleetReplay, goal: SizingGoal, limit: float
 ) -> float | None:
     """The share of the last ``goal.recent_s``'s requests the replay at the ready
-    replicas keeps within the objective (the hopeless ones miss)."""
+    replicas keeps within the objective (the hopeless ones miss; no request is
+    taken as blocked behind a long prompt)."""
     if goal.recent_s <= 0 or goal.ready < 1 or not history.intervals:
         return None
     since = history.intervals[-1][1] - goal.recent_s
@@ -346,8 +367,9 @@ def _predicted(
     requests = sum(i[3] for i in recent)
     if requests <= 0:
         return None
-    lost = sum(min(i[3], hopeless_count(i[5], limit)) for i in recent)
-    late = FleetReplay(series[: len(history.intervals)], wait_s).late_between(goal.ready, first)
+    lost_of = hopeless_counter(limit)
+    lost = sum(min(i[3], lost_of(i[5])) for i in recent)
+    late = replay.late_between(goal.ready, first, len(history.intervals), blocked=False)
     return max(0.0, 1.0 - (late + lost) / requests)
 
 
