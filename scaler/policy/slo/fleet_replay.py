@@ -218,7 +218,19 @@ class FleetReplay:
                 if needs > n or cap <= 0:
                     term = requests
                 else:
-                    share = _late_share(backlog, end, rate, cap, cap * wait_s, dt)
+                    # The share of its arrivals that find more than the allowance's
+                    # work ahead, the queue going from ``backlog`` to ``end`` linearly.
+                    threshold = cap * wait_s
+                    if rate >= cap:
+                        if end <= threshold:
+                            share = 0.0
+                        else:
+                            rise = end - backlog
+                            share = 1.0 if rise <= 0 else min(1.0, (end - threshold) / rise)
+                    elif backlog <= threshold:
+                        share = 0.0
+                    else:
+                        share = min(1.0, (backlog - threshold) / (cap - rate) / dt)
                     per_replica = rate_in / n
                     if tail and per_replica > 0:
                         busy = load / cap
@@ -240,18 +252,3 @@ class FleetReplay:
             if late > stop:
                 break
         run.backlog, run.late, run.saturated = backlog, late, saturated
-
-
-def _late_share(
-    backlog: float, end: float, rate: float, cap: float, threshold: float, dt: float
-) -> float:
-    """The share of an interval's arrivals that find more than ``threshold`` of work
-    ahead of them, the queue going from ``backlog`` to ``end`` linearly."""
-    if rate >= cap:
-        if end <= threshold:
-            return 0.0
-        rise = end - backlog
-        return 1.0 if rise <= 0 else min(1.0, (end - threshold) / rise)
-    if backlog <= threshold:
-        return 0.0
-    return min(1.0, (backlog - threshold) / (cap - rate) / dt)

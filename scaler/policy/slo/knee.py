@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from scaler.policy.slo.fleet_replay import FleetReplay
 from scaler.policy.slo.replay import Step
 
-__all__ = ["KNEE", "knee", "knee_window", "recent_knee"]
+__all__ = ["KNEE", "KneeWindow", "knee", "knee_window", "recent_knee"]
 
 #: See the module docstring: at a 99 % goal a replica that adds a quarter to the
 #: bill must meet 2.5 % more requests.
@@ -42,9 +43,17 @@ _MIN_KNEE_WINDOW_S = 300.0
 _KNEE_LOOKAHEAD = 3
 
 
-def knee_window(series: Sequence[Step], cold_start_s: float) -> tuple[int, float, float]:
-    """The window :func:`recent_knee` judges: its first interval in ``series``, its
-    servable requests, and its work per second (replicas)."""
+class KneeWindow(NamedTuple):
+    """The stretch :func:`recent_knee` judges, in a series."""
+
+    first: int  # its first interval
+    servable: float  # its requests a fleet can serve in time
+    load: float  # its work per second (replicas)
+
+
+def knee_window(series: Sequence[Step], cold_start_s: float) -> KneeWindow:
+    """The last ``_KNEE_COLD_STARTS`` cold starts of ``series`` (at least
+    ``_MIN_KNEE_WINDOW_S``)."""
     window_s = max(_MIN_KNEE_WINDOW_S, _KNEE_COLD_STARTS * cold_start_s)
     first, spent = len(series), 0.0
     while first > 0 and spent < window_s:
@@ -53,20 +62,19 @@ def knee_window(series: Sequence[Step], cold_start_s: float) -> tuple[int, float
     recent = series[first:]
     servable = sum(step.requests for step in recent)
     load = sum(step.prefill + step.decode * step.dt for step in recent) / max(1e-9, spent)
-    return first, servable, load
+    return KneeWindow(first, servable, load)
 
 
 def recent_knee(
     replay: FleetReplay,
+    window: KneeWindow,
     *,
-    cold_start_s: float,
     attainment: float,
     cap: int,
 ) -> int:
-    """:func:`knee` over the requests of the last ``_KNEE_COLD_STARTS`` cold starts (at
-    least ``_MIN_KNEE_WINDOW_S``) and the cold start ahead, up to ``cap``, in
-    ``replay``'s series."""
-    first, servable, load = knee_window(replay.series, cold_start_s)
+    """:func:`knee` over the requests of ``window`` (:func:`knee_window`: the last few
+    cold starts and the cold start ahead) in ``replay``'s series, up to ``cap``."""
+    first, servable, load = window
     if servable <= 0:
         return 1
     known: dict[int, float] = {}

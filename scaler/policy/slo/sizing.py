@@ -56,6 +56,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 
 from groundwork.rules.prompt_sizes import PROMPT_SIZE_BOUNDS
 from scaler.policy.slo.blocking import prompt_tail
@@ -208,7 +209,8 @@ def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
     replay = FleetReplay(series, wait_s, tail)
     # The fewest replicas asked about (below the last count, or the knee's least),
     # replayed whole first: the sizes above it then replay only where it was busy.
-    least = math.ceil(knee_window(series, goal.cold_start_s)[2])
+    window = knee_window(series, goal.cold_start_s)
+    least = math.ceil(window.load)
     replay.prime(max(1, min(top, least, goal.search_from - 1 if goal.search_from else top)))
     cap = top
     found = None if allowed < 0 else _fewest(replay, allowed, top, goal.search_from)
@@ -225,7 +227,7 @@ def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
     # attainment worth their GPU-hours over the load of the last few cold starts
     # (a tail no replica serves in time, bursts that a fleet a third larger
     # barely helps).
-    lo = recent_knee(replay, cold_start_s=goal.cold_start_s, attainment=goal.attainment, cap=cap)
+    lo = recent_knee(replay, window, attainment=goal.attainment, cap=cap)
     priced = reachable and lo < cap
     # Waiting requests no replica can serve in time are not worth draining.
     drain = _drain(
@@ -395,7 +397,7 @@ def _trend(series: Sequence[Step], cold_start_s: float, slots: float) -> list[St
     three times running, nor so gently): the last third's load, plus the rise
     it is on, carried a cold start ahead."""
     # A history shorter than a cold start still shows a ramp in thirds of itself.
-    span = sum(step.dt for step in series)
+    span: float = sum(map(itemgetter(0), series))  # each step's dt, oldest first
     third = max(_MIN_TREND_WINDOW_S, min(cold_start_s, span) / 3)
     rates = _window_rates(series, third, 3)
     if len(rates) < 3 or not 0 < rates[0] < rates[1] < rates[2] <= _RAMP_AT_MOST * rates[0]:
