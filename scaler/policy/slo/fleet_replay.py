@@ -103,14 +103,21 @@ class FleetReplay:
     """One decision's series replayed at each fleet size it is asked about, each
     interval at most once per size (see the module docstring).
 
-    ``prime(n)`` replays ``n`` whole at once: the sizes above it then replay
-    only the intervals it found busy, so sizing primes the smallest size it
-    expects to ask about.
+    ``floor``: the fewest replicas the caller expects to ask about. The first
+    question above it with no complete replay below replays the floor whole
+    first, so that the sizes above replay only what it found busy: a count from
+    a given interval on always (the queue's empty intervals shorten it), a whole
+    count where no request is blocked behind a long prompt (elsewhere every
+    interval with requests is busy, and a whole replay of the floor would be
+    one more pass).
     """
 
-    def __init__(self, series: Sequence[Step], wait_s: float, tail: PromptTail = _NO_TAIL) -> None:
+    def __init__(
+        self, series: Sequence[Step], wait_s: float, tail: PromptTail = _NO_TAIL, *, floor: int = 0
+    ) -> None:
         self.series = series
         self.wait_s = wait_s
+        self.floor = floor
         # A replica past its capacity blocks everyone on it (PromptTail.blocked_share);
         # short of that, a class no prompt of which waits past its slack blocks nobody.
         self._tail = bool(tail.classes)
@@ -120,16 +127,12 @@ class FleetReplay:
         self._busy: dict[float, list[int]] = {}  # per complete run, its busy rows
         self._windows: dict[tuple[float, int], _Run] = {}
 
-    def prime(self, n: float) -> None:
-        """Replays ``n`` to the end now (see the class docstring)."""
-        self.late(n)
-
     def late(self, n: float, stop: float = math.inf) -> float:
         """The series' late requests at ``n`` replicas (see :func:`late_requests`); past
         ``stop``, some count above it."""
         run = self._runs.get(n)
         if run is None:
-            below = self._below(n)
+            below = self._below(n, prime=not self._classes)
             rows = range(len(self.series)) if below is None else self._busy_of(below)
             run = self._runs[n] = _Run(n, rows)
         if run.late <= stop and not run.complete:
@@ -162,7 +165,7 @@ class FleetReplay:
         run at ``n``: from the last row before ``first`` where the largest complete
         run below ``n`` leaves the queue empty (so does ``n``'s), over the rows that
         run found busy; the whole run at ``n`` where there is none below."""
-        below = self._below(n)
+        below = self._below(n, prime=True)
         if below is None:
             self.late(n)
             return self._runs[n]
@@ -177,10 +180,16 @@ class FleetReplay:
         self._advance(run, math.inf)
         return run
 
-    def _below(self, n: float) -> float | None:
-        """The largest size under ``n`` replayed to the end, if any."""
+    def _below(self, n: float, *, prime: bool) -> float | None:
+        """The largest size under ``n`` replayed to the end, if any; with ``prime``,
+        the floor (replayed whole now) where there is none and it is under ``n``."""
         done = [m for m, run in self._runs.items() if m < n and run.complete]
-        return max(done) if done else None
+        if done:
+            return max(done)
+        if prime and 0 < self.floor < n:
+            self.late(self.floor)
+            return self.floor
+        return None
 
     def _busy_of(self, n: float) -> list[int]:
         if n not in self._busy:

@@ -206,12 +206,12 @@ def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
     tail = prompt_tail(
         history.prompts_over, requests, history.tokens, prefill_per_s=p, slo_ttft_s=goal.slo_ttft_s
     )
-    replay = FleetReplay(series, wait_s, tail)
-    # The fewest replicas asked about (below the last count, or the knee's least),
-    # replayed whole first: the sizes above it then replay only where it was busy.
+    # The fewest replicas sizing expects to ask about: one below the last count, or
+    # the knee's least (FleetReplay's floor).
     window = knee_window(series, goal.cold_start_s)
-    least = math.ceil(window.load)
-    replay.prime(max(1, min(top, least, goal.search_from - 1 if goal.search_from else top)))
+    last = goal.search_from - 1 if goal.search_from else top
+    floor = max(1, min(top, math.ceil(window.load), last))
+    replay = FleetReplay(series, wait_s, tail, floor=floor)
     cap = top
     found = None if allowed < 0 else _fewest(replay, allowed, top, goal.search_from)
     reachable = found is not None

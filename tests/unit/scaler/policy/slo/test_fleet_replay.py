@@ -56,7 +56,7 @@ def test_every_answer_is_a_fresh_replays_in_any_order(tail: PromptTail, seed: in
     rng = random.Random(seed)
     series = _series(rng, 300)
     replay = FleetReplay(series, 0.5, tail)
-    replay.prime(rng.randint(1, 4))
+    replay.floor = rng.randint(1, 4)
     for _ in range(40):
         n = rng.randint(1, 12)
         ask = rng.choice(("whole", "stopped", "from", "between", "unblocked"))
@@ -89,7 +89,7 @@ def test_a_count_from_any_interval_above_a_replayed_size_is_a_fresh_replays(
         for n in range(below + 1, below + 4):
             for first in range(0, len(series), 7):
                 replay = FleetReplay(series, 0.5, tail)
-                replay.prime(below)
+                replay.late(below)
                 fresh = FleetReplay(series, 0.5, tail).late_between(n, first)
                 assert replay.late_between(n, first) == fresh
 
@@ -99,7 +99,7 @@ def test_an_interval_without_requests_still_leaves_its_queue_to_the_next() -> No
     # then requests that find its queue: late at two replicas, fewer at three.
     series = [Step(2.0, 8.0, 0.0, 0.0, 0.0, 0.0, 0.0), Step(2.0, 0.1, 0.0, 10.0, 5.0, 0.0, 0.0)]
     replay = FleetReplay(series, 0.5)
-    replay.prime(1)
+    replay.late(1)
     assert replay.late(2) == FleetReplay(series, 0.5).late(2) > 0
 
 
