@@ -235,7 +235,8 @@ class LoadHistory:
         width = len(counted[-1])
         if len(set(map(len, counted))) > 1:
             counted = [c for c in counted if len(c) == width]
-        return tuple(map(sum, zip(*counted, strict=True)))
+        # A column at a time: zip(*counted) would make an iterator per interval.
+        return tuple(sum(map(itemgetter(k), counted)) for k in range(width))
 
     @property
     def output_tokens(self) -> float:
