@@ -116,6 +116,7 @@ def _goal(
         ready=observation.ready_replicas,
         asked=observation.spec_replicas,
         recent_s=recent_window_s(cold_start_s),
+        search_from=0 if slo.sizing is None else slo.sizing.goal_replicas or slo.sizing.replicas,
     )
 
 

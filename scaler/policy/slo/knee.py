@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
-from scaler.policy.slo.blocking import PromptTail
-from scaler.policy.slo.replay import Step, late_requests
+from scaler.policy.slo.fleet_replay import FleetReplay
+from scaler.policy.slo.replay import Step
 
-__all__ = ["KNEE", "knee", "recent_knee"]
+__all__ = ["KNEE", "KneeWindow", "knee", "knee_window", "recent_knee"]
 
 #: See the module docstring: at a 99 % goal a replica that adds a quarter to the
 #: bill must meet 2.5 % more requests.
@@ -42,17 +43,17 @@ _MIN_KNEE_WINDOW_S = 300.0
 _KNEE_LOOKAHEAD = 3
 
 
-def recent_knee(
-    series: Sequence[Step],
-    wait_s: float,
-    tail: PromptTail,
-    *,
-    cold_start_s: float,
-    attainment: float,
-    cap: int,
-) -> int:
-    """:func:`knee` over the requests of the last ``_KNEE_COLD_STARTS`` cold starts (at
-    least ``_MIN_KNEE_WINDOW_S``) and the cold start ahead, up to ``cap``."""
+class KneeWindow(NamedTuple):
+    """The stretch :func:`recent_knee` judges, in a series."""
+
+    first: int  # its first interval
+    servable: float  # its requests a fleet can serve in time
+    load: float  # its work per second (replicas)
+
+
+def knee_window(series: Sequence[Step], cold_start_s: float) -> KneeWindow:
+    """The last ``_KNEE_COLD_STARTS`` cold starts of ``series`` (at least
+    ``_MIN_KNEE_WINDOW_S``)."""
     window_s = max(_MIN_KNEE_WINDOW_S, _KNEE_COLD_STARTS * cold_start_s)
     first, spent = len(series), 0.0
     while first > 0 and spent < window_s:
@@ -60,16 +61,27 @@ def recent_knee(
         spent += series[first].dt
     recent = series[first:]
     servable = sum(step.requests for step in recent)
+    load = sum(step.prefill + step.decode * step.dt for step in recent) / max(1e-9, spent)
+    return KneeWindow(first, servable, load)
+
+
+def recent_knee(
+    replay: FleetReplay,
+    window: KneeWindow,
+    *,
+    attainment: float,
+    cap: int,
+) -> int:
+    """:func:`knee` over the requests of ``window`` (:func:`knee_window`: the last few
+    cold starts and the cold start ahead) in ``replay``'s series, up to ``cap``."""
+    first, servable, load = window
     if servable <= 0:
         return 1
-    load = sum(step.prefill + step.decode * step.dt for step in recent) / max(1e-9, spent)
     known: dict[int, float] = {}
 
     def met(n: int) -> float:
         if n not in known:
-            known[n] = servable - late_requests(
-                series, float(n), wait_s, tail=tail, count_from=first
-            )
+            known[n] = servable - replay.late_between(n, first)
         return known[n]
 
     least = max(1, min(cap, math.ceil(load)))

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from operator import itemgetter
 
 from scaler.policy.slo.replay import Step
 
@@ -109,7 +110,7 @@ def is_settled(series: Sequence[Step], cold_start_s: float, lookback_s: float) -
     (twice in three), at least a cold start and at most the replay's reach. Poisson
     traffic at a steady rate settles within a cold start; bursts a minute apart
     with quiet between (a coefficient of variation of 3) take the whole reach."""
-    span = sum(step.dt for step in series)
+    span: float = sum(map(itemgetter(0), series))  # each step's dt, oldest first
     if span >= lookback_s:
         return True
     if span < cold_start_s:

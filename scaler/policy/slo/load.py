@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from operator import itemgetter
 
 from scaler.policy.api import LoadTotals
 
@@ -219,24 +220,27 @@ class LoadHistory:
 
     @property
     def requests(self) -> float:
-        return sum(i[3] for i in self.intervals)
+        return _column_sum(self.intervals, 3)
 
     @property
     def tokens(self) -> float:
-        return sum(i[2] for i in self.intervals)
+        return _column_sum(self.intervals, 2)
 
     @property
     def prompts_over(self) -> tuple[float, ...]:
         """The arrivals over each prompt size bound, summed (empty where none are counted)."""
-        counted = [i[5] for i in self.intervals if i[5]]
+        counted = list(filter(None, map(itemgetter(5), self.intervals)))
         if not counted:
             return ()
         width = len(counted[-1])
-        return tuple(sum(c[k] for c in counted if len(c) == width) for k in range(width))
+        if len(set(map(len, counted))) > 1:
+            counted = [c for c in counted if len(c) == width]
+        # A column at a time: zip(*counted) would make an iterator per interval.
+        return tuple(sum(map(itemgetter(k), counted)) for k in range(width))
 
     @property
     def output_tokens(self) -> float:
-        return sum(i[4] for i in self.intervals)
+        return _column_sum(self.intervals, 4)
 
     @property
     def span_s(self) -> float:
@@ -248,6 +252,12 @@ class LoadHistory:
         """Requests per second over the history (0 without one)."""
         span = self.span_s
         return self.requests / span if span > 0 else 0.0
+
+
+def _column_sum(intervals: tuple[Interval, ...], k: int) -> float:
+    """The sum of one field of the intervals, oldest first (as a loop would add them)."""
+    total: float = sum(map(itemgetter(k), intervals))
+    return total
 
 
 def estimate_scale(totals: LoadTotals) -> float:

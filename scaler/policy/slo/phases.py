@@ -41,6 +41,7 @@ would size a long-context model for decode it does not do.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from scaler.policy.api import LoadTotals
@@ -168,13 +169,24 @@ class PhaseFit:
     ) -> tuple[float, float]:
         """Replica-seconds that ``prompt`` and ``generated`` tokens need, as
         ``(prefill, decode)`` shares (their sum is the work; see the module docstring)."""
-        pre = prompt / prefill_per_s
-        dec = generated * (self.per_seq_s + self.step_s / self.slots)
-        if slo_tpot_s is not None:
-            # The inter-token bound: p/P + g per_seq <= 1 - base/T, as a work.
-            room = max(0.05, 1.0 - self.step_s / slo_tpot_s)
-            dec = max(dec, (pre + generated * self.per_seq_s) / room - pre)
-        return pre, dec
+        return self.work_of(prefill_per_s=prefill_per_s, slo_tpot_s=slo_tpot_s)(prompt, generated)
+
+    def work_of(
+        self, *, prefill_per_s: float, slo_tpot_s: float | None
+    ) -> Callable[[float, float], tuple[float, float]]:
+        """:meth:`work_s` at one prefill rate and objective, for many intervals' tokens."""
+        per_token = self.per_seq_s + self.step_s / self.slots
+        if slo_tpot_s is None:
+            return lambda prompt, generated: (prompt / prefill_per_s, generated * per_token)
+        # The inter-token bound: p/P + g per_seq <= 1 - base/T, as a work.
+        room = max(0.05, 1.0 - self.step_s / slo_tpot_s)
+        per_seq = self.per_seq_s
+
+        def bounded(prompt: float, generated: float) -> tuple[float, float]:
+            pre = prompt / prefill_per_s
+            return pre, max(generated * per_token, (pre + generated * per_seq) / room - pre)
+
+        return bounded
 
     def learn(
         self, steps: float, generated: float, prompt: float, replica_seconds: float

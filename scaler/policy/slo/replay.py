@@ -1,7 +1,8 @@
-"""The history replayed through a fleet of ``n`` replicas: who waits too long, pure.
+"""The history as the replay sees it, and what makes a request late there: pure.
 
 Sizing (:mod:`scaler.policy.slo.sizing`) asks, for a candidate count ``n``,
-how many of the history's requests would have waited past the objective.
+how many of the history's requests would have waited past the objective
+(:mod:`scaler.policy.slo.fleet_replay` counts them, at many ``n`` per decision).
 Each decision interval of the history is one :class:`Step`: its prompt
 work (replica-seconds of prefill), the decode in progress (replicas busy
 decoding, smoothed) and its requests. Two things make a request late:
@@ -35,9 +36,7 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from scaler.policy.slo.blocking import PromptTail
-
-__all__ = ["DECODE_MARGIN", "Step", "decode_bound", "late_requests", "steps"]
+__all__ = ["DECODE_MARGIN", "Step", "decode_bound", "steps"]
 
 #: The square-root staffing margin of decode: with ``a`` sequences in progress
 #: over ``N`` slots, a request waits for one with a probability that depends on
@@ -82,21 +81,30 @@ def steps(
     tau = min(_MAX_DECODE_WINDOW_S, max(_MIN_DECODE_WINDOW_S, answer_s))
     out: list[Step] = []
     level = rate = load = 0.0
+    slots = max(1.0, slots)
+    # The windows' weights are the same for every interval of a length (nearly all
+    # are one decision interval long): worked out once per length.
+    last_dt = keep = fade = queue_keep = queue_fade = 0.0
     for dt, prefill, decode, requests, arrivals in intervals:
         if dt <= 0:
             continue
-        keep = math.exp(-dt / tau)
+        if dt != last_dt:
+            last_dt, keep = dt, math.exp(-dt / tau)
+            queue_keep = math.exp(-dt / _QUEUE_WINDOW_S)
+            fade, queue_fade = 1.0 - keep, 1.0 - queue_keep
         # The level a constant rate of decode work would settle at is that rate;
         # the window moves it toward this interval's rate.
-        level = level * keep + (decode / dt) * (1.0 - keep)
-        queue_keep = math.exp(-dt / _QUEUE_WINDOW_S)
-        rate = rate * queue_keep + (arrivals / dt) * (1.0 - queue_keep)
-        load = load * queue_keep + (prefill / dt) * (1.0 - queue_keep)
-        out.append(Step(dt, prefill, level, requests, rate, load, decode_bound(level, slots)))
+        level = level * keep + (decode / dt) * fade
+        rate = rate * queue_keep + (arrivals / dt) * queue_fade
+        load = load * queue_keep + (prefill / dt) * queue_fade
+        # decode_bound, written out: this loop runs over the whole history each decision.
+        needs = level + DECODE_MARGIN * math.sqrt(level / slots) if level > 0 else 0.0
+        out.append(_new_step(Step, (dt, prefill, level, requests, rate, load, needs)))
     return out
 
 
-_NO_TAIL = PromptTail()
+# A Step from its seven fields, without the keyword handling of Step(...).
+_new_step = tuple.__new__
 
 
 def decode_bound(decode: float, slots: float) -> float:
@@ -105,57 +113,3 @@ def decode_bound(decode: float, slots: float) -> float:
     if decode <= 0:
         return 0.0
     return decode + DECODE_MARGIN * math.sqrt(decode / max(1.0, slots))
-
-
-def late_requests(
-    series: Sequence[Step],
-    n: float,
-    wait_s: float,
-    *,
-    tail: PromptTail = _NO_TAIL,
-    stop_after: float = math.inf,
-    count_from: int = 0,
-) -> float:
-    """Requests that a fleet of ``n`` replicas keeps waiting longer than ``wait_s`` over
-    ``series`` (counted from the interval ``count_from`` on; stops counting past
-    ``stop_after``): in the fleet's fluid queue, or on their own replica behind a
-    long prompt (``tail``, the prompt sizes seen), whichever is more."""
-    backlog = late = 0.0
-    blocking = bool(tail.classes)
-    for i, (dt, prefill, decode, requests, rate_in, load, needs) in enumerate(series):
-        cap = n - decode
-        if cap < 0.0:
-            cap = 0.0
-        rate = prefill / dt
-        end = backlog + (rate - cap) * dt
-        if end < 0.0:
-            end = 0.0
-        if requests > 0 and i >= count_from:
-            if needs > n or cap <= 0:
-                late += requests
-            else:
-                share = _late_share(backlog, end, rate, cap, cap * wait_s, dt)
-                if blocking:
-                    blocked = tail.blocked_share(rate_in / n, load / cap)
-                    if blocked > share:
-                        share = blocked
-                late += requests * share
-            if late > stop_after:
-                return late
-        backlog = end
-    return late
-
-
-def _late_share(
-    backlog: float, end: float, rate: float, cap: float, threshold: float, dt: float
-) -> float:
-    """The share of an interval's arrivals that find more than ``threshold`` of work
-    ahead of them, the queue going from ``backlog`` to ``end`` linearly."""
-    if rate >= cap:
-        if end <= threshold:
-            return 0.0
-        rise = end - backlog
-        return 1.0 if rise <= 0 else min(1.0, (end - threshold) / rise)
-    if backlog <= threshold:
-        return 0.0
-    return min(1.0, (backlog - threshold) / (cap - rate) / dt)

@@ -54,18 +54,27 @@ another.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 
 from groundwork.rules.prompt_sizes import PROMPT_SIZE_BOUNDS
 from scaler.policy.slo.blocking import prompt_tail
-from scaler.policy.slo.knee import recent_knee
+from scaler.policy.slo.fleet_replay import FleetReplay
+from scaler.policy.slo.knee import knee_window, recent_knee
 from scaler.policy.slo.level import Raw, fallen_level, is_settled, releveled, stretches
 from scaler.policy.slo.load import LOOKBACK_S, LoadHistory
 from scaler.policy.slo.phases import PhaseFit
-from scaler.policy.slo.replay import Step, decode_bound, late_requests, steps
+from scaler.policy.slo.replay import Step, decode_bound, steps
 
-__all__ = ["Sizing", "SizingGoal", "hopeless_count", "lookback_for", "replicas_for"]
+__all__ = [
+    "Sizing",
+    "SizingGoal",
+    "hopeless_count",
+    "hopeless_counter",
+    "lookback_for",
+    "replicas_for",
+]
 
 # The share of the miss allowance that sizing may spend (the rest: cold starts, error).
 _SIZING_SHARE = 0.5
@@ -100,19 +109,28 @@ def hopeless_count(over: Sequence[float], threshold_tokens: float) -> float:
     """Arrivals with prompts longer than ``threshold_tokens``, from counts over each of
     :data:`PROMPT_SIZE_BOUNDS` (log-linear between two bounds; below the first, its
     count; past the last, none)."""
-    if not over or len(over) != len(PROMPT_SIZE_BOUNDS):
-        return 0.0
+    return hopeless_counter(threshold_tokens)(over)
+
+
+def hopeless_counter(threshold_tokens: float) -> Callable[[Sequence[float]], float]:
+    """:func:`hopeless_count` at one threshold, for many intervals' counts (the bounds
+    that bracket it found once)."""
     bounds = PROMPT_SIZE_BOUNDS
+    width = len(bounds)
     if threshold_tokens <= bounds[0]:
-        return over[0]
-    for i in range(len(bounds) - 1):
+        return lambda over: over[0] if over and len(over) == width else 0.0
+    for i in range(width - 1):
         lo, hi = bounds[i], bounds[i + 1]
         if threshold_tokens <= hi:
-            if not over[i]:
-                return 0.0
             frac = math.log(threshold_tokens / lo) / math.log(hi / lo)
-            return over[i] + (over[i + 1] - over[i]) * frac
-    return 0.0
+
+            def between(over: Sequence[float], i: int = i, frac: float = frac) -> float:
+                if not over or len(over) != width or not over[i]:
+                    return 0.0
+                return over[i] + (over[i + 1] - over[i]) * frac
+
+            return between
+    return lambda over: 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +151,9 @@ class SizingGoal:
     # Replicas asked for, ready or starting: the first to take a backlog (a wake's).
     asked: int = 0
     recent_s: float = 0.0  # the window the attainment measured covers (0: none)
+    # Where the search for the goal's count starts (the last decision's; 0: the
+    # ceiling): the count is the same from anywhere, found in fewer replays near it.
+    search_from: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,39 +206,28 @@ def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
     tail = prompt_tail(
         history.prompts_over, requests, history.tokens, prefill_per_s=p, slo_ttft_s=goal.slo_ttft_s
     )
-    known: dict[int, float] = {}
-
-    def late(n: int, stop: float = math.inf) -> float:
-        if n in known:
-            return known[n]
-        found = late_requests(series, float(n), wait_s, tail=tail, stop_after=stop)
-        if found <= stop:
-            known[n] = found
-        return found
-
-    reachable = allowed >= 0 and late(top, allowed) <= allowed
+    # The fewest replicas sizing expects to ask about: one below the last count, or
+    # the knee's least (FleetReplay's floor).
+    window = knee_window(series, goal.cold_start_s)
+    last = goal.search_from - 1 if goal.search_from else top
+    floor = max(1, min(top, math.ceil(window.load), last))
+    replay = FleetReplay(series, wait_s, tail, floor=floor)
     cap = top
-    if reachable:
-        lo, hi = 1, top
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if late(mid, allowed) <= allowed:
-                hi = mid
-            else:
-                lo = mid + 1
+    found = None if allowed < 0 else _fewest(replay, allowed, top, goal.search_from)
+    reachable = found is not None
+    if found is not None:
+        cap = found
         # A replica started must pay for its cold start: where the replicas asked
         # for already keep all but half again the allowance in time, noise in the
         # replay buys none.
-        if 0 < goal.asked < lo and late(goal.asked, _UP_SLACK * allowed) <= _UP_SLACK * allowed:
-            lo = goal.asked
-        cap = lo
+        slack = _UP_SLACK * allowed
+        if 0 < goal.asked < cap and replay.late(goal.asked, slack) <= slack:
+            cap = goal.asked
     # The goal's count, or fewer where the last replicas it takes stop buying
     # attainment worth their GPU-hours over the load of the last few cold starts
     # (a tail no replica serves in time, bursts that a fleet a third larger
     # barely helps).
-    lo = recent_knee(
-        series, wait_s, tail, cold_start_s=goal.cold_start_s, attainment=goal.attainment, cap=cap
-    )
+    lo = recent_knee(replay, window, attainment=goal.attainment, cap=cap)
     priced = reachable and lo < cap
     # Waiting requests no replica can serve in time are not worth draining.
     drain = _drain(
@@ -228,9 +238,9 @@ def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
         max(goal.ready, goal.asked),
     )
     lo = min(top, max(lo, drain))
-    share = (late(lo) + hopeless) / requests
-    next_replica = 0.0 if lo >= top else max(0.0, late(lo) - late(lo + 1)) / requests
-    predicted = _predicted(history, series, goal, limit, wait_s)
+    share = (replay.late(lo) + hopeless) / requests
+    next_replica = 0.0 if lo >= top else max(0.0, replay.late(lo) - replay.late(lo + 1)) / requests
+    predicted = _predicted(history, replay, goal, limit)
     why = _why(history, goal, lo, share, hopeless, binding)
     if not reachable:
         why += " (goal out of reach: sized where one more replica buys less than it costs)"
@@ -252,6 +262,48 @@ def replicas_for(history: LoadHistory, goal: SizingGoal) -> Sizing:
         predicted=predicted,
         settled=settled,
     )
+
+
+def _fewest(replay: FleetReplay, allowed: float, top: int, start: int) -> int | None:
+    """The fewest replicas up to ``top`` whose replay keeps at most ``allowed`` requests
+    late (None: not even ``top``). The late requests fall as replicas are added, so
+    the count is the same however it is searched: by bisection without a ``start``
+    (0), else outward from it (the last decision's count), which finds an unchanged
+    count in two replays instead of six."""
+
+    def meets(n: int) -> bool:
+        return replay.late(n, allowed) <= allowed
+
+    bad = 0  # a count known to miss (0: none below counts)
+    if start <= 0:
+        if not meets(top):
+            return None
+        good = top
+    elif meets(start := min(start, top)):
+        good, step = start, 1
+        while good > 1:
+            probe = max(1, good - step)
+            if not meets(probe):
+                bad = probe
+                break
+            good, step = probe, 2 * step
+    else:
+        bad, step = start, 1
+        while True:
+            if bad >= top:
+                return None
+            probe = min(top, bad + step)
+            if meets(probe):
+                good = probe
+                break
+            bad, step = probe, 2 * step
+    while good - bad > 1:
+        mid = (good + bad) // 2
+        if meets(mid):
+            good = mid
+        else:
+            bad = mid
+    return good
 
 
 def _why(
@@ -277,12 +329,15 @@ def _work(history: LoadHistory, goal: SizingGoal, limit: float) -> tuple[list[Ra
     ``limit`` tokens (no replica serves them in time)."""
     raw: list[Raw] = []
     hopeless = 0.0
-    p = goal.prefill_per_s
+    work_s = goal.fit.work_of(prefill_per_s=goal.prefill_per_s, slo_tpot_s=goal.slo_tpot_s)
+    lost_of = hopeless_counter(limit)
+    headroom = goal.headroom
     for start_s, end_s, tokens, count, output, over in history.intervals:
-        pre, dec = goal.fit.work_s(tokens, output, prefill_per_s=p, slo_tpot_s=goal.slo_tpot_s)
-        lost = min(count, hopeless_count(over, limit))
+        pre, dec = work_s(tokens, output)
+        lost = lost_of(over)
+        lost = lost if lost < count else count
         hopeless += lost
-        raw.append((end_s - start_s, pre * goal.headroom, dec * goal.headroom, count - lost, count))
+        raw.append((end_s - start_s, pre * headroom, dec * headroom, count - lost, count))
     return raw, hopeless
 
 
@@ -301,14 +356,11 @@ def _binding(raw: Sequence[Raw], window_s: float) -> str:
 
 
 def _predicted(
-    history: LoadHistory,
-    series: Sequence[Step],
-    goal: SizingGoal,
-    limit: float,
-    wait_s: float,
+    history: LoadHistory, replay: FleetReplay, goal: SizingGoal, limit: float
 ) -> float | None:
     """The share of the last ``goal.recent_s``'s requests the replay at the ready
-    replicas keeps within the objective (the hopeless ones miss)."""
+    replicas keeps within the objective (the hopeless ones miss; no request is
+    taken as blocked behind a long prompt)."""
     if goal.recent_s <= 0 or goal.ready < 1 or not history.intervals:
         return None
     since = history.intervals[-1][1] - goal.recent_s
@@ -317,13 +369,9 @@ def _predicted(
     requests = sum(i[3] for i in recent)
     if requests <= 0:
         return None
-    lost = sum(min(i[3], hopeless_count(i[5], limit)) for i in recent)
-    late = late_requests(
-        series[: len(history.intervals)],
-        float(goal.ready),
-        wait_s,
-        count_from=first,
-    )
+    lost_of = hopeless_counter(limit)
+    lost = sum(min(i[3], lost_of(i[5])) for i in recent)
+    late = replay.late_between(goal.ready, first, len(history.intervals), blocked=False)
     return max(0.0, 1.0 - (late + lost) / requests)
 
 
@@ -349,7 +397,7 @@ def _trend(series: Sequence[Step], cold_start_s: float, slots: float) -> list[St
     three times running, nor so gently): the last third's load, plus the rise
     it is on, carried a cold start ahead."""
     # A history shorter than a cold start still shows a ramp in thirds of itself.
-    span = sum(step.dt for step in series)
+    span: float = sum(map(itemgetter(0), series))  # each step's dt, oldest first
     third = max(_MIN_TREND_WINDOW_S, min(cold_start_s, span) / 3)
     rates = _window_rates(series, third, 3)
     if len(rates) < 3 or not 0 < rates[0] < rates[1] < rates[2] <= _RAMP_AT_MOST * rates[0]:

@@ -27,11 +27,12 @@ import pytest
 
 from groundwork.rules.prompt_sizes import PROMPT_SIZE_BOUNDS
 from scaler.policy.slo.blocking import prompt_tail
+from scaler.policy.slo.fleet_replay import late_requests
 from scaler.policy.slo.knee import knee
 from scaler.policy.slo.level import fallen_level, is_settled, stretches
 from scaler.policy.slo.load import LoadHistory
 from scaler.policy.slo.phases import PhaseFit
-from scaler.policy.slo.replay import Step, decode_bound, late_requests, steps
+from scaler.policy.slo.replay import Step, decode_bound, steps
 from scaler.policy.slo.sizing import SizingGoal, replicas_for
 
 PREFILL = 25_000.0
