@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -107,7 +108,23 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command(argv: Sequence[str]) -> str:
+    """The command line that runs these cells again (what a saved run and the page
+    quote): ``make frontier`` for the whole grid, else the module with its selection."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("--save", "--doc"):
+            skip = True
+        elif not arg.startswith(("--save=", "--doc=")) and arg != "--json":
+            kept.append(arg)
+    return "make frontier" if not kept else "python -m simulator.battery " + shlex.join(kept)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     if args.jobs < 1:
         print(f"--jobs must be >= 1, got {args.jobs}", file=sys.stderr)
@@ -115,8 +132,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     try:
         if args.render:
-            judged = [judge_cell(r) for r in from_json([p.read_text() for p in args.render])]
+            texts = [p.read_text() for p in args.render]
+            judged = [judge_cell(r) for r in from_json(texts)]
+            commands = [json.loads(t).get("command", "make frontier") for t in texts]
         else:
+            commands = [_command(argv)]
             chosen = cells(args.workload, args.cold_start)
             runs = run_cells(
                 chosen, jobs=args.jobs, annotations=args.annotation, tidal_only=args.tidal_only
@@ -125,11 +145,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, OSError) as error:
         print(f"python -m simulator.battery: {error}", file=sys.stderr)
         return 2
-    document = json.dumps({"cells": to_json(judged), "wall_s": round(time.monotonic() - started)})
+    document = json.dumps(
+        {
+            "cells": to_json(judged),
+            "command": commands[0] if len(commands) == 1 else commands,
+            "wall_s": round(time.monotonic() - started),
+        }
+    )
     if args.save is not None:
         args.save.write_text(document + "\n")
     if args.doc is not None:
-        write_block(args.doc, table(judged))
+        write_block(args.doc, table(judged), commands=commands)
     if args.json:
         print(document)
     else:

@@ -202,11 +202,13 @@ _BEGIN = "<!-- BEGIN generated:battery by `make frontier` -->"
 _END = "<!-- END generated:battery -->"
 
 
-def write_block(page: Path, text: str) -> None:
-    """``page`` with the text between its battery markers replaced by ``text``."""
+def write_block(page: Path, text: str, *, commands: Sequence[str] = ("make frontier",)) -> None:
+    """``page`` with the text between its battery markers replaced by ``text``, under
+    the commands that ran its cells (a saved run's, when it was rendered again)."""
     content = page.read_text()
     start, end = content.find(_BEGIN), content.find(_END)
     if start < 0 or end < start:
         raise ValueError(f"{page}: no {_BEGIN} ... {_END} block to write the table in")
-    block = f"{_BEGIN}\n```\n$ make frontier\n{text}\n```\n"
+    shown = "\n".join(f"$ {c}" for c in dict.fromkeys(commands))
+    block = f"{_BEGIN}\n```\n{shown}\n{text}\n```\n"
     page.write_text(content[:start] + block + content[end:])

@@ -156,7 +156,9 @@ def test_a_saved_run_renders_again_and_writes_its_table_into_a_page(
     again = capsys.readouterr().out
     assert again.splitlines()[:3] == first.splitlines()[:3]
     text = page.read_text()
-    assert "old" not in text and "$ make frontier" in text and "tiny 5s" in text
+    # The page quotes the command that ran the cells, as the saved run recorded it.
+    command = "$ python -m simulator.battery --workload tiny --cold-start 5s --tidal-only"
+    assert "\nold\n" not in text and command in text and "tiny 5s" in text
     assert text.startswith("before\n") and text.endswith("after\n")
     assert main(["--render", str(tmp_path / "missing.json")]) == 2
     # A later tidal-only run replaces the tidal row and keeps the baselines.
