@@ -20,7 +20,10 @@ Two kinds of block:
 The warm tier's page has one more: ``warm-tier`` (docs/warm-tier.md),
 ``tidal-pool`` against ``tidal-warm`` on 4 h of ``synthetic:many-models`` at
 cold starts of 20 s and 60 s, seeds 1 to 3 (mean and range), with the wakes
-that fell back to a cold start.
+that fell back to a cold start. The GPU shapes' page has ``shapes``
+(docs/shapes.md): ``tidal simulate --shapes all`` on the code and conv
+traces, 30 models of ``synthetic:many-models`` and ``synthetic:long-prompt``,
+each command and what it prints.
 
 Main decision: nothing in the pages is typed by hand where a run can say
 it, so a figure cannot go stale without a block changing. ``--only NAME``
@@ -52,6 +55,7 @@ __all__ = ["BLOCKS", "COMMANDS", "block_text", "command_output", "main", "replac
 ROOT = Path(__file__).resolve().parent.parent
 SIMULATOR = ROOT / "docs" / "simulator.md"
 WARM_TIER = ROOT / "docs" / "warm-tier.md"
+SHAPES = ROOT / "docs" / "shapes.md"
 _BEGIN = "<!-- BEGIN generated:{name} by `python -m scripts.simulator_tables` -->"
 _END = "<!-- END generated:{name} -->"
 
@@ -314,12 +318,33 @@ def _pool_run(policy: str, cold: str, seed: int) -> PoolRun:
     )
 
 
+#: The commands of ``shapes`` (docs/shapes.md): each trace with ``--shapes all``.
+SHAPE_COMMANDS: tuple[tuple[str, ...], ...] = (
+    ("--trace", "code", "--shapes", "all"),
+    ("--trace", "conv", "--shapes", "all"),
+    ("--trace", "synthetic:many-models", "--synthetic-models", "30", "--shapes", "all"),
+    ("--trace", "synthetic:long-prompt", "--shapes", "all"),
+)
+
+
+def shapes() -> str:
+    """Each of :data:`SHAPE_COMMANDS` and what it prints, two at a time, each in its
+    own process."""
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        outputs = list(pool.map(command_output, SHAPE_COMMANDS))
+    return "\n\n".join(
+        f"```\n$ tidal simulate {shlex.join(flags)}\n{output}\n```"
+        for flags, output in zip(SHAPE_COMMANDS, outputs, strict=True)
+    )
+
+
 #: Each block: what renders it, and the pages that carry it.
 BLOCKS: dict[str, tuple[Callable[[], str], tuple[Path, ...]]] = {
     **{name: (lambda name=name: _command_block(name), (SIMULATOR,)) for name in COMMANDS},  # type: ignore[misc]
     "slo-scenarios": (slo_scenarios, (SIMULATOR,)),
     "many-models": (many_models, (SIMULATOR, WARM_TIER)),
     "warm-tier": (warm_tier, (WARM_TIER,)),
+    "shapes": (shapes, (SHAPES,)),
 }
 
 

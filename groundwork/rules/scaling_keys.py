@@ -234,7 +234,8 @@ PENDING_TIMEOUT = Key(
     duration_in(10.0, 3600.0),
     "3m",
     "10s to 1h",
-    "a spot replica pending this long counts as unavailable",
+    "a spot replica, or a replica of a GPU shape, pending this long counts as unavailable"
+    " (spot, or that shape, ran out: [shapes](shapes.md#pending-past-the-pending-timeout))",
 )
 SLEEP_AFTER = Key(
     _A + "sleep-after",

@@ -17,7 +17,9 @@ counters, its pods), and at ``now``:
    the shape's **need**: its replicas alone that meet the demand, held by
    the policy's own floors and delays.
 3. **Correction**: with two shapes or more, each shape's need is corrected
-   by what its own servers measured (:mod:`scaler.policy.shapes.correction`);
+   by what its own servers measured (:mod:`scaler.policy.shapes.correction`;
+   the shape's policy is shown its part of the last mix without the
+   correction, :func:`_uncorrected`, so that a count it holds is corrected once);
    a shape whose replicas miss far more than its sizing expects even so is
    capped at zero for a while, as a Pending one is. A shape whose servers
    have not yet kept the goal (a shape of no proof: its capacity is a
@@ -52,6 +54,7 @@ only while it is the one serving.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -353,7 +356,7 @@ def _each_alone(
         own = replace(
             observation,
             ready_replicas=got.ready,
-            spec_replicas=state.targets.get(name, 0),
+            spec_replicas=_uncorrected(state.targets.get(name, 0), state.corrections.get(name)),
             load=own_load(observation.load, got.load, ready=got.ready, total_ready=total_ready),
         )
         decisions[name], states[name] = policy.decide(
@@ -363,6 +366,17 @@ def _each_alone(
             now=now,
         )
     return decisions, states
+
+
+def _uncorrected(replicas: int, correction: Correction | None) -> int:
+    """A shape's part of the last mix in its own sizing's units, as its policy is shown
+    it: the mix bought ``ceil(desired x factor)`` of it, so ``replicas / factor``
+    (rounded down, at least one of some). Shown the corrected count, a policy holding
+    its count (a short history, a rising load) would keep it and the factor would be
+    applied again at each decision: 2, 4, 8, 16 replicas in three decisions at 2."""
+    if correction is None or replicas <= 0:
+        return replicas
+    return max(1, math.floor(replicas / correction.factor + 1e-9))
 
 
 _YOUNG = "too little seen yet to compare shapes on"

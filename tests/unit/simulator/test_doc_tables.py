@@ -5,7 +5,8 @@ docs/simulator.md sits in a generated block whose first line is that
 block's command; the scorecard block has the header ``tidal simulate``
 prints now and a row for every default policy; one block's command, run
 again, prints exactly the block (the cheapest: one policy on the code
-trace); the many-models block is the same in simulator.md and warm-tier.md.
+trace); the many-models block is the same in simulator.md and warm-tier.md;
+the GPU shapes' page shows each of its commands with every row it prints.
 The figures themselves come from ``python -m scripts.simulator_tables``.
 """
 
@@ -16,12 +17,15 @@ import shlex
 
 from scripts.simulator_tables import (
     COMMANDS,
+    SHAPE_COMMANDS,
+    SHAPES,
     SIMULATOR,
     WARM_TIER,
     block_text,
     command_output,
 )
 from simulator.cli import table
+from simulator.gpu_shapes import LIST_PRICES
 from simulator.runner import POLICY_NAMES
 
 _BLOCK = re.compile(
@@ -62,3 +66,14 @@ def test_many_models_is_one_table_in_both_pages() -> None:
         WARM_TIER.read_text(), "many-models"
     )
     assert "does not include the tier" not in WARM_TIER.read_text()
+
+
+def test_the_shapes_page_shows_each_command_with_every_row() -> None:
+    block = block_text(SHAPES.read_text(), "shapes")
+    rows = ["tidal", *(f"tidal:{name}" for name in LIST_PRICES), "tidal-mix"]
+    outputs = block.split("$ tidal simulate ")[1:]
+    assert len(outputs) == len(SHAPE_COMMANDS)
+    for flags, output in zip(SHAPE_COMMANDS, outputs, strict=True):
+        lines = output.splitlines()
+        assert lines[0] == shlex.join(flags)
+        assert [line.split()[0] for line in lines[3 : 3 + len(rows)]] == rows

@@ -10,12 +10,13 @@ until the slice is Ready); each shape
 learns its capacity from its own servers, from a prior scaled by its ratios,
 and the activators weigh its replicas and bound its prompts by what it learned;
 prompts a slice cannot prefill within the objective keep an H100 in the mix;
-the model's decision is named by the direction the total moved.
+the model's decision is named by the direction the total moved; a shape's
+correction multiplies its sizing once, also while its policy holds its count.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scaler.policy.api import (
     Demand,
@@ -27,6 +28,7 @@ from scaler.policy.api import (
 )
 from scaler.policy.placement.availability import CapacityType, PodFacts
 from scaler.policy.protocol import PurePolicy
+from scaler.policy.shapes.correction import Correction
 from scaler.policy.shapes.decide import ShapeSeen, ShapesOutcome, ShapesState, decide_shapes
 from scaler.policy.shapes.declarations import ChosenShape, parse_shape_table, read_shapes
 from scaler.policy.shapes.mix import SWITCH_SAVING
@@ -275,3 +277,19 @@ def test_the_decision_is_named_by_the_direction_of_the_total() -> None:
     rare.now += 7_200.0
     out = rare.step()
     assert out.decision.reason is Reason.SCALED_TO_ZERO and out.asks == {}
+
+
+def test_a_shape_held_at_its_count_takes_its_correction_once() -> None:
+    # A rising load (the policy keeps a shape's count while the load rises), then the
+    # H100s' servers found short: a correction of 2. It doubles the H100s once: the
+    # count the H100's policy keeps is the one it sized, not the doubled one (which,
+    # kept and doubled again at each decision, went 4, 8, 16 and flipped the mix).
+    model = Model(asks={H100: 2})
+    for i in range(20):
+        model.step(requests=10 + i, prompt=1_000)
+    model.state = replace(model.state, corrections={H100: Correction(2.0, model.now)})
+    for i in range(20, 40):
+        out = model.step(requests=10 + i, prompt=1_000)
+        kept = out.decisions[H100].desired
+        assert kept <= 4 and out.needs[H100] == 2 * kept
+        assert dict(out.mix.replicas) == {H100: 2 * kept}
