@@ -14,10 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest_asyncio
 
 from groundwork.kube.connection import connect
 from loadtests.sandbox.cluster.cluster import SandboxCluster
@@ -27,44 +23,9 @@ from scaler.kube.placement_watch import PlacementWatch, pod_facts
 from scaler.policy.placement.availability import CapacityType
 from scaler.policy.placement.companion import build_companion
 from scaler.policy.placement.providers import PRESETS
-from tests.integration.scaler.support import eventually
+from tests.integration.scaler.support import eventually, user_deployment
 
 KARPENTER = PRESETS["karpenter"]
-
-
-@pytest_asyncio.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[SandboxCluster]:
-    sandbox = SandboxCluster(tmp_path / "sandbox")
-    try:
-        await sandbox.start()
-        yield sandbox
-    finally:
-        await sandbox.stop()
-
-
-def user_deployment() -> dict[str, object]:
-    return {
-        "metadata": {"name": "llama", "namespace": "default", "uid": "will-be-replaced"},
-        "spec": {
-            "replicas": 0,
-            "selector": {"matchLabels": {"app": "llama"}},
-            "template": {
-                "metadata": {
-                    "labels": {"app": "llama"},
-                    "annotations": {"sandbox.tidal.dev/process": "none"},
-                },
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "vllm",
-                            "image": "vllm/vllm-openai:v0.6.3",
-                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                        }
-                    ]
-                },
-            },
-        },
-    }
 
 
 async def test_nodes_notices_and_companions(cluster: SandboxCluster) -> None:

@@ -12,10 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest_asyncio
 
 from groundwork.kube.connection import connect
 from loadtests.sandbox.cluster.cluster import SandboxCluster
@@ -23,20 +19,10 @@ from loadtests.sandbox.cluster.controllers.base import DEPLOYMENTS, _rtype
 from scaler.kube.shape_watch import ShapeWatch
 from scaler.policy.shapes.companion import build_shape_companion
 from scaler.policy.shapes.declarations import ChosenShape
-from tests.integration.scaler.support import eventually
+from tests.integration.scaler.support import eventually, user_deployment
 
 CONFIGMAPS = _rtype("", "configmaps")
 H100 = "NVIDIA-H100-80GB-HBM3"
-
-
-@pytest_asyncio.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[SandboxCluster]:
-    sandbox = SandboxCluster(tmp_path / "sandbox")
-    try:
-        await sandbox.start()
-        yield sandbox
-    finally:
-        await sandbox.stop()
 
 
 def table(
@@ -48,31 +34,6 @@ def table(
         "kind": "ConfigMap",
         "metadata": {"name": name, "namespace": ns, "labels": labels},
         "data": data,
-    }
-
-
-def user_deployment() -> dict[str, object]:
-    return {
-        "metadata": {"name": "llama", "namespace": "default", "uid": "u"},
-        "spec": {
-            "replicas": 0,
-            "selector": {"matchLabels": {"app": "llama"}},
-            "template": {
-                "metadata": {
-                    "labels": {"app": "llama"},
-                    "annotations": {"sandbox.tidal.dev/process": "none"},
-                },
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "vllm",
-                            "image": "vllm/vllm-openai:v0.6.3",
-                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                        }
-                    ]
-                },
-            },
-        },
     }
 
 
