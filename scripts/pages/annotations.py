@@ -11,6 +11,10 @@ routing (:data:`groundwork.rules.routing_keys.ROUTING_KEYS`), InferencePools
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
+from groundwork.rules.annotation_keys import Key
 from groundwork.rules.pool_keys import POOL_KEYS
 from groundwork.rules.routing_keys import ROUTING_KEYS
 from groundwork.rules.scaling_keys import SCALING_KEYS
@@ -118,10 +122,7 @@ def _routing() -> list[str]:
         row("annotation", "default", "allowed", "meaning"),
         row("---", "---", "---", "---"),
     ]
-    for key in ROUTING_KEYS:
-        default = f"`{key.default}`" if key.default else key.default_note
-        lines.append(row(f"`{key.name}`", default, key.allowed, key.meaning))
-    return lines
+    return lines + _read_key_rows(ROUTING_KEYS)
 
 
 def _pools() -> list[str]:
@@ -138,10 +139,15 @@ def _pools() -> list[str]:
         row("annotation", "default", "allowed", "meaning"),
         row("---", "---", "---", "---"),
     ]
-    for key in POOL_KEYS:
-        default = f"`{key.default}`" if key.default else key.default_note
-        lines.append(row(f"`{key.name}`", default, key.allowed, key.meaning))
-    return lines
+    return lines + _read_key_rows(POOL_KEYS)
+
+
+def _read_key_rows(keys: Iterable[Key[Any]]) -> list[str]:
+    """A row per key read with a default or a note on what unset means."""
+    return [
+        row(f"`{k.name}`", f"`{k.default}`" if k.default else k.default_note, k.allowed, k.meaning)
+        for k in keys
+    ]
 
 
 def _written_by_tidal() -> list[str]:
