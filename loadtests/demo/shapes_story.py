@@ -49,7 +49,7 @@ from loadtests.sandbox.cluster.nodes import parse_nodes
 from loadtests.sandbox.example import ExampleModel
 from loadtests.sandbox.stack import SandboxStack, StackSettings
 
-__all__ = ["SHAPES_MODEL", "blocker", "run_shapes", "shape_table"]
+__all__ = ["CONFIGMAPS", "H100", "SHAPES_MODEL", "SLICE", "blocker", "run_shapes", "shape_table"]
 
 CONFIGMAPS = _rtype("", "configmaps")
 H100 = "NVIDIA-H100-80GB-HBM3"

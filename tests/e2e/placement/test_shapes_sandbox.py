@@ -37,7 +37,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from loadtests.sandbox.cluster.controllers.base import PODS, _rtype
+from loadtests.demo.shapes_story import CONFIGMAPS, H100, SLICE, blocker, shape_table
+from loadtests.sandbox.cluster.controllers.base import PODS
 from loadtests.sandbox.cluster.defaults import apply_defaults
 from loadtests.sandbox.cluster.nodes import parse_nodes
 from loadtests.sandbox.stack import SandboxStack, StackSettings
@@ -54,9 +55,6 @@ from tests.e2e.scaler.helpers import (
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-CONFIGMAPS = _rtype("", "configmaps")
-H100 = "NVIDIA-H100-80GB-HBM3"
-SLICE = "mig-3g.40gb"
 COMPANION = "llama-mig-3g.40gb"
 TICK_S = 1.0
 PENDING_S = 10.0
@@ -67,10 +65,6 @@ NODES = parse_nodes(
          "zone": "us-east-1a"},
     ]
 )  # fmt: skip
-TABLE = {
-    "h100": f"resource=nvidia.com/gpu, gpu-product={H100}, on-demand=12.29",
-    SLICE: f"resource=nvidia.com/mig-3g.40gb, gpu-product={H100}, on-demand=5.27",
-}
 SHAPES = {
     "placement.tidal.dev/shapes": f"h100,{SLICE}",
     f"placement.tidal.dev/shape-args.{SLICE}": "--max-model-len 32768",
@@ -99,36 +93,6 @@ def shaped_model() -> tuple[Any, dict[str, Any]]:
     pod = deployment["spec"]["template"]["spec"]
     pod["nodeSelector"] = {"nvidia.com/gpu.product": H100}
     return example, deployment
-
-
-def blocker(slices: int) -> dict[str, Any]:
-    """Another tenant's Deployment holding ``slices`` slices (no server runs)."""
-    labels = {"app": "other"}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "other", "namespace": "default", "labels": labels},
-        "spec": {
-            "replicas": slices,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {
-                    "labels": labels,
-                    "annotations": {"sandbox.tidal.dev/process": "none"},
-                },
-                "spec": {
-                    "nodeSelector": {"nvidia.com/gpu.product": H100},
-                    "containers": [
-                        {
-                            "name": "batch",
-                            "image": "batch:1",
-                            "resources": {"limits": {"nvidia.com/mig-3g.40gb": "1"}},
-                        }
-                    ],
-                },
-            },
-        },
-    }
 
 
 def running_on(stack: SandboxStack, app: str) -> int:
@@ -217,17 +181,7 @@ async def test_cheap_shape_then_cover_then_back(tmp_path: Path) -> None:
     )
     async with running_stack(tmp_path / "stack", settings) as stack:
         assert DEPLOYMENTS is not None
-        table = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": "tidal-shapes",
-                "namespace": "default",
-                "labels": {"tidal.dev/shapes": "true"},
-            },
-            "data": TABLE,
-        }
-        stack.cluster.store.create(CONFIGMAPS, table)
+        stack.cluster.store.create(CONFIGMAPS, shape_table())
         example, deployment = shaped_model()
         apply(stack, example, deployment)
         url = f"{stack.addresses.activator_url}/v1/completions"
