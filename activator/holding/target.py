@@ -312,15 +312,19 @@ class Target:
         self.gate.arrive()
         if document is None:
             return None, None, 0
-        if self.tokens.on:
-            self.tokens.add(document)
+        # One estimate of the prompt (a walk of its text) serves both the tally and
+        # the shapes, whichever are on.
+        tokens = 0
+        if self.tokens.on or self.shapes is not None:
+            tokens, output = estimated_tokens(document)
+            if self.tokens.on:
+                self.tokens.add(tokens, output)
         adapter = None
         if self.adapters is not None and isinstance(document, dict):
             model = document.get("model")
             adapter = model if isinstance(model, str) and model in self.adapters.declared else None
         prompt = self.prefix.prompt_of(document) if self.prefix is not None else None
-        tokens = estimated_tokens(document)[0] if self.shapes is not None else 0
-        return prompt, adapter, tokens
+        return prompt, adapter, tokens if self.shapes is not None else 0
 
     def _choose(self, prompt: PromptBlocks | None, tokens: int) -> Choose | None:
         """How this request's replica is chosen (None: by load)."""

@@ -10,7 +10,6 @@ servers' own counters, so these only tell it what is on the way.
 
 from __future__ import annotations
 
-from activator.balancing.prefix_key import estimated_tokens
 from groundwork.rules.prompt_sizes import PROMPT_SIZE_BOUNDS
 
 __all__ = ["TokenTally"]
@@ -28,9 +27,9 @@ class TokenTally:
         # Arrivals with an estimated prompt longer than each PROMPT_SIZE_BOUNDS.
         self.over = [0] * len(PROMPT_SIZE_BOUNDS)
 
-    def add(self, document: object) -> None:
-        """One arrival's parsed body."""
-        prompt, output = estimated_tokens(document)
+    def add(self, prompt: int, output: int) -> None:
+        """One arrival's estimated prompt tokens and ``max_tokens``
+        (:func:`~activator.balancing.prefix_key.estimated_tokens` of its body)."""
         self.prompt += prompt
         self.output += output
         for i, bound in enumerate(PROMPT_SIZE_BOUNDS):
