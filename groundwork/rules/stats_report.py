@@ -324,24 +324,17 @@ def _route_json(route: ShapeRoute) -> dict[str, Any]:
 
 
 def _route(raw: object) -> ShapeRoute | None:
-    if not isinstance(raw, dict):
+    """One endpoint's word, read by the report's own number rule; None when malformed
+    (a weight of zero included: it would take no request)."""
+    if not isinstance(raw, dict) or not isinstance(shape := raw.get("shape"), str):
         return None
-    shape, weight, reach = raw.get("shape"), _finite(raw.get("weight")), raw.get("reach")
-    if not isinstance(shape, str) or weight is None or weight <= 0:
+    reach = raw.get("reach")
+    try:
+        weight = _number(raw.get("weight"), "weight")
+        limit = None if reach is None else _number(reach, "reach")
+    except ReportError:
         return None
-    if reach is None:
-        return ShapeRoute(shape, weight)
-    limit = _finite(reach)
-    if limit is None or limit < 0:
-        return None
-    return ShapeRoute(shape, weight, limit)
-
-
-def _finite(value: object) -> float | None:
-    """``value`` as a float when it is a finite JSON number (not a boolean), else None."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
+    return ShapeRoute(shape, weight, limit) if weight > 0 else None
 
 
 def _routes(raw: object) -> dict[str, dict[str, ShapeRoute]]:
